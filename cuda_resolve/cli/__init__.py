@@ -1,0 +1,69 @@
+"""The ``cuda-resolve`` command line: ``main(argv) -> int`` with one error boundary.
+
+Each subcommand lives in its own module exposing ``register(subparsers)``; the module's
+handler takes the parsed arguments and returns an exit status. Library code raises
+:class:`~cuda_resolve.errors.CudaResolveError`; only :func:`main` turns it into output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from ..errors import CudaResolveError, UsageError
+from . import _output
+
+__all__ = ["main", "run"]
+
+#: Subcommand modules, in the order ``--help`` lists them.
+COMMANDS = ("detect", "doctor")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so bad usage goes through the one boundary."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}", hint=f"run `{self.prog} --help` for usage")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
+    parser = _Parser(
+        prog="cuda-resolve",
+        description="Detect this NVIDIA machine, decide the ABI-matched torch and CUDA-extension builds, and install them.",
+    )
+    parser.add_argument("--version", action="version", version=f"cuda-resolve {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        module = importlib.import_module(f".{name}", __name__)
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    wants_json = "--json" in args_list
+    try:
+        parser = build_parser()
+        args = parser.parse_args(args_list)
+        if args.command is None:
+            parser.print_help()
+            return 2
+        handler = args.handler
+        return int(handler(args))
+    except CudaResolveError as exc:
+        _output.report_error(exc, as_json=wants_json)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _output.report_error(CudaResolveError("interrupted", hint=None), as_json=wants_json)
+        return 130
+    except BrokenPipeError:
+        return 1
+
+
+def run() -> None:
+    """Console-script entry point."""
+    raise SystemExit(main())

@@ -1,0 +1,41 @@
+"""Options every reporting command shares: --profile, --python, --json."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..environment import Environment
+
+__all__ = ["add_environment_options", "add_json_option", "environment_from_args"]
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print a JSON document instead of tables")
+
+
+def add_environment_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("machine")
+    group.add_argument(
+        "--profile",
+        metavar="FILE",
+        type=Path,
+        help="describe the machine from a profile (TOML) instead of probing this one",
+    )
+    group.add_argument(
+        "--python",
+        metavar="PATH",
+        help="the target interpreter to inspect and install into (default: the one running cuda-resolve)",
+    )
+    add_json_option(parser)
+
+
+def environment_from_args(args: argparse.Namespace) -> Environment:
+    """A profile when --profile is given (no probing at all), else detection."""
+    if args.profile is not None:
+        from ..profile import load_profile
+
+        return load_profile(args.profile)
+    from ..detect import detect_environment
+
+    return detect_environment(python=args.python)

@@ -1,0 +1,36 @@
+"""Output helpers shared by the subcommands: JSON, rich consoles, the one error format."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+
+from ..errors import CudaResolveError
+
+__all__ = ["console", "error_console", "print_json", "report_error"]
+
+
+def console() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+def error_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def report_error(exc: CudaResolveError, *, as_json: bool) -> None:
+    """One ``error:`` line and a ``hint:`` line on stderr; with --json the same on stdout."""
+    if as_json:
+        print_json(exc.to_json())
+        return
+    err = sys.stderr
+    err.write(f"error: {exc.message}\n")
+    if exc.hint:
+        err.write(f"hint: {exc.hint}\n")

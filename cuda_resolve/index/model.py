@@ -1,0 +1,201 @@
+"""The index as frozen dataclasses: CUDA toolkit facts, torch builds, extension packages.
+
+Parsed once from TOML by :mod:`cuda_resolve.index.load`; everything downstream (compatibility
+rules, the resolver, doctor) reads these objects and never the TOML.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from ..versions import ComputeCapability, CudaVersion, DriverVersion
+
+__all__ = [
+    "ArchEntry",
+    "CudaFamily",
+    "ExtensionWheels",
+    "Index",
+    "Package",
+    "Patch",
+    "Recipe",
+    "SmokeTest",
+    "ToolkitFacts",
+    "TorchRelease",
+    "TorchVariant",
+    "parse_arch_entry",
+]
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class ArchEntry:
+    """One TORCH_CUDA_ARCH_LIST entry: SASS for ``capability`` and, with ``ptx``, PTX too."""
+
+    capability: ComputeCapability
+    ptx: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.capability}{'+PTX' if self.ptx else ''}"
+
+
+def parse_arch_entry(text: str) -> ArchEntry:
+    """``8.6`` / ``9.0a`` / ``12.0+PTX`` -> ArchEntry; ValueError on anything else."""
+    cleaned = text.strip()
+    ptx = cleaned.upper().endswith("+PTX")
+    if ptx:
+        cleaned = cleaned[: -len("+PTX")]
+    return ArchEntry(ComputeCapability.parse(cleaned), ptx)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CudaFamily:
+    """Minor-version compatibility of one CUDA major family (CUDA 11 onward)."""
+
+    major: int
+    min_driver_linux: DriverVersion
+    min_driver_windows: DriverVersion | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolkitFacts:
+    version: CudaVersion
+    driver_linux: DriverVersion | None = None  # the toolkit's own (GA) driver: full feature set
+    driver_windows: DriverVersion | None = None
+    archs: tuple[ComputeCapability, ...] = ()  # SASS targets nvcc accepts (sm_XY)
+    specific_archs: tuple[ComputeCapability, ...] = ()  # 9.0a, 10.0f ...
+    gcc_max: int | None = None  # newest gcc major nvcc accepts
+    clang_max: int | None = None
+    torch_gcc_max_exclusive: int | None = None  # torch.utils.cpp_extension's bound
+    source: str = ""
+    unverified: tuple[str, ...] = ()  # keys whose values rest on secondary sources
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TorchVariant:
+    """One published build of one torch release: ``2.5.1+cu124``."""
+
+    name: str  # "cu124" or "cpu"
+    cuda: CudaVersion | None
+    arch_list: tuple[ArchEntry, ...]  # empty for cpu, or unknown
+    index_url: str  # the PyTorch wheel index for this variant
+    pypi_default: bool = False  # the variant PyPI serves for linux x86_64
+    verified: bool = True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TorchRelease:
+    version: Version
+    python: tuple[str, ...]  # "3.10", "3.13t"
+    requires_python: SpecifierSet
+    variants: tuple[TorchVariant, ...]
+    torchvision: str | None = None
+    torchaudio: str | None = None
+    cxx11_abi: bool | None = None
+    pypi_linux_aarch64: str | None = None  # the variant of PyPI's aarch64 wheel
+    source: str = ""
+
+    def variant(self, name: str) -> TorchVariant | None:
+        return next((v for v in self.variants if v.name == name), None)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExtensionWheels:
+    """The prebuilt wheels of one release of an extension package."""
+
+    version: Version
+    python: tuple[str, ...]
+    torch: tuple[tuple[str, tuple[str, ...]], ...]  # (torch base version, variants)
+    platforms: tuple[str, ...] = ("linux_x86_64",)
+    source: str = ""
+
+    def variants_for(self, torch_version: str) -> tuple[str, ...]:
+        return next((variants for tv, variants in self.torch if tv == torch_version), ())
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Patch:
+    """A literal text substitution applied to a fetched source tree before building."""
+
+    file: str
+    find: str
+    replace: str
+    reason: str
+    count: int = 1  # how many occurrences must be found; a mismatch fails the build
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SmokeTest:
+    imports: tuple[str, ...]  # modules that must import on any machine
+    gpu_script: str | None = None  # Python run in a subprocess where a GPU exists
+    description: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Recipe:
+    """How to build a package from source against the target's torch."""
+
+    name: str  # recipe id, e.g. "kaolin-master-d52da9f"
+    package: str
+    version: Version  # the version the built wheel will carry
+    repository: str
+    revision: str  # pinned commit
+    subdirectory: str = ""
+    submodules: bool = False
+    torch: SpecifierSet = field(default_factory=SpecifierSet)  # torch versions it builds against
+    python: SpecifierSet = field(default_factory=SpecifierSet)
+    cuda_min: CudaVersion | None = None
+    cuda_max: CudaVersion | None = None
+    build_requires: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    patches: tuple[Patch, ...] = ()
+    smoke: SmokeTest | None = None
+    source: str = ""
+    notes: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Package:
+    """An extension package the index knows: its wheels, URL patterns and recipes."""
+
+    name: str
+    import_name: str
+    description: str = ""
+    find_links: str | None = None  # pattern with {torch}, {cuda_nodot}, {variant}
+    wheel_url: str | None = None  # pattern with also {version}, {python_tag}, {abi_tag}, {platform}
+    placeholder_versions: tuple[str, ...] = ()  # PyPI releases that are placeholders: never pick
+    wheels: tuple[ExtensionWheels, ...] = ()
+    recipes: tuple[Recipe, ...] = ()
+    requires: tuple[str, ...] = ()  # runtime requirements the plan adds (e.g. torchvision)
+    source: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Index:
+    toolkits: tuple[ToolkitFacts, ...]
+    families: tuple[CudaFamily, ...]
+    torch: tuple[TorchRelease, ...]
+    packages: tuple[Package, ...]
+    sources: tuple[tuple[str, str], ...] = ()  # citation key -> text
+    origins: tuple[tuple[str, str], ...] = ()  # "torch 2.5.1" -> file it came from
+
+    def toolkit(self, version: CudaVersion) -> ToolkitFacts | None:
+        return next((t for t in self.toolkits if t.version == version), None)
+
+    def family(self, major: int) -> CudaFamily | None:
+        return next((f for f in self.families if f.major == major), None)
+
+    def package(self, name: str) -> Package | None:
+        from packaging.utils import canonicalize_name
+
+        wanted = canonicalize_name(name)
+        return next((p for p in self.packages if canonicalize_name(p.name) == wanted), None)
+
+    def torch_release(self, version: str) -> TorchRelease | None:
+        base = Version(Version(version).base_version)
+        return next((r for r in self.torch if r.version == base), None)
+
+    def origin(self, key: str) -> str | None:
+        return dict(self.origins).get(key)

@@ -1,0 +1,375 @@
+"""Machine profiles: an :class:`~cuda_resolve.environment.Environment` saved as TOML.
+
+A profile is written by ``cuda-resolve detect --save-profile FILE`` or by hand for a machine
+class, and read by every command's ``--profile FILE``; resolving from one needs no probing.
+The format is a public interface, documented in ``docs/profile-format.md``. Only
+``python.version`` is required; unknown keys are errors that name the key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from ._toml import Table, load_toml_file, parse_toml_text
+from .environment import (
+    Compiler,
+    Driver,
+    Environment,
+    Gpu,
+    Machine,
+    NvidiaWheel,
+    PythonInfo,
+    Scheduler,
+    Toolkit,
+    TorchInfo,
+    Variables,
+)
+from .errors import ProfileError
+from .versions import ComputeCapability, CudaVersion, DriverVersion
+from .index_facts import cuda_for_driver
+
+__all__ = ["dump_profile", "environment_to_dict", "load_profile", "parse_profile"]
+
+FORMAT_VERSION = 1
+_HINT = "see docs/profile-format.md for the profile keys, or write one with `cuda-resolve detect --save-profile FILE`"
+_OSES = ("linux", "windows", "darwin")
+_ARCHES = ("x86_64", "aarch64", "ppc64le", "arm64", "amd64")
+
+
+def load_profile(path: str | Path) -> Environment:
+    table = load_toml_file(Path(path), error=ProfileError, hint=_HINT)
+    return _environment(table, source=str(path))
+
+
+def parse_profile(text: str, *, origin: str = "<profile>") -> Environment:
+    return _environment(parse_toml_text(text, origin=origin, error=ProfileError, hint=_HINT), source=origin)
+
+
+def _version_text(text: str) -> str:
+    parts = text.split(".")
+    if not 2 <= len(parts) <= 3 or not all(part.isdigit() for part in parts):
+        raise ValueError("expected a dotted version such as '3.10.12'")
+    return text
+
+
+def _glibc(text: str) -> str:
+    parts = text.split(".")
+    if len(parts) != 2 or not all(part.isdigit() for part in parts):
+        raise ValueError("expected a glibc version such as '2.35'")
+    return text
+
+
+def _choice(options: tuple[str, ...]) -> Any:
+    def check(text: str) -> str:
+        if text not in options:
+            raise ValueError(f"expected one of {', '.join(options)}")
+        return text
+
+    return check
+
+
+def _environment(top: Table, *, source: str) -> Environment:
+    top.integer("format", FORMAT_VERSION)
+    machine = _machine(top.table("machine"))
+    python = _python(top.table("python", required=True))
+    driver = _driver(top.table("driver"))
+    gpus = tuple(_gpu(table, position) for position, table in enumerate(top.tables("gpu")))
+    toolkits = tuple(_toolkit(table) for table in top.tables("toolkit"))
+    compiler = _compiler(top.table("compiler"))
+    torch = _torch(top.table("torch"))
+    scheduler = _scheduler(top.table("scheduler"))
+    variables = _variables(top.table("variables"))
+    notes = top.strings("notes", ())
+    top.finish()
+    if gpus and driver is None:
+        raise top.fail("gpu", "GPUs are listed but [driver] is missing", hint="add [driver] version = \"...\"")
+    return Environment(
+        machine=machine,
+        python=python,
+        driver=driver,
+        gpus=gpus,
+        toolkits=toolkits,
+        compiler=compiler,
+        torch=torch,
+        scheduler=scheduler,
+        variables=variables,
+        notes=notes,
+        source=source,
+    )
+
+
+def _machine(table: Table | None) -> Machine:
+    if table is None:
+        return Machine()
+    machine = Machine(
+        os=table.parsed("os", _choice(_OSES), "linux"),
+        arch=table.parsed("arch", _choice(_ARCHES), "x86_64"),
+        glibc=table.parsed("glibc", _glibc, None),
+    )
+    table.finish()
+    return machine
+
+
+def _python(table: Table | None) -> PythonInfo:
+    assert table is not None
+    python = PythonInfo(
+        version=table.parsed("version", _version_text),
+        implementation=table.parsed("implementation", _choice(("cpython", "pypy")), "cpython"),
+        executable=table.string("executable", None),
+        abi=table.string("abi", None),
+        site_packages=table.strings("site_packages", ()),
+        prefix=table.string("prefix", None),
+        is_conda=table.boolean("conda", False),
+        is_venv=table.boolean("venv", False),
+    )
+    table.finish()
+    return python
+
+
+def _driver(table: Table | None) -> Driver | None:
+    if table is None:
+        return None
+    version = table.parsed("version", DriverVersion.parse)
+    cuda = table.parsed("cuda", CudaVersion.parse, None)
+    if cuda is None:
+        cuda = cuda_for_driver(version)
+        if cuda is None:
+            raise table.fail("version", f"= {version.text!r}: cannot derive the CUDA version it supports", hint="add cuda = \"12.2\" to [driver]")
+    table.string("source", None)
+    table.finish()
+    return Driver(version=version, cuda=cuda, source="profile")
+
+
+def _gpu(table: Table, position: int) -> Gpu:
+    gpu = Gpu(
+        index=table.integer("index", position),
+        name=table.string("name", "unknown GPU"),
+        compute_capability=table.parsed("compute_capability", ComputeCapability.parse),
+        uuid=table.string("uuid", None),
+        memory_mib=table.integer("memory_mib", None),
+    )
+    table.finish()
+    return gpu
+
+
+def _toolkit(table: Table) -> Toolkit:
+    toolkit = Toolkit(
+        version=table.parsed("version", CudaVersion.parse),
+        root=table.string("root", None),
+        nvcc=table.string("nvcc", None),
+        release=table.string("release", None),
+        gpu_archs=tuple(_capability_list(table, "gpu_archs")),
+        missing_headers=table.strings("missing_headers", ()),
+        found_via=table.string("found_via", "profile"),
+        nvcc_on_path_wrapper=table.string("nvcc_on_path_wrapper", None),
+    )
+    table.finish()
+    return toolkit
+
+
+def _capability_list(table: Table, key: str) -> list[ComputeCapability]:
+    values = table.strings(key, ())
+    result = []
+    for position, text in enumerate(values):
+        try:
+            result.append(ComputeCapability.parse(text))
+        except ValueError as exc:
+            raise table.fail(f"{key}[{position}]", f"= {text!r}: {exc}") from None
+    return result
+
+
+def _compiler(table: Table | None) -> Compiler:
+    if table is None:
+        return Compiler()
+    compiler = Compiler(
+        gcc=table.parsed("gcc", _version_text, None),
+        gxx=table.parsed("gxx", _version_text, None),
+        clang=table.parsed("clang", _version_text, None),
+        nvcc_host=table.string("nvcc_host", None),
+        nvcc_host_version=table.string("nvcc_host_version", None),
+        other_gcc=table.strings("other_gcc", ()),
+    )
+    table.finish()
+    return compiler
+
+
+def _torch(table: Table | None) -> TorchInfo | None:
+    if table is None:
+        return None
+    version = table.string("version")
+    try:
+        from packaging.version import Version
+
+        Version(version)
+    except Exception:
+        raise table.fail("version", f"= {version!r}: not a valid version such as '2.1.0+cu121'") from None
+    cuda = table.parsed("cuda", CudaVersion.parse, None)
+    local = version.split("+", 1)[1] if "+" in version else None
+    if cuda is None and local and local.startswith("cu"):
+        try:
+            cuda = CudaVersion.parse(local)
+        except ValueError:
+            cuda = None
+    torch = TorchInfo(
+        version=version,
+        cuda=cuda,
+        hip=table.string("hip", None),
+        git_version=table.string("git_version", None),
+        cxx11_abi=table.boolean("cxx11_abi", None),
+        arch_list=table.strings("arch_list", None),
+        location=table.string("location", None),
+        nvidia_wheels=tuple(_nvidia_wheel(t) for t in table.tables("nvidia_wheels")),
+    )
+    table.string("build", None)  # derived; accepted so saved profiles round-trip
+    table.finish()
+    return torch
+
+
+def _nvidia_wheel(table: Table) -> NvidiaWheel:
+    wheel = NvidiaWheel(
+        name=table.string("name"),
+        version=table.string("version"),
+        include_dir=table.string("include_dir", None),
+        lib_dir=table.string("lib_dir", None),
+    )
+    table.finish()
+    return wheel
+
+
+def _scheduler(table: Table | None) -> Scheduler:
+    if table is None:
+        return Scheduler()
+    scheduler = Scheduler(
+        slurm_job_id=table.string("slurm_job_id", None),
+        slurm_variables=table.strings("slurm_variables", ()),
+    )
+    table.finish()
+    return scheduler
+
+
+def _variables(table: Table | None) -> Variables:
+    if table is None:
+        return Variables()
+    variables = Variables(
+        cuda_home=table.string("CUDA_HOME", None),
+        cuda_path=table.string("CUDA_PATH", None),
+        ld_library_path=table.string("LD_LIBRARY_PATH", None),
+        torch_cuda_arch_list=table.string("TORCH_CUDA_ARCH_LIST", None),
+        cuda_visible_devices=table.string("CUDA_VISIBLE_DEVICES", None),
+    )
+    table.finish()
+    return variables
+
+
+# -- writing --------------------------------------------------------------------------------
+
+
+def _drop_empty(data: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in data.items() if value not in (None, (), [], {})}
+
+
+def environment_to_dict(env: Environment) -> dict[str, Any]:
+    """The profile/JSON form of an Environment: plain strings, lists and tables."""
+    data: dict[str, Any] = {"format": FORMAT_VERSION}
+    data["machine"] = _drop_empty({"os": env.machine.os, "arch": env.machine.arch, "glibc": env.machine.glibc})
+    py = env.python
+    data["python"] = _drop_empty(
+        {
+            "version": py.version,
+            "implementation": py.implementation,
+            "executable": py.executable,
+            "abi": py.abi,
+            "site_packages": list(py.site_packages),
+            "prefix": py.prefix,
+            "conda": py.is_conda or None,
+            "venv": py.is_venv or None,
+        }
+    )
+    if env.driver:
+        data["driver"] = {"version": env.driver.version.text, "cuda": str(env.driver.cuda), "source": env.driver.source}
+    if env.gpus:
+        data["gpu"] = [
+            _drop_empty(
+                {
+                    "index": gpu.index,
+                    "name": gpu.name,
+                    "compute_capability": str(gpu.compute_capability),
+                    "uuid": gpu.uuid,
+                    "memory_mib": gpu.memory_mib,
+                }
+            )
+            for gpu in env.gpus
+        ]
+    if env.toolkits:
+        data["toolkit"] = [
+            _drop_empty(
+                {
+                    "version": str(tk.version),
+                    "root": tk.root,
+                    "nvcc": tk.nvcc,
+                    "release": tk.release,
+                    "gpu_archs": [str(cc) for cc in tk.gpu_archs],
+                    "missing_headers": list(tk.missing_headers),
+                    "found_via": tk.found_via,
+                    "nvcc_on_path_wrapper": tk.nvcc_on_path_wrapper,
+                }
+            )
+            for tk in env.toolkits
+        ]
+    compiler = _drop_empty(
+        {
+            "gcc": env.compiler.gcc,
+            "gxx": env.compiler.gxx,
+            "clang": env.compiler.clang,
+            "nvcc_host": env.compiler.nvcc_host,
+            "nvcc_host_version": env.compiler.nvcc_host_version,
+            "other_gcc": list(env.compiler.other_gcc),
+        }
+    )
+    if compiler:
+        data["compiler"] = compiler
+    if env.torch:
+        torch = env.torch
+        data["torch"] = _drop_empty(
+            {
+                "version": torch.version,
+                "cuda": str(torch.cuda) if torch.cuda else None,
+                "hip": torch.hip,
+                "build": torch.build,
+                "git_version": torch.git_version,
+                "cxx11_abi": torch.cxx11_abi,
+                "arch_list": list(torch.arch_list) if torch.arch_list is not None else None,
+                "location": torch.location,
+                "nvidia_wheels": [
+                    _drop_empty({"name": w.name, "version": w.version, "include_dir": w.include_dir, "lib_dir": w.lib_dir})
+                    for w in torch.nvidia_wheels
+                ],
+            }
+        )
+    scheduler = _drop_empty(
+        {"slurm_job_id": env.scheduler.slurm_job_id, "slurm_variables": list(env.scheduler.slurm_variables)}
+    )
+    if scheduler:
+        data["scheduler"] = scheduler
+    variables = _drop_empty(
+        {
+            "CUDA_HOME": env.variables.cuda_home,
+            "CUDA_PATH": env.variables.cuda_path,
+            "LD_LIBRARY_PATH": env.variables.ld_library_path,
+            "TORCH_CUDA_ARCH_LIST": env.variables.torch_cuda_arch_list,
+            "CUDA_VISIBLE_DEVICES": env.variables.cuda_visible_devices,
+        }
+    )
+    if variables:
+        data["variables"] = variables
+    if env.notes:
+        data["notes"] = list(env.notes)
+    return data
+
+
+def dump_profile(env: Environment) -> str:
+    header = "# cuda-resolve machine profile (format documented in docs/profile-format.md)\n"
+    return header + tomli_w.dumps(environment_to_dict(env))

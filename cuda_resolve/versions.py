@@ -1,0 +1,114 @@
+"""Small value types for the version numbers of the CUDA world.
+
+``packaging.version.Version`` is right for Python packages but wrong for these: a driver
+version keeps its zero-padded parts as printed (``535.104.05``), a CUDA version is exactly
+major.minor, and a compute capability is a (major, minor) pair written ``8.6`` or ``sm_86``.
+Each type parses once, at the boundary, and raises ``ValueError`` with the bad text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["ComputeCapability", "CudaVersion", "DriverVersion", "parse_dotted"]
+
+
+def parse_dotted(text: str, *, what: str) -> tuple[int, ...]:
+    """Parse ``"12.2.140"`` into ``(12, 2, 140)``; ``ValueError`` naming *what* otherwise."""
+    cleaned = text.strip()
+    if not re.fullmatch(r"\d+(\.\d+)*", cleaned):
+        raise ValueError(f"{what} {text!r} is not a dotted version number")
+    return tuple(int(part) for part in cleaned.split("."))
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class DriverVersion:
+    """An NVIDIA driver version such as ``535.104.05``; compares numerically."""
+
+    parts: tuple[int, ...]
+    text: str = field(compare=False)
+
+    @classmethod
+    def parse(cls, text: str) -> DriverVersion:
+        parts = parse_dotted(text, what="driver version")
+        if len(parts) < 2 and parts[0] < 100:
+            raise ValueError(f"driver version {text!r} looks like a CUDA version, not a driver")
+        return cls(parts, text.strip())
+
+    @property
+    def major(self) -> int:
+        return self.parts[0]
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class CudaVersion:
+    """A CUDA version as major.minor (``12.4``). Patch levels are not part of compatibility."""
+
+    major: int
+    minor: int
+
+    @classmethod
+    def parse(cls, text: str) -> CudaVersion:
+        """Accept ``12.4``, ``12.4.1``, ``V12.4.131``, ``cu124`` and ``124`` style variants."""
+        cleaned = text.strip()
+        if match := re.fullmatch(r"[cC][uU](\d{2,3})", cleaned):
+            digits = match.group(1)
+            return cls(int(digits[:-1]), int(digits[-1]))
+        cleaned = cleaned.removeprefix("V").removeprefix("v")
+        parts = parse_dotted(cleaned, what="CUDA version")
+        if len(parts) == 1:
+            raise ValueError(f"CUDA version {text!r} needs a minor part, e.g. '12.4'")
+        if parts[0] > 99 or parts[1] > 9:
+            raise ValueError(f"CUDA version {text!r} is out of range (expected e.g. '12.4')")
+        return cls(parts[0], parts[1])
+
+    @classmethod
+    def from_driver_api(cls, value: int) -> CudaVersion:
+        """Convert ``cuDriverGetVersion``'s integer (12080) into 12.8."""
+        return cls(value // 1000, (value % 1000) // 10)
+
+    @property
+    def variant(self) -> str:
+        """The PyTorch wheel-index variant name: ``cu124``."""
+        return f"cu{self.major}{self.minor}"
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class ComputeCapability:
+    """A GPU's compute capability (8.6); ``suffix`` is ``a`` or ``f`` for arch/family targets."""
+
+    major: int
+    minor: int
+    suffix: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> ComputeCapability:
+        """Accept ``8.6``, ``9.0a``, ``sm_86``, ``compute_90``, ``sm_100a``."""
+        cleaned = text.strip().lower()
+        if match := re.fullmatch(r"(?:sm|compute)_(\d+?)(\d)([af]?)", cleaned):
+            return cls(int(match.group(1)), int(match.group(2)), match.group(3))
+        if match := re.fullmatch(r"(\d+)\.(\d)([af]?)", cleaned):
+            return cls(int(match.group(1)), int(match.group(2)), match.group(3))
+        raise ValueError(
+            f"compute capability {text!r} is not of the form '8.6', '9.0a' or 'sm_86'"
+        )
+
+    @property
+    def sm(self) -> str:
+        """The nvcc name: ``sm_86``."""
+        return f"sm_{self.major}{self.minor}{self.suffix}"
+
+    @property
+    def number(self) -> int:
+        """Two-or-three digit form used by nvcc and CMake: 86, 100."""
+        return self.major * 10 + self.minor
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}{self.suffix}"
