@@ -29,7 +29,6 @@ from .environment import (
 )
 from .errors import ProfileError
 from .versions import ComputeCapability, CudaVersion, DriverVersion
-from .index_facts import cuda_for_driver
 
 __all__ = ["dump_profile", "environment_to_dict", "load_profile", "parse_profile"]
 
@@ -135,7 +134,10 @@ def _driver(table: Table | None) -> Driver | None:
     version = table.parsed("version", DriverVersion.parse)
     cuda = table.parsed("cuda", CudaVersion.parse, None)
     if cuda is None:
-        cuda = cuda_for_driver(version)
+        from .compat import cuda_for_driver
+        from .index import default_index
+
+        cuda = cuda_for_driver(version, default_index())
         if cuda is None:
             raise table.fail("version", f"= {version.text!r}: cannot derive the CUDA version it supports", hint="add cuda = \"12.2\" to [driver]")
     table.string("source", None)
