@@ -18,6 +18,7 @@ __all__ = [
     "Compiler",
     "Driver",
     "Environment",
+    "ExtensionBinary",
     "Gpu",
     "Machine",
     "NvidiaWheel",
@@ -146,6 +147,15 @@ class TorchInfo:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ExtensionBinary:
+    """A compiled CUDA/torch extension found in the target's site-packages."""
+
+    path: str
+    needed: tuple[str, ...]  # DT_NEEDED sonames that matter (libcudart*, libc10*, libtorch*)
+    missing: tuple[str, ...]  # of those, the ones the dynamic loader would not find
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Scheduler:
     slurm_job_id: str | None = None
     slurm_variables: tuple[str, ...] = ()  # names of SLURM_* variables that were set
@@ -177,6 +187,7 @@ class Environment:
     torch: TorchInfo | None = None
     scheduler: Scheduler = field(default_factory=Scheduler)
     variables: Variables = field(default_factory=Variables)
+    extensions: tuple[ExtensionBinary, ...] = ()
     notes: tuple[str, ...] = ()  # what probes reported instead of crashing (NVML mismatch ...)
     source: str = "profile"  # "detected" or the profile path
 
