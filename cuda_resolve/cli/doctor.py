@@ -1,0 +1,47 @@
+"""``cuda-resolve doctor``: the machine at a glance, and diagnoses with their fixes."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..doctor.checks import run_checks
+from ..doctor.findings import worst
+from ..index import default_index
+from ..profile import environment_to_dict
+from . import _output
+from ._common import add_environment_options, environment_from_args
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "doctor",
+        help="diagnose why CUDA extensions fail to build, load or run here",
+        description="Show the machine and run checks (driver, torch build, arch coverage, toolkit, compiler, headers, extensions, Slurm). Exit 0 when nothing is an error, 1 otherwise, 2 on bad input.",
+    )
+    add_environment_options(parser)
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    env = environment_from_args(args)
+    findings = run_checks(env, default_index())
+    status = worst(findings)
+    if args.json:
+        _output.print_json(
+            {
+                "status": status,
+                "environment": environment_to_dict(env),
+                "findings": [finding.to_json() for finding in findings],
+            }
+        )
+    else:
+        from ..doctor.render import render_environment, render_findings
+
+        console = _output.console()
+        render_environment(env, console)
+        render_findings(findings, console)
+        errors = sum(1 for f in findings if f.status == "error")
+        warnings = sum(1 for f in findings if f.status == "warn")
+        console.print(f"{errors} error(s), {warnings} warning(s)")
+    return 1 if status == "error" else 0

@@ -1,0 +1,239 @@
+"""Compatibility rules: pure functions of facts (Environment pieces and index entries).
+
+Every rule returns either a plain answer or a :class:`Verdict` whose ``reason`` is a sentence
+the user can read ("cu130: driver 535.104.05 supports CUDA <= 12.2"). The resolver, doctor and
+the planner all decide through these functions, so a rule is written once.
+
+Sources for the rules (cited in ``index/``): NVIDIA's minor-version compatibility guide (S2),
+torch's ``_get_cuda_arch_flags`` and ``DEVICE_REQUIREMENT`` (S14, S15).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .environment import Driver, Gpu, Toolkit
+from .index.model import ArchEntry, Index, ToolkitFacts
+from .versions import ComputeCapability, CudaVersion, DriverVersion
+
+__all__ = [
+    "JETSON_CAPABILITIES",
+    "Verdict",
+    "arch_list_for_build",
+    "build_covers_gpu",
+    "compiler_within_toolkit",
+    "cuda_for_driver",
+    "driver_supports_cuda",
+    "format_arch_list",
+    "python_matches",
+    "toolkit_archs",
+    "toolkit_can_build",
+    "uncovered_gpus",
+]
+
+#: Integrated (Jetson/Tegra) GPUs run only code built for exactly their capability (S15).
+JETSON_CAPABILITIES = frozenset(
+    ComputeCapability(major, minor) for major, minor in ((5, 3), (6, 2), (7, 2), (8, 7))
+)
+
+#: Capabilities whose code runs only on themselves (S15: 10.0 code does not run on 10.1;
+#: 10.1 / 11.0 code runs only on 10.1 / 11.0, 11.0 being 10.1 renamed in CUDA 13).
+_EXACT_ONLY = frozenset(ComputeCapability(major, minor) for major, minor in ((10, 1), (11, 0)))
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    ok: bool
+    reason: str
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+# -- driver ---------------------------------------------------------------------------------
+
+
+def cuda_for_driver(version: DriverVersion, index: Index, *, os: str = "linux") -> CudaVersion | None:
+    """The highest CUDA a driver supports, from the toolkits' own driver minimums (S1 Table 3)."""
+    best: CudaVersion | None = None
+    for facts in index.toolkits:
+        needed = facts.driver_windows if os == "windows" else facts.driver_linux
+        if needed is not None and version >= needed and (best is None or facts.version > best):
+            best = facts.version
+    return best
+
+
+def driver_supports_cuda(
+    driver: Driver | None,
+    cuda: CudaVersion,
+    index: Index,
+    *,
+    strict: bool = False,
+    os: str = "linux",
+) -> Verdict:
+    """Can binaries built with CUDA ``cuda`` run on this driver?
+
+    Backward compatibility: any CUDA up to the driver's own version runs. Minor-version
+    compatibility (CUDA 11 onward, not under ``strict``): any CUDA of a major family runs on a
+    driver at or above the family minimum. Before CUDA 11 the toolkit's own driver is needed.
+    """
+    if driver is None:
+        return Verdict(False, f"CUDA {cuda} needs an NVIDIA driver and none was found")
+    if cuda <= driver.cuda:
+        return Verdict(True, f"driver {driver.version} supports CUDA <= {driver.cuda}")
+    facts = index.toolkit(cuda)
+    own = (facts.driver_windows if os == "windows" else facts.driver_linux) if facts else None
+    if own is not None and driver.version >= own:
+        return Verdict(True, f"driver {driver.version} meets CUDA {cuda}'s driver {own}")
+    family = index.family(cuda.major)
+    if not strict and cuda.major >= 11 and family is not None:
+        family_min = family.min_driver_windows if os == "windows" else family.min_driver_linux
+        if family_min is not None and driver.version >= family_min:
+            return Verdict(
+                True,
+                f"driver {driver.version} runs CUDA {cuda.major}.x by minor-version compatibility (>= {family_min})",
+            )
+        need = f"driver >= {family_min}" if family_min else f"a CUDA {cuda.major}.x driver"
+        return Verdict(
+            False,
+            f"driver {driver.version} supports CUDA <= {driver.cuda}; CUDA {cuda} needs {need}",
+        )
+    need = f"driver >= {own}" if own else f"a driver for CUDA {cuda}"
+    mode = " (--strict-driver)" if strict and cuda.major >= 11 else ""
+    return Verdict(False, f"driver {driver.version} supports CUDA <= {driver.cuda}; CUDA {cuda} needs {need}{mode}")
+
+
+# -- GPU architectures ----------------------------------------------------------------------
+
+
+def build_covers_gpu(arch_list: Iterable[ArchEntry], gpu: ComputeCapability) -> bool:
+    """Does a build with this TORCH_CUDA_ARCH_LIST have kernels for a GPU of capability ``gpu``?
+
+    SASS for X.Y runs on X.Z with Z >= Y (sm_80 runs on 8.6 and 8.9, not on 9.0); PTX for X.Y
+    is JIT-compiled on any capability >= X.Y; arch-specific ``a`` targets, Jetson parts and
+    10.1/11.0 run only on exactly their own capability.
+    """
+    plain_gpu = ComputeCapability(gpu.major, gpu.minor)
+    for entry in arch_list:
+        cap = entry.capability
+        plain = ComputeCapability(cap.major, cap.minor)
+        if plain == plain_gpu:
+            return True
+        if entry.ptx and not cap.suffix and plain <= plain_gpu and plain_gpu not in JETSON_CAPABILITIES:
+            return True
+        if cap.suffix or plain in JETSON_CAPABILITIES or plain_gpu in JETSON_CAPABILITIES:
+            continue
+        if plain in _EXACT_ONLY or plain_gpu in _EXACT_ONLY:
+            continue
+        if plain == ComputeCapability(10, 0) and plain_gpu == ComputeCapability(10, 1):
+            continue
+        if cap.major == plain_gpu.major and cap.minor <= plain_gpu.minor:
+            return True
+    return False
+
+
+def uncovered_gpus(arch_list: Sequence[ArchEntry], gpus: Iterable[Gpu]) -> list[Gpu]:
+    """The GPUs a build has no kernels for (every GPU must be covered)."""
+    return [gpu for gpu in gpus if not build_covers_gpu(arch_list, gpu.compute_capability)]
+
+
+def format_arch_list(arch_list: Iterable[ArchEntry]) -> str:
+    """TORCH_CUDA_ARCH_LIST notation: ``7.5;8.6;9.0+PTX``."""
+    return ";".join(str(entry) for entry in arch_list)
+
+
+# -- toolkits and compilers -----------------------------------------------------------------
+
+
+def toolkit_archs(toolkit: Toolkit | None, facts: ToolkitFacts | None) -> tuple[ComputeCapability, ...]:
+    """What an nvcc can target: what it said itself, else the index's facts for its version."""
+    if toolkit is not None and toolkit.gpu_archs:
+        return toolkit.gpu_archs
+    if facts is not None:
+        return facts.archs + facts.specific_archs
+    return ()
+
+
+def toolkit_can_build(
+    archs: Sequence[ComputeCapability], arch_list: Iterable[ArchEntry], *, version: CudaVersion
+) -> Verdict:
+    """Can nvcc (accepting ``archs``) compile every entry of ``arch_list``?"""
+    accepted = {(cap.major, cap.minor, cap.suffix) for cap in archs}
+    rejected = [
+        str(entry)
+        for entry in arch_list
+        if (entry.capability.major, entry.capability.minor, entry.capability.suffix) not in accepted
+    ]
+    if rejected:
+        lowest = min(archs, default=None)
+        span = f" (it accepts {lowest} .. {max(archs)})" if lowest else ""
+        return Verdict(False, f"nvcc {version} cannot target {', '.join(rejected)}{span}")
+    return Verdict(True, f"nvcc {version} can target every requested architecture")
+
+
+def _major(version_text: str | None) -> int | None:
+    if not version_text:
+        return None
+    head = version_text.split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def compiler_within_toolkit(gcc: str | None, facts: ToolkitFacts | None) -> Verdict:
+    """Is the host gcc accepted by nvcc's host_config.h and torch's cpp_extension bound?"""
+    major = _major(gcc)
+    if major is None:
+        return Verdict(True, "no gcc version known")
+    if facts is None:
+        return Verdict(True, f"gcc {gcc}: no facts for this toolkit")
+    if facts.gcc_max is not None and major > facts.gcc_max:
+        return Verdict(False, f"gcc {gcc} is newer than CUDA {facts.version} accepts (gcc <= {facts.gcc_max})")
+    bound = facts.torch_gcc_max_exclusive
+    if bound is not None and major >= bound:
+        return Verdict(
+            False,
+            f"gcc {gcc} is outside torch.utils.cpp_extension's range for CUDA {facts.version} (gcc < {bound})",
+        )
+    return Verdict(True, f"gcc {gcc} is within CUDA {facts.version}'s range")
+
+
+def arch_list_for_build(
+    gpus: Iterable[ComputeCapability], archs: Sequence[ComputeCapability]
+) -> tuple[tuple[ArchEntry, ...], tuple[ComputeCapability, ...]]:
+    """The smallest TORCH_CUDA_ARCH_LIST that covers every GPU with what nvcc can target.
+
+    Returns (entries, impossible): a GPU nvcc has an exact target for gets it; otherwise the
+    highest same-major SASS below it; a GPU newer than everything nvcc knows gets the newest
+    target as PTX. GPUs none of these cover are returned in ``impossible``.
+    """
+    plain = sorted({ComputeCapability(a.major, a.minor) for a in archs if not a.suffix})
+    chosen: set[ArchEntry] = set()
+    impossible: list[ComputeCapability] = []
+    for gpu in sorted(set(gpus)):
+        target = ComputeCapability(gpu.major, gpu.minor)
+        if target in plain:
+            chosen.add(ArchEntry(target))
+            continue
+        same_major = [
+            a for a in plain
+            if a.major == target.major and a.minor <= target.minor
+            and target not in JETSON_CAPABILITIES and a not in JETSON_CAPABILITIES
+        ]
+        if same_major:
+            chosen.add(ArchEntry(same_major[-1]))
+            continue
+        older = [a for a in plain if a < target and a not in JETSON_CAPABILITIES]
+        if older and target > plain[-1] and target not in JETSON_CAPABILITIES:
+            chosen.add(ArchEntry(older[-1], ptx=True))
+            continue
+        impossible.append(gpu)
+    return tuple(sorted(chosen)), tuple(impossible)
+
+
+# -- Python -------------------------------------------------------------------------------
+
+
+def python_matches(supported: Iterable[str], version: str, *, free_threaded: bool = False) -> bool:
+    """Is the interpreter's ``major.minor`` (``3.13t`` when free-threaded) in the list?"""
+    major_minor = ".".join(version.split(".")[:2]) + ("t" if free_threaded else "")
+    return major_minor in set(supported)

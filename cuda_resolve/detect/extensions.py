@@ -1,0 +1,106 @@
+"""Find compiled CUDA/torch extensions in site-packages and the libraries they cannot load.
+
+The classic failure this exposes: an extension built against CUDA 11 needs
+``libcudart.so.11.0`` but the environment now carries CUDA 12 (``cannot open shared object
+file``), or a build against another torch. A soname counts as loadable when the dynamic
+loader would find it (RPATH/RUNPATH, LD_LIBRARY_PATH, the ld.so cache, default directories)
+or when ``import torch`` loads it first (torch/lib and the nvidia-* wheels' lib dirs, which
+torch preloads) — extensions are only ever imported after torch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from ..elf import read_dynamic
+from ..environment import ExtensionBinary
+
+__all__ = ["find_extensions", "ldconfig_sonames"]
+
+#: The sonames that tie an extension to CUDA or to a torch build.
+_INTERESTING = re.compile(r"^(libcudart|libc10|libtorch|libcublas|libcusparse|libcurand|libcufft|libcusolver|libnvrtc|libcudnn)")
+#: Trees that are torch itself or CUDA runtime wheels, not extensions built by users.
+_SKIP_DIRS = frozenset({"torch", "nvidia", "triton", "jax", "jaxlib", "cupy", "cupy_backends", "tensorflow", "__pycache__"})
+_DEFAULT_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu")
+_MAX_FILES = 400
+
+
+def ldconfig_sonames(cache: Path = Path("/etc/ld.so.cache")) -> frozenset[str]:
+    """Sonames listed in the ld.so cache (both the old and the new format store them as strings)."""
+    try:
+        data = cache.read_bytes()
+    except OSError:
+        return frozenset()
+    return frozenset(
+        match.decode("ascii", "replace") for match in re.findall(rb"(lib[\w.+-]+\.so[\w.]*)\x00", data)
+    )
+
+
+def _names_in(directories: Iterable[str]) -> set[str]:
+    names: set[str] = set()
+    for directory in directories:
+        try:
+            names.update(entry.name for entry in os.scandir(directory))
+        except OSError:
+            continue
+    return names
+
+
+def _torch_loaded_dirs(site_packages: Iterable[Path]) -> list[str]:
+    dirs: list[str] = []
+    for site in site_packages:
+        dirs.append(str(site / "torch" / "lib"))
+        nvidia = site / "nvidia"
+        try:
+            children = list(os.scandir(nvidia))
+        except OSError:
+            continue
+        for child in children:
+            dirs.append(os.path.join(child.path, "lib"))
+    return dirs
+
+
+def _candidates(site: Path) -> Iterable[Path]:
+    for directory, subdirs, files in os.walk(site):
+        if Path(directory) == site:
+            subdirs[:] = [d for d in subdirs if d not in _SKIP_DIRS and not d.endswith((".dist-info", ".egg-info"))]
+        for name in files:
+            if name.endswith(".so") or ".so." in name:
+                yield Path(directory) / name
+
+
+def find_extensions(
+    site_packages: Iterable[str],
+    *,
+    environ: Mapping[str, str] | None = None,
+    ld_cache: Path = Path("/etc/ld.so.cache"),
+) -> tuple[ExtensionBinary, ...]:
+    """Every extension .so that needs CUDA or torch libraries, with the ones that won't load."""
+    env = os.environ if environ is None else environ
+    sites = [Path(p) for p in site_packages if p and Path(p).is_dir()]
+    if not sites:
+        return ()
+    preloaded = _names_in(_torch_loaded_dirs(sites))
+    ld_path = [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p]
+    searchable = _names_in(ld_path) | _names_in(_DEFAULT_DIRS) | set(ldconfig_sonames(ld_cache))
+    found: list[ExtensionBinary] = []
+    scanned = 0
+    for site in sites:
+        for path in _candidates(site):
+            scanned += 1
+            if scanned > _MAX_FILES:
+                break
+            info = read_dynamic(path)
+            if info is None:
+                continue
+            needed = tuple(name for name in info.needed if _INTERESTING.match(name))
+            if not needed:
+                continue
+            own_dirs = [p.replace("$ORIGIN", str(path.parent)) for p in (*info.rpath, *info.runpath)]
+            visible = searchable | preloaded | _names_in(own_dirs)
+            missing = tuple(name for name in needed if name not in visible)
+            found.append(ExtensionBinary(path=str(path), needed=needed, missing=missing))
+    return tuple(found)

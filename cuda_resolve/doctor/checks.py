@@ -1,0 +1,337 @@
+"""The doctor's checks: the failure tables of the kaolin and pointnet2_ops guides as diagnoses.
+
+Each check is a pure function ``(Environment, Index) -> list[Finding]``; :func:`run_checks`
+runs them all in a fixed order. A check that has nothing to look at returns no finding rather
+than a vacuous "ok".
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from ..compat import (
+    arch_list_for_build,
+    build_covers_gpu,
+    compiler_within_toolkit,
+    driver_supports_cuda,
+    toolkit_archs,
+)
+from ..environment import Environment, Toolkit
+from ..index.model import ArchEntry, Index, parse_arch_entry
+from .findings import Finding
+
+__all__ = ["CHECKS", "run_checks", "torch_arch_entries"]
+
+Check = Callable[[Environment, Index], list[Finding]]
+
+
+def _primary(env: Environment) -> Toolkit | None:
+    return env.primary_toolkit
+
+
+def check_driver(env: Environment, index: Index) -> list[Finding]:
+    findings = [
+        Finding(check="driver-probe", status="warn", title="driver probe", found=note,
+                fix="a 'Driver/library version mismatch' clears after a reboot (the kernel module is older than the user-space library)"
+                if "mismatch" in note.lower() else None)
+        for note in env.notes
+    ]
+    torch = env.torch
+    if env.driver is None:
+        if torch is not None and torch.cuda is not None:
+            findings.append(Finding(
+                check="driver", status="warn", title="NVIDIA driver",
+                found=f"no NVIDIA driver found, but torch {torch.version} is a CUDA {torch.cuda} build: torch.cuda.is_available() will be False",
+                fix="on a GPU machine install the NVIDIA driver; on a login or build node this is expected",
+            ))
+        else:
+            findings.append(Finding(check="driver", status="info", title="NVIDIA driver",
+                                    found="no NVIDIA driver found: this machine is treated as CPU-only"))
+        return findings
+    found = f"driver {env.driver.version} supports CUDA <= {env.driver.cuda} (via {env.driver.source})"
+    if torch is None or torch.cuda is None:
+        findings.append(Finding(check="driver", status="ok", title="NVIDIA driver", found=found))
+        return findings
+    verdict = driver_supports_cuda(env.driver, torch.cuda, index, os=env.machine.os)
+    if verdict:
+        findings.append(Finding(check="driver", status="ok", title="driver runs torch's CUDA",
+                                found=f"{found}; torch {torch.version} needs CUDA {torch.cuda}: {verdict.reason}"))
+    else:
+        findings.append(Finding(
+            check="driver", status="error", title="driver runs torch's CUDA",
+            found=f"torch {torch.version} is built for CUDA {torch.cuda}: {verdict.reason}",
+            fix=f"upgrade the NVIDIA driver, or install a torch built for CUDA <= {env.driver.cuda} (`cuda-resolve plan torch`)",
+        ))
+    return findings
+
+
+def check_smi_cuda_is_not_toolkit(env: Environment, index: Index) -> list[Finding]:
+    if env.driver is None:
+        return []
+    toolkit = _primary(env)
+    if toolkit is None:
+        return [Finding(
+            check="smi-cuda-version", status="info", title="nvidia-smi 'CUDA Version'",
+            found=f"nvidia-smi's 'CUDA Version: {env.driver.cuda}' is the newest CUDA this driver supports; no CUDA toolkit (nvcc) is installed",
+            fix="wheels need no toolkit; source builds need one whose major matches torch's CUDA",
+        )]
+    verdict = driver_supports_cuda(env.driver, toolkit.version, index, os=env.machine.os)
+    if not verdict:
+        return [Finding(
+            check="smi-cuda-version", status="error", title="toolkit vs driver",
+            found=f"nvcc {toolkit.version} at {toolkit.root}: {verdict.reason}; code it compiles will not run here",
+            fix=f"use a CUDA toolkit <= {env.driver.cuda} (or of a family the driver supports), or upgrade the driver",
+        )]
+    if toolkit.version != env.driver.cuda:
+        return [Finding(
+            check="smi-cuda-version", status="info", title="nvidia-smi 'CUDA Version'",
+            found=f"the driver supports CUDA <= {env.driver.cuda}; the installed toolkit is {toolkit.version}. These differ by design: nvidia-smi does not show the toolkit",
+        )]
+    return []
+
+
+def check_nvcc_matches_torch(env: Environment, index: Index) -> list[Finding]:
+    toolkit, torch = _primary(env), env.torch
+    if toolkit is None or torch is None or torch.cuda is None:
+        return []
+    if toolkit.version.major != torch.cuda.major:
+        return [Finding(
+            check="nvcc-vs-torch", status="error", title="nvcc vs torch CUDA",
+            found=f"nvcc {toolkit.version} ({toolkit.root}) but torch {torch.version} was built with CUDA {torch.cuda}: extension builds fail with 'The detected CUDA version mismatches'",
+            fix=f"install a CUDA {torch.cuda.major}.x toolkit and export CUDA_HOME to it, or use a torch built for CUDA {toolkit.version.major}.x",
+        )]
+    if toolkit.version.minor != torch.cuda.minor:
+        return [Finding(
+            check="nvcc-vs-torch", status="warn", title="nvcc vs torch CUDA",
+            found=f"nvcc {toolkit.version} vs torch CUDA {torch.cuda}: same major, torch only warns about the minor mismatch",
+            fix=f"usually fine; a CUDA {torch.cuda} toolkit removes the warning",
+        )]
+    return [Finding(check="nvcc-vs-torch", status="ok", title="nvcc vs torch CUDA",
+                    found=f"nvcc {toolkit.version} matches torch CUDA {torch.cuda}")]
+
+
+def check_torch_build(env: Environment, index: Index) -> list[Finding]:
+    torch = env.torch
+    if torch is None:
+        return [Finding(check="torch-build", status="info", title="torch",
+                        found="torch is not installed in the target environment",
+                        fix="`cuda-resolve plan torch` picks the build for this machine")]
+    if env.gpus and torch.build == "cpu":
+        return [Finding(
+            check="torch-build", status="error", title="torch build",
+            found=f"torch {torch.version} is a CPU build on a machine with {len(env.gpus)} NVIDIA GPU(s)",
+            fix="reinstall torch with a CUDA variant: `cuda-resolve plan torch --allow-torch-change`",
+        )]
+    if env.gpus and torch.build == "rocm":
+        return [Finding(check="torch-build", status="error", title="torch build",
+                        found=f"torch {torch.version} is a ROCm (AMD) build on an NVIDIA machine",
+                        fix="reinstall torch with a CUDA variant")]
+    return [Finding(check="torch-build", status="ok", title="torch build",
+                    found=f"torch {torch.version} ({torch.build} build)")]
+
+
+def torch_arch_entries(env: Environment, index: Index) -> tuple[tuple[ArchEntry, ...] | None, str]:
+    """The installed torch's arch list: its own report, else the index's facts; and where from."""
+    torch = env.torch
+    if torch is None or torch.cuda is None:
+        return None, ""
+    if torch.arch_list:
+        entries: list[ArchEntry] = []
+        for name in torch.arch_list:
+            kind, _, number = name.partition("_")
+            if not number.rstrip("af").isdigit():
+                continue
+            digits = number.rstrip("af")
+            entry = parse_arch_entry(f"{digits[:-1]}.{digits[-1]}{number[len(digits):]}")
+            if kind == "compute":
+                entry = ArchEntry(entry.capability, ptx=True)
+            entries.append(entry)
+        return tuple(entries), "torch.cuda.get_arch_list()"
+    release = index.torch_release(torch.version)
+    variant = release.variant(torch.local or torch.cuda.variant) if release else None
+    if variant is None or not variant.arch_list:
+        return None, ""
+    return variant.arch_list, f"the index's arch list for torch {release.version if release else ''}+{variant.name}"
+
+
+def check_torch_covers_gpus(env: Environment, index: Index) -> list[Finding]:
+    if not env.gpus or env.torch is None or env.torch.cuda is None:
+        return []
+    entries, origin = torch_arch_entries(env, index)
+    if entries is None:
+        return [Finding(check="torch-arch", status="info", title="torch kernels for the GPUs",
+                        found=f"torch {env.torch.version}'s arch list is not known to the index")]
+    listed = ";".join(str(e) for e in entries)
+    missing = [gpu for gpu in env.gpus if not build_covers_gpu(entries, gpu.compute_capability)]
+    if missing:
+        names = ", ".join(f"{gpu.name} ({gpu.compute_capability})" for gpu in missing)
+        return [Finding(
+            check="torch-arch", status="error", title="torch kernels for the GPUs",
+            found=f"torch {env.torch.version} has kernels for {listed} ({origin}); none run on {names}: expect 'no kernel image is available for execution on the device'",
+            fix="install a torch variant whose arch list covers every GPU: `cuda-resolve plan torch --allow-torch-change --explain`",
+        )]
+    return [Finding(check="torch-arch", status="ok", title="torch kernels for the GPUs",
+                    found=f"{listed} covers {', '.join(str(c) for c in env.capabilities)}")]
+
+
+def check_toolkit_targets_gpus(env: Environment, index: Index) -> list[Finding]:
+    toolkit = _primary(env)
+    if toolkit is None or not env.gpus:
+        return []
+    archs = toolkit_archs(toolkit, index.toolkit(toolkit.version))
+    if not archs:
+        return []
+    entries, impossible = arch_list_for_build(env.capabilities, archs)
+    if impossible:
+        wanted = ", ".join(str(c) for c in impossible)
+        able = [t.version for t in index.toolkits if any(
+            (a.major, a.minor) == (c.major, c.minor) for c in impossible for a in t.archs)]
+        suggestion = f" (CUDA {min(able)} .. {max(able)} can)" if able else ""
+        return [Finding(
+            check="toolkit-arch", status="error", title="toolkit targets the GPUs",
+            found=f"nvcc {toolkit.version} cannot generate code for compute capability {wanted}: lowest it accepts is {min(archs)}",
+            fix=f"build with a toolkit that targets {wanted}{suggestion}, with a torch of the same CUDA major",
+        )]
+    arch_list = ";".join(str(e) for e in entries)
+    return [Finding(check="toolkit-arch", status="ok", title="toolkit targets the GPUs",
+                    found=f"nvcc {toolkit.version} can build TORCH_CUDA_ARCH_LIST={arch_list}")]
+
+
+def check_host_compiler(env: Environment, index: Index) -> list[Finding]:
+    toolkit = _primary(env)
+    gcc = env.compiler.nvcc_host_version or env.compiler.gcc
+    if toolkit is None or gcc is None:
+        return []
+    facts = index.toolkit(toolkit.version)
+    verdict = compiler_within_toolkit(gcc, facts)
+    if verdict:
+        return [Finding(check="host-compiler", status="ok", title="host compiler", found=verdict.reason)]
+    workable = [other for other in env.compiler.other_gcc if compiler_within_toolkit(other, facts)]
+    fix = (
+        f"use gcc {workable[0]}: export NVCC_CCBIN=g++-{workable[0].split('.')[0]} CC=gcc-{workable[0].split('.')[0]} CXX=g++-{workable[0].split('.')[0]}"
+        if workable
+        else f"install a gcc within CUDA {toolkit.version}'s range (conda: gxx_linux-64) and point NVCC_CCBIN/CC/CXX at it"
+    )
+    return [Finding(check="host-compiler", status="error", title="host compiler", found=verdict.reason, fix=fix)]
+
+
+def check_toolkits_agree(env: Environment, index: Index) -> list[Finding]:
+    findings: list[Finding] = []
+    home = env.variables.cuda_home or env.variables.cuda_path
+    on_path = next((t for t in env.toolkits if t.found_via == "PATH"), None)
+    if home and on_path and on_path.root and os.path.realpath(home) != os.path.realpath(on_path.root):
+        home_kit = next((t for t in env.toolkits if t.root and os.path.realpath(t.root) == os.path.realpath(home)), None)
+        home_version = f" (CUDA {home_kit.version})" if home_kit else ""
+        findings.append(Finding(
+            check="toolkits-agree", status="warn", title="CUDA_HOME vs nvcc on PATH",
+            found=f"CUDA_HOME={home}{home_version} but nvcc on PATH is {on_path.nvcc} (CUDA {on_path.version}): torch builds with CUDA_HOME, your shell runs the other",
+            fix=f"pick one: export PATH={home}/bin:$PATH, or export CUDA_HOME={on_path.root}",
+        ))
+    elif len(env.toolkits) > 1:
+        listed = ", ".join(f"{t.version} at {t.root}" for t in env.toolkits)
+        findings.append(Finding(check="toolkits-agree", status="info", title="CUDA toolkits",
+                                found=f"{len(env.toolkits)} toolkits: {listed}; builds use the first"))
+    return findings
+
+
+def check_nvcc_wrapper(env: Environment, index: Index) -> list[Finding]:
+    findings = []
+    for toolkit in env.toolkits:
+        if toolkit.nvcc_on_path_wrapper and not (env.variables.cuda_home or env.variables.cuda_path):
+            guessed = os.path.dirname(os.path.dirname(toolkit.nvcc_on_path_wrapper))
+            findings.append(Finding(
+                check="nvcc-wrapper", status="warn", title="nvcc wrapper on PATH",
+                found=f"nvcc on PATH ({toolkit.nvcc_on_path_wrapper}) is a wrapper for {toolkit.nvcc}; torch would guess CUDA_HOME={guessed} and miss the headers ('cuda_runtime_api.h: No such file')",
+                fix=f"export CUDA_HOME={toolkit.root}",
+            ))
+    return findings
+
+
+def check_toolkit_headers(env: Environment, index: Index) -> list[Finding]:
+    toolkit = _primary(env)
+    if toolkit is None or not toolkit.missing_headers:
+        return []
+    missing = ", ".join(toolkit.missing_headers)
+    carriers = [w.include_dir for w in (env.torch.nvidia_wheels if env.torch else ()) if w.include_dir]
+    if carriers:
+        return [Finding(
+            check="toolkit-headers", status="warn", title="CUDA headers",
+            found=f"the toolkit at {toolkit.root} lacks {missing}, which torch's headers include; torch's nvidia-* wheels carry them",
+            fix=f"export CPATH={':'.join(dict.fromkeys(carriers))}  (cuda-resolve sets this for its own builds)",
+        )]
+    return [Finding(
+        check="toolkit-headers", status="error", title="CUDA headers",
+        found=f"the toolkit at {toolkit.root} lacks {missing}; extension builds against torch fail ('cusparse.h: No such file')",
+        fix="install the toolkit's math library headers (conda: cuda-libraries-dev; apt: cuda-libraries-dev-X-Y)",
+    )]
+
+
+def check_extensions_load(env: Environment, index: Index) -> list[Finding]:
+    broken = [ext for ext in env.extensions if ext.missing]
+    if not broken:
+        if env.extensions:
+            return [Finding(check="extension-libs", status="ok", title="installed CUDA extensions",
+                            found=f"{len(env.extensions)} extension(s) find every CUDA/torch library they need")]
+        return []
+    findings = []
+    torch_cuda = env.torch.cuda if env.torch else None
+    for ext in broken:
+        missing = ", ".join(ext.missing)
+        cudart = [name for name in ext.missing if name.startswith("libcudart")]
+        if cudart and torch_cuda is not None:
+            fix = f"rebuild it against the installed torch (CUDA {torch_cuda}): `cuda-resolve plan <package>`; or put a {cudart[0]} directory on LD_LIBRARY_PATH"
+        else:
+            fix = "rebuild it against the installed torch, or add the directory holding those libraries to LD_LIBRARY_PATH"
+        findings.append(Finding(
+            check="extension-libs", status="error", title="installed CUDA extension",
+            found=f"{ext.path} needs {missing}, which the loader cannot find: import fails with 'cannot open shared object file'",
+            fix=fix,
+        ))
+    return findings
+
+
+def check_slurm(env: Environment, index: Index) -> list[Finding]:
+    if not env.scheduler.in_slurm_job:
+        return []
+    toolkit = _primary(env)
+    missing = []
+    if toolkit is not None and not (env.variables.cuda_home or env.variables.cuda_path):
+        missing.append("CUDA_HOME")
+    lib_dirs = [p for p in (env.variables.ld_library_path or "").split(":") if p]
+    if toolkit is not None and toolkit.root and not any(p.startswith(toolkit.root) for p in lib_dirs):
+        missing.append(f"LD_LIBRARY_PATH (no {toolkit.root}/lib64)")
+    if env.gpus and not env.variables.cuda_visible_devices:
+        missing.append("CUDA_VISIBLE_DEVICES (no GPUs allocated with --gres?)")
+    if not missing:
+        return [Finding(check="slurm", status="ok", title="Slurm job",
+                        found=f"job {env.scheduler.slurm_job_id}: CUDA variables are set")]
+    exports = f"export CUDA_HOME={toolkit.root} LD_LIBRARY_PATH={toolkit.root}/lib64:$LD_LIBRARY_PATH" if toolkit and toolkit.root else "set the CUDA variables in the job script"
+    return [Finding(
+        check="slurm", status="warn", title="Slurm job",
+        found=f"job {env.scheduler.slurm_job_id} lacks {', '.join(missing)}: Slurm resets the environment and Python-side changes come too late for the loader",
+        fix=f"in the job script, before python: {exports}",
+    )]
+
+
+CHECKS: tuple[Check, ...] = (
+    check_driver,
+    check_smi_cuda_is_not_toolkit,
+    check_torch_build,
+    check_torch_covers_gpus,
+    check_nvcc_matches_torch,
+    check_toolkit_targets_gpus,
+    check_host_compiler,
+    check_toolkits_agree,
+    check_nvcc_wrapper,
+    check_toolkit_headers,
+    check_extensions_load,
+    check_slurm,
+)
+
+
+def run_checks(env: Environment, index: Index) -> list[Finding]:
+    findings: list[Finding] = []
+    for check in CHECKS:
+        findings.extend(check(env, index))
+    return findings
