@@ -18,7 +18,7 @@ from . import _output
 __all__ = ["main", "run"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
-COMMANDS = ("detect", "doctor")
+COMMANDS = ("detect", "doctor", "plan")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 
 from ..environment import Environment
+from ..index import Index, default_index
 
-__all__ = ["add_environment_options", "add_json_option", "environment_from_args"]
+__all__ = ["add_environment_options", "add_json_option", "environment_from_args", "index_from_args"]
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
@@ -39,3 +40,13 @@ def environment_from_args(args: argparse.Namespace) -> Environment:
     from ..detect import detect_environment
 
     return detect_environment(python=args.python)
+
+
+def index_from_args(args: argparse.Namespace) -> Index:
+    """The shipped index with the user's overlays, plus any ``--index DIR`` given (later wins)."""
+    extra = list(getattr(args, "index", None) or [])
+    if not extra:
+        return default_index()
+    from ..index.load import load_index
+
+    return load_index(extra)

@@ -1,0 +1,87 @@
+"""``cuda-resolve plan``: decide what to install for a request on this machine, and say why."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from ..errors import UsageError
+from ..index.model import ArchEntry, parse_arch_entry
+from ..plan import Plan, make_plan
+from ..resolve import Options, resolve
+from . import _output
+from ._common import add_environment_options, environment_from_args, index_from_args
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "plan",
+        help="decide the ABI-matched builds for a request (downloads nothing)",
+        description="Resolve REQ... (e.g. kaolin, 'kaolin==0.14.0', pointnet2_ops, 'torch>=2.1') for this machine or a --profile, and print the plan. Exit 1 when nothing fits.",
+    )
+    parser.add_argument("requests", nargs="+", metavar="REQ", help="requirements as pip writes them")
+    add_environment_options(parser)
+    parser.add_argument("--explain", action="store_true", help="also list the alternatives that lost and the fact that ruled each out")
+    parser.add_argument("--allow-torch-change", action="store_true", help="allow replacing the installed torch")
+    parser.add_argument("--strict-driver", action="store_true", help="require each CUDA toolkit's own driver (no minor-version compatibility)")
+    parser.add_argument("--arch-list", metavar="LIST", help="TORCH_CUDA_ARCH_LIST for source builds (e.g. '8.0;8.6'); default: the GPUs here")
+    parser.add_argument("--index", metavar="DIR", type=Path, action="append", default=[], help="an index overlay directory (repeatable; later ones win)")
+    parser.set_defaults(handler=handle)
+
+
+def parse_arch_list(text: str) -> tuple[ArchEntry, ...]:
+    entries = []
+    for part in text.replace(",", ";").replace(" ", ";").split(";"):
+        if not part:
+            continue
+        try:
+            entries.append(parse_arch_entry(part))
+        except ValueError as exc:
+            raise UsageError(f"--arch-list {text!r}: {exc}", hint="write compute capabilities such as '7.5;8.6;9.0+PTX'") from None
+    if not entries:
+        raise UsageError(f"--arch-list {text!r} names no architecture", hint="e.g. --arch-list '8.6'")
+    return tuple(entries)
+
+
+def handle(args: argparse.Namespace) -> int:
+    options = Options(
+        allow_torch_change=args.allow_torch_change,
+        strict_driver=args.strict_driver,
+        arch_list=parse_arch_list(args.arch_list) if args.arch_list else None,
+    )
+    index = index_from_args(args)
+    env = environment_from_args(args)
+    plan = make_plan(resolve(args.requests, env, index, options), env)
+    if args.json:
+        _output.print_json(plan.to_json(explain=args.explain))
+    else:
+        render_plan(plan, explain=args.explain)
+    return 0
+
+
+def render_plan(plan: Plan, *, explain: bool) -> None:
+    console = _output.console()
+    table = Table(title="Plan")
+    for column in ("package", "version", "variant", "kind", "from"):
+        table.add_column(column)
+    for item in plan.items:
+        if item.kind == "build":
+            source = f"build {item.recipe} with nvcc {item.toolkit}, TORCH_CUDA_ARCH_LIST={item.arch_list}"
+        elif item.kind == "installed":
+            source = "already installed"
+        else:
+            source = item.url or item.find_links or item.index or ""
+        table.add_row(item.name, item.version, item.variant or "", item.kind, source)
+    for text in plan.pass_through:
+        table.add_row(text, "", "", "pip", "passed through to pip")
+    console.print(table)
+    console.print("Why:")
+    for reason in plan.reasons:
+        console.print(f"  - {reason}")
+    if explain and plan.rejected:
+        console.print("Ruled out:")
+        for reason in plan.rejected:
+            console.print(f"  - {reason}")

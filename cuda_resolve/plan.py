@@ -1,0 +1,162 @@
+"""The Plan: what to install, from where, and what to build — derived from a Resolution.
+
+A plan names exact artifacts and builds and downloads nothing. Its JSON form is a stable,
+documented interface (``docs/plan-format.md``): ``environment``, ``install`` (items of kind
+``wheel`` / ``build`` / ``installed``), ``pass_through``, ``reasons`` and, with ``--explain``,
+``rejected``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .compat import format_arch_list
+from .environment import Environment
+from .profile import environment_to_dict
+from .resolve import Candidate, Resolution
+
+__all__ = ["Plan", "PlanItem", "PYPI_SIMPLE", "make_plan"]
+
+PYPI_SIMPLE = "https://pypi.org/simple"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlanItem:
+    name: str
+    version: str
+    kind: Literal["wheel", "build", "installed"]
+    variant: str | None = None
+    requirement: str | None = None  # what pip is given: "torch==2.5.1+cu124"
+    url: str | None = None  # the exact artifact, where the index knows its name
+    index: str | None = None  # the index pip reads it from
+    find_links: str | None = None
+    recipe: str | None = None
+    repository: str | None = None
+    revision: str | None = None
+    arch_list: str | None = None
+    toolkit: str | None = None
+    toolkit_root: str | None = None
+    torch: str | None = None  # extensions: the torch build they belong to
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"name": self.name, "version": self.version, "variant": self.variant, "kind": self.kind}
+        for key in ("requirement", "url", "index", "find_links", "recipe", "repository", "revision", "arch_list", "toolkit", "toolkit_root", "torch"):
+            value = getattr(self, key)
+            if value is not None:
+                data[key] = value
+        return data
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Plan:
+    environment: Environment
+    items: tuple[PlanItem, ...]
+    pass_through: tuple[str, ...]
+    reasons: tuple[str, ...]
+    rejected: tuple[str, ...]
+
+    def to_json(self, *, explain: bool = False) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "environment": environment_to_dict(self.environment),
+            "install": [item.to_json() for item in self.items],
+            "pass_through": list(self.pass_through),
+            "reasons": list(self.reasons),
+        }
+        if explain:
+            data["rejected"] = list(self.rejected)
+        return data
+
+
+def _on_pypi(candidate: Candidate, env: Environment) -> bool:
+    release, variant = candidate.release, candidate.torch_variant
+    if release is None or variant is None or env.machine.os != "linux":
+        return False
+    if env.machine.arch == "aarch64":
+        return variant.name == release.pypi_linux_aarch64
+    return env.machine.arch == "x86_64" and variant.pypi_default
+
+
+def _torch_family_item(candidate: Candidate, torch: Candidate | None, env: Environment) -> PlanItem:
+    if candidate.kind == "installed":
+        return PlanItem(name=candidate.name, version=str(candidate.version), kind="installed", variant=candidate.variant)
+    source = candidate if candidate.name == "torch" else torch
+    on_pypi = source is not None and _on_pypi(source, env)
+    variant = candidate.variant
+    index = PYPI_SIMPLE if on_pypi else (source.torch_variant.index_url if source and source.torch_variant else None)
+    local = "" if on_pypi or not variant else f"+{variant}"
+    return PlanItem(
+        name=candidate.name,
+        version=str(candidate.version),
+        kind="wheel",
+        variant=variant,
+        requirement=f"{candidate.name}=={candidate.version}{local}",
+        index=index,
+    )
+
+
+def _fill(pattern: str | None, **values: str) -> str | None:
+    if pattern is None:
+        return None
+    try:
+        return pattern.format(**values)
+    except (KeyError, IndexError, ValueError):
+        return None
+
+
+def _extension_item(candidate: Candidate, torch: Candidate | None, env: Environment) -> PlanItem:
+    torch_label = f"{torch.version}" if torch else None
+    if candidate.kind == "build":
+        toolkit = candidate.toolkit
+        recipe = candidate.recipe
+        return PlanItem(
+            name=candidate.name,
+            version=str(candidate.version),
+            kind="build",
+            variant=torch.variant if torch else None,
+            recipe=recipe.name if recipe else None,
+            repository=recipe.repository if recipe else None,
+            revision=recipe.revision if recipe else None,
+            arch_list=format_arch_list(candidate.arch_list),
+            toolkit=str(toolkit.version) if toolkit else None,
+            toolkit_root=toolkit.root if toolkit else None,
+            torch=torch_label,
+        )
+    package = candidate.package
+    variant = candidate.variant or ""
+    values = {
+        "torch": str(candidate.torch_version),
+        "cuda_nodot": variant.removeprefix("cu"),
+        "variant": variant,
+        "version": str(candidate.version),
+        "python_tag": env.python.interpreter_tag,
+        "abi_tag": env.python.abi_tag,
+        "platform": next((p for p in env.platform_tags() if package and p in (candidate.wheels.platforms if candidate.wheels else ())), "linux_x86_64"),
+    }
+    return PlanItem(
+        name=candidate.name,
+        version=str(candidate.version),
+        kind="wheel",
+        variant=variant or None,
+        requirement=f"{candidate.name}=={candidate.version}",
+        url=_fill(package.wheel_url if package else None, **values),
+        find_links=_fill(package.find_links if package else None, **values),
+        torch=f"{candidate.torch_version}+{variant}",
+    )
+
+
+def make_plan(resolution: Resolution, env: Environment) -> Plan:
+    torch = resolution.get("torch")
+    items: list[PlanItem] = []
+    for candidate in resolution.chosen:
+        if candidate.name in ("torch", "torchvision", "torchaudio"):
+            items.append(_torch_family_item(candidate, torch, env))
+        else:
+            items.append(_extension_item(candidate, torch, env))
+    return Plan(
+        environment=env,
+        items=tuple(items),
+        pass_through=resolution.pass_through,
+        reasons=resolution.reasons,
+        rejected=tuple(dict.fromkeys(r.reason for r in resolution.rejected)),
+    )

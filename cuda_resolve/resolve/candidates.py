@@ -1,0 +1,406 @@
+"""Candidates and requirements for the resolver, and the catalogue that generates them.
+
+The :class:`Catalogue` is built once from (Environment, Index, options). It applies every
+per-candidate rule (Python, platform, driver, GPU coverage, toolkit, compiler) up front, keeps
+the viable candidates in preference order, and records for every rejected one the fact that
+ruled it out — the material of ``--explain`` and of conflict messages. The resolvelib provider
+only matches candidates against requirements; it does no I/O and applies no machine rules.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Literal
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ..compat import (
+    arch_list_for_build,
+    build_covers_gpu,
+    compiler_within_toolkit,
+    driver_supports_cuda,
+    format_arch_list,
+    python_matches,
+    toolkit_archs,
+    toolkit_can_build,
+    uncovered_gpus,
+)
+from ..doctor.checks import torch_arch_entries
+from ..environment import Environment, Toolkit
+from ..index.model import ArchEntry, ExtensionWheels, Index, Package, Recipe, TorchRelease, TorchVariant
+from ..versions import CudaVersion
+
+__all__ = ["Candidate", "Catalogue", "Options", "Rejection", "Req", "TORCH_FAMILY"]
+
+Kind = Literal["wheel", "build", "installed"]
+
+#: Packages whose builds are published per torch release and CUDA variant, paired with torch.
+TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Options:
+    allow_torch_change: bool = False
+    strict_driver: bool = False
+    arch_list: tuple[ArchEntry, ...] | None = None  # override for source builds
+
+
+@dataclass(frozen=True, kw_only=True)
+class Candidate:
+    name: str  # canonical name
+    version: Version
+    kind: Kind
+    variant: str | None = None  # torch family: its variant; extensions: the torch variant built for
+    cuda: CudaVersion | None = None
+    torch_version: Version | None = None  # extension wheels: the exact torch they were built for
+    torch_spec: SpecifierSet | None = None  # builds: the torch versions the recipe builds against
+    toolkit: Toolkit | None = None  # builds: the toolkit to use
+    arch_list: tuple[ArchEntry, ...] = ()
+    recipe: Recipe | None = None
+    release: TorchRelease | None = None
+    torch_variant: TorchVariant | None = None
+    package: Package | None = None
+    wheels: ExtensionWheels | None = None
+    pairs_with: Version | None = None  # torchvision/torchaudio: the torch release they pair with
+    requires: tuple[str, ...] = ()
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        if self.name in TORCH_FAMILY or self.kind == "installed":
+            local = f"+{self.variant}" if self.variant and "+" not in str(self.version) else ""
+            return f"{self.name} {self.version}{local}"
+        if self.kind == "build":
+            tk = f" with nvcc {self.toolkit.version}" if self.toolkit else ""
+            return f"{self.name} {self.version} (source build{tk})"
+        return f"{self.name} {self.version} wheel for torch {self.torch_version}+{self.variant}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Req:
+    """A requirement on one package, possibly pinned to a torch variant or CUDA major."""
+
+    name: str
+    specifier: SpecifierSet = field(default_factory=SpecifierSet)
+    variant: str | None = None
+    cuda_major: int | None = None
+    cuda_build: bool = False  # requires a CUDA (not CPU) build
+    origin: str = "requested"
+
+    def __str__(self) -> str:
+        parts = [f"{self.name}{self.specifier}"]
+        if self.variant:
+            parts.append(f"+{self.variant}")
+        if self.cuda_major is not None:
+            parts.append(f" (CUDA {self.cuda_major}.x build)")
+        elif self.cuda_build:
+            parts.append(" (CUDA build)")
+        return "".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    name: str
+    label: str
+    reason: str
+
+
+def _base(version: str | Version) -> Version:
+    return Version(Version(str(version)).base_version)
+
+
+def _specifier_allows(spec: SpecifierSet, version: Version) -> bool:
+    return spec.contains(_base(version), prereleases=True)
+
+
+class Catalogue:
+    """Every viable candidate for every package, in preference order, plus the rejections."""
+
+    def __init__(self, env: Environment, index: Index, options: Options) -> None:
+        self.env = env
+        self.index = index
+        self.options = options
+        self.rejections: list[Rejection] = []
+        self._by_name: dict[str, list[Candidate]] = defaultdict(list)
+        self._torch_candidates()
+        self._family_candidates()
+
+    # -- public ---------------------------------------------------------------------------
+    def candidates(self, name: str) -> list[Candidate]:
+        name = canonicalize_name(name)
+        if name not in self._by_name and name not in TORCH_FAMILY:
+            package = self.index.package(name)
+            if package is not None:
+                self._package_candidates(package)
+        return self._by_name.get(name, [])
+
+    def rejected(self, name: str) -> list[Rejection]:
+        wanted = canonicalize_name(name)
+        return [r for r in self.rejections if r.name == wanted]
+
+    def knows(self, name: str) -> bool:
+        return canonicalize_name(name) in TORCH_FAMILY or self.index.package(name) is not None
+
+    def reject(self, name: str, label: str, reason: str) -> None:
+        self.rejections.append(Rejection(canonicalize_name(name), label, reason))
+
+    # -- torch ----------------------------------------------------------------------------
+    @property
+    def installed_torch(self) -> Candidate | None:
+        torch = self.env.torch
+        if torch is None:
+            return None
+        try:
+            version = Version(torch.version)
+        except InvalidVersion:
+            return None
+        variant = torch.local or (torch.cuda.variant if torch.cuda else "cpu")
+        release = self.index.torch_release(torch.version)
+        return Candidate(
+            name="torch",
+            version=version,
+            kind="installed",
+            variant=variant,
+            cuda=torch.cuda,
+            release=release,
+            torch_variant=release.variant(variant) if release else None,
+        )
+
+    def _torch_runs_here(self, label: str, cuda: CudaVersion | None, arch: tuple[ArchEntry, ...] | None) -> str | None:
+        """None when a torch build with this CUDA and arch list runs on every GPU here; else why not."""
+        env = self.env
+        if cuda is None:
+            if env.gpus:
+                return f"{label}: a CPU build on a machine with NVIDIA GPUs"
+            return None
+        if not env.gpus and env.driver is None:
+            return None  # a CPU-only machine: CUDA builds run there on the CPU
+        verdict = driver_supports_cuda(env.driver, cuda, self.index, strict=self.options.strict_driver, os=env.machine.os)
+        if not verdict:
+            return f"{label}: {verdict.reason}"
+        if arch is None:
+            return f"{label}: its arch list is not known to the index"
+        missing = uncovered_gpus(arch, env.gpus)
+        if missing:
+            names = ", ".join(f"{gpu.name} ({gpu.compute_capability})" for gpu in missing)
+            return f"{label}: no kernels for {names} (it has {format_arch_list(arch) or 'none'})"
+        return None
+
+    def _torch_candidates(self) -> None:
+        env = self.env
+        installed = self.installed_torch
+        if installed is not None:
+            arch, _ = torch_arch_entries(env, self.index)
+            label = f"installed torch {installed.version}"
+            if installed.cuda is None:
+                arch = ()
+            elif arch is None:
+                # A torch the index does not know (a source or nightly build): trust it is fine for
+                # its own machine rather than refuse to keep it; doctor reports the unknown list.
+                arch = tuple(ArchEntry(gpu.compute_capability) for gpu in env.gpus)
+            problem = self._torch_runs_here(label, installed.cuda, arch)
+            if problem:
+                self.reject("torch", installed.label, problem + ("" if self.options.allow_torch_change else "; pass --allow-torch-change to replace it"))
+            else:
+                self._by_name["torch"].append(installed)
+            if not self.options.allow_torch_change:
+                return
+        python = env.python
+        free_threaded = python.abi_tag.endswith("t")
+        ordered: list[tuple[tuple[int, ...], Candidate]] = []
+        for release in self.index.torch:
+            label_base = f"torch {release.version}"
+            if not python_matches(release.python, python.version, free_threaded=free_threaded):
+                self.reject("torch", label_base, f"{label_base}: no wheels for Python {python.short_version} (has {', '.join(release.python)})")
+                continue
+            for variant in release.variants:
+                label = f"torch {release.version}+{variant.name}"
+                if not self._variant_on_platform(release, variant):
+                    self.reject("torch", label, f"{label}: not published for {env.machine.os} {env.machine.arch}")
+                    continue
+                problem = self._torch_runs_here(label, variant.cuda, variant.arch_list if variant.arch_list or variant.cuda is None else None)
+                if problem:
+                    self.reject("torch", label, problem)
+                    continue
+                if installed is not None and _base(installed.version) == release.version and installed.variant == variant.name:
+                    continue  # the installed build itself is already the first candidate
+                candidate = Candidate(
+                    name="torch", version=release.version, kind="wheel", variant=variant.name,
+                    cuda=variant.cuda, release=release, torch_variant=variant, arch_list=variant.arch_list,
+                )
+                ordered.append((self._variant_rank(release, variant), candidate))
+        ordered.sort(key=lambda item: item[0], reverse=True)
+        self._by_name["torch"].extend(candidate for _, candidate in ordered)
+
+    def _variant_on_platform(self, release: TorchRelease, variant: TorchVariant) -> bool:
+        machine = self.env.machine
+        if machine.os == "linux" and machine.arch == "aarch64":
+            return variant.name in ("cpu", release.pypi_linux_aarch64)
+        if machine.os == "darwin":
+            return variant.name == "cpu"
+        return machine.arch == "x86_64"
+
+    def _variant_rank(self, release: TorchRelease, variant: TorchVariant) -> tuple[int, ...]:
+        """Larger is preferred: newer release, then (with GPUs) higher CUDA; CPU builds first without GPUs."""
+        has_gpu = bool(self.env.gpus)
+        cuda = variant.cuda
+        cuda_rank = (cuda.major * 100 + cuda.minor) if cuda else 0
+        if has_gpu:
+            return (*release.version.release, cuda_rank)
+        cpu_first = 1 if cuda is None else 0
+        return (cpu_first, *release.version.release, cuda_rank)
+
+    def _family_candidates(self) -> None:
+        """torchvision / torchaudio: one candidate per viable torch candidate, paired by release."""
+        for torch in self._by_name.get("torch", []):
+            release = torch.release
+            if release is None:
+                continue
+            for name, version in (("torchvision", release.torchvision), ("torchaudio", release.torchaudio)):
+                if not version:
+                    continue
+                self._by_name[name].append(Candidate(
+                    name=name, version=Version(version), kind="wheel",
+                    variant=torch.variant, cuda=torch.cuda, pairs_with=_base(torch.version), release=release,
+                ))
+        for name in ("torchvision", "torchaudio"):
+            if not self._by_name.get(name):
+                self.reject(name, name, f"{name}: no release pairs with any torch that fits this machine")
+
+    # -- extension packages ----------------------------------------------------------------
+    def _package_candidates(self, package: Package) -> None:
+        name = canonicalize_name(package.name)
+        ranked: list[tuple[tuple[int, ...], Candidate]] = []
+        installed = self.installed_torch
+        keeps_installed = installed is not None
+        for wheels in package.wheels:
+            for candidate in self._wheel_candidates(package, wheels):
+                matches_installed = keeps_installed and installed is not None and _base(installed.version) == candidate.torch_version and installed.variant == candidate.variant
+                rank = (int(matches_installed), 1, *wheels.version.release, *(candidate.torch_version.release if candidate.torch_version else ()), self._cuda_rank(candidate.variant))
+                ranked.append((rank, candidate))
+        for recipe in package.recipes:
+            for candidate in self._build_candidates(package, recipe):
+                matches_installed = keeps_installed and installed is not None and candidate.torch_spec is not None and _specifier_allows(candidate.torch_spec, installed.version) and installed.cuda is not None
+                rank = (int(matches_installed), 0, *recipe.version.release, 0, 0, 0, 0)
+                ranked.append((rank, candidate))
+        ranked.sort(key=lambda item: item[0], reverse=True)
+        self._by_name[name] = [candidate for _, candidate in ranked]
+
+    @staticmethod
+    def _cuda_rank(variant: str | None) -> int:
+        if not variant or not variant.startswith("cu"):
+            return 0
+        try:
+            cuda = CudaVersion.parse(variant)
+        except ValueError:
+            return 0
+        return cuda.major * 100 + cuda.minor
+
+    def _wheel_candidates(self, package: Package, wheels: ExtensionWheels) -> list[Candidate]:
+        env = self.env
+        label = f"{package.name} {wheels.version} wheels"
+        if not python_matches(wheels.python, env.python.version):
+            self.reject(package.name, label, f"{label}: built for Python {', '.join(wheels.python)}, not {env.python.short_version}")
+            return []
+        platforms = set(env.platform_tags())
+        if not platforms.intersection(wheels.platforms):
+            self.reject(package.name, label, f"{label}: published for {', '.join(wheels.platforms)} only")
+            return []
+        found: list[Candidate] = []
+        for torch_version, variants in wheels.torch:
+            for variant in variants:
+                found.append(Candidate(
+                    name=canonicalize_name(package.name), version=wheels.version, kind="wheel", variant=variant,
+                    torch_version=Version(torch_version), package=package, wheels=wheels, requires=package.requires,
+                ))
+        return found
+
+    def _build_candidates(self, package: Package, recipe: Recipe) -> list[Candidate]:
+        env = self.env
+        label = f"{package.name} {recipe.version} source build ({recipe.name})"
+        if recipe.python and not recipe.python.contains(env.python.version, prereleases=True):
+            self.reject(package.name, label, f"{label}: recipe supports Python {recipe.python}, not {env.python.version}")
+            return []
+        if not env.toolkits:
+            self.reject(package.name, label, f"{label}: no CUDA toolkit (nvcc) found to build with")
+            return []
+        found: list[Candidate] = []
+        for toolkit in env.toolkits:
+            tk_label = f"{label} with nvcc {toolkit.version}"
+            if recipe.cuda_min and toolkit.version < recipe.cuda_min or recipe.cuda_max and toolkit.version > recipe.cuda_max:
+                self.reject(package.name, tk_label, f"{tk_label}: recipe needs CUDA {recipe.cuda_min or ''}..{recipe.cuda_max or ''}")
+                continue
+            facts = self.index.toolkit(toolkit.version)
+            archs = toolkit_archs(toolkit, facts)
+            arch_list = self.options.arch_list
+            if arch_list is None:
+                if not env.gpus:
+                    self.reject(package.name, tk_label, f"{tk_label}: no GPU to build for; pass --arch-list (e.g. 8.6) to build for other machines")
+                    continue
+                if not archs:
+                    self.reject(package.name, tk_label, f"{tk_label}: the architectures this nvcc accepts are unknown")
+                    continue
+                arch_list, impossible = arch_list_for_build(env.capabilities, archs)
+                if impossible:
+                    self.reject(package.name, tk_label, f"{tk_label}: nvcc {toolkit.version} cannot target compute capability {', '.join(str(c) for c in impossible)} (lowest it accepts: {min(archs)})")
+                    continue
+            elif archs:
+                verdict = toolkit_can_build(archs, arch_list, version=toolkit.version)
+                if not verdict:
+                    self.reject(package.name, tk_label, f"{tk_label}: {verdict.reason}")
+                    continue
+            if env.gpus:
+                missing = uncovered_gpus(arch_list, env.gpus)
+                if missing:
+                    self.reject(package.name, tk_label, f"{tk_label}: arch list {format_arch_list(arch_list)} has no kernels for {', '.join(str(g.compute_capability) for g in missing)}")
+                    continue
+            compiler = compiler_within_toolkit(env.compiler.nvcc_host_version or env.compiler.gcc, facts)
+            if not compiler:
+                self.reject(package.name, tk_label, f"{tk_label}: {compiler.reason}")
+                continue
+            if env.driver is not None and not driver_supports_cuda(env.driver, toolkit.version, self.index, os=env.machine.os):
+                # Code nvcc compiles must run on this driver; a build for other machines (--arch-list) may still be wanted.
+                if self.options.arch_list is None:
+                    self.reject(package.name, tk_label, f"{tk_label}: driver {env.driver.version} cannot run CUDA {toolkit.version} code")
+                    continue
+            found.append(Candidate(
+                name=canonicalize_name(package.name), version=recipe.version, kind="build", torch_spec=recipe.torch,
+                toolkit=toolkit, arch_list=arch_list, recipe=recipe, package=package, requires=package.requires,
+                cuda=toolkit.version,
+            ))
+        return found
+
+    # -- matching -------------------------------------------------------------------------
+    @staticmethod
+    def satisfies(req: Req, candidate: Candidate) -> bool:
+        if canonicalize_name(req.name) != candidate.name:
+            return False
+        if not _specifier_allows(req.specifier, candidate.version):
+            return False
+        if req.variant is not None and candidate.variant != req.variant:
+            return False
+        if req.cuda_build and candidate.cuda is None:
+            return False
+        return not (req.cuda_major is not None and (candidate.cuda is None or candidate.cuda.major != req.cuda_major))
+
+    def dependencies(self, candidate: Candidate) -> list[Req]:
+        deps: list[Req] = []
+        origin = candidate.label
+        if candidate.name in ("torchvision", "torchaudio") and candidate.pairs_with is not None:
+            deps.append(Req(name="torch", specifier=SpecifierSet(f"=={candidate.pairs_with}"), variant=candidate.variant, origin=origin))
+        elif candidate.kind == "wheel" and candidate.torch_version is not None:
+            deps.append(Req(name="torch", specifier=SpecifierSet(f"=={candidate.torch_version}"), variant=candidate.variant, origin=origin))
+        elif candidate.kind == "build" and candidate.toolkit is not None:
+            deps.append(Req(name="torch", specifier=candidate.torch_spec or SpecifierSet(), cuda_major=candidate.toolkit.version.major, origin=origin))
+        for requirement in candidate.requires:
+            deps.append(Req(name=canonicalize_name(requirement), origin=origin))
+        return deps
+
+    def covers(self, candidate: Candidate) -> bool:
+        """Sanity rule used by property tests: a chosen CUDA build covers every GPU."""
+        if candidate.cuda is None or not self.env.gpus:
+            return True
+        return all(build_covers_gpu(candidate.arch_list, gpu.compute_capability) for gpu in self.env.gpus)
