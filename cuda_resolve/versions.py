@@ -32,7 +32,7 @@ class DriverVersion:
     @classmethod
     def parse(cls, text: str) -> DriverVersion:
         parts = parse_dotted(text, what="driver version")
-        if len(parts) < 2 and parts[0] < 100:
+        if parts[0] < 100:  # every driver since CUDA 2 is >= 180; "12.2" is nvidia-smi's CUDA
             raise ValueError(f"driver version {text!r} looks like a CUDA version, not a driver")
         return cls(parts, text.strip())
 
