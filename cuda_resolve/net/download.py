@@ -1,0 +1,155 @@
+"""Streaming an artifact to disk: temporary file, progress bar, size and sha256 checked, then rename.
+
+The file appears at its destination only once every byte arrived and the hash matched; a failure
+removes the partial file. Called by :meth:`cuda_resolve.net.HttpClient.download`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import FetchError
+
+if TYPE_CHECKING:
+    import requests
+
+__all__ = ["file_sha256", "normalize_sha256", "stream_to_file"]
+
+CHUNK = 1 << 16
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def normalize_sha256(value: str) -> str:
+    """``"sha256:ABC..."`` or ``"abc..."`` -> 64 lower-case hex digits; ValueError otherwise."""
+    text = value.strip().lower()
+    if text.startswith("sha256:") or text.startswith("sha256="):
+        text = text[7:]
+    if not _HEX64.match(text):
+        raise ValueError(f"not a sha256 hex digest: {value!r}")
+    return text
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def _progress(label: str, total: int | None, enabled: bool) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr; a no-op when disabled or stderr is not a terminal."""
+    if not enabled:
+        yield lambda _n: None
+        return
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda _n: None
+        return
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def _content_length(response: requests.Response) -> int | None:
+    raw = response.headers.get("Content-Length")
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def stream_to_file(
+    response: requests.Response,
+    dest: Path,
+    *,
+    sha256: str,
+    size: int | None,
+    progress: bool,
+    url: str,
+    canonical: str,
+) -> Path:
+    """Write ``response``'s body next to ``dest``, check it, and rename it into place."""
+    import requests
+    import urllib3.exceptions
+
+    mirror = f" (mirror of {canonical})" if canonical != url else ""
+    length = _content_length(response)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    tmp = Path(tmp_name)
+    digest = hashlib.sha256()
+    received = 0
+    try:
+        with os.fdopen(fd, "wb") as out, _progress(dest.name, length or size, progress) as advance:
+            try:
+                for chunk in response.iter_content(CHUNK):
+                    out.write(chunk)
+                    digest.update(chunk)
+                    received += len(chunk)
+                    advance(len(chunk))
+            except (
+                requests.exceptions.ChunkedEncodingError,
+                requests.exceptions.ConnectionError,
+                urllib3.exceptions.ProtocolError,
+            ) as exc:
+                expected = f" of {length}" if length is not None else ""
+                raise FetchError(
+                    f"download truncated: received {received}{expected} bytes before the connection "
+                    f"ended ({exc.__class__.__name__}) fetching {url}{mirror}",
+                    kind="truncated", url=url,
+                    hint="the connection was cut; retry, or use a mirror closer to you",
+                ) from exc
+        wire = response.raw.tell() if response.raw is not None else received
+        if length is not None and wire != length:
+            raise FetchError(
+                f"download truncated: received {wire} of {length} bytes (Content-Length) fetching {url}{mirror}",
+                kind="truncated", url=url, hint="the connection was cut; retry, or use a mirror closer to you",
+            )
+        if size is not None and received != size:
+            raise FetchError(
+                f"size mismatch for {url}{mirror}: the record says {size} bytes, received {received}",
+                kind="integrity", url=url,
+                hint="the server sent a different file than the one recorded; do not install it",
+            )
+        actual = digest.hexdigest()
+        if actual != sha256:
+            raise FetchError(
+                f"sha256 mismatch for {url}{mirror}: expected {sha256}, got {actual}",
+                kind="integrity", url=url,
+                hint="the server sent a different file than the one recorded (a stale or tampered "
+                "mirror, or a changed upload); it was not installed",
+            )
+        os.replace(tmp, dest)
+        return dest
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
