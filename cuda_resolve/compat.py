@@ -203,8 +203,10 @@ def arch_list_for_build(
     """The smallest TORCH_CUDA_ARCH_LIST that covers every GPU with what nvcc can target.
 
     Returns (entries, impossible): a GPU nvcc has an exact target for gets it; otherwise the
-    highest same-major SASS below it; a GPU newer than everything nvcc knows gets the newest
-    target as PTX. GPUs none of these cover are returned in ``impossible``.
+    highest same-major SASS below it that runs there; otherwise the highest target below it as
+    PTX (a GPU newer than everything nvcc knows gets the newest target as PTX). GPUs none of
+    these cover (Jetson parts without their own target, GPUs older than every target) are
+    returned in ``impossible``.
     """
     plain = sorted({ComputeCapability(a.major, a.minor) for a in archs if not a.suffix})
     chosen: set[ArchEntry] = set()
@@ -214,20 +216,24 @@ def arch_list_for_build(
         if target in plain:
             chosen.add(ArchEntry(target))
             continue
+        # Same-major SASS that actually runs here: not 10.1 code on 10.3, not 8.6 on Jetson 8.7.
         same_major = [
             a for a in plain
-            if a.major == target.major and a.minor <= target.minor
-            and target not in JETSON_CAPABILITIES and a not in JETSON_CAPABILITIES
+            if a.major == target.major and a < target and build_covers_gpu((ArchEntry(a),), target)
         ]
         if same_major:
             chosen.add(ArchEntry(same_major[-1]))
             continue
         older = [a for a in plain if a < target and a not in JETSON_CAPABILITIES]
-        if older and target > plain[-1] and target not in JETSON_CAPABILITIES:
-            chosen.add(ArchEntry(older[-1], ptx=True))
-            continue
+        if older:
+            newest = ArchEntry(older[-1], ptx=True)
+            if build_covers_gpu((newest,), target):
+                chosen.add(newest)
+                continue
         impossible.append(gpu)
-    return tuple(sorted(chosen)), tuple(impossible)
+    # "9.0+PTX" already carries the 9.0 SASS: don't list 9.0 twice.
+    merged = {entry for entry in chosen if entry.ptx or ArchEntry(entry.capability, ptx=True) not in chosen}
+    return tuple(sorted(merged)), tuple(impossible)
 
 
 # -- Python -------------------------------------------------------------------------------
