@@ -1,0 +1,317 @@
+"""``cuda-resolve mirror list | show [PRESET] | set PRESET | test [PRESET]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from . import _output
+from ._common import add_json_option
+
+_SET_EPILOG = """\
+custom URLs: `mirror set custom --pypi URL [--pypi-files URL] [--pytorch URL --pytorch-layout simple|flat]
+[--kaolin URL] [--conda URL]` (--conda is the base of a TUNA-style Anaconda mirror). Only the
+ecosystems given are changed. Nothing written ever turns certificate verification off."""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "mirror",
+        help="configure pip, conda and cuda-resolve to use a mirror (TUNA, USTC, Aliyun, ...)",
+        description="Mirror presets for PyPI, the PyTorch wheel index, conda channels and kaolin's pages.",
+    )
+    parser.set_defaults(handler=_no_subcommand, mirror_parser=parser)
+    sub = parser.add_subparsers(dest="mirror_command", metavar="SUBCOMMAND", parser_class=type(parser))
+
+    p_list = sub.add_parser("list", help="list the presets, one line each")
+    add_json_option(p_list)
+    p_list.set_defaults(handler=handle_list)
+
+    p_show = sub.add_parser("show", help="show the active configuration and what each file says, or a preset")
+    p_show.add_argument("preset", nargs="?", metavar="PRESET", help="show this preset instead")
+    p_show.add_argument("--python", metavar="PATH", help="also read this interpreter's environment files")
+    add_json_option(p_show)
+    p_show.set_defaults(handler=handle_show)
+
+    p_set = sub.add_parser(
+        "set",
+        help="write pip.conf, .condarc and cuda-resolve's config for a preset",
+        description="Write the preset into pip's config, .condarc and cuda-resolve's own config, keeping "
+        "everything else in those files. A timestamped backup is written next to each changed file.",
+        epilog=_SET_EPILOG,
+    )
+    p_set.add_argument("preset", metavar="PRESET", help="a preset name (`mirror list`) or 'custom'")
+    p_set.add_argument("--scope", choices=("user", "env"), default="user",
+                       help="user: ~/.config/pip/pip.conf and ~/.condarc (default); env: the target environment's files")
+    p_set.add_argument("--python", metavar="PATH", help="with --scope env: the environment's interpreter")
+    p_set.add_argument("--prefix", metavar="DIR", type=Path, help="with --scope env: the environment's prefix")
+    p_set.add_argument("--dry-run", action="store_true", help="print a unified diff of each file; write nothing")
+    custom = p_set.add_argument_group("custom URLs (PRESET = custom)")
+    custom.add_argument("--pypi", metavar="URL", help="a PyPI simple index")
+    custom.add_argument("--pypi-files", metavar="URL", help="the mirror of files.pythonhosted.org/packages/")
+    custom.add_argument("--pytorch", metavar="URL", help="the mirror of download.pytorch.org/whl/")
+    custom.add_argument("--pytorch-layout", choices=("simple", "flat"), default="simple",
+                        help="simple: PEP 503 tree per variant; flat: find-links page per variant")
+    custom.add_argument("--kaolin", metavar="URL", help="the mirror of NVIDIA's kaolin wheel pages")
+    custom.add_argument("--conda", metavar="URL", help="the base of a TUNA-style Anaconda mirror")
+    add_json_option(p_set)
+    p_set.set_defaults(handler=handle_set)
+
+    p_test = sub.add_parser(
+        "test",
+        help="fetch a known page through each configured mirror: answers, links not upstream, latency",
+    )
+    p_test.add_argument("preset", nargs="?", metavar="PRESET", help="test this preset instead of the active configuration")
+    p_test.add_argument("--variant", default="cpu", help="the PyTorch variant whose index is fetched (default: cpu)")
+    add_json_option(p_test)
+    p_test.set_defaults(handler=handle_test)
+
+
+def _no_subcommand(args: argparse.Namespace) -> int:
+    args.mirror_parser.print_help()
+    return 2
+
+
+def _say(line: str = "") -> None:
+    sys.stdout.write(line + "\n")
+
+
+def _host(url: str | None) -> str:
+    from urllib.parse import urlsplit
+
+    return (urlsplit(url).hostname or url or "") if url else ""
+
+
+# -- list -------------------------------------------------------------------------------
+
+
+def handle_list(args: argparse.Namespace) -> int:
+    from ..mirrors.presets import load_presets
+    from ..mirrors.status import preset_to_dict
+
+    presets = load_presets()
+    if args.json:
+        _output.print_json([preset_to_dict(preset) for preset in presets.values()])
+        return 0
+    width = max(len(name) for name in presets)
+    for preset in presets.values():
+        _say(f"{preset.name:<{width}}  {_summary(preset)}  ({preset.title})")
+    _say(f"{'custom':<{width}}  your own URLs: mirror set custom --pypi URL --pytorch URL ...")
+    return 0
+
+
+def _summary(preset: Any) -> str:
+    def mark(verified: bool) -> str:
+        return "" if verified else " [unverified]"
+
+    parts = []
+    if preset.pypi is not None:
+        parts.append(f"pypi: {_host(preset.pypi.simple)}{mark(preset.pypi.verified)}")
+    torch = preset.pytorch
+    if torch is None or torch.layout == "none":
+        parts.append("pytorch: upstream")
+    else:
+        parts.append(f"pytorch: {_host(torch.url)} ({torch.layout}){mark(torch.verified)}")
+    if preset.conda is None:
+        parts.append("conda: upstream")
+    else:
+        hosts = sorted({_host(url) for _, url in preset.conda.custom_channels})
+        parts.append(f"conda: {', '.join(hosts)}{mark(preset.conda.verified)}")
+    parts.append("kaolin: " + (_host(preset.kaolin) if preset.kaolin else "upstream"))
+    return " | ".join(parts)
+
+
+# -- show -------------------------------------------------------------------------------
+
+
+def handle_show(args: argparse.Namespace) -> int:
+    from ..mirrors.presets import get_preset
+    from ..mirrors.status import preset_to_dict, read_status, status_to_dict
+    from ..mirrors.targets import interpreter_prefix
+
+    if args.preset is not None:
+        preset = get_preset(args.preset)
+        data = preset_to_dict(preset)
+        if args.json:
+            _output.print_json(data)
+            return 0
+        _show_preset(data)
+        return 0
+    prefix = interpreter_prefix(args.python) if args.python else None
+    status = read_status(prefix=prefix)
+    data = status_to_dict(status)
+    if args.json:
+        _output.print_json(data)
+        return 0
+    config = data["config"]
+    _say(f"cuda-resolve config: {config.get('path')}" + ("" if config.get("exists") else " (not written yet)"))
+    if "error" in config:
+        _say(f"  error: {config['error']}")
+    _say(f"  preset: {config.get('preset', '(none: canonical URLs)')}")
+    for rule in config.get("rewrite", []):
+        flag = "  (files only)" if rule["artifacts_only"] else ""
+        _say(f"  rewrite {rule['canonical']} -> {rule['mirror']}{flag}")
+    if "pytorch" in config:
+        _say(f"  pytorch: {config['pytorch']['layout']} {config['pytorch']['url']}")
+    for key in ("proxy", "index_dirs"):
+        if key in config:
+            _say(f"  {key}: {config[key]}")
+    for item in data["files"]:
+        state = "" if item["exists"] else " (absent)"
+        _say(f"{item['tool']} {item['role']}: {item['path']}{state}")
+        if "error" in item:
+            _say(f"  error: {item['error']}")
+        for key in ("index_url", "extra_index_urls", "trusted_hosts", "channels", "default_channels",
+                    "custom_channels", "channel_alias", "ssl_verify"):
+            value = item.get(key)
+            if value not in (None, [], {}):
+                _say(f"  {key}: {value}")
+        for warning in item["warnings"]:
+            _say(f"  warning: {warning}")
+    for warning in data["warnings"]:
+        _say(f"warning: {warning}")
+    return 0
+
+
+def _show_preset(data: dict[str, Any]) -> None:
+    _say(f"{data['name']}: {data['title']}")
+    _say(f"  source: {data['source']}")
+    for ecosystem in ("pypi", "pytorch", "conda"):
+        section = data.get(ecosystem)
+        if section is None:
+            _say(f"{ecosystem}: upstream (no mirror)")
+            continue
+        verified = "verified" if section["verified"] else "UNVERIFIED"
+        _say(f"{ecosystem}: ({verified}; on a miss: {section['on_miss']})")
+        for key, value in section.items():
+            if key in ("verified", "on_miss") or value in (None, "", [], {}):
+                continue
+            _say(f"  {key}: {value}")
+    _say(f"kaolin: {data['kaolin'] or 'upstream (no public mirror known)'}")
+    _say("rewrites written to cuda-resolve's config:")
+    for rule in data["rewrites"]:
+        flag = "  (files only)" if rule["artifacts_only"] else ""
+        _say(f"  {rule['canonical']} -> {rule['mirror']}{flag}")
+
+
+# -- set --------------------------------------------------------------------------------
+
+
+def _preset_from_args(args: argparse.Namespace) -> Any:
+    from ..mirrors.presets import CUSTOM, custom_preset, get_preset
+
+    custom_options = ("pypi", "pypi_files", "pytorch", "kaolin", "conda")
+    given = [name for name in custom_options if getattr(args, name) is not None]
+    if args.preset == CUSTOM:
+        return custom_preset(
+            pypi=args.pypi,
+            pypi_files=args.pypi_files,
+            pytorch=args.pytorch,
+            pytorch_layout=args.pytorch_layout,
+            kaolin=args.kaolin,
+            conda=args.conda,
+        )
+    if given:
+        options = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise UsageError(
+            f"{options}: URLs are only taken with the preset 'custom'",
+            hint=f"run `cuda-resolve mirror set custom {options.split(',')[0]} URL ...`",
+        )
+    return get_preset(args.preset)
+
+
+def handle_set(args: argparse.Namespace) -> int:
+    from ..mirrors.apply import apply_plan, plan_set
+    from ..mirrors.presets import load_presets
+    from ..mirrors.targets import resolve_targets
+
+    preset = _preset_from_args(args)
+    targets = resolve_targets(args.scope, python=args.python, prefix=args.prefix)
+    plan = plan_set(preset, targets, all_presets=load_presets().values())
+    applied = () if args.dry_run else apply_plan(plan)
+    if args.json:
+        files = []
+        for position, change in enumerate(plan.changes):
+            entry: dict[str, Any] = {
+                "tool": change.tool,
+                "path": str(change.path),
+                "changed": change.changed,
+                "written": bool(applied and applied[position].written),
+                "backup": str(applied[position].backup) if applied and applied[position].backup else None,
+            }
+            if args.dry_run:
+                entry["diff"] = change.diff()
+            files.append(entry)
+        _output.print_json({
+            "preset": preset.name, "scope": targets.scope, "dry_run": args.dry_run,
+            "files": files, "notes": list(plan.notes),
+        })
+        return 0
+    if args.dry_run:
+        for change in plan.changes:
+            if change.changed:
+                sys.stdout.write(change.diff())
+            else:
+                _say(f"# {change.path}: unchanged")
+        _say(f"# dry run: nothing written ({len(plan.pending)} file(s) would change)")
+    else:
+        for result in applied:
+            path = result.change.path
+            if not result.written:
+                _say(f"unchanged  {path}")
+            elif result.backup is not None:
+                _say(f"wrote      {path}  (backup: {result.backup.name})")
+            else:
+                _say(f"created    {path}")
+    for note in plan.notes:
+        _say(f"note: {note}")
+    if not args.dry_run:
+        _say(f"next: `cuda-resolve mirror test` checks that the {preset.name} mirrors answer")
+    return 0
+
+
+# -- test -------------------------------------------------------------------------------
+
+
+def handle_test(args: argparse.Namespace) -> int:
+    from ..config import load_config
+    from ..mirrors.check import check_mirrors, targets_from_config, targets_from_preset
+    from ..mirrors.presets import get_preset, load_presets
+    from ..net.client import HttpClient
+
+    official = load_presets()["official"]
+    canonical = official.canonical
+    config = load_config()
+    if args.preset is not None:
+        source = f"preset {args.preset}"
+        targets = targets_from_preset(get_preset(args.preset), variant=args.variant)
+    else:
+        source = f"configuration {config.path}"
+        targets = targets_from_config(config, canonical, variant=args.variant)
+        if not targets:
+            source = "upstream indexes (no mirror is configured)"
+            targets = targets_from_preset(official, variant=args.variant)
+    with HttpClient(proxies=config.proxies.as_requests() or None, use_cache=False) as client:
+        results = check_mirrors(targets, client, canonical=canonical)
+    ok = all(result.ok for result in results)
+    if args.json:
+        _output.print_json({"source": source, "ok": ok, "results": [result.to_dict() for result in results]})
+        return 0 if ok else 1
+    _say(f"testing {source}")
+    for result in results:
+        verdict = "ok  " if result.ok else "FAIL"
+        latency = f"{result.latency_ms:.0f} ms" if result.latency_ms is not None else "-"
+        files = f", {result.files} files" if result.files is not None else ""
+        _say(f"{verdict} {result.target.ecosystem:<8} {result.target.url}  ({latency}{files})")
+        for note in result.notes:
+            _say(f"     note: {note}")
+        for warning in result.warnings:
+            _say(f"     warning: {warning}")
+        if result.error:
+            _say(f"     error: {result.error}")
+        if result.hint:
+            _say(f"     hint: {result.hint}")
+    return 0 if ok else 1

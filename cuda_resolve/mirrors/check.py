@@ -1,0 +1,301 @@
+"""``mirror test``: fetch a known page through each configured mirror and judge the answer.
+
+Per mirror (PyPI simple index, PyTorch wheel index, conda channel, kaolin pages):
+
+- the page answers (HTTP status, latency until the headers arrived, redirects followed);
+- its file links are counted, and links that point back upstream (``files.pythonhosted.org``,
+  ``download.pytorch.org`` ...) are a warning: those multi-GB downloads would silently bypass
+  the mirror;
+- one listed file is requested up to its headers: a 4xx/5xx fails, a redirect upstream warns.
+
+A failure is reported per mirror (a :class:`CheckResult` with ``ok = False``), never raised.
+All traffic goes through :class:`cuda_resolve.net.client.HttpClient` (OS trust store, proxies).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import urljoin, urlsplit
+
+from ..config import ARTIFACT_SUFFIXES, Config
+from ..errors import CudaResolveError
+from .presets import Canonical, Preset
+
+if TYPE_CHECKING:
+    from ..net.client import HttpClient
+
+__all__ = ["CheckResult", "MirrorTarget", "check_mirrors", "targets_from_config", "targets_from_preset", "upstream_hosts"]
+
+PageKind = Literal["simple", "flat", "probe"]
+
+#: The project whose simple page is fetched from a PyPI mirror: small, present everywhere.
+PYPI_PROJECT = "pip"
+#: A kaolin page known upstream (NVIDIAGameWorks/kaolin docs/notes/installation.rst).
+KAOLIN_PAGE = "torch-2.4.0_cu121.html"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MirrorTarget:
+    ecosystem: str  # "pypi" | "pytorch" | "conda" | "kaolin"
+    url: str  # the page to fetch
+    kind: PageKind  # how to judge it: a simple page, a flat find-links page, or headers only
+    mirror: str  # the mirror prefix being tested (for display)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CheckResult:
+    target: MirrorTarget
+    ok: bool
+    status: int | None = None
+    latency_ms: float | None = None
+    final_url: str | None = None
+    files: int | None = None  # file links on the page
+    upstream_files: int = 0  # of which point upstream
+    upstream_hosts: tuple[str, ...] = ()
+    sample: str | None = None  # the listed file requested up to its headers
+    warnings: tuple[str, ...] = ()
+    error: str | None = None
+    hint: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "ecosystem": self.target.ecosystem,
+            "mirror": self.target.mirror,
+            "url": self.target.url,
+            "ok": self.ok,
+            "status": self.status,
+            "latency_ms": self.latency_ms,
+            "final_url": self.final_url,
+            "files": self.files,
+            "upstream_files": self.upstream_files,
+            "upstream_hosts": list(self.upstream_hosts),
+            "sample": self.sample,
+            "warnings": list(self.warnings),
+            "notes": list(self.notes),
+            "error": self.error,
+            "hint": self.hint,
+        }
+
+
+def upstream_hosts(canonical: Canonical) -> frozenset[str]:
+    """Hosts of the canonical indexes: a mirror page linking there sends downloads upstream."""
+    urls = [
+        canonical.pypi_simple,
+        canonical.pypi_files,
+        canonical.kaolin,
+        canonical.conda_channel_alias,
+        *canonical.pytorch,
+        *canonical.conda_default_channels,
+    ]
+    return frozenset(urlsplit(url).hostname or "" for url in urls) - {""}
+
+
+# -- what to test -----------------------------------------------------------------------
+
+
+def _pypi_target(simple: str) -> MirrorTarget:
+    return MirrorTarget(ecosystem="pypi", url=f"{simple}{PYPI_PROJECT}/", kind="simple", mirror=simple)
+
+
+def _torch_target(layout: str, base: str, variant: str) -> MirrorTarget:
+    if layout == "flat":
+        return MirrorTarget(ecosystem="pytorch", url=f"{base}{variant}/", kind="flat", mirror=base)
+    return MirrorTarget(ecosystem="pytorch", url=f"{base}{variant}/torch/", kind="simple", mirror=base)
+
+
+def _conda_target(channel_url: str) -> MirrorTarget:
+    return MirrorTarget(
+        ecosystem="conda", url=f"{channel_url}noarch/repodata.json", kind="probe", mirror=channel_url
+    )
+
+
+def _kaolin_target(base: str) -> MirrorTarget:
+    return MirrorTarget(ecosystem="kaolin", url=f"{base}{KAOLIN_PAGE}", kind="flat", mirror=base)
+
+
+def targets_from_preset(preset: Preset, *, variant: str = "cpu") -> tuple[MirrorTarget, ...]:
+    out: list[MirrorTarget] = []
+    if preset.pypi is not None:
+        out.append(_pypi_target(preset.pypi.simple))
+    torch = preset.pytorch
+    if torch is not None and torch.layout != "none" and torch.url is not None:
+        out.append(_torch_target(torch.layout, torch.url, variant))
+    if preset.conda is not None:
+        for name, base in preset.conda.custom_channels:
+            if name == "conda-forge":
+                out.append(_conda_target(f"{base}{name}/"))
+    if preset.kaolin is not None:
+        out.append(_kaolin_target(preset.kaolin))
+    return tuple(out)
+
+
+def targets_from_config(config: Config, canonical: Canonical, *, variant: str = "cpu") -> tuple[MirrorTarget, ...]:
+    """The mirrors cuda-resolve's config points at (empty when everything is canonical)."""
+    out: list[MirrorTarget] = []
+    simple = config.mirror_for(canonical.pypi_simple)
+    if simple is not None:
+        out.append(_pypi_target(simple))
+    if config.pytorch is not None:
+        out.append(_torch_target(config.pytorch.layout, config.pytorch.url, variant))
+    forge = config.mirror_for(f"{canonical.conda_channel_alias}conda-forge/")
+    if forge is not None:
+        out.append(_conda_target(forge))
+    kaolin = config.mirror_for(canonical.kaolin)
+    if kaolin is not None:
+        out.append(_kaolin_target(kaolin))
+    return tuple(out)
+
+
+# -- judging ----------------------------------------------------------------------------
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag.lower() == "a":
+            for key, value in attrs:
+                if key.lower() == "href" and value:
+                    self.hrefs.append(value)
+
+
+def file_links(html: str, base_url: str) -> list[str]:
+    """Absolute URLs of the distribution files a page links to."""
+    parser = _Links()
+    parser.feed(html)
+    out = []
+    for href in parser.hrefs:
+        absolute = urljoin(base_url, href)
+        name = urlsplit(absolute).path.rsplit("/", 1)[-1].lower()
+        if name.endswith(ARTIFACT_SUFFIXES):
+            out.append(absolute)
+    return out
+
+
+def _host(url: str | None) -> str:
+    return (urlsplit(url).hostname or "") if url else ""
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000.0, 1)
+
+
+def _check_one(target: MirrorTarget, client: HttpClient, upstream: frozenset[str]) -> CheckResult:
+    from ..net.errors import FetchError
+
+    mirror_host = _host(target.mirror)
+    is_upstream = mirror_host in upstream  # testing the canonical index itself
+    warnings: list[str] = []
+    notes: list[str] = []
+
+    if target.kind == "probe":
+        probe = client.probe(target.url)
+        if not probe.ok or probe.error is not None or (probe.status or 0) >= 400:
+            failure = probe.error
+            return CheckResult(
+                target=target,
+                ok=False,
+                status=probe.status,
+                error=failure.message if failure is not None else f"HTTP {probe.status}",
+                hint=failure.hint if failure is not None else None,
+            )
+        final_host = _host(probe.final_url)
+        if final_host != mirror_host:
+            if final_host in upstream and not is_upstream:
+                warnings.append(f"the mirror redirected to upstream {final_host}: downloads bypass it")
+            else:
+                notes.append(f"served by {final_host} (redirected)")
+        return CheckResult(
+            target=target,
+            ok=True,
+            status=probe.status,
+            latency_ms=_ms(probe.latency),
+            final_url=probe.final_url,
+            warnings=tuple(warnings),
+            notes=tuple(notes),
+        )
+
+    try:
+        response = client.get(target.url, ttl=0)
+    except FetchError as exc:
+        return CheckResult(target=target, ok=False, status=exc.status, error=exc.message, hint=exc.hint)
+    except CudaResolveError as exc:
+        return CheckResult(target=target, ok=False, error=exc.message, hint=exc.hint)
+
+    final_host = _host(response.final_url)
+    if final_host != mirror_host:
+        if final_host in upstream and not is_upstream:
+            warnings.append(f"the mirror redirected the page to upstream {final_host}")
+        else:
+            notes.append(f"served by {final_host} (redirected)")
+    files = file_links(response.text, response.final_url)
+    latency = _ms(response.elapsed)
+    if not files:
+        what = "simple index page" if target.kind == "simple" else "find-links page"
+        return CheckResult(
+            target=target,
+            ok=False,
+            status=response.status,
+            latency_ms=latency,
+            final_url=response.final_url,
+            files=0,
+            error=f"{target.url} answered but lists no distribution files (not a {what}?)",
+            hint="check the mirror URL and its layout (`cuda-resolve mirror show PRESET`)",
+            warnings=tuple(warnings),
+            notes=tuple(notes),
+        )
+    upstream_links = [link for link in files if _host(link) in upstream and _host(link) != mirror_host]
+    hosts = tuple(sorted({_host(link) for link in upstream_links}))
+    if upstream_links and not is_upstream:
+        warnings.append(
+            f"{len(upstream_links)} of {len(files)} file links point upstream ({', '.join(hosts)}): "
+            "those downloads bypass the mirror"
+        )
+    sample = files[-1]
+    ok = True
+    message: str | None = None
+    hint: str | None = None
+    sample_probe = client.probe(sample)
+    if sample_probe.error is not None or not sample_probe.ok or (sample_probe.status or 0) >= 400:
+        ok = False
+        message = f"the page lists {sample}, but fetching it failed: " + (
+            sample_probe.error.message if sample_probe.error is not None else f"HTTP {sample_probe.status}"
+        )
+        hint = (
+            sample_probe.error.hint
+            if sample_probe.error is not None
+            else "the mirror's index and files are out of step"
+        )
+    else:
+        sample_host = _host(sample_probe.final_url)
+        if sample_host in upstream and _host(sample) not in upstream and not is_upstream:
+            warnings.append(f"a listed file redirects to upstream {sample_host}: downloads bypass the mirror")
+    return CheckResult(
+        target=target,
+        ok=ok,
+        status=response.status,
+        latency_ms=latency,
+        final_url=response.final_url,
+        files=len(files),
+        upstream_files=len(upstream_links),
+        upstream_hosts=hosts,
+        sample=sample,
+        warnings=tuple(warnings),
+        notes=tuple(notes),
+        error=message,
+        hint=hint,
+    )
+
+
+def check_mirrors(
+    targets: Iterable[MirrorTarget], client: HttpClient, *, canonical: Canonical
+) -> tuple[CheckResult, ...]:
+    """Each target checked in turn; failures are results, not exceptions."""
+    upstream = upstream_hosts(canonical)
+    return tuple(_check_one(target, client, upstream) for target in targets)
