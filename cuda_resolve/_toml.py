@@ -9,10 +9,11 @@ silently ignored setting.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
+
+import tomllib
 
 from .errors import UsageError
 
@@ -71,7 +72,9 @@ class Table:
         return f"{self.origin}: {dotted}"
 
     def fail(self, key: str | None, message: str, *, hint: str | None = None) -> UsageError:
-        return self.error(f"{self.where(key)}: {message}", hint=hint or self.hint)
+        # "file: gpu[0].compute_capability = '8.x': ..." for a bad value, "file: key: ..." otherwise
+        separator = " " if message.startswith("= ") else ": "
+        return self.error(f"{self.where(key)}{separator}{message}", hint=hint or self.hint)
 
     def keys(self) -> list[str]:
         return list(self.data)
