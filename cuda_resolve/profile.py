@@ -8,8 +8,9 @@ The format is a public interface, documented in ``docs/profile-format.md``. Only
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
@@ -18,6 +19,7 @@ from .environment import (
     Compiler,
     Driver,
     Environment,
+    ExtensionBinary,
     Gpu,
     Machine,
     NvidiaWheel,
@@ -30,6 +32,9 @@ from .environment import (
 from .errors import ProfileError
 from .versions import ComputeCapability, CudaVersion, DriverVersion
 
+if TYPE_CHECKING:
+    from .index.model import Index
+
 __all__ = ["dump_profile", "environment_to_dict", "load_profile", "parse_profile"]
 
 FORMAT_VERSION = 1
@@ -38,19 +43,36 @@ _OSES = ("linux", "windows", "darwin")
 _ARCHES = ("x86_64", "aarch64", "ppc64le", "arm64", "amd64")
 
 
-def load_profile(path: str | Path) -> Environment:
+def load_profile(path: str | Path, *, index: Index | None = None) -> Environment:
+    """Read a profile file. ``index`` derives ``driver.cuda`` when absent (default: the shipped one)."""
     table = load_toml_file(Path(path), error=ProfileError, hint=_HINT)
-    return _environment(table, source=str(path))
+    return _environment(table, source=str(path), index=index)
 
 
-def parse_profile(text: str, *, origin: str = "<profile>") -> Environment:
-    return _environment(parse_toml_text(text, origin=origin, error=ProfileError, hint=_HINT), source=origin)
+def parse_profile(text: str, *, origin: str = "<profile>", index: Index | None = None) -> Environment:
+    table = parse_toml_text(text, origin=origin, error=ProfileError, hint=_HINT)
+    return _environment(table, source=origin, index=index)
 
 
-def _version_text(text: str) -> str:
+def _python_version(text: str) -> str:
+    # 3.10, 3.10.12, and what pre-release interpreters report: 3.14.0rc2, 3.15.0a1+
+    if not re.fullmatch(r"\d+\.\d+(\.\d+)?((a|b|rc)\d+)?\+?", text):
+        raise ValueError("expected a Python version such as '3.10.12'")
+    return text
+
+
+def _compiler_version(text: str) -> str:
+    # `gcc -dumpversion` prints "12" on Debian and "12.2.0" elsewhere
     parts = text.split(".")
-    if not 2 <= len(parts) <= 3 or not all(part.isdigit() for part in parts):
-        raise ValueError("expected a dotted version such as '3.10.12'")
+    if not 1 <= len(parts) <= 3 or not all(part.isdigit() for part in parts):
+        raise ValueError("expected a compiler version such as '11.4.0' or '12'")
+    return text
+
+
+def _torch_arch(text: str) -> str:
+    # what torch.cuda.get_arch_list() prints: sm_86, sm_90a, compute_90 (PTX)
+    if not re.fullmatch(r"(sm|compute)_\d{2,3}[af]?", text):
+        raise ValueError("expected an entry of torch.cuda.get_arch_list() such as 'sm_86' or 'compute_90'")
     return text
 
 
@@ -70,17 +92,24 @@ def _choice(options: tuple[str, ...]) -> Any:
     return check
 
 
-def _environment(top: Table, *, source: str) -> Environment:
-    top.integer("format", FORMAT_VERSION)
+def _environment(top: Table, *, source: str, index: Index | None) -> Environment:
+    version = top.integer("format", FORMAT_VERSION)
+    if not 1 <= version <= FORMAT_VERSION:
+        raise top.fail(
+            "format",
+            f"= {version}: this cuda-resolve reads profile format {FORMAT_VERSION}",
+            hint="upgrade cuda-resolve, or save the profile again with this version",
+        )
     machine = _machine(top.table("machine"))
     python = _python(top.table("python", required=True))
-    driver = _driver(top.table("driver"))
+    driver = _driver(top.table("driver"), index)
     gpus = tuple(_gpu(table, position) for position, table in enumerate(top.tables("gpu")))
     toolkits = tuple(_toolkit(table) for table in top.tables("toolkit"))
     compiler = _compiler(top.table("compiler"))
     torch = _torch(top.table("torch"))
     scheduler = _scheduler(top.table("scheduler"))
     variables = _variables(top.table("variables"))
+    extensions = tuple(_extension(table) for table in top.tables("extension"))
     notes = top.strings("notes", ())
     top.finish()
     if gpus and driver is None:
@@ -95,6 +124,7 @@ def _environment(top: Table, *, source: str) -> Environment:
         torch=torch,
         scheduler=scheduler,
         variables=variables,
+        extensions=extensions,
         notes=notes,
         source=source,
     )
@@ -115,7 +145,7 @@ def _machine(table: Table | None) -> Machine:
 def _python(table: Table | None) -> PythonInfo:
     assert table is not None
     python = PythonInfo(
-        version=table.parsed("version", _version_text),
+        version=table.parsed("version", _python_version),
         implementation=table.parsed("implementation", _choice(("cpython", "pypy")), "cpython"),
         executable=table.string("executable", None),
         abi=table.string("abi", None),
@@ -128,21 +158,24 @@ def _python(table: Table | None) -> PythonInfo:
     return python
 
 
-def _driver(table: Table | None) -> Driver | None:
+def _driver(table: Table | None, index: Index | None) -> Driver | None:
     if table is None:
         return None
     version = table.parsed("version", DriverVersion.parse)
     cuda = table.parsed("cuda", CudaVersion.parse, None)
+    source = table.string("source", "profile")
+    table.finish()
     if cuda is None:
         from .compat import cuda_for_driver
-        from .index import default_index
 
-        cuda = cuda_for_driver(version, default_index())
+        if index is None:
+            from .index import default_index
+
+            index = default_index()
+        cuda = cuda_for_driver(version, index)
         if cuda is None:
             raise table.fail("version", f"= {version.text!r}: cannot derive the CUDA version it supports", hint="add cuda = \"12.2\" to [driver]")
-    table.string("source", None)
-    table.finish()
-    return Driver(version=version, cuda=cuda, source="profile")
+    return Driver(version=version, cuda=cuda, source=source)
 
 
 def _gpu(table: Table, position: int) -> Gpu:
@@ -172,6 +205,16 @@ def _toolkit(table: Table) -> Toolkit:
     return toolkit
 
 
+def _checked_strings(table: Table, key: str, check: Any) -> tuple[str, ...]:
+    values: tuple[str, ...] = table.strings(key, ())
+    for position, text in enumerate(values):
+        try:
+            check(text)
+        except ValueError as exc:
+            raise table.fail(f"{key}[{position}]", f"= {text!r}: {exc}") from None
+    return values
+
+
 def _capability_list(table: Table, key: str) -> list[ComputeCapability]:
     values = table.strings(key, ())
     result = []
@@ -187,12 +230,12 @@ def _compiler(table: Table | None) -> Compiler:
     if table is None:
         return Compiler()
     compiler = Compiler(
-        gcc=table.parsed("gcc", _version_text, None),
-        gxx=table.parsed("gxx", _version_text, None),
-        clang=table.parsed("clang", _version_text, None),
+        gcc=table.parsed("gcc", _compiler_version, None),
+        gxx=table.parsed("gxx", _compiler_version, None),
+        clang=table.parsed("clang", _compiler_version, None),
         nvcc_host=table.string("nvcc_host", None),
-        nvcc_host_version=table.string("nvcc_host_version", None),
-        other_gcc=table.strings("other_gcc", ()),
+        nvcc_host_version=table.parsed("nvcc_host_version", _compiler_version, None),
+        other_gcc=_checked_strings(table, "other_gcc", _compiler_version),
     )
     table.finish()
     return compiler
@@ -210,22 +253,28 @@ def _torch(table: Table | None) -> TorchInfo | None:
         raise table.fail("version", f"= {version!r}: not a valid version such as '2.1.0+cu121'") from None
     cuda = table.parsed("cuda", CudaVersion.parse, None)
     local = version.split("+", 1)[1] if "+" in version else None
-    if cuda is None and local and local.startswith("cu"):
-        try:
-            cuda = CudaVersion.parse(local)
-        except ValueError:
-            cuda = None
+    tagged: CudaVersion | None = None
+    if local and re.fullmatch(r"cu\d{2,3}", local):
+        tagged = CudaVersion.parse(local)
+    if cuda is None:
+        cuda = tagged
+    elif (tagged is not None and tagged != cuda) or local == "cpu":
+        built = f"a CUDA {tagged}" if tagged else "a CPU"
+        raise table.fail("cuda", f"= '{cuda}' but version {version!r} is {built} build", hint="torch.version.cuda matches the local tag; fix one of them")
     torch = TorchInfo(
         version=version,
         cuda=cuda,
         hip=table.string("hip", None),
         git_version=table.string("git_version", None),
         cxx11_abi=table.boolean("cxx11_abi", None),
-        arch_list=table.strings("arch_list", None),
+        arch_list=_checked_strings(table, "arch_list", _torch_arch) if "arch_list" in table else None,
         location=table.string("location", None),
         nvidia_wheels=tuple(_nvidia_wheel(t) for t in table.tables("nvidia_wheels")),
     )
-    table.string("build", None)  # derived; accepted so saved profiles round-trip
+    build = table.parsed("build", _choice(("cpu", "cuda", "rocm")), None)  # derived; written by dump_profile
+    if build is not None and build != torch.build:
+        need = {"cuda": "cuda = \"12.1\"", "rocm": "hip = \"6.2\"", "cpu": "neither cuda nor hip"}[build]
+        raise table.fail("build", f"= {build!r} but the table describes a {torch.build} build", hint=f"a {build} build needs {need} in [torch]")
     table.finish()
     return torch
 
@@ -239,6 +288,19 @@ def _nvidia_wheel(table: Table) -> NvidiaWheel:
     )
     table.finish()
     return wheel
+
+
+def _extension(table: Table) -> ExtensionBinary:
+    extension = ExtensionBinary(
+        path=table.string("path"),
+        needed=table.strings("needed", ()),
+        missing=table.strings("missing", ()),
+    )
+    table.finish()
+    unknown = [name for name in extension.missing if name not in extension.needed]
+    if unknown:
+        raise table.fail("missing", f"= {unknown[0]!r} is not listed in needed")
+    return extension
 
 
 def _scheduler(table: Table | None) -> Scheduler:
@@ -351,6 +413,8 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
                 ],
             }
         )
+        if torch.arch_list == ():  # known to be empty (a CPU build), not unknown
+            data["torch"]["arch_list"] = []
     scheduler = _drop_empty(
         {"slurm_job_id": env.scheduler.slurm_job_id, "slurm_variables": list(env.scheduler.slurm_variables)}
     )
@@ -367,6 +431,10 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
     )
     if variables:
         data["variables"] = variables
+    if env.extensions:
+        data["extension"] = [
+            {"path": ext.path, "needed": list(ext.needed), "missing": list(ext.missing)} for ext in env.extensions
+        ]
     if env.notes:
         data["notes"] = list(env.notes)
     return data
