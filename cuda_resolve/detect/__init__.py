@@ -1,0 +1,102 @@
+"""Machine detection: the only package in cuda-resolve that probes the machine.
+
+:func:`detect_environment` gathers every probe into one frozen
+:class:`~cuda_resolve.environment.Environment`. Each probe returns a value or ``None``, never
+raises for a machine problem and never hangs (subprocesses and stalling library calls run
+under *timeout*); what a probe could not do becomes a line in ``Environment.notes``.
+
+Where a fact comes from, highest precedence first:
+
+1. ``--profile FILE``: the CLI reads the profile instead of calling this; nothing is probed.
+2. ``CUDA_RESOLVE_DRIVER``, ``CUDA_RESOLVE_CUDA_ARCH``;
+3. conda's ``CONDA_OVERRIDE_CUDA``, ``CONDA_OVERRIDE_CUDA_ARCH`` (empty value = absent);
+4. the probes, cheapest first: driver from sysfs/procfs, libcuda, NVML, nvidia-smi
+   (:mod:`.nvidia`); toolkits (:mod:`.toolkits`); compilers (:mod:`.compilers`); the target
+   interpreter and its torch, read from files without importing torch (:mod:`.target`).
+
+See :mod:`.overrides` and ``docs/detection.md`` for the override rules.
+
+The target-interpreter probe, the compilers and the extension scan run in threads while the
+driver probes run, and nvcc/compiler answers are cached on disk per binary, so a repeated
+``cuda-resolve doctor`` costs little more than starting Python.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ..environment import Environment, ExtensionBinary
+from ._cache import ProbeCache, default_cache_dir
+from .compilers import find_compilers
+from .host import machine_facts, scheduler_facts, variable_facts
+from .nvidia import probe_nvidia
+from .overrides import apply_overrides, read_overrides
+from .target import probe_target, resolve_python
+from .toolkits import find_toolkits
+
+__all__ = ["detect_environment"]
+
+
+def _find_extensions(site_packages: Sequence[str], environ: Mapping[str, str]) -> tuple[ExtensionBinary, ...]:
+    """Compiled CUDA extensions in the target and the libraries they cannot load (for doctor)."""
+    try:
+        from .extensions import find_extensions
+    except ImportError:  # the scanner ships separately; detection stands without it
+        return ()
+    return find_extensions(site_packages, environ=environ)
+
+
+def detect_environment(
+    *,
+    python: str | None = None,
+    root: Path = Path("/"),
+    environ: Mapping[str, str] | None = None,
+    timeout: float = 5.0,
+    cache_dir: Path | None = None,
+) -> Environment:
+    """Probe this machine (or a fake *root*, for tests) and describe it.
+
+    *python* is the target interpreter (a path or a name on PATH); without it, the running
+    interpreter is described, in process. *environ* replaces ``os.environ`` for every lookup
+    (PATH, CUDA_HOME, overrides) and for the programs run. *cache_dir* holds the probe cache
+    (default: the user cache directory). Raises :class:`~cuda_resolve.errors.UsageError` for
+    a bad override value or a *python* that is not an interpreter, and for nothing else.
+    """
+    env: Mapping[str, str] = dict(os.environ if environ is None else environ)
+    overrides = read_overrides(env)
+    target_python = resolve_python(python, env) if python is not None else None
+    cache = ProbeCache(cache_dir if cache_dir is not None else default_cache_dir())
+
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="cuda-resolve-detect") as pool:
+        target_job = pool.submit(probe_target, target_python, environ=env, timeout=timeout)
+        compilers_job = pool.submit(find_compilers, environ=env, timeout=timeout, cache=cache)
+        nvidia = probe_nvidia(root=root, environ=env, timeout=timeout, cache=cache)
+        target = target_job.result()
+        site_packages = target.python.site_packages
+        extensions_job = pool.submit(_find_extensions, site_packages, env)
+        toolkits, toolkit_notes = find_toolkits(
+            environ=env, root=root, site_packages=site_packages, timeout=timeout, cache=cache
+        )
+        compiler = compilers_job.result()
+        extensions = extensions_job.result()
+    cache.save()
+
+    driver, gpus, override_notes = apply_overrides(overrides, nvidia.driver, nvidia.gpus)
+    notes = (*nvidia.notes, *override_notes, *toolkit_notes, *target.notes)
+    return Environment(
+        machine=machine_facts(platform=target.platform, machine=target.machine, glibc=target.glibc),
+        python=target.python,
+        driver=driver,
+        gpus=gpus,
+        toolkits=toolkits,
+        compiler=compiler,
+        torch=target.torch,
+        scheduler=scheduler_facts(env),
+        variables=variable_facts(env),
+        extensions=extensions,
+        notes=tuple(dict.fromkeys(notes)),
+        source="detected",
+    )

@@ -1,0 +1,294 @@
+# This file must parse on Python 2.7+ (see the docstring): no f-strings, no builtin generics,
+# and typing names used only in type comments, which ruff does not read.
+# ruff: noqa: UP006, UP024, UP031, UP035, F401
+"""Facts about the Python interpreter running this file, read without importing torch.
+
+cuda-resolve runs this source with the *target* interpreter (``<python> -c <source>``), which
+may be any Python, so it uses the standard library only and no syntax newer than Python 2.7
+(no f-strings, no annotations): an interpreter too old to be a target still reports its
+version, and the caller says so instead of failing on a SyntaxError. When the target is the
+interpreter running cuda-resolve, the module is imported and :func:`probe` called in process.
+
+It prints one JSON object. torch is never imported (``import torch`` takes seconds and runs
+arbitrary code): its version comes from its ``*.dist-info/METADATA`` and from
+``torch/version.py`` parsed as text, its C++ ABI from ``TorchConfig.cmake``.
+"""
+
+import sys
+
+if __name__ == "__main__" and sys.path and sys.path[0] in ("", "."):
+    # "-c" puts the working directory first; a json.py there must not shadow the stdlib.
+    del sys.path[0]
+
+import json
+import os
+import re
+import sysconfig
+
+MYPY = False
+if MYPY:  # type comments, not annotations: this file must parse on any Python
+    from typing import Any, Callable, Dict, List, Optional, Tuple
+
+    Distributions = Dict[str, Tuple[str, str, str, str]]
+
+_VERSION_PY_FIELD = re.compile(
+    r"^(__version__|cuda|hip|git_version)\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|(None))\s*$",
+    re.MULTILINE,
+)
+_CXX11_ABI = re.compile(r"-D_GLIBCXX_USE_CXX11_ABI=([01])")
+_READ_LIMIT = 4 * 1024 * 1024
+
+
+def _read(path, limit=_READ_LIMIT):
+    # type: (str, int) -> Optional[str]
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(limit).decode("utf-8", "replace")
+    except (IOError, OSError):
+        return None
+
+
+def _normalize(name):
+    # type: (str) -> str
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _abi_tag():
+    # type: () -> Optional[str]
+    """The wheel ABI tag packaging would compute: cp312, cp313t, cp37m, pypy39_pp73."""
+    soabi = sysconfig.get_config_var("SOABI")
+    if not soabi:
+        ext = sysconfig.get_config_var("EXT_SUFFIX") or ""
+        match = re.match(r"^\.(cp\d+\w*)-", str(ext))  # ".cp310-win_amd64.pyd"
+        return match.group(1) if match else None
+    parts = str(soabi).split("-")
+    if parts[0] == "cpython" and len(parts) > 1:
+        return "cp" + parts[1]
+    if parts[0].startswith("pypy") and len(parts) > 1:
+        return parts[0] + "_" + parts[1]
+    return None
+
+
+def _glibc():
+    # type: () -> Optional[str]
+    try:
+        text = os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36"
+    except (AttributeError, ValueError, OSError):
+        return None
+    if not text or not text.startswith("glibc "):
+        return None
+    match = re.match(r"^(\d+\.\d+)", text.split(" ", 1)[1])
+    return match.group(1) if match else None
+
+
+def _site_packages():
+    # type: () -> List[str]
+    found = []
+    try:
+        paths = sysconfig.get_paths()
+        found.extend([paths.get("purelib"), paths.get("platlib")])
+    except Exception:  # noqa: S110 - an odd sysconfig must not stop the probe
+        pass
+    try:
+        import site
+
+        found.extend(site.getsitepackages())
+        if getattr(site, "ENABLE_USER_SITE", False):
+            found.append(site.getusersitepackages())
+    except Exception:  # noqa: S110 - old virtualenv's site.py lacks these
+        pass
+    result = []
+    for path in found:
+        if path and os.path.isdir(path) and path not in result:
+            result.append(path)
+    return result
+
+
+def _search_path():
+    # type: () -> List[str]
+    """Where ``import`` looks, in order (what ``import torch`` would find first)."""
+    result = []
+    for entry in sys.path:
+        if entry and os.path.isdir(entry) and entry not in result:
+            result.append(entry)
+    return result
+
+
+def _metadata_fields(text):
+    # type: (str) -> Dict[str, str]
+    fields = {}  # type: Dict[str, str]
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the headers end at the first blank line; the description follows
+        if ":" in line and not line.startswith((" ", "\t")):
+            key, value = line.split(":", 1)
+            fields.setdefault(key.strip().lower(), value.strip())
+    return fields
+
+
+def _distributions(search_path, wanted):
+    # type: (List[str], Callable[[str], bool]) -> Distributions
+    """{normalized name: (name, version, directory, info path)} for names that *wanted* accepts.
+
+    First occurrence on the search path wins, as with importlib.metadata; the name is taken
+    from the directory name first so that only relevant METADATA files are read.
+    """
+    found = {}
+    for directory in search_path:
+        try:
+            entries = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.endswith(".dist-info"):
+                metadata_file = os.path.join(directory, entry, "METADATA")
+            elif entry.endswith(".egg-info"):
+                egg = os.path.join(directory, entry)
+                metadata_file = os.path.join(egg, "PKG-INFO") if os.path.isdir(egg) else egg
+            else:
+                continue
+            stem = entry.rsplit(".", 1)[0]
+            guessed = _normalize(stem.split("-", 1)[0])
+            if not wanted(guessed) or guessed in found:
+                continue
+            text = _read(metadata_file)
+            if text is None:
+                continue
+            fields = _metadata_fields(text)
+            name = fields.get("name")
+            version = fields.get("version")
+            if name and version and _normalize(name) not in found:
+                found[_normalize(name)] = (name, version, directory, os.path.join(directory, entry))
+    return found
+
+
+def _parse_version_py(text):
+    # type: (str) -> Dict[str, Optional[str]]
+    values = {}  # type: Dict[str, Optional[str]]
+    for match in _VERSION_PY_FIELD.finditer(text):
+        key = match.group(1)
+        if key in values:
+            continue
+        if match.group(4) is not None:
+            values[key] = None
+        else:
+            values[key] = match.group(2) if match.group(2) is not None else match.group(3)
+    return values
+
+
+def _torch(search_path, distributions):
+    # type: (List[str], Distributions) -> Optional[Dict[str, Any]]
+    package = None
+    for directory in search_path:
+        candidate = os.path.join(directory, "torch")
+        if os.path.isfile(os.path.join(candidate, "__init__.py")) or os.path.isfile(
+            os.path.join(candidate, "version.py")
+        ):
+            package = candidate
+            break
+    metadata = distributions.get("torch")
+    if package is None and metadata is None:
+        return None
+    result = {
+        "location": package,
+        "version_py": None,
+        "cxx11_abi": None,
+        "metadata_version": metadata[1] if metadata else None,
+    }  # type: Dict[str, Any]
+    if package is not None:
+        text = _read(os.path.join(package, "version.py"))
+        if text is not None:
+            result["version_py"] = _parse_version_py(text)
+        cmake = _read(os.path.join(package, "share", "cmake", "Torch", "TorchConfig.cmake"))
+        match = _CXX11_ABI.search(cmake or "")
+        if match:
+            result["cxx11_abi"] = match.group(1) == "1"
+    return result
+
+
+def _wheel_dirs(directory, info_path):
+    # type: (str, str) -> Tuple[Optional[str], Optional[str], bool]
+    """The ``nvidia/<component>/include`` and ``lib`` directories a wheel's RECORD lists."""
+    include_dir = lib_dir = None
+    record = _read(os.path.join(info_path, "RECORD")) or ""
+    for line in record.splitlines():
+        parts = line.split(",", 1)[0].split("/")
+        if len(parts) < 4 or parts[0] != "nvidia":
+            continue
+        if parts[2] == "include" and include_dir is None:
+            include_dir = os.path.join(directory, "nvidia", parts[1], "include")
+        elif parts[2] in ("lib", "lib64") and lib_dir is None:
+            lib_dir = os.path.join(directory, "nvidia", parts[1], parts[2])
+        if include_dir and lib_dir:
+            break
+    owns_files = "\nnvidia/" in "\n" + record
+    return include_dir, lib_dir, owns_files
+
+
+def _is_cuda_wheel_name(name):
+    # type: (str) -> bool
+    return name.startswith("nvidia-") or name == "cuda-toolkit"
+
+
+def _nvidia_wheels(distributions):
+    # type: (Distributions) -> List[Dict[str, Optional[str]]]
+    wheels = []
+    for key in sorted(distributions):
+        if not _is_cuda_wheel_name(key):
+            continue
+        _, version, directory, info_path = distributions[key]
+        include_dir, lib_dir, owns_files = _wheel_dirs(directory, info_path)
+        if not owns_files and key != "cuda-toolkit":
+            continue  # nvidia-ml-py and other Python-only packages carry no CUDA files
+        wheels.append({"name": key, "version": version, "include_dir": include_dir, "lib_dir": lib_dir})
+    return wheels
+
+
+def _platform_machine():
+    # type: () -> str
+    """The interpreter's own architecture ("linux-x86_64" → x86_64), not the kernel's."""
+    platform = sysconfig.get_platform()
+    return platform.rsplit("-", 1)[-1] if "-" in platform else platform
+
+
+def probe():
+    # type: () -> Dict[str, Any]
+    # Each part reports its own failure: one odd file must not cost the whole report.
+    search_path = _search_path()
+    errors = []
+    distributions = {}
+    try:
+        distributions = _distributions(search_path, lambda name: name == "torch" or _is_cuda_wheel_name(name))
+    except Exception as exc:
+        errors.append("reading installed distributions: %r" % (exc,))
+    torch = None
+    try:
+        torch = _torch(search_path, distributions)
+    except Exception as exc:
+        errors.append("reading torch: %r" % (exc,))
+    base_prefix = getattr(sys, "base_prefix", getattr(sys, "real_prefix", sys.prefix))
+    return {
+        "version": "%d.%d.%d" % tuple(sys.version_info[:3]),
+        "implementation": sys.implementation.name if hasattr(sys, "implementation") else "cpython",
+        "abi": _abi_tag(),
+        "executable": sys.executable,
+        "prefix": sys.prefix,
+        "site_packages": _site_packages(),
+        "conda": os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
+        "venv": sys.prefix != base_prefix or hasattr(sys, "real_prefix"),
+        "platform": sys.platform,
+        "machine": _platform_machine(),
+        "glibc": _glibc(),
+        "torch": torch,
+        "nvidia_wheels": _nvidia_wheels(distributions) if torch is not None else [],
+        "errors": errors,
+    }
+
+
+if __name__ == "__main__":
+    try:
+        report = probe()
+    except Exception as exc:
+        report = {"fatal": repr(exc), "version": "%d.%d.%d" % tuple(sys.version_info[:3])}
+    sys.stdout.write(json.dumps(report))
+    sys.stdout.write("\n")

@@ -1,0 +1,201 @@
+"""The target interpreter and the torch installed in it, via :mod:`._target_probe`.
+
+The target is the interpreter cuda-resolve inspects and installs into (``--python PATH``),
+often not the one running cuda-resolve. Its facts come from running the probe script with it
+(``<python> -c <source>``, under a timeout). Not ``-I``: the probe must see the search path
+the user's own ``python`` sees, including ``PYTHONPATH`` and user site-packages, since that
+decides which torch ``import torch`` finds; the script drops the working directory from
+``sys.path`` itself and runs from ``/``. Without ``--python`` the same functions run in
+process, with no subprocess at all.
+
+A ``--python`` that is not an interpreter is the user's mistake, so it raises
+:class:`~cuda_resolve.errors.UsageError`; everything found inside a working interpreter
+(a broken torch install, odd metadata) becomes a note instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..environment import NvidiaWheel, PythonInfo, TorchInfo
+from ..errors import UsageError
+from ..versions import CudaVersion
+from ._files import which
+from ._run import run
+
+__all__ = ["MINIMUM_TARGET", "TargetFacts", "facts_from_report", "probe_target", "resolve_python"]
+
+#: The oldest interpreter cuda-resolve installs into.
+MINIMUM_TARGET = (3, 7)
+_HINT = "give the path of a Python interpreter, e.g. ~/miniconda3/envs/NAME/bin/python or .venv/bin/python"
+
+
+@dataclass(frozen=True, slots=True)
+class TargetFacts:
+    python: PythonInfo
+    platform: str | None  # sys.platform: "linux", "win32", "darwin"
+    machine: str | None  # the interpreter's architecture
+    glibc: str | None
+    torch: TorchInfo | None
+    notes: tuple[str, ...] = ()
+
+
+def resolve_python(python: str, environ: Mapping[str, str]) -> str:
+    """The interpreter path for ``--python``: a path, or a name looked up on PATH."""
+    if os.sep not in python and not os.path.exists(python):
+        found = which(python, environ)
+        if found is None:
+            raise UsageError(f"--python {python}: not found on PATH", hint=_HINT)
+        return found
+    if not os.path.exists(python):
+        raise UsageError(f"--python {python}: no such file", hint=_HINT)
+    if os.path.isdir(python):
+        raise UsageError(
+            f"--python {python}: is a directory, not an interpreter",
+            hint=f"give the interpreter inside it, e.g. {os.path.join(python, 'bin', 'python')}",
+        )
+    if not os.access(python, os.X_OK):
+        raise UsageError(f"--python {python}: is not executable, so it is not an interpreter", hint=_HINT)
+    return python
+
+
+def _probe_source() -> str:
+    from importlib.resources import files
+
+    return files(__package__).joinpath("_target_probe.py").read_text(encoding="utf-8")
+
+
+def _run_probe(python: str, *, environ: Mapping[str, str], timeout: float) -> dict[str, Any]:
+    ran = run([python, "-c", _probe_source()], timeout=timeout, environ=environ, cwd="/")
+    if ran is None:
+        raise UsageError(f"--python {python}: could not be run as a program", hint=_HINT)
+    if ran.timed_out:
+        raise UsageError(
+            f"--python {python}: did not answer within {timeout:g} s",
+            hint="check that it starts (`PATH -c pass`); a slow network file system can cause this",
+        )
+    report = _json_object(ran.stdout)
+    if report is None or "version" not in report:
+        said = ran.first_line or f"nothing (exit status {ran.returncode})"
+        raise UsageError(f"--python {python}: is not a Python interpreter (it printed {said[:200]!r})", hint=_HINT)
+    return report
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    # The last line: a sitecustomize that prints something must not hide the report.
+    for line in reversed(text.strip().splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        return value if isinstance(value, dict) else None
+    return None
+
+
+def probe_target(python: str | None, *, environ: Mapping[str, str], timeout: float) -> TargetFacts:
+    """Facts of *python* (already checked by :func:`resolve_python`), or of this interpreter."""
+    if python is None:
+        from . import _target_probe
+
+        report: dict[str, Any] = _target_probe.probe()
+    else:
+        report = _run_probe(python, environ=environ, timeout=timeout)
+    return facts_from_report(report, origin=python)
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(".")[:2])
+    except ValueError:
+        return (0,)
+
+
+def facts_from_report(report: dict[str, Any], *, origin: str | None = None) -> TargetFacts:
+    """Turn the probe's JSON into frozen facts; pure, so recorded reports can be tested."""
+    version = str(report["version"])
+    if _version_tuple(version) < MINIMUM_TARGET:
+        raise UsageError(
+            f"--python {origin}: Python {version} is too old; cuda-resolve installs into Python >= "
+            + ".".join(map(str, MINIMUM_TARGET)),
+            hint="create an environment with a newer Python (conda create -n NAME python=3.11)",
+        )
+    notes = [f"target probe: {error}" for error in report.get("errors", ())]
+    if "fatal" in report:
+        notes.append(f"target probe failed: {report['fatal']}")
+    python = PythonInfo(
+        version=version,
+        implementation=str(report.get("implementation") or "cpython"),
+        executable=report.get("executable") or origin,
+        abi=report.get("abi"),
+        site_packages=tuple(report.get("site_packages") or ()),
+        prefix=report.get("prefix"),
+        is_conda=bool(report.get("conda")),
+        is_venv=bool(report.get("venv")),
+    )
+    torch, torch_notes = _torch(report.get("torch"), report.get("nvidia_wheels") or ())
+    return TargetFacts(
+        python=python,
+        platform=report.get("platform"),
+        machine=report.get("machine"),
+        glibc=report.get("glibc"),
+        torch=torch,
+        notes=(*notes, *torch_notes),
+    )
+
+
+def _cuda(text: str | None, what: str, notes: list[str]) -> CudaVersion | None:
+    if not text:
+        return None
+    try:
+        return CudaVersion.parse(text)
+    except ValueError:
+        notes.append(f"torch: {what} {text!r} is not a CUDA version")
+        return None
+
+
+def _torch(data: dict[str, Any] | None, wheels: Any) -> tuple[TorchInfo | None, list[str]]:
+    if not data:
+        return None, []
+    notes: list[str] = []
+    fields = data.get("version_py") or {}
+    from_file = fields.get("__version__")
+    from_metadata = data.get("metadata_version")
+    location = data.get("location")
+    version = from_file or from_metadata
+    if not version:
+        notes.append(f"torch at {location} has neither torch/version.py nor metadata: a broken install")
+        return None, notes
+    if from_file and from_metadata and from_file != from_metadata:
+        notes.append(
+            f"torch: metadata says {from_metadata} but torch/version.py says {from_file} (a mixed or broken install)"
+        )
+    if location is None:
+        notes.append(f"torch {version} is listed in metadata but its package directory is missing")
+    if "version_py" in data and data["version_py"] is not None:
+        cuda = _cuda(fields.get("cuda"), "torch.version.cuda", notes)
+    else:  # no version.py: fall back to the local tag, "2.5.1+cu124"
+        local = version.split("+", 1)[1] if "+" in version else ""
+        cuda = _cuda(local, "local version tag", []) if local.startswith("cu") else None
+    torch = TorchInfo(
+        version=version,
+        cuda=cuda,
+        hip=fields.get("hip"),
+        git_version=fields.get("git_version"),
+        cxx11_abi=data.get("cxx11_abi"),
+        arch_list=None,  # compiled into libtorch_cuda; unknowable without importing torch
+        location=location,
+        nvidia_wheels=tuple(
+            NvidiaWheel(
+                name=str(wheel["name"]),
+                version=str(wheel["version"]),
+                include_dir=wheel.get("include_dir"),
+                lib_dir=wheel.get("lib_dir"),
+            )
+            for wheel in wheels
+        ),
+    )
+    return torch, notes
