@@ -80,8 +80,8 @@ class Applied:
 def _read(path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # not there yet (a parent that is a file is reported when writing)
     except IsADirectoryError:
         raise UsageError(f"{path}: is a directory, expected a file", hint="move it away or pick another scope") from None
     except UnicodeDecodeError:

@@ -257,25 +257,27 @@ def _check_one(target: MirrorTarget, client: HttpClient, upstream: frozenset[str
             f"{len(upstream_links)} of {len(files)} file links point upstream ({', '.join(hosts)}): "
             "those downloads bypass the mirror"
         )
-    sample = files[-1]
     ok = True
     message: str | None = None
     hint: str | None = None
-    sample_probe = client.probe(sample)
-    if sample_probe.error is not None or not sample_probe.ok or (sample_probe.status or 0) >= 400:
-        ok = False
-        message = f"the page lists {sample}, but fetching it failed: " + (
-            sample_probe.error.message if sample_probe.error is not None else f"HTTP {sample_probe.status}"
-        )
-        hint = (
-            sample_probe.error.hint
-            if sample_probe.error is not None
-            else "the mirror's index and files are out of step"
-        )
-    else:
-        sample_host = _host(sample_probe.final_url)
-        if sample_host in upstream and _host(sample) not in upstream and not is_upstream:
-            warnings.append(f"a listed file redirects to upstream {sample_host}: downloads bypass the mirror")
+    own = [link for link in files if link not in upstream_links]
+    sample = own[-1] if own else None  # a file served by the mirror itself (upstream is not tested)
+    if sample is not None:
+        sample_probe = client.probe(sample)
+        if sample_probe.error is not None or not sample_probe.ok or (sample_probe.status or 0) >= 400:
+            ok = False
+            message = f"the page lists {sample}, but fetching it failed: " + (
+                sample_probe.error.message if sample_probe.error is not None else f"HTTP {sample_probe.status}"
+            )
+            hint = (
+                sample_probe.error.hint
+                if sample_probe.error is not None
+                else "the mirror's index and files are out of step"
+            )
+        else:
+            sample_host = _host(sample_probe.final_url)
+            if sample_host in upstream and not is_upstream:
+                warnings.append(f"a listed file redirects to upstream {sample_host}: downloads bypass the mirror")
     return CheckResult(
         target=target,
         ok=ok,
@@ -294,8 +296,16 @@ def _check_one(target: MirrorTarget, client: HttpClient, upstream: frozenset[str
 
 
 def check_mirrors(
-    targets: Iterable[MirrorTarget], client: HttpClient, *, canonical: Canonical
+    targets: Iterable[MirrorTarget],
+    client: HttpClient,
+    *,
+    canonical: Canonical,
+    upstream: frozenset[str] | None = None,
 ) -> tuple[CheckResult, ...]:
-    """Each target checked in turn; failures are results, not exceptions."""
-    upstream = upstream_hosts(canonical)
-    return tuple(_check_one(target, client, upstream) for target in targets)
+    """Each target checked in turn; failures are results, not exceptions.
+
+    ``upstream`` (default: the canonical indexes' hosts) are the hosts whose links mean "this
+    download bypasses the mirror".
+    """
+    hosts = upstream_hosts(canonical) if upstream is None else upstream
+    return tuple(_check_one(target, client, hosts) for target in targets)
