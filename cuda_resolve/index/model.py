@@ -57,6 +57,8 @@ class CudaFamily:
     min_driver_linux: DriverVersion
     min_driver_windows: DriverVersion | None = None
     source: str = ""
+    unverified: tuple[str, ...] = ()  # keys whose values rest on secondary sources
+    notes: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,8 +71,10 @@ class ToolkitFacts:
     gcc_max: int | None = None  # newest gcc major nvcc accepts
     clang_max: int | None = None
     torch_gcc_max_exclusive: int | None = None  # torch.utils.cpp_extension's bound
+    torch_clang_max_exclusive: int | None = None  # torch.utils.cpp_extension's clang bound
     source: str = ""
     unverified: tuple[str, ...] = ()  # keys whose values rest on secondary sources
+    notes: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -83,6 +87,7 @@ class TorchVariant:
     index_url: str  # the PyTorch wheel index for this variant
     pypi_default: bool = False  # the variant PyPI serves for linux x86_64
     verified: bool = True
+    unverified: tuple[str, ...] = ()  # "exists" and/or "arch_list"; verified == (not unverified)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -96,6 +101,9 @@ class TorchRelease:
     cxx11_abi: bool | None = None
     pypi_linux_aarch64: str | None = None  # the variant of PyPI's aarch64 wheel
     source: str = ""
+    pypi_cuda_runtime: str | None = None  # CUDA runtime the PyPI wheel pins ("12.4.127", "bundled")
+    unverified: tuple[str, ...] = ()  # release-level keys resting on secondary sources or inference
+    notes: str = ""
 
     def variant(self, name: str) -> TorchVariant | None:
         return next((v for v in self.variants if v.name == name), None)
@@ -110,9 +118,19 @@ class ExtensionWheels:
     torch: tuple[tuple[str, tuple[str, ...]], ...]  # (torch base version, variants)
     platforms: tuple[str, ...] = ("linux_x86_64",)
     source: str = ""
+    torch_python: tuple[tuple[str, tuple[str, ...]], ...] = ()  # per torch version, where != python
+    torch_window: SpecifierSet = field(default_factory=SpecifierSet)  # the release's setup.py check
+    unverified: tuple[str, ...] = ()  # "python", "torch", "torch[2.2.2]" ...
+    notes: str = ""
 
     def variants_for(self, torch_version: str) -> tuple[str, ...]:
         return next((variants for tv, variants in self.torch if tv == torch_version), ())
+
+    def python_for(self, torch_version: str) -> tuple[str, ...]:
+        """The Python versions with a wheel for this torch version (empty if none)."""
+        if not self.variants_for(torch_version):
+            return ()
+        return next((py for tv, py in self.torch_python if tv == torch_version), self.python)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -124,6 +142,11 @@ class Patch:
     replace: str
     reason: str
     count: int = 1  # how many occurrences must be found; a mismatch fails the build
+    torch: SpecifierSet = field(default_factory=SpecifierSet)  # apply only for these torch; empty = always
+
+    def applies_to(self, torch_version: str) -> bool:
+        """Whether the patch is applied when building against ``torch_version`` (local label ignored)."""
+        return self.torch.contains(Version(torch_version).base_version, prereleases=True)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -145,6 +168,7 @@ class Recipe:
     subdirectory: str = ""
     submodules: bool = False
     torch: SpecifierSet = field(default_factory=SpecifierSet)  # torch versions it builds against
+    torch_window: SpecifierSet = field(default_factory=SpecifierSet)  # setup.py's own torch check
     python: SpecifierSet = field(default_factory=SpecifierSet)
     cuda_min: CudaVersion | None = None
     cuda_max: CudaVersion | None = None
@@ -154,6 +178,7 @@ class Recipe:
     smoke: SmokeTest | None = None
     source: str = ""
     notes: str = ""
+    unverified: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -170,6 +195,7 @@ class Package:
     recipes: tuple[Recipe, ...] = ()
     requires: tuple[str, ...] = ()  # runtime requirements the plan adds (e.g. torchvision)
     source: str = ""
+    notes: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
