@@ -1,0 +1,239 @@
+"""Read the index: the shipped TOML files plus overlay directories, merged into one Index.
+
+An index directory holds ``cuda.toml`` (CUDA families and toolkits), ``torch.toml`` (torch
+releases) and ``packages/*.toml`` (one extension package each); an overlay may hold any subset.
+Directories are read in order and later entries replace earlier ones by key: toolkit version,
+family major, torch release, package name, and within a package its wheel versions and recipe
+names (scalar ``[package]`` keys are replaced one by one). ``Index.origins`` records the file each
+entry came from. The format is documented in ``docs/index-format.md``; parsing lives in
+:mod:`._parse` and every error names the file, the key path and the value.
+
+Order: the shipped index, the user's config directory (``<user config dir>/index``), the
+directories of ``CUDA_RESOLVE_INDEX_PATH`` (``os.pathsep``-separated), then explicit directories
+(``--index DIR``). :func:`load_default_index` parses once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from packaging.version import Version
+
+from ..errors import IndexDataError, UsageError
+from ..versions import CudaVersion
+from . import _parse
+from ._parse import Layer
+from .model import CudaFamily, Index, Package, ToolkitFacts, TorchRelease
+
+if TYPE_CHECKING:
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:
+        from importlib.abc import Traversable
+
+__all__ = [
+    "INDEX_PATH_ENV",
+    "clear_cache",
+    "index_files",
+    "load_default_index",
+    "load_index",
+    "overlay_dirs",
+    "shipped_index_dir",
+    "user_index_dir",
+    "validate_directory",
+    "validate_shipped",
+]
+
+#: Environment variable naming overlay directories, separated by ``os.pathsep``.
+INDEX_PATH_ENV = "CUDA_RESOLVE_INDEX_PATH"
+
+_HINT = "see docs/index-format.md; `cuda-resolve index validate DIR` lists every problem"
+
+
+# -- locating files ---------------------------------------------------------------------------
+
+
+def shipped_index_dir() -> Traversable:
+    """The index shipped inside the wheel (the repository's top-level ``index/``)."""
+    return resources.files("cuda_resolve.index_data")
+
+
+def user_index_dir() -> Path:
+    """``<user config dir>/index``: a user's or lab's overlay, used when it exists."""
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("cuda-resolve")) / "index"
+
+
+def overlay_dirs(environ: dict[str, str] | None = None) -> list[Path]:
+    """The configured overlays, in reading order: the user config dir, then INDEX_PATH_ENV."""
+    env = os.environ if environ is None else environ
+    dirs: list[Path] = []
+    user = user_index_dir()
+    if user.is_dir():
+        dirs.append(user)
+    for part in env.get(INDEX_PATH_ENV, "").split(os.pathsep):
+        if not part.strip():
+            continue
+        path = Path(part.strip()).expanduser()
+        if not path.is_dir():
+            raise IndexDataError(
+                f"{INDEX_PATH_ENV}: {part!r} is not a directory",
+                hint=f"fix or unset {INDEX_PATH_ENV} (directories separated by {os.pathsep!r})",
+            )
+        dirs.append(path)
+    return dirs
+
+
+def index_files(root: Traversable) -> tuple[list[tuple[str, Traversable]], list[str]]:
+    """The index files of a directory as (kind, file), and the TOML files it does not expect."""
+    files: list[tuple[str, Traversable]] = []
+    strays: list[str] = []
+    for entry in sorted(root.iterdir(), key=lambda item: item.name):
+        if entry.name in ("cuda.toml", "torch.toml") and entry.is_file():
+            files.append((entry.name.removesuffix(".toml"), entry))
+        elif entry.name == "packages" and entry.is_dir():
+            for item in sorted(entry.iterdir(), key=lambda item: item.name):
+                if item.name.endswith(".toml") and item.is_file():
+                    files.append(("package", item))
+        elif entry.name.endswith(".toml"):
+            strays.append(str(entry))
+    return files, strays
+
+
+def _read_layer(root: Traversable, *, collect: list[str] | None = None) -> Layer:
+    """Parse one directory. With ``collect``, record each file's error there and go on."""
+    layer = Layer()
+    files, strays = index_files(root)
+    for stray in strays:
+        message = f"{stray}: unexpected file: an index directory holds cuda.toml, torch.toml and packages/*.toml"
+        if collect is None:
+            raise IndexDataError(message, hint=_HINT)
+        collect.append(message)
+    for kind, file in files:
+        try:
+            _parse.parse_file(kind, file, layer)
+        except IndexDataError as exc:
+            if collect is None:
+                raise
+            collect.append(exc.message)
+    return layer
+
+
+# -- merging ----------------------------------------------------------------------------------
+
+
+def _merge(layers: Iterable[Layer]) -> Index:
+    families: dict[int, CudaFamily] = {}
+    toolkits: dict[CudaVersion, ToolkitFacts] = {}
+    torch: dict[Version, TorchRelease] = {}
+    drafts: dict[str, _parse.PackageDraft] = {}
+    sources: dict[str, str] = {}
+    origins: dict[str, str] = {}
+    citations: list[tuple[str, str]] = []
+    for layer in layers:
+        families.update(layer.families)
+        toolkits.update(layer.toolkits)
+        torch.update(layer.torch)
+        sources.update(layer.sources)
+        origins.update(layer.origins)
+        citations.extend(layer.citations)
+        for key, draft in layer.packages.items():
+            known = drafts.get(key)
+            merged = draft if known is None else known.merged_with(draft)
+            drafts[key] = merged
+            if known is None or draft.has_facts:
+                origins[f"package {merged.name}"] = draft.origin
+            for version in draft.wheels:
+                origins[f"package {merged.name} wheels {version}"] = draft.origin
+            for recipe in draft.recipes:
+                origins[f"package {merged.name} recipe {recipe}"] = draft.origin
+    for key, where in citations:
+        if key not in sources:
+            raise IndexDataError(
+                f"{where}: cites [{key}], which no [sources] table defines",
+                hint="add the key to a [sources] table, or write the citation as plain text",
+            )
+    packages: list[Package] = [draft.build() for _, draft in sorted(drafts.items())]
+    return Index(
+        toolkits=tuple(toolkits[key] for key in sorted(toolkits)),
+        families=tuple(families[key] for key in sorted(families)),
+        torch=tuple(torch[key] for key in sorted(torch)),
+        packages=tuple(packages),
+        sources=tuple(sorted(sources.items())),
+        origins=tuple(sorted(origins.items())),
+    )
+
+
+def load_index(
+    dirs: Sequence[Path] = (), *, include_shipped: bool = True, include_user: bool = True
+) -> Index:
+    """Parse and merge: shipped, then configured overlays, then ``dirs`` (later wins)."""
+    roots: list[Traversable] = []
+    if include_shipped:
+        roots.append(shipped_index_dir())
+    if include_user:
+        roots.extend(overlay_dirs())
+    for directory in dirs:
+        path = Path(directory).expanduser()
+        if not path.is_dir():
+            raise IndexDataError(f"--index {directory}: not a directory", hint="give a directory holding cuda.toml, torch.toml or packages/*.toml")
+        roots.append(path)
+    return _merge(_read_layer(root) for root in roots)
+
+
+@functools.cache
+def _load_cached(dirs: tuple[Path, ...]) -> Index:
+    return load_index(dirs)
+
+
+def load_default_index(extra_dirs: Sequence[Path] = ()) -> Index:
+    """The shipped index with the configured overlays and ``extra_dirs``; parsed once per process."""
+    return _load_cached(tuple(Path(d) for d in extra_dirs))
+
+
+def clear_cache() -> None:
+    """Forget the parsed default index (tests; a long-lived process after editing an overlay)."""
+    _load_cached.cache_clear()
+
+
+# -- validation -------------------------------------------------------------------------------
+
+
+def validate_directory(path: str | Path) -> list[str]:
+    """Every problem of an index directory, read on top of the shipped index; empty = fine."""
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        raise UsageError(f"{path}: not a directory", hint="give an index directory (cuda.toml, torch.toml, packages/*.toml)")
+    shipped = shipped_index_dir()
+    is_shipped = isinstance(shipped, Path) and shipped.resolve() == root.resolve()
+    return _validate(root, base=None if is_shipped else shipped)
+
+
+def validate_shipped() -> list[str]:
+    """Every problem of the shipped index; empty = fine."""
+    return _validate(shipped_index_dir(), base=None)
+
+
+def _validate(root: Traversable, *, base: Traversable | None) -> list[str]:
+    problems: list[str] = []
+    files, _ = index_files(root)
+    layer = _read_layer(root, collect=problems)
+    if not files:
+        problems.append(f"{root}: no index files (expected cuda.toml, torch.toml or packages/*.toml)")
+    if problems:
+        return problems
+    layers = [_read_layer(base), layer] if base is not None else [layer]
+    try:
+        index = _merge(layers)
+    except IndexDataError as exc:
+        return [exc.message]
+    problems.extend(_parse.cross_check(index, layer))
+    return problems
+
