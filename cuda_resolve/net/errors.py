@@ -157,16 +157,21 @@ def describe_exception(
             kind="dns", url=url,
             hint="check the host name; if this network only reaches the internet through a proxy, set HTTPS_PROXY",
         )
-    if _first(exc, requests.exceptions.ConnectTimeout, u3.ConnectTimeoutError) is not None:
-        return FetchError(
-            f"connection to {where}{via} timed out after {connect_timeout:g} s{tried} fetching {url}",
-            kind="timeout", url=url,
-            hint="the host may be blocked or down; a proxy may be needed (HTTPS_PROXY), or configure a mirror",
-        )
     if _first(exc, ConnectionRefusedError) is not None:
         return FetchError(
             f"connection to {where}{via} refused{tried} fetching {url}",
             kind="refused", url=url, hint="nothing is listening there; check the URL and port",
+        )
+    # urllib3's NewConnectionError subclasses ConnectTimeoutError: only a real timeout counts
+    connect_timed_out = any(
+        isinstance(e, u3.ConnectTimeoutError) and not isinstance(e, u3.NewConnectionError)
+        for e in _chain(exc)
+    )
+    if connect_timed_out:
+        return FetchError(
+            f"connection to {where}{via} timed out after {connect_timeout:g} s{tried} fetching {url}",
+            kind="timeout", url=url,
+            hint="the host may be blocked or down; a proxy may be needed (HTTPS_PROXY), or configure a mirror",
         )
     if _first(exc, requests.exceptions.ReadTimeout, u3.ReadTimeoutError, socket.timeout) is not None:
         return FetchError(

@@ -1,8 +1,9 @@
 """The one SSLContext cuda-resolve verifies with: the OS trust store, via truststore.
 
 ``truststore.SSLContext`` verifies with the operating system's trust store (on Linux: OpenSSL's
-default verify paths, which ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` steer). We never call
-``truststore.inject_into_ssl()``: that would change every other library in the process.
+default verify paths, which ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` steer). We hand this context to
+our own connections only; truststore's process-wide patching of the ``ssl`` module is never used,
+since it would change every other library in the process.
 
 Inside a conda environment OpenSSL's default paths point at the environment's own Mozilla bundle
 (``$CONDA_PREFIX/ssl/cacert.pem``), which lacks a campus CA that the OS store has. We detect that
