@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from test_net_support import BenchHandler, Cas, ServerFactory, SystemTrust
 
 from cuda_resolve.cli import main
 from cuda_resolve.config import parse_config
@@ -22,7 +23,9 @@ from cuda_resolve.mirrors.check import (
     upstream_hosts,
 )
 from cuda_resolve.mirrors.presets import get_preset, load_presets
-from cuda_resolve.net.client import HttpClient, RetryPolicy, Timeouts
+from cuda_resolve.net import HttpClient, RetryPolicy, Timeouts
+
+pytest_plugins = ["test_net_support"]  # the hermetic TLS bench: trustme CAs, HTTPS on loopback
 
 CANONICAL = load_presets()["official"].canonical
 WHEEL = "pip-24.0-py3-none-any.whl"
@@ -252,4 +255,51 @@ def test_cli_exits_1_when_a_mirror_fails(
     assert main(["mirror", "test"]) == 1
     captured = capsys.readouterr()
     assert "FAIL pypi" in captured.out and "404" in captured.out
+    assert "Traceback" not in captured.out + captured.err
+
+
+def _https_mirror(make_server: ServerFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    server = make_server()
+    page = simple_page(f"../../packages/aa/{WHEEL}{HASH}")
+
+    def serve_page(handler: BenchHandler) -> None:
+        handler.reply(200, page, content_type="text/html")
+
+    def serve_file(handler: BenchHandler) -> None:
+        handler.reply(200, b"wheel", content_type="application/octet-stream")
+
+    server.routes["/simple/pip/"] = serve_page
+    server.routes[f"/packages/aa/{WHEEL}"] = serve_file
+    mirror = server.url("/simple/")
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[[rewrite]]\ncanonical = "https://pypi.org/simple/"\nmirror = "{mirror}"\n', encoding="utf-8"
+    )
+    monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return mirror
+
+
+def test_https_mirror_trusted_by_the_system_store(
+    make_server: ServerFactory, system_trust: SystemTrust, cas: Cas, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    mirror = _https_mirror(make_server, tmp_path, monkeypatch)
+    system_trust(cas.origin)
+    assert main(["mirror", "test", "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert result["url"] == f"{mirror}pip/"
+    assert result["ok"] and result["files"] == 1 and result["sample"].startswith(mirror.rsplit("/simple/", 1)[0])
+
+
+def test_https_mirror_with_an_untrusted_certificate_fails_verified(
+    make_server: ServerFactory, system_trust: SystemTrust, cas: Cas, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    _https_mirror(make_server, tmp_path, monkeypatch)
+    system_trust(cas.unrelated)  # negative control: the server's CA is not in the store
+    assert main(["mirror", "test"]) == 1
+    captured = capsys.readouterr()
+    assert "FAIL pypi" in captured.out
+    assert "certificate" in captured.out.lower()
     assert "Traceback" not in captured.out + captured.err

@@ -280,7 +280,7 @@ def handle_test(args: argparse.Namespace) -> int:
     from ..config import load_config
     from ..mirrors.check import check_mirrors, targets_from_config, targets_from_preset
     from ..mirrors.presets import get_preset, load_presets
-    from ..net.client import HttpClient
+    from ..net import HttpClient, RetryPolicy
 
     official = load_presets()["official"]
     canonical = official.canonical
@@ -294,7 +294,8 @@ def handle_test(args: argparse.Namespace) -> int:
         if not targets:
             source = "upstream indexes (no mirror is configured)"
             targets = targets_from_preset(official, variant=args.variant)
-    with HttpClient(proxies=config.proxies.as_requests() or None, use_cache=False) as client:
+    proxies = config.proxies.as_requests() or None
+    with HttpClient(proxies=proxies, use_cache=False, retry=RetryPolicy(attempts=2)) as client:
         results = check_mirrors(targets, client, canonical=canonical)
     ok = all(result.ok for result in results)
     if args.json:

@@ -9,7 +9,7 @@ Per mirror (PyPI simple index, PyTorch wheel index, conda channel, kaolin pages)
 - one listed file is requested up to its headers: a 4xx/5xx fails, a redirect upstream warns.
 
 A failure is reported per mirror (a :class:`CheckResult` with ``ok = False``), never raised.
-All traffic goes through :class:`cuda_resolve.net.client.HttpClient` (OS trust store, proxies).
+All traffic goes through :class:`cuda_resolve.net.HttpClient` (OS trust store, proxies).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ..errors import CudaResolveError
 from .presets import Canonical, Preset
 
 if TYPE_CHECKING:
-    from ..net.client import HttpClient
+    from ..net import HttpClient
 
 __all__ = ["CheckResult", "MirrorTarget", "check_mirrors", "targets_from_config", "targets_from_preset", "upstream_hosts"]
 
@@ -187,7 +187,7 @@ def _ms(seconds: float | None) -> float | None:
 
 
 def _check_one(target: MirrorTarget, client: HttpClient, upstream: frozenset[str]) -> CheckResult:
-    from ..net.errors import FetchError
+    from ..net import FetchError
 
     mirror_host = _host(target.mirror)
     is_upstream = mirror_host in upstream  # testing the canonical index itself
