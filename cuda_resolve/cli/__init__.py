@@ -18,7 +18,7 @@ from . import _output
 __all__ = ["main", "run"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
-COMMANDS = ("detect", "doctor", "plan", "mirror")
+COMMANDS = ("detect", "doctor", "plan", "mirror", "index")
 
 
 class _Parser(argparse.ArgumentParser):
