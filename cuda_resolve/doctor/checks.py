@@ -207,7 +207,10 @@ def check_host_compiler(env: Environment, index: Index) -> list[Finding]:
     verdict = compiler_within_toolkit(gcc, facts)
     if verdict:
         return [Finding(check="host-compiler", status="ok", title="host compiler", found=verdict.reason)]
-    workable = [other for other in env.compiler.other_gcc if compiler_within_toolkit(other, facts)]
+    workable = [
+        other for other in env.compiler.other_gcc
+        if other.split(".")[0].isdigit() and compiler_within_toolkit(other, facts)
+    ]
     fix = (
         f"use gcc {workable[0]}: export NVCC_CCBIN=g++-{workable[0].split('.')[0]} CC=gcc-{workable[0].split('.')[0]} CXX=g++-{workable[0].split('.')[0]}"
         if workable
@@ -216,12 +219,21 @@ def check_host_compiler(env: Environment, index: Index) -> list[Finding]:
     return [Finding(check="host-compiler", status="error", title="host compiler", found=verdict.reason, fix=fix)]
 
 
+def _same_dir(first: str, second: str) -> bool:
+    # Pure on purpose: a profile's paths belong to another machine, so this one's symlinks
+    # must not decide. Detection already resolved each toolkit's root.
+    return os.path.normpath(first) == os.path.normpath(second)
+
+
 def check_toolkits_agree(env: Environment, index: Index) -> list[Finding]:
     findings: list[Finding] = []
     home = env.variables.cuda_home or env.variables.cuda_path
     on_path = next((t for t in env.toolkits if t.found_via == "PATH"), None)
-    if home and on_path and on_path.root and os.path.realpath(home) != os.path.realpath(on_path.root):
-        home_kit = next((t for t in env.toolkits if t.root and os.path.realpath(t.root) == os.path.realpath(home)), None)
+    home_kit = next((t for t in env.toolkits if t.found_via in ("CUDA_HOME", "CUDA_PATH") and t.root), None)
+    if home_kit is None and home:
+        home_kit = next((t for t in env.toolkits if t.root and _same_dir(t.root, home)), None)
+    home_root = home_kit.root if home_kit and home_kit.root else home
+    if home and home_root and on_path and on_path.root and not _same_dir(home_root, on_path.root):
         home_version = f" (CUDA {home_kit.version})" if home_kit else ""
         findings.append(Finding(
             check="toolkits-agree", status="warn", title="CUDA_HOME vs nvcc on PATH",
@@ -299,8 +311,9 @@ def check_slurm(env: Environment, index: Index) -> list[Finding]:
     if toolkit is not None and not (env.variables.cuda_home or env.variables.cuda_path):
         missing.append("CUDA_HOME")
     lib_dirs = [p for p in (env.variables.ld_library_path or "").split(":") if p]
-    if toolkit is not None and toolkit.root and not any(p.startswith(toolkit.root) for p in lib_dirs):
-        missing.append(f"LD_LIBRARY_PATH (no {toolkit.root}/lib64)")
+    root = toolkit.root.rstrip("/") if toolkit is not None and toolkit.root else None
+    if root and not any(p == root or p.startswith(root + "/") for p in lib_dirs):
+        missing.append(f"LD_LIBRARY_PATH (no {root}/lib64)")
     if env.gpus and not env.variables.cuda_visible_devices:
         missing.append("CUDA_VISIBLE_DEVICES (no GPUs allocated with --gres?)")
     if not missing:
