@@ -42,5 +42,5 @@ def handle(args: argparse.Namespace) -> int:
 
         render_environment(env, _output.console())
     else:
-        _output.console().print(f"saved machine profile to {args.save_profile}")
+        _output.console().print(f"saved machine profile to {args.save_profile}", markup=False, soft_wrap=True)
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..environment import Environment
 from .findings import Finding
@@ -50,11 +51,13 @@ def _environment_rows(env: Environment) -> list[tuple[str, str]]:
 
 
 def render_environment(env: Environment, console: Console) -> None:
-    table = Table(title="This machine" if env.source == "detected" else f"Profile {env.source}", show_header=False)
+    # Values are plain Text: paths and GPU names may hold "[...]", which rich reads as markup.
+    title = "This machine" if env.source == "detected" else f"Profile {env.source}"
+    table = Table(title=Text(title), show_header=False)
     table.add_column("what", style="bold")
     table.add_column("found")
     for what, found in _environment_rows(env):
-        table.add_row(what, found)
+        table.add_row(Text(what), Text(found))
     console.print(table)
 
 
@@ -66,5 +69,5 @@ def render_findings(findings: list[Finding], console: Console) -> None:
     table.add_column("fix")
     for finding in findings:
         style = _STYLE[finding.status]
-        table.add_row(f"[{style}]{finding.status}[/]", finding.title, finding.found, finding.fix or "")
+        table.add_row(Text(finding.status, style=style), Text(finding.title), Text(finding.found), Text(finding.fix or ""))
     console.print(table)
