@@ -162,8 +162,9 @@ def _distributions(search_path, wanted):
     return found
 
 
-def _parse_version_py(text):
+def parse_version_py(text):
     # type: (str) -> Dict[str, Optional[str]]
+    """``__version__``, ``cuda``, ``hip``, ``git_version`` from torch/version.py, as text."""
     values = {}  # type: Dict[str, Optional[str]]
     for match in _VERSION_PY_FIELD.finditer(text):
         key = match.group(1)
@@ -174,6 +175,13 @@ def _parse_version_py(text):
         else:
             values[key] = match.group(2) if match.group(2) is not None else match.group(3)
     return values
+
+
+def parse_cxx11_abi(text):
+    # type: (str) -> Optional[bool]
+    """TorchConfig.cmake's ``-D_GLIBCXX_USE_CXX11_ABI=0|1``; newer torch (all CXX11) omits it."""
+    match = _CXX11_ABI.search(text)
+    return match.group(1) == "1" if match else None
 
 
 def _torch(search_path, distributions):
@@ -198,11 +206,9 @@ def _torch(search_path, distributions):
     if package is not None:
         text = _read(os.path.join(package, "version.py"))
         if text is not None:
-            result["version_py"] = _parse_version_py(text)
+            result["version_py"] = parse_version_py(text)
         cmake = _read(os.path.join(package, "share", "cmake", "Torch", "TorchConfig.cmake"))
-        match = _CXX11_ABI.search(cmake or "")
-        if match:
-            result["cxx11_abi"] = match.group(1) == "1"
+        result["cxx11_abi"] = parse_cxx11_abi(cmake or "")
     return result
 
 
