@@ -32,6 +32,12 @@ def test_global_section_is_appended_when_missing() -> None:
     assert set_index_url(text, URL) == f"; comment\n[install]\nuser = true\n\n[global]\nindex-url = {URL}\n"
 
 
+def test_windows_line_endings_are_kept() -> None:
+    text = "[install]\r\nuser = true\r\n"
+    assert set_index_url(text, URL) == f"[install]\r\nuser = true\r\n\r\n[global]\r\nindex-url = {URL}\r\n"
+    assert set_index_url("[global]\r\n", URL) == f"[global]\r\nindex-url = {URL}\r\n"
+
+
 def test_any_spelling_of_the_key_is_replaced_once() -> None:
     text = "[global]\nIndex_URL: https://old.example/simple\n# note\nextra-index-url = https://x.example/simple\n"
     result = set_index_url(text, URL)

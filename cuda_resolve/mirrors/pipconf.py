@@ -73,10 +73,11 @@ def set_index_url(text: str, url: str, *, origin: str = "pip.conf") -> str:
     ``pip install``) is changed too, so the mirror applies to every command.
     """
     _parser(text, origin)  # refuse to edit a file pip could not read
+    newline = "\r\n" if "\r\n" in text else "\n"  # keep a Windows file's line endings
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith(("\n", "\r")):
-        lines[-1] += "\n"
-    new_line = f"index-url = {url}\n"
+        lines[-1] += newline
+    new_line = f"index-url = {url}{newline}"
     section: str | None = None
     header_at: int | None = None
     out: list[str] = []
@@ -108,8 +109,8 @@ def set_index_url(text: str, url: str, *, origin: str = "pip.conf") -> str:
             out.insert(header_at + 1, new_line)
         else:
             if out and out[-1].strip():
-                out.append("\n")
-            out.extend(["[global]\n", new_line])
+                out.append(newline)
+            out.extend([f"[global]{newline}", new_line])
     result = "".join(out)
     parsed = read_pip_settings(result, origin=origin)
     if parsed.index_url != url:  # pragma: no cover - a bug in the editor above, not user input
