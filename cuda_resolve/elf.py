@@ -11,7 +11,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DynamicInfo", "read_dynamic", "parse_dynamic"]
+__all__ = ["DynamicInfo", "parse_dynamic", "read_dynamic"]
 
 _PT_LOAD = 1
 _PT_DYNAMIC = 2
@@ -43,8 +43,8 @@ def read_dynamic(path: Path, *, limit: int = 256 * 1024 * 1024) -> DynamicInfo |
 def parse_dynamic(data: bytes) -> DynamicInfo | None:
     try:
         return _parse(data)
-    except (struct.error, IndexError, UnicodeDecodeError):
-        return None
+    except (struct.error, IndexError, ValueError):  # truncated or corrupt; ValueError covers
+        return None  # a string offset past the end (bytes.index) and UnicodeDecodeError
 
 
 def _parse(data: bytes) -> DynamicInfo | None:
