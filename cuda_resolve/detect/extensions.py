@@ -77,15 +77,20 @@ def find_extensions(
     *,
     environ: Mapping[str, str] | None = None,
     ld_cache: Path = Path("/etc/ld.so.cache"),
+    default_dirs: Iterable[str] = _DEFAULT_DIRS,
 ) -> tuple[ExtensionBinary, ...]:
-    """Every extension .so that needs CUDA or torch libraries, with the ones that won't load."""
+    """Every extension .so that needs CUDA or torch libraries, with the ones that won't load.
+
+    ``environ``, ``ld_cache`` and ``default_dirs`` stand for the loader's inputs (tests pass
+    their own, so a CUDA installed on the test machine cannot change the answer).
+    """
     env = os.environ if environ is None else environ
     sites = [Path(p) for p in site_packages if p and Path(p).is_dir()]
     if not sites:
         return ()
     preloaded = _names_in(_torch_loaded_dirs(sites))
     ld_path = [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p]
-    searchable = _names_in(ld_path) | _names_in(_DEFAULT_DIRS) | set(ldconfig_sonames(ld_cache))
+    searchable = _names_in(ld_path) | _names_in(default_dirs) | set(ldconfig_sonames(ld_cache))
     found: list[ExtensionBinary] = []
     scanned = 0
     for site in sites:
@@ -99,7 +104,10 @@ def find_extensions(
             needed = tuple(name for name in info.needed if _INTERESTING.match(name))
             if not needed:
                 continue
-            own_dirs = [p.replace("$ORIGIN", str(path.parent)) for p in (*info.rpath, *info.runpath)]
+            origin = str(path.parent)
+            own_dirs = [
+                p.replace("${ORIGIN}", origin).replace("$ORIGIN", origin) for p in (*info.rpath, *info.runpath)
+            ]
             visible = searchable | preloaded | _names_in(own_dirs)
             missing = tuple(name for name in needed if name not in visible)
             found.append(ExtensionBinary(path=str(path), needed=needed, missing=missing))
