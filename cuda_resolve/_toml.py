@@ -20,7 +20,7 @@ from .errors import UsageError
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 __all__ = ["Table", "load_toml_file", "parse_toml_text"]
 
