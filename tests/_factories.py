@@ -94,18 +94,18 @@ _TOOLKIT_ROWS: tuple[tuple[str, str, str, str, int | None, int | None], ...] = (
     ("12.5", "555.42.02", _SM_12_0, "90a", 13, 14),
     ("12.6", "560.28.03", _SM_12_0, "90a", 13, 14),
     ("12.8", "570.26", _SM_12_8, "90a 100a 101a 120a", 14, 15),
-    ("12.9", "575.51.03", _SM_12_9, "90a 100a 101a 103a 120a 121a", 14, 15),
-    ("13.0", "580.65.06", _SM_13_0, "90a 100a 103a 110a 120a 121a", 15, 16),
-    ("13.1", "590.44.01", _SM_13_0, "90a 100a 103a 110a 120a 121a", 15, None),
-    ("13.2", "595.45.04", _SM_13_0, "90a 100a 103a 110a 120a 121a", 15, None),
+    ("12.9", "575.51.03", _SM_12_9, "90a 100a 100f 101a 101f 103a 103f 120a 120f 121a 121f", 14, 15),
+    ("13.0", "580.65.06", _SM_13_0, "90a 100a 100f 103a 103f 110a 110f 120a 120f 121a 121f", 15, 16),
+    ("13.1", "590.44.01", _SM_13_0, "90a 100a 100f 103a 103f 110a 110f 120a 120f 121a 121f", 15, None),
+    ("13.2", "595.45.04", _SM_13_0, "90a 100a 100f 103a 103f 110a 110f 120a 120f 121a 121f", 15, None),
 )
 
 TOOLKITS: tuple[ToolkitFacts, ...] = tuple(
     ToolkitFacts(
         version=cuda(version),
         driver_linux=drv(linux),
-        archs=archs(sass),
-        specific_archs=archs(specific) if specific else (),
+        archs=tuple(sorted(archs(sass))),
+        specific_archs=tuple(sorted(archs(specific))) if specific else (),
         gcc_max=gcc_max,
         torch_gcc_max_exclusive=torch_bound,
         source="compat.md 1b, 2, 3a, 3b",

@@ -25,7 +25,7 @@ from cuda_resolve.compat import (
     uncovered_gpus,
 )
 from cuda_resolve.environment import Driver, Toolkit
-from cuda_resolve.index.model import ArchEntry, ToolkitFacts
+from cuda_resolve.index.model import ArchEntry, Index, ToolkitFacts
 from cuda_resolve.versions import ComputeCapability, CudaVersion, DriverVersion
 
 INDEX = make_index()
@@ -531,3 +531,73 @@ def test_families_in_the_test_index_match_compat_md() -> None:
 )
 def test_python_matches(supported: tuple[str, ...], version: str, free_threaded: bool, expected: bool) -> None:
     assert python_matches(supported, version, free_threaded=free_threaded) is expected
+
+
+# -- the same rules over the shipped index -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shipped() -> Index:
+    from cuda_resolve.index import default_index
+
+    return default_index()
+
+
+def test_shipped_index_agrees_with_compat_md(shipped: Index) -> None:
+    """The test index and the shipped one must tell the same story where both have a fact."""
+    for expected in TOOLKITS:
+        actual = shipped.toolkit(expected.version)
+        assert actual is not None, expected.version
+        assert actual.driver_linux == expected.driver_linux, expected.version
+        assert set(actual.archs) == set(expected.archs), expected.version
+        assert set(actual.specific_archs) == set(expected.specific_archs), expected.version
+        assert actual.gcc_max == expected.gcc_max, expected.version
+        assert actual.torch_gcc_max_exclusive == expected.torch_gcc_max_exclusive, expected.version
+    for family in FAMILIES:
+        actual_family = shipped.family(family.major)
+        assert actual_family is not None
+        # 13.x: compat.md says ">= 580"; the shipped index may use the 13.0 GA driver 580.65.06
+        allowed = {family.min_driver_linux} | ({drv("580.65.06")} if family.major == 13 else set())
+        assert actual_family.min_driver_linux in allowed, family.major
+
+
+@pytest.mark.parametrize(("version", "build", "strict", "expected", "word"), DRIVER_CASES)
+def test_driver_supports_cuda_with_the_shipped_index(
+    shipped: Index, version: str, build: str, strict: bool, expected: bool, word: str
+) -> None:
+    verdict = driver_supports_cuda(driver(version, index=shipped), cuda(build), shipped, strict=strict)
+    assert verdict.ok is expected
+    assert word in verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [("535.104.05", "12.2"), ("470.82.01", "11.4"), ("580.159.04", "13.0"), ("440.33", "10.2"), ("595.45.04", "13.2")],
+)
+def test_cuda_for_driver_with_the_shipped_index(shipped: Index, version: str, expected: str) -> None:
+    assert cuda_for_driver(drv(version), shipped) == cuda(expected)
+
+
+@given(st.lists(_CAPABILITIES, max_size=5), st.data())
+def test_arch_list_for_build_over_shipped_toolkits(shipped: Index, capabilities: list[ComputeCapability], data: st.DataObject) -> None:
+    toolkit = data.draw(st.sampled_from(shipped.toolkits))
+    accepted = toolkit.archs + toolkit.specific_archs
+    entries, impossible = arch_list_for_build(capabilities, accepted)
+    assert all(build_covers_gpu(entries, c) for c in capabilities if c not in impossible)
+    assert toolkit_can_build(accepted, entries, version=toolkit.version)
+
+
+def test_pypi_torch_builds_of_the_shipped_index_cover_what_compat_md_says(shipped: Index) -> None:
+    """4b: 2.11 cu130 has no kernels for Pascal; 2.1 cu121 has sm_60 SASS, which runs on 6.1."""
+    release = shipped.torch_release("2.11.0")
+    assert release is not None
+    cu130 = release.variant("cu130")
+    assert cu130 is not None
+    assert not build_covers_gpu(cu130.arch_list, cc("6.1"))
+    assert build_covers_gpu(cu130.arch_list, cc("8.9"))
+    old = shipped.torch_release("2.1.0")
+    assert old is not None
+    cu121 = old.variant("cu121")
+    assert cu121 is not None
+    assert build_covers_gpu(cu121.arch_list, cc("6.1"))
+    assert not build_covers_gpu(cu121.arch_list, cc("12.0"))

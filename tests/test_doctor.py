@@ -499,3 +499,25 @@ def test_detect_save_profile_message_names_the_file(tmp_path: Path, test_index: 
     assert main(["detect", "--profile", str(PROFILES / "cpu-ci-no-driver.toml"), "--save-profile", str(target)]) == 0
     assert capsys.readouterr().out == f"saved machine profile to {target}\n"
     assert load_profile(target).python.version == "3.11.7"
+
+
+# -- against the shipped index -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_scenario_with_the_shipped_index(name: str) -> None:
+    from cuda_resolve.index import default_index
+
+    shipped = default_index()
+    exit_code, expected = SCENARIOS[name]
+    findings = run_checks(load_profile(PROFILES / f"{name}.toml"), shipped)
+    assert [(f.check, f.status) for f in findings] == [(check, status) for check, status, _ in expected]
+    assert (1 if worst(findings) == "error" else 0) == exit_code
+
+
+@pytest.mark.parametrize("name", ["gtx1080ti-driver580-torch211cu130", "h200-healthy-handwritten"])
+def test_doctor_cli_with_the_shipped_index(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    exit_code, expected = SCENARIOS[name]
+    assert main(["doctor", "--profile", str(PROFILES / f"{name}.toml"), "--json"]) == exit_code
+    data = json.loads(capsys.readouterr().out)
+    assert [(f["check"], f["status"]) for f in data["findings"]] == [(c, s) for c, s, _ in expected]

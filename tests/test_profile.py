@@ -549,3 +549,10 @@ def test_profile_text_is_stable_under_dedent() -> None:
     """A hand-written profile indented inside a script still reads (TOML ignores indentation)."""
     text = textwrap.indent(EVERY_KEY, "    ")
     assert parse_profile(text, origin="x") == parse_profile(EVERY_KEY, origin="x")
+
+
+@pytest.mark.parametrize(("driver", "expected"), [("535.104.05", "12.2"), ("580.159.04", "13.0"), ("470.82.01", "11.4")])
+def test_driver_cuda_is_derived_with_the_shipped_index(driver: str, expected: str) -> None:
+    env = parse_profile(f'[python]\nversion = "3.10"\n[driver]\nversion = "{driver}"\n')
+    assert env.driver is not None
+    assert env.driver.cuda == cuda(expected)
