@@ -14,7 +14,7 @@ from typing import Any, Literal
 from .compat import format_arch_list
 from .environment import Environment
 from .profile import environment_to_dict
-from .resolve import Candidate, Resolution
+from .resolve import Candidate, Rejection, Resolution
 
 __all__ = ["Plan", "PlanItem", "PYPI_SIMPLE", "make_plan"]
 
@@ -54,7 +54,7 @@ class Plan:
     items: tuple[PlanItem, ...]
     pass_through: tuple[str, ...]
     reasons: tuple[str, ...]
-    rejected: tuple[str, ...]
+    rejected: tuple[Rejection, ...]
 
     def to_json(self, *, explain: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -64,8 +64,23 @@ class Plan:
             "reasons": list(self.reasons),
         }
         if explain:
-            data["rejected"] = list(self.rejected)
+            data["rejected"] = [
+                {"name": r.name, "candidate": r.label, "category": r.category, "reason": r.reason} for r in self.rejected
+            ]
         return data
+
+    def explain_lines(self, *, per_group: int = 3) -> list[str]:
+        """The rejections, grouped: one line per family of alike reasons, newest first."""
+        groups: dict[tuple[str, str], list[Rejection]] = {}
+        for rejection in reversed(self.rejected):
+            groups.setdefault((rejection.name, rejection.category), []).append(rejection)
+        lines: list[str] = []
+        for (_, category), members in groups.items():
+            shown = 1 if category in ("python", "cpu", "platform") else per_group
+            lines.extend(member.reason for member in members[:shown])
+            if len(members) > shown:
+                lines.append(f"  ... and {len(members) - shown} more {members[0].name} option(s) ruled out alike")
+        return lines
 
 
 def _on_pypi(candidate: Candidate, env: Environment) -> bool:
@@ -158,5 +173,5 @@ def make_plan(resolution: Resolution, env: Environment) -> Plan:
         items=tuple(items),
         pass_through=resolution.pass_through,
         reasons=resolution.reasons,
-        rejected=tuple(dict.fromkeys(r.reason for r in resolution.rejected)),
+        rejected=tuple(dict.fromkeys(resolution.rejected)),
     )

@@ -83,5 +83,5 @@ def render_plan(plan: Plan, *, explain: bool) -> None:
         console.print(f"  - {reason}")
     if explain and plan.rejected:
         console.print("Ruled out:")
-        for reason in plan.rejected:
-            console.print(f"  - {reason}")
+        for line in plan.explain_lines():
+            console.print(line if line.startswith("  ...") else f"  - {line}")

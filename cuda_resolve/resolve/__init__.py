@@ -16,7 +16,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from ..compat import format_arch_list
+from ..compat import driver_supports_cuda, format_arch_list
 from ..environment import Environment
 from ..errors import ResolutionImpossible, UsageError
 from ..index.model import Index
@@ -103,7 +103,7 @@ def resolve(
     chosen = _install_order(list(result.mapping.values()))
     names = {c.name for c in chosen} | {r.name for r in requirements}
     rejected = tuple(r for r in catalogue.rejections if r.name in names)
-    reasons = tuple(_reason(c, chosen, env) for c in chosen) + _pass_reasons(passed)
+    reasons = tuple(_reason(c, chosen, env, index) for c in chosen) + _pass_reasons(passed)
     return Resolution(chosen=tuple(chosen), pass_through=tuple(passed), reasons=reasons, rejected=rejected)
 
 
@@ -116,7 +116,7 @@ def _pass_reasons(passed: Sequence[str]) -> tuple[str, ...]:
     return tuple(f"{text}: not in the index; passed to pip as an ordinary requirement" for text in passed)
 
 
-def _reason(candidate: Candidate, chosen: list[Candidate], env: Environment) -> str:
+def _reason(candidate: Candidate, chosen: list[Candidate], env: Environment, index: Index) -> str:
     gpus = ", ".join(f"{gpu.name} ({gpu.compute_capability})" for gpu in env.gpus) or "no GPU"
     if candidate.kind == "installed":
         return f"{candidate.label}: already installed and fits this machine ({gpus}): kept"
@@ -125,7 +125,11 @@ def _reason(candidate: Candidate, chosen: list[Candidate], env: Environment) -> 
         why = f"pinned by {dependents[0].label}" if dependents else "newest release that fits"
         if candidate.cuda is None:
             return f"{candidate.label}: {why}; CPU build ({gpus})"
-        driver = f"driver {env.driver.version} supports CUDA {candidate.cuda}" if env.driver else "no driver here: the CUDA build also runs on the CPU"
+        driver = (
+            driver_supports_cuda(env.driver, candidate.cuda, index).reason
+            if env.driver
+            else "no driver here: the CUDA build also runs on the CPU"
+        )
         arch = format_arch_list(candidate.arch_list)
         return f"{candidate.label}: {why}; {driver}; kernels for {arch} cover {gpus}"
     if candidate.name in ("torchvision", "torchaudio"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from typing import Literal
 
 from packaging.specifiers import SpecifierSet
@@ -68,6 +69,10 @@ class Candidate:
     requires: tuple[str, ...] = ()
     note: str = ""
 
+    @cached_property
+    def base_version(self) -> Version:
+        return _base(self.version)
+
     @property
     def label(self) -> str:
         if self.name in TORCH_FAMILY or self.kind == "installed":
@@ -106,12 +111,35 @@ class Rejection:
     name: str
     label: str
     reason: str
+    category: str = "other"  # python, platform, cpu, driver, gpu, toolkit, compiler, installed, ...
+
+
+_CATEGORIES = (
+    ("no wheels for Python", "python"),
+    ("built for Python", "python"),
+    ("recipe supports Python", "python"),
+    ("not published for", "platform"),
+    ("published for", "platform"),
+    ("a CPU build", "cpu"),
+    ("--allow-torch-change", "installed"),
+    ("supports CUDA <=", "driver"),
+    ("cannot run CUDA", "driver"),
+    ("no kernels for", "gpu"),
+    ("cannot target", "toolkit"),
+    ("no CUDA toolkit", "toolkit"),
+    ("gcc", "compiler"),
+)
+
+
+def categorize(reason: str) -> str:
+    return next((category for key, category in _CATEGORIES if key in reason), "other")
 
 
 def _base(version: str | Version) -> Version:
     return Version(Version(str(version)).base_version)
 
 
+@lru_cache(maxsize=4096)
 def _specifier_allows(spec: SpecifierSet, version: Version) -> bool:
     return spec.contains(_base(version), prereleases=True)
 
@@ -145,7 +173,7 @@ class Catalogue:
         return canonicalize_name(name) in TORCH_FAMILY or self.index.package(name) is not None
 
     def reject(self, name: str, label: str, reason: str) -> None:
-        self.rejections.append(Rejection(canonicalize_name(name), label, reason))
+        self.rejections.append(Rejection(canonicalize_name(name), label, reason, categorize(reason)))
 
     # -- torch ----------------------------------------------------------------------------
     @property
@@ -378,7 +406,7 @@ class Catalogue:
     def satisfies(req: Req, candidate: Candidate) -> bool:
         if canonicalize_name(req.name) != candidate.name:
             return False
-        if not _specifier_allows(req.specifier, candidate.version):
+        if req.specifier and not _specifier_allows(req.specifier, candidate.base_version):
             return False
         if req.variant is not None and candidate.variant != req.variant:
             return False
