@@ -556,3 +556,34 @@ def test_driver_cuda_is_derived_with_the_shipped_index(driver: str, expected: st
     env = parse_profile(f'[python]\nversion = "3.10"\n[driver]\nversion = "{driver}"\n')
     assert env.driver is not None
     assert env.driver.cuda == cuda(expected)
+
+
+DOC = Path(__file__).parent.parent / "docs" / "profile-format.md"
+
+
+def test_the_documented_example_reads() -> None:
+    import re
+
+    text = DOC.read_text(encoding="utf-8")
+    match = re.search(r"## A hand-written example\n\n```toml\n(.*?)```", text, re.S)
+    assert match is not None
+    env = parse_profile(match.group(1), origin="example", index=INDEX)
+    assert env.driver is not None and env.driver.cuda == cuda("12.2")
+    assert env.torch is not None and env.torch.cuda == cuda("12.1")
+    assert len(env.gpus) == 2
+
+
+def test_every_key_is_documented() -> None:
+    """Each key a saved profile can hold appears in docs/profile-format.md."""
+    documented = DOC.read_text(encoding="utf-8")
+
+    def keys(value: object) -> list[str]:
+        if isinstance(value, dict):
+            return [k for key, item in value.items() for k in [key, *keys(item)]]
+        if isinstance(value, list):
+            return [k for item in value for k in keys(item)]
+        return []
+
+    for key in set(keys(environment_to_dict(parse_profile(EVERY_KEY)))):
+        spellings = (f"`{key}`", f"[{key}]", f"[[{key}]]", f".{key}]]")
+        assert any(spelling in documented for spelling in spellings), key
