@@ -115,7 +115,7 @@ def read_overrides(environ: Mapping[str, str]) -> Overrides:
         if variable == "CONDA_OVERRIDE_CUDA_ARCH" and len(capabilities) > 1:
             raise UsageError(
                 f"CONDA_OVERRIDE_CUDA_ARCH={text!r}: conda's variable holds one capability (the lowest)",
-                hint="use CUDA_RESOLVE_CUDA_ARCH=8.0,8.6 to list every GPU's capability",
+                hint="set CONDA_OVERRIDE_CUDA_ARCH to the lowest capability alone, or list every GPU's in CUDA_RESOLVE_CUDA_ARCH=8.0,8.6",
             )
         result = replace(result, capabilities=capabilities, capabilities_source=variable)
         break
