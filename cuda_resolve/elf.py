@@ -7,6 +7,8 @@ anything else yields ``None``.
 
 from __future__ import annotations
 
+import mmap
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,29 +27,33 @@ class DynamicInfo:
     runpath: tuple[str, ...]
 
 
-def read_dynamic(path: Path, *, limit: int = 256 * 1024 * 1024) -> DynamicInfo | None:
-    """Parse ``path``; ``None`` when it is not a readable 64-bit ELF file."""
+def read_dynamic(path: Path, *, limit: int = 16 * 1024**3) -> DynamicInfo | None:
+    """Parse ``path``; ``None`` when it is not a readable 64-bit ELF file.
+
+    The file is mapped, not read: only the pages holding the headers, the dynamic section and
+    the string table are touched, so a 1 GB CUDA extension costs what a small one does.
+    """
     try:
         with path.open("rb") as handle:
             if handle.read(4) != b"\x7fELF":
                 return None
-            if path.stat().st_size > limit:
+            size = os.fstat(handle.fileno()).st_size
+            if size > limit:
                 return None
-            handle.seek(0)
-            data = handle.read()
-    except OSError:
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return parse_dynamic(data)
+    except (OSError, ValueError):  # unreadable, or mmap of something that is not a file
         return None
-    return parse_dynamic(data)
 
 
-def parse_dynamic(data: bytes) -> DynamicInfo | None:
+def parse_dynamic(data: bytes | mmap.mmap) -> DynamicInfo | None:
     try:
         return _parse(data)
     except (struct.error, IndexError, ValueError):  # truncated or corrupt; ValueError covers
         return None  # a string offset past the end (bytes.index) and UnicodeDecodeError
 
 
-def _parse(data: bytes) -> DynamicInfo | None:
+def _parse(data: bytes | mmap.mmap) -> DynamicInfo | None:
     if data[:4] != b"\x7fELF" or data[4] != 2:  # ELFCLASS64 only
         return None
     endian = "<" if data[5] == 1 else ">"
@@ -80,7 +86,9 @@ def _parse(data: bytes) -> DynamicInfo | None:
 
     def string(at: int) -> str:
         start = strtab + at
-        end = data.index(b"\x00", start)
+        end = data.find(b"\x00", start)
+        if start >= len(data) or end < 0:
+            raise ValueError(f"string at {start} runs past the end of the file")
         return data[start:end].decode("utf-8")
 
     needed = tuple(string(value) for tag, value in entries if tag == _DT_NEEDED)

@@ -257,3 +257,15 @@ def test_versioned_file_names_are_scanned(tmp_path: Path, tree: Tree) -> None:
     shutil.copy(tree.extension, site / "pkg" / "libpkg_cuda.so.2")
     (found,) = _scan(tree, site=site)
     assert found.path.endswith("libpkg_cuda.so.2")
+
+
+def test_a_huge_extension_is_still_read(tmp_path: Path, tree: Tree) -> None:
+    """flash-attn-sized binaries (hundreds of MB) were skipped by a 256 MB read limit."""
+    big = tmp_path / "flash_attn_2_cuda.so"
+    shutil.copy(tree.extension, big)
+    with big.open("r+b") as handle:
+        handle.truncate(600 * 1024 * 1024)  # sparse: costs no disk, the headers stay valid
+    info = read_dynamic(big)
+    assert info is not None
+    assert "libcudart.so.11.0" in info.needed
+    assert read_dynamic(big, limit=1024) is None
