@@ -50,7 +50,8 @@ __all__ = ["FORMAT_VERSION", "Layer", "PackageDraft", "cross_check", "parse_file
 #: The index format this code reads; each file may say ``format = 1``.
 FORMAT_VERSION = 1
 DEFAULT_INDEX_URL = "https://download.pytorch.org/whl/{variant}"
-LINK_FIELDS = frozenset({"torch", "cuda", "cuda_nodot", "variant"})
+#: Placeholders of find_links / wheel_url patterns (expanded by :mod:`.urls`).
+LINK_FIELDS = frozenset({"torch", "torch_minor", "torch_nodot", "variant", "cuda", "cuda_nodot", "python_nodot"})
 WHEEL_FIELDS = LINK_FIELDS | {"version", "python_tag", "abi_tag", "platform"}
 
 _HINT = "see docs/index-format.md; `cuda-resolve index validate DIR` lists every problem"
