@@ -383,3 +383,31 @@ def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def ranged(body: bytes, sent: list[int] | None = None, *, honour_range: bool = True) -> Route:
+    """A route serving ``body`` with HTTP Range support (``bytes=a-b``, ``bytes=a-``, ``bytes=-n``);
+    the number of body bytes each response carried is appended to ``sent``."""
+
+    def route(handler: BenchHandler) -> None:
+        spec = handler.headers.get("Range", "")
+        if not honour_range or not spec.startswith("bytes="):
+            if sent is not None:
+                sent.append(len(body))
+            handler.reply(200, body, content_type="application/octet-stream")
+            return
+        first, _, last = spec[len("bytes="):].partition("-")
+        if first == "":
+            start, end = max(0, len(body) - int(last)), len(body) - 1
+        else:
+            start, end = int(first), min(int(last) if last else len(body) - 1, len(body) - 1)
+        if start >= len(body):
+            handler.reply(416, b"", headers={"Content-Range": f"bytes */{len(body)}"})
+            return
+        part = body[start : end + 1]
+        if sent is not None:
+            sent.append(len(part))
+        handler.reply(206, part, content_type="application/octet-stream",
+                      headers={"Content-Range": f"bytes {start}-{end}/{len(body)}"})
+
+    return route

@@ -23,6 +23,7 @@ from .client import (
     user_agent,
 )
 from .errors import FailureKind, FetchError
+from .factory import client_from_config
 from .inspect import TlsReport, TrustVerdict, inspect_tls
 from .proxy import proxy_for, redact
 from .tls import TrustFacts, build_ssl_context, trust_facts
@@ -40,6 +41,7 @@ __all__ = [
     "TrustFacts",
     "TrustVerdict",
     "build_ssl_context",
+    "client_from_config",
     "inspect_tls",
     "proxy_for",
     "redact",
