@@ -9,11 +9,10 @@ silently ignored setting.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
-
-import sys
 
 from .errors import UsageError
 
