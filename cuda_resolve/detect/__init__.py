@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..environment import Environment, ExtensionBinary
 from ._cache import ProbeCache, default_cache_dir
+from ._run import Background
 from .compilers import find_compilers
 from .host import machine_facts, scheduler_facts, variable_facts
 from .nvidia import probe_nvidia
@@ -70,18 +70,19 @@ def detect_environment(
     target_python = resolve_python(python, env) if python is not None else None
     cache = ProbeCache(cache_dir if cache_dir is not None else default_cache_dir())
 
-    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="cuda-resolve-detect") as pool:
-        target_job = pool.submit(probe_target, target_python, environ=env, timeout=timeout)
-        compilers_job = pool.submit(find_compilers, environ=env, timeout=timeout, cache=cache)
+    target_job = Background(lambda: probe_target(target_python, environ=env, timeout=timeout))
+    compilers_job = Background(lambda: find_compilers(environ=env, timeout=timeout, cache=cache))
+    try:
         nvidia = probe_nvidia(root=root, environ=env, timeout=timeout, cache=cache)
-        target = target_job.result()
-        site_packages = target.python.site_packages
-        extensions_job = pool.submit(_find_extensions, site_packages, env)
-        toolkits, toolkit_notes = find_toolkits(
-            environ=env, root=root, site_packages=site_packages, timeout=timeout, cache=cache
-        )
+    finally:
+        target = target_job.result()  # a bad --python raises here, after the threads are done
         compiler = compilers_job.result()
-        extensions = extensions_job.result()
+    site_packages = target.python.site_packages
+    extensions_job = Background(lambda: _find_extensions(site_packages, env))
+    toolkits, toolkit_notes = find_toolkits(
+        environ=env, root=root, site_packages=site_packages, timeout=timeout, cache=cache
+    )
+    extensions = extensions_job.result()
     cache.save()
 
     driver, gpus, override_notes = apply_overrides(overrides, nvidia.driver, nvidia.gpus)

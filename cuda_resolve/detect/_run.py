@@ -16,9 +16,9 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
-__all__ = ["Ran", "call_with_timeout", "run", "run_text"]
+__all__ = ["Background", "Ran", "call_with_timeout", "run", "run_text"]
 
 T = TypeVar("T")
 
@@ -135,3 +135,30 @@ def call_with_timeout(function: Callable[[], T], *, timeout: float) -> T | None:
     thread.start()
     thread.join(timeout)
     return box[0] if box else None
+
+
+class Background(Generic[T]):
+    """*function* started in a thread now; :meth:`result` waits and re-raises its exception.
+
+    For probes that overlap (the target interpreter, compilers, the driver). A plain thread
+    rather than ``concurrent.futures``, whose import (logging and friends) costs more than
+    the probes it would schedule.
+    """
+
+    def __init__(self, function: Callable[[], T]) -> None:
+        self._value: list[T] = []
+        self._error: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, args=(function,), name="cuda-resolve-detect", daemon=True)
+        self._thread.start()
+
+    def _run(self, function: Callable[[], T]) -> None:
+        try:
+            self._value.append(function())
+        except BaseException as exc:  # handed to the caller in result()
+            self._error.append(exc)
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error:
+            raise self._error[0]
+        return self._value[0]

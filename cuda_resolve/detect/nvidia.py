@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from ..versions import ComputeCapability, CudaVersion, DriverVersion
 from . import _libcuda, _nvml
 from ._cache import ProbeCache
 from ._files import read_text, under_root, which
-from ._run import call_with_timeout
+from ._run import Background, call_with_timeout
 from .driver import cuda_for_driver_version, driver_version_from_files
 from .nvidia_smi import SmiHeader, query_smi_gpus, query_smi_header
 
@@ -138,19 +137,19 @@ def _probe_nvidia_smi(found: _Findings, environ: Mapping[str, str], timeout: flo
     if executable is None:
         return
     header: SmiHeader | None = None
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        header_job = pool.submit(query_smi_header, executable, environ=environ, timeout=timeout) if need_header else None
-        gpus_job = pool.submit(query_smi_gpus, executable, environ=environ, timeout=timeout) if need_gpus else None
-        if header_job is not None:
-            header, problem = header_job.result()
-            if problem:
-                found.notes.append(problem)
-        if gpus_job is not None:
-            gpus, problem = gpus_job.result()
-            if gpus:
-                found.gpus, found.gpus_source = gpus, "nvidia-smi"
-            elif problem and problem not in found.notes:
-                found.notes.append(problem)
+    # The two invocations overlap: each can take tens of milliseconds, or the whole timeout.
+    header_job = Background(lambda: query_smi_header(executable, environ=environ, timeout=timeout)) if need_header else None
+    gpus_job = Background(lambda: query_smi_gpus(executable, environ=environ, timeout=timeout)) if need_gpus else None
+    if header_job is not None:
+        header, problem = header_job.result()
+        if problem:
+            found.notes.append(problem)
+    if gpus_job is not None:
+        gpus, problem = gpus_job.result()
+        if gpus:
+            found.gpus, found.gpus_source = gpus, "nvidia-smi"
+        elif problem and problem not in found.notes:
+            found.notes.append(problem)
     if header is not None:
         if header.driver_version is not None:
             found.set_version(header.driver_version.text, "nvidia-smi")
