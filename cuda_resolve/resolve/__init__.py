@@ -15,6 +15,7 @@ import resolvelib
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from ..compat import driver_supports_cuda, format_arch_list
 from ..environment import Environment
@@ -144,6 +145,17 @@ def _reason(candidate: Candidate, chosen: list[Candidate], env: Environment, ind
     return f"{candidate.name} {candidate.version}: {wheels}; source build{against} with {tk}, TORCH_CUDA_ARCH_LIST={format_arch_list(candidate.arch_list)} (recipe {candidate.recipe.name if candidate.recipe else '?'})"
 
 
+def _label_in(label: str, specifier: SpecifierSet) -> bool:
+    """Does the version named in a rejection label ("kaolin 0.13.0 wheels") match the request?"""
+    for token in label.split():
+        try:
+            version = Version(token)
+        except InvalidVersion:
+            continue
+        return specifier.contains(version.base_version, prereleases=True)
+    return True
+
+
 _HINTS = (
     ("pass --allow-torch-change", "rerun with --allow-torch-change to let cuda-resolve replace the installed torch"),
     ("supports CUDA <=", "upgrade the NVIDIA driver (`cuda-resolve doctor` shows the version), or pin an older torch"),
@@ -176,7 +188,8 @@ def _conflict(exc: resolvelib.ResolutionImpossible[Req, Candidate], catalogue: C
             reasons.append(
                 f"{name}: no published wheel for the installed {installed.label}; pass --allow-torch-change to switch torch"
             )
-        reasons.extend(r.reason for r in catalogue.rejected(name))
+        asked = next((req.specifier for req in requested if req.name == name and req.specifier), None)
+        reasons.extend(r.reason for r in catalogue.rejected(name) if asked is None or _label_in(r.label, asked))
     demands = sorted({str(cause.requirement) + (f" (from {cause.parent.label})" if cause.parent else "") for cause in exc.causes})
     shown = ", ".join(demands[:3]) + (f" and {len(demands) - 3} more" if len(demands) > 3 else "")
     message = "nothing fits this machine for " + shown

@@ -276,10 +276,14 @@ class Catalogue:
         has_gpu = bool(self.env.gpus)
         cuda = variant.cuda
         cuda_rank = (cuda.major * 100 + cuda.minor) if cuda else 0
+        # A build whose existence the index could not confirm comes after every confirmed one:
+        # planning an install of a wheel that was never published fails late. PyTorch publishes
+        # a CPU build of every release, so "cpu" counts as confirmed.
+        confirmed = 1 if cuda is None or "exists" not in variant.unverified else 0
         if has_gpu:
-            return (*release.version.release, cuda_rank)
+            return (confirmed, *release.version.release, cuda_rank)
         cpu_first = 1 if cuda is None else 0
-        return (cpu_first, *release.version.release, cuda_rank)
+        return (cpu_first, confirmed, *release.version.release, cuda_rank)
 
     def _family_candidates(self) -> None:
         """torchvision / torchaudio: one candidate per viable torch candidate, paired by release."""
