@@ -121,11 +121,12 @@ def _fill(pattern: str | None, **values: str) -> str | None:
 
 def _extension_item(candidate: Candidate, torch: Candidate | None, env: Environment) -> PlanItem:
     torch_label = f"{torch.version}" if torch else None
+    name = candidate.package.name if candidate.package else candidate.name
     if candidate.kind == "build":
         toolkit = candidate.toolkit
         recipe = candidate.recipe
         return PlanItem(
-            name=candidate.name,
+            name=name,
             version=str(candidate.version),
             kind="build",
             variant=torch.variant if torch else None,
@@ -149,11 +150,11 @@ def _extension_item(candidate: Candidate, torch: Candidate | None, env: Environm
         "platform": next((p for p in env.platform_tags() if package and p in (candidate.wheels.platforms if candidate.wheels else ())), "linux_x86_64"),
     }
     return PlanItem(
-        name=candidate.name,
+        name=name,
         version=str(candidate.version),
         kind="wheel",
         variant=variant or None,
-        requirement=f"{candidate.name}=={candidate.version}",
+        requirement=f"{name}=={candidate.version}",
         url=_fill(package.wheel_url if package else None, **values),
         find_links=_fill(package.find_links if package else None, **values),
         torch=f"{candidate.torch_version}+{variant}",
