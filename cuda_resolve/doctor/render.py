@@ -55,7 +55,7 @@ def render_environment(env: Environment, console: Console) -> None:
     title = "This machine" if env.source == "detected" else f"Profile {env.source}"
     table = Table(title=Text(title), show_header=False)
     table.add_column("what", style="bold")
-    table.add_column("found")
+    table.add_column("found", overflow="fold")  # fold long paths, never cut them to "…"
     for what, found in _environment_rows(env):
         table.add_row(Text(what), Text(found))
     console.print(table)
@@ -65,8 +65,8 @@ def render_findings(findings: list[Finding], console: Console) -> None:
     table = Table(title="Checks", show_lines=True)
     table.add_column("status")
     table.add_column("check")
-    table.add_column("found")
-    table.add_column("fix")
+    table.add_column("found", overflow="fold")
+    table.add_column("fix", overflow="fold")  # a fix cut to "export CUDA_HOME=/usr/loca…" is useless
     for finding in findings:
         style = _STYLE[finding.status]
         table.add_row(Text(finding.status, style=style), Text(finding.title), Text(finding.found), Text(finding.fix or ""))
