@@ -272,6 +272,12 @@ def check_toolkit_headers(env: Environment, index: Index) -> list[Finding]:
             found=f"the toolkit at {toolkit.root} lacks {missing}, which torch's headers include; torch's nvidia-* wheels carry them",
             fix=f"export CPATH={':'.join(dict.fromkeys(carriers))}  (cuda-resolve sets this for its own builds)",
         )]
+    if env.torch is None:  # nothing to build against yet; a pip torch may bring the headers
+        return [Finding(
+            check="toolkit-headers", status="warn", title="CUDA headers",
+            found=f"the toolkit at {toolkit.root} lacks {missing}; extension builds against torch will need them (a PyPI torch's nvidia-* wheels carry them)",
+            fix="install the toolkit's math library headers (conda: cuda-libraries-dev; apt: cuda-libraries-dev-X-Y), or build against a PyPI torch",
+        )]
     return [Finding(
         check="toolkit-headers", status="error", title="CUDA headers",
         found=f"the toolkit at {toolkit.root} lacks {missing}; extension builds against torch fail ('cusparse.h: No such file')",
