@@ -521,3 +521,19 @@ def test_doctor_cli_with_the_shipped_index(name: str, capsys: pytest.CaptureFixt
     assert main(["doctor", "--profile", str(PROFILES / f"{name}.toml"), "--json"]) == exit_code
     data = json.loads(capsys.readouterr().out)
     assert [(f["check"], f["status"]) for f in data["findings"]] == [(c, s) for c, s, _ in expected]
+
+
+@pytest.mark.parametrize("name", ["nvcc-wrapper-no-cuda-home", "minimal-toolkit-no-cusparse", "extension-needs-cudart11"])
+def test_doctor_tables_never_cut_a_path(name: str, test_index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    """At 80 columns long paths fold onto more lines; the fix must stay complete."""
+    main(["doctor", "--profile", str(PROFILES / f"{name}.toml")])
+    out = capsys.readouterr().out
+    assert "…" not in out
+
+
+def test_missing_headers_without_torch_only_warn() -> None:
+    """No torch yet: nothing fails to build today, and a PyPI torch would bring the headers."""
+    env = dataclasses.replace(_profile("minimal-toolkit-no-cusparse"), torch=None)
+    finding = _only(env, "toolkit-headers")
+    assert finding.status == "warn"
+    assert "cusparse.h" in finding.found
