@@ -537,3 +537,16 @@ def test_missing_headers_without_torch_only_warn() -> None:
     finding = _only(env, "toolkit-headers")
     assert finding.status == "warn"
     assert "cusparse.h" in finding.found
+
+
+def test_detect_save_profile_of_this_machine_reloads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Real detection (no --profile): the saved file reads back to what --json printed."""
+    target = tmp_path / "this-machine.toml"
+    assert main(["detect", "--save-profile", str(target), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    reloaded = load_profile(target)
+    from cuda_resolve.profile import environment_to_dict
+
+    assert environment_to_dict(reloaded) == printed
+    assert main(["doctor", "--profile", str(target), "--json"]) in (0, 1)
+    assert json.loads(capsys.readouterr().out)["environment"] == printed
