@@ -28,7 +28,13 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}", hint=f"run `{self.prog} --help` for usage")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _requested_command(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line, if any (the first word that is not an option)."""
+    first = next((word for word in argv if not word.startswith("-")), None)
+    return first if first in COMMANDS else None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     from .. import __version__
 
     parser = _Parser(
@@ -37,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"cuda-resolve {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMANDS:
+    # Importing every command module costs start-up time a single command never needs.
+    for name in (only,) if only else COMMANDS:
         module = importlib.import_module(f".{name}", __name__)
         module.register(subparsers)
     return parser
@@ -47,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     wants_json = "--json" in args_list
     try:
-        parser = build_parser()
+        parser = build_parser(_requested_command(args_list))
         args = parser.parse_args(args_list)
         if args.command is None:
             parser.print_help()

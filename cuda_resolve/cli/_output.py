@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CudaResolveError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["console", "error_console", "print_json", "report_error"]
 
 
 def console() -> Console:
+    from rich.console import Console  # imported on use: --json output never pays for rich
+
     return Console(highlight=False, soft_wrap=False)
 
 
 def error_console() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False)
 
 

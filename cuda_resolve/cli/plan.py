@@ -6,8 +6,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
 from ..errors import UsageError
 from ..index.model import ArchEntry, parse_arch_entry
 from ..plan import Plan, make_plan
@@ -63,6 +61,8 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def render_plan(plan: Plan, *, explain: bool) -> None:
+    from rich.table import Table
+
     console = _output.console()
     table = Table(title="Plan")
     for column in ("package", "version", "variant", "kind", "from"):
