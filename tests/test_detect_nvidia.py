@@ -237,7 +237,9 @@ def test_real_machine_without_driver_every_probe_is_none() -> None:
 def test_real_gpu_matches_nvidia_smi(tmp_path: Path) -> None:
     if not HAS_DRIVER or shutil.which("nvidia-smi") is None:
         pytest.skip("needs an NVIDIA driver and nvidia-smi")
-    facts = probe_nvidia(root=Path("/"), environ=dict(os.environ), timeout=10.0, cache=ProbeCache(tmp_path))
+    cache = ProbeCache(tmp_path)
+    facts = probe_nvidia(root=Path("/"), environ=dict(os.environ), timeout=10.0, cache=cache)
+    cache.save()
     assert facts.driver is not None, facts.notes
     assert facts.driver.source.split("+")[-1] in ("libcuda", "NVML", "NVML (cached)")
     smi = subprocess.run(
@@ -247,9 +249,10 @@ def test_real_gpu_matches_nvidia_smi(tmp_path: Path) -> None:
     rows = [[field.strip() for field in line.split(",")] for line in smi.splitlines() if line.strip()]
     assert [(g.index, g.name, str(g.compute_capability)) for g in facts.gpus] == [(int(r[0]), r[1], r[2]) for r in rows]
     assert facts.driver.version.text == rows[0][3]
-    # A second probe is answered from the cache with the same facts.
+    # A second process is answered from the cache file, with the same facts.
     again = probe_nvidia(root=Path("/"), environ=dict(os.environ), timeout=10.0, cache=ProbeCache(tmp_path))
     assert again.gpus == facts.gpus and again.driver is not None and again.driver.cuda == facts.driver.cuda
+    assert again.driver.source == facts.driver.source
 
 
 # -- the GPU cache -----------------------------------------------------------------------------

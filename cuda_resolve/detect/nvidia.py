@@ -4,9 +4,9 @@ Order, and why:
 
 1. ``/sys/module/nvidia/version``, then ``/proc/driver/nvidia/version``: the kernel module's
    version from a plain file (microseconds). No CUDA version, no GPUs.
-2. A cached answer: NVML's last report, reused while the boot, the driver version and the
+2. libcuda's ``cuDriverGetVersion``: the driver's CUDA version, under a millisecond.
+3. A cached answer: NVML's last report, reused while the boot, the driver version and the
    GPUs' PCI addresses are unchanged (see :mod:`._cache`).
-3. libcuda's ``cuDriverGetVersion``: the driver's CUDA version, under a millisecond.
 4. NVML: driver version, CUDA version and every GPU with its compute capability (one
    session, under a deadline). Its failure text (``Driver/library version mismatch``) becomes
    a note.
@@ -88,6 +88,9 @@ def probe_nvidia(
         found.version, path = from_files
         found.version_source = _FILE_SOURCES[path]
     if root == Path("/"):
+        # libcuda's CUDA version is asked every time (it is the cheapest probe, and a
+        # forward-compatibility package can change it without a reboot); GPUs may come cached.
+        found.set_cuda(_libcuda.driver_cuda_version(), "libcuda")
         cache_key = _gpu_cache_key(root, found.version)
         if not _from_cache(found, cache, cache_key):
             _probe_libraries(found, timeout)
@@ -97,7 +100,6 @@ def probe_nvidia(
 
 
 def _probe_libraries(found: _Findings, timeout: float) -> None:
-    found.set_cuda(_libcuda.driver_cuda_version(), "libcuda")
     boxed = call_with_timeout(lambda: (_nvml.query_nvml(),), timeout=timeout)
     if boxed is None:
         found.notes.append(f"NVML did not answer within {timeout:g} s")
@@ -217,7 +219,7 @@ def _from_cache(found: _Findings, cache: ProbeCache, key: str | None) -> bool:
         cuda = CudaVersion.parse(str(entry["cuda"]))
     except (KeyError, TypeError, ValueError):
         return False
-    found.set_cuda(cuda, "NVML (cached)")
+    found.set_cuda(cuda, "NVML")  # only when libcuda did not answer
     found.gpus, found.gpus_source = gpus, "NVML (cached)"
     return True
 
