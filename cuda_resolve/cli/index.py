@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from ..errors import UsageError
 from ..index.model import ArchEntry, Index, Package, ToolkitFacts, TorchRelease
 from ..versions import CudaVersion
 from . import _output
 from ._common import add_json_option, index_from_args
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
 __all__ = ["handle_show", "handle_validate", "register"]
 
@@ -84,6 +86,8 @@ def handle_validate(args: argparse.Namespace) -> int:
     if args.json:
         _output.print_json({"index": str(root), "ok": not problems, "problems": problems})
         return 1 if problems else 0
+    from rich.text import Text
+
     console = _output.console()
     if problems:
         for problem in problems:
@@ -297,6 +301,8 @@ def _package_data(index: Index, package: Package, version: str | None) -> dict[s
 
 
 def _table(title: str, *columns: str) -> Table:
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left", show_lines=False)
     for column in columns:
         table.add_column(column, overflow="fold")
@@ -304,6 +310,8 @@ def _table(title: str, *columns: str) -> Table:
 
 
 def _cells(*values: object) -> list[Text]:
+    from rich.text import Text
+
     return [Text("" if value is None else str(value)) for value in values]
 
 
@@ -323,6 +331,8 @@ def _render(data: dict[str, Any], console: Console) -> None:
 
 
 def _render_cuda(data: dict[str, Any], console: Console) -> None:
+    from rich.text import Text
+
     families = _table("minor-version compatibility (CUDA 11+)", "family", "min driver (Linux)", "min driver (Windows)", "unverified", "from")
     for f in data["families"]:
         families.add_row(*_cells(f"{f['major']}.x", f["min_driver_linux"], f["min_driver_windows"], ", ".join(f["unverified"]), _short(f["origin"])))
@@ -344,6 +354,8 @@ def _render_cuda(data: dict[str, Any], console: Console) -> None:
 
 
 def _render_torch(data: dict[str, Any], console: Console) -> None:
+    from rich.text import Text
+
     releases = data["releases"]
     if len(releases) > 1:
         table = _table("torch releases", "torch", "Python", "variants (* = PyPI default)", "torchvision", "torchaudio", "C++11 ABI", "from")
@@ -389,6 +401,8 @@ def _abi(value: bool | None) -> str:
 
 
 def _render_package(data: dict[str, Any], console: Console) -> None:
+    from rich.text import Text
+
     console.print(Text(f"{data['name']}  (import {data['import_name']}; from {_short(data['origin'])})"))
     placeholders = ", ".join(data["placeholder_versions"])
     for label, value in (
