@@ -200,10 +200,25 @@ def check_toolkit_targets_gpus(env: Environment, index: Index) -> list[Finding]:
 
 def check_host_compiler(env: Environment, index: Index) -> list[Finding]:
     toolkit = _primary(env)
-    gcc = env.compiler.nvcc_host_version or env.compiler.gcc
-    if toolkit is None or gcc is None:
+    host = env.compiler.nvcc_host
+    if toolkit is None:
         return []
     facts = index.toolkit(toolkit.version)
+    if host and "clang" in os.path.basename(host) and env.compiler.nvcc_host_version:
+        # NVCC_CCBIN=clang++: its version is clang's, not a gcc's
+        clang = env.compiler.nvcc_host_version
+        major = clang.split(".")[0]
+        if facts and facts.clang_max is not None and major.isdigit() and int(major) > facts.clang_max:
+            return [Finding(
+                check="host-compiler", status="error", title="host compiler",
+                found=f"nvcc's host compiler {host} is clang {clang}; CUDA {toolkit.version} accepts clang <= {facts.clang_max}",
+                fix=f"point NVCC_CCBIN at a clang <= {facts.clang_max} or at a gcc within CUDA {toolkit.version}'s range",
+            )]
+        return [Finding(check="host-compiler", status="ok", title="host compiler",
+                        found=f"nvcc's host compiler is clang {clang}")]
+    gcc = env.compiler.nvcc_host_version or env.compiler.gcc
+    if gcc is None:
+        return []
     verdict = compiler_within_toolkit(gcc, facts)
     if verdict:
         return [Finding(check="host-compiler", status="ok", title="host compiler", found=verdict.reason)]
