@@ -550,3 +550,19 @@ def test_detect_save_profile_of_this_machine_reloads(tmp_path: Path, capsys: pyt
     assert environment_to_dict(reloaded) == printed
     assert main(["doctor", "--profile", str(target), "--json"]) in (0, 1)
     assert json.loads(capsys.readouterr().out)["environment"] == printed
+
+
+@pytest.mark.parametrize(("clang", "status"), [("16.0.6", "ok"), ("17.0.6", "error")])
+def test_clang_as_nvcc_host_is_judged_as_clang(clang: str, status: str) -> None:
+    """NVCC_CCBIN=clang++-17: 17 is clang's version, not a gcc 17 (12.2 accepts clang <= 16)."""
+    facts = INDEX.toolkit(cuda("12.2"))
+    assert facts is not None
+    index = dataclasses.replace(INDEX, toolkits=(dataclasses.replace(facts, clang_max=16),))
+    env = dataclasses.replace(
+        _profile("gcc14-cuda122"),
+        compiler=Compiler(gcc="12.3.0", clang=clang, nvcc_host="/usr/bin/clang++-17", nvcc_host_version=clang),
+    )
+    (finding,) = [f for f in run_checks(env, index) if f.check == "host-compiler"]
+    assert finding.status == status
+    assert f"clang {clang}" in finding.found
+    assert "gcc 17" not in finding.found
