@@ -194,3 +194,27 @@ def test_show_unknown_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "knows nothing called 'pytorch3d'" in err and "kaolin" in err
     code, data = run_json(capsys, "index", "show", "pytorch3d")
     assert code == 2 and data["hint"].startswith("known names:")
+
+
+def test_index_subcommand_extensions(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.machinery
+    import sys
+    import types
+
+    from cuda_resolve.cli import index as index_cli
+
+    seen: list[Any] = []
+    fake = types.ModuleType("cuda_resolve.cli._test_index_extension")
+    fake.__spec__ = importlib.machinery.ModuleSpec(fake.__name__, loader=None)
+
+    def register_extra(subparsers: Any) -> None:
+        seen.append(subparsers)
+        subparsers.add_parser("extra-check").set_defaults(handler=lambda args: 7)
+
+    fake.register_extra = register_extra  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, fake.__name__, fake)
+    monkeypatch.setattr(
+        index_cli, "_EXTENSIONS", (("_no_such_module", "register"), ("_test_index_extension", "register_extra"))
+    )
+    assert main(["index", "extra-check"]) == 7
+    assert len(seen) == 1

@@ -9,6 +9,8 @@ overlay's effect is visible. Further ``index`` subcommands (``refresh``) registe
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +30,10 @@ if TYPE_CHECKING:
 __all__ = ["handle_show", "handle_validate", "register"]
 
 _TOOLKIT_NAMES = ("cuda", "toolkit", "toolkits")
+
+#: Modules that add further ``index`` subcommands: (module in cuda_resolve.cli, function taking
+#: the ``index`` subparsers). A module not present in this build is skipped.
+_EXTENSIONS = (("index_refresh", "register_refresh"),)
 
 
 def register(subparsers: Any) -> None:
@@ -62,6 +68,10 @@ def register(subparsers: Any) -> None:
                         help="an index overlay directory (repeatable; later ones win)")
     add_json_option(p_show)
     p_show.set_defaults(handler=handle_show)
+
+    for module_name, function in _EXTENSIONS:
+        if importlib.util.find_spec(f"{__package__}.{module_name}") is not None:
+            getattr(importlib.import_module(f".{module_name}", __package__), function)(sub)
 
 
 def _no_subcommand(args: argparse.Namespace) -> int:
