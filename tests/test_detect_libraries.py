@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 
 FAKE_LIBS = Path(__file__).parent / "data" / "recorded" / "fake-libs"
+# On a machine with a real driver, sysfs gives the driver version first: probe_nvidia's
+# result then mixes real and fake facts, so only the raw bindings are compared there.
+HAS_DRIVER_FILES = Path("/sys/module/nvidia/version").exists() or Path("/proc/driver/nvidia/version").exists()
 pytestmark = pytest.mark.skipif(
     shutil.which("gcc") is None or not sys.platform.startswith("linux"), reason="needs gcc on Linux"
 )
@@ -29,10 +32,17 @@ import json, sys
 from pathlib import Path
 from cuda_resolve.detect._cache import ProbeCache
 from cuda_resolve.detect.nvidia import probe_nvidia
-from cuda_resolve.detect import _libcuda
+from cuda_resolve.detect import _libcuda, _nvml
+nvml = _nvml.query_nvml()
+if isinstance(nvml, _nvml.NvmlReport):
+    raw = {"driver": nvml.driver_version, "cuda": nvml.cuda_driver_version, "problems": list(nvml.problems),
+           "gpus": [[g.index, g.name, str(g.compute_capability), g.uuid, g.memory_mib] for g in nvml.gpus]}
+else:
+    raw = {"failure": nvml.message if nvml is not None else None}
 facts = probe_nvidia(root=Path("/"), environ={"PATH": sys.argv[1]}, timeout=5.0, cache=ProbeCache(None))
 devices = _libcuda.query_devices()
 print(json.dumps({
+    "nvml": raw,
     "driver": [str(facts.driver.version), str(facts.driver.cuda), facts.driver.source] if facts.driver else None,
     "gpus": [[g.index, g.name, str(g.compute_capability), g.uuid, g.memory_mib] for g in facts.gpus],
     "notes": list(facts.notes),
@@ -77,31 +87,42 @@ def probe(libraries: dict[str, Path], tmp_path: Path, *, use: tuple[str, ...], *
     return result
 
 
+H200_ROW = [0, "NVIDIA H200", "9.0", "GPU-2f9c1d7e-8a41-5b3e-9c0d-6e7f8a9b0c1d", 143771]
+
+
 def test_nvml_and_libcuda_describe_the_h200(libraries: dict[str, Path], tmp_path: Path) -> None:
     result = probe(libraries, tmp_path, use=("nvml", "cuda"))
-    assert result["driver"] == ["580.159.04", "13.0", "NVML+libcuda"]
-    assert result["gpus"] == [[0, "NVIDIA H200", "9.0", "GPU-2f9c1d7e-8a41-5b3e-9c0d-6e7f8a9b0c1d", 143771]]
+    assert result["nvml"] == {"driver": "580.159.04", "cuda": 13000, "problems": [], "gpus": [H200_ROW]}
+    assert result["gpus"] == [H200_ROW]
     assert result["notes"] == []
     assert result["smi_called"] is False
+    if not HAS_DRIVER_FILES:
+        assert result["driver"] == ["580.159.04", "13.0", "NVML+libcuda"]
 
 
 def test_nvml_version_mismatch_is_a_note_and_nvidia_smi_is_not_tried(libraries: dict[str, Path], tmp_path: Path) -> None:
     result = probe(libraries, tmp_path, use=("nvml", "cuda"), FAKE_NVML="mismatch")
+    assert result["nvml"] == {"failure": "Driver/library version mismatch"}
     assert "Failed to initialize NVML: Driver/library version mismatch" in result["notes"]  # type: ignore[operator]
     assert result["smi_called"] is False
-    assert result["driver"] is None  # no kernel-module file here to give the version
+    assert result["gpus"] == []
+    if not HAS_DRIVER_FILES:
+        assert result["driver"] is None  # no kernel-module file here to give the version
 
 
 def test_nvml_without_devices(libraries: dict[str, Path], tmp_path: Path) -> None:
-    result = probe(libraries, tmp_path, use=("nvml",), FAKE_NVML="none")
-    assert result["driver"] == ["580.159.04", "13.0", "NVML"]
+    result = probe(libraries, tmp_path, use=("nvml", "cuda"), FAKE_NVML="none")
+    assert result["nvml"] == {"driver": "580.159.04", "cuda": 13000, "problems": [], "gpus": []}
     assert result["gpus"] == []
-    assert result["notes"] == ["NVIDIA driver 580.159.04 is loaded but no GPU is visible (No devices were found)"]
+    if not HAS_DRIVER_FILES:
+        assert result["driver"] == ["580.159.04", "13.0", "NVML+libcuda"]
+        assert result["notes"] == ["NVIDIA driver 580.159.04 is loaded but no GPU is visible (No devices were found)"]
 
 
 def test_a_lost_gpu_is_a_note_and_the_others_are_kept(libraries: dict[str, Path], tmp_path: Path) -> None:
     result = probe(libraries, tmp_path, use=("nvml", "cuda"), FAKE_NVML="mixed")
-    assert [gpu[1] for gpu in result["gpus"]] == ["NVIDIA H200"]  # type: ignore[attr-defined]
+    assert result["nvml"] == {"driver": "580.159.04", "cuda": 13000, "problems": ["NVML GPU 1: GPU is lost"], "gpus": [H200_ROW]}
+    assert result["gpus"] == [H200_ROW]
     assert result["notes"] == ["NVML GPU 1: GPU is lost"]
 
 
