@@ -188,7 +188,7 @@ class Package:
     name: str
     import_name: str
     description: str = ""
-    find_links: str | None = None  # pattern with {torch}, {cuda_nodot}, {variant}
+    find_links: str | None = None  # pattern with {torch}, {cuda_nodot}, {variant} ... (see .urls)
     wheel_url: str | None = None  # pattern with also {version}, {python_tag}, {abi_tag}, {platform}
     placeholder_versions: tuple[str, ...] = ()  # PyPI releases that are placeholders: never pick
     wheels: tuple[ExtensionWheels, ...] = ()
