@@ -222,7 +222,7 @@ class Environment:
             major, minor = (int(p) for p in self.machine.glibc.split(".")[:2])
             legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
             for glibc_minor in range(minor, 4, -1):
-                if major == 2 and glibc_minor >= 17 or arch in ("x86_64", "i686"):
+                if (major == 2 and glibc_minor >= 17) or arch in ("x86_64", "i686"):
                     found.append(f"manylinux_2_{glibc_minor}_{arch}")
                     if glibc_minor in legacy:
                         found.append(f"{legacy[glibc_minor]}_{arch}")

@@ -16,7 +16,7 @@ from .environment import Environment
 from .profile import environment_to_dict
 from .resolve import Candidate, Rejection, Resolution
 
-__all__ = ["Plan", "PlanItem", "PYPI_SIMPLE", "make_plan"]
+__all__ = ["PYPI_SIMPLE", "Plan", "PlanItem", "make_plan"]
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 

@@ -6,7 +6,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cuda_resolve.compat import build_covers_gpu, driver_supports_cuda, toolkit_archs
-from cuda_resolve.environment import Compiler, Driver, Environment, Gpu, Machine, PythonInfo, Toolkit
+from cuda_resolve.environment import (
+    Compiler,
+    Driver,
+    Environment,
+    Gpu,
+    Machine,
+    PythonInfo,
+    Toolkit,
+)
 from cuda_resolve.errors import ResolutionImpossible
 from cuda_resolve.index import default_index
 from cuda_resolve.resolve import Options, resolve

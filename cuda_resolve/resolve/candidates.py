@@ -31,10 +31,18 @@ from ..compat import (
 )
 from ..doctor.checks import torch_arch_entries
 from ..environment import Environment, Toolkit
-from ..index.model import ArchEntry, ExtensionWheels, Index, Package, Recipe, TorchRelease, TorchVariant
+from ..index.model import (
+    ArchEntry,
+    ExtensionWheels,
+    Index,
+    Package,
+    Recipe,
+    TorchRelease,
+    TorchVariant,
+)
 from ..versions import CudaVersion
 
-__all__ = ["Candidate", "Catalogue", "Options", "Rejection", "Req", "TORCH_FAMILY"]
+__all__ = ["TORCH_FAMILY", "Candidate", "Catalogue", "Options", "Rejection", "Req"]
 
 Kind = Literal["wheel", "build", "installed"]
 
@@ -362,7 +370,7 @@ class Catalogue:
         found: list[Candidate] = []
         for toolkit in env.toolkits:
             tk_label = f"{label} with nvcc {toolkit.version}"
-            if recipe.cuda_min and toolkit.version < recipe.cuda_min or recipe.cuda_max and toolkit.version > recipe.cuda_max:
+            if (recipe.cuda_min and toolkit.version < recipe.cuda_min) or (recipe.cuda_max and toolkit.version > recipe.cuda_max):
                 self.reject(package.name, tk_label, f"{tk_label}: recipe needs CUDA {recipe.cuda_min or ''}..{recipe.cuda_max or ''}")
                 continue
             facts = self.index.toolkit(toolkit.version)
