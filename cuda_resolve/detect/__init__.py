@@ -75,7 +75,7 @@ def detect_environment(
     try:
         nvidia = probe_nvidia(root=root, environ=env, timeout=timeout, cache=cache)
     finally:
-        target = target_job.result()  # a bad --python raises here, after the threads are done
+        target = target_job.result()  # a --python that is not an interpreter raises here
         compiler = compilers_job.result()
     site_packages = target.python.site_packages
     extensions_job = Background(lambda: _find_extensions(site_packages, env))
