@@ -122,3 +122,20 @@ def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "usage: cuda-resolve" in out
     assert "doctor" in out
+
+
+def test_help_and_version_return_zero_instead_of_exiting(capsys: pytest.CaptureFixture[str]) -> None:
+    from cuda_resolve.cli import main
+
+    assert main(["--version"]) == 0
+    assert "cuda-resolve" in capsys.readouterr().out
+    assert main(["plan", "--help"]) == 0
+    assert "--explain" in capsys.readouterr().out
+
+
+def test_ambiguous_two_digit_variant_is_rejected() -> None:
+    from cuda_resolve.versions import CudaVersion
+
+    with pytest.raises(ValueError, match="ambiguous"):
+        CudaVersion.parse("cu12")
+    assert str(CudaVersion.parse("cu92")) == "9.2"

@@ -69,6 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
+    except SystemExit as exc:  # --help and --version: argparse exits after printing
+        return exc.code if isinstance(exc.code, int) else 0
 
 
 def run() -> None:
