@@ -112,8 +112,6 @@ def _environment(top: Table, *, source: str, index: Index | None) -> Environment
     extensions = tuple(_extension(table) for table in top.tables("extension"))
     notes = top.strings("notes", ())
     top.finish()
-    if gpus and driver is None:
-        raise top.fail("gpu", "GPUs are listed but [driver] is missing", hint="add [driver] version = \"...\"")
     return Environment(
         machine=machine,
         python=python,

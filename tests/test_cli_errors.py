@@ -22,7 +22,6 @@ BAD_PROFILES = {
     "wrong-type.toml": ("[python]\nversion = 3.10\n", "python.version = 3.1: expected a string"),
     "no-python.toml": ('[machine]\nos = "linux"\n', "python: is required but missing"),
     "no-python-version.toml": ('[python]\nimplementation = "cpython"\n', "python.version: is required but missing"),
-    "gpu-no-driver.toml": ('[python]\nversion = "3.10"\n[[gpu]]\ncompute_capability = "8.6"\n', "gpu: GPUs are listed but [driver] is missing"),
 }
 
 COMMANDS = ["doctor", "detect"]

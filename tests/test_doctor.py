@@ -138,8 +138,9 @@ SCENARIOS: dict[str, tuple[int, list[Expect]]] = {
         ("torch-arch", "ok", ()),
         ("extension-libs", "error", ("pointnet2_ops/_ext", "libcudart.so.11.0", "cannot open shared object file", "CUDA 12.1", "LD_LIBRARY_PATH")),
     ]),
-    "nvml-version-mismatch": (0, [
-        ("driver-probe", "warn", ("Driver/library version mismatch", "reboot")),
+    # CUDA calls fail until the kernel module and the library agree again: an error, not a note.
+    "nvml-version-mismatch": (1, [
+        ("probe-notes", "error", ("Driver/library version mismatch", "reboot")),
         ("driver", "ok", ("550.54.14", "via sysfs")),
         ("smi-cuda-version", "info", ()),
         ("torch-build", "ok", ()),

@@ -465,8 +465,6 @@ BAD = [
     ('format = "1"\n' + _PY, "format = '1': expected an integer"),
     ("format = 2\n" + _PY, "format = 2: this cuda-resolve reads profile format 1"),
     ("format = 0\n" + _PY, "format = 0"),
-    # GPUs need a driver
-    (_PY + '[[gpu]]\ncompute_capability = "8.6"\n', "gpu: GPUs are listed but [driver] is missing"),
     # extensions
     (_PY + '[[extension]]\nneeded = ["libc10.so"]\n', "extension[0].path: is required but missing"),
     (_PY + '[[extension]]\npath = "/x.so"\nneeded = ["libc10.so"]\nmissing = ["libcudart.so.12"]\n', "extension[0].missing = 'libcudart.so.12' is not listed in needed"),
@@ -587,3 +585,11 @@ def test_every_key_is_documented() -> None:
     for key in set(keys(environment_to_dict(parse_profile(EVERY_KEY)))):
         spellings = (f"`{key}`", f"[{key}]", f"[[{key}]]", f".{key}]]")
         assert any(spelling in documented for spelling in spellings), key
+
+
+def test_gpus_without_a_driver_describe_a_build_node() -> None:
+    """CUDA_RESOLVE_CUDA_ARCH on a GPU-less login node gives GPUs and no driver; it must round-trip."""
+    env = parse_profile(_PY + '[[gpu]]\ncompute_capability = "8.6"\n')
+    assert env.driver is None
+    assert [str(g.compute_capability) for g in env.gpus] == ["8.6"]
+    assert parse_profile(dump_profile(env)).gpus == env.gpus

@@ -42,10 +42,8 @@ __all__ = ["detect_environment"]
 
 def _find_extensions(site_packages: Sequence[str], environ: Mapping[str, str]) -> tuple[ExtensionBinary, ...]:
     """Compiled CUDA extensions in the target and the libraries they cannot load (for doctor)."""
-    try:
-        from .extensions import find_extensions
-    except ImportError:  # the scanner ships separately; detection stands without it
-        return ()
+    from .extensions import find_extensions
+
     return find_extensions(site_packages, environ=environ)
 
 

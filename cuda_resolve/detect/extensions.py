@@ -23,7 +23,14 @@ __all__ = ["find_extensions", "ldconfig_sonames"]
 #: The sonames that tie an extension to CUDA or to a torch build.
 _INTERESTING = re.compile(r"^(libcudart|libc10|libtorch|libcublas|libcusparse|libcurand|libcufft|libcusolver|libnvrtc|libcudnn)")
 #: Trees that are torch itself or CUDA runtime wheels, not extensions built by users.
-_SKIP_DIRS = frozenset({"torch", "nvidia", "triton", "jax", "jaxlib", "cupy", "cupy_backends", "tensorflow", "__pycache__"})
+_SKIP_DIRS = frozenset({
+    "torch", "nvidia", "triton", "jax", "jaxlib", "jax_plugins", "cupy", "cupy_backends", "tensorflow",
+    "numpy", "scipy", "pandas", "sklearn", "cv2", "pyarrow", "onnxruntime", "PIL", "matplotlib",
+    "grpc", "google", "__pycache__",
+})
+#: Extensions sit at most a few levels below site-packages (pkg/_C.so, pkg/ops/_ext.so);
+#: walking whole trees of large packages costs far more than it finds.
+_MAX_DEPTH = 3
 _DEFAULT_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu")
 _MAX_FILES = 2000  # a big conda env holds ~1000 .so files; each costs ~40 µs (mapped, not read)
 
@@ -64,9 +71,15 @@ def _torch_loaded_dirs(site_packages: Iterable[Path]) -> list[str]:
 
 
 def _candidates(site: Path) -> Iterable[Path]:
+    base_depth = str(site).rstrip(os.sep).count(os.sep)
     for directory, subdirs, files in os.walk(site):
-        if Path(directory) == site:
+        depth = directory.rstrip(os.sep).count(os.sep) - base_depth
+        if depth == 0:
             subdirs[:] = [d for d in subdirs if d not in _SKIP_DIRS and not d.endswith((".dist-info", ".egg-info"))]
+        elif depth >= _MAX_DEPTH:
+            subdirs[:] = []
+        else:
+            subdirs[:] = [d for d in subdirs if d not in ("__pycache__", "tests", "include")]
         for name in files:
             if name.endswith(".so") or ".so." in name:
                 yield Path(directory) / name

@@ -30,13 +30,28 @@ def _primary(env: Environment) -> Toolkit | None:
     return env.primary_toolkit
 
 
+def _note_finding(note: str) -> Finding:
+    lowered = note.lower()
+    if "mismatch" in lowered:
+        return Finding(
+            check="probe-notes", status="error", title="NVIDIA driver state", found=note,
+            fix="the kernel module is older than the user-space driver library (a driver update without a reboot): reboot, or reload the nvidia modules",
+        )
+    if "no devices" in lowered or "no device" in lowered:
+        return Finding(
+            check="probe-notes", status="warn", title="NVIDIA driver state", found=note,
+            fix="the driver is loaded but sees no GPU: check CUDA_VISIBLE_DEVICES, the scheduler's GPU allocation (--gres), or the container's device mounts",
+        )
+    return Finding(check="probe-notes", status="info", title="probe note", found=note)
+
+
+def check_probe_notes(env: Environment, index: Index) -> list[Finding]:
+    """What probes reported instead of failing: driver/library mismatch, no devices, timeouts."""
+    return [_note_finding(note) for note in env.notes]
+
+
 def check_driver(env: Environment, index: Index) -> list[Finding]:
-    findings = [
-        Finding(check="driver-probe", status="warn", title="driver probe", found=note,
-                fix="a 'Driver/library version mismatch' clears after a reboot (the kernel module is older than the user-space library)"
-                if "mismatch" in note.lower() else None)
-        for note in env.notes
-    ]
+    findings: list[Finding] = []
     torch = env.torch
     if env.driver is None:
         if torch is not None and torch.cuda is not None:
@@ -349,6 +364,7 @@ def check_slurm(env: Environment, index: Index) -> list[Finding]:
 
 
 CHECKS: tuple[Check, ...] = (
+    check_probe_notes,
     check_driver,
     check_smi_cuda_is_not_toolkit,
     check_torch_build,
