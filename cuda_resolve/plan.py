@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from .compat import format_arch_list
 from .environment import Environment
+from .index.urls import expand_pattern
 from .profile import environment_to_dict
 from .resolve import Candidate, Rejection, Resolution
 
@@ -110,15 +111,6 @@ def _torch_family_item(candidate: Candidate, torch: Candidate | None, env: Envir
     )
 
 
-def _fill(pattern: str | None, **values: str) -> str | None:
-    if pattern is None:
-        return None
-    try:
-        return pattern.format(**values)
-    except (KeyError, IndexError, ValueError):
-        return None
-
-
 def _extension_item(candidate: Candidate, torch: Candidate | None, env: Environment) -> PlanItem:
     torch_label = f"{torch.version}" if torch else None
     name = candidate.package.name if candidate.package else candidate.name
@@ -140,23 +132,25 @@ def _extension_item(candidate: Candidate, torch: Candidate | None, env: Environm
         )
     package = candidate.package
     variant = candidate.variant or ""
-    values = {
-        "torch": str(candidate.torch_version),
-        "cuda_nodot": variant.removeprefix("cu"),
-        "variant": variant,
-        "version": str(candidate.version),
-        "python_tag": env.python.interpreter_tag,
-        "abi_tag": env.python.abi_tag,
-        "platform": next((p for p in env.platform_tags() if package and p in (candidate.wheels.platforms if candidate.wheels else ())), "linux_x86_64"),
-    }
+    wheel_platforms = candidate.wheels.platforms if candidate.wheels else ()
+    platform = next((p for p in env.platform_tags() if p in wheel_platforms), None)
+
+    def expand(pattern: str | None) -> str | None:
+        if pattern is None or candidate.torch_version is None:
+            return None
+        return expand_pattern(
+            pattern, torch=str(candidate.torch_version), variant=variant, python=env.python.short_version,
+            version=str(candidate.version), platform=platform,
+        )
+
     return PlanItem(
         name=name,
         version=str(candidate.version),
         kind="wheel",
         variant=variant or None,
         requirement=f"{name}=={candidate.version}",
-        url=_fill(package.wheel_url if package else None, **values),
-        find_links=_fill(package.find_links if package else None, **values),
+        url=expand(package.wheel_url if package else None),
+        find_links=expand(package.find_links if package else None),
         torch=f"{candidate.torch_version}+{variant}",
     )
 

@@ -143,6 +143,10 @@ def categorize(reason: str) -> str:
     return next((category for key, category in _CATEGORIES if key in reason), "other")
 
 
+def _python_key(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.rstrip("t").split("."))
+
+
 def _base(version: str | Version) -> Version:
     return Version(Version(str(version)).base_version)
 
@@ -342,8 +346,9 @@ class Catalogue:
     def _wheel_candidates(self, package: Package, wheels: ExtensionWheels) -> list[Candidate]:
         env = self.env
         label = f"{package.name} {wheels.version} wheels"
-        if not python_matches(wheels.python, env.python.version):
-            self.reject(package.name, label, f"{label}: built for Python {', '.join(wheels.python)}, not {env.python.short_version}")
+        supported = {py for torch_version, _ in wheels.torch for py in wheels.python_for(torch_version)}
+        if not python_matches(supported, env.python.version):
+            self.reject(package.name, label, f"{label}: built for Python {', '.join(sorted(supported, key=_python_key))}, not {env.python.short_version}")
             return []
         platforms = set(env.platform_tags())
         if not platforms.intersection(wheels.platforms):
@@ -351,6 +356,9 @@ class Catalogue:
             return []
         found: list[Candidate] = []
         for torch_version, variants in wheels.torch:
+            if not python_matches(wheels.python_for(torch_version), env.python.version):
+                self.reject(package.name, f"{label} for torch {torch_version}", f"{label} for torch {torch_version}: no wheel for Python {env.python.short_version}")
+                continue
             for variant in variants:
                 found.append(Candidate(
                     name=canonicalize_name(package.name), version=wheels.version, kind="wheel", variant=variant,
