@@ -437,3 +437,24 @@ def test_kaolin_host_unreachable_is_reported_once_and_changes_nothing(
     assert result.unreachable[0].url.startswith(KAOLIN_S3)
     assert result.changes == () and result.overlay is None
     assert result.facts[0].unread  # the rows were not confirmed, and not changed either
+
+
+def test_a_release_without_an_aarch64_wheel_clears_the_aarch64_variant(shipped: Index) -> None:
+    """Real finding on PyPI: torch 1.9.1 has no Linux aarch64 wheel (1.9.0 has a CPU one)."""
+    from cuda_resolve.index.refresh import ReleaseFacts, apply_facts, compare
+
+    current = shipped.torch_release("1.9.1")
+    assert current is not None
+    facts = ReleaseFacts(version=Version("1.9.1"), python=current.python, requires_python=">=3.6.2",
+                         pypi_default="cu102", pypi_cuda_runtime="bundled", pypi_linux_aarch64=None,
+                         has_aarch64=False, index_variants=None)
+    updated = apply_facts(current, facts, today="2026-12-02")
+    assert updated.pypi_linux_aarch64 is None
+    assert [c.describe() for c in compare(shipped, [updated])] == [
+        f"torch 1.9.1: pypi_linux_aarch64: {current.pypi_linux_aarch64} -> (none)"
+    ] if current.pypi_linux_aarch64 is not None else []
+    # a reading that failed is not evidence: the current value stays
+    failed = apply_facts(current, ReleaseFacts(
+        version=Version("1.9.1"), python=(), requires_python=None, pypi_default=None, pypi_cuda_runtime=None,
+        pypi_linux_aarch64=None, has_aarch64=True, index_variants=None, problems=("HTTP 503",)), today="2026-12-02")
+    assert compare(shipped, [failed]) == ()

@@ -126,6 +126,7 @@ def _render(result: Any, output: Path, args: argparse.Namespace) -> None:
         else:
             line("dry run: no overlay needed (everything read agrees with the shipped index)")
     elif result.overlay is not None:
-        line(f"wrote {result.overlay} ({len(result.overlay_releases)} entries: {', '.join(result.overlay_releases)})")
+        count = len(result.overlay_releases)
+        line(f"wrote {result.overlay} ({count} {'entry' if count == 1 else 'entries'}: {', '.join(result.overlay_releases)})")
     else:
         line(f"no overlay needed in {output}: everything read agrees with the shipped index")

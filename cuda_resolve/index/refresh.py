@@ -126,7 +126,11 @@ class Change:
     def describe(self) -> str:
         if self.key == "release":
             return f"{self.package} {self.version}: new release ({self.new})"
-        return f"{self.package} {self.version}: {self.key}: {self.old if self.old is not None else '-'} -> {self.new if self.new is not None else '-'}"
+        return f"{self.package} {self.version}: {self.key}: {_shown(self.old)} -> {_shown(self.new)}"
+
+
+def _shown(value: str | None) -> str:
+    return "(none)" if value is None else value
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -836,7 +840,10 @@ def refresh_kaolin(
                          hint="check `cuda-resolve index show kaolin`")
     entries = list(package.wheels)
     if versions:
-        wanted = {Version(v) for v in versions}
+        try:
+            wanted = {Version(v) for v in versions}
+        except InvalidVersion as exc:
+            raise UsageError(f"--versions: {exc}", hint="give kaolin releases such as 0.17.0") from None
         unknown = wanted - {e.version for e in entries}
         if unknown:
             raise UsageError(f"kaolin {', '.join(sorted(map(str, unknown)))}: not in the index",
