@@ -432,3 +432,39 @@ def test_non_json_answer_is_named(origin: BenchServer, trusted: None, make_clien
     with pytest.raises(FetchError) as info:
         make_client().get_json(origin.url("/pypi/torch/json"))
     assert info.value.kind == "content" and "text/html" in str(info.value)
+
+
+def test_a_destination_that_cannot_be_written_is_a_local_error_not_retried(
+    origin: BenchServer, trusted: None, make_client: ClientFactory, downloads: Path
+) -> None:
+    from cuda_resolve.errors import CudaResolveError
+
+    origin.routes["/demo.whl"] = static(WHEEL)
+    blocker = downloads / "not-a-dir"
+    blocker.write_text("a file where a directory should be")
+    sleep = SleepRecorder()
+    with pytest.raises(CudaResolveError) as info:
+        make_client(sleep=sleep).download(origin.url("/demo.whl"), blocker / "demo.whl", sha256=WHEEL_SHA)
+    assert not isinstance(info.value, NetworkError)
+    assert "cannot write the download" in str(info.value) and str(blocker) in str(info.value)
+    assert sleep.calls == [] and len(origin.requests_to("/demo.whl")) == 1
+
+
+def test_only_temporary_dns_failures_are_retried() -> None:
+    import socket
+
+    from cuda_resolve.net.client import _retryable
+
+    def dns_error(errno: int) -> FetchError:
+        error = FetchError("DNS lookup failed", kind="dns", url="https://x.invalid/")
+        try:
+            try:
+                raise socket.gaierror(errno, "lookup")
+            except socket.gaierror as inner:
+                raise OSError("wrapped") from inner
+        except OSError as outer:
+            error.__cause__ = outer
+        return error
+
+    assert _retryable(dns_error(socket.EAI_AGAIN))
+    assert not _retryable(dns_error(socket.EAI_NONAME))

@@ -28,7 +28,7 @@ from requests.adapters import HTTPAdapter
 
 from .cache import CacheEntry, HttpCache, default_cache_dir
 from .download import file_sha256, normalize_sha256, stream_to_file
-from .errors import FetchError, describe_exception, http_status_error
+from .errors import FetchError, describe_exception, exception_chain, http_status_error
 from .inspect import TlsReport, inspect_tls
 from .proxy import proxy_for
 from .tls import build_ssl_context
@@ -359,6 +359,10 @@ class HttpClient:
         except Exception:  # diagnosis must never hide the original failure
             return None
 
+    def _describe(self, exc: BaseException, url: str, connect: float, read: float, attempt: int) -> FetchError:
+        return describe_exception(exc, url=url, proxy=self.proxy_for(url), connect_timeout=connect,
+                                  read_timeout=read, attempts=attempt, inspect=self._inspect)
+
     def _open(self, method: str, url: str, headers: Mapping[str, str], connect: float, read: float,
               where: list[str]) -> tuple[requests.Response, tuple[str, ...], float]:
         """One attempt: send, following redirects ourselves (never https -> http)."""
@@ -400,23 +404,23 @@ class HttpClient:
             where = [fetched]
             got_response = False
             try:
-                resp, redirects, elapsed = self._open(method, fetched, headers, connect, read, where)
+                try:
+                    resp, redirects, elapsed = self._open(method, fetched, headers, connect, read, where)
+                except (requests.exceptions.RequestException, OSError) as exc:
+                    raise self._describe(exc, where[0], connect, read, attempt) from exc
                 got_response = True
                 try:
                     if resp.status_code >= 400:
                         raise http_status_error(resp.status_code, resp.reason or "", where[0],
                                                 attempts=attempt, canonical=canonical)
+                    # consume reports local trouble (disk full) as CudaResolveError: not retried
                     return consume(resp, where[0], redirects, elapsed)
+                except requests.exceptions.RequestException as exc:  # reading the body
+                    raise self._describe(exc, where[0], connect, read, attempt) from exc
                 finally:
                     resp.close()
             except FetchError as err:
                 error = err
-            except (requests.exceptions.RequestException, OSError) as exc:
-                error = describe_exception(
-                    exc, url=where[0], proxy=self.proxy_for(where[0]), connect_timeout=connect,
-                    read_timeout=read, attempts=attempt, inspect=self._inspect,
-                )
-                error.__cause__ = exc
             if got_response:
                 deadline = time.monotonic() + timeouts.deadline  # the server answered: a fresh budget
             wait = min(policy.backoff * 2 ** (attempt - 1), policy.max_backoff)
@@ -429,8 +433,10 @@ def _retryable(error: FetchError) -> bool:
     if error.kind == "http":
         return error.status in _RETRY_STATUS
     if error.kind == "dns":  # only "temporary failure in name resolution"
-        cause = error.__cause__ or error.__context__
-        return isinstance(cause, socket.gaierror) and cause.errno == socket.EAI_AGAIN
+        cause = error.__cause__
+        return cause is not None and any(
+            isinstance(e, socket.gaierror) and e.errno == socket.EAI_AGAIN for e in exception_chain(cause)
+        )
     return error.kind in _RETRY_KINDS
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..errors import CudaResolveError
 from .errors import FetchError
 
 if TYPE_CHECKING:
@@ -102,11 +103,15 @@ def stream_to_file(
 
     mirror = f" (mirror of {canonical})" if canonical != url else ""
     length = _content_length(response)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    except OSError as exc:
+        raise _local_error(dest, exc) from exc
     tmp = Path(tmp_name)
     digest = hashlib.sha256()
     received = 0
+    done = False
     try:
         with os.fdopen(fd, "wb") as out, _progress(dest.name, length or size, progress) as advance:
             try:
@@ -148,8 +153,22 @@ def stream_to_file(
                 "mirror, or a changed upload); it was not installed",
             )
         os.replace(tmp, dest)
+        done = True
         return dest
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+    except FetchError:
         raise
+    except requests.exceptions.RequestException:
+        raise
+    except OSError as exc:  # writing the file: not a network failure, not retried
+        raise _local_error(dest, exc) from exc
+    finally:
+        if not done:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+
+def _local_error(dest: Path, exc: OSError) -> CudaResolveError:
+    return CudaResolveError(
+        f"cannot write the download to {dest}: {exc.strerror or exc}",
+        hint="check free space and permissions of that directory",
+    )

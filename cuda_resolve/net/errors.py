@@ -18,7 +18,7 @@ from ..errors import NetworkError
 from .inspect import TlsReport
 from .proxy import ProxyRefused, redact
 
-__all__ = ["FailureKind", "FetchError", "describe_exception", "http_status_error"]
+__all__ = ["FailureKind", "FetchError", "describe_exception", "exception_chain", "http_status_error"]
 
 FailureKind = Literal[
     "url", "dns", "refused", "timeout", "proxy", "tls", "connection", "http", "redirect",
@@ -59,7 +59,7 @@ class FetchError(NetworkError):
         return data
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
+def exception_chain(exc: BaseException) -> Iterator[BaseException]:
     """The exception and everything it wraps (causes, contexts, urllib3 reasons, args)."""
     seen: set[int] = set()
     todo = [exc]
@@ -79,7 +79,7 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 
 def _first(exc: BaseException, *types: type[BaseException]) -> BaseException | None:
-    return next((e for e in _chain(exc) if isinstance(e, types)), None)
+    return next((e for e in exception_chain(exc) if isinstance(e, types)), None)
 
 
 def _where(url: str) -> str:
@@ -130,7 +130,7 @@ def describe_exception(
 
     proxy_error = _first(exc, requests.exceptions.ProxyError, u3.ProxyError, ProxyRefused)
     if proxy_error is not None and proxy:
-        text = " ".join(str(e) for e in _chain(proxy_error))
+        text = " ".join(str(e) for e in exception_chain(proxy_error))
         if "407" in text:
             what = "asks for authentication (407 Proxy Authentication Required)"
             hint = "put the proxy credentials in the proxy URL (http://user:password@proxy:port) or ask your IT for them"
@@ -165,7 +165,7 @@ def describe_exception(
     # urllib3's NewConnectionError subclasses ConnectTimeoutError: only a real timeout counts
     connect_timed_out = any(
         isinstance(e, u3.ConnectTimeoutError) and not isinstance(e, u3.NewConnectionError)
-        for e in _chain(exc)
+        for e in exception_chain(exc)
     )
     if connect_timed_out:
         return FetchError(
