@@ -191,3 +191,17 @@ def test_ca_bundle_variables_are_reported(clean_env: None, make_client: ClientFa
         condarc_files=[], client_factory=make_client))
     assert "REQUESTS_CA_BUNDLE=/corp/bundle.pem" in findings["tls-ca-variables"].found
     assert findings["tls-store"].status == "ok"
+
+
+def test_kaolin_target_comes_from_the_index_pattern() -> None:
+    from cuda_resolve.doctor.network import targets_from_index
+    from cuda_resolve.index.load import load_index
+
+    index = load_index(include_user=False)
+    kaolin = next(t for t in targets_from_index(index) if t.name == "kaolin")
+    package = index.package("kaolin")
+    assert package is not None and package.find_links is not None
+    newest = max(package.wheels, key=lambda w: w.version)
+    torch, variants = newest.torch[-1]
+    assert kaolin.url == package.find_links.format(torch=torch, cuda="", cuda_nodot=variants[-1][2:], variant=variants[-1])
+    assert kaolin.url.startswith("https://nvidia-kaolin.s3.us-east-2.amazonaws.com/torch-")

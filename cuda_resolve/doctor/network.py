@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 from packaging.version import InvalidVersion, Version
 
 from ..environment import Environment
+from ..index.model import Index
 from ..net import HttpClient, Probe, TlsReport, client_from_config, redact, trust_facts
 from ..net.tls import DISTRO_CA_BUNDLES, TrustFacts
 from .findings import Finding, Status
@@ -42,6 +43,7 @@ __all__ = [
     "network_findings",
     "pip_trust_finding",
     "read_dist_version",
+    "targets_from_index",
 ]
 
 
@@ -63,6 +65,23 @@ DEFAULT_TARGETS: tuple[IndexTarget, ...] = (
     IndexTarget("kaolin", "https://nvidia-kaolin.s3.us-east-2.amazonaws.com/torch-2.5.1_cu124.html", required=False,
                 what="NVIDIA's kaolin find-links pages (prebuilt kaolin wheels)"),
 )
+
+
+
+def targets_from_index(index: Index) -> tuple[IndexTarget, ...]:
+    """The default targets, with kaolin's page taken from the index's ``find_links`` pattern and
+    its newest listed build (so the probe asks for a page that should exist)."""
+    targets = list(DEFAULT_TARGETS)
+    package = index.package("kaolin")
+    if package is not None and package.find_links and package.wheels:
+        torch, variants = max(package.wheels, key=lambda w: w.version).torch[-1]
+        variant = variants[-1]
+        url = package.find_links.format(torch=torch, cuda=f"{variant[2:-1]}.{variant[-1]}",
+                                        cuda_nodot=variant[2:], variant=variant)
+        targets = [t if t.name != "kaolin" else IndexTarget("kaolin", url, required=False, what=t.what)
+                   for t in targets]
+    return tuple(targets)
+
 
 PIP_SYSTEM_STORE = Version("24.2")
 PIP_TRUSTSTORE_FLAG = Version("22.2")
@@ -322,12 +341,16 @@ def network_findings(
     env: Environment,
     *,
     client_factory: Callable[[], HttpClient] = client_from_config,
-    targets: Sequence[IndexTarget] = DEFAULT_TARGETS,
+    index: Index | None = None,
+    targets: Sequence[IndexTarget] | None = None,
     environ: Mapping[str, str] | None = None,
     condarc_files: Sequence[Path] | None = None,
 ) -> list[Finding]:
-    """All network checks for ``doctor --network`` (see the module docs)."""
+    """All network checks for ``doctor --network`` (see the module docs). ``targets`` default to
+    :func:`targets_from_index` when ``index`` is given, else :data:`DEFAULT_TARGETS`."""
     environment = os.environ if environ is None else environ
+    if targets is None:
+        targets = targets_from_index(index) if index is not None else DEFAULT_TARGETS
     findings = _store_finding(trust_facts(environment))
     intercepted: bool | None = None
     pypi_fetched: str | None = None
