@@ -40,6 +40,7 @@ def _median_of(runs: int, function: Callable[[], Any]) -> float:
 
 def _phases(python: str | None, cache_dir: Path, runs: int) -> None:
     from cuda_resolve.detect import _find_extensions
+    from cuda_resolve.detect.extensions import find_extensions
     from cuda_resolve.detect._cache import ProbeCache
     from cuda_resolve.detect.compilers import find_compilers
     from cuda_resolve.detect.nvidia import probe_nvidia
@@ -56,7 +57,8 @@ def _phases(python: str | None, cache_dir: Path, runs: int) -> None:
         "target interpreter": lambda: probe_target(target_python, environ=environ, timeout=5.0),
         "compilers": lambda: find_compilers(environ=environ, timeout=5.0, cache=cache),
         "toolkits": lambda: find_toolkits(environ=environ, root=Path("/"), site_packages=site, timeout=5.0, cache=cache),
-        "extension scan": lambda: _find_extensions(site, environ),
+        "extension scan, full": lambda: find_extensions(site, environ=environ),
+        "extension scan, cached": lambda: _find_extensions(site, environ, cache),
     }
     print("per probe, warm (median; in detect_environment the first three overlap in threads):")
     for name, function in phases.items():

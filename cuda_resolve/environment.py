@@ -8,11 +8,12 @@ machine; :mod:`cuda_resolve.profile` builds one from a TOML profile. Everything 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
-
-from packaging import tags
+from typing import TYPE_CHECKING, Literal
 
 from .versions import ComputeCapability, CudaVersion, DriverVersion
+
+if TYPE_CHECKING:
+    from packaging.tags import Tag
 
 __all__ = [
     "Compiler",
@@ -229,8 +230,10 @@ class Environment:
         found.append(f"linux_{arch}")
         return found
 
-    def wheel_tags(self) -> list[tags.Tag]:
+    def wheel_tags(self) -> list[Tag]:
         """Every wheel tag the target interpreter accepts, in packaging.tags priority order."""
+        from packaging import tags  # imported on use: most commands never need tag lists
+
         major, minor = self.python.version_tuple
         platforms = self.platform_tags()
         if self.python.implementation != "cpython":

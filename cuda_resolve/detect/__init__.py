@@ -40,11 +40,11 @@ from .toolkits import find_toolkits
 __all__ = ["detect_environment"]
 
 
-def _find_extensions(site_packages: Sequence[str], environ: Mapping[str, str]) -> tuple[ExtensionBinary, ...]:
+def _find_extensions(site_packages: Sequence[str], environ: Mapping[str, str], cache: ProbeCache) -> tuple[ExtensionBinary, ...]:
     """Compiled CUDA extensions in the target and the libraries they cannot load (for doctor)."""
-    from .extensions import find_extensions
+    from .extensions import find_extensions_cached
 
-    return find_extensions(site_packages, environ=environ)
+    return find_extensions_cached(site_packages, environ=environ, cache=cache)
 
 
 def detect_environment(
@@ -76,7 +76,7 @@ def detect_environment(
         target = target_job.result()  # a --python that is not an interpreter raises here
         compiler = compilers_job.result()
     site_packages = target.python.site_packages
-    extensions_job = Background(lambda: _find_extensions(site_packages, env))
+    extensions_job = Background(lambda: _find_extensions(site_packages, env, cache))
     toolkits, toolkit_notes = find_toolkits(
         environ=env, root=root, site_packages=site_packages, timeout=timeout, cache=cache
     )

@@ -27,9 +27,9 @@ _MAX_ENTRIES = 256  # per namespace; the oldest go first
 
 
 def default_cache_dir() -> Path:
-    import platformdirs
+    from ..paths import cache_root
 
-    return Path(platformdirs.user_cache_dir("cuda-resolve", appauthor=False))
+    return cache_root()
 
 
 def file_identity(path: str) -> str | None:

@@ -10,15 +10,22 @@ torch preloads) — extensions are only ever imported after torch.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 from ..elf import read_dynamic
 from ..environment import ExtensionBinary
 
-__all__ = ["find_extensions", "ldconfig_sonames"]
+
+class _Cache(Protocol):
+    def get(self, namespace: str, key: str) -> Any: ...
+    def put(self, namespace: str, key: str, value: Any) -> None: ...
+
+__all__ = ["find_extensions", "find_extensions_cached", "ldconfig_sonames", "scan_key"]
 
 #: The sonames that tie an extension to CUDA or to a torch build.
 _INTERESTING = re.compile(r"^(libcudart|libc10|libtorch|libcublas|libcusparse|libcurand|libcufft|libcusolver|libnvrtc|libcudnn)")
@@ -125,3 +132,47 @@ def find_extensions(
             missing = tuple(name for name in needed if name not in visible)
             found.append(ExtensionBinary(path=str(path), needed=needed, missing=missing))
     return tuple(found)
+
+
+def scan_key(site_packages: Iterable[str], environ: Mapping[str, str], ld_cache: Path = Path("/etc/ld.so.cache")) -> str | None:
+    """What the scan's answer depends on: each site-packages folder and its top-level entries'
+    modification times (installing, removing or rebuilding a package changes one), the
+    loader's search path, and the ld.so cache. None when a folder cannot be read."""
+    digest = hashlib.sha256()
+    digest.update(environ.get("LD_LIBRARY_PATH", "").encode())
+    try:
+        digest.update(str(ld_cache.stat().st_mtime_ns).encode())
+    except OSError:
+        digest.update(b"-")
+    for site in site_packages:
+        try:
+            digest.update(f"{site}|{os.stat(site).st_mtime_ns}".encode())
+            for entry in sorted(os.scandir(site), key=lambda e: e.name):
+                digest.update(f"{entry.name}:{entry.stat(follow_symlinks=False).st_mtime_ns};".encode())
+        except OSError:
+            return None
+    return digest.hexdigest()
+
+
+def find_extensions_cached(
+    site_packages: Sequence[str], *, environ: Mapping[str, str], cache: _Cache
+) -> tuple[ExtensionBinary, ...]:
+    """:func:`find_extensions`, remembered until an input of :func:`scan_key` changes.
+
+    A large environment holds hundreds of packages; walking them costs ~100 ms, while checking
+    the key costs a few: a second ``doctor`` reuses the first one's scan."""
+    key = scan_key(site_packages, environ)
+    if key is not None:
+        cached = cache.get("extensions", key)
+        if isinstance(cached, list):
+            try:
+                return tuple(
+                    ExtensionBinary(path=item["path"], needed=tuple(item["needed"]), missing=tuple(item["missing"]))
+                    for item in cached
+                )
+            except (KeyError, TypeError):
+                pass
+    found = find_extensions(site_packages, environ=environ)
+    if key is not None:
+        cache.put("extensions", key, [{"path": e.path, "needed": list(e.needed), "missing": list(e.missing)} for e in found])
+    return found

@@ -169,7 +169,9 @@ def _torch(data: dict[str, Any] | None, wheels: Any) -> tuple[TorchInfo | None, 
     if not version:
         notes.append(f"torch at {location} has neither torch/version.py nor metadata: a broken install")
         return None, notes
-    if from_file and from_metadata and from_file != from_metadata:
+    # PyPI wheels drop the local tag from their metadata ("2.11.0") while version.py keeps it
+    # ("2.11.0+cu130"); only a different release means two installs are mixed.
+    if from_file and from_metadata and from_file.split("+")[0] != from_metadata.split("+")[0]:
         notes.append(
             f"torch: metadata says {from_metadata} but torch/version.py says {from_file} (a mixed or broken install)"
         )

@@ -185,7 +185,81 @@ def load_index(
         if not path.is_dir():
             raise IndexDataError(f"--index {directory}: not a directory", hint="give a directory holding cuda.toml, torch.toml or packages/*.toml")
         roots.append(path)
-    return _merge(_read_layer(root) for root in roots)
+    key = _parsed_cache_key(roots)
+    cached = _read_parsed(key)
+    if cached is not None:
+        return cached
+    index = _merge(_read_layer(root) for root in roots)
+    _write_parsed(key, index)
+    return index
+
+
+# -- parsed-index cache -------------------------------------------------------------------------
+# Parsing ~100 KB of TOML into frozen dataclasses costs tens of milliseconds on every command;
+# unpickling the result costs a few. The cache is keyed by every file's path, size and mtime
+# plus the code version, so an edited overlay or an upgraded cuda-resolve is parsed afresh.
+
+
+def _parsed_cache_key(roots: Sequence[Traversable]) -> str | None:
+    import hashlib
+
+    from .. import __version__
+
+    digest = hashlib.sha256(f"{__version__}|{sys.version_info[:2]}|{_PARSED_FORMAT}".encode())
+    for root in roots:
+        if not isinstance(root, Path):
+            return None  # a zipped install: no stable file identities to key on
+        files, strays = index_files(root)
+        if strays:
+            return None  # let parsing raise its error
+        for _, file in files:
+            try:
+                stat = os.stat(str(file))
+            except OSError:
+                return None
+            digest.update(f"{file}|{stat.st_size}|{stat.st_mtime_ns};".encode())
+    return digest.hexdigest()
+
+
+_PARSED_FORMAT = 1
+
+
+def _parsed_cache_path(key: str) -> Path | None:
+    from ..paths import cache_root
+
+    return cache_root() / "index" / f"{key}.pickle"
+
+
+def _read_parsed(key: str | None) -> Index | None:
+    import pickle
+
+    path = _parsed_cache_path(key) if key else None
+    if path is None:
+        return None
+    try:
+        with path.open("rb") as handle:
+            loaded = pickle.load(handle)  # noqa: S301 - the user's own cache directory
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+        return None
+    return loaded if isinstance(loaded, Index) else None
+
+
+def _write_parsed(key: str | None, index: Index) -> None:
+    import pickle
+
+    path = _parsed_cache_path(key) if key else None
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Keys of edited or upgraded indexes never match again: keep only the newest few.
+        for old in sorted(path.parent.glob("*.pickle"), key=lambda p: p.stat().st_mtime)[:-7]:
+            old.unlink(missing_ok=True)
+        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        temporary.write_bytes(pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL))
+        temporary.replace(path)
+    except OSError:
+        return  # a read-only cache is not an error: the next command parses again
 
 
 @functools.cache
