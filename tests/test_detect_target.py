@@ -237,6 +237,15 @@ def test_metadata_and_version_py_disagree() -> None:
     assert facts.notes == ("torch: metadata says 2.1.0+cu121 but torch/version.py says 2.1.2+cu121 (a mixed or broken install)",)
 
 
+def test_pypi_metadata_without_the_local_tag_is_not_a_mixed_install() -> None:
+    """PyPI's torch wheels say 2.11.0 in their metadata and 2.11.0+cu130 in version.py (seen on the H200)."""
+    facts = facts_from_report(
+        report(location="/s/torch", metadata_version="2.11.0", version_py={"__version__": "2.11.0+cu130", "cuda": "13.0"})
+    )
+    assert facts.torch is not None and facts.torch.version == "2.11.0+cu130"
+    assert facts.notes == ()
+
+
 def test_metadata_only_falls_back_to_the_local_tag() -> None:
     facts = facts_from_report(report(location=None, metadata_version="2.1.0+cu121", version_py=None))
     assert facts.torch is not None and facts.torch.cuda == CudaVersion(12, 1)
