@@ -468,3 +468,10 @@ def test_only_temporary_dns_failures_are_retried() -> None:
 
     assert _retryable(dns_error(socket.EAI_AGAIN))
     assert not _retryable(dns_error(socket.EAI_NONAME))
+
+
+def test_default_cache_lives_under_the_cache_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from cuda_resolve.net.cache import default_cache_dir
+
+    monkeypatch.setenv("CUDA_RESOLVE_CACHE_DIR", str(tmp_path / "root"))
+    assert default_cache_dir() == tmp_path / "root" / "http"

@@ -20,10 +20,11 @@ __all__ = ["CacheEntry", "HttpCache", "default_cache_dir"]
 
 
 def default_cache_dir() -> Path:
-    """``platformdirs.user_cache_dir("cuda-resolve")/http``."""
-    import platformdirs
+    """``<cache root>/http``: ``$CUDA_RESOLVE_CACHE_DIR/http`` when set, else
+    ``platformdirs.user_cache_dir("cuda-resolve")/http``."""
+    from ..paths import cache_root
 
-    return Path(platformdirs.user_cache_dir("cuda-resolve", appauthor=False)) / "http"
+    return cache_root() / "http"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
