@@ -20,12 +20,22 @@ def register(subparsers: Any) -> None:
         description="Show the machine and run checks (driver, torch build, arch coverage, toolkit, compiler, headers, extensions, Slurm). Exit 0 when nothing is an error, 1 otherwise, 2 on bad input.",
     )
     add_environment_options(parser)
+    parser.add_argument(
+        "--network",
+        action="store_true",
+        help="also reach the configured PyPI, PyTorch and kaolin indexes (or mirrors), report TLS interception and whether pip and conda would cope",
+    )
     parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     env = environment_from_args(args)
-    findings = run_checks(env, default_index())
+    index = default_index()
+    findings = run_checks(env, index)
+    if args.network:
+        from ..doctor.network import network_findings
+
+        findings.extend(network_findings(env, index=index))
     status = worst(findings)
     if args.json:
         _output.print_json(

@@ -490,6 +490,8 @@ def _torch_series(t: Table, pattern: str, layer: Layer) -> list[TorchRelease]:
                 changes["requires_python"] = one.parsed("requires_python", _specifier)
             if "cxx11_abi" in one:
                 changes["cxx11_abi"] = one.boolean("cxx11_abi")
+            if "pypi_linux_aarch64" in one:  # "" = no aarch64 wheel on PyPI for this release
+                changes["pypi_linux_aarch64"] = one.string("pypi_linux_aarch64") or None
             if "notes" in one:
                 changes["notes"] = one.string("notes")
             one.finish()
