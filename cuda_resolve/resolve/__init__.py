@@ -142,7 +142,8 @@ def _reason(candidate: Candidate, chosen: list[Candidate], env: Environment, ind
     toolkit = candidate.toolkit
     tk = f"nvcc {toolkit.version} ({toolkit.root})" if toolkit else "nvcc"
     wheels = "no published wheel fits" if candidate.package and candidate.package.wheels else "no published wheels"
-    return f"{candidate.name} {candidate.version}: {wheels}; source build{against} with {tk}, TORCH_CUDA_ARCH_LIST={format_arch_list(candidate.arch_list)} (recipe {candidate.recipe.name if candidate.recipe else '?'})"
+    name = candidate.package.name if candidate.package else candidate.name
+    return f"{name} {candidate.version}: {wheels}; source build{against} with {tk}, TORCH_CUDA_ARCH_LIST={format_arch_list(candidate.arch_list)} (recipe {candidate.recipe.name if candidate.recipe else '?'})"
 
 
 def _label_in(label: str, specifier: SpecifierSet) -> bool:

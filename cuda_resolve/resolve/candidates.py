@@ -124,6 +124,7 @@ class Rejection:
 
 _CATEGORIES = (
     ("no wheels for Python", "python"),
+    ("no wheel for Python", "python"),
     ("built for Python", "python"),
     ("recipe supports Python", "python"),
     ("not published for", "platform"),
