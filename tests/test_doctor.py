@@ -161,6 +161,16 @@ SCENARIOS: dict[str, tuple[int, list[Expect]]] = {
         ("toolkit-arch", "ok", ("TORCH_CUDA_ARCH_LIST=9.0",)),
         ("host-compiler", "ok", ()),
     ]),
+    # Written by `detect --save-profile` on the real H200 (docs/h200-2026-12-02.md).
+    "h200-detected-2026-12-02": (0, [
+        ("driver", "ok", ("580.159.04", "sysfs+libcuda")),
+        ("torch-build", "ok", ()),
+        ("torch-arch", "ok", ("covers 9.0",)),
+        ("nvcc-vs-torch", "ok", ()),
+        ("toolkit-arch", "ok", ("TORCH_CUDA_ARCH_LIST=9.0",)),
+        ("host-compiler", "ok", ("13.3.0",)),
+        ("extension-libs", "ok", ("6 extension(s)",)),
+    ]),
 }
 
 

@@ -3,6 +3,8 @@ fake PyTorch index page; the overlay it writes reads back through the index load
 
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 import io
 import json
@@ -450,9 +452,14 @@ def test_a_release_without_an_aarch64_wheel_clears_the_aarch64_variant(shipped: 
                          has_aarch64=False, index_variants=None)
     updated = apply_facts(current, facts, today="2026-12-02")
     assert updated.pypi_linux_aarch64 is None
-    assert [c.describe() for c in compare(shipped, [updated])] == [
-        f"torch 1.9.1: pypi_linux_aarch64: {current.pypi_linux_aarch64} -> (none)"
-    ] if current.pypi_linux_aarch64 is not None else []
+    # The shipped index now records that finding (a per-release override), so there is no change ...
+    assert current.pypi_linux_aarch64 is None
+    assert compare(shipped, [updated]) == ()
+    # ... while the same reading against a release that claims an aarch64 wheel is one.
+    claims = shipped.torch_release("1.9.0")
+    assert claims is not None and claims.pypi_linux_aarch64 == "cpu"
+    refuted = apply_facts(claims, dataclasses.replace(facts, version=Version("1.9.0")), today="2026-12-02")
+    assert [c.describe() for c in compare(shipped, [refuted])] == ["torch 1.9.0: pypi_linux_aarch64: cpu -> (none)"]
     # a reading that failed is not evidence: the current value stays
     failed = apply_facts(current, ReleaseFacts(
         version=Version("1.9.1"), python=(), requires_python=None, pypi_default=None, pypi_cuda_runtime=None,
