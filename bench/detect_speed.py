@@ -40,9 +40,9 @@ def _median_of(runs: int, function: Callable[[], Any]) -> float:
 
 def _phases(python: str | None, cache_dir: Path, runs: int) -> None:
     from cuda_resolve.detect import _find_extensions
-    from cuda_resolve.detect.extensions import find_extensions
     from cuda_resolve.detect._cache import ProbeCache
     from cuda_resolve.detect.compilers import find_compilers
+    from cuda_resolve.detect.extensions import find_extensions
     from cuda_resolve.detect.nvidia import probe_nvidia
     from cuda_resolve.detect.target import probe_target, resolve_python
     from cuda_resolve.detect.toolkits import find_toolkits

@@ -4,7 +4,6 @@ fake PyTorch index page; the overlay it writes reads back through the index load
 from __future__ import annotations
 
 import dataclasses
-
 import hashlib
 import io
 import json
