@@ -131,6 +131,8 @@ class TorchInfo:
     arch_list: tuple[str, ...] | None = None  # "sm_90", "compute_90"; None = unknown
     location: str | None = None
     nvidia_wheels: tuple[NvidiaWheel, ...] = ()
+    torchvision: str | None = None  # installed beside it; must stay paired with torch
+    torchaudio: str | None = None
 
     @property
     def build(self) -> TorchBuild:

@@ -268,6 +268,8 @@ def _torch(table: Table | None) -> TorchInfo | None:
         arch_list=_checked_strings(table, "arch_list", _torch_arch) if "arch_list" in table else None,
         location=table.string("location", None),
         nvidia_wheels=tuple(_nvidia_wheel(t) for t in table.tables("nvidia_wheels")),
+        torchvision=table.parsed("torchvision", _package_version, None),
+        torchaudio=table.parsed("torchaudio", _package_version, None),
     )
     build = table.parsed("build", _choice(("cpu", "cuda", "rocm")), None)  # derived; written by dump_profile
     if build is not None and build != torch.build:
@@ -275,6 +277,16 @@ def _torch(table: Table | None) -> TorchInfo | None:
         raise table.fail("build", f"= {build!r} but the table describes a {torch.build} build", hint=f"a {build} build needs {need} in [torch]")
     table.finish()
     return torch
+
+
+def _package_version(text: str) -> str:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(text)
+    except InvalidVersion:
+        raise ValueError("not a valid version such as '0.16.0+cu121'") from None
+    return text
 
 
 def _nvidia_wheel(table: Table) -> NvidiaWheel:
@@ -405,6 +417,8 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
                 "cxx11_abi": torch.cxx11_abi,
                 "arch_list": list(torch.arch_list) if torch.arch_list is not None else None,
                 "location": torch.location,
+                "torchvision": torch.torchvision,
+                "torchaudio": torch.torchaudio,
                 "nvidia_wheels": [
                     _drop_empty({"name": w.name, "version": w.version, "include_dir": w.include_dir, "lib_dir": w.lib_dir})
                     for w in torch.nvidia_wheels

@@ -92,6 +92,12 @@ def resolve(
     options = options or Options()
     requirements, passed = parse_request(requests, index)
     catalogue = Catalogue(env, index, options)
+    if requirements:
+        # torchvision / torchaudio installed beside torch stay paired with whatever torch is chosen.
+        asked = {req.name for req in requirements}
+        for name in ("torchvision", "torchaudio"):
+            if name not in asked and catalogue.installed_companion(name):
+                requirements.append(Req(name=name, origin=f"installed {name}"))
     if not requirements:
         return Resolution(chosen=(), pass_through=tuple(passed), reasons=_pass_reasons(passed), rejected=())
     resolver: resolvelib.Resolver[Req, Candidate, str] = resolvelib.Resolver(Provider(catalogue), resolvelib.BaseReporter())

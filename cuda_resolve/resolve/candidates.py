@@ -210,6 +210,13 @@ class Catalogue:
             torch_variant=release.variant(variant) if release else None,
         )
 
+    def installed_companion(self, name: str) -> str | None:
+        """The installed torchvision / torchaudio version, if any."""
+        torch = self.env.torch
+        if torch is None:
+            return None
+        return torch.torchvision if name == "torchvision" else torch.torchaudio if name == "torchaudio" else None
+
     def _torch_runs_here(self, label: str, cuda: CudaVersion | None, arch: tuple[ArchEntry, ...] | None) -> str | None:
         """None when a torch build with this CUDA and arch list runs on every GPU here; else why not."""
         env = self.env
@@ -307,8 +314,11 @@ class Catalogue:
             for name, version in (("torchvision", release.torchvision), ("torchaudio", release.torchaudio)):
                 if not version:
                     continue
+                installed = self.installed_companion(name)
+                kept = torch.kind == "installed" and installed is not None and _base(installed) == _base(version)
                 self._by_name[name].append(Candidate(
-                    name=name, version=Version(version), kind="wheel",
+                    name=name, version=Version(installed if kept and installed else version),
+                    kind="installed" if kept else "wheel",
                     variant=torch.variant, cuda=torch.cuda, pairs_with=_base(torch.version), release=release,
                 ))
         for name in ("torchvision", "torchaudio"):
