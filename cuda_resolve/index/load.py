@@ -72,12 +72,23 @@ def user_index_dir() -> Path:
 
 
 def overlay_dirs(environ: dict[str, str] | None = None) -> list[Path]:
-    """The configured overlays, in reading order: the user config dir, then INDEX_PATH_ENV."""
+    """The configured overlays, in reading order: the user config dir, the ``index_dirs`` of
+    cuda-resolve's config file (a lab's shared directory), then INDEX_PATH_ENV."""
+    from ..config import load_config
+
     env = os.environ if environ is None else environ
     dirs: list[Path] = []
     user = user_index_dir()
     if user.is_dir():
         dirs.append(user)
+    config = load_config(environ=env)
+    for path in config.index_dirs:
+        if not path.is_dir():
+            raise IndexDataError(
+                f"{config.path}: index_dirs names {str(path)!r}, which is not a directory",
+                hint="create it, or remove it from index_dirs in that file",
+            )
+        dirs.append(path)
     for part in env.get(INDEX_PATH_ENV, "").split(os.pathsep):
         if not part.strip():
             continue
