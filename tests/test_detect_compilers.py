@@ -13,12 +13,14 @@ from cuda_resolve.detect.compilers import find_compilers
 from cuda_resolve.environment import Compiler
 
 RECORDED = Path(__file__).parent / "data" / "recorded"
+#: The fakes run cat by its full path, so their PATH need hold nothing of this machine's.
+CAT = shutil.which("cat") or "/bin/cat"
 
 
 def fake_compiler(path: Path, recorded: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
-        f"#!/bin/sh\necho \"$@\" >> '{path}.log'\n[ \"$1\" = --version ] && exec cat '{RECORDED / recorded}'\nexit 1\n"
+        f"#!/bin/sh\necho \"$@\" >> '{path}.log'\n[ \"$1\" = --version ] && exec {CAT} '{RECORDED / recorded}'\nexit 1\n"
     )
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return path
@@ -43,8 +45,8 @@ def bin_dir(tmp_path: Path) -> Path:
 
 
 def path_of(directory: Path) -> dict[str, str]:
-    # cat must be found by the fakes, but no real compiler may shadow them: /bin is enough.
-    return {"PATH": f"{directory}:/bin"}
+    # Only the fakes: /bin is /usr/bin on most systems now, where gcc-13, g++-12 ... live.
+    return {"PATH": str(directory)}
 
 
 def test_versions_and_other_gcc(bin_dir: Path) -> None:
@@ -78,7 +80,7 @@ def test_nvcc_ccbin_may_name_a_directory(bin_dir: Path) -> None:
 
 
 def test_host_compiler_that_does_not_exist_is_kept_as_named(tmp_path: Path) -> None:
-    found = compilers({"PATH": f"{tmp_path}:/bin", "CC": "/opt/missing/gcc-13"})
+    found = compilers({"PATH": str(tmp_path), "CC": "/opt/missing/gcc-13"})
     assert found.nvcc_host == "/opt/missing/gcc-13"
     assert found.nvcc_host_version is None
 
