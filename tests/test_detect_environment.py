@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _host import NVIDIA_DRIVER_HERE, NVIDIA_DRIVER_REASON
 
 from cuda_resolve.cli import main
 from cuda_resolve.detect import detect_environment
@@ -21,7 +22,6 @@ from cuda_resolve.versions import ComputeCapability, CudaVersion
 RECORDED = Path(__file__).parent / "data" / "recorded"
 SYSTEM_PATH = "/usr/bin:/bin"
 REAL_CUDA = Path("/usr/local/cuda-13.0")
-HAS_DRIVER = Path("/proc/driver/nvidia/version").exists() or Path("/sys/module/nvidia/version").exists()
 
 
 def program(path: Path, body: str) -> Path:
@@ -31,7 +31,7 @@ def program(path: Path, body: str) -> Path:
     return path
 
 
-@pytest.mark.skipif(HAS_DRIVER, reason="this machine has an NVIDIA driver")
+@pytest.mark.skipif(NVIDIA_DRIVER_HERE, reason=NVIDIA_DRIVER_REASON)
 def test_this_cpu_machine_for_real(tmp_path: Path) -> None:
     env = detect_environment(environ=dict(os.environ), cache_dir=tmp_path)
     assert env.source == "detected"

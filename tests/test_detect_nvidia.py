@@ -1,8 +1,9 @@
 """Driver and GPU probes: a fake sysfs/procfs root and fake nvidia-smi programs on PATH.
 
 The fakes are real executables run as real subprocesses; they print recorded outputs. With a
-fake root the in-process library probes (NVML, libcuda) are skipped, so these tests describe
-the same machine on a GPU host and on this CPU one.
+fake root the in-process library probes (NVML, libcuda) are skipped, and PATH holds only the
+fakes' directory (a GPU host has the real nvidia-smi in /usr/bin), so these tests describe the
+same machine on a GPU host and on this CPU one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from _host import NVIDIA_DRIVER_FILES, NVIDIA_DRIVER_HERE, NVIDIA_DRIVER_REASON
 
 from cuda_resolve.detect import _libcuda, _nvml, nvidia
 from cuda_resolve.detect._cache import ProbeCache
@@ -26,7 +28,9 @@ from cuda_resolve.versions import ComputeCapability, CudaVersion, DriverVersion
 
 RECORDED = Path(__file__).parent / "data" / "recorded"
 SYSTEM_PATH = "/usr/bin:/bin"
-HAS_DRIVER = Path("/proc/driver/nvidia/version").exists() or Path("/sys/module/nvidia/version").exists()
+#: The fakes run these by full path, so their PATH need hold nothing of this machine's.
+CAT = shutil.which("cat") or "/bin/cat"
+SLEEP = shutil.which("sleep") or "/bin/sleep"
 
 
 def write_program(path: Path, body: str) -> Path:
@@ -50,8 +54,8 @@ def fake_nvidia_smi(
         bin_dir / "nvidia-smi",
         f'echo "$@" >> \'{log}\'\n'
         'case "$1" in\n'
-        f"  --query-gpu=*) cat '{RECORDED / query}'; exit {query_status};;\n"
-        f"  *) cat '{RECORDED / banner}'; exit {banner_status};;\n"
+        f"  --query-gpu=*) {CAT} '{RECORDED / query}'; exit {query_status};;\n"
+        f"  *) {CAT} '{RECORDED / banner}'; exit {banner_status};;\n"
         "esac\n",
     )
 
@@ -71,7 +75,8 @@ def fake_root(tmp_path: Path, *, sys_version: str | None = None, proc_banner: st
 
 
 def environ_with(bin_dir: Path) -> dict[str, str]:
-    return {"PATH": f"{bin_dir}:{SYSTEM_PATH}"}
+    """PATH of the fakes alone (*bin_dir* may not exist: then there is no nvidia-smi)."""
+    return {"PATH": str(bin_dir)}
 
 
 def probe(root: Path, environ: dict[str, str], timeout: float = 5.0) -> nvidia.NvidiaFacts:
@@ -123,7 +128,7 @@ def test_mixed_gpus_with_procfs_only(tmp_path: Path) -> None:
 def test_sysfs_wins_over_procfs(tmp_path: Path, index_says: Callable[[str | None], None]) -> None:
     index_says("12.2")
     root = fake_root(tmp_path, sys_version="535.104.05", proc_banner="proc/driver-version-580-open.txt")
-    facts = probe(root, {"PATH": SYSTEM_PATH})
+    facts = probe(root, environ_with(tmp_path / "bin"))
     assert facts.driver is not None
     assert facts.driver.version.text == "535.104.05"
     assert facts.driver.source == "sysfs+index"
@@ -198,7 +203,7 @@ def test_nvidia_smi_without_a_driver(tmp_path: Path) -> None:
 def test_hanging_nvidia_smi_times_out_fast(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     # No exec: the shell waits for sleep, which holds the output pipe: the whole group must die.
-    write_program(bin_dir / "nvidia-smi", "sleep 30\n")
+    write_program(bin_dir / "nvidia-smi", f"{SLEEP} 30\n")
     started = time.monotonic()
     facts = probe(fake_root(tmp_path), environ_with(bin_dir), timeout=0.5)
     elapsed = time.monotonic() - started
@@ -208,7 +213,7 @@ def test_hanging_nvidia_smi_times_out_fast(tmp_path: Path) -> None:
 
 
 def test_no_driver_and_no_nvidia_smi_says_nothing(tmp_path: Path) -> None:
-    facts = probe(fake_root(tmp_path), {"PATH": SYSTEM_PATH})
+    facts = probe(fake_root(tmp_path), environ_with(tmp_path / "bin"))
     assert facts == nvidia.NvidiaFacts(None, (), ())
 
 
@@ -224,7 +229,7 @@ def test_nvidia_smi_is_not_run_when_nothing_is_missing(tmp_path: Path, index_say
 # -- this machine, for real ----------------------------------------------------------------------
 
 
-@pytest.mark.skipif(HAS_DRIVER, reason="this machine has an NVIDIA driver")
+@pytest.mark.skipif(NVIDIA_DRIVER_HERE, reason=NVIDIA_DRIVER_REASON)
 def test_real_machine_without_driver_every_probe_is_none() -> None:
     assert _nvml.query_nvml() is None
     assert _libcuda.driver_cuda_version() is None
@@ -235,7 +240,7 @@ def test_real_machine_without_driver_every_probe_is_none() -> None:
 
 @pytest.mark.gpu
 def test_real_gpu_matches_nvidia_smi(tmp_path: Path) -> None:
-    if not HAS_DRIVER or shutil.which("nvidia-smi") is None:
+    if not NVIDIA_DRIVER_FILES or shutil.which("nvidia-smi") is None:
         pytest.skip("needs an NVIDIA driver and nvidia-smi")
     cache = ProbeCache(tmp_path)
     facts = probe_nvidia(root=Path("/"), environ=dict(os.environ), timeout=10.0, cache=cache)
