@@ -2,6 +2,10 @@
 
 The fake torch's ``__init__.py`` raises, so any import of it fails the test run; detection
 must still report its version, CUDA version, C++ ABI and the nvidia-* wheels beside it.
+
+The interpreter running the tests may itself sit in a venv full of torch and nvidia-*
+wheels (a GPU host's), with more on its PYTHONPATH: targets are fresh, empty venvs, and the
+in-process probe runs with a search path of the fake site and the standard library only.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import os
 import stat
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Callable
 from pathlib import Path
 
@@ -57,6 +62,12 @@ def install_fake_torch(site: Path) -> None:
     write(site / ml / "RECORD", "pynvml.py,,\nexample.py,,\n")
 
 
+def bare_venv(base: str, directory: Path) -> Path:
+    """A venv of *base* with nothing installed: none of the host's packages are visible in it."""
+    subprocess.run([base, "-m", "venv", "--without-pip", str(directory)], check=True)
+    return directory / "bin" / "python"
+
+
 def site_of(python: Path) -> Path:
     out = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -69,14 +80,30 @@ def site_of(python: Path) -> Path:
 def venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A real venv (made by ``python -m venv``) with the fake torch in its site-packages."""
     directory = tmp_path_factory.mktemp("target") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(directory)], check=True)
-    python = directory / "bin" / "python"
+    python = bare_venv(sys.executable, directory)
     site = site_of(python)
     install_fake_torch(site)
     # A sitecustomize that talks on stdout must not hide the probe's report.
     write(site / "sitecustomize.py", "print('hello from sitecustomize')\n")
     (directory / "conda-meta").mkdir()
     return python, site
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This Python, but without the packages of the venv (or PYTHONPATH) running the tests."""
+    return bare_venv(sys.executable, tmp_path_factory.mktemp("bare") / "venv")
+
+
+def stdlib_only(path: list[str]) -> list[str]:
+    """*path* without site-packages, PYTHONPATH entries or the working directory."""
+    stdlib = {sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")}
+    return [
+        entry
+        for entry in path
+        if "-packages" not in entry
+        and (entry.endswith(".zip") or any(entry == top or entry.startswith(top + os.sep) for top in stdlib))
+    ]
 
 
 def fake_site(tmp_path: Path) -> Path:
@@ -134,16 +161,16 @@ def test_detect_environment_with_a_venv_target(venv: tuple[Path, Path], tmp_path
 
 def test_in_process_probe_reads_the_same_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     site = fake_site(tmp_path)
-    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+    monkeypatch.setattr(sys, "path", [str(site), *stdlib_only(sys.path)])
     facts = probe_target(None, environ={}, timeout=5.0)
     assert_fake_torch(facts.torch, site)
     assert "torch" not in sys.modules
     assert facts.python.executable == sys.executable
 
 
-def test_pythonpath_is_honoured_as_the_users_python_would(tmp_path: Path) -> None:
+def test_pythonpath_is_honoured_as_the_users_python_would(tmp_path: Path, bare_python: Path) -> None:
     site = fake_site(tmp_path)
-    facts = probe_target(sys.executable, environ={"PATH": SYSTEM_PATH, "PYTHONPATH": str(site)}, timeout=10.0)
+    facts = probe_target(str(bare_python), environ={"PATH": SYSTEM_PATH, "PYTHONPATH": str(site)}, timeout=10.0)
     assert_fake_torch(facts.torch, site)
 
 
@@ -162,8 +189,9 @@ def _pyenv(version: str) -> str | None:
 @pytest.mark.skipif(_pyenv("3.7") is None, reason="needs a Python 3.7 interpreter (pyenv)")
 def test_python_3_7_target(tmp_path: Path) -> None:
     site = fake_site(tmp_path)
-    python = _pyenv("3.7")
-    assert python is not None
+    base = _pyenv("3.7")
+    assert base is not None
+    python = str(bare_venv(base, tmp_path / "venv37"))
     facts = probe_target(python, environ={"PATH": SYSTEM_PATH, "PYTHONPATH": str(site)}, timeout=10.0)
     assert facts.python.version.startswith("3.7.")
     assert facts.python.abi == "cp37m"
