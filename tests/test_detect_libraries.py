@@ -20,19 +20,19 @@ from pathlib import Path
 import pytest
 
 FAKE_LIBS = Path(__file__).parent / "data" / "recorded" / "fake-libs"
-# On a machine with a real driver, sysfs gives the driver version first: probe_nvidia's
-# result then mixes real and fake facts, so only the raw bindings are compared there.
-HAS_DRIVER_FILES = Path("/sys/module/nvidia/version").exists() or Path("/proc/driver/nvidia/version").exists()
 pytestmark = pytest.mark.skipif(
     shutil.which("gcc") is None or not sys.platform.startswith("linux"), reason="needs gcc on Linux"
 )
 
+# probe_nvidia with root "/" reads the kernel module's version files before the libraries;
+# a GPU host has them, so they are read from the stand-in machine's root (argv[2]) instead.
 PROBE = """
 import json, sys
 from pathlib import Path
 from cuda_resolve.detect._cache import ProbeCache
+from cuda_resolve.detect import _libcuda, _nvml, driver, nvidia
 from cuda_resolve.detect.nvidia import probe_nvidia
-from cuda_resolve.detect import _libcuda, _nvml
+nvidia.driver_version_from_files = lambda root: driver.driver_version_from_files(Path(sys.argv[2]))
 nvml = _nvml.query_nvml()
 if isinstance(nvml, _nvml.NvmlReport):
     raw = {"driver": nvml.driver_version, "cuda": nvml.cuda_driver_version, "problems": list(nvml.problems),
@@ -73,13 +73,15 @@ def probe(libraries: dict[str, Path], tmp_path: Path, *, use: tuple[str, ...], *
     smi.parent.mkdir(exist_ok=True)
     smi.write_text(f"#!/bin/sh\necho called >> '{tmp_path}/smi.log'\nexit 1\n")
     smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
+    root = tmp_path / "root"  # no kernel module files: the stand-in libraries are the driver
+    root.mkdir(exist_ok=True)
     environ = {
         **os.environ,
         "LD_LIBRARY_PATH": os.pathsep.join(str(libraries[name]) for name in use),
         **variables,
     }
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, f"{smi.parent}:/usr/bin:/bin"],
+        [sys.executable, "-c", PROBE, str(smi.parent), str(root)],
         capture_output=True, text=True, env=environ, check=True, timeout=60,
     ).stdout
     result: dict[str, object] = json.loads(out)
@@ -96,8 +98,7 @@ def test_nvml_and_libcuda_describe_the_h200(libraries: dict[str, Path], tmp_path
     assert result["gpus"] == [H200_ROW]
     assert result["notes"] == []
     assert result["smi_called"] is False
-    if not HAS_DRIVER_FILES:
-        assert result["driver"] == ["580.159.04", "13.0", "NVML+libcuda"]
+    assert result["driver"] == ["580.159.04", "13.0", "NVML+libcuda"]
 
 
 def test_nvml_version_mismatch_is_a_note_and_nvidia_smi_is_not_tried(libraries: dict[str, Path], tmp_path: Path) -> None:
@@ -105,18 +106,16 @@ def test_nvml_version_mismatch_is_a_note_and_nvidia_smi_is_not_tried(libraries: 
     assert result["nvml"] == {"failure": "Driver/library version mismatch"}
     assert "Failed to initialize NVML: Driver/library version mismatch" in result["notes"]  # type: ignore[operator]
     assert result["smi_called"] is False
-    assert result["gpus"] == []
-    if not HAS_DRIVER_FILES:
-        assert result["driver"] is None  # no kernel-module file here to give the version
+    assert result["gpus"] == []  # libcuda's GPUs without a driver version are not reported
+    assert result["driver"] is None  # no kernel-module file to give the version
 
 
 def test_nvml_without_devices(libraries: dict[str, Path], tmp_path: Path) -> None:
     result = probe(libraries, tmp_path, use=("nvml", "cuda"), FAKE_NVML="none")
     assert result["nvml"] == {"driver": "580.159.04", "cuda": 13000, "problems": [], "gpus": []}
     assert result["gpus"] == []
-    if not HAS_DRIVER_FILES:
-        assert result["driver"] == ["580.159.04", "13.0", "NVML+libcuda"]
-        assert result["notes"] == ["NVIDIA driver 580.159.04 is loaded but no GPU is visible (No devices were found)"]
+    assert result["driver"] == ["580.159.04", "13.0", "NVML+libcuda"]
+    assert result["notes"] == ["NVIDIA driver 580.159.04 is loaded but no GPU is visible (No devices were found)"]
 
 
 def test_a_lost_gpu_is_a_note_and_the_others_are_kept(libraries: dict[str, Path], tmp_path: Path) -> None:
