@@ -165,3 +165,17 @@ def test_trust_facts_reports_bundle_variables_it_ignores(
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/somewhere/bundle.pem")
     facts = trust_facts()
     assert ("REQUESTS_CA_BUNDLE", "/somewhere/bundle.pem") in facts.ignored_env
+
+
+def test_host_name_mismatch_hint_is_about_the_name_not_the_trust_store(
+    make_server: ServerFactory, cas: Cas, system_trust: SystemTrust, make_client: ClientFactory
+) -> None:
+    """The CA is trusted; the certificate names another host. Adding a CA would not help."""
+    system_trust(cas.origin)
+    server = make_server(names=("wrong.invalid",))
+    url = serve_page(server)
+    with pytest.raises(FetchError) as info:
+        make_client().get(url)
+    hint = info.value.hint or ""
+    assert "update-ca-certificates" not in hint
+    assert "host name" in hint

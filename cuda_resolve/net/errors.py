@@ -32,6 +32,25 @@ TLS_HINT = (
     "cuda-resolve verifies with the OS store. Never turn verification off"
 )
 
+#: OpenSSL verify codes whose cure is not a CA in the trust store.
+_NAME_MISMATCH = frozenset({62, 63, 64})  # X509_V_ERR_HOSTNAME/EMAIL/IP_ADDRESS_MISMATCH
+_VALIDITY = frozenset({9, 10})  # X509_V_ERR_CERT_NOT_YET_VALID, X509_V_ERR_CERT_HAS_EXPIRED
+
+
+def _tls_hint(verify_code: int | None, host: str) -> str:
+    if verify_code in _NAME_MISMATCH:
+        return (
+            f"the certificate is valid, but not for the host name {host!r}: use the URL with the host "
+            "name the server's certificate names (a mirror addressed by IP address or by an alias "
+            "fails this way). Never turn verification off"
+        )
+    if verify_code in _VALIDITY:
+        return (
+            "the certificate is outside its validity period: check this machine's clock (date -u), "
+            "or tell the server's operator. Never turn verification off"
+        )
+    return TLS_HINT
+
 
 class FetchError(NetworkError):
     """A fetch that failed; ``kind`` says which layer, ``url`` what was fetched."""
@@ -125,7 +144,7 @@ def describe_exception(
         detail = f": {report.describe()}" if report is not None else ""
         return FetchError(
             f"TLS certificate verification failed for {where}{via} ({reason}) fetching {url}{detail}",
-            kind="tls", url=url, hint=TLS_HINT, tls=report,
+            kind="tls", url=url, hint=_tls_hint(verify.verify_code, host), tls=report,
         )
 
     proxy_error = _first(exc, requests.exceptions.ProxyError, u3.ProxyError, ProxyRefused)
