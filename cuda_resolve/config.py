@@ -71,7 +71,11 @@ ARTIFACT_SUFFIXES = (
 
 TorchLayout = Literal["simple", "flat"]
 _LAYOUTS: tuple[TorchLayout, ...] = ("simple", "flat")
-_HINT = "see docs/mirrors.md for the config keys, or rewrite it with `cuda-resolve mirror set PRESET`"
+#: ``mirror set`` refuses to overwrite a config it cannot read, so the way out is an edit by hand.
+_HINT = (
+    "fix the file by hand (docs/mirrors.md lists the keys), or move it away and run "
+    "`cuda-resolve mirror set PRESET` to write a new one"
+)
 
 
 class ConfigError(UsageError):

@@ -407,3 +407,48 @@ def test_list_and_show_preset(home: Home, capsys: pytest.CaptureFixture[str]) ->
     out = capsys.readouterr().out
     assert "layout: flat" in out and "UNVERIFIED" in out
     assert run("show", "nope") == 2
+
+
+def test_a_symlinked_dotfile_is_edited_through_the_link(home: Home) -> None:
+    """Dotfile managers (stow, chezmoi, a lab's shared config) keep ~/.condarc as a link: the
+    file it points at is edited, the link stays a link."""
+    home.seed()
+    real = home.root / "dotfiles" / "condarc"
+    real.parent.mkdir()
+    home.condarc.rename(real)
+    home.condarc.symlink_to(real)
+    assert run("set", "tuna") == 0
+    assert home.condarc.is_symlink()
+    assert load_yaml(real)["ssl_verify"] == "truststore"
+    backups = [path for path in home.backups() if path.name.startswith("condarc.")]
+    assert [path.read_text(encoding="utf-8") for path in backups] == [CONDARC]
+
+
+def test_show_with_a_broken_config_names_its_path(home: Home, capsys: pytest.CaptureFixture[str]) -> None:
+    home.config.parent.mkdir(parents=True)
+    home.config.write_text("preset = [\n", encoding="utf-8")
+    assert run("show", "--json") == 0
+    config = json.loads(capsys.readouterr().out)["config"]
+    assert config["path"] == str(home.config)
+    assert config["exists"] is True
+    assert "not valid TOML" in config["error"]
+    assert run("show") == 0
+    out = capsys.readouterr().out
+    assert f"cuda-resolve config: {home.config}\n" in out
+    assert "not written yet" not in out
+    assert "canonical URLs" not in out  # a file that cannot be read is not "no mirror"
+
+
+def test_a_broken_config_hint_does_not_send_the_user_back_to_mirror_set(
+    home: Home, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`mirror set` refuses a broken config (it never overwrites what it cannot read), so the
+    hint must not suggest it as the way out."""
+    home.config.parent.mkdir(parents=True)
+    home.config.write_text("preset = [\n", encoding="utf-8")
+    assert run("set", "tuna") == 2
+    err = capsys.readouterr().err
+    assert "not valid TOML" in err
+    hint = next(line for line in err.splitlines() if line.startswith("hint:"))
+    assert str(home.config) in hint or "by hand" in hint
+    assert "rewrite it with `cuda-resolve mirror set" not in hint

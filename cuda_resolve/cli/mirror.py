@@ -150,7 +150,8 @@ def handle_show(args: argparse.Namespace) -> int:
     _say(f"cuda-resolve config: {config.get('path')}" + ("" if config.get("exists") else " (not written yet)"))
     if "error" in config:
         _say(f"  error: {config['error']}")
-    _say(f"  preset: {config.get('preset', '(none: canonical URLs)')}")
+    else:
+        _say(f"  preset: {config.get('preset', '(none: canonical URLs)')}")
     for rule in config.get("rewrite", []):
         flag = "  (files only)" if rule["artifacts_only"] else ""
         _say(f"  rewrite {rule['canonical']} -> {rule['mirror']}{flag}")

@@ -2,7 +2,8 @@
 
 Writing is: check every target can be written, then per changed file a timestamped backup next
 to it (``pip.conf.20261202-153000.bak``), then an atomic replace (temporary file in the same
-folder, fsync, ``os.replace``) that keeps the file's permission bits. An unchanged file is not
+folder, fsync, ``os.replace``) that keeps the file's permission bits. A symlinked file is
+edited where the link points (and backed up there); the link itself is left as it is. An unchanged file is not
 touched, so a second identical ``set`` writes nothing.
 """
 
@@ -136,6 +137,12 @@ def _writable(path: Path) -> None:
         )
 
 
+def _through_links(path: Path) -> Path:
+    """The file a symlinked dotfile points at (stow, chezmoi, a lab's shared config): it is
+    edited there, so the link stays a link instead of being replaced by a copy."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
 def _backup_path(path: Path, now: datetime) -> Path:
     stamp = now.strftime("%Y%m%d-%H%M%S")
     candidate = path.with_name(f"{path.name}.{stamp}.bak")
@@ -168,18 +175,19 @@ def apply_plan(plan: Plan, *, now: datetime | None = None) -> tuple[Applied, ...
     when = now or datetime.now()
     pending = plan.pending
     for change in pending:
-        _writable(change.path)
+        _writable(_through_links(change.path))
     results: list[Applied] = []
     for change in plan.changes:
         if not change.changed:
             results.append(Applied(change=change, written=False))
             continue
         backup: Path | None = None
+        target = _through_links(change.path)
         try:
             if change.old is not None:
-                backup = _backup_path(change.path, when)
-                shutil.copy2(change.path, backup)
-            _atomic_write(change.path, change.new)
+                backup = _backup_path(target, when)
+                shutil.copy2(target, backup)
+            _atomic_write(target, change.new)
         except OSError as exc:
             done = ", ".join(str(item.change.path) for item in results if item.written) or "none"
             raise UsageError(

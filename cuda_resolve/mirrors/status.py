@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import Config, config_to_dict, load_config
+from ..config import Config, config_path, config_to_dict, load_config
 from ..errors import CudaResolveError
 from .condarc import CondaSettings, read_conda_settings
 from .pipconf import PipSettings, read_pip_settings
@@ -51,6 +51,7 @@ class FileState:
 class Status:
     config: Config | None
     config_error: str | None
+    config_path: Path | None = None  # where the config is read from (also when it is broken)
     files: tuple[FileState, ...]
     variables: tuple[tuple[str, str], ...] = ()
     warnings: tuple[str, ...] = field(default_factory=tuple)
@@ -141,6 +142,7 @@ def read_status(
     return Status(
         config=config,
         config_error=config_error,
+        config_path=config_path(env),
         files=tuple(files),
         variables=variables,
         warnings=tuple(warnings),
@@ -171,9 +173,9 @@ def _file_to_dict(state: FileState) -> dict[str, Any]:
 
 
 def status_to_dict(status: Status) -> dict[str, Any]:
-    config: dict[str, Any] = {}
+    path = status.config.path if status.config is not None and status.config.path is not None else status.config_path
+    config: dict[str, Any] = {"path": str(path) if path is not None else None, "exists": bool(path and path.exists())}
     if status.config is not None:
-        config = {"path": str(status.config.path), "exists": bool(status.config.path and status.config.path.exists())}
         config.update(config_to_dict(status.config))
     if status.config_error is not None:
         config["error"] = status.config_error
