@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -20,7 +21,8 @@ from cuda_resolve.profile import dump_profile, parse_profile
 from cuda_resolve.versions import ComputeCapability, CudaVersion
 
 RECORDED = Path(__file__).parent / "data" / "recorded"
-SYSTEM_PATH = "/usr/bin:/bin"
+#: The fakes run cat by its full path: PATH holds the fakes alone, none of this machine's programs.
+CAT = shutil.which("cat") or "/bin/cat"
 REAL_CUDA = Path("/usr/local/cuda-13.0")
 
 
@@ -51,13 +53,13 @@ def fake_h200_with_wrapped_nvcc(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     program(
         bin_dir / "nvidia-smi",
         'case "$1" in\n'
-        f"  --query-gpu=*) cat '{RECORDED / 'nvidia-smi/h200-query.csv'}';;\n"
-        f"  *) cat '{RECORDED / 'nvidia-smi/h200.txt'}';;\nesac\n",
+        f"  --query-gpu=*) {CAT} '{RECORDED / 'nvidia-smi/h200-query.csv'}';;\n"
+        f"  *) {CAT} '{RECORDED / 'nvidia-smi/h200.txt'}';;\nesac\n",
     )
     if (REAL_CUDA / "bin/nvcc").exists():
         program(bin_dir / "nvcc", f'exec {REAL_CUDA}/bin/nvcc "$@"\n')
     environ = {
-        "PATH": f"{bin_dir}:{SYSTEM_PATH}",
+        "PATH": str(bin_dir),
         "SLURM_JOB_ID": "4242",
         "SLURM_NTASKS": "1",
         "SLURM_CPUS_PER_TASK": "16",

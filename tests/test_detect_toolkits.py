@@ -1,13 +1,15 @@
 """Toolkit discovery: the real nvcc on this machine, wrappers and links, and fake toolkits.
 
 Fake toolkits are directories with an ``nvcc`` script that prints recorded output and logs its
-arguments, so the tests can tell which nvcc ran and how often.
+arguments, so the tests can tell which nvcc ran and how often. PATH holds only the directories
+a test names: a GPU host may have an ``nvcc`` in /usr/bin (Debian's nvidia-cuda-toolkit).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import time
 from pathlib import Path
@@ -21,7 +23,10 @@ from cuda_resolve.environment import Toolkit
 from cuda_resolve.versions import ComputeCapability, CudaVersion
 
 RECORDED = Path(__file__).parent / "data" / "recorded"
-SYSTEM_PATH = "/usr/bin:/bin"
+#: A PATH with no program on it; the fakes run these by full path.
+NO_PROGRAMS = ""
+CAT = shutil.which("cat") or "/bin/cat"
+SLEEP = shutil.which("sleep") or "/bin/sleep"
 REAL_CUDA = Path("/usr/local/cuda-13.0")
 needs_real_nvcc = pytest.mark.skipif(not (REAL_CUDA / "bin" / "nvcc").exists(), reason="needs nvcc 13.0 at /usr/local/cuda-13.0")
 
@@ -40,8 +45,8 @@ def fake_nvcc(nvcc: Path, version: str, *, headers: tuple[str, ...] = (), includ
         nvcc,
         f'echo "$1" >> \'{nvcc}.log\'\n'
         'case "$1" in\n'
-        f"  --version) cat '{RECORDED / f'nvcc/version-{version}.txt'}';;\n"
-        f"  --list-gpu-arch) cat '{arch_file}';;\n"
+        f"  --version) {CAT} '{RECORDED / f'nvcc/version-{version}.txt'}';;\n"
+        f"  --list-gpu-arch) {CAT} '{arch_file}';;\n"
         "  *) exit 1;;\n"
         "esac\n",
     )
@@ -84,7 +89,7 @@ def toolkits(
 
 @needs_real_nvcc
 def test_real_nvcc_13_on_path(tmp_path: Path) -> None:
-    found, notes = toolkits(tmp_path, {"PATH": f"{REAL_CUDA}/bin:{SYSTEM_PATH}"})
+    found, notes = toolkits(tmp_path, {"PATH": str(REAL_CUDA / "bin")})
     assert notes == ()
     (toolkit,) = found
     assert toolkit.version == CudaVersion(13, 0)
@@ -102,7 +107,7 @@ def test_real_nvcc_13_on_path(tmp_path: Path) -> None:
 @needs_real_nvcc
 def test_wrapper_script_on_path_leads_to_the_real_toolkit(tmp_path: Path) -> None:
     wrapper = write_program(tmp_path / "bin" / "nvcc", f'exec {REAL_CUDA}/bin/nvcc "$@"\n')
-    found, _ = toolkits(tmp_path, {"PATH": f"{tmp_path / 'bin'}:{SYSTEM_PATH}"})
+    found, _ = toolkits(tmp_path, {"PATH": str(tmp_path / "bin")})
     (toolkit,) = found
     assert toolkit.root == str(REAL_CUDA)
     assert toolkit.nvcc == str(REAL_CUDA / "bin" / "nvcc")
@@ -116,7 +121,7 @@ def test_wrapper_built_from_variables_and_symlinked(tmp_path: Path) -> None:
     script = write_program(tmp_path / "tools" / "nvcc-wrapper", '# picks the toolkit\nexec "${MY_CUDA}/bin/nvcc" "$@"\n')
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "nvcc").symlink_to(script)
-    environ = {"PATH": f"{tmp_path / 'bin'}:{SYSTEM_PATH}", "MY_CUDA": str(REAL_CUDA)}
+    environ = {"PATH": str(tmp_path / "bin"), "MY_CUDA": str(REAL_CUDA)}
     assert resolve_nvcc(str(tmp_path / "bin" / "nvcc"), environ) == str(REAL_CUDA / "bin" / "nvcc")
     (toolkit,) = toolkits(tmp_path, environ)[0]
     assert toolkit.root == str(REAL_CUDA) and toolkit.nvcc_on_path_wrapper == str(tmp_path / "bin" / "nvcc")
@@ -127,7 +132,7 @@ def test_symlinked_nvcc_is_a_wrapper_for_torch(tmp_path: Path) -> None:
     """torch takes dirname(dirname(which nvcc)) without resolving links: /usr/bin/nvcc → /usr."""
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "nvcc").symlink_to(REAL_CUDA / "bin" / "nvcc")
-    (toolkit,) = toolkits(tmp_path, {"PATH": f"{tmp_path / 'bin'}:{SYSTEM_PATH}"})[0]
+    (toolkit,) = toolkits(tmp_path, {"PATH": str(tmp_path / "bin")})[0]
     assert toolkit.root == str(REAL_CUDA)
     assert toolkit.nvcc_on_path_wrapper == str(tmp_path / "bin" / "nvcc")
 
@@ -135,7 +140,7 @@ def test_symlinked_nvcc_is_a_wrapper_for_torch(tmp_path: Path) -> None:
 @needs_real_nvcc
 def test_cuda_home_and_a_wrapper_to_the_same_toolkit_are_one_entry(tmp_path: Path) -> None:
     wrapper = write_program(tmp_path / "bin" / "nvcc", f'exec {REAL_CUDA}/bin/nvcc "$@"\n')
-    environ = {"PATH": f"{tmp_path / 'bin'}:{SYSTEM_PATH}", "CUDA_HOME": str(REAL_CUDA)}
+    environ = {"PATH": str(tmp_path / "bin"), "CUDA_HOME": str(REAL_CUDA)}
     (toolkit,) = toolkits(tmp_path, environ)[0]
     assert toolkit.found_via == "CUDA_HOME"
     assert toolkit.nvcc_on_path_wrapper == str(wrapper)
@@ -149,7 +154,7 @@ def test_system_toolkits_newest_first_and_links_deduplicated(tmp_path: Path) -> 
     fake_nvcc(root / "usr/local/cuda-12.4/bin/nvcc", "12.4", headers=HEADERS)
     fake_nvcc(root / "usr/local/cuda-11.8/bin/nvcc", "11.8", headers=("cuda_runtime_api.h",), include="targets/x86_64-linux/include")
     (root / "usr/local/cuda").symlink_to(root / "usr/local/cuda-12.4")
-    found, notes = toolkits(tmp_path, {"PATH": SYSTEM_PATH}, root=root)
+    found, notes = toolkits(tmp_path, {"PATH": NO_PROGRAMS}, root=root)
     assert notes == ()
     assert [(t.found_via, str(t.version)) for t in found] == [("/usr/local/cuda", "12.4"), ("/usr/local/cuda-11.8", "11.8")]
     newest, oldest = found
@@ -164,7 +169,7 @@ def test_system_toolkits_newest_first_and_links_deduplicated(tmp_path: Path) -> 
 def test_cuda_home_comes_first_even_when_path_has_another(tmp_path: Path) -> None:
     old = fake_nvcc(tmp_path / "cuda-11.8/bin/nvcc", "11.8")
     new = fake_nvcc(tmp_path / "cuda-12.4/bin/nvcc", "12.4")
-    environ = {"PATH": f"{new.parent}:{SYSTEM_PATH}", "CUDA_HOME": str(old.parent.parent)}
+    environ = {"PATH": str(new.parent), "CUDA_HOME": str(old.parent.parent)}
     found, _ = toolkits(tmp_path, environ)
     assert [(t.found_via, str(t.version)) for t in found] == [("CUDA_HOME", "11.8"), ("PATH", "12.4")]
     assert found[1].nvcc_on_path_wrapper is None
@@ -172,7 +177,7 @@ def test_cuda_home_comes_first_even_when_path_has_another(tmp_path: Path) -> Non
 
 def test_cuda_home_that_is_not_a_toolkit_is_a_note(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-cuda"
-    found, notes = toolkits(tmp_path, {"PATH": SYSTEM_PATH, "CUDA_HOME": str(missing)})
+    found, notes = toolkits(tmp_path, {"PATH": NO_PROGRAMS, "CUDA_HOME": str(missing)})
     assert found == ()
     assert notes == (f"CUDA_HOME={missing} is not a CUDA toolkit (no bin/nvcc, or not a directory)",)
 
@@ -182,22 +187,22 @@ def test_toolkit_without_nvcc_is_read_from_version_json(tmp_path: Path) -> None:
     (home / "include").mkdir(parents=True)
     (home / "include" / "cuda_runtime_api.h").write_text("")
     (home / "version.json").write_text(json.dumps({"cuda": {"name": "CUDA SDK", "version": "12.4.1"}}))
-    (toolkit,) = toolkits(tmp_path, {"PATH": SYSTEM_PATH, "CUDA_PATH": str(home)})[0]
+    (toolkit,) = toolkits(tmp_path, {"PATH": NO_PROGRAMS, "CUDA_PATH": str(home)})[0]
     assert (toolkit.version, toolkit.release, toolkit.nvcc, toolkit.gpu_archs) == (CudaVersion(12, 4), "12.4.1", None, ())
     assert toolkit.found_via == "CUDA_PATH"
 
 
 def test_broken_nvcc_is_a_note_not_a_crash(tmp_path: Path) -> None:
     broken = write_program(tmp_path / "cuda/bin/nvcc", "echo 'error while loading shared libraries' >&2; exit 127\n")
-    found, notes = toolkits(tmp_path, {"PATH": f"{broken.parent}:{SYSTEM_PATH}"})
+    found, notes = toolkits(tmp_path, {"PATH": str(broken.parent)})
     assert found == ()
     assert notes == (f"toolkit via PATH: nvcc at {broken} did not report a version",)
 
 
 def test_hanging_nvcc_times_out(tmp_path: Path) -> None:
-    hanging = write_program(tmp_path / "cuda/bin/nvcc", "sleep 30\n")
+    hanging = write_program(tmp_path / "cuda/bin/nvcc", f"{SLEEP} 30\n")
     started = time.monotonic()
-    found, notes = toolkits(tmp_path, {"PATH": f"{hanging.parent}:{SYSTEM_PATH}"}, timeout=0.5)
+    found, notes = toolkits(tmp_path, {"PATH": str(hanging.parent)}, timeout=0.5)
     assert time.monotonic() - started < 3.0
     assert found == () and len(notes) == 1
 
@@ -205,7 +210,7 @@ def test_hanging_nvcc_times_out(tmp_path: Path) -> None:
 def test_conda_prefix_cuda_nvcc_in_targets_layout(tmp_path: Path) -> None:
     prefix = tmp_path / "envs" / "kaolin"
     fake_nvcc(prefix / "targets/x86_64-linux/bin/nvcc", "12.4")
-    (toolkit,) = toolkits(tmp_path, {"PATH": SYSTEM_PATH, "CONDA_PREFIX": str(prefix)})[0]
+    (toolkit,) = toolkits(tmp_path, {"PATH": NO_PROGRAMS, "CONDA_PREFIX": str(prefix)})[0]
     assert toolkit.found_via == "CONDA_PREFIX"
     assert toolkit.root == str(prefix)  # CUDA_HOME for conda's cuda-nvcc is the prefix itself
     assert toolkit.missing_headers == HEADERS
@@ -214,7 +219,7 @@ def test_conda_prefix_cuda_nvcc_in_targets_layout(tmp_path: Path) -> None:
 def test_pip_nvcc_wheel_in_site_packages(tmp_path: Path) -> None:
     site = tmp_path / "lib/python3.12/site-packages"
     fake_nvcc(site / "nvidia/cu13/bin/nvcc", "13.0", headers=("cuda_runtime_api.h",))
-    (toolkit,) = toolkits(tmp_path, {"PATH": SYSTEM_PATH}, site_packages=(str(site),))[0]
+    (toolkit,) = toolkits(tmp_path, {"PATH": NO_PROGRAMS}, site_packages=(str(site),))[0]
     assert toolkit.found_via == "nvidia-cuda-nvcc wheel"
     assert toolkit.root == str(site / "nvidia/cu13")
     assert toolkit.version == CudaVersion(13, 0)
@@ -223,7 +228,7 @@ def test_pip_nvcc_wheel_in_site_packages(tmp_path: Path) -> None:
 
 def test_nvcc_answers_are_cached_per_binary(tmp_path: Path) -> None:
     nvcc = fake_nvcc(tmp_path / "cuda/bin/nvcc", "12.4")
-    environ = {"PATH": f"{nvcc.parent}:{SYSTEM_PATH}"}
+    environ = {"PATH": str(nvcc.parent)}
     first = ProbeCache(tmp_path / "cache")
     toolkits(tmp_path, environ, cache=first)
     first.save()
@@ -242,7 +247,7 @@ def test_a_corrupt_cache_file_is_ignored(tmp_path: Path) -> None:
     nvcc = fake_nvcc(tmp_path / "cuda/bin/nvcc", "11.8")
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / "probes.json").write_text("{not json")
-    (toolkit,) = toolkits(tmp_path, {"PATH": f"{nvcc.parent}:{SYSTEM_PATH}"}, cache=ProbeCache(tmp_path / "cache"))[0]
+    (toolkit,) = toolkits(tmp_path, {"PATH": str(nvcc.parent)}, cache=ProbeCache(tmp_path / "cache"))[0]
     assert toolkit.version == CudaVersion(11, 8)
 
 
