@@ -261,6 +261,14 @@ def test_wrapper_resolution_prefers_the_exec_line(tmp_path: Path) -> None:
     assert resolve_nvcc(str(wrapper), {}) == str(real)
 
 
+def test_wrapper_home_is_the_given_environments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``~`` in a wrapper is the HOME the wrapper will run with, not this process's."""
+    real = fake_nvcc(tmp_path / "home/cuda-12.4/bin/nvcc", "12.4")
+    wrapper = write_program(tmp_path / "bin" / "nvcc", 'exec ~/cuda-12.4/bin/nvcc "$@"\n')
+    monkeypatch.setenv("HOME", str(tmp_path / "elsewhere"))
+    assert resolve_nvcc(str(wrapper), {"HOME": str(tmp_path / "home")}) == str(real)
+
+
 def test_wrapper_with_an_unknown_variable_is_left_alone(tmp_path: Path) -> None:
     wrapper = write_program(tmp_path / "bin" / "nvcc", 'exec "$UNSET_CUDA/bin/nvcc" "$@"\n')
     assert resolve_nvcc(str(wrapper), {}) == str(wrapper)

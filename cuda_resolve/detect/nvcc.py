@@ -53,6 +53,15 @@ def parse_gpu_arch_list(text: str) -> tuple[ComputeCapability, ...]:
     return tuple(sorted(found))
 
 
+def _expand_home(path: str, environ: Mapping[str, str]) -> str:
+    """``~/x`` with *environ*'s HOME, as the wrapper's shell would see it; ``~user/x`` as usual."""
+    head, separator, tail = path.partition("/")
+    home = environ.get("HOME")
+    if head == "~" and home:
+        return home.rstrip("/") + separator + tail
+    return os.path.expanduser(path)
+
+
 def _expand(text: str, environ: Mapping[str, str], script_dir: str) -> str | None:
     unknown = False
 
@@ -68,7 +77,7 @@ def _expand(text: str, environ: Mapping[str, str], script_dir: str) -> str | Non
     if unknown:
         return None
     if expanded.startswith("~"):
-        expanded = os.path.expanduser(expanded)
+        expanded = _expand_home(expanded, environ)
     if not os.path.isabs(expanded):
         expanded = os.path.join(script_dir, expanded)
     return os.path.normpath(expanded)
