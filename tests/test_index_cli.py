@@ -218,3 +218,16 @@ def test_index_subcommand_extensions(capsys: pytest.CaptureFixture[str], monkeyp
     )
     assert main(["index", "extra-check"]) == 7
     assert len(seen) == 1
+
+
+def test_show_keeps_urls_whole_in_a_narrow_or_piped_output(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Piped output is 80 columns wide; a URL split over two lines cannot be copied."""
+    monkeypatch.setenv("COLUMNS", "60")
+    code, out, _ = run(capsys, "index", "show", "kaolin")
+    assert code == 0
+    lines = out.splitlines()
+    assert "  find-links: https://nvidia-kaolin.s3.us-east-2.amazonaws.com/torch-{torch}_cu{cuda_nodot}.html" in lines
+    assert any(line.startswith("recipe kaolin-v0.18.0: kaolin 0.18.0 from https://github.com/NVIDIAGameWorks/kaolin @")
+               for line in lines)

@@ -101,11 +101,11 @@ def handle_validate(args: argparse.Namespace) -> int:
     console = _output.console()
     if problems:
         for problem in problems:
-            console.print(Text(f"problem: {problem}"))
-        console.print(Text(f"{label}: {len(problems)} problem{'s' if len(problems) != 1 else ''}"))
+            console.print(Text(f"problem: {problem}"), soft_wrap=True)
+        console.print(Text(f"{label}: {len(problems)} problem{'s' if len(problems) != 1 else ''}"), soft_wrap=True)
         return 1
     files, _ = index_files(root)
-    console.print(Text(f"ok: {label}: {len(files)} file{'s' if len(files) != 1 else ''}, no problems"))
+    console.print(Text(f"ok: {label}: {len(files)} file{'s' if len(files) != 1 else ''}, no problems"), soft_wrap=True)
     return 0
 
 
@@ -360,7 +360,7 @@ def _render_cuda(data: dict[str, Any], console: Console) -> None:
         t = data["toolkits"][0]
         for label in ("notes", "source"):
             if t[label]:
-                console.print(Text(f"{label}: {t[label]}"))
+                console.print(Text(f"{label}: {t[label]}"), soft_wrap=True)
 
 
 def _render_torch(data: dict[str, Any], console: Console) -> None:
@@ -374,10 +374,10 @@ def _render_torch(data: dict[str, Any], console: Console) -> None:
             table.add_row(*_cells(r["version"], ", ".join(r["python"]), variants, r["torchvision"] or "-", r["torchaudio"] or "-",
                                   _abi(r["cxx11_abi"]), _short(r["origin"])))
         console.print(table)
-        console.print(Text("? = a variant whose existence or arch list rests on secondary sources; `index show torch X.Y.Z` for details"))
+        console.print(Text("? = a variant whose existence or arch list rests on secondary sources; `index show torch X.Y.Z` for details"), soft_wrap=True)
         return
     for r in releases:
-        console.print(Text(f"torch {r['version']}  (from {_short(r['origin'])})"))
+        console.print(Text(f"torch {r['version']}  (from {_short(r['origin'])})"), soft_wrap=True)
         for label, value in (
             ("Python", ", ".join(r["python"]) + f"  (Requires-Python {r['requires_python']})"),
             ("PyPI", f"default {r['pypi_default']} (CUDA runtime {r['pypi_cuda_runtime']}), aarch64 {r['pypi_linux_aarch64']}"),
@@ -388,7 +388,7 @@ def _render_torch(data: dict[str, Any], console: Console) -> None:
             ("source", r["source"]),
         ):
             if value:
-                console.print(Text(f"  {label}: {value}"))
+                console.print(Text(f"  {label}: {value}"), soft_wrap=True)
         table = _table("", "variant", "CUDA", "TORCH_CUDA_ARCH_LIST", "index", "unverified")
         for v in r["variants"]:
             table.add_row(*_cells(v["name"] + (" (PyPI)" if v["pypi_default"] else ""), v["cuda"] or "-", v["arch_list"] or "-",
@@ -413,7 +413,7 @@ def _abi(value: bool | None) -> str:
 def _render_package(data: dict[str, Any], console: Console) -> None:
     from rich.text import Text
 
-    console.print(Text(f"{data['name']}  (import {data['import_name']}; from {_short(data['origin'])})"))
+    console.print(Text(f"{data['name']}  (import {data['import_name']}; from {_short(data['origin'])})"), soft_wrap=True)
     placeholders = ", ".join(data["placeholder_versions"])
     for label, value in (
         ("description", data["description"]),
@@ -425,7 +425,7 @@ def _render_package(data: dict[str, Any], console: Console) -> None:
         ("source", data["source"]),
     ):
         if value:
-            console.print(Text(f"  {label}: {value}"))
+            console.print(Text(f"  {label}: {value}"), soft_wrap=True)
     if data["wheels"]:
         table = _table("wheels", "version", "Python", "torch: variants", "platforms", "setup.py torch", "unverified", "from")
         for w in data["wheels"]:
@@ -445,7 +445,7 @@ def _render_package(data: dict[str, Any], console: Console) -> None:
         console.print(table)
     for r in data["recipes"]:
         console.print(Text(f"recipe {r['name']}: {data['name']} {r['version']} from {r['repository']} @ {r['revision'][:12]}"
-                           f"{' /' + r['subdirectory'] if r['subdirectory'] else ''}  (from {_short(r['origin'])})"))
+                           f"{' /' + r['subdirectory'] if r['subdirectory'] else ''}  (from {_short(r['origin'])})"), soft_wrap=True)
         for label, value in (
             ("torch", r["torch"] + (f"  (setup.py accepts {r['torch_window']})" if r["torch_window"] else "")),
             ("Python", r["python"]),
@@ -458,7 +458,7 @@ def _render_package(data: dict[str, Any], console: Console) -> None:
             ("source", r["source"]),
         ):
             if value:
-                console.print(Text(f"  {label}: {value}"))
+                console.print(Text(f"  {label}: {value}"), soft_wrap=True)
         for p in r["patches"]:
             when = f" (torch {p['torch']})" if p["torch"] else ""
-            console.print(Text(f"  patch {p['file']}{when}: {p['reason']}"))
+            console.print(Text(f"  patch {p['file']}{when}: {p['reason']}"), soft_wrap=True)
