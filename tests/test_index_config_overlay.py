@@ -27,5 +27,5 @@ def test_a_missing_config_index_dir_is_a_clear_error(tmp_path: Path, monkeypatch
     config = tmp_path / "config.toml"
     config.write_text(f'index_dirs = ["{tmp_path / "gone"}"]\n', encoding="utf-8")
     monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))
-    with pytest.raises(IndexDataError, match="index_dirs names .*gone.* not a directory"):
+    with pytest.raises(IndexDataError, match=r"index_dirs names .*gone.* not a directory"):
         load_index()
