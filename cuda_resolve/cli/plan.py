@@ -62,11 +62,14 @@ def handle(args: argparse.Namespace) -> int:
 
 def render_plan(plan: Plan, *, explain: bool) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     console = _output.console()
     table = Table(title="Plan")
-    for column in ("package", "version", "variant", "kind", "from"):
+    for column in ("package", "version", "variant", "kind"):
         table.add_column(column)
+    # A narrow or piped console folds a long URL over several lines instead of cutting it short.
+    table.add_column("from", overflow="fold")
     for item in plan.items:
         if item.kind == "build":
             source = f"build {item.recipe} with nvcc {item.toolkit}, TORCH_CUDA_ARCH_LIST={item.arch_list}"
@@ -74,14 +77,15 @@ def render_plan(plan: Plan, *, explain: bool) -> None:
             source = "already installed"
         else:
             source = item.url or item.find_links or item.index or ""
-        table.add_row(item.name, item.version, item.variant or "", item.kind, source)
+        table.add_row(item.name, item.version, item.variant or "", item.kind, Text(source))
     for text in plan.pass_through:
-        table.add_row(text, "", "", "pip", "passed through to pip")
+        # Text, not markup: "requests[socks]" keeps its extras
+        table.add_row(Text(text), "", "", "pip", "passed through to pip")
     console.print(table)
     console.print("Why:")
     for reason in plan.reasons:
-        console.print(f"  - {reason}")
+        console.print(Text(f"  - {reason}"))
     if explain and plan.rejected:
         console.print("Ruled out:")
         for line in plan.explain_lines():
-            console.print(line if line.startswith("  ...") else f"  - {line}")
+            console.print(Text(line if line.startswith("  ...") else f"  - {line}"))
