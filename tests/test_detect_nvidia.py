@@ -226,6 +226,19 @@ def test_nvidia_smi_is_not_run_when_nothing_is_missing(tmp_path: Path, index_say
     assert calls == ["", "--query-gpu=index,name,uuid,compute_cap,memory.total --format=csv,noheader,nounits"]
 
 
+def test_without_a_driver_neither_nvml_nor_cuinit_is_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No kernel module and no libcuda: nothing to ask NVML about (and pynvml's import is not free)."""
+    asked: list[str] = []
+    monkeypatch.setattr(_libcuda, "driver_cuda_version", lambda: None)
+    monkeypatch.setattr(_libcuda, "query_devices", lambda: asked.append("cuInit"))
+    monkeypatch.setattr(_nvml, "query_nvml", lambda: asked.append("NVML"))
+    facts = probe_nvidia(
+        root=fake_root(tmp_path), environ=environ_with(tmp_path / "bin"), timeout=5.0, cache=ProbeCache(None), libraries=True
+    )
+    assert asked == []
+    assert facts == nvidia.NvidiaFacts(None, (), ())
+
+
 # -- this machine, for real ----------------------------------------------------------------------
 
 

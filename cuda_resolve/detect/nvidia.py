@@ -7,16 +7,19 @@ Order, and why:
 2. libcuda's ``cuDriverGetVersion``: the driver's CUDA version, under a millisecond.
 3. A cached answer: NVML's last report, reused while the boot, the driver version and the
    GPUs' PCI addresses are unchanged (see :mod:`._cache`).
-4. NVML: driver version, CUDA version and every GPU with its compute capability (one
-   session, under a deadline). Its failure text (``Driver/library version mismatch``) becomes
-   a note.
+4. NVML through pynvml: driver version, CUDA version and every GPU with its compute
+   capability (one session, under a deadline). Its failure text (``Driver/library version
+   mismatch``) becomes a note. Asked only when step 1 or 2 found a driver: without one there
+   is nothing to ask, and importing pynvml costs more than every other probe together.
 5. libcuda's device attributes 75/76 after ``cuInit``, when NVML is absent.
 6. ``nvidia-smi`` (a subprocess, under a timeout) for whatever is still unknown. It is an
    NVML client, so it is skipped when NVML itself refused to start: it would fail the same way.
 7. The CUDA version derived from the driver version through the index, as a last resort.
 
 Steps 2-5 load libraries into this process and so describe the real machine; they run only
-when *root* is ``/`` (a fake root in tests means "this machine's files, not its libraries").
+when *root* is ``/`` (a fake root in tests means "this machine's files, not its libraries"),
+unless *libraries* says otherwise: the stand-in library tests pair a fake root with stand-in
+libraries on ``LD_LIBRARY_PATH``, so that every fact comes from the stand-in machine.
 """
 
 from __future__ import annotations
@@ -81,13 +84,17 @@ def probe_nvidia(
     environ: Mapping[str, str],
     timeout: float,
     cache: ProbeCache,
+    libraries: bool | None = None,
 ) -> NvidiaFacts:
+    """The driver and GPUs of *root*'s machine; *libraries*: load libcuda and NVML (default: root is /)."""
     found = _Findings()
     from_files = driver_version_from_files(root)
     if from_files is not None:
         found.version, path = from_files
         found.version_source = _FILE_SOURCES[path]
-    if root == Path("/"):
+    if libraries is None:
+        libraries = root == Path("/")
+    if libraries:
         # libcuda's CUDA version is asked every time (it is the cheapest probe, and a
         # forward-compatibility package can change it without a reboot); GPUs may come cached.
         found.set_cuda(_libcuda.driver_cuda_version(), "libcuda")
@@ -100,6 +107,8 @@ def probe_nvidia(
 
 
 def _probe_libraries(found: _Findings, timeout: float) -> None:
+    if found.version is None and found.cuda is None:
+        return  # no kernel module and no libcuda: no driver for NVML or cuInit to describe
     boxed = call_with_timeout(lambda: (_nvml.query_nvml(),), timeout=timeout)
     if boxed is None:
         found.notes.append(f"NVML did not answer within {timeout:g} s")
@@ -115,8 +124,6 @@ def _probe_libraries(found: _Findings, timeout: float) -> None:
         found.notes.extend(nvml.problems)
         found.gpus, found.gpus_source = nvml.gpus, "NVML"
         return
-    if found.version is None and found.cuda is None:
-        return  # no driver library at all: nothing to initialise
     boxed_devices = call_with_timeout(lambda: (_libcuda.query_devices(),), timeout=timeout)
     if boxed_devices is None:
         found.notes.append(f"libcuda: cuInit did not answer within {timeout:g} s")
