@@ -4,7 +4,8 @@
 by the binary's real path, modification time and size. GPU facts from NVML depend only on the
 boot, the loaded driver and the set of GPUs, so they are keyed by the kernel's boot id, the
 driver version and the GPUs' PCI addresses (all plain files under /proc and /sys): a second
-``cuda-resolve doctor`` then skips NVML's initialisation, the slowest in-process probe.
+``cuda-resolve doctor`` then skips NVML's initialisation and the import of ``pynvml``, the
+slowest in-process probe.
 
 The cache is an optimisation only: an unreadable or corrupt file is ignored, a failed write
 is dropped, and ``ProbeCache(None)`` caches nothing.

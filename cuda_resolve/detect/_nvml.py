@@ -1,9 +1,18 @@
-"""NVML (``libnvidia-ml``) through ctypes: driver version, its CUDA version and every GPU.
+"""NVML (``libnvidia-ml``) through ``pynvml``: driver version, its CUDA version and every GPU.
 
-Why not ``pynvml``: importing it costs about 25 ms on a developer machine (``ctypes.util``
-plus thousands of lines of structure definitions), more than the whole in-process detection
-budget of 15 ms. The nine entry points used here have had the same C signatures since NVML
-shipped them (``nvmlDeviceGetCudaComputeCapability`` since driver 410).
+``pynvml`` is NVIDIA's binding, from the ``nvidia-ml-py`` package, a declared dependency (the
+design card; issue 2). Importing it is not free: 107.6 ms on a cold first run and 11.6 ms warm
+on the H200, most of the 15 ms in-process detection budget. So it is imported inside
+:func:`query_nvml`, and :mod:`.nvidia` calls that only on a probe-cache miss (the GPU list is
+cached, keyed by boot id, driver version and PCI addresses) and only when the kernel module or
+libcuda shows that a driver is there: a warm run, and any run on a machine without a driver,
+never imports it.
+
+pynvml raises :class:`pynvml.NVMLError` subclasses; here they become values, as every probe's
+failures do. No library (``NVMLError_LibraryNotFound``) is ``None``; an ``nvmlInit`` that
+fails (``Driver/library version mismatch``, ``Driver Not Loaded``) is an :class:`NvmlFailure`
+carrying NVML's own text, the words nvidia-smi prints (pynvml's ``str()`` of the error
+paraphrases some codes); a GPU that cannot be queried is a line in ``NvmlReport.problems``.
 
 NVML lists every GPU in PCI order regardless of ``CUDA_VISIBLE_DEVICES``: a build must cover
 all of them, not only those one process is allowed to see.
@@ -11,26 +20,14 @@ all of them, not only those one process is allowed to see.
 
 from __future__ import annotations
 
-import ctypes
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..environment import Gpu
 from ..versions import ComputeCapability
 
 __all__ = ["NvmlFailure", "NvmlReport", "query_nvml"]
-
-_LIBRARY = "nvml.dll" if sys.platform == "win32" else "libnvidia-ml.so.1"
-_SUCCESS = 0
-_BUFFER = 96  # NVML_DEVICE_NAME_V2_BUFFER_SIZE, also enough for UUIDs and driver versions
-
-
-class _Memory(ctypes.Structure):
-    _fields_ = [
-        ("total", ctypes.c_ulonglong),
-        ("free", ctypes.c_ulonglong),
-        ("used", ctypes.c_ulonglong),
-    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,87 +45,95 @@ class NvmlFailure:
     message: str
 
 
+class _Lacks(Exception):
+    """The loaded library has no entry point for a call (a driver older than the call)."""
+
+
 def query_nvml() -> NvmlReport | NvmlFailure | None:
     """One NVML session; ``None`` when the library is not installed (no driver here)."""
     try:
-        lib = ctypes.CDLL(_LIBRARY)
-    except OSError:
+        import pynvml  # type: ignore[import-untyped]  # 11.6 ms warm: only on a cache miss
+    except ImportError:  # a broken install (it is a dependency): libcuda and nvidia-smi still answer
         return None
     try:
-        return _query(lib)
-    except AttributeError as exc:  # a library too old to have an entry point we need
-        return NvmlFailure(f"NVML library lacks {exc}")
-
-
-def _error(lib: ctypes.CDLL, code: int) -> str:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError_LibraryNotFound:
+        return None
+    except pynvml.NVMLError_FunctionNotFound:
+        return NvmlFailure("NVML library lacks nvmlInitWithFlags")
+    except pynvml.NVMLError as error:
+        return NvmlFailure(_text(pynvml, error))
     try:
-        describe = lib.nvmlErrorString
-        describe.restype = ctypes.c_char_p
-        text = describe(code)
-    except AttributeError:
-        text = None
-    return text.decode("utf-8", "replace") if text else f"NVML error {code}"
-
-
-def _string(lib: ctypes.CDLL, call: str, *leading: object) -> tuple[str | None, int]:
-    buffer = ctypes.create_string_buffer(_BUFFER)
-    code = getattr(lib, call)(*leading, buffer, ctypes.c_uint(_BUFFER))
-    if code != _SUCCESS:
-        return None, code
-    return buffer.value.decode("utf-8", "replace"), code
-
-
-def _query(lib: ctypes.CDLL) -> NvmlReport | NvmlFailure:
-    init = getattr(lib, "nvmlInit_v2", None) or lib.nvmlInit
-    code = init()
-    if code != _SUCCESS:
-        return NvmlFailure(_error(lib, code))
-    try:
-        driver_version, _ = _string(lib, "nvmlSystemGetDriverVersion")
-        cuda = ctypes.c_int()
-        get_cuda = getattr(lib, "nvmlSystemGetCudaDriverVersion_v2", None) or lib.nvmlSystemGetCudaDriverVersion
-        cuda_version = cuda.value if get_cuda(ctypes.byref(cuda)) == _SUCCESS and cuda.value > 0 else None
-        gpus, problems = _devices(lib)
-        return NvmlReport(driver_version, cuda_version, gpus, problems)
+        return _session(pynvml)
+    except _Lacks as missing:
+        return NvmlFailure(f"NVML library lacks {missing}")
     finally:
-        lib.nvmlShutdown()
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass  # the answers are in; a failed shutdown changes none of them
 
 
-def _devices(lib: ctypes.CDLL) -> tuple[tuple[Gpu, ...], tuple[str, ...]]:
-    count = ctypes.c_uint()
-    get_count = getattr(lib, "nvmlDeviceGetCount_v2", None) or lib.nvmlDeviceGetCount
-    code = get_count(ctypes.byref(count))
-    if code != _SUCCESS:
-        return (), (f"NVML could not count GPUs: {_error(lib, code)}",)
-    get_handle = getattr(lib, "nvmlDeviceGetHandleByIndex_v2", None) or lib.nvmlDeviceGetHandleByIndex
+def _text(nvml: Any, error: Any) -> str:
+    """NVML's own words for *error* (``nvmlErrorString``), else pynvml's."""
+    try:
+        text = nvml.nvmlErrorString(error.value)
+    except nvml.NVMLError:
+        text = None
+    return str(text) if text else str(error)
+
+
+def _get(nvml: Any, call: Callable[..., Any], *args: object) -> tuple[Any, Any]:
+    """``(answer, None)`` or ``(None, the NVMLError)``; a missing entry point raises _Lacks."""
+    try:
+        return call(*args), None
+    except nvml.NVMLError_FunctionNotFound:
+        raise _Lacks(call.__name__) from None
+    except nvml.NVMLError as error:
+        return None, error
+
+
+def _session(nvml: Any) -> NvmlReport:
+    driver_version, _ = _get(nvml, nvml.nvmlSystemGetDriverVersion)
+    try:
+        cuda, _ = _get(nvml, nvml.nvmlSystemGetCudaDriverVersion_v2)
+    except _Lacks:  # older libraries have only the first version of the call
+        cuda, _ = _get(nvml, nvml.nvmlSystemGetCudaDriverVersion)
+    gpus, problems = _devices(nvml)
+    return NvmlReport(
+        driver_version=str(driver_version) if driver_version else None,
+        cuda_driver_version=cuda if isinstance(cuda, int) and cuda > 0 else None,
+        gpus=gpus,
+        problems=problems,
+    )
+
+
+def _devices(nvml: Any) -> tuple[tuple[Gpu, ...], tuple[str, ...]]:
+    count, error = _get(nvml, nvml.nvmlDeviceGetCount)
+    if error is not None:
+        return (), (f"NVML could not count GPUs: {_text(nvml, error)}",)
     gpus: list[Gpu] = []
     problems: list[str] = []
-    for index in range(count.value):
-        handle = ctypes.c_void_p()
-        code = get_handle(ctypes.c_uint(index), ctypes.byref(handle))
-        if code != _SUCCESS:
-            problems.append(f"NVML GPU {index}: {_error(lib, code)}")
+    for index in range(int(count)):
+        handle, error = _get(nvml, nvml.nvmlDeviceGetHandleByIndex, index)
+        if error is not None:
+            problems.append(f"NVML GPU {index}: {_text(nvml, error)}")
             continue
-        major, minor = ctypes.c_int(), ctypes.c_int()
-        code = lib.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor))
-        if code != _SUCCESS:
-            problems.append(f"NVML GPU {index}: no compute capability: {_error(lib, code)}")
+        capability, error = _get(nvml, nvml.nvmlDeviceGetCudaComputeCapability, handle)
+        if error is not None:
+            problems.append(f"NVML GPU {index}: no compute capability: {_text(nvml, error)}")
             continue
-        name, _ = _string(lib, "nvmlDeviceGetName", handle)
-        uuid, _ = _string(lib, "nvmlDeviceGetUUID", handle)
-        memory = _Memory()
-        memory_mib = (
-            memory.total // (1024 * 1024)
-            if lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) == _SUCCESS
-            else None
-        )
+        major, minor = capability
+        name, _ = _get(nvml, nvml.nvmlDeviceGetName, handle)
+        uuid, _ = _get(nvml, nvml.nvmlDeviceGetUUID, handle)
+        memory, _ = _get(nvml, nvml.nvmlDeviceGetMemoryInfo, handle)
         gpus.append(
             Gpu(
                 index=index,
-                name=name or "unknown NVIDIA GPU",
-                compute_capability=ComputeCapability(major.value, minor.value),
-                uuid=uuid,
-                memory_mib=memory_mib,
+                name=str(name) if name else "unknown NVIDIA GPU",
+                compute_capability=ComputeCapability(int(major), int(minor)),
+                uuid=str(uuid) if uuid else None,
+                memory_mib=int(memory.total) // (1024 * 1024) if memory is not None else None,
             )
         )
     return tuple(gpus), tuple(problems)
