@@ -7,7 +7,9 @@ Run on the machine being measured (the targets are for the H200: in-process dete
 
 "cold" is the first detection with an empty probe cache (nvcc, compilers and NVML answers are
 then cached on disk); "warm" is the median of the following runs, which is what a user sees
-from the second command on. This is a measurement script, not a test: it asserts nothing.
+from the second command on. NVML is asked through pynvml only on a cache miss, so its import
+is timed on its own, in fresh interpreters. This is a measurement script, not a test: it
+asserts nothing.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ def _phases(python: str | None, cache_dir: Path, runs: int) -> None:
     site = target.python.site_packages
     phases: dict[str, Callable[[], Any]] = {
         "driver + GPUs": lambda: probe_nvidia(root=Path("/"), environ=environ, timeout=5.0, cache=cache),
+        "driver + GPUs, no cache": lambda: probe_nvidia(root=Path("/"), environ=environ, timeout=5.0, cache=ProbeCache(None)),
         "target interpreter": lambda: probe_target(target_python, environ=environ, timeout=5.0),
         "compilers": lambda: find_compilers(environ=environ, timeout=5.0, cache=cache),
         "toolkits": lambda: find_toolkits(environ=environ, root=Path("/"), site_packages=site, timeout=5.0, cache=cache),
@@ -63,7 +66,19 @@ def _phases(python: str | None, cache_dir: Path, runs: int) -> None:
     print("per probe, warm (median; in detect_environment the first three overlap in threads):")
     for name, function in phases.items():
         function()  # fill the cache
-        print(f"  {name:<22}{_ms(_median_of(runs, function))}")
+        print(f"  {name:<24}{_ms(_median_of(runs, function))}")
+
+
+def _pynvml_import(runs: int) -> list[float]:
+    """Seconds ``import pynvml`` took in each of *runs* fresh interpreters (``-X importtime``)."""
+    seconds: list[float] = []
+    for _ in range(runs):
+        ran = subprocess.run([sys.executable, "-X", "importtime", "-c", "import pynvml"], capture_output=True, text=True, check=False)
+        for line in ran.stderr.splitlines():
+            fields = [field.strip() for field in line.removeprefix("import time:").split("|")]
+            if len(fields) == 3 and fields[2] == "pynvml" and fields[1].isdigit():
+                seconds.append(int(fields[1]) / 1e6)
+    return seconds
 
 
 def _command(arguments: list[str], runs: int, cache_home: str) -> float | None:
@@ -97,6 +112,11 @@ def main() -> int:
         print(f"detect_environment, cold cache {_ms(cold)}")
         print(f"detect_environment, warm       {_ms(warm)}   (median of {args.runs})")
         _phases(args.python, cache_dir, args.runs)
+        imports = _pynvml_import(args.runs + 1)
+        if imports:
+            print(f"import pynvml (only on an NVML cache miss), fresh interpreter: first {_ms(imports[0]).strip()}, then {_ms(statistics.median(imports[1:] or imports)).strip()} (median)")
+        else:
+            print("import pynvml: not importable here (NVML is then skipped)")
 
         print("commands, wall (median, after one warm-up run):")
         python_arguments = ["--python", args.python] if args.python else []
