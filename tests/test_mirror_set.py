@@ -452,3 +452,18 @@ def test_a_broken_config_hint_does_not_send_the_user_back_to_mirror_set(
     hint = next(line for line in err.splitlines() if line.startswith("hint:"))
     assert str(home.config) in hint or "by hand" in hint
     assert "rewrite it with `cuda-resolve mirror set" not in hint
+
+
+def test_set_says_when_a_variable_overrides_the_file_it_writes(
+    home: Home, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PIP_INDEX_URL beats every pip.conf: writing the file alone changes nothing for pip."""
+    monkeypatch.setenv("PIP_INDEX_URL", "https://old-mirror.example.edu/simple")
+    monkeypatch.setenv("CONDARC", str(home.root / "lab-condarc"))
+    assert run("set", "tuna") == 0
+    out = capsys.readouterr().out
+    assert "note: PIP_INDEX_URL is set" in out and str(home.pip) in out
+    assert "note: CONDARC is set" in out
+    assert run("set", "tuna", "--dry-run", "--json") == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert any(note.startswith("PIP_INDEX_URL is set") for note in notes)

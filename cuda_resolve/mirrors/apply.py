@@ -15,7 +15,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -91,7 +91,32 @@ def _read(path: Path) -> str | None:
         raise UsageError(f"{path}: cannot be read: {exc.strerror}", hint="check its permissions") from None
 
 
-def plan_set(preset: Preset, targets: Targets, *, all_presets: Iterable[Preset]) -> Plan:
+def _overridden(variable: str, value: str, target: Path) -> str:
+    return (
+        f"{variable} is set ({value}) in this shell and takes precedence over {target}: "
+        "unset it (or point it at the mirror) for the mirror to apply"
+    )
+
+
+def _override_notes(changes: Iterable[FileChange], environ: Mapping[str, str]) -> list[str]:
+    """Variables that make a written file ineffective (pip and conda read them over the files)."""
+    notes: list[str] = []
+    for change in changes:
+        if change.tool == "pip":
+            for variable in ("PIP_INDEX_URL", "PIP_CONFIG_FILE"):
+                value = environ.get(variable)
+                if value and Path(value) != change.path:
+                    notes.append(_overridden(variable, value, change.path))
+        elif change.tool == "conda":
+            value = environ.get("CONDARC")
+            if value and Path(value).expanduser() != change.path:
+                notes.append(_overridden("CONDARC", value, change.path))
+    return notes
+
+
+def plan_set(
+    preset: Preset, targets: Targets, *, all_presets: Iterable[Preset], environ: Mapping[str, str] | None = None
+) -> Plan:
     """The edits ``mirror set`` would make; reads the files, writes nothing."""
     presets = list(all_presets)
     changes: list[FileChange] = []
@@ -114,6 +139,7 @@ def plan_set(preset: Preset, targets: Targets, *, all_presets: Iterable[Preset])
     old = _read(targets.config)
     new = edit_own_config(old, preset, origin=str(targets.config))
     changes.append(FileChange(tool="cuda-resolve", path=targets.config, old=old, new=new))
+    notes.extend(_override_notes(changes, os.environ if environ is None else environ))
     if preset.pypi is not None and preset.pypi.note:
         notes.append(f"pypi: {preset.pypi.note}")
     if preset.pytorch is not None and preset.pytorch.note:
