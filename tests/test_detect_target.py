@@ -57,6 +57,7 @@ def install_fake_torch(site: Path) -> None:
     cu13 = "nvidia_cublas-13.0.0.19.dist-info"
     write(site / cu13 / "METADATA", "Metadata-Version: 2.1\nName: nvidia-cublas\nVersion: 13.0.0.19\n")
     write(site / cu13 / "RECORD", "nvidia/cu13/include/cublas_v2.h,,\nnvidia/cu13/lib/libcublas.so.13,,\n")
+    write(site / "torchvision-0.20.1+cu124.dist-info/METADATA", "Metadata-Version: 2.1\nName: torchvision\nVersion: 0.20.1+cu124\n")
     ml = "nvidia_ml_py-12.560.30.dist-info"
     write(site / ml / "METADATA", "Metadata-Version: 2.1\nName: nvidia-ml-py\nVersion: 12.560.30\n")
     write(site / ml / "RECORD", "pynvml.py,,\nexample.py,,\n")
@@ -124,6 +125,8 @@ def assert_fake_torch(torch: object, site: Path) -> None:
     assert torch.cxx11_abi is False
     assert torch.arch_list is None
     assert torch.location == str(site / "torch")
+    assert torch.torchvision == "0.20.1+cu124"  # installed beside it: plan keeps the pair together
+    assert torch.torchaudio is None
     wheels = {wheel.name: wheel for wheel in torch.nvidia_wheels}
     assert set(wheels) == {"nvidia-cuda-runtime-cu12", "nvidia-cublas"}  # nvidia-ml-py carries no CUDA files
     runtime = wheels["nvidia-cuda-runtime-cu12"]

@@ -184,6 +184,9 @@ def parse_cxx11_abi(text):
     return match.group(1) == "1" if match else None
 
 
+_TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
+
+
 def _torch(search_path, distributions):
     # type: (List[str], Distributions) -> Optional[Dict[str, Any]]
     package = None
@@ -203,6 +206,9 @@ def _torch(search_path, distributions):
         "cxx11_abi": None,
         "metadata_version": metadata[1] if metadata else None,
     }  # type: Dict[str, Any]
+    for companion in ("torchvision", "torchaudio"):
+        found = distributions.get(companion)
+        result[companion] = found[1] if found else None
     if package is not None:
         text = _read(os.path.join(package, "version.py"))
         if text is not None:
@@ -264,7 +270,7 @@ def probe():
     errors = []
     distributions = {}
     try:
-        distributions = _distributions(search_path, lambda name: name == "torch" or _is_cuda_wheel_name(name))
+        distributions = _distributions(search_path, lambda name: name in _TORCH_FAMILY or _is_cuda_wheel_name(name))
     except Exception as exc:
         errors.append("reading installed distributions: %r" % (exc,))
     torch = None

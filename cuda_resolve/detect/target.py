@@ -199,5 +199,11 @@ def _torch(data: dict[str, Any] | None, wheels: Any) -> tuple[TorchInfo | None, 
             )
             for wheel in wheels
         ),
+        torchvision=_text(data.get("torchvision")),
+        torchaudio=_text(data.get("torchaudio")),
     )
     return torch, notes
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
