@@ -464,3 +464,22 @@ def test_a_release_without_an_aarch64_wheel_clears_the_aarch64_variant(shipped: 
         version=Version("1.9.1"), python=(), requires_python=None, pypi_default=None, pypi_cuda_runtime=None,
         pypi_linux_aarch64=None, has_aarch64=True, index_variants=None, problems=("HTTP 503",)), today="2026-12-02")
     assert compare(shipped, [failed]) == ()
+
+
+def test_cli_kaolin_with_every_page_unreachable_says_nothing_was_checked(
+    clean_env: None, make_client: ClientFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """'no changes: the index agrees' would be false comfort when no page could be read."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("CUDA_RESOLVE_INDEX_PATH", raising=False)
+    dead = f"https://127.0.0.1:{closed_port()}/"
+    client = make_client(rewrite=lambda url: url.replace(KAOLIN_S3, dead))
+    code = _run(["refresh", "kaolin", "--versions", "0.17.0", "--output", str(tmp_path / "o")], client)
+    text = capsys.readouterr().out
+    assert code == 1
+    assert "agrees" not in text
+    assert "not checked: kaolin 0.17.0" in text
+    code = _run(["refresh", "kaolin", "--versions", "0.17.0", "--output", str(tmp_path / "o"), "--json"], client)
+    data = json.loads(capsys.readouterr().out)
+    assert code == 1 and data["unchecked"] == ["0.17.0"]

@@ -82,13 +82,20 @@ def handle_refresh(args: argparse.Namespace, *, client: Any = None) -> int:
         _output.print_json(_as_json(result, output, args))
     else:
         _render(result, output, args)
-    return 0
+    # Nothing could be read at all (every page unreachable): the refresh did not do its job.
+    return 1 if result.facts and len(_unchecked(result)) == len(result.facts) else 0
+
+
+def _unchecked(result: Any) -> list[str]:
+    """Releases none of whose facts could be compared (kaolin: pages of theirs unread)."""
+    return [str(f.version) for f in result.facts if getattr(f, "unread", ())]
 
 
 def _as_json(result: Any, output: Path, args: argparse.Namespace) -> dict[str, Any]:
     return {
         "what": args.what,
-        "read": [str(f.version) for f in result.facts],
+        "read": [str(f.version) for f in result.facts if str(f.version) not in _unchecked(result)],
+        "unchecked": _unchecked(result),
         "changes": [{"version": c.version, "key": c.key, "old": c.old, "new": c.new} for c in result.changes],
         "unreachable": [{"url": u.url, "error": u.error} for u in result.unreachable],
         "problems": [p for f in result.facts for p in f.problems],
@@ -106,27 +113,38 @@ def _render(result: Any, output: Path, args: argparse.Namespace) -> None:
     def line(text: str) -> None:  # one fact per line: URLs and paths are never wrapped
         console.print(Text(text), soft_wrap=True)
 
-    count = len(result.facts)
+    unchecked = _unchecked(result)
+    count = len(result.facts) - len(unchecked)
     line(f"read {count} {args.what} release{'s' if count != 1 else ''}")
     for item in result.unreachable:
         line(f"unreachable: {item.url}: {item.error} (continuing with what was reachable)")
     for facts in result.facts:
+        unread = getattr(facts, "unread", ())
+        if unread:
+            line(f"not checked: {args.what} {facts.version}: {len(unread)} of its pages could not be read; "
+                 "its entry is left as it is")
         for problem in facts.problems:
             line(f"problem: {args.what} {facts.version}: {problem}")
     if result.changes:
         line("changes against the index in use:")
         for change in result.changes:
             line(f"  {change.describe()}")
-    else:
+    elif count:
         line("no changes: the index in use agrees with what was read")
+    else:
+        line("nothing was checked: no page could be read")
     if args.dry_run:
         if result.document:
             line(f"dry run: would write {output / result.file_name} with {', '.join(result.overlay_releases)}:")
             sys.stdout.write(result.document)
-        else:
+        elif count:
             line("dry run: no overlay needed (everything read agrees with the shipped index)")
+        else:
+            line("dry run: nothing to write")
     elif result.overlay is not None:
-        count = len(result.overlay_releases)
-        line(f"wrote {result.overlay} ({count} {'entry' if count == 1 else 'entries'}: {', '.join(result.overlay_releases)})")
-    else:
+        written = len(result.overlay_releases)
+        line(f"wrote {result.overlay} ({written} {'entry' if written == 1 else 'entries'}: {', '.join(result.overlay_releases)})")
+    elif count:
         line(f"no overlay needed in {output}: everything read agrees with the shipped index")
+    else:
+        line(f"nothing written to {output}")
