@@ -101,6 +101,14 @@ def test_legacy_verify_ssl_key_is_replaced() -> None:
     assert any("verify_ssl" in note for note in notes)
 
 
+def test_legacy_verify_ssl_naming_a_ca_bundle_keeps_the_bundle() -> None:
+    """A lab CA bundle under the old key is the user's trust setting: it moves, it is not lost."""
+    result, notes = edit("verify_ssl: /etc/lab/ca-bundle.pem\n", "tuna")
+    data = safe_load(result)
+    assert "verify_ssl" not in data and data["ssl_verify"] == "/etc/lab/ca-bundle.pem"
+    assert any("CA bundle" in note for note in notes)
+
+
 def test_user_channel_alias_is_kept_a_mirror_alias_is_not() -> None:
     kept, _ = edit("channel_alias: https://conda.lab.example.edu\n", "official")
     assert safe_load(kept)["channel_alias"] == "https://conda.lab.example.edu"

@@ -228,7 +228,9 @@ def edit_condarc(
 
     for legacy in ("verify_ssl",):
         if legacy in data:
-            del data[legacy]
+            value = data.pop(legacy)
+            if "ssl_verify" not in data and isinstance(value, str) and value.lower() not in ("", "true", "false"):
+                data["ssl_verify"] = value  # a CA bundle path: the user's trust setting moves over
             notes.append(f"{origin}: replaced the legacy key {legacy} with ssl_verify")
     current = data.get("ssl_verify")
     if isinstance(current, str) and current not in ("", TRUSTSTORE) and current.lower() not in ("true", "false"):
