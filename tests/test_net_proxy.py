@@ -160,3 +160,16 @@ def test_proxy_password_is_not_printed(
     with pytest.raises(FetchError) as info:
         make_client().get("https://pypi.invalid/simple/")
     assert "s3cret" not in str(info.value) and "alice:***@" in str(info.value)
+
+
+def test_a_config_no_proxy_alone_exempts_hosts_from_the_environments_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``[proxy] no_proxy = ["mirror.lab.example.edu"]`` with HTTPS_PROXY from the shell: the lab
+    mirror is reached directly, everything else through the proxy."""
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    explicit = {"no_proxy": "mirror.lab.example.edu"}
+    assert proxy_for("https://mirror.lab.example.edu/simple/", explicit) is None
+    assert proxy_for("https://pypi.org/simple/", explicit) == "http://proxy.example:3128"

@@ -3,7 +3,9 @@
 Proxies come from the configuration when it names one (``{"https": ..., "http": ...,
 "no_proxy": "a,b"}``, the shape of :meth:`cuda_resolve.config.Proxies.as_requests`), else from
 the environment (``HTTPS_PROXY``/``https_proxy``, ``HTTP_PROXY``, ``ALL_PROXY``, ``NO_PROXY``/
-``no_proxy``), which is what requests, pip, conda and curl read.
+``no_proxy``), which is what requests, pip, conda and curl read. The configuration's
+``no_proxy`` applies either way: a config that names only ``no_proxy`` exempts those hosts (a
+lab mirror) from the environment's proxy.
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ def proxy_for(url: str, explicit: Mapping[str, str] | None = None) -> str | None
     """The proxy URL that ``url`` is fetched through, or None for a direct connection."""
     from requests.utils import get_environ_proxies, select_proxy, should_bypass_proxies
 
+    no_proxy = explicit.get("no_proxy") if explicit else None
+    if no_proxy and should_bypass_proxies(url, no_proxy=no_proxy):
+        return None  # the config's no_proxy also exempts hosts from the environment's proxy
     if explicit and any(key in explicit for key in ("http", "https", "all")):
-        no_proxy = explicit.get("no_proxy")
-        if no_proxy and should_bypass_proxies(url, no_proxy=no_proxy):
-            return None
         proxies = {k: v for k, v in explicit.items() if k != "no_proxy"}
     else:
         proxies = dict(get_environ_proxies(url, no_proxy=None))
