@@ -173,3 +173,21 @@ def test_a_config_no_proxy_alone_exempts_hosts_from_the_environments_proxy(
     explicit = {"no_proxy": "mirror.lab.example.edu"}
     assert proxy_for("https://mirror.lab.example.edu/simple/", explicit) is None
     assert proxy_for("https://pypi.org/simple/", explicit) == "http://proxy.example:3128"
+
+
+def test_a_socks_proxy_without_socks_support_is_named_as_such(
+    clean_env: None, make_client: ClientFactory
+) -> None:
+    """ssh -D tunnels give SOCKS proxies; without PySocks requests cannot use them. That is a
+    proxy problem with a one-line fix, not a bad URL."""
+    import importlib.util
+
+    if importlib.util.find_spec("socks") is not None:
+        pytest.skip("PySocks is installed here")
+    client = make_client(proxies={"https": f"socks5://127.0.0.1:{closed_port()}"})
+    with pytest.raises(FetchError) as info:
+        client.get("https://pypi.org/simple/demo/")
+    err = info.value
+    assert err.kind == "proxy"
+    assert "SOCKS" in err.message and "socks5://127.0.0.1" in err.message
+    assert err.hint is not None and "PySocks" in err.hint

@@ -130,6 +130,13 @@ def describe_exception(
         requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
         requests.exceptions.InvalidSchema, u3.LocationValueError,
     )
+    if isinstance(exc, requests.exceptions.InvalidSchema) and proxy and proxy.lower().startswith("socks"):
+        # requests raises this before connecting when PySocks is missing
+        return FetchError(
+            f"proxy {redact(proxy)} is a SOCKS proxy and SOCKS support is not installed ({exc}) fetching {url}",
+            kind="proxy", url=url,
+            hint="install PySocks next to cuda-resolve (pip install 'requests[socks]'), or use an http:// proxy",
+        )
     if isinstance(exc, bad_url):
         return FetchError(f"cannot fetch {url!r}: {exc}", kind="url", url=url,
                           hint="check the URL (an https:// URL with a host name)")
