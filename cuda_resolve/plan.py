@@ -46,6 +46,10 @@ class PlanItem:
             value = getattr(self, key)
             if value is not None:
                 data[key] = value
+        if self.kind == "wheel":
+            # Always present for wheels: null where only the index can name the file (PyPI's
+            # and PyTorch's file names and hashes are read at fetch or lock time, not by plan).
+            data.setdefault("url", None)
         return data
 
 

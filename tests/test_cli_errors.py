@@ -6,6 +6,7 @@ With --json the same error is a JSON object on stdout. Never a traceback.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,22 @@ def test_ambiguous_two_digit_variant_is_rejected() -> None:
     with pytest.raises(ValueError, match="ambiguous"):
         CudaVersion.parse("cu12")
     assert str(CudaVersion.parse("cu92")) == "9.2"
+
+
+def test_profile_and_python_together_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cuda_resolve.cli import main
+
+    profile = tmp_path / "p.toml"
+    profile.write_text('[python]\nversion = "3.11.9"\n')
+    assert main(["plan", "torch", "--profile", str(profile), "--python", sys.executable]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("error: --profile") and "cannot be combined" in err[0]
+    assert err[1].startswith("hint: ")
+
+
+def test_an_invalid_requirement_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from cuda_resolve.cli import main
+
+    assert main(["plan", "torch>=", "--profile", str(Path(__file__).parent / "data/profiles/cpu-ci-no-driver.toml")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and err[0].startswith("error: requirement 'torch>=' is not valid")

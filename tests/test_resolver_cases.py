@@ -58,6 +58,8 @@ def test_case(path: Path) -> None:
         text = f"{caught.value.message} || {caught.value.hint} || " + " | ".join(caught.value.reasons)
         for fragment in expect["conflict"]:
             assert fragment in text, f"{path.name}: {fragment!r} not in {text!r}"
+        for fragment in expect.get("message", []):  # what the one error line itself must say
+            assert fragment in caught.value.message, f"{path.name}: {fragment!r} not in {caught.value.message!r}"
         return
     plan = make_plan(resolve(case["request"], env, default_index(), options), env).to_json()
     got = sorted(_describe(item) for item in plan["install"])

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..environment import Environment
+from ..errors import UsageError
 from ..index import Index, default_index
 
 __all__ = ["add_environment_options", "add_json_option", "environment_from_args", "index_from_args"]
@@ -34,6 +35,11 @@ def add_environment_options(parser: argparse.ArgumentParser) -> None:
 def environment_from_args(args: argparse.Namespace) -> Environment:
     """A profile when --profile is given (no probing at all), else detection."""
     if args.profile is not None:
+        if args.python is not None:
+            raise UsageError(
+                f"--profile {args.profile} and --python {args.python} cannot be combined: a profile describes the machine without probing it",
+                hint="pass --profile to decide for a described machine, or --python to inspect an interpreter here",
+            )
         from ..profile import load_profile
 
         return load_profile(args.profile)

@@ -21,6 +21,7 @@ from ..compat import driver_supports_cuda, format_arch_list
 from ..environment import Environment
 from ..errors import ResolutionImpossible, UsageError
 from ..index.model import Index
+from ..versions import CudaVersion
 from .candidates import TORCH_FAMILY, Candidate, Catalogue, Options, Rejection, Req
 from .provider import Provider
 
@@ -47,7 +48,8 @@ def parse_request(texts: Sequence[str], index: Index) -> tuple[list[Req], list[s
         try:
             requirement = Requirement(text)
         except InvalidRequirement as exc:
-            raise UsageError(f"requirement {text!r} is not valid: {exc}", hint="write it as pip would, e.g. 'kaolin==0.18.0' or 'torch>=2.1'") from None
+            reason = str(exc).splitlines()[0]
+            raise UsageError(f"requirement {text!r} is not valid: {reason}", hint="write it as pip would, e.g. 'kaolin==0.18.0' or 'torch>=2.1'") from None
         name = canonicalize_name(requirement.name)
         package = index.package(name)
         if name not in TORCH_FAMILY and package is None:
@@ -110,7 +112,7 @@ def resolve(
     chosen = _install_order(list(result.mapping.values()))
     names = {c.name for c in chosen} | {r.name for r in requirements}
     rejected = tuple(r for r in catalogue.rejections if r.name in names)
-    reasons = tuple(_reason(c, chosen, env, index) for c in chosen) + _pass_reasons(passed)
+    reasons = tuple(_reason(c, chosen, env, index, catalogue) for c in chosen) + _pass_reasons(passed)
     return Resolution(chosen=tuple(chosen), pass_through=tuple(passed), reasons=reasons, rejected=rejected)
 
 
@@ -123,20 +125,48 @@ def _pass_reasons(passed: Sequence[str]) -> tuple[str, ...]:
     return tuple(f"{text}: not in the index; passed to pip as an ordinary requirement" for text in passed)
 
 
-def _reason(candidate: Candidate, chosen: list[Candidate], env: Environment, index: Index) -> str:
+def _driver_needed(cuda: CudaVersion, index: Index) -> str:
+    family = index.family(cuda.major) if cuda.major >= 11 else None
+    facts = index.toolkit(cuda)
+    if family is not None:
+        return f"driver >= {family.min_driver_linux} by minor-version compatibility"
+    if facts is not None and facts.driver_linux is not None:
+        return f"driver >= {facts.driver_linux}"
+    return f"a driver for CUDA {cuda}"
+
+
+def _newer_unconfirmed(candidate: Candidate, catalogue: Catalogue) -> list[str]:
+    """Viable torch builds newer than the chosen one whose existence the index could not confirm."""
+    return [
+        other.label
+        for other in catalogue.candidates("torch")
+        if other.kind == "wheel" and other.torch_variant is not None
+        and "exists" in other.torch_variant.unverified and other.base_version > candidate.base_version
+    ]
+
+
+def _reason(candidate: Candidate, chosen: list[Candidate], env: Environment, index: Index, catalogue: Catalogue) -> str:
     gpus = ", ".join(f"{gpu.name} ({gpu.compute_capability})" for gpu in env.gpus) or "no GPU"
     if candidate.kind == "installed":
         return f"{candidate.label}: already installed and fits this machine ({gpus}): kept"
     if candidate.name == "torch":
         dependents = [c for c in chosen if c.name != "torch" and c.kind == "wheel" and c.torch_version is not None]
-        why = f"pinned by {dependents[0].label}" if dependents else "newest release that fits"
+        if dependents:
+            why = f"pinned by {dependents[0].label}"
+        else:
+            unconfirmed = _newer_unconfirmed(candidate, catalogue)
+            why = "newest release that fits"
+            if unconfirmed:
+                shown = ", ".join(sorted(set(unconfirmed), reverse=True)[:3])
+                why = f"newest confirmed release that fits (the index cannot confirm that {shown}{' ...' if len(unconfirmed) > 3 else ''} were published; pin one to take it)"
         if candidate.cuda is None:
             return f"{candidate.label}: {why}; CPU build ({gpus})"
-        driver = (
-            driver_supports_cuda(env.driver, candidate.cuda, index).reason
-            if env.driver
-            else "no driver here: the CUDA build also runs on the CPU"
-        )
+        if env.driver:
+            driver = driver_supports_cuda(env.driver, candidate.cuda, index).reason
+        elif env.gpus:
+            driver = f"no driver known here: the machines it runs on need one for CUDA {candidate.cuda} ({_driver_needed(candidate.cuda, index)})"
+        else:
+            driver = "no driver here: the CUDA build also runs on the CPU"
         arch = format_arch_list(candidate.arch_list)
         return f"{candidate.label}: {why}; {driver}; kernels for {arch} cover {gpus}"
     if candidate.name in ("torchvision", "torchaudio"):
@@ -146,20 +176,27 @@ def _reason(candidate: Candidate, chosen: list[Candidate], env: Environment, ind
     torch = next((c for c in chosen if c.name == "torch"), None)
     against = f" against {torch.label}" if torch else ""
     toolkit = candidate.toolkit
-    tk = f"nvcc {toolkit.version} ({toolkit.root})" if toolkit else "nvcc"
+    tk = (f"nvcc {toolkit.version} ({toolkit.root})" if toolkit.root else f"nvcc {toolkit.version}") if toolkit else "nvcc"
     wheels = "no published wheel fits" if candidate.package and candidate.package.wheels else "no published wheels"
     name = candidate.package.name if candidate.package else candidate.name
     return f"{name} {candidate.version}: {wheels}; source build{against} with {tk}, TORCH_CUDA_ARCH_LIST={format_arch_list(candidate.arch_list)} (recipe {candidate.recipe.name if candidate.recipe else '?'})"
 
 
-def _label_in(label: str, specifier: SpecifierSet) -> bool:
-    """Does the version named in a rejection label ("kaolin 0.13.0 wheels") match the request?"""
+_RELEVANCE = {category: rank for rank, category in enumerate(
+    ("installed", "driver", "gpu", "toolkit", "compiler", "python", "platform", "other", "cpu")
+)}
+
+
+def _label_in(label: str, request: Req) -> bool:
+    """Does the build a rejection label names ("torch 2.5.1+cu124") match the request?"""
     for token in label.split():
         try:
             version = Version(token)
         except InvalidVersion:
             continue
-        return specifier.contains(version.base_version, prereleases=True)
+        if request.variant is not None and version.local not in (None, request.variant):
+            return False
+        return not request.specifier or request.specifier.contains(version.base_version, prereleases=True)
     return True
 
 
@@ -195,8 +232,11 @@ def _conflict(exc: resolvelib.ResolutionImpossible[Req, Candidate], catalogue: C
             reasons.append(
                 f"{name}: no published wheel for the installed {installed.label}; pass --allow-torch-change to switch torch"
             )
-        asked = next((req.specifier for req in requested if req.name == name and req.specifier), None)
-        reasons.extend(r.reason for r in catalogue.rejected(name) if asked is None or _label_in(r.label, asked))
+        asked = next((req for req in requested if req.name == name), None)
+        relevant = [r for r in catalogue.rejected(name) if asked is None or _label_in(r.label, asked)]
+        # The rule that says most about the request first: a driver or GPU fact before a CPU build's.
+        relevant.sort(key=lambda r: _RELEVANCE.get(r.category, len(_RELEVANCE)))
+        reasons.extend(r.reason for r in relevant)
     demands = sorted({str(cause.requirement) + (f" (from {cause.parent.label})" if cause.parent else "") for cause in exc.causes})
     shown = ", ".join(demands[:3]) + (f" and {len(demands) - 3} more" if len(demands) > 3 else "")
     message = "nothing fits this machine for " + shown

@@ -226,9 +226,12 @@ class Catalogue:
             return None
         if not env.gpus and env.driver is None:
             return None  # a CPU-only machine: CUDA builds run there on the CPU
-        verdict = driver_supports_cuda(env.driver, cuda, self.index, strict=self.options.strict_driver, os=env.machine.os)
-        if not verdict:
-            return f"{label}: {verdict.reason}"
+        # GPUs without a driver: a machine-class profile or a login node given CUDA_RESOLVE_CUDA_ARCH.
+        # The driver is unknown, not absent: judge the GPUs and say which driver the plan needs.
+        if env.driver is not None:
+            verdict = driver_supports_cuda(env.driver, cuda, self.index, strict=self.options.strict_driver, os=env.machine.os)
+            if not verdict:
+                return f"{label}: {verdict.reason}"
         if arch is None:
             return f"{label}: its arch list is not known to the index"
         missing = uncovered_gpus(arch, env.gpus)
