@@ -163,16 +163,27 @@ def _driver(table: Table | None, index: Index | None) -> Driver | None:
     cuda = table.parsed("cuda", CudaVersion.parse, None)
     source = table.string("source", "profile")
     table.finish()
+    if index is None:
+        from .index import default_index
+
+        index = default_index()
     if cuda is None:
         from .compat import cuda_for_driver
 
-        if index is None:
-            from .index import default_index
-
-            index = default_index()
         cuda = cuda_for_driver(version, index)
         if cuda is None:
             raise table.fail("version", f"= {version.text!r}: cannot derive the CUDA version it supports", hint="add cuda = \"12.2\" to [driver]")
+    else:
+        # A driver below its CUDA family's minimum cannot support that CUDA at all (a 535 driver
+        # reporting CUDA 13.0 is a typo); a driver newer than the index knows may claim more.
+        family = index.family(cuda.major)
+        minimum = family.min_driver_linux if family is not None else None
+        if minimum is not None and version < minimum:
+            raise table.fail(
+                "cuda",
+                f"= '{cuda}': driver {version.text} cannot support CUDA {cuda.major}.x (that needs driver >= {minimum})",
+                hint="write the 'CUDA Version' nvidia-smi prints on that machine, or leave cuda out to derive it",
+            )
     return Driver(version=version, cuda=cuda, source=source)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from _factories import cc, cuda, drv, make_index
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from cuda_resolve.environment import (
@@ -331,6 +331,10 @@ _COMPILER = st.from_regex(r"[1-9][0-9]?(\.[0-9]{1,2}){0,2}", fullmatch=True)
 @st.composite
 def environments(draw: st.DrawFn) -> Environment:
     driver = draw(st.none() | st.builds(Driver, version=_DRIVER_VERSIONS, cuda=_CUDAS, source=st.sampled_from(["nvml", "sysfs", "profile"])))
+    if driver is not None:
+        # Profiles reject a CUDA whose family needs a newer driver (test_impossible_driver_cuda).
+        family_minimum = {11: (450, 80, 2), 12: (525, 60, 13), 13: (580, 65, 6)}.get(driver.cuda.major)
+        assume(family_minimum is None or driver.version.parts >= family_minimum)
     gpus: tuple[Gpu, ...] = ()
     if driver is not None:
         gpus = tuple(
@@ -593,3 +597,11 @@ def test_gpus_without_a_driver_describe_a_build_node() -> None:
     assert env.driver is None
     assert [str(g.compute_capability) for g in env.gpus] == ["8.6"]
     assert parse_profile(dump_profile(env)).gpus == env.gpus
+
+
+def test_impossible_driver_cuda_is_refused() -> None:
+    """nvidia-smi on a 535 driver never says CUDA 13.0: that profile has a typo."""
+    with pytest.raises(ProfileError, match=r"driver\.cuda = '13\.0': driver 535\.104\.05 cannot support CUDA 13\.x \(that needs driver >= 580"):
+        parse_profile(_PY + '[driver]\nversion = "535.104.05"\ncuda = "13.0"\n')
+    # a driver newer than the index knows may still claim a newer CUDA of a family it meets
+    assert str(parse_profile(_PY + '[driver]\nversion = "640.10"\ncuda = "13.9"\n').driver.cuda) == "13.9"  # type: ignore[union-attr]
