@@ -346,7 +346,48 @@ def test_unwritable_target_is_a_usage_error_naming_the_path(home: Home, capsys: 
     err = capsys.readouterr().err
     assert f"error: {home.pip}: cannot be written" in err
     assert "hint:" in err and "Traceback" not in err
-    assert home.snapshot() == before  # checked before anything was written
+    assert home.snapshot() == before  # nothing written
+    assert "nothing was changed" in err
+
+
+def _unwritable_config(kind: str, tmp_path: Path) -> Path:
+    """A config path that cannot be written, also for root (which os.access lets through)."""
+    if kind == "proc":
+        return Path("/proc/cuda-resolve-test/config.toml")  # a virtual file system: no new folders
+    afile = tmp_path / "afile"
+    afile.write_text("a file where a folder should be\n", encoding="utf-8")
+    return afile / "config.toml"
+
+
+@pytest.mark.parametrize("seeded", [True, False], ids=["existing-files", "fresh-home"])
+@pytest.mark.parametrize("kind", ["proc", "under-a-file"])
+def test_a_config_that_cannot_be_written_leaves_every_file_as_it_was(
+    home: Home,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    kind: str,
+    seeded: bool,
+) -> None:
+    """pip.conf and .condarc come before the config in the plan: none of them is written (no
+    backup, no temporary file, no folder) when the config cannot be."""
+    if kind == "proc" and not Path("/proc/self").is_dir():
+        pytest.skip("needs /proc")
+    config = _unwritable_config(kind, tmp_path)
+    monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))
+    if seeded:
+        home.seed()
+    before = home.snapshot()
+    folders_before = sorted(path for path in home.root.rglob("*") if path.is_dir())
+    assert run("set", "tuna") == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1
+    assert f"error: {config}: cannot be written" in err
+    assert "hint: nothing was changed" in err and "CUDA_RESOLVE_CONFIG" in err
+    assert "Traceback" not in err
+    assert home.snapshot() == before
+    assert sorted(path for path in home.root.rglob("*") if path.is_dir()) == folders_before
+    assert not list(home.root.rglob("*.tmp"))
 
 
 def test_bad_custom_url_is_a_usage_error(home: Home, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,33 +1,32 @@
 """``mirror set``: plan the three file edits, show them as diffs, or write them safely.
 
-Writing is: check every target can be written, then per changed file a timestamped backup next
-to it (``pip.conf.20261202-153000.bak``), then an atomic replace (temporary file in the same
-folder, fsync, ``os.replace``) that keeps the file's permission bits. A symlinked file is
-edited where the link points (and backed up there); the link itself is left as it is. An unchanged file is not
-touched, so a second identical ``set`` writes nothing.
+Writing is all or nothing (:mod:`.writes`): every changed file's new text goes to a temporary
+file beside it first (the real test that it can be written), then each gets a timestamped backup
+next to it (``pip.conf.20261202-153000.bak``), and only then are the targets replaced
+(``os.replace``, keeping the permission bits). If any target cannot be written, no file is
+changed and no backup is left. A symlinked file is edited where the link points (and backed up
+there); the link itself is left as it is. An unchanged file is not touched, so a second identical
+``set`` writes nothing.
 """
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import os
-import shutil
-import stat
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from ..config import ConfigError
+from ..config import CONFIG_ENV, ConfigError
 from ..errors import UsageError
 from .condarc import edit_condarc
 from .pipconf import read_pip_settings, set_index_url
 from .presets import Preset
 from .selfconf import edit_own_config
 from .targets import Targets
+from .writes import PendingWrite, write_all
 
 __all__ = ["Applied", "FileChange", "Plan", "apply_plan", "plan_set"]
 
@@ -147,78 +146,36 @@ def plan_set(
     return Plan(preset=preset, targets=targets, changes=tuple(changes), notes=tuple(notes))
 
 
-def _writable(path: Path) -> None:
-    """Raise a UsageError naming ``path`` when it cannot be created or replaced."""
-    folder = path.parent
-    while not folder.exists():
-        if folder.parent == folder:
-            break
-        folder = folder.parent
-    if path.exists() and not os.access(path, os.R_OK):
-        raise UsageError(f"{path}: cannot be read", hint="check its permissions, or choose another --scope")
-    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(
-            f"{path}: cannot be written ({folder} is not a writable folder)",
-            hint="check the permissions, or choose another --scope / --python",
-        )
-
-
 def _through_links(path: Path) -> Path:
     """The file a symlinked dotfile points at (stow, chezmoi, a lab's shared config): it is
     edited there, so the link stays a link instead of being replaced by a copy."""
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
-def _backup_path(path: Path, now: datetime) -> Path:
-    stamp = now.strftime("%Y%m%d-%H%M%S")
-    candidate = path.with_name(f"{path.name}.{stamp}.bak")
-    counter = 1
-    while candidate.exists():
-        candidate = path.with_name(f"{path.name}.{stamp}-{counter}.bak")
-        counter += 1
-    return candidate
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+def _hint(change: FileChange) -> str:
+    if change.tool == "cuda-resolve":
+        return (
+            "check that its folder can be created and written (not /proc, not a read-only mount), "
+            f"or point {CONFIG_ENV} at a writable file"
+        )
+    return "check that its folder can be created and written, or choose another --scope / --python"
 
 
 def apply_plan(plan: Plan, *, now: datetime | None = None) -> tuple[Applied, ...]:
-    """Back up and write every changed file; unchanged files are left alone."""
-    when = now or datetime.now()
+    """Back up and write every changed file, all or nothing; unchanged files are left alone."""
     pending = plan.pending
-    for change in pending:
-        _writable(_through_links(change.path))
-    results: list[Applied] = []
-    for change in plan.changes:
-        if not change.changed:
-            results.append(Applied(change=change, written=False))
-            continue
-        backup: Path | None = None
-        target = _through_links(change.path)
-        try:
-            if change.old is not None:
-                backup = _backup_path(target, when)
-                shutil.copy2(target, backup)
-            _atomic_write(target, change.new)
-        except OSError as exc:
-            done = ", ".join(str(item.change.path) for item in results if item.written) or "none"
-            raise UsageError(
-                f"{change.path}: cannot be written: {exc.strerror or exc}",
-                hint=f"files already written: {done}; backups lie next to them",
-            ) from None
-        results.append(Applied(change=change, written=True, backup=backup))
-    return tuple(results)
+    backups = iter(
+        write_all(
+            [
+                PendingWrite(path=change.path, target=_through_links(change.path), text=change.new, hint=_hint(change))
+                for change in pending
+            ],
+            now=now,
+        )
+    )
+    return tuple(
+        Applied(change=change, written=True, backup=next(backups))
+        if change.changed
+        else Applied(change=change, written=False)
+        for change in plan.changes
+    )
