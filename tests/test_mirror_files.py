@@ -73,12 +73,26 @@ def edit(text: str, name: str) -> tuple[str, tuple[str, ...]]:
     return edit_condarc(text, get_preset(name), all_presets=load_presets().values())
 
 
-def test_empty_condarc_gets_channels_and_truststore() -> None:
-    text, _ = edit("", "bfsu")
+def test_empty_condarc_keeps_condas_default_channels_and_gets_truststore() -> None:
+    """No ``channels`` key means conda's implicit ``defaults``: a mirror serves those from its
+    ``default_channels``, it does not switch the user to conda-forge."""
+    text, notes = edit("", "bfsu")
     data = safe_load(text)
-    assert data["channels"] == ["conda-forge"]
+    assert "channels" not in data
     assert data["ssl_verify"] == "truststore"
     assert data["default_channels"][0] == "https://mirrors.bfsu.edu.cn/anaconda/pkgs/main"  # type: ignore[index]
+    assert any("no channels list" in note for note in notes)
+
+
+@pytest.mark.parametrize("name", [name for name, preset in load_presets().items() if preset.conda is not None])
+def test_a_preset_on_an_empty_condarc_sets_only_mirror_keys_and_truststore(name: str) -> None:
+    data = safe_load(edit("", name)[0])
+    assert set(data) <= {"default_channels", "custom_channels", "channel_alias", "ssl_verify"}
+    assert data["ssl_verify"] == "truststore"
+
+
+def test_an_empty_channels_list_is_left_as_it_is() -> None:
+    assert safe_load(edit("channels: []\n", "tuna")[0])["channels"] == []
 
 
 def test_channel_urls_become_names_and_duplicates_go() -> None:

@@ -186,7 +186,8 @@ def test_fresh_home_gets_new_files_without_backups(home: Home) -> None:
     assert run("set", "sjtu") == 0
     assert home.pip.read_text(encoding="utf-8") == "[global]\nindex-url = https://mirror.sjtu.edu.cn/pypi/web/simple/\n"
     condarc = load_yaml(home.condarc)
-    assert condarc["channels"] == ["conda-forge"]
+    assert "channels" not in condarc  # conda's implicit defaults, now from the mirror's default_channels
+    assert condarc["default_channels"][0] == "https://mirror.sjtu.edu.cn/anaconda/pkgs/main"  # type: ignore[index]
     assert condarc["ssl_verify"] == "truststore"
     assert home.backups() == []
     config = load_config()

@@ -7,7 +7,10 @@ What a preset changes, and nothing else:
   does not leave the old mirror behind; the user's own entries (a lab server) are kept.
 - ``channels``: entries that are URLs of a known mirror or of ``conda.anaconda.org`` become channel
   names (``.../anaconda/cloud/conda-forge/`` -> ``conda-forge``), so ``custom_channels`` decides
-  where they come from; when there is no list, the preset's (``[conda-forge]``) is written.
+  where they come from. When there is no list, none is written: conda's implicit ``defaults``
+  applies, now served through the mirror's ``default_channels``. A mirror changes where packages
+  come from, never which channels they come from (a written ``[conda-forge]`` would replace
+  ``defaults`` and change the packages users get).
 - ``ssl_verify: truststore`` (the OS trust store, conda >= 23.9 on Python >= 3.10), unless it
   already names a CA bundle file, which is kept. Never ``false``.
 """
@@ -150,12 +153,10 @@ class _Known:
         return url in self.default_channels or url in self.aliases or url in self.channel_bases
 
 
-def _normalize_channels(data: CommentedMap, known: _Known, fallback: tuple[str, ...]) -> None:
+def _normalize_channels(data: CommentedMap, known: _Known) -> None:
     channels = data.get("channels")
-    if not isinstance(channels, list) or not channels:
-        if fallback:
-            data["channels"] = list(fallback)
-        return
+    if not isinstance(channels, list):
+        return  # no list: conda's default (``defaults``) applies and stays
     seen: set[str] = set()
     drop: list[int] = []
     for position, entry in enumerate(channels):
@@ -224,7 +225,12 @@ def edit_condarc(
     known = _Known.of(all_presets, preset.canonical.conda_channel_alias)
     conda = preset.conda
     _apply_mirror(data, conda, known)
-    _normalize_channels(data, known, conda.channels if conda is not None else ())
+    _normalize_channels(data, known)
+    if "channels" not in data and conda is not None and conda.default_channels:
+        notes.append(
+            f"{origin}: no channels list, so conda keeps its default (defaults), now from the mirror's "
+            "default_channels; `conda config --add channels conda-forge` would add conda-forge"
+        )
 
     for legacy in ("verify_ssl",):
         if legacy in data:

@@ -93,8 +93,6 @@ class CondaMirror:
     #: channel name -> base URL (conda appends the name), in file order.
     custom_channels: tuple[tuple[str, str], ...] = ()
     channel_alias: str | None = None
-    #: The ``channels`` list written when the .condarc has none.
-    channels: tuple[str, ...] = ("conda-forge",)
     on_miss: OnMiss = "unknown"
     verified: bool = False
     source: str = ""
@@ -327,7 +325,6 @@ def _conda(table: Table | None) -> CondaMirror | None:
         default_channels=_urls(table, "default_channels"),
         custom_channels=tuple(custom),
         channel_alias=_url_or_none(table, "channel_alias"),
-        channels=table.strings("channels", ("conda-forge",)),
         on_miss=_choice(table, "on_miss", _ON_MISS, "unknown"),  # type: ignore[arg-type]
         verified=table.boolean("verified", False),
         source=table.string("source"),
@@ -397,7 +394,6 @@ def custom_preset(
         conda_mirror = CondaMirror(
             default_channels=tuple(f"{base}pkgs/{repo}/" for repo in ("main", "r", "msys2")),
             custom_channels=tuple((name, f"{base}cloud/") for name in conda_channels),
-            channels=conda_channels,
             source="given on the command line (TUNA-style layout assumed)",
         )
     return Preset(

@@ -213,7 +213,6 @@ def preset_to_dict(preset: Preset) -> dict[str, Any]:
             "default_channels": list(preset.conda.default_channels),
             "custom_channels": dict(preset.conda.custom_channels),
             "channel_alias": preset.conda.channel_alias,
-            "channels": list(preset.conda.channels),
             "on_miss": preset.conda.on_miss,
             "verified": preset.conda.verified,
             "source": preset.conda.source,
