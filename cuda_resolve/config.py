@@ -114,7 +114,9 @@ def parse_mirror_url(text: str, *, prefix: bool = True) -> str:
         raise ValueError("a mirror URL has no query or fragment")
     if any(char.isspace() for char in text):
         raise ValueError("a URL has no spaces")
-    normalized = f"{parts.scheme}://{parts.netloc.lower()}{parts.path}"
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    # the host is case-insensitive; credentials in the user info are not (a token stays as typed)
+    normalized = f"{parts.scheme}://{userinfo}{at}{hostport.lower()}{parts.path}"
     if prefix and not normalized.endswith("/"):
         normalized += "/"
     return normalized
@@ -128,10 +130,11 @@ def _parse_proxy_url(text: str) -> str:
 
 
 def _split_origin(url: str) -> tuple[str, str]:
-    """``("https://host", "/path...")`` with scheme and host lower-cased."""
+    """``("https://host", "/path...")`` with scheme and host lower-cased (user info kept as is)."""
     scheme, _, rest = url.partition("://")
-    host, slash, path = rest.partition("/")
-    return f"{scheme.lower()}://{host.lower()}", slash + path
+    authority, slash, path = rest.partition("/")
+    userinfo, at, host = authority.rpartition("@")
+    return f"{scheme.lower()}://{userinfo}{at}{host.lower()}", slash + path
 
 
 # -- model ------------------------------------------------------------------------------

@@ -173,3 +173,10 @@ def test_round_trip_through_dict(tmp_path: Path) -> None:
     assert again.pytorch == config.pytorch
     assert again.proxies == config.proxies
     assert again.preset == config.preset
+
+
+def test_a_mirror_url_keeps_the_case_of_its_credentials() -> None:
+    """The host is case-insensitive and lower-cased; a token is not (lower-casing it breaks the login)."""
+    assert parse_mirror_url("https://Lab:AbC@Mirror.Example.EDU/Simple") == "https://Lab:AbC@mirror.example.edu/Simple/"
+    config = parse_config('[[rewrite]]\ncanonical = "https://pypi.org/simple/"\nmirror = "https://Lab:AbC@Mirror.Lab/simple"\n')
+    assert config.rewrite("https://PyPI.org/simple/pip/") == "https://Lab:AbC@mirror.lab/simple/pip/"
