@@ -7,6 +7,8 @@ once and turns it into one ``error:`` line plus the hint.
 
 from __future__ import annotations
 
+from .redaction import redact_urls
+
 __all__ = [
     "BuildError",
     "CudaResolveError",
@@ -68,7 +70,13 @@ class ResolutionImpossible(CudaResolveError):
 
 
 class NetworkError(CudaResolveError):
-    """A fetch that failed: the message says what failed (DNS, proxy, TLS, HTTP) and the URL."""
+    """A fetch that failed: the message says what failed (DNS, proxy, TLS, HTTP) and the URL.
+
+    Credentials in the URLs it names (``https://user:token@mirror/``) are replaced by ``***``.
+    """
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(redact_urls(message), hint=None if hint is None else redact_urls(hint))
 
 
 class BuildError(CudaResolveError):

@@ -3,6 +3,7 @@ one that 404s, one that lists nothing, a flat find-links page, a file that redir
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections.abc import Iterator
@@ -41,6 +42,7 @@ class Routes:
     def __init__(self) -> None:
         self.pages: dict[str, tuple[int, dict[str, str], bytes]] = {}
         self.requests: list[str] = []
+        self.authorizations: list[str | None] = []
         self.port = 0
 
     @property
@@ -66,6 +68,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Routes]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             routes.requests.append(self.path)
+            routes.authorizations.append(self.headers.get("Authorization"))
             status, headers, body = routes.pages.get(self.path, (404, {"Content-Type": "text/plain"}, b"not here"))
             self.send_response(status)
             for key, value in headers.items():
@@ -256,6 +259,40 @@ def test_cli_exits_1_when_a_mirror_fails(
     captured = capsys.readouterr()
     assert "FAIL pypi" in captured.out and "404" in captured.out
     assert "Traceback" not in captured.out + captured.err
+
+
+def test_cli_never_shows_the_credentials_of_a_mirror_url(
+    server: Routes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The mirror is fetched with its credentials; the lines and --json show ``user:***@``,
+    for a mirror that answers (its sample file URL too), one that fails and one that lists nothing."""
+    secret = "S3cretTok"
+    server.add("/good/simple/pip/", simple_page(f"../../packages/aa/{WHEEL}{HASH}"))
+    server.add(f"/good/packages/aa/{WHEEL}", b"wheel", content_type="application/octet-stream")
+    server.add("/empty/simple/pip/", b"<html><body>nothing</body></html>")
+    authority = server.base.replace("http://", f"http://lab:{secret}@")
+    for name, status in (("good", 0), ("missing", 1), ("empty", 1)):
+        config = tmp_path / f"{name}.toml"
+        config.write_text(
+            f'[[rewrite]]\ncanonical = "https://pypi.org/simple/"\nmirror = "{authority}/{name}/simple/"\n',
+            encoding="utf-8",
+        )
+        monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+        assert main(["mirror", "test"]) == status
+        assert main(["mirror", "test", "--json"]) == status
+        captured = capsys.readouterr()
+        shown = captured.out + captured.err
+        assert secret not in shown, name
+        assert f"http://lab:***@127.0.0.1:{server.port}/{name}/simple/pip/" in shown
+        data = json.loads(captured.out[captured.out.index("\n{") + 1 :])
+        (result,) = data["results"]
+        assert result["mirror"] == f"http://lab:***@127.0.0.1:{server.port}/{name}/simple/"
+        if name == "good":
+            assert result["sample"].startswith("http://lab:***@")
+    assert "/good/simple/pip/" in server.requests and f"/good/packages/aa/{WHEEL}" in server.requests
+    login = "Basic " + base64.b64encode(f"lab:{secret}".encode()).decode()
+    assert server.authorizations and set(server.authorizations) == {login}  # fetched with the real credentials
 
 
 def _https_mirror(make_server: ServerFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:

@@ -509,3 +509,51 @@ def test_set_says_when_a_variable_overrides_the_file_it_writes(
     assert run("set", "tuna", "--dry-run", "--json") == 0
     notes = json.loads(capsys.readouterr().out)["notes"]
     assert any(note.startswith("PIP_INDEX_URL is set") for note in notes)
+
+
+SECRET = "S3cretTok"
+
+
+def test_credentials_in_mirror_urls_are_written_but_never_shown(
+    home: Home, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lab mirror behind a login: the files keep the real URL (pip and conda need it); what
+    `mirror set` and `mirror show` print, as text or --json, has ``user:***@``."""
+    pypi = f"https://lab:{SECRET}@pypi.lab.example.edu/simple"
+    conda = f"https://lab:{SECRET}@conda.lab.example.edu/anaconda"
+    args = ("set", "custom", "--pypi", pypi, "--conda", conda)
+    monkeypatch.setenv("PIP_INDEX_URL", f"https://other:{SECRET}@old.example.edu/simple")
+    assert run(*args, "--dry-run") == 0
+    assert run(*args, "--dry-run", "--json") == 0
+    assert run(*args) == 0
+    out = capsys.readouterr().out
+    assert SECRET not in out
+    assert "+index-url = https://lab:***@pypi.lab.example.edu/simple/" in out
+    assert "PIP_INDEX_URL is set (https://other:***@old.example.edu/simple)" in out
+
+    assert f"index-url = {pypi}/\n" in home.pip.read_text(encoding="utf-8")
+    assert load_yaml(home.condarc)["custom_channels"] == {"conda-forge": f"{conda}/cloud"}
+    assert load_config().rewrite("https://pypi.org/simple/pip/") == f"{pypi}/pip/"
+
+    home.config.write_text(
+        home.config.read_text(encoding="utf-8") + f'\n[proxy]\nhttps = "http://proxy-user:{SECRET}@proxy.lab:3128"\n',
+        encoding="utf-8",
+    )
+    assert run("show") == 0
+    assert run("show", "--json") == 0
+    out = capsys.readouterr().out
+    assert SECRET not in out
+    assert "rewrite https://pypi.org/simple/ -> https://lab:***@pypi.lab.example.edu/simple/" in out
+    assert "http://proxy-user:***@proxy.lab:3128" in out
+    data = json.loads(out[out.index("\n{") + 1 :])
+    user_pip = next(item for item in data["files"] if item["tool"] == "pip" and item["role"] == "user")
+    assert user_pip["index_url"] == "https://lab:***@pypi.lab.example.edu/simple/"
+    assert data["variables"]["PIP_INDEX_URL"] == "https://other:***@old.example.edu/simple"
+
+
+def test_an_error_naming_a_url_with_credentials_hides_them(home: Home, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("set", "custom", "--pypi", f"http://lab:{SECRET}@pypi.lab.example.edu/simple") == 2
+    assert run("set", "custom", "--pypi", f"http://lab:{SECRET}@pypi.lab.example.edu/simple", "--json") == 2
+    captured = capsys.readouterr()
+    assert SECRET not in captured.out + captured.err
+    assert "--pypi 'http://lab:***@pypi.lab.example.edu/simple'" in captured.err

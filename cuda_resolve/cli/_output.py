@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CudaResolveError
+from ..redaction import redact_data, redact_urls
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -33,9 +34,9 @@ def print_json(data: Any) -> None:
 def report_error(exc: CudaResolveError, *, as_json: bool) -> None:
     """One ``error:`` line and a ``hint:`` line on stderr; with --json the same on stdout."""
     if as_json:
-        print_json(exc.to_json())
+        print_json(redact_data(exc.to_json()))
         return
     err = sys.stderr
-    err.write(f"error: {exc.message}\n")
+    err.write(f"error: {redact_urls(exc.message)}\n")  # a mirror or proxy URL may carry a password
     if exc.hint:
-        err.write(f"hint: {exc.hint}\n")
+        err.write(f"hint: {redact_urls(exc.hint)}\n")

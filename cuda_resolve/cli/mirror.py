@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..redaction import redact_urls
 from . import _output
 from ._common import add_json_option
 
@@ -244,17 +245,17 @@ def handle_set(args: argparse.Namespace) -> int:
                 "backup": str(applied[position].backup) if applied and applied[position].backup else None,
             }
             if args.dry_run:
-                entry["diff"] = change.diff()
+                entry["diff"] = redact_urls(change.diff())
             files.append(entry)
         _output.print_json({
             "preset": preset.name, "scope": targets.scope, "dry_run": args.dry_run,
-            "files": files, "notes": list(plan.notes),
+            "files": files, "notes": [redact_urls(note) for note in plan.notes],
         })
         return 0
     if args.dry_run:
         for change in plan.changes:
             if change.changed:
-                sys.stdout.write(change.diff())
+                sys.stdout.write(redact_urls(change.diff()))  # the files get the real URLs
             else:
                 _say(f"# {change.path}: unchanged")
         _say(f"# dry run: nothing written ({len(plan.pending)} file(s) would change)")
@@ -268,7 +269,7 @@ def handle_set(args: argparse.Namespace) -> int:
             else:
                 _say(f"created    {path}")
     for note in plan.notes:
-        _say(f"note: {note}")
+        _say(f"note: {redact_urls(note)}")
     if not args.dry_run:
         _say(f"next: `cuda-resolve mirror test` checks that the {preset.name} mirrors answer")
     return 0
@@ -299,21 +300,22 @@ def handle_test(args: argparse.Namespace) -> int:
     with HttpClient(proxies=proxies, use_cache=False, retry=RetryPolicy(attempts=2)) as client:
         results = check_mirrors(targets, client, canonical=canonical)
     ok = all(result.ok for result in results)
+    shown = [result.to_dict() for result in results]  # credentials in URLs are redacted here
     if args.json:
-        _output.print_json({"source": source, "ok": ok, "results": [result.to_dict() for result in results]})
+        _output.print_json({"source": source, "ok": ok, "results": shown})
         return 0 if ok else 1
     _say(f"testing {source}")
-    for result in results:
-        verdict = "ok  " if result.ok else "FAIL"
-        latency = f"{result.latency_ms:.0f} ms" if result.latency_ms is not None else "-"
-        files = f", {result.files} files" if result.files is not None else ""
-        _say(f"{verdict} {result.target.ecosystem:<8} {result.target.url}  ({latency}{files})")
-        for note in result.notes:
+    for item in shown:
+        verdict = "ok  " if item["ok"] else "FAIL"
+        latency = f"{item['latency_ms']:.0f} ms" if item["latency_ms"] is not None else "-"
+        files = f", {item['files']} files" if item["files"] is not None else ""
+        _say(f"{verdict} {item['ecosystem']:<8} {item['url']}  ({latency}{files})")
+        for note in item["notes"]:
             _say(f"     note: {note}")
-        for warning in result.warnings:
+        for warning in item["warnings"]:
             _say(f"     warning: {warning}")
-        if result.error:
-            _say(f"     error: {result.error}")
-        if result.hint:
-            _say(f"     hint: {result.hint}")
+        if item["error"]:
+            _say(f"     error: {item['error']}")
+        if item["hint"]:
+            _say(f"     hint: {item['hint']}")
     return 0 if ok else 1

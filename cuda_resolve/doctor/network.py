@@ -34,6 +34,7 @@ from ..environment import Environment
 from ..index.model import Index
 from ..net import HttpClient, Probe, TlsReport, client_from_config, redact, trust_facts
 from ..net.tls import DISTRO_CA_BUNDLES, TrustFacts
+from ..redaction import redact_urls
 from .findings import Finding, Status
 
 __all__ = [
@@ -208,9 +209,9 @@ def _reach_finding(target: IndexTarget, probe: Probe, client: HttpClient) -> Fin
         latency = f"{probe.latency * 1000:.0f} ms" if probe.latency is not None else "?"
         moved = f", redirected to {probe.final_url}" if probe.final_url and probe.final_url != probe.fetched_url else ""
         return Finding(check=f"index:{target.name}", status="ok", title=f"reach {target.name}",
-                       found=f"{probe.fetched_url}{mirror}{via}: HTTP {probe.status} in {latency}{moved}")
+                       found=redact_urls(f"{probe.fetched_url}{mirror}{via}: HTTP {probe.status} in {latency}{moved}"))
     error = probe.error
-    found = error.message if error is not None else f"{probe.fetched_url}{mirror}: HTTP {probe.status}"
+    found = error.message if error is not None else redact_urls(f"{probe.fetched_url}{mirror}: HTTP {probe.status}")
     fix = error.hint if error is not None else None
     consequence = (f"Without it, {target.what} cannot be used: cuda-resolve fails rather than fall back to another index"
                    + (" (PyPI's 'kaolin 0.1' is a placeholder, never a substitute)" if target.name == "kaolin" else ""))
@@ -334,7 +335,7 @@ def _ip_literal(url: str) -> str | None:
         ipaddress.ip_address(host)
     except ValueError:
         return None
-    return url
+    return redact(url)  # shown in the finding
 
 
 def network_findings(

@@ -21,6 +21,7 @@ from typing import Literal
 
 from ..config import CONFIG_ENV, ConfigError
 from ..errors import UsageError
+from ..redaction import redact_urls
 from .condarc import edit_condarc
 from .pipconf import read_pip_settings, set_index_url
 from .presets import Preset
@@ -92,7 +93,7 @@ def _read(path: Path) -> str | None:
 
 def _overridden(variable: str, value: str, target: Path) -> str:
     return (
-        f"{variable} is set ({value}) in this shell and takes precedence over {target}: "
+        f"{variable} is set ({redact_urls(value)}) in this shell and takes precedence over {target}: "
         "unset it (or point it at the mirror) for the mirror to apply"
     )
 

@@ -9,6 +9,7 @@ Per mirror (PyPI simple index, PyTorch wheel index, conda channel, kaolin pages)
 - one listed file is requested up to its headers: a 4xx/5xx fails, a redirect upstream warns.
 
 A failure is reported per mirror (a :class:`CheckResult` with ``ok = False``), never raised.
+:meth:`CheckResult.to_dict` is what is shown: credentials in the mirror URLs become ``***``.
 All traffic goes through :class:`cuda_resolve.net.HttpClient` (OS trust store, proxies).
 """
 
@@ -17,11 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urljoin, urlsplit
 
 from ..config import ARTIFACT_SUFFIXES, Config
 from ..errors import CudaResolveError
+from ..redaction import redact_data
 from .presets import Canonical, Preset
 
 if TYPE_CHECKING:
@@ -61,8 +63,9 @@ class CheckResult:
     hint: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
-    def to_dict(self) -> dict[str, object]:
-        return {
+    def to_dict(self) -> dict[str, Any]:
+        """The result as shown (text or ``--json``): credentials in URLs replaced by ``***``."""
+        data: dict[str, Any] = {
             "ecosystem": self.target.ecosystem,
             "mirror": self.target.mirror,
             "url": self.target.url,
@@ -79,6 +82,7 @@ class CheckResult:
             "error": self.error,
             "hint": self.hint,
         }
+        return dict(redact_data(data))
 
 
 def upstream_hosts(canonical: Canonical) -> frozenset[str]:

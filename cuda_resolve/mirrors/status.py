@@ -3,6 +3,7 @@
 Reads pip's user files (new and legacy), the target environment's site file, the file named by
 ``PIP_CONFIG_FILE``, the user and environment ``.condarc`` (and ``$CONDARC``), and cuda-resolve's
 own config. Nothing here raises for a broken file: its state carries the error instead.
+:func:`status_to_dict` (what ``mirror show`` prints) replaces credentials in URLs by ``***``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from ..config import Config, config_path, config_to_dict, load_config
 from ..errors import CudaResolveError
+from ..redaction import redact_data
 from .condarc import CondaSettings, read_conda_settings
 from .pipconf import PipSettings, read_pip_settings
 from .presets import Preset
@@ -179,12 +181,13 @@ def status_to_dict(status: Status) -> dict[str, Any]:
         config.update(config_to_dict(status.config))
     if status.config_error is not None:
         config["error"] = status.config_error
-    return {
+    data = {
         "config": config,
         "files": [_file_to_dict(state) for state in status.files],
         "variables": dict(status.variables),
         "warnings": list(status.warnings),
     }
+    return dict(redact_data(data))  # what is shown: credentials in URLs (mirrors, proxies) become ***
 
 
 def preset_to_dict(preset: Preset) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from .cache import CacheEntry, HttpCache, default_cache_dir
 from .download import file_sha256, normalize_sha256, stream_to_file
 from .errors import FetchError, describe_exception, exception_chain, http_status_error
 from .inspect import TlsReport, inspect_tls
-from .proxy import proxy_for
+from .proxy import proxy_for, redact
 from .tls import build_ssl_context
 
 __all__ = [
@@ -441,7 +441,8 @@ def _retryable(error: FetchError) -> bool:
 
 
 def _mention_canonical(error: FetchError, canonical: str) -> FetchError:
-    if canonical == error.url or canonical in error.message:
+    shown = redact(canonical)  # the error's url and message are redacted already
+    if shown == error.url or shown in error.message:
         return error
     message = f"{error.message} (mirror of {canonical})"
     new = FetchError(message, kind=error.kind, url=error.url, hint=error.hint, status=error.status, tls=error.tls)

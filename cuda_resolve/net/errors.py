@@ -67,7 +67,7 @@ class FetchError(NetworkError):
     ) -> None:
         super().__init__(message, hint=hint)
         self.kind: FailureKind = kind
-        self.url = url
+        self.url = redact(url)  # shown and put in --json output: no credentials
         self.status = status
         self.tls = tls
 

@@ -15,6 +15,8 @@ import socket
 from collections.abc import Mapping
 from urllib.parse import unquote, urlsplit
 
+from ..redaction import redact
+
 __all__ = ["ProxyRefused", "open_tunnel", "proxy_for", "redact"]
 
 
@@ -30,15 +32,6 @@ def proxy_for(url: str, explicit: Mapping[str, str] | None = None) -> str | None
     else:
         proxies = dict(get_environ_proxies(url, no_proxy=None))
     return select_proxy(url, proxies)
-
-
-def redact(url: str) -> str:
-    """A proxy or index URL with any password replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return parts._replace(netloc=netloc).geturl()
 
 
 class ProxyRefused(OSError):
