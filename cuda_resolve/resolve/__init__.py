@@ -237,11 +237,17 @@ def _conflict(exc: resolvelib.ResolutionImpossible[Req, Candidate], catalogue: C
         # The rule that says most about the request first: a driver or GPU fact before a CPU build's.
         relevant.sort(key=lambda r: _RELEVANCE.get(r.category, len(_RELEVANCE)))
         reasons.extend(r.reason for r in relevant)
-    demands = sorted({str(cause.requirement) + (f" (from {cause.parent.label})" if cause.parent else "") for cause in exc.causes})
+    def shown_name(requirement: Req) -> str:
+        package = catalogue.index.package(requirement.name)
+        text = str(requirement)
+        return package.name + text[len(requirement.name):] if package is not None else text
+
+    demands = sorted({shown_name(cause.requirement) + (f" (from {cause.parent.label})" if cause.parent else "") for cause in exc.causes})
     shown = ", ".join(demands[:3]) + (f" and {len(demands) - 3} more" if len(demands) > 3 else "")
     message = "nothing fits this machine for " + shown
     if reasons:
         message += ": " + reasons[0]
-    hints = [text for key, text in _HINTS if any(key in reason for reason in reasons)]
-    hint = "; or ".join(dict.fromkeys(hints)) if hints else "see --explain for what ruled each option out"
+    # Hints in the order of the reasons they answer: the leading fact's way out comes first.
+    hints = [text for reason in reasons for key, text in _HINTS if key in reason]
+    hint = "; or ".join(list(dict.fromkeys(hints))[:2]) if hints else "see --explain for what ruled each option out"
     return ResolutionImpossible(message, hint=hint, reasons=tuple(dict.fromkeys(reasons)))
