@@ -108,7 +108,7 @@ def parse_mirror_url(text: str, *, prefix: bool = True) -> str:
         raise ValueError("expected an https:// URL")
     if parts.scheme == "http" and not is_loopback_url(text):
         raise ValueError(
-            "plain http is refused for mirrors (pip would need --trusted-host); use the https:// URL"
+            "plain http is refused for mirrors (pip would have to be told to skip certificate checks for it); use the https:// URL"
         )
     if parts.query or parts.fragment:
         raise ValueError("a mirror URL has no query or fragment")

@@ -26,12 +26,7 @@ FORBIDDEN = {
     "_create_unverified_context": re.compile(r"_create_unverified_context"),
 }
 #: (path, exact stripped line): mentions that refuse the insecure option, reviewed one by one.
-REVIEWED_MENTIONS = {
-    (
-        "cuda_resolve/config.py",
-        '"plain http is refused for mirrors (pip would need --trusted-host); use the https:// URL"',
-    ),
-}
+REVIEWED_MENTIONS: set[tuple[str, str]] = set()
 
 
 def _sources() -> list[Path]:
