@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..paths import write_atomic
 from ..profile import dump_profile, environment_to_dict
 from . import _output
 from ._common import add_environment_options, environment_from_args
@@ -30,9 +31,7 @@ def handle(args: argparse.Namespace) -> int:
         if target.is_dir():
             raise UsageError(f"--save-profile {target}: is a directory", hint="give a file name such as lab-a100.toml")
         try:
-            tmp = target.with_name(target.name + ".tmp")
-            tmp.write_text(dump_profile(env), encoding="utf-8")
-            tmp.replace(target)
+            write_atomic(target, dump_profile(env), make_parents=False)
         except OSError as exc:
             raise UsageError(f"--save-profile {target}: cannot write: {exc.strerror}", hint="choose a writable path") from None
     if args.json:

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..paths import cache_root, write_atomic
+
 __all__ = ["ProbeCache", "default_cache_dir", "file_identity"]
 
 _FORMAT = 1
@@ -28,8 +30,6 @@ _MAX_ENTRIES = 256  # per namespace; the oldest go first
 
 
 def default_cache_dir() -> Path:
-    from ..paths import cache_root
-
     return cache_root()
 
 
@@ -104,10 +104,7 @@ class ProbeCache:
         with self._lock:
             data = {"format": _FORMAT, **(self._data or {})}
             try:
-                self._path.parent.mkdir(parents=True, exist_ok=True)
-                temporary = self._path.with_name(f"{_FILE_NAME}.{os.getpid()}.tmp")
-                temporary.write_text(json.dumps(data, indent=0), encoding="utf-8")
-                temporary.replace(self._path)
+                write_atomic(self._path, json.dumps(data, indent=0))
                 self._dirty = False
             except OSError:
                 pass

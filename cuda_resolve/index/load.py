@@ -258,6 +258,8 @@ def _read_parsed(key: str | None) -> Index | None:
 def _write_parsed(key: str | None, index: Index) -> None:
     import pickle
 
+    from ..paths import write_atomic
+
     path = _parsed_cache_path(key) if key else None
     if path is None:
         return
@@ -266,9 +268,7 @@ def _write_parsed(key: str | None, index: Index) -> None:
         # Keys of edited or upgraded indexes never match again: keep only the newest few.
         for old in sorted(path.parent.glob("*.pickle"), key=lambda p: p.stat().st_mtime)[:-7]:
             old.unlink(missing_ok=True)
-        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        temporary.write_bytes(pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL))
-        temporary.replace(path)
+        write_atomic(path, pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL))
     except OSError:
         return  # a read-only cache is not an error: the next command parses again
 

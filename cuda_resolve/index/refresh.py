@@ -45,6 +45,7 @@ from ..errors import IndexDataError, UsageError
 from ..net.client import HttpClient
 from ..net.errors import FetchError
 from ..net.remote_zip import RemoteZip
+from ..paths import write_atomic
 from ..versions import CudaVersion
 from .model import Index, TorchRelease, TorchVariant
 
@@ -712,9 +713,7 @@ def _write_file(directory: Path, relative: Path, document: str) -> Path:
                 "index refresh produced an overlay that does not validate: " + "; ".join(problems),
                 hint="this is a bug in cuda-resolve; the previous overlay was left as it was",
             )
-        staged = target.with_name(f".{target.name}.new")
-        staged.write_text(document, encoding="utf-8")
-        staged.replace(target)
+        write_atomic(target, document)
     return target
 
 

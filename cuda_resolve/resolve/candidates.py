@@ -20,7 +20,6 @@ from packaging.version import InvalidVersion, Version
 
 from ..compat import (
     arch_list_for_build,
-    build_covers_gpu,
     compiler_within_toolkit,
     driver_supports_cuda,
     format_arch_list,
@@ -460,9 +459,3 @@ class Catalogue:
         for requirement in candidate.requires:
             deps.append(Req(name=canonicalize_name(requirement), origin=origin))
         return deps
-
-    def covers(self, candidate: Candidate) -> bool:
-        """Sanity rule used by property tests: a chosen CUDA build covers every GPU."""
-        if candidate.cuda is None or not self.env.gpus:
-            return True
-        return all(build_covers_gpu(candidate.arch_list, gpu.compute_capability) for gpu in self.env.gpus)
