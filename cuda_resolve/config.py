@@ -11,6 +11,7 @@ against the canonical record, so a mirror can make a download faster but never d
 ```toml
 preset = "tuna"                       # written by `cuda-resolve mirror set`
 index_dirs = ["~/lab/index"]          # index overlays, relative to this file
+wheelhouse = "/nfs/lab/wheelhouse"    # built wheels, shared by a lab (CUDA_RESOLVE_WHEELHOUSE wins)
 
 [proxy]
 https = "http://proxy.example:3128"
@@ -208,6 +209,7 @@ class Config:
     pytorch: TorchIndex | None = None
     proxies: Proxies = field(default_factory=Proxies)
     index_dirs: tuple[Path, ...] = ()
+    wheelhouse: Path | None = None
 
     def rewrite(self, url: str) -> str:
         """The mirror URL for a canonical URL (longest matching prefix), else ``url`` itself."""
@@ -269,6 +271,8 @@ def _config(top: Table, *, path: Path | None) -> Config:
     index_dirs = tuple(
         _resolve_dir(text, base_dir) for text in top.strings("index_dirs", ())
     )
+    wheelhouse_text = top.string("wheelhouse", None)
+    wheelhouse = _resolve_dir(wheelhouse_text, base_dir) if wheelhouse_text else None
     proxies = _proxies(top.table("proxy"))
     pytorch = _pytorch(top.table("pytorch"))
     rewrites: list[Rewrite] = []
@@ -294,6 +298,7 @@ def _config(top: Table, *, path: Path | None) -> Config:
         pytorch=pytorch,
         proxies=proxies,
         index_dirs=index_dirs,
+        wheelhouse=wheelhouse,
     )
 
 
@@ -338,6 +343,8 @@ def config_to_dict(config: Config) -> dict[str, Any]:
         data["preset"] = config.preset
     if config.index_dirs:
         data["index_dirs"] = [str(path) for path in config.index_dirs]
+    if config.wheelhouse is not None:
+        data["wheelhouse"] = str(config.wheelhouse)
     proxy: dict[str, Any] = {}
     if config.proxies.http:
         proxy["http"] = config.proxies.http

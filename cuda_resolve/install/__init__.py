@@ -1,0 +1,1 @@
+"""Carrying out a Plan in a target environment: which environment, the transaction, pip."""
