@@ -1,23 +1,66 @@
-"""Session-wide test setup: cuda-resolve's caches go to a temporary directory, never the user's."""
+"""Test isolation: the suite never reads the developer's config, overlays, caches or overrides.
+
+One autouse fixture gives every test a private home for cuda-resolve: ``CUDA_RESOLVE_CONFIG``
+names a file that does not exist, ``CUDA_RESOLVE_CACHE_DIR`` and platformdirs' user directories
+(``XDG_CONFIG_HOME``, ``XDG_CACHE_HOME``, ``XDG_DATA_HOME``) point into a temporary directory, and
+the variables that override detection or add index overlays (``CUDA_RESOLVE_INDEX_PATH``,
+``CUDA_RESOLVE_DRIVER``, ``CUDA_RESOLVE_CUDA_ARCH``, ``CUDA_RESOLVE_WHEELHOUSE``,
+``CONDA_OVERRIDE_*``) are removed. Modules that parse the index at import time are collected
+under the same isolation (``pytest_configure``), so a module-level ``default_index()`` never sees
+the developer's overlays either.
+"""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+#: Variables that change what cuda-resolve detects or reads; removed for every test.
+CLEARED = (
+    "CUDA_RESOLVE_INDEX_PATH",
+    "CUDA_RESOLVE_DRIVER",
+    "CUDA_RESOLVE_CUDA_ARCH",
+    "CUDA_RESOLVE_WHEELHOUSE",
+)
 
-@pytest.fixture(autouse=True, scope="session")
-def _private_cache_dir() -> Iterator[None]:
-    with tempfile.TemporaryDirectory(prefix="cuda-resolve-test-cache-") as directory:
-        previous = os.environ.get("CUDA_RESOLVE_CACHE_DIR")
-        os.environ["CUDA_RESOLVE_CACHE_DIR"] = directory
-        try:
-            yield
-        finally:
-            if previous is None:
-                os.environ.pop("CUDA_RESOLVE_CACHE_DIR", None)
-            else:
-                os.environ["CUDA_RESOLVE_CACHE_DIR"] = previous
+
+def _private_values(root: Path) -> dict[str, str]:
+    return {
+        "CUDA_RESOLVE_CONFIG": str(root / "no-such-config.toml"),
+        "CUDA_RESOLVE_CACHE_DIR": str(root / "cache"),
+        "XDG_CONFIG_HOME": str(root / "xdg-config"),
+        "XDG_CACHE_HOME": str(root / "xdg-cache"),
+        "XDG_DATA_HOME": str(root / "xdg-data"),
+    }
+
+
+def _cleared_names() -> list[str]:
+    return [*CLEARED, *(name for name in os.environ if name.startswith("CONDA_OVERRIDE_"))]
+
+
+_SESSION_ROOT = tempfile.TemporaryDirectory(prefix="cuda-resolve-tests-")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Collection-time isolation: test modules may parse the default index when imported."""
+    os.environ.update(_private_values(Path(_SESSION_ROOT.name)))
+    for name in _cleared_names():
+        os.environ.pop(name, None)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _SESSION_ROOT.cleanup()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_from_the_developer(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    root = tmp_path_factory.mktemp("home")
+    for name, value in _private_values(root).items():
+        monkeypatch.setenv(name, value)
+    for name in _cleared_names():
+        monkeypatch.delenv(name, raising=False)
+    yield

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cuda_resolve.index import load
 from cuda_resolve.index.load import load_index
 
 OVERLAY = Path(__file__).parent / "data" / "index" / "overlay-lab"
@@ -20,12 +21,22 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return directory
 
 
-def test_second_load_comes_from_the_cache_and_equals_the_parse(tmp_path: Path, cache_dir: Path) -> None:
+def test_second_load_comes_from_the_cache_and_equals_the_parse(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     overlay = shutil.copytree(OVERLAY, tmp_path / "overlay")
     first = load_index([overlay], include_user=False)
     pickles = list((cache_dir / "index").glob("*.pickle"))
     assert len(pickles) == 1
-    assert load_index([overlay], include_user=False) == first
+
+    def no_parsing(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the second load parsed TOML instead of reading the cache")
+
+    # With parsing impossible, only a cache read can produce the index.
+    monkeypatch.setattr(load, "_read_layer", no_parsing)
+    second = load_index([overlay], include_user=False)
+    assert second == first
+    assert second is not first  # unpickled from disk, not an in-process memo
 
 
 def test_an_edited_overlay_is_parsed_again(tmp_path: Path, cache_dir: Path) -> None:

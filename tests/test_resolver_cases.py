@@ -70,3 +70,15 @@ def test_case(path: Path) -> None:
     assert plan["pass_through"] == expect.get("pass_through", [])
     for fragment in expect.get("reasons", []):
         assert any(fragment in reason for reason in plan["reasons"]), f"{fragment!r} not in {plan['reasons']}"
+
+
+def test_cases_never_see_the_developers_overlays_or_overrides() -> None:
+    """conftest's isolation: no CUDA_RESOLVE_* override, no user or configured overlay."""
+    import os
+
+    from cuda_resolve.config import config_path
+    from cuda_resolve.index.load import overlay_dirs
+
+    assert not [name for name in os.environ if name.startswith(("CUDA_RESOLVE_INDEX", "CUDA_RESOLVE_DRIVER", "CUDA_RESOLVE_CUDA_ARCH", "CONDA_OVERRIDE_"))]
+    assert not config_path().exists()
+    assert overlay_dirs() == []
