@@ -1,0 +1,214 @@
+"""``cuda-resolve wheelhouse list | prune | path``: the built wheels kept for the next install."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from ..errors import UsageError
+from . import _output
+from ._common import add_json_option
+
+__all__ = ["handle_list", "handle_path", "handle_prune", "register"]
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "wheelhouse",
+        help="list and prune the wheels cuda-resolve built (a PEP 503 folder pip can install from)",
+        description="Built wheels, keyed by their full ABI (package, version, torch and CUDA variant, "
+        "Python, platform, arch list, recipe). Its location: --wheelhouse, else $CUDA_RESOLVE_WHEELHOUSE, "
+        "else the config file's `wheelhouse`, else cuda-resolve's cache folder.",
+    )
+    parser.set_defaults(handler=_no_subcommand, wheelhouse_parser=parser)
+    sub = parser.add_subparsers(dest="wheelhouse_command", metavar="SUBCOMMAND", parser_class=type(parser))
+
+    p_list = sub.add_parser("list", help="list the wheels: package, labelled version, ABI, size, created, path")
+    _add_location(p_list)
+    p_list.set_defaults(handler=handle_list)
+
+    p_prune = sub.add_parser(
+        "prune",
+        help="remove wheels: by package, by age, or all (one selector at least)",
+        description="Remove the selected wheels and refresh the index pages. --package and "
+        "--older-than combine (both must match); --all selects everything.",
+    )
+    p_prune.add_argument("--package", metavar="NAME", action="append", default=[],
+                         help="wheels of this package (repeatable)")
+    p_prune.add_argument("--older-than", metavar="DAYS", help="wheels created more than DAYS days ago")
+    p_prune.add_argument("--all", action="store_true", help="every wheel")
+    p_prune.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
+    _add_location(p_prune)
+    p_prune.set_defaults(handler=handle_prune)
+
+    p_path = sub.add_parser("path", help="print the wheelhouse folder (with --json: also where it came from)")
+    _add_location(p_path)
+    p_path.set_defaults(handler=handle_path)
+
+
+def _add_location(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--wheelhouse", metavar="DIR", type=Path,
+                        help="this wheelhouse instead of the configured one")
+    add_json_option(parser)
+
+
+def _no_subcommand(args: argparse.Namespace) -> int:
+    args.wheelhouse_parser.print_help()
+    return 2
+
+
+def _wheelhouse(args: argparse.Namespace) -> Any:
+    from ..wheelhouse import Wheelhouse
+
+    if args.wheelhouse is not None:
+        return Wheelhouse(args.wheelhouse, origin="--wheelhouse")
+    return Wheelhouse.default()
+
+
+def _say(line: str = "") -> None:
+    sys.stdout.write(line + "\n")
+
+
+def _size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "kB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{size} B"  # pragma: no cover - the loop always returns
+
+
+def _entry_line(entry: Any) -> str:
+    key = entry.key
+    return (
+        f"{key.package} {entry.version}  torch {key.torch} {key.variant}  {key.python_tag} {key.platform}"
+        f"  archs {key.arch_list or '-'}  {_size(entry.size)}  {entry.created}"
+    )
+
+
+# -- path -------------------------------------------------------------------------------------
+
+
+def handle_path(args: argparse.Namespace) -> int:
+    house = _wheelhouse(args)
+    if args.json:
+        _output.print_json(
+            {
+                "root": str(house.root),
+                "origin": house.origin,
+                "index_url": house.simple_dir.as_uri(),
+                "find_links": str(house.find_links_page),
+            }
+        )
+    else:
+        _say(str(house.root))
+    return 0
+
+
+# -- list -------------------------------------------------------------------------------------
+
+
+def handle_list(args: argparse.Namespace) -> int:
+    house = _wheelhouse(args)
+    entries, problems = house.scan()
+    if args.json:
+        _output.print_json(
+            {
+                "root": str(house.root),
+                "origin": house.origin,
+                "entries": [entry.to_json() for entry in entries],
+                "total_size": sum(entry.size for entry in entries),
+                "problems": problems,
+            }
+        )
+        return 0
+    _say(f"wheelhouse: {house.root} (from {house.origin})")
+    for entry in entries:
+        _say(_entry_line(entry))
+        _say(f"  {entry.path}")
+    for problem in problems:
+        _say(f"note: {problem}")
+    if entries:
+        count = len(entries)
+        _say(f"{count} wheel{'s' if count != 1 else ''}, {_size(sum(e.size for e in entries))}")
+    else:
+        _say("no wheels yet (cuda-resolve builds put them here)")
+    return 0
+
+
+# -- prune ------------------------------------------------------------------------------------
+
+
+def _days(text: str) -> float:
+    try:
+        days = float(text)
+    except ValueError:
+        days = math.nan
+    if math.isnan(days) or math.isinf(days) or days < 0:
+        raise UsageError(
+            f"wheelhouse prune --older-than {text!r}: expected a number of days, 0 or more",
+            hint="for example --older-than 30 (wheels created more than 30 days ago)",
+        )
+    return days
+
+
+def handle_prune(args: argparse.Namespace) -> int:
+    from ..wheelhouse.store import parse_created
+
+    if args.all and (args.package or args.older_than is not None):
+        raise UsageError(
+            "wheelhouse prune --all selects every wheel; it cannot be combined with --package or --older-than",
+            hint="drop --all to prune by package or age",
+        )
+    if not (args.all or args.package or args.older_than is not None):
+        raise UsageError(
+            "wheelhouse prune needs a selector: nothing was removed",
+            hint="give --package NAME, --older-than DAYS, or --all (add --dry-run to see what would go)",
+        )
+    cutoff: datetime | None = None
+    if args.older_than is not None:
+        cutoff = datetime.now(timezone.utc) - timedelta(days=_days(args.older_than))
+    wanted = {canonicalize_name(name) for name in args.package}
+    house = _wheelhouse(args)
+    selected = []
+    for entry in house.entries():
+        if wanted and entry.key.canonical_package not in wanted:
+            continue
+        if cutoff is not None:
+            created = parse_created(entry.created)
+            if created is None or created >= cutoff:
+                continue
+        selected.append(entry)
+    if not args.dry_run:
+        for entry in selected:
+            house.remove(entry)
+    freed = sum(entry.size for entry in selected)
+    unmatched = sorted(wanted - {entry.key.canonical_package for entry in house.entries() + selected})
+    if args.json:
+        _output.print_json(
+            {
+                "root": str(house.root),
+                "dry_run": args.dry_run,
+                "removed": [entry.to_json() for entry in selected],
+                "freed_bytes": freed,
+                "unknown_packages": unmatched,
+            }
+        )
+        return 0
+    verb = "would remove" if args.dry_run else "removed"
+    for entry in selected:
+        _say(f"{verb} {_entry_line(entry)}")
+    for name in unmatched:
+        _say(f"note: the wheelhouse has no wheels of {name}")
+    count = len(selected)
+    _say(
+        f"{verb} {count} wheel{'s' if count != 1 else ''}, "
+        f"{'would free' if args.dry_run else 'freed'} {_size(freed)} in {house.root}"
+    )
+    return 0

@@ -1,0 +1,590 @@
+"""The wheelhouse folder: publish, look up, list and remove built wheels, safely under concurrency.
+
+Layout (``ROOT`` from :meth:`Wheelhouse.default`)::
+
+    ROOT/index.html                          every wheel: pip --find-links ROOT/index.html
+    ROOT/simple/index.html                   PEP 503 project list: pip --index-url file://ROOT/simple
+    ROOT/simple/<name>/index.html            one project's wheels, relative links with #sha256=
+    ROOT/wheels/<name>/<digest>/<file>.whl   the relabelled wheel (digest: WheelKey.digest)
+    ROOT/wheels/<name>/<digest>/entry.json   its key, sha256, size, creation time
+    ROOT/locks/<digest>.lock                 one filelock per key; wheelhouse.lock for the pages
+
+An entry is built in ``wheels/<name>/.tmp-<digest>-*/`` (wheel first, ``entry.json`` last) and
+renamed into place in one step, so a reader sees a complete entry or none; a publish that is
+killed leaves only a ``.tmp-`` folder, which the next publish removes once no live process
+holds that key's lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from ..paths import cache_root, write_atomic
+from . import simple
+from .errors import WheelhouseError
+from .key import WheelKey
+from .rewrite import find_strip, rewrite_wheel
+
+__all__ = [
+    "DEFAULT_LOCK_TIMEOUT",
+    "ENTRY_FILE",
+    "WHEELHOUSE_ENV",
+    "StoredWheel",
+    "Wheelhouse",
+    "parse_created",
+]
+
+#: Environment variable naming the wheelhouse (wins over the config file's ``wheelhouse``).
+WHEELHOUSE_ENV = "CUDA_RESOLVE_WHEELHOUSE"
+#: The metadata file that marks an entry complete.
+ENTRY_FILE = "entry.json"
+#: Seconds to wait for a key's lock: long enough for another process's kaolin build.
+DEFAULT_LOCK_TIMEOUT = 3600.0
+_PAGES_LOCK_TIMEOUT = 300.0
+_FORMAT = 1
+_TMP = ".tmp-"
+_OLD = ".old-"
+
+# One FileLock object per lock file in this process: filelock is re-entrant per object, so the
+# caller's ``with wheelhouse.lock(key)`` and publish()'s own acquisition must share it.
+_LOCK_OBJECTS: dict[str, filelock.FileLock] = {}
+_LOCK_OBJECTS_GUARD = threading.Lock()
+
+
+def _file_lock(path: Path) -> filelock.FileLock:
+    with _LOCK_OBJECTS_GUARD:
+        lock = _LOCK_OBJECTS.get(str(path))
+        if lock is None:
+            lock = _LOCK_OBJECTS[str(path)] = filelock.FileLock(str(path))
+        return lock
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_created(text: str) -> datetime | None:
+    """An entry's ``created`` as an aware datetime, or None when it does not parse."""
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+
+def _hash_and_sync(path: Path) -> tuple[str, int]:
+    """sha256 and size of ``path``, flushed to disk (NFS included) on the way."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as stream:
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+        os.fsync(stream.fileno())
+    return digest.hexdigest(), size
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _sync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        handle = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(handle)
+        finally:
+            os.close(handle)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoredWheel:
+    """One complete wheelhouse entry."""
+
+    key: WheelKey
+    path: Path  # the .whl file
+    sha256: str
+    size: int
+    created: str  # ISO 8601 UTC, "2026-12-02T10:11:12Z"
+    requires_python: str | None = None
+    stripped: tuple[str, ...] = ()  # shared objects strip --strip-debug shrank at publish
+    original_name: str = ""  # the wheel file the build wrote
+    original_size: int = 0
+
+    @property
+    def version(self) -> str:
+        """The labelled version the wheel installs as: ``3.0.0+pt2141cu130.sm86``."""
+        return self.key.labelled_version
+
+    @property
+    def filename(self) -> str:
+        return self.path.name
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "package": self.key.package,
+            "version": self.version,
+            "label": self.key.local_label,
+            "torch": self.key.torch,
+            "variant": self.key.variant,
+            "python": self.key.python_tag,
+            "platform": self.key.platform,
+            "arch_list": self.key.arch_list,
+            "recipe_digest": self.key.recipe_digest,
+            "digest": self.key.digest,
+            "size": self.size,
+            "sha256": self.sha256,
+            "created": self.created,
+            "path": str(self.path),
+            "requires_python": self.requires_python,
+            "stripped": list(self.stripped),
+            "original_name": self.original_name,
+            "original_size": self.original_size,
+        }
+
+
+def _entry_document(entry: StoredWheel) -> dict[str, Any]:
+    return {
+        "format": _FORMAT,
+        "key": entry.key.to_json(),
+        "file": entry.path.name,
+        "sha256": entry.sha256,
+        "size": entry.size,
+        "created": entry.created,
+        "requires_python": entry.requires_python,
+        "stripped": list(entry.stripped),
+        "original": {"file": entry.original_name, "size": entry.original_size},
+    }
+
+
+def _entry_problem(origin: Path, where: str, value: object, expected: str) -> WheelhouseError:
+    return WheelhouseError(
+        f"{origin}: {where} = {value!r}: {expected}",
+        hint="remove the entry (`cuda-resolve wheelhouse prune --package NAME`); the next install rebuilds it",
+    )
+
+
+def _parse_entry(path: Path, text: str) -> StoredWheel:
+    """The entry recorded in ``path`` (an ``entry.json``); WheelhouseError names the bad field."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise _entry_problem(path, "the file", text[:40], f"not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise _entry_problem(path, "the file", type(data).__name__, "expected a JSON object")
+    if data.get("format") != _FORMAT:
+        raise _entry_problem(path, "format", data.get("format"), f"expected {_FORMAT} (written by another cuda-resolve version?)")
+    key = WheelKey.from_json(data.get("key"), origin=f"{path}: key")
+    name = data.get("file")
+    if not isinstance(name, str) or not name.endswith(".whl") or "/" in name or name.startswith("."):
+        raise _entry_problem(path, "file", name, "expected the wheel's file name")
+    sha256 = data.get("sha256")
+    if not isinstance(sha256, str) or len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+        raise _entry_problem(path, "sha256", sha256, "expected 64 lower-case hex digits")
+    size = data.get("size")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise _entry_problem(path, "size", size, "expected a byte count")
+    created = data.get("created")
+    if not isinstance(created, str) or parse_created(created) is None:
+        raise _entry_problem(path, "created", created, "expected an ISO 8601 time")
+    requires_python = data.get("requires_python")
+    if requires_python is not None and not isinstance(requires_python, str):
+        raise _entry_problem(path, "requires_python", requires_python, "expected a string or null")
+    stripped = data.get("stripped", [])
+    if not isinstance(stripped, list) or not all(isinstance(item, str) for item in stripped):
+        raise _entry_problem(path, "stripped", stripped, "expected a list of archive paths")
+    original = data.get("original", {})
+    original = original if isinstance(original, dict) else {}
+    original_name = original.get("file")
+    original_size = original.get("size")
+    return StoredWheel(
+        key=key,
+        path=path.parent / name,
+        sha256=sha256,
+        size=size,
+        created=created,
+        requires_python=requires_python,
+        stripped=tuple(stripped),
+        original_name=original_name if isinstance(original_name, str) else "",
+        original_size=original_size if isinstance(original_size, int) else 0,
+    )
+
+
+def _same_key(a: WheelKey, b: WheelKey) -> bool:
+    """Equal keys, the package compared canonicalized (``Pointnet2_Ops`` is ``pointnet2-ops``)."""
+    left, right = a.to_json(), b.to_json()
+    left["package"], right["package"] = a.canonical_package, b.canonical_package
+    return left == right
+
+
+class Wheelhouse:
+    """A wheelhouse folder. Reading needs only read access (a read-only NFS share works for
+    lookups and installs); :meth:`lock`, :meth:`publish` and :meth:`remove` need write access."""
+
+    def __init__(self, root: Path, *, origin: str = "given") -> None:
+        self.root = Path(root).expanduser().absolute()
+        #: Where the location came from, for messages: "$CUDA_RESOLVE_WHEELHOUSE", "the config file ...".
+        self.origin = origin
+
+    def __repr__(self) -> str:
+        return f"Wheelhouse({str(self.root)!r}, origin={self.origin!r})"
+
+    @classmethod
+    def default(cls, environ: Mapping[str, str] | None = None) -> Wheelhouse:
+        """``$CUDA_RESOLVE_WHEELHOUSE``, else the config file's ``wheelhouse``, else
+        ``<cuda-resolve's cache folder>/wheelhouse``."""
+        env = os.environ if environ is None else environ
+        named = env.get(WHEELHOUSE_ENV, "").strip()
+        if named:
+            return cls(Path(named), origin=f"${WHEELHOUSE_ENV}")
+        from ..config import load_config
+
+        config = load_config(environ=env)
+        if config.wheelhouse is not None:
+            return cls(config.wheelhouse, origin=f"the config file {config.path}")
+        cache_override = env.get("CUDA_RESOLVE_CACHE_DIR", "").strip()
+        base = Path(cache_override) if cache_override else cache_root()
+        return cls(base / "wheelhouse", origin="the default (cuda-resolve's cache folder)")
+
+    # -- paths -------------------------------------------------------------------------------
+
+    @property
+    def wheels_dir(self) -> Path:
+        return self.root / "wheels"
+
+    @property
+    def simple_dir(self) -> Path:
+        """The PEP 503 index: ``pip install --index-url file://<this>``."""
+        return self.root / "simple"
+
+    @property
+    def find_links_page(self) -> Path:
+        """The flat page listing every wheel: ``pip install --find-links <this>``."""
+        return self.root / "index.html"
+
+    def entry_dir(self, key: WheelKey) -> Path:
+        return self.wheels_dir / key.canonical_package / key.digest
+
+    def lock_path(self, key: WheelKey) -> Path:
+        return self.root / "locks" / f"{key.digest}.lock"
+
+    # -- errors ------------------------------------------------------------------------------
+
+    def _write_error(self, exc: OSError, what: str) -> WheelhouseError:
+        return WheelhouseError(
+            f"cannot write to the wheelhouse {self.root} ({what}): {exc.strerror or exc}"
+            + (f": {exc.filename}" if exc.filename else ""),
+            hint=f"make the folder writable, or choose another one: set {WHEELHOUSE_ENV}=/path "
+            "or `wheelhouse = \"/path\"` in cuda-resolve's config file (its location came from "
+            f"{self.origin}); a read-only shared wheelhouse still serves lookups and installs",
+        )
+
+    def _read_error(self, exc: OSError, path: Path) -> WheelhouseError:
+        return WheelhouseError(
+            f"cannot read the wheelhouse {self.root}: {path}: {exc.strerror or exc}",
+            hint=f"check the folder's permissions (and, on NFS, that it is mounted), or set {WHEELHOUSE_ENV} to another folder",
+        )
+
+    def _check_root(self) -> bool:
+        """True when the root exists (a missing wheelhouse is an empty one); error if not a folder."""
+        try:
+            if self.root.is_dir():
+                return True
+            exists = self.root.exists()
+        except OSError as exc:
+            raise self._read_error(exc, self.root) from None
+        if exists:
+            raise WheelhouseError(
+                f"the wheelhouse {self.root} is not a folder (its location came from {self.origin})",
+                hint=f"point {WHEELHOUSE_ENV} (or the config file's `wheelhouse`) at a folder",
+            )
+        return False
+
+    # -- locks -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _hold(self, path: Path, timeout: float, what: str) -> Iterator[None]:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._write_error(exc, f"creating {path.parent}") from None
+        lock = _file_lock(path)
+        try:
+            lock.acquire(timeout=timeout)
+        except filelock.Timeout:
+            owner = ""
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                owner = path.with_suffix(".owner").read_text(encoding="utf-8").strip()
+            raise WheelhouseError(
+                f"timed out after {timeout:g} s waiting for the lock {path} ({what})"
+                + (f"; last taken by {owner}" if owner else ""),
+                hint="another cuda-resolve is building or publishing the same wheel: wait for it and retry; "
+                "if none is running (a host that died while holding it on NFS), remove the lock file",
+            ) from None
+        except OSError as exc:
+            raise self._write_error(exc, f"taking the lock {path}") from None
+        try:
+            with contextlib.suppress(OSError):
+                path.with_suffix(".owner").write_text(
+                    f"pid {os.getpid()} on {socket.gethostname()} at {_now()}\n", encoding="utf-8"
+                )
+            yield
+        finally:
+            lock.release()
+
+    def lock(self, key: WheelKey, *, timeout: float = DEFAULT_LOCK_TIMEOUT) -> contextlib.AbstractContextManager[None]:
+        """Hold ``key``'s lock (a :class:`filelock.FileLock`; re-entrant within a thread).
+
+        Hold it across lookup -> build -> publish, so that concurrent builds of one key (on
+        one machine or, where the file system's locks work, across an NFS share) make one wheel."""
+        return self._hold(self.lock_path(key), timeout, f"{key.package} {key.labelled_version}")
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def verify(self, entry: StoredWheel) -> str | None:
+        """Why ``entry``'s file cannot be used (missing, size or sha256 differs), or None."""
+        try:
+            size = entry.path.stat().st_size
+        except FileNotFoundError:
+            return f"{entry.path} is missing"
+        except OSError as exc:
+            raise self._read_error(exc, entry.path) from None
+        if size != entry.size:
+            return f"{entry.path} has {size} bytes, its entry says {entry.size}"
+        try:
+            actual = _sha256(entry.path)
+        except OSError as exc:
+            raise self._read_error(exc, entry.path) from None
+        if actual != entry.sha256:
+            return f"{entry.path} has sha256 {actual}, its entry says {entry.sha256}"
+        return None
+
+    def lookup(self, key: WheelKey) -> StoredWheel | None:
+        """The complete entry for ``key`` whose file matches its recorded sha256 and size, or None
+        (never built, interrupted, tampered with or damaged: the caller builds and publishes)."""
+        if not self._check_root():
+            return None
+        path = self.entry_dir(key) / ENTRY_FILE
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            if isinstance(exc, OSError):
+                raise self._read_error(exc, path) from None
+            return None
+        try:
+            entry = _parse_entry(path, text)
+        except WheelhouseError:
+            return None
+        if not _same_key(entry.key, key) or self.verify(entry) is not None:
+            return None
+        return entry
+
+    def scan(self) -> tuple[list[StoredWheel], list[str]]:
+        """Every complete entry (file present with its recorded size; sha256 is checked by
+        :meth:`lookup` and by pip through the pages' ``#sha256=``), and a note per folder
+        that is not one."""
+        entries: list[StoredWheel] = []
+        problems: list[str] = []
+        if not self._check_root() or not self.wheels_dir.is_dir():
+            return entries, problems
+        try:
+            projects = sorted(p for p in self.wheels_dir.iterdir() if p.is_dir())
+            for project in projects:
+                for folder in sorted(project.iterdir()):
+                    if folder.name.startswith(".") or not folder.is_dir():
+                        continue  # .tmp-/.old- folders: a publish or removal in progress or killed
+                    path = folder / ENTRY_FILE
+                    try:
+                        entry = _parse_entry(path, path.read_text(encoding="utf-8"))
+                    except FileNotFoundError:
+                        problems.append(f"{folder}: no {ENTRY_FILE} (not a complete entry)")
+                        continue
+                    except UnicodeDecodeError:
+                        problems.append(f"{path}: not UTF-8 text")
+                        continue
+                    except WheelhouseError as exc:
+                        problems.append(exc.message)
+                        continue
+                    if entry.key.digest != folder.name or entry.key.canonical_package != project.name:
+                        problems.append(f"{path}: its key belongs in {entry.key.canonical_package}/{entry.key.digest}")
+                        continue
+                    try:
+                        size = entry.path.stat().st_size
+                    except FileNotFoundError:
+                        problems.append(f"{entry.path}: missing")
+                        continue
+                    if size != entry.size:
+                        problems.append(f"{entry.path}: {size} bytes, its entry says {entry.size}")
+                        continue
+                    entries.append(entry)
+        except OSError as exc:
+            raise self._read_error(exc, Path(exc.filename or self.wheels_dir)) from None
+        entries.sort(key=lambda e: (e.key.canonical_package, e.key.version, e.created, e.key.digest))
+        return entries, problems
+
+    def entries(self) -> list[StoredWheel]:
+        """Every complete entry, by package, version and creation time."""
+        return self.scan()[0]
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def publish(self, key: WheelKey, built_wheel: Path, *, strip_debug: bool = True) -> StoredWheel:
+        """Copy ``built_wheel`` in as ``key``'s entry (relabelled, debug info stripped) and
+        regenerate the pages. Replaces an existing entry for ``key``. Takes ``key``'s lock
+        (re-entrant: a caller already holding :meth:`lock` keeps it)."""
+        if not built_wheel.is_file():
+            raise WheelhouseError(
+                f"built wheel {built_wheel} does not exist",
+                hint="publish the wheel the build wrote (pip wheel's output folder)",
+            )
+        self._check_root()
+        with self.lock(key):
+            self._clean_leftovers(own=key.digest)
+            project_dir = self.wheels_dir / key.canonical_package
+            final = self.entry_dir(key)
+            try:
+                project_dir.mkdir(parents=True, exist_ok=True)
+                staging = Path(tempfile.mkdtemp(prefix=f"{_TMP}{key.digest}-", dir=project_dir))
+            except OSError as exc:
+                raise self._write_error(exc, f"creating {project_dir}") from None
+            retired: Path | None = None
+            try:
+                written = rewrite_wheel(
+                    built_wheel, key, staging, strip=find_strip() if strip_debug else None
+                )
+                wheel = staging / written.filename
+                sha256, size = _hash_and_sync(wheel)
+                entry = StoredWheel(
+                    key=key,
+                    path=final / written.filename,
+                    sha256=sha256,
+                    size=size,
+                    created=_now(),
+                    requires_python=written.requires_python,
+                    stripped=written.stripped,
+                    original_name=written.original_name,
+                    original_size=written.original_size,
+                )
+                document = json.dumps(_entry_document(entry), indent=2) + "\n"
+                with open(staging / ENTRY_FILE, "w", encoding="utf-8") as stream:
+                    stream.write(document)
+                    stream.flush()
+                    os.fsync(stream.fileno())
+                _sync_dir(staging)
+                if final.exists():
+                    retired = project_dir / f"{_OLD}{key.digest}-{os.getpid()}-{time.monotonic_ns()}"
+                    os.replace(final, retired)
+                os.replace(staging, final)
+                _sync_dir(project_dir)
+            except OSError as exc:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise self._write_error(exc, f"publishing {built_wheel.name}") from None
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            if retired is not None:
+                shutil.rmtree(retired, ignore_errors=True)
+            self.refresh_pages()
+            return entry
+
+    def remove(self, entry: StoredWheel) -> None:
+        """Remove ``entry`` (it disappears in one rename, then its files go) and refresh the pages."""
+        key = entry.key
+        with self.lock(key):
+            final = self.entry_dir(key)
+            if final.is_dir():
+                retired = final.parent / f"{_OLD}{key.digest}-{os.getpid()}-{time.monotonic_ns()}"
+                try:
+                    os.replace(final, retired)
+                except OSError as exc:
+                    raise self._write_error(exc, f"removing {final}") from None
+                shutil.rmtree(retired, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    final.parent.rmdir()  # only when it was the project's last entry
+            self.refresh_pages()
+
+    def refresh_pages(self) -> None:
+        """Regenerate ``index.html`` and ``simple/`` from the complete entries, under the
+        wheelhouse-wide lock, each page replaced atomically. Where two entries have one file
+        name (same ABI label, different recipe digest) the newest is listed."""
+        with self._hold(self.root / "locks" / "wheelhouse.lock", _PAGES_LOCK_TIMEOUT, "the index pages"):
+            newest: dict[str, StoredWheel] = {}
+            for entry in self.entries():
+                current = newest.get(entry.filename)
+                if current is None or (entry.created, entry.key.digest) > (current.created, current.key.digest):
+                    newest[entry.filename] = entry
+            links = [
+                simple.PageLink(
+                    project=entry.key.canonical_package,
+                    filename=entry.filename,
+                    path=entry.path.relative_to(self.root).as_posix(),
+                    sha256=entry.sha256,
+                    requires_python=entry.requires_python,
+                )
+                for entry in newest.values()
+            ]
+            wanted = simple.pages(links)
+            try:
+                for relative, text in wanted.items():
+                    target = self.root / relative
+                    with contextlib.suppress(OSError, UnicodeDecodeError):
+                        if target.read_text(encoding="utf-8") == text:
+                            continue
+                    write_atomic(target, text)
+                for relative in simple.page_paths(self.root) - set(wanted):
+                    page = self.root / relative
+                    page.unlink(missing_ok=True)
+                    with contextlib.suppress(OSError):
+                        page.parent.rmdir()
+            except OSError as exc:
+                raise self._write_error(exc, "writing the index pages") from None
+
+    def _clean_leftovers(self, *, own: str) -> None:
+        """Remove ``.tmp-``/``.old-`` folders of killed publishes and removals: ours (we hold
+        the lock), and any other key's whose lock nobody holds now."""
+        if not self.wheels_dir.is_dir():
+            return
+        try:
+            projects = [p for p in self.wheels_dir.iterdir() if p.is_dir()]
+        except OSError:
+            return
+        for project in projects:
+            try:
+                leftovers = [c for c in project.iterdir() if c.name.startswith((_TMP, _OLD))]
+            except OSError:
+                continue
+            for leftover in leftovers:
+                digest = leftover.name.split("-")[1] if leftover.name.count("-") >= 2 else ""
+                if digest == own:
+                    shutil.rmtree(leftover, ignore_errors=True)
+                    continue
+                lock = _file_lock(self.root / "locks" / f"{digest}.lock")
+                try:
+                    lock.acquire(timeout=0)
+                except (filelock.Timeout, OSError):
+                    continue  # a live publish of that key
+                try:
+                    shutil.rmtree(leftover, ignore_errors=True)
+                finally:
+                    lock.release()
