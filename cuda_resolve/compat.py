@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .environment import Driver, Gpu, Toolkit
+from .environment import Driver, Environment, Gpu, Toolkit
 from .index.model import ArchEntry, Index, ToolkitFacts
 from .versions import ComputeCapability, CudaVersion, DriverVersion
 
 __all__ = [
     "JETSON_CAPABILITIES",
+    "UNKNOWN_MARKER_VARIABLES",
     "Verdict",
     "arch_list_for_build",
     "build_covers_gpu",
@@ -26,9 +27,12 @@ __all__ = [
     "cuda_for_driver",
     "driver_supports_cuda",
     "format_arch_list",
+    "marker_environment",
+    "parse_torch_arch_names",
     "python_matches",
     "toolkit_archs",
     "toolkit_can_build",
+    "torch_arch_list",
     "uncovered_gpus",
 ]
 
@@ -143,6 +147,37 @@ def format_arch_list(arch_list: Iterable[ArchEntry]) -> str:
     return ";".join(str(entry) for entry in arch_list)
 
 
+def parse_torch_arch_names(names: Iterable[str]) -> tuple[ArchEntry, ...]:
+    """``torch.cuda.get_arch_list()`` (``sm_90``, ``sm_90a``, ``compute_90``) as arch entries.
+
+    ``sm_XY`` is SASS, ``compute_XY`` is PTX; names that are not a compute capability are skipped.
+    """
+    entries: list[ArchEntry] = []
+    for name in names:
+        try:
+            capability = ComputeCapability.parse(name)
+        except ValueError:
+            continue
+        if not name.strip().lower().startswith(("sm_", "compute_")):
+            continue
+        entries.append(ArchEntry(capability, ptx=name.strip().lower().startswith("compute_")))
+    return tuple(entries)
+
+
+def torch_arch_list(env: Environment, index: Index) -> tuple[tuple[ArchEntry, ...] | None, str]:
+    """The installed torch's arch list: its own report, else the index's facts; and where from."""
+    torch = env.torch
+    if torch is None or torch.cuda is None:
+        return None, ""
+    if torch.arch_list:
+        return parse_torch_arch_names(torch.arch_list), "torch.cuda.get_arch_list()"
+    release = index.torch_release(torch.version)
+    variant = release.variant(torch.local or torch.cuda.variant) if release else None
+    if release is None or variant is None or not variant.arch_list:
+        return None, ""
+    return variant.arch_list, f"the index's arch list for torch {release.version}+{variant.name}"
+
+
 # -- toolkits and compilers -----------------------------------------------------------------
 
 
@@ -237,6 +272,39 @@ def arch_list_for_build(
 
 
 # -- Python -------------------------------------------------------------------------------
+
+#: Marker variables whose value is a fact of the target's kernel, which no profile records.
+UNKNOWN_MARKER_VARIABLES = ("platform_release", "platform_version")
+
+_SYS_PLATFORM = {"linux": "linux", "windows": "win32", "darwin": "darwin"}
+_PLATFORM_SYSTEM = {"linux": "Linux", "windows": "Windows", "darwin": "Darwin"}
+_IMPLEMENTATION = {"cpython": "CPython", "pypy": "PyPy"}
+
+
+def marker_environment(env: Environment) -> dict[str, str]:
+    """PEP 508 marker values of the *target* (its Python and platform, not this process's).
+
+    ``platform_release`` and ``platform_version`` are absent: no Environment records them, and a
+    marker that uses them cannot be decided for another machine (see UNKNOWN_MARKER_VARIABLES).
+    """
+    machine, python = env.machine, env.python
+    arch = machine.arch
+    if machine.os == "windows" and arch in ("x86_64", "amd64"):
+        arch = "AMD64"
+    elif machine.os == "darwin" and arch == "aarch64":
+        arch = "arm64"
+    return {
+        "python_version": python.short_version,
+        "python_full_version": python.version,
+        "implementation_name": python.implementation,
+        "implementation_version": python.version,
+        "platform_python_implementation": _IMPLEMENTATION.get(python.implementation, python.implementation),
+        "sys_platform": _SYS_PLATFORM.get(machine.os, machine.os),
+        "platform_system": _PLATFORM_SYSTEM.get(machine.os, machine.os),
+        "os_name": "nt" if machine.os == "windows" else "posix",
+        "platform_machine": arch,
+        "extra": "",
+    }
 
 
 def python_matches(supported: Iterable[str], version: str, *, free_threaded: bool = False) -> bool:

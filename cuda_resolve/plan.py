@@ -15,7 +15,7 @@ from .compat import format_arch_list
 from .environment import Environment
 from .index.urls import expand_pattern
 from .profile import environment_to_dict
-from .resolve import Candidate, Rejection, Resolution
+from .resolve import Alternative, Candidate, Rejection, Resolution
 
 __all__ = ["PYPI_SIMPLE", "Plan", "PlanItem", "make_plan"]
 
@@ -60,6 +60,7 @@ class Plan:
     pass_through: tuple[str, ...]
     reasons: tuple[str, ...]
     rejected: tuple[Rejection, ...]
+    alternatives: tuple[Alternative, ...] = ()  # builds that also fit, and why they lost
 
     def to_json(self, *, explain: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -70,18 +71,20 @@ class Plan:
         }
         if explain:
             data["rejected"] = [
-                {"name": r.name, "candidate": r.label, "category": r.category, "reason": r.reason} for r in self.rejected
+                {"name": r.name, "candidate": r.label, "category": r.category, "kind": r.kind, "reason": r.reason}
+                for r in self.rejected
             ]
+            data["alternatives"] = [{"name": a.name, "candidate": a.label, "reason": a.reason} for a in self.alternatives]
         return data
 
     def explain_lines(self, *, per_group: int = 3) -> list[str]:
         """The rejections, grouped: one line per family of alike reasons, newest first."""
         groups: dict[tuple[str, str], list[Rejection]] = {}
         for rejection in reversed(self.rejected):
-            groups.setdefault((rejection.name, rejection.category), []).append(rejection)
+            groups.setdefault((rejection.name, rejection.kind), []).append(rejection)
         lines: list[str] = []
-        for (_, category), members in groups.items():
-            shown = 1 if category in ("python", "cpu", "platform") else per_group
+        for members in groups.values():
+            shown = 1 if members[0].category in ("python", "cpu", "platform") else per_group
             lines.extend(member.reason for member in members[:shown])
             if len(members) > shown:
                 lines.append(f"  ... and {len(members) - shown} more {members[0].name} option(s) ruled out alike")
@@ -97,7 +100,11 @@ def _on_pypi(candidate: Candidate, env: Environment) -> bool:
     return env.machine.arch == "x86_64" and variant.pypi_default
 
 
-def _torch_family_item(candidate: Candidate, torch: Candidate | None, env: Environment) -> PlanItem:
+def _with_extras(name: str, extras: tuple[str, ...]) -> str:
+    return f"{name}[{','.join(extras)}]" if extras else name
+
+
+def _torch_family_item(candidate: Candidate, torch: Candidate | None, env: Environment, extras: tuple[str, ...] = ()) -> PlanItem:
     if candidate.kind == "installed":
         return PlanItem(name=candidate.name, version=str(candidate.version), kind="installed", variant=candidate.variant)
     source = candidate if candidate.name == "torch" else torch
@@ -110,12 +117,12 @@ def _torch_family_item(candidate: Candidate, torch: Candidate | None, env: Envir
         version=str(candidate.version),
         kind="wheel",
         variant=variant,
-        requirement=f"{candidate.name}=={candidate.version}{local}",
+        requirement=f"{_with_extras(candidate.name, extras)}=={candidate.version}{local}",
         index=index,
     )
 
 
-def _extension_item(candidate: Candidate, torch: Candidate | None, env: Environment) -> PlanItem:
+def _extension_item(candidate: Candidate, torch: Candidate | None, env: Environment, extras: tuple[str, ...] = ()) -> PlanItem:
     torch_label = f"{torch.version}" if torch else None
     name = candidate.package.name if candidate.package else candidate.name
     if candidate.kind == "build":
@@ -152,7 +159,7 @@ def _extension_item(candidate: Candidate, torch: Candidate | None, env: Environm
         version=str(candidate.version),
         kind="wheel",
         variant=variant or None,
-        requirement=f"{name}=={candidate.version}",
+        requirement=f"{_with_extras(name, extras)}=={candidate.version}",
         url=expand(package.wheel_url if package else None),
         find_links=expand(package.find_links if package else None),
         torch=f"{candidate.torch_version}+{variant}",
@@ -164,13 +171,14 @@ def make_plan(resolution: Resolution, env: Environment) -> Plan:
     items: list[PlanItem] = []
     for candidate in resolution.chosen:
         if candidate.name in ("torch", "torchvision", "torchaudio"):
-            items.append(_torch_family_item(candidate, torch, env))
+            items.append(_torch_family_item(candidate, torch, env, resolution.extras_of(candidate.name)))
         else:
-            items.append(_extension_item(candidate, torch, env))
+            items.append(_extension_item(candidate, torch, env, resolution.extras_of(candidate.name)))
     return Plan(
         environment=env,
         items=tuple(items),
         pass_through=resolution.pass_through,
         reasons=resolution.reasons,
         rejected=tuple(dict.fromkeys(resolution.rejected)),
+        alternatives=resolution.alternatives,
     )

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import tomli_w
 
-from cuda_resolve.errors import ResolutionImpossible
+from cuda_resolve.errors import ResolutionImpossible, UsageError
 from cuda_resolve.index import default_index, parse_arch_entry
 from cuda_resolve.plan import make_plan
 from cuda_resolve.profile import load_profile, parse_profile
@@ -52,6 +52,12 @@ def test_case(path: Path) -> None:
         arch_list=tuple(parse_arch_entry(p) for p in case["arch_list"].split(";")) if "arch_list" in case else None,
     )
     expect = case["expect"]
+    if "usage_error" in expect:  # refused before resolving: bad or unsupported input
+        with pytest.raises(UsageError) as refused:
+            resolve(case["request"], env, default_index(), options)
+        for fragment in expect["usage_error"]:
+            assert fragment in f"{refused.value.message} || {refused.value.hint}", f"{path.name}: {fragment!r} not in {refused.value.message!r}"
+        return
     if "conflict" in expect:
         with pytest.raises(ResolutionImpossible) as caught:
             resolve(case["request"], env, default_index(), options)
@@ -60,6 +66,10 @@ def test_case(path: Path) -> None:
             assert fragment in text, f"{path.name}: {fragment!r} not in {text!r}"
         for fragment in expect.get("message", []):  # what the one error line itself must say
             assert fragment in caught.value.message, f"{path.name}: {fragment!r} not in {caught.value.message!r}"
+        for fragment in expect.get("hint", []):  # the way out of this conflict
+            assert fragment in (caught.value.hint or ""), f"{path.name}: {fragment!r} not in {caught.value.hint!r}"
+        for fragment in expect.get("hint_not", []):  # ways out of other conflicts stay out
+            assert fragment not in (caught.value.hint or ""), f"{path.name}: {fragment!r} in {caught.value.hint!r}"
         return
     plan = make_plan(resolve(case["request"], env, default_index(), options), env).to_json()
     got = sorted(_describe(item) for item in plan["install"])
@@ -70,6 +80,11 @@ def test_case(path: Path) -> None:
     assert plan["pass_through"] == expect.get("pass_through", [])
     for fragment in expect.get("reasons", []):
         assert any(fragment in reason for reason in plan["reasons"]), f"{fragment!r} not in {plan['reasons']}"
+    for fragment in expect.get("reasons_not", []):  # a reason that would be false here
+        assert not any(fragment in reason for reason in plan["reasons"]), f"{fragment!r} in {plan['reasons']}"
+    for name, requirement in expect.get("requirement", {}).items():
+        item = next(i for i in plan["install"] if i["name"] == name)
+        assert item["requirement"] == requirement
 
 
 def test_cases_never_see_the_developers_overlays_or_overrides() -> None:

@@ -16,9 +16,10 @@ from ..compat import (
     compiler_within_toolkit,
     driver_supports_cuda,
     toolkit_archs,
+    torch_arch_list,
 )
 from ..environment import Environment, Toolkit
-from ..index.model import ArchEntry, Index, parse_arch_entry
+from ..index.model import ArchEntry, Index
 from .findings import Finding
 
 __all__ = ["CHECKS", "run_checks", "torch_arch_entries"]
@@ -147,27 +148,8 @@ def check_torch_build(env: Environment, index: Index) -> list[Finding]:
 
 
 def torch_arch_entries(env: Environment, index: Index) -> tuple[tuple[ArchEntry, ...] | None, str]:
-    """The installed torch's arch list: its own report, else the index's facts; and where from."""
-    torch = env.torch
-    if torch is None or torch.cuda is None:
-        return None, ""
-    if torch.arch_list:
-        entries: list[ArchEntry] = []
-        for name in torch.arch_list:
-            kind, _, number = name.partition("_")
-            if not number.rstrip("af").isdigit():
-                continue
-            digits = number.rstrip("af")
-            entry = parse_arch_entry(f"{digits[:-1]}.{digits[-1]}{number[len(digits):]}")
-            if kind == "compute":
-                entry = ArchEntry(entry.capability, ptx=True)
-            entries.append(entry)
-        return tuple(entries), "torch.cuda.get_arch_list()"
-    release = index.torch_release(torch.version)
-    variant = release.variant(torch.local or torch.cuda.variant) if release else None
-    if variant is None or not variant.arch_list:
-        return None, ""
-    return variant.arch_list, f"the index's arch list for torch {release.version if release else ''}+{variant.name}"
+    """The installed torch's arch list and where it came from (the rule lives in compat)."""
+    return torch_arch_list(env, index)
 
 
 def check_torch_covers_gpus(env: Environment, index: Index) -> list[Finding]:

@@ -9,7 +9,7 @@ and the way out.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import resolvelib
 from packaging.requirements import InvalidRequirement, Requirement
@@ -17,15 +17,29 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ..compat import driver_supports_cuda, format_arch_list
+from ..compat import (
+    UNKNOWN_MARKER_VARIABLES,
+    driver_supports_cuda,
+    format_arch_list,
+    marker_environment,
+)
 from ..environment import Environment
 from ..errors import ResolutionImpossible, UsageError
 from ..index.model import Index
 from ..versions import CudaVersion
-from .candidates import TORCH_FAMILY, Candidate, Catalogue, Options, Rejection, Req
+from .candidates import CATEGORIES, TORCH_FAMILY, Candidate, Catalogue, Options, Rejection, Req
 from .provider import Provider
 
-__all__ = ["Candidate", "Options", "Rejection", "Resolution", "parse_request", "resolve"]
+__all__ = ["Alternative", "Candidate", "Options", "Rejection", "Resolution", "parse_request", "resolve"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Alternative:
+    """A build that would also have fit, and why the chosen one was preferred to it."""
+
+    name: str
+    label: str
+    reason: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,27 +48,65 @@ class Resolution:
     pass_through: tuple[str, ...]  # requests the index does not know, left to pip
     reasons: tuple[str, ...]
     rejected: tuple[Rejection, ...]  # alternatives ruled out, for --explain
+    alternatives: tuple[Alternative, ...] = ()  # alternatives that fit but were less preferred
+    extras: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (name, extras) as requested
 
     def get(self, name: str) -> Candidate | None:
         wanted = canonicalize_name(name)
         return next((c for c in self.chosen if c.name == wanted), None)
 
+    def extras_of(self, name: str) -> tuple[str, ...]:
+        wanted = canonicalize_name(name)
+        return next((extras for key, extras in self.extras if key == wanted), ())
 
-def parse_request(texts: Sequence[str], index: Index) -> tuple[list[Req], list[str]]:
-    """Split user requests into known requirements and pass-through strings."""
+
+def _applies(requirement: Requirement, text: str, env: Environment | None) -> bool:
+    """Evaluate the requirement's marker against the target (not this process)."""
+    if requirement.marker is None:
+        return True
+    marker = str(requirement.marker)
+    unknown = [name for name in UNKNOWN_MARKER_VARIABLES if name in marker]
+    if unknown:
+        raise UsageError(
+            f"requirement {text!r}: the marker uses {', '.join(unknown)}, which cuda-resolve cannot know for the target",
+            hint="use sys_platform, platform_machine or python_version instead, or drop the marker",
+        )
+    if env is None:
+        return True
+    return requirement.marker.evaluate(marker_environment(env))
+
+
+def parse_request(texts: Sequence[str], index: Index, env: Environment | None = None) -> tuple[list[Req], list[str], list[str]]:
+    """Split user requests into known requirements, pass-through strings and skipped requests.
+
+    Environment markers are evaluated against ``env`` (the target's Python and platform): a
+    request whose marker is false is skipped and said so. A direct URL (``kaolin @ https://...``)
+    on a package the index knows is refused: cuda-resolve cannot vouch for the file's ABI, and
+    replacing it with the index's choice would silently ignore it. Extras are kept.
+    """
     known: list[Req] = []
     passed: list[str] = []
+    skipped: list[str] = []
     for text in texts:
         try:
             requirement = Requirement(text)
         except InvalidRequirement as exc:
             reason = str(exc).splitlines()[0]
             raise UsageError(f"requirement {text!r} is not valid: {reason}", hint="write it as pip would, e.g. 'kaolin==0.18.0' or 'torch>=2.1'") from None
+        if not _applies(requirement, text, env):
+            skipped.append(text)
+            continue
         name = canonicalize_name(requirement.name)
         package = index.package(name)
         if name not in TORCH_FAMILY and package is None:
             passed.append(text)
             continue
+        if requirement.url:
+            shown = package.name if package is not None else requirement.name
+            raise UsageError(
+                f"requirement {text!r} names a direct URL for {shown}, which cuda-resolve chooses itself: it cannot check that file against torch, the driver and the GPUs",
+                hint=f"drop '@ URL' to let cuda-resolve pick a matching build (`cuda-resolve plan {shown}`), or install that file with pip directly",
+            )
         if package is not None:
             for placeholder in package.placeholder_versions:
                 if requirement.specifier and requirement.specifier.contains(placeholder, prereleases=True) and all(
@@ -65,8 +117,8 @@ def parse_request(texts: Sequence[str], index: Index) -> tuple[list[Req], list[s
                         hint=f"ask for a real release (`cuda-resolve index show {name}` lists them), or just '{name}'",
                     )
         specifier, variant = _split_local(requirement.specifier, text)
-        known.append(Req(name=name, specifier=specifier, variant=variant, origin="requested"))
-    return known, passed
+        known.append(Req(name=name, specifier=specifier, variant=variant, origin="requested", extras=tuple(sorted(requirement.extras))))
+    return known, passed, skipped
 
 
 def _split_local(specifier: SpecifierSet, text: str) -> tuple[SpecifierSet, str | None]:
@@ -92,8 +144,9 @@ def resolve(
     options: Options | None = None,
 ) -> Resolution:
     options = options or Options()
-    requirements, passed = parse_request(requests, index)
+    requirements, passed, skipped = parse_request(requests, index, env)
     catalogue = Catalogue(env, index, options)
+    notes = _pass_reasons(passed) + _skip_reasons(skipped, env)
     if requirements:
         # torchvision / torchaudio installed beside torch stay paired with whatever torch is chosen.
         asked = {req.name for req in requirements}
@@ -101,19 +154,65 @@ def resolve(
             if name not in asked and catalogue.installed_companion(name):
                 requirements.append(Req(name=name, origin=f"installed {name}"))
     if not requirements:
-        return Resolution(chosen=(), pass_through=tuple(passed), reasons=_pass_reasons(passed), rejected=())
-    resolver: resolvelib.Resolver[Req, Candidate, str] = resolvelib.Resolver(Provider(catalogue), resolvelib.BaseReporter())
+        return Resolution(chosen=(), pass_through=tuple(passed), reasons=notes, rejected=())
     try:
-        result = resolver.resolve(requirements, max_rounds=2000)
+        chosen = _fewest_builds(catalogue, requirements, _solve(catalogue, requirements))
     except resolvelib.ResolutionImpossible as exc:
         raise _conflict(exc, catalogue, requirements) from None
     except resolvelib.ResolutionTooDeep:
         raise ResolutionImpossible("the resolver gave up after too many rounds", hint="pin versions, e.g. 'torch==2.5.1'") from None
-    chosen = _install_order(list(result.mapping.values()))
+    extras = tuple((req.name, req.extras) for req in requirements if req.extras)
+    for candidate in chosen:
+        wanted = next((e for name, e in extras if name == candidate.name), ())
+        if wanted and candidate.kind == "build":
+            raise UsageError(
+                f"{candidate.label} is built from source, and extras [{','.join(wanted)}] of a source build are not installed by cuda-resolve",
+                hint=f"ask for '{candidate.package.name if candidate.package else candidate.name}' and install the extra's requirements with pip afterwards",
+            )
     names = {c.name for c in chosen} | {r.name for r in requirements}
     rejected = tuple(r for r in catalogue.rejections if r.name in names)
-    reasons = tuple(_reason(c, chosen, env, index, catalogue) for c in chosen) + _pass_reasons(passed)
-    return Resolution(chosen=tuple(chosen), pass_through=tuple(passed), reasons=reasons, rejected=rejected)
+    reasons = tuple(_reason(c, chosen, env, index, catalogue) for c in chosen) + notes
+    return Resolution(
+        chosen=tuple(chosen), pass_through=tuple(passed), reasons=reasons, rejected=rejected,
+        alternatives=_alternatives(chosen, catalogue), extras=extras,
+    )
+
+
+def _solve(catalogue: Catalogue, requirements: Sequence[Req]) -> list[Candidate]:
+    resolver: resolvelib.Resolver[Req, Candidate, str] = resolvelib.Resolver(Provider(catalogue), resolvelib.BaseReporter())
+    result = resolver.resolve(requirements, max_rounds=2000)
+    return _install_order(list(result.mapping.values()))
+
+
+def _builds(chosen: Sequence[Candidate]) -> int:
+    return sum(1 for c in chosen if c.kind == "build")
+
+
+def _fewest_builds(catalogue: Catalogue, requirements: Sequence[Req], chosen: list[Candidate]) -> list[Candidate]:
+    """Source builds cost minutes each: where a chosen build's package also has wheels that fit
+    here, try the set again with that package as a wheel, and keep whichever set builds less.
+
+    Resolvelib picks one package at a time, so a newest-first wheel of one package can lead it
+    to a torch that forces another package's build (a CUDA 11-only toolkit, kaolin + pointnet2_ops).
+    Keeping an installed torch still comes first: a retry that would replace it is not taken.
+    """
+    best = chosen
+    keeps_installed = any(c.name == "torch" and c.kind == "installed" for c in chosen)
+    for candidate in chosen:
+        if candidate.kind != "build" or not any(c.kind == "wheel" for c in catalogue.candidates(candidate.name)):
+            continue
+        if all(c.name != candidate.name or c.kind == "wheel" for c in best):
+            continue  # an earlier retry already made it a wheel
+        extra = Req(name=candidate.name, wheel_only=True, origin="fewer source builds")
+        try:
+            retry = _solve(catalogue, [*requirements, extra])
+        except (resolvelib.ResolutionImpossible, resolvelib.ResolutionTooDeep):
+            continue
+        if keeps_installed and not any(c.name == "torch" and c.kind == "installed" for c in retry):
+            continue
+        if _builds(retry) < _builds(best):
+            best = retry
+    return best
 
 
 def _install_order(chosen: list[Candidate]) -> list[Candidate]:
@@ -123,6 +222,12 @@ def _install_order(chosen: list[Candidate]) -> list[Candidate]:
 
 def _pass_reasons(passed: Sequence[str]) -> tuple[str, ...]:
     return tuple(f"{text}: not in the index; passed to pip as an ordinary requirement" for text in passed)
+
+
+def _skip_reasons(skipped: Sequence[str], env: Environment) -> tuple[str, ...]:
+    facts = marker_environment(env)
+    where = f"{facts['sys_platform']} {facts['platform_machine']}, Python {facts['python_full_version']}"
+    return tuple(f"{text}: skipped, its marker is false for the target ({where})" for text in skipped)
 
 
 def _driver_needed(cuda: CudaVersion, index: Index) -> str:
@@ -145,12 +250,30 @@ def _newer_unconfirmed(candidate: Candidate, catalogue: Catalogue) -> list[str]:
     ]
 
 
+def _build_reason(candidate: Candidate, chosen: Sequence[Candidate], catalogue: Catalogue) -> str:
+    """Why a package with published wheels is built anyway: the true reason, not a guess."""
+    package = candidate.package
+    if package is None or not package.wheels:
+        return "no published wheels"
+    if not any(c.kind == "wheel" for c in catalogue.candidates(candidate.name)):
+        return "no published wheel runs here (--explain lists what ruled each out)"
+    torch = next((c for c in chosen if c.name == "torch"), None)
+    if torch is None:
+        return "no published wheel fits"
+    if torch.kind == "installed":
+        if catalogue.options.allow_torch_change:
+            return f"no published wheel for the installed {torch.label}, and keeping the installed torch comes before wheels"
+        return f"no published wheel for the installed {torch.label} (--allow-torch-change lets a torch with one replace it)"
+    return f"no published wheel for {torch.label}, and no torch that has one fits the rest of the request"
+
+
 def _reason(candidate: Candidate, chosen: list[Candidate], env: Environment, index: Index, catalogue: Catalogue) -> str:
     gpus = ", ".join(f"{gpu.name} ({gpu.compute_capability})" for gpu in env.gpus) or "no GPU"
     if candidate.kind == "installed":
         return f"{candidate.label}: already installed and fits this machine ({gpus}): kept"
     if candidate.name == "torch":
         dependents = [c for c in chosen if c.name != "torch" and c.kind == "wheel" and c.torch_version is not None]
+        builds = [c for c in chosen if c.kind == "build" and c.toolkit is not None]
         if dependents:
             why = f"pinned by {dependents[0].label}"
         else:
@@ -159,6 +282,8 @@ def _reason(candidate: Candidate, chosen: list[Candidate], env: Environment, ind
             if unconfirmed:
                 shown = ", ".join(sorted(set(unconfirmed), reverse=True)[:3])
                 why = f"newest confirmed release that fits (the index cannot confirm that {shown}{' ...' if len(unconfirmed) > 3 else ''} were published; pin one to take it)"
+            if builds and builds[0].toolkit is not None:
+                why += f" with CUDA {builds[0].toolkit.version.major}.x, the major of nvcc {builds[0].toolkit.version} that builds {builds[0].name}"
         if candidate.cuda is None:
             return f"{candidate.label}: {why}; CPU build ({gpus})"
         if env.driver:
@@ -177,14 +302,70 @@ def _reason(candidate: Candidate, chosen: list[Candidate], env: Environment, ind
     against = f" against {torch.label}" if torch else ""
     toolkit = candidate.toolkit
     tk = (f"nvcc {toolkit.version} ({toolkit.root})" if toolkit.root else f"nvcc {toolkit.version}") if toolkit else "nvcc"
-    wheels = "no published wheel fits" if candidate.package and candidate.package.wheels else "no published wheels"
     name = candidate.package.name if candidate.package else candidate.name
-    return f"{name} {candidate.version}: {wheels}; source build{against} with {tk}, TORCH_CUDA_ARCH_LIST={format_arch_list(candidate.arch_list)} (recipe {candidate.recipe.name if candidate.recipe else '?'})"
+    why = _build_reason(candidate, chosen, catalogue)
+    return f"{name} {candidate.version}: {why}; source build{against} with {tk}, TORCH_CUDA_ARCH_LIST={format_arch_list(candidate.arch_list)} (recipe {candidate.recipe.name if candidate.recipe else '?'})"
 
 
-_RELEVANCE = {category: rank for rank, category in enumerate(
-    ("installed", "driver", "gpu", "toolkit", "compiler", "python", "platform", "other", "cpu")
-)}
+# -- the alternatives that also fit ------------------------------------------------------------
+
+
+def _conflicts_with(alternative: Candidate, chosen: Sequence[Candidate], catalogue: Catalogue) -> str | None:
+    """Which chosen build rules ``alternative`` out (a requirement it does not satisfy)."""
+    for other in chosen:
+        if other.name == alternative.name:
+            continue
+        for dependency in catalogue.dependencies(other):
+            if dependency.name == alternative.name and not Catalogue.satisfies(dependency, alternative):
+                return f"{other.label} needs {dependency}"
+    for dependency in catalogue.dependencies(alternative):
+        picked = next((c for c in chosen if c.name == dependency.name), None)
+        if picked is not None and not Catalogue.satisfies(dependency, picked):
+            return f"it needs {dependency}, and the plan has {picked.label}"
+    return None
+
+
+def _less_preferred(alternative: Candidate, winner: Candidate) -> str:
+    if winner.kind == "installed":
+        return "the installed build fits, and keeping it comes first"
+    if winner.kind == "wheel" and alternative.kind == "build":
+        return "a source build; a published wheel is preferred"
+    if alternative.base_version < winner.base_version:
+        return f"an older release than {winner.version}"
+    variant = alternative.torch_variant
+    if variant is not None and "exists" in variant.unverified:
+        return "the index cannot confirm it was published"
+    if alternative.torch_version is not None and winner.torch_version is not None and alternative.torch_version < winner.torch_version:
+        return f"built for an older torch than {winner.torch_version}"
+    if alternative.cuda is not None and winner.cuda is not None and alternative.cuda < winner.cuda:
+        return f"CUDA {alternative.cuda} is lower than {winner.cuda}"
+    if alternative.cuda is None and winner.cuda is not None:
+        return "a CPU build"
+    return "ranked lower by the preferences (installed, wheel, newer, confirmed, higher CUDA)"
+
+
+def _alternatives(chosen: Sequence[Candidate], catalogue: Catalogue, *, per_package: int = 3) -> tuple[Alternative, ...]:
+    """For each chosen build, the next few that also fit here, and why each lost."""
+    found: list[Alternative] = []
+    for winner in chosen:
+        shown = 0
+        seen = {winner.label}
+        for alternative in catalogue.candidates(winner.name):
+            if shown >= per_package:
+                break
+            if alternative.label in seen:
+                continue
+            seen.add(alternative.label)
+            conflict = _conflicts_with(alternative, chosen, catalogue)
+            reason = f"ruled out by the rest of the plan: {conflict}" if conflict else f"less preferred: {_less_preferred(alternative, winner)}"
+            found.append(Alternative(name=winner.name, label=alternative.label, reason=f"{alternative.label}: {reason}"))
+            shown += 1
+    return tuple(found)
+
+
+# -- conflicts ---------------------------------------------------------------------------------
+
+_RELEVANCE = {category: rank for rank, category in enumerate(CATEGORIES)}
 
 
 def _label_in(label: str, request: Req) -> bool:
@@ -200,16 +381,66 @@ def _label_in(label: str, request: Req) -> bool:
     return True
 
 
-_HINTS = (
-    ("pass --allow-torch-change", "rerun with --allow-torch-change to let cuda-resolve replace the installed torch"),
-    ("supports CUDA <=", "upgrade the NVIDIA driver (`cuda-resolve doctor` shows the version), or pin an older torch"),
-    ("no kernels for", "this GPU needs a build whose arch list covers it: pin an older torch whose variants include it, or build from source"),
-    ("Python", "use a Python version the builds support (see --explain), or let it build from source where a recipe exists"),
-    ("cannot target", "install a CUDA toolkit that can target this GPU, with a torch of the same CUDA major"),
-    ("no CUDA toolkit", "install a CUDA toolkit (nvcc) whose major matches torch's CUDA, then retry; wheels need none"),
-    ("gcc", "install a gcc within the toolkit's range and point NVCC_CCBIN/CC/CXX at it"),
-    ("--arch-list", "pass --arch-list with the compute capabilities of the machines you build for"),
-)
+def _hint(rejection: Rejection, catalogue: Catalogue) -> str:
+    """The way out of the conflict this rejection leads, from its kind and facts."""
+    fact = rejection.fact
+    kind = rejection.kind
+    if kind == "installed-unfit":
+        return f"rerun with --allow-torch-change to let cuda-resolve replace the installed {fact('torch') or 'torch'}"
+    if kind == "installed-no-wheel":
+        return f"rerun with --allow-torch-change to switch to a torch that {fact('package')} publishes wheels for"
+    if kind == "driver-cuda":
+        return f"upgrade the NVIDIA driver (driver {fact('driver')} runs CUDA <= {fact('driver_cuda')}), or ask for a torch release with a build for CUDA <= {fact('driver_cuda')}"
+    if kind == "toolkit-driver":
+        driver_cuda = fact("driver_cuda") or ""
+        major = driver_cuda.split(".")[0]
+        return f"install a CUDA {major}.x toolkit (driver {fact('driver')} runs CUDA <= {driver_cuda}), or upgrade the NVIDIA driver to one that runs CUDA {fact('toolkit')}"
+    if kind == "gpu-kernels":
+        if catalogue.options.arch_list is not None and rejection.name not in TORCH_FAMILY:
+            return f"add compute capability {fact('gpus')} to --arch-list"
+        return f"compute capability {fact('gpus')} needs a build whose arch list covers it: ask for a torch release whose variants include it, or build from source"
+    if kind == "toolkit-missing":
+        return "install a CUDA toolkit (nvcc) whose major matches torch's CUDA, then retry; wheels need none"
+    if kind == "toolkit-target":
+        return f"install a CUDA toolkit whose nvcc can target {fact('gpus')}, with a torch of the same CUDA major"
+    if kind == "toolkit-archs-unknown":
+        return "run `cuda-resolve detect` where nvcc can be asked for its architectures, or pass --arch-list"
+    if kind == "toolkit-recipe-range":
+        return f"install a CUDA toolkit in the recipe's range ({fact('cuda_min') or ''}..{fact('cuda_max') or ''})"
+    if kind == "compiler-range":
+        bound = f"gcc <= {fact('gcc_max')}" if fact("gcc_max") else "a gcc"
+        return f"install {bound} (CUDA {fact('toolkit')}'s range) and point NVCC_CCBIN/CC/CXX at it"
+    if kind == "python":
+        return f"use a Python the builds support ({(fact('supported') or '').replace(',', ', ')}), or let it build from source where a recipe exists"
+    if kind == "platform":
+        return f"these builds are not published for {fact('os')} {fact('arch')}: plan for a machine of a published platform with --profile"
+    if kind == "arch-list-needed":
+        return "pass --arch-list with the compute capabilities of the machines you build for"
+    if kind == "arch-list-unknown":
+        return "ask for a torch build whose arch list the index knows (`cuda-resolve index show torch`)"
+    if kind == "no-torch-pair":
+        return f"ask for a torch release that has a paired {rejection.name}"
+    if kind == "cpu-build":
+        return "a GPU machine needs a CUDA build: see --explain for why each CUDA build was ruled out"
+    return "see --explain for what ruled each option out"
+
+
+def _toolkit_major_conflict(name: str, catalogue: Catalogue, torch: Candidate) -> Rejection | None:
+    """A build needs a toolkit of torch's CUDA major, and every toolkit here has another major."""
+    builds = [c for c in catalogue.candidates(name) if c.kind == "build" and c.toolkit is not None]
+    if not builds or torch.cuda is None or any(c.toolkit is not None and c.toolkit.version.major == torch.cuda.major for c in builds):
+        return None
+    toolkits = sorted({str(c.toolkit.version) for c in builds if c.toolkit is not None})
+    shown = catalogue.index.package(name)
+    package = shown.name if shown else name
+    only = "the only toolkit here is" if len(toolkits) == 1 else "the toolkits here are"
+    return Rejection(
+        name, f"{package} source build",
+        f"{package} must be built with a CUDA toolkit of torch's CUDA major: the installed {torch.label} is CUDA {torch.cuda.major}, "
+        f"and {only} nvcc {', '.join(toolkits)}",
+        "toolkit-torch-major",
+        (("package", package), ("torch", torch.label), ("torch_major", str(torch.cuda.major)), ("toolkits", ",".join(toolkits))),
+    )
 
 
 def _conflict(exc: resolvelib.ResolutionImpossible[Req, Candidate], catalogue: Catalogue, requested: list[Req]) -> ResolutionImpossible:
@@ -221,22 +452,42 @@ def _conflict(exc: resolvelib.ResolutionImpossible[Req, Candidate], catalogue: C
     for req in requested:
         if req.name not in involved:
             involved.append(req.name)
-    reasons: list[str] = []
     installed = catalogue.installed_torch
     torch_candidates = catalogue.candidates("torch")
     locked = installed is not None and [c.kind for c in torch_candidates] == ["installed"]
+    leading: list[Rejection] = []  # conflicts between packages, found from the structure
+    ruled_out: list[Rejection] = []  # the per-candidate facts, most telling first
     for name in involved:
-        if locked and installed is not None and name not in TORCH_FAMILY and any(
-            c.kind == "wheel" for c in catalogue.candidates(name)
-        ):
-            reasons.append(
-                f"{name}: no published wheel for the installed {installed.label}; pass --allow-torch-change to switch torch"
-            )
+        if name in TORCH_FAMILY:
+            continue
+        if locked and installed is not None:
+            major = _toolkit_major_conflict(name, catalogue, installed)
+            if major is not None:
+                leading.append(major)
+                continue
+            if any(c.kind == "wheel" for c in catalogue.candidates(name)) and not any(
+                c.kind == "build" for c in catalogue.candidates(name)
+            ):
+                package = catalogue.index.package(name)
+                shown = package.name if package else name
+                leading.append(Rejection(
+                    name, f"{shown} wheels",
+                    f"{shown}: no published wheel for the installed {installed.label}; pass --allow-torch-change to switch torch",
+                    "installed-no-wheel", (("package", shown), ("torch", installed.label)),
+                ))
+    for name in involved:
         asked = next((req for req in requested if req.name == name), None)
         relevant = [r for r in catalogue.rejected(name) if asked is None or _label_in(r.label, asked)]
-        # The rule that says most about the request first: a driver or GPU fact before a CPU build's.
         relevant.sort(key=lambda r: _RELEVANCE.get(r.category, len(_RELEVANCE)))
-        reasons.extend(r.reason for r in relevant)
+        ruled_out.extend(relevant)
+    # The package that has no candidate left leads: its facts explain the conflict. Among its
+    # facts, the most telling category first (a driver or GPU fact before a CPU build's).
+    empty = [name for name in involved if not any(
+        all(Catalogue.satisfies(req, c) for req in requested if req.name == name) for c in catalogue.candidates(name)
+    )]
+    ranked = sorted(ruled_out, key=lambda r: (r.name not in empty, _RELEVANCE.get(r.category, len(_RELEVANCE))))
+    ordered = leading + ranked
+
     def shown_name(requirement: Req) -> str:
         package = catalogue.index.package(requirement.name)
         text = str(requirement)
@@ -245,9 +496,26 @@ def _conflict(exc: resolvelib.ResolutionImpossible[Req, Candidate], catalogue: C
     demands = sorted({shown_name(cause.requirement) + (f" (from {cause.parent.label})" if cause.parent else "") for cause in exc.causes})
     shown = ", ".join(demands[:3]) + (f" and {len(demands) - 3} more" if len(demands) > 3 else "")
     message = "nothing fits this machine for " + shown
-    if reasons:
-        message += ": " + reasons[0]
-    # Hints in the order of the reasons they answer: the leading fact's way out comes first.
-    hints = [text for reason in reasons for key, text in _HINTS if key in reason]
-    hint = "; or ".join(list(dict.fromkeys(hints))[:2]) if hints else "see --explain for what ruled each option out"
-    return ResolutionImpossible(message, hint=hint, reasons=tuple(dict.fromkeys(reasons)))
+    if ordered:
+        message += ": " + ordered[0].reason
+    hint = _hint(ordered[0], catalogue) if ordered else "see --explain for what ruled each option out"
+    if ordered and ordered[0].kind == "toolkit-torch-major":
+        hint = _major_hint(ordered[0], catalogue, requested)
+    return ResolutionImpossible(message, hint=hint, reasons=tuple(dict.fromkeys(r.reason for r in ordered)))
+
+
+def _major_hint(rejection: Rejection, catalogue: Catalogue, requested: list[Req]) -> str:
+    """Both ways out: a toolkit of torch's major, or (where one fits) a torch of the toolkit's major."""
+    toolkits = rejection.fact("toolkits") or ""
+    first = f"install a CUDA {rejection.fact('torch_major')}.x toolkit to build against the installed {rejection.fact('torch')}"
+    if catalogue.options.allow_torch_change:
+        return first
+    changed = Catalogue(catalogue.env, catalogue.index, replace(catalogue.options, allow_torch_change=True))
+    try:
+        result = _solve(changed, requested)
+    except (resolvelib.ResolutionImpossible, resolvelib.ResolutionTooDeep):
+        return first
+    torch = next((c for c in result if c.name == "torch"), None)
+    if torch is None:
+        return first
+    return f"{first}, or rerun with --allow-torch-change to switch to {torch.label}, which nvcc {toolkits.replace(',', ', ')} can build against"

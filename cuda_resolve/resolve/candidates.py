@@ -26,9 +26,9 @@ from ..compat import (
     python_matches,
     toolkit_archs,
     toolkit_can_build,
+    torch_arch_list,
     uncovered_gpus,
 )
-from ..doctor.checks import torch_arch_entries
 from ..environment import Environment, Toolkit
 from ..index.model import (
     ArchEntry,
@@ -41,7 +41,7 @@ from ..index.model import (
 )
 from ..versions import CudaVersion
 
-__all__ = ["TORCH_FAMILY", "Candidate", "Catalogue", "Options", "Rejection", "Req"]
+__all__ = ["CATEGORIES", "TORCH_FAMILY", "Candidate", "Catalogue", "Options", "Rejection", "Req"]
 
 Kind = Literal["wheel", "build", "installed"]
 
@@ -100,7 +100,9 @@ class Req:
     variant: str | None = None
     cuda_major: int | None = None
     cuda_build: bool = False  # requires a CUDA (not CPU) build
+    wheel_only: bool = False  # a published wheel, not a source build
     origin: str = "requested"
+    extras: tuple[str, ...] = ()  # as requested; carried to pip, never resolved here
 
     def __str__(self) -> str:
         parts = [f"{self.name}{self.specifier}"]
@@ -113,34 +115,50 @@ class Req:
         return "".join(parts)
 
 
+#: Rejection categories (the ``category`` of ``plan --explain --json``), most telling first: the
+#: order in which a conflict presents the facts that ruled its options out.
+CATEGORIES = ("installed", "driver", "gpu", "toolkit", "compiler", "python", "platform", "other", "cpu")
+
+#: The rule each rejection records (its ``kind``) and the category it belongs to. Conflict
+#: messages, hints and ``--explain`` groups are derived from the kind and the facts, never from
+#: the wording of the reason.
+RULES: dict[str, str] = {
+    "installed-unfit": "installed",  # the installed torch does not run here, and may not change
+    "installed-no-wheel": "installed",  # an extension publishes no wheel for the kept torch
+    "driver-cuda": "driver",  # the driver cannot run this build's CUDA
+    "toolkit-driver": "driver",  # the driver cannot run code the only toolkits compile
+    "gpu-kernels": "gpu",  # the build has no kernels for a GPU here
+    "toolkit-missing": "toolkit",
+    "toolkit-target": "toolkit",  # nvcc cannot target a GPU (or an --arch-list entry)
+    "toolkit-archs-unknown": "toolkit",
+    "toolkit-recipe-range": "toolkit",  # the recipe's CUDA range excludes the toolkit
+    "toolkit-torch-major": "toolkit",  # the toolkits' CUDA majors differ from every torch's
+    "compiler-range": "compiler",
+    "python": "python",
+    "platform": "platform",
+    "cpu-build": "cpu",
+    "arch-list-needed": "other",  # no GPU here and no --arch-list
+    "arch-list-unknown": "other",  # the index does not know the build's arch list
+    "no-torch-pair": "other",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Rejection:
+    """One alternative ruled out: which, the sentence the user reads, and the rule with its facts."""
+
     name: str
     label: str
     reason: str
-    category: str = "other"  # python, platform, cpu, driver, gpu, toolkit, compiler, installed, ...
+    kind: str = "other"  # a key of RULES
+    facts: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def category(self) -> str:
+        return RULES.get(self.kind, "other")
 
-_CATEGORIES = (
-    ("no wheels for Python", "python"),
-    ("no wheel for Python", "python"),
-    ("built for Python", "python"),
-    ("recipe supports Python", "python"),
-    ("not published for", "platform"),
-    ("published for", "platform"),
-    ("a CPU build", "cpu"),
-    ("--allow-torch-change", "installed"),
-    ("supports CUDA <=", "driver"),
-    ("cannot run CUDA", "driver"),
-    ("no kernels for", "gpu"),
-    ("cannot target", "toolkit"),
-    ("no CUDA toolkit", "toolkit"),
-    ("gcc", "compiler"),
-)
-
-
-def categorize(reason: str) -> str:
-    return next((category for key, category in _CATEGORIES if key in reason), "other")
+    def fact(self, key: str) -> str | None:
+        return next((value for name, value in self.facts if name == key), None)
 
 
 def _python_key(text: str) -> tuple[int, ...]:
@@ -184,8 +202,11 @@ class Catalogue:
     def knows(self, name: str) -> bool:
         return canonicalize_name(name) in TORCH_FAMILY or self.index.package(name) is not None
 
-    def reject(self, name: str, label: str, reason: str) -> None:
-        self.rejections.append(Rejection(canonicalize_name(name), label, reason, categorize(reason)))
+    def reject(self, name: str, label: str, reason: str, kind: str, **facts: object) -> None:
+        if kind not in RULES:
+            raise ValueError(f"unknown rejection kind {kind!r}")
+        pairs = tuple((key, str(value)) for key, value in facts.items() if value is not None)
+        self.rejections.append(Rejection(canonicalize_name(name), label, reason, kind, pairs))
 
     # -- torch ----------------------------------------------------------------------------
     @property
@@ -216,12 +237,15 @@ class Catalogue:
             return None
         return torch.torchvision if name == "torchvision" else torch.torchaudio if name == "torchaudio" else None
 
-    def _torch_runs_here(self, label: str, cuda: CudaVersion | None, arch: tuple[ArchEntry, ...] | None) -> str | None:
-        """None when a torch build with this CUDA and arch list runs on every GPU here; else why not."""
+    def _torch_runs_here(
+        self, label: str, cuda: CudaVersion | None, arch: tuple[ArchEntry, ...] | None
+    ) -> tuple[str, str, dict[str, object]] | None:
+        """None when a torch build with this CUDA and arch list runs on every GPU here; else
+        (why not, the rule's kind, its facts)."""
         env = self.env
         if cuda is None:
             if env.gpus:
-                return f"{label}: a CPU build on a machine with NVIDIA GPUs"
+                return f"{label}: a CPU build on a machine with NVIDIA GPUs", "cpu-build", {}
             return None
         if not env.gpus and env.driver is None:
             return None  # a CPU-only machine: CUDA builds run there on the CPU
@@ -230,20 +254,24 @@ class Catalogue:
         if env.driver is not None:
             verdict = driver_supports_cuda(env.driver, cuda, self.index, strict=self.options.strict_driver, os=env.machine.os)
             if not verdict:
-                return f"{label}: {verdict.reason}"
+                return f"{label}: {verdict.reason}", "driver-cuda", {
+                    "driver": env.driver.version, "driver_cuda": env.driver.cuda, "cuda": cuda,
+                }
         if arch is None:
-            return f"{label}: its arch list is not known to the index"
+            return f"{label}: its arch list is not known to the index", "arch-list-unknown", {}
         missing = uncovered_gpus(arch, env.gpus)
         if missing:
             names = ", ".join(f"{gpu.name} ({gpu.compute_capability})" for gpu in missing)
-            return f"{label}: no kernels for {names} (it has {format_arch_list(arch) or 'none'})"
+            return f"{label}: no kernels for {names} (it has {format_arch_list(arch) or 'none'})", "gpu-kernels", {
+                "gpus": ";".join(str(gpu.compute_capability) for gpu in missing), "arch_list": format_arch_list(arch),
+            }
         return None
 
     def _torch_candidates(self) -> None:
         env = self.env
         installed = self.installed_torch
         if installed is not None:
-            arch, _ = torch_arch_entries(env, self.index)
+            arch, _ = torch_arch_list(env, self.index)
             label = f"installed torch {installed.version}"
             if installed.cuda is None:
                 arch = ()
@@ -253,7 +281,12 @@ class Catalogue:
                 arch = tuple(ArchEntry(gpu.compute_capability) for gpu in env.gpus)
             problem = self._torch_runs_here(label, installed.cuda, arch)
             if problem:
-                self.reject("torch", installed.label, problem + ("" if self.options.allow_torch_change else "; pass --allow-torch-change to replace it"))
+                reason, kind, facts = problem
+                if self.options.allow_torch_change:
+                    self.reject("torch", installed.label, reason, kind, **facts)
+                else:
+                    self.reject("torch", installed.label, reason + "; pass --allow-torch-change to replace it", "installed-unfit",
+                                torch=installed.label, because=kind, **facts)
             else:
                 self._by_name["torch"].append(installed)
             if not self.options.allow_torch_change:
@@ -264,16 +297,19 @@ class Catalogue:
         for release in self.index.torch:
             label_base = f"torch {release.version}"
             if not python_matches(release.python, python.version, free_threaded=free_threaded):
-                self.reject("torch", label_base, f"{label_base}: no wheels for Python {python.short_version} (has {', '.join(release.python)})")
+                self.reject("torch", label_base, f"{label_base}: no wheels for Python {python.short_version} (has {', '.join(release.python)})",
+                            "python", python=python.short_version, supported=",".join(release.python))
                 continue
             for variant in release.variants:
                 label = f"torch {release.version}+{variant.name}"
                 if not self._variant_on_platform(release, variant):
-                    self.reject("torch", label, f"{label}: not published for {env.machine.os} {env.machine.arch}")
+                    self.reject("torch", label, f"{label}: not published for {env.machine.os} {env.machine.arch}", "platform",
+                                os=env.machine.os, arch=env.machine.arch)
                     continue
                 problem = self._torch_runs_here(label, variant.cuda, variant.arch_list if variant.arch_list or variant.cuda is None else None)
                 if problem:
-                    self.reject("torch", label, problem)
+                    reason, kind, facts = problem
+                    self.reject("torch", label, reason, kind, **facts)
                     continue
                 if installed is not None and _base(installed.version) == release.version and installed.variant == variant.name:
                     continue  # the installed build itself is already the first candidate
@@ -325,7 +361,7 @@ class Catalogue:
                 ))
         for name in ("torchvision", "torchaudio"):
             if not self._by_name.get(name):
-                self.reject(name, name, f"{name}: no release pairs with any torch that fits this machine")
+                self.reject(name, name, f"{name}: no release pairs with any torch that fits this machine", "no-torch-pair")
 
     # -- extension packages ----------------------------------------------------------------
     def _package_candidates(self, package: Package) -> None:
@@ -361,16 +397,19 @@ class Catalogue:
         label = f"{package.name} {wheels.version} wheels"
         supported = {py for torch_version, _ in wheels.torch for py in wheels.python_for(torch_version)}
         if not python_matches(supported, env.python.version):
-            self.reject(package.name, label, f"{label}: built for Python {', '.join(sorted(supported, key=_python_key))}, not {env.python.short_version}")
+            self.reject(package.name, label, f"{label}: built for Python {', '.join(sorted(supported, key=_python_key))}, not {env.python.short_version}",
+                        "python", python=env.python.short_version, supported=",".join(sorted(supported, key=_python_key)))
             return []
         platforms = set(env.platform_tags())
         if not platforms.intersection(wheels.platforms):
-            self.reject(package.name, label, f"{label}: published for {', '.join(wheels.platforms)} only")
+            self.reject(package.name, label, f"{label}: published for {', '.join(wheels.platforms)} only", "platform",
+                        os=env.machine.os, arch=env.machine.arch)
             return []
         found: list[Candidate] = []
         for torch_version, variants in wheels.torch:
             if not python_matches(wheels.python_for(torch_version), env.python.version):
-                self.reject(package.name, f"{label} for torch {torch_version}", f"{label} for torch {torch_version}: no wheel for Python {env.python.short_version}")
+                self.reject(package.name, f"{label} for torch {torch_version}", f"{label} for torch {torch_version}: no wheel for Python {env.python.short_version}",
+                            "python", python=env.python.short_version, supported=",".join(wheels.python_for(torch_version)))
                 continue
             for variant in variants:
                 found.append(Candidate(
@@ -383,49 +422,59 @@ class Catalogue:
         env = self.env
         label = f"{package.name} {recipe.version} source build ({recipe.name})"
         if recipe.python and not recipe.python.contains(env.python.version, prereleases=True):
-            self.reject(package.name, label, f"{label}: recipe supports Python {recipe.python}, not {env.python.version}")
+            self.reject(package.name, label, f"{label}: recipe supports Python {recipe.python}, not {env.python.version}",
+                        "python", python=env.python.short_version, supported=recipe.python)
             return []
         if not env.toolkits:
-            self.reject(package.name, label, f"{label}: no CUDA toolkit (nvcc) found to build with")
+            self.reject(package.name, label, f"{label}: no CUDA toolkit (nvcc) found to build with", "toolkit-missing")
             return []
         found: list[Candidate] = []
         for toolkit in env.toolkits:
             tk_label = f"{label} with nvcc {toolkit.version}"
             if (recipe.cuda_min and toolkit.version < recipe.cuda_min) or (recipe.cuda_max and toolkit.version > recipe.cuda_max):
-                self.reject(package.name, tk_label, f"{tk_label}: recipe needs CUDA {recipe.cuda_min or ''}..{recipe.cuda_max or ''}")
+                self.reject(package.name, tk_label, f"{tk_label}: recipe needs CUDA {recipe.cuda_min or ''}..{recipe.cuda_max or ''}",
+                            "toolkit-recipe-range", toolkit=toolkit.version, cuda_min=recipe.cuda_min, cuda_max=recipe.cuda_max)
                 continue
             facts = self.index.toolkit(toolkit.version)
             archs = toolkit_archs(toolkit, facts)
             arch_list = self.options.arch_list
             if arch_list is None:
                 if not env.gpus:
-                    self.reject(package.name, tk_label, f"{tk_label}: no GPU to build for; pass --arch-list (e.g. 8.6) to build for other machines")
+                    self.reject(package.name, tk_label, f"{tk_label}: no GPU to build for; pass --arch-list (e.g. 8.6) to build for other machines",
+                                "arch-list-needed", toolkit=toolkit.version)
                     continue
                 if not archs:
-                    self.reject(package.name, tk_label, f"{tk_label}: the architectures this nvcc accepts are unknown")
+                    self.reject(package.name, tk_label, f"{tk_label}: the architectures this nvcc accepts are unknown",
+                                "toolkit-archs-unknown", toolkit=toolkit.version)
                     continue
                 arch_list, impossible = arch_list_for_build(env.capabilities, archs)
                 if impossible:
-                    self.reject(package.name, tk_label, f"{tk_label}: nvcc {toolkit.version} cannot target compute capability {', '.join(str(c) for c in impossible)} (lowest it accepts: {min(archs)})")
+                    self.reject(package.name, tk_label, f"{tk_label}: nvcc {toolkit.version} cannot target compute capability {', '.join(str(c) for c in impossible)} (lowest it accepts: {min(archs)})",
+                                "toolkit-target", toolkit=toolkit.version, gpus=";".join(str(c) for c in impossible))
                     continue
             elif archs:
                 verdict = toolkit_can_build(archs, arch_list, version=toolkit.version)
                 if not verdict:
-                    self.reject(package.name, tk_label, f"{tk_label}: {verdict.reason}")
+                    self.reject(package.name, tk_label, f"{tk_label}: {verdict.reason}", "toolkit-target",
+                                toolkit=toolkit.version, gpus=format_arch_list(arch_list))
                     continue
             if env.gpus:
                 missing = uncovered_gpus(arch_list, env.gpus)
                 if missing:
-                    self.reject(package.name, tk_label, f"{tk_label}: arch list {format_arch_list(arch_list)} has no kernels for {', '.join(str(g.compute_capability) for g in missing)}")
+                    self.reject(package.name, tk_label, f"{tk_label}: arch list {format_arch_list(arch_list)} has no kernels for {', '.join(str(g.compute_capability) for g in missing)}",
+                                "gpu-kernels", gpus=";".join(str(g.compute_capability) for g in missing), arch_list=format_arch_list(arch_list))
                     continue
             compiler = compiler_within_toolkit(env.compiler.nvcc_host_version or env.compiler.gcc, facts)
             if not compiler:
-                self.reject(package.name, tk_label, f"{tk_label}: {compiler.reason}")
+                self.reject(package.name, tk_label, f"{tk_label}: {compiler.reason}", "compiler-range",
+                            toolkit=toolkit.version, gcc=env.compiler.nvcc_host_version or env.compiler.gcc,
+                            gcc_max=facts.gcc_max if facts else None)
                 continue
             if env.driver is not None and not driver_supports_cuda(env.driver, toolkit.version, self.index, os=env.machine.os):
                 # Code nvcc compiles must run on this driver; a build for other machines (--arch-list) may still be wanted.
                 if self.options.arch_list is None:
-                    self.reject(package.name, tk_label, f"{tk_label}: driver {env.driver.version} cannot run CUDA {toolkit.version} code")
+                    self.reject(package.name, tk_label, f"{tk_label}: driver {env.driver.version} cannot run CUDA {toolkit.version} code",
+                                "toolkit-driver", driver=env.driver.version, driver_cuda=env.driver.cuda, toolkit=toolkit.version)
                     continue
             found.append(Candidate(
                 name=canonicalize_name(package.name), version=recipe.version, kind="build", torch_spec=recipe.torch,
@@ -444,6 +493,8 @@ class Catalogue:
         if req.variant is not None and candidate.variant != req.variant:
             return False
         if req.cuda_build and candidate.cuda is None:
+            return False
+        if req.wheel_only and candidate.kind == "build":
             return False
         return not (req.cuda_major is not None and (candidate.cuda is None or candidate.cuda.major != req.cuda_major))
 
