@@ -27,7 +27,7 @@ def add_environment_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--python",
         metavar="PATH",
-        help="the target interpreter to inspect and install into (default: the one running cuda-resolve)",
+        help="the target interpreter to inspect and install into (default: the active virtualenv, else the active conda env, else python3 on PATH)",
     )
     add_json_option(parser)
 
@@ -43,9 +43,16 @@ def environment_from_args(args: argparse.Namespace) -> Environment:
         from ..profile import load_profile
 
         return load_profile(args.profile)
-    from ..detect import detect_environment
+    from dataclasses import replace
 
-    return detect_environment(python=args.python)
+    from ..detect import detect_environment
+    from ..install.target import choose_target, is_running_interpreter
+
+    choice = choose_target(args.python)
+    in_process = choice.how != "--python" and is_running_interpreter(choice.python)
+    env = detect_environment(python=None if in_process else choice.python)
+    # Every report says whose environment it describes: not always the tool's own.
+    return replace(env, notes=(f"target interpreter: {env.python.executable or choice.python} (from {choice.how})", *env.notes))
 
 
 def index_from_args(args: argparse.Namespace) -> Index:

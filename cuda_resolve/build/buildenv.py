@@ -1,0 +1,180 @@
+"""The build's environment: the target interpreter, plus a temporary overlay of build requirements.
+
+Like pip's overlay build environments: the recipe's build requirements (kaolin's
+``setuptools<82``, ninja ...) that the target does not already satisfy are installed into a
+temporary folder put first on the build's ``PYTHONPATH`` and ``PATH``. The target environment
+is never changed by a build; only the final install changes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ..errors import BuildError
+from .preflight import BuildSpec
+
+__all__ = ["BuildEnvironment", "installed_versions", "machine_capacity", "make_build_environment", "max_jobs", "unsatisfied"]
+
+#: Memory one nvcc/cc1plus job over torch's headers can take; kaolin's largest units near 2 GiB.
+BYTES_PER_JOB = 2 * 1024**3
+
+_VERSIONS_SCRIPT = """
+import json, sys
+try:
+    from importlib import metadata
+except ImportError:
+    import importlib_metadata as metadata
+found = {}
+for name in json.loads(sys.argv[1]):
+    try:
+        found[name] = metadata.version(name)
+    except Exception:
+        found[name] = None
+print(json.dumps(found))
+"""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BuildEnvironment:
+    variables: Mapping[str, str]  # the full environment the build runs with
+    shown: tuple[tuple[str, str], ...]  # the variables cuda-resolve set, for the terminal and the log
+    overlay: Path | None
+    overlay_requirements: tuple[str, ...]
+    max_jobs: int
+
+
+def max_jobs(cores: int, available_bytes: int | None) -> int:
+    """One job a core, fewer when memory would not hold them (an OOM-killed nvcc wastes the build)."""
+    jobs = max(1, cores)
+    if available_bytes is not None:
+        jobs = min(jobs, max(1, available_bytes // BYTES_PER_JOB))
+    return jobs
+
+
+def machine_capacity() -> tuple[int, int | None]:
+    """Cores this process may use and MemAvailable in bytes (None where /proc/meminfo is unreadable)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    available = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as stream:
+            for line in stream:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    return cores, available
+
+
+def installed_versions(python: str, names: Sequence[str], *, environ: Mapping[str, str]) -> dict[str, str | None]:
+    """Versions of ``names`` installed for the target interpreter (None where absent)."""
+    try:
+        done = subprocess.run(
+            [python, "-c", _VERSIONS_SCRIPT, json.dumps(list(names))], capture_output=True, text=True,
+            timeout=60, env=dict(environ), check=False,
+        )
+        data = json.loads(done.stdout) if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        data = None
+    if not isinstance(data, dict):
+        raise BuildError(f"{python} could not report its installed packages",
+                         hint="check that the target interpreter runs (pass --python PATH)")
+    return {str(k): (str(v) if v is not None else None) for k, v in data.items()}
+
+
+def unsatisfied(requirements: Sequence[str], installed: Mapping[str, str | None]) -> list[str]:
+    """The requirements the installed versions do not meet."""
+    missing: list[str] = []
+    for text in requirements:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            missing.append(text)
+            continue
+        version = installed.get(requirement.name) or installed.get(canonicalize_name(requirement.name))
+        try:
+            ok = version is not None and requirement.specifier.contains(Version(version), prereleases=True)
+        except InvalidVersion:
+            ok = False
+        if not ok:
+            missing.append(text)
+    return missing
+
+
+def _prepend(value: str, existing: str | None) -> str:
+    return value if not existing else f"{value}{os.pathsep}{existing}"
+
+
+def make_build_environment(
+    spec: BuildSpec,
+    workdir: Path,
+    *,
+    base_environ: Mapping[str, str],
+    capacity: tuple[int, int | None],
+    run_pip: Callable[[list[str], Mapping[str, str]], None],
+    say: Callable[[str], None] = lambda _: None,
+) -> BuildEnvironment:
+    """Compute the variables and, where needed, install the overlay with the target's own pip.
+
+    ``run_pip(args, environ)`` runs ``python -m pip ARGS`` for the target (the caller decides
+    where its output goes); it raises on failure.
+    """
+    names = [Requirement(r).name for r in spec.build_requires if _parses(r)]
+    installed = installed_versions(spec.python, [*names, "torch"], environ=base_environ) if names else {}
+    needed = unsatisfied(spec.build_requires, installed)
+    overlay: Path | None = None
+    environ = dict(base_environ)
+    overlay_requirements: list[str] = list(needed)
+    if needed or spec.torch_requirement:
+        overlay = workdir / "overlay"
+        overlay.mkdir(parents=True, exist_ok=True)
+        if spec.torch_requirement:
+            say(f"installing {spec.torch_requirement} into the build overlay (not the target)")
+            args = ["install", "--target", str(overlay), "--no-warn-script-location", "--disable-pip-version-check", spec.torch_requirement]
+            if spec.torch_index:
+                args += ["--index-url", spec.torch_index]
+            run_pip(args, environ)
+            overlay_requirements.insert(0, spec.torch_requirement)
+        if needed:
+            say(f"installing build requirements into a temporary overlay: {', '.join(needed)}")
+            run_pip(["install", "--target", str(overlay), "--no-warn-script-location", "--disable-pip-version-check", *needed], environ)
+    cores, available = capacity
+    jobs = max_jobs(cores, available)
+    user_jobs = base_environ.get("MAX_JOBS", "").strip()
+    if user_jobs.isdigit() and int(user_jobs) > 0:
+        jobs = int(user_jobs)  # the user's word wins: they may know the machine is shared
+    shown: list[tuple[str, str]] = [*spec.variables, ("MAX_JOBS", str(jobs))]
+    bin_dirs = [os.path.join(spec.toolkit.root, "bin")] if spec.toolkit.root else []
+    if overlay is not None:
+        bin_dirs.insert(0, str(overlay / "bin"))
+        shown.append(("PYTHONPATH", _prepend(str(overlay), base_environ.get("PYTHONPATH"))))
+    shown.append(("PATH", _prepend(os.pathsep.join(bin_dirs), base_environ.get("PATH"))))
+    if spec.include_dirs:
+        shown.append(("CPATH", _prepend(os.pathsep.join(spec.include_dirs), base_environ.get("CPATH"))))
+    environ.update(shown)
+    # Plain `pip wheel` output is what users know; colour codes would garble the log.
+    environ.setdefault("PIP_NO_COLOR", "1")
+    return BuildEnvironment(
+        variables=environ, shown=tuple(shown), overlay=overlay,
+        overlay_requirements=tuple(overlay_requirements), max_jobs=jobs,
+    )
+
+
+def _parses(text: str) -> bool:
+    try:
+        Requirement(text)
+    except InvalidRequirement:
+        return False
+    return True

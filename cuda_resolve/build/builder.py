@@ -1,0 +1,139 @@
+"""One source build, start to finish: wheelhouse lookup, source, overlay, ``pip wheel``, publish.
+
+The wheelhouse key's lock is held from the lookup to the publish, so two processes asked for the
+same build produce one wheel: the second waits, then finds the first one's wheel. Everything is
+built in a temporary folder that is removed afterwards; only the log (its path is printed) and
+the published wheel remain.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import BuildError
+from ..paths import cache_root
+from ..reporting import NullReporter, Reporter
+from ..wheelhouse.key import WheelKey
+from ..wheelhouse.store import StoredWheel, Wheelhouse
+from .buildenv import machine_capacity, make_build_environment
+from .preflight import BuildSpec
+from .runner import BuildProgress, build_wheel, run_logged
+from .source import prepare_source, recipe_digest
+
+__all__ = ["BuildResult", "build", "wheel_key"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BuildResult:
+    spec: BuildSpec
+    wheel: StoredWheel
+    cache_hit: bool
+    seconds: float
+    log: Path | None
+    variables: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def wheel_key(spec: BuildSpec) -> WheelKey:
+    return WheelKey(
+        package=spec.package,
+        version=str(spec.recipe.version),
+        torch=spec.torch_version,
+        variant=spec.variant,
+        python_tag=spec.python_tag,
+        platform=spec.platform,
+        arch_list=spec.arch_list,
+        recipe_digest=recipe_digest(spec.recipe, spec.torch_version),
+    )
+
+
+def _log_path(package: str) -> Path:
+    folder = cache_root() / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return folder / f"build-{package}-{stamp}-{os.getpid()}.log"
+
+
+def build(
+    spec: BuildSpec,
+    wheelhouse: Wheelhouse,
+    *,
+    source_dir: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    reporter: Reporter | None = None,
+    rebuild: bool = False,
+) -> BuildResult:
+    """The wheel for ``spec``: from the wheelhouse when it is there, else built and published."""
+    report = reporter or NullReporter()
+    base_environ = dict(os.environ if environ is None else environ)
+    key = wheel_key(spec)
+    label = f"{spec.package} {spec.recipe.version}"
+    started = time.monotonic()
+    with wheelhouse.lock(key):
+        found = None if rebuild else wheelhouse.lookup(key)
+        if found is not None:
+            report.step(f"{label}: wheelhouse hit ({found.path.name}), no compile")
+            return BuildResult(spec=spec, wheel=found, cache_hit=True, seconds=time.monotonic() - started, log=None)
+        log_path = _log_path(spec.package)
+        report.step(f"{label}: building (full log: {log_path})")
+        workdir = Path(tempfile.mkdtemp(prefix=f"cuda-resolve-build-{spec.package}-"))
+        try:
+            with open(log_path, "w", encoding="utf-8") as log:
+                log.write(f"cuda-resolve build of {label} (recipe {spec.recipe.name}) against torch {spec.torch_version}+{spec.variant}\n")
+                for note in spec.notes:
+                    log.write(f"note: {note}\n")
+            source = prepare_source(
+                spec.recipe, workdir, torch_version=spec.torch_version, source_dir=source_dir,
+                environ=base_environ, say=lambda text: report.step(f"{label}: {text}"),
+            )
+            for note in source.notes:
+                report.note(note)
+            if source.patches:
+                report.step(f"{label}: applied {len(source.patches)} recipe patch(es): " + "; ".join(p.reason.split(':')[0][:80] for p in source.patches))
+
+            def run_pip(args: list[str], pip_environ: Mapping[str, str]) -> None:
+                with open(log_path, "a", encoding="utf-8") as log:
+                    status, tail = run_logged([spec.python, "-m", "pip", *args], environ=pip_environ, log=log)
+                if status != 0:
+                    detail = next((line for line in reversed(tail) if "ERROR" in line), tail[-1] if tail else "")
+                    raise BuildError(
+                        f"{label}: installing build requirements into the overlay failed: {detail.strip()}",
+                        hint=f"check the network or mirror (cuda-resolve mirror test); full log: {log_path}",
+                    )
+
+            build_env = make_build_environment(
+                spec, workdir, base_environ=base_environ, capacity=machine_capacity(), run_pip=run_pip,
+                say=lambda text: report.step(f"{label}: {text}"),
+            )
+            with open(log_path, "a", encoding="utf-8") as log:
+                log.write("build environment:\n")
+                for name, value in build_env.shown:
+                    log.write(f"  {name}={value}\n")
+            report.step(f"{label}: " + " ".join(f"{k}={v}" for k, v in build_env.shown if k in ("CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CC", "CXX")))
+
+            def on_progress(progress: BuildProgress) -> None:
+                report.progress(label, progress.done, progress.total, progress.elapsed)
+
+            built = build_wheel(
+                spec.python, source.build_dir, workdir / "dist", environ=build_env.variables,
+                log_path=log_path, label=label, on_progress=on_progress,
+            )
+            stored = wheelhouse.publish(key, built)
+        except subprocess.SubprocessError as exc:
+            raise BuildError(f"{label}: {exc}", hint=f"see the log: {log_path}") from None
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+    seconds = time.monotonic() - started
+    report.step(f"{label}: built in {seconds:.0f} s -> {stored.path}")
+    return BuildResult(
+        spec=spec, wheel=stored, cache_hit=False, seconds=seconds, log=log_path,
+        variables=build_env.shown, notes=(*spec.notes, *source.notes),
+    )

@@ -1,0 +1,229 @@
+"""Pre-flight: everything that would make a source build fail, found before anything compiles.
+
+:func:`check_build` is a pure function of the Plan's build item, its Recipe, the Environment and
+the index: it either returns a :class:`BuildSpec` (what to build, with which toolkit, compiler,
+arch list and variables) or raises :class:`PreflightError` naming the fact and the fix. It costs
+well under a second, so an impossible request is refused before a 60-second compile starts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..compat import compiler_within_toolkit, toolkit_archs, toolkit_can_build
+from ..environment import Environment, Toolkit
+from ..errors import BuildError
+from ..index.model import ArchEntry, Index, Recipe, parse_arch_entry
+from ..plan import PlanItem
+from ..versions import CudaVersion
+
+__all__ = ["BuildSpec", "PreflightError", "check_build", "parse_arch_list"]
+
+
+class PreflightError(BuildError):
+    """A build that cannot succeed on this machine; the hint says what to change."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BuildSpec:
+    """What to build and how: the decided half of a build (no I/O has happened yet)."""
+
+    recipe: Recipe
+    package: str
+    import_name: str
+    python: str  # the target interpreter that runs `pip wheel`
+    python_tag: str  # cp311
+    platform: str  # linux_x86_64
+    torch_version: str  # base version built against: 2.14.1
+    torch_requirement: str | None  # set when the target's torch is not that build: install it in the overlay
+    torch_index: str | None
+    variant: str  # cu130
+    toolkit: Toolkit
+    arch_list: str  # TORCH_CUDA_ARCH_LIST: 8.6;9.0+PTX
+    variables: tuple[tuple[str, str], ...]  # CUDA_HOME, TORCH_CUDA_ARCH_LIST, recipe env, CC/CXX ...
+    include_dirs: tuple[str, ...] = ()  # headers torch needs that the toolkit lacks (nvidia-* wheels)
+    build_requires: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def parse_arch_list(text: str) -> tuple[ArchEntry, ...]:
+    entries = []
+    for part in text.replace(",", ";").replace(" ", ";").split(";"):
+        if part:
+            entries.append(parse_arch_entry(part))
+    return tuple(entries)
+
+
+def _variant_cuda(variant: str | None) -> CudaVersion | None:
+    """``cu130`` -> 13.0, ``cu118`` -> 11.8; ``cpu`` and ROCm -> None."""
+    if not variant or not variant.startswith("cu") or not variant[2:].isdigit():
+        return None
+    digits = variant[2:]
+    return CudaVersion(int(digits[:-1]), int(digits[-1]))
+
+
+def _find_toolkit(item: PlanItem, env: Environment) -> Toolkit | None:
+    for toolkit in env.toolkits:
+        if item.toolkit_root and toolkit.root == item.toolkit_root:
+            return toolkit
+    return next((t for t in env.toolkits if item.toolkit and str(t.version) == item.toolkit), None)
+
+
+def _with_ptx(arch_list: tuple[ArchEntry, ...]) -> tuple[ArchEntry, ...]:
+    if not arch_list or arch_list[-1].ptx:
+        return arch_list
+    highest = max(arch_list)
+    return tuple(sorted({e for e in arch_list if e != highest} | {ArchEntry(highest.capability, ptx=True)}))
+
+
+def _compiler_fix(env: Environment, index: Index, toolkit: Toolkit) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """Variables that switch the host compiler to an installed one in the toolkit's range."""
+    facts = index.toolkit(CudaVersion(toolkit.version.major, toolkit.version.minor))
+    current = env.compiler.nvcc_host_version or env.compiler.gxx or env.compiler.gcc
+    verdict = compiler_within_toolkit(current, facts)
+    if verdict.ok:
+        return (), None
+    usable = [v for v in env.compiler.other_gcc if compiler_within_toolkit(v, facts).ok]
+    if not usable:
+        limit = facts.gcc_max if facts and facts.gcc_max else None
+        if facts and facts.torch_gcc_max_exclusive:
+            limit = min(limit or 99, facts.torch_gcc_max_exclusive - 1)
+        wanted = f"gcc/g++ {limit} or older" if limit else "an older gcc"
+        raise PreflightError(
+            f"host compiler: {verdict.reason}, and no other installed gcc is in range",
+            hint=f"install {wanted} (e.g. apt install g++-{limit or 12}) and run again: cuda-resolve picks it up; or set CC, CXX and NVCC_CCBIN to one",
+        )
+    major = max(usable, key=lambda v: tuple(int(p) for p in v.split("."))).split(".")[0]
+    variables = (("CC", f"gcc-{major}"), ("CXX", f"g++-{major}"), ("NVCC_CCBIN", f"g++-{major}"), ("CUDAHOSTCXX", f"g++-{major}"))
+    return variables, f"{verdict.reason}: using the installed gcc-{major} / g++-{major} instead"
+
+
+def _header_dirs(env: Environment, toolkit: Toolkit, exists: Callable[[str], bool]) -> tuple[str, ...]:
+    """Include folders of torch's nvidia-* wheels that hold the headers the toolkit lacks."""
+    if not toolkit.missing_headers:
+        return ()
+    wheels = env.torch.nvidia_wheels if env.torch else ()
+    dirs: list[str] = []
+    still_missing: list[str] = []
+    for header in toolkit.missing_headers:
+        found = next(
+            (w.include_dir for w in wheels if w.include_dir and exists(os.path.join(w.include_dir, header))), None
+        )
+        if found is None:
+            still_missing.append(header)
+        elif found not in dirs:
+            dirs.append(found)
+    if still_missing:
+        raise PreflightError(
+            f"CUDA {toolkit.version} at {toolkit.root} lacks {', '.join(still_missing)}, which torch's extension headers include, and no nvidia-* wheel beside torch ships them",
+            hint=f"install the toolkit's development libraries (e.g. conda install -c nvidia cuda-libraries-dev={toolkit.version}, or the full toolkit from NVIDIA), or pip install the matching nvidia-*-cu{toolkit.version.major} wheels",
+        )
+    return tuple(dirs)
+
+
+def check_build(
+    item: PlanItem,
+    recipe: Recipe,
+    env: Environment,
+    index: Index,
+    *,
+    import_name: str | None = None,
+    torch_item: PlanItem | None = None,
+    ptx: bool = False,
+    exists: Callable[[str], bool] = os.path.exists,
+) -> BuildSpec:
+    """Every check the build needs, in the order a user would want to hear about them."""
+    name = item.name
+    if env.python.executable is None:
+        raise PreflightError(f"{name}: the target interpreter is unknown", hint="pass --python PATH")
+    torch_version = (item.torch or "").split("+", 1)[0]
+    torch_cuda = _variant_cuda(item.variant)
+    if not torch_version:
+        raise PreflightError(f"{name}: the plan names no torch to build against", hint="add torch to the request")
+    if torch_cuda is None:
+        raise PreflightError(
+            f"{name}: torch {item.torch or torch_version} is a {item.variant or 'CPU'} build; {name} needs a CUDA build of torch to compile against",
+            hint="install a CUDA build of torch first (cuda-pip install torch), or pass --allow-torch-change",
+        )
+    toolkit = _find_toolkit(item, env)
+    if toolkit is None or toolkit.nvcc is None:
+        raise PreflightError(
+            f"{name}: the CUDA {item.toolkit or torch_cuda.major} toolkit the plan chose ({item.toolkit_root or 'unknown place'}) was not found",
+            hint=f"install a CUDA {torch_cuda.major}.x toolkit with nvcc, or set CUDA_HOME to one",
+        )
+    if toolkit.version.major != torch_cuda.major:
+        raise PreflightError(
+            f"{name}: nvcc {toolkit.version} ({toolkit.root}) and torch {item.torch} (CUDA {torch_cuda}) differ in CUDA major version; the extension would not load",
+            hint=f"install a CUDA {torch_cuda.major}.x toolkit and set CUDA_HOME to it, or pass --allow-torch-change to move to a torch built for CUDA {toolkit.version.major}",
+        )
+    if not item.arch_list:
+        raise PreflightError(f"{name}: no TORCH_CUDA_ARCH_LIST to build for (no GPU here)",
+                             hint="pass --arch-list (e.g. 8.6;9.0) or --profile with the GPUs to build for")
+    try:
+        arch_list = parse_arch_list(item.arch_list)
+    except ValueError as exc:
+        raise PreflightError(f"{name}: TORCH_CUDA_ARCH_LIST {item.arch_list!r}: {exc}",
+                             hint="write compute capabilities such as '7.5;8.6;9.0+PTX'") from None
+    if ptx:
+        arch_list = _with_ptx(arch_list)
+    facts = index.toolkit(CudaVersion(toolkit.version.major, toolkit.version.minor))
+    archs = toolkit_archs(toolkit, facts)
+    if archs:
+        verdict = toolkit_can_build(archs, arch_list, version=toolkit.version)
+        if not verdict.ok:
+            raise PreflightError(
+                f"{name}: {verdict.reason}",
+                hint="build for what this toolkit supports (--arch-list), or install a toolkit that targets these GPUs",
+            )
+    compiler_variables, compiler_note = _compiler_fix(env, index, toolkit)
+    include_dirs = _header_dirs(env, toolkit, exists)
+
+    arch_text = ";".join(str(entry) for entry in arch_list)
+    root = toolkit.root or os.path.dirname(os.path.dirname(toolkit.nvcc))
+    variables: list[tuple[str, str]] = [
+        ("CUDA_HOME", root),
+        ("CUDA_PATH", root),
+        ("TORCH_CUDA_ARCH_LIST", arch_text),
+        *recipe.env,
+        *compiler_variables,
+    ]
+    installed = env.torch
+    same_torch = (
+        installed is not None
+        and installed.base_version == torch_version
+        and installed.cuda is not None
+        and installed.cuda.major == torch_cuda.major
+        and installed.cuda.minor == torch_cuda.minor
+    )
+    torch_requirement = None
+    torch_index = None
+    if not same_torch:
+        torch_requirement = (torch_item.requirement if torch_item and torch_item.requirement else None) or f"torch=={torch_version}"
+        torch_index = torch_item.index if torch_item else None
+    notes = [n for n in (compiler_note,) if n]
+    if include_dirs:
+        notes.append(f"headers missing from CUDA {toolkit.version} come from torch's nvidia wheels: {', '.join(include_dirs)}")
+    if not same_torch:
+        notes.append(f"the target's torch is not {item.torch}: the build installs {item.torch} into its temporary overlay; the target gets it only at install time")
+    return BuildSpec(
+        recipe=recipe,
+        package=name,
+        import_name=import_name or name,
+        python=env.python.executable,
+        python_tag=env.python.interpreter_tag,
+        platform=f"linux_{env.machine.arch}",
+        torch_version=torch_version,
+        torch_requirement=torch_requirement,
+        torch_index=torch_index,
+        variant=item.variant or "",
+        toolkit=toolkit,
+        arch_list=arch_text,
+        variables=tuple(variables),
+        include_dirs=include_dirs,
+        build_requires=recipe.build_requires,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,190 @@
+"""A recipe's source tree, ready to build: cloned at the pinned revision or copied from
+``--source DIR``, always into a temporary folder, with the recipe's patches applied there.
+
+The user's own tree is never written to. A patch whose ``find`` text is missing fails here, with
+the recipe, the file and the text it looked for, before anything compiles.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import BuildError
+from ..index.model import Patch, Recipe
+
+__all__ = ["PreparedSource", "applicable_patches", "apply_patches", "prepare_source", "recipe_digest"]
+
+#: Folders never copied from a --source tree: build leftovers that would leak into the wheel.
+_SKIPPED = ("build", "dist", "__pycache__", ".eggs", ".pytest_cache")
+
+#: One git command's limit: a clone of kaolin takes seconds to minutes, never an hour.
+_GIT_TIMEOUT = 900.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PreparedSource:
+    root: Path  # the whole copy (repository root)
+    build_dir: Path  # root / recipe.subdirectory: what `pip wheel` is given
+    origin: str  # "git clone https://... at <rev>" or "--source DIR"
+    revision_checked: bool  # the copy is known to be at the recipe's revision
+    patches: tuple[Patch, ...]  # applied
+    notes: tuple[str, ...] = ()
+
+
+def applicable_patches(recipe: Recipe, torch_version: str) -> tuple[Patch, ...]:
+    return tuple(patch for patch in recipe.patches if patch.applies_to(torch_version))
+
+
+def recipe_digest(recipe: Recipe, torch_version: str) -> str:
+    """sha256 over everything in the recipe that changes the built wheel."""
+    document = {
+        "name": recipe.name,
+        "version": str(recipe.version),
+        "repository": recipe.repository,
+        "revision": recipe.revision,
+        "subdirectory": recipe.subdirectory,
+        "submodules": recipe.submodules,
+        "build_requires": list(recipe.build_requires),
+        "env": [list(pair) for pair in recipe.env],
+        "patches": [[p.file, p.find, p.replace, p.count] for p in applicable_patches(recipe, torch_version)],
+    }
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
+
+
+def _git(args: Sequence[str], *, cwd: Path | None, environ: Mapping[str, str]) -> str:
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=cwd, env=dict(environ), capture_output=True, text=True,
+            timeout=_GIT_TIMEOUT, check=False,
+        )
+    except FileNotFoundError:
+        raise BuildError("git is not installed, so the recipe's repository cannot be cloned",
+                         hint="install git, or pass --source DIR with a copy of the repository") from None
+    except subprocess.TimeoutExpired:
+        raise BuildError(f"git {' '.join(args[:2])} took longer than {_GIT_TIMEOUT:.0f} s",
+                         hint="check the network (cuda-resolve doctor --network), or pass --source DIR") from None
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise BuildError(
+            f"git {' '.join(args)} failed: {' / '.join(detail) or f'exit {done.returncode}'}",
+            hint="check the network and any proxy (cuda-resolve doctor --network), or pass --source DIR with a copy of the repository",
+        )
+    return done.stdout.strip()
+
+
+def _head_revision(tree: Path, environ: Mapping[str, str]) -> str | None:
+    if not (tree / ".git").exists():
+        return None
+    try:
+        return _git(["rev-parse", "HEAD"], cwd=tree, environ=environ)
+    except BuildError:
+        return None
+
+
+def _clone(recipe: Recipe, dest: Path, environ: Mapping[str, str], say: Callable[[str], None]) -> None:
+    say(f"cloning {recipe.repository} at {recipe.revision[:12]}")
+    _git(["init", "-q", str(dest)], cwd=None, environ=environ)
+    _git(["remote", "add", "origin", recipe.repository], cwd=dest, environ=environ)
+    # A pinned commit: fetch just it (GitHub serves any reachable commit by hash).
+    _git(["fetch", "-q", "--depth", "1", "origin", recipe.revision], cwd=dest, environ=environ)
+    _git(["checkout", "-q", "FETCH_HEAD"], cwd=dest, environ=environ)
+    head = _head_revision(dest, environ)
+    if head != recipe.revision:
+        raise BuildError(
+            f"recipe {recipe.name}: the clone is at {head}, not the pinned revision {recipe.revision}",
+            hint="the repository may have been rewritten: report it, or pass --source DIR with a copy at the pinned revision",
+        )
+    if recipe.submodules:
+        say("fetching submodules")
+        _git(["submodule", "update", "--init", "--recursive", "--depth", "1"], cwd=dest, environ=environ)
+        status = _git(["submodule", "status", "--recursive"], cwd=dest, environ=environ)
+        bad = [line.strip() for line in status.splitlines() if line[:1] in ("-", "+", "U")]
+        if bad:
+            raise BuildError(
+                f"recipe {recipe.name}: submodules not at the commits the revision pins: {'; '.join(bad)}",
+                hint="retry; if it persists pass --source DIR with a complete checkout",
+            )
+
+
+def _copy_tree(source: Path, dest: Path) -> None:
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        skipped = {n for n in names if n in _SKIPPED or n.endswith(".egg-info")}
+        return skipped
+
+    shutil.copytree(source, dest, symlinks=True, ignore=ignore)
+
+
+def apply_patches(recipe: Recipe, root: Path, patches: Sequence[Patch]) -> None:
+    """Apply each literal substitution; every ``find`` must occur exactly ``count`` times."""
+    for number, patch in enumerate(patches, start=1):
+        target = root / patch.file
+        where = f"recipe {recipe.name}, patch {number} ({patch.file})"
+        try:
+            text = target.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise BuildError(
+                f"{where}: {patch.file} does not exist in the source tree",
+                hint="the source is not the revision the recipe pins: use the pinned revision, or fix the recipe's patch",
+            ) from None
+        found = text.count(patch.find)
+        if found != patch.count:
+            first_line = patch.find.strip().splitlines()[0] if patch.find.strip() else patch.find
+            raise BuildError(
+                f"{where}: expected {patch.count} occurrence(s) of {first_line!r}, found {found}",
+                hint="the source is not the revision the recipe pins, or was already patched: use a clean copy at the pinned revision",
+            )
+        target.write_text(text.replace(patch.find, patch.replace), encoding="utf-8")
+
+
+def prepare_source(
+    recipe: Recipe,
+    workdir: Path,
+    *,
+    torch_version: str,
+    source_dir: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    say: Callable[[str], None] = lambda _: None,
+) -> PreparedSource:
+    """Clone or copy the recipe's source into ``workdir/src`` and apply its patches there."""
+    env = dict(os.environ if environ is None else environ)
+    env.setdefault("GIT_TERMINAL_PROMPT", "0")  # never wait for a password on a private URL
+    dest = workdir / "src"
+    notes: list[str] = []
+    if source_dir is not None:
+        source_dir = source_dir.expanduser()
+        if not source_dir.is_dir():
+            raise BuildError(f"--source {source_dir}: not a folder",
+                             hint="give the folder holding a copy of the recipe's repository")
+        if recipe.subdirectory and not (source_dir / recipe.subdirectory).is_dir():
+            raise BuildError(
+                f"--source {source_dir}: has no {recipe.subdirectory}/ (recipe {recipe.name} builds that folder)",
+                hint=f"give the repository's root ({recipe.repository}), not a subfolder",
+            )
+        head = _head_revision(source_dir, env)
+        if head is not None and head != recipe.revision:
+            raise BuildError(
+                f"--source {source_dir} is at {head[:12]}, but recipe {recipe.name} pins {recipe.revision[:12]}",
+                hint=f"check out {recipe.revision} there (git -C {source_dir} checkout {recipe.revision}), so the patches and the wheelhouse key hold",
+            )
+        say(f"copying {source_dir}")
+        _copy_tree(source_dir, dest)
+        checked = head is not None
+        origin = f"--source {source_dir}"
+        if not checked:
+            notes.append(f"{source_dir} is not a git checkout: its revision could not be checked against {recipe.revision[:12]}")
+    else:
+        _clone(recipe, dest, env, say)
+        checked = True
+        origin = f"git clone {recipe.repository} at {recipe.revision[:12]}"
+    patches = applicable_patches(recipe, torch_version)
+    apply_patches(recipe, dest, patches)
+    build_dir = dest / recipe.subdirectory if recipe.subdirectory else dest
+    return PreparedSource(root=dest, build_dir=build_dir, origin=origin, revision_checked=checked,
+                          patches=patches, notes=tuple(notes))

@@ -1,0 +1,133 @@
+"""What ``cuda-resolve install``, ``cuda-resolve build`` and ``cuda-pip install`` share: options,
+the target, the typo guard, the terminal reporter, and the run of a Plan through the executor."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..environment import Environment
+from ..errors import UsageError
+from ..index import Index
+from ..plan import Plan
+from . import _output
+
+__all__ = ["TerminalReporter", "add_action_options", "confirm_names", "install_options", "parse_sources"]
+
+
+def add_action_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("cuda-resolve")
+    group.add_argument("--python", metavar="PATH", help="the environment to install into (default: the active virtualenv, else the active conda env, else python3 on PATH)")
+    group.add_argument("--allow-torch-change", action="store_true", help="allow replacing the installed torch")
+    group.add_argument("--strict-driver", action="store_true", help="require each CUDA toolkit's own driver")
+    group.add_argument("--arch-list", metavar="LIST", help="TORCH_CUDA_ARCH_LIST for source builds (default: the GPUs here, or the --profile's)")
+    group.add_argument("--ptx", action="store_true", help="also embed PTX for the highest architecture (runs on newer GPUs, slower to build)")
+    group.add_argument("--source", metavar="[PKG=]DIR", action="append", default=[], help="build from this copy of the recipe's repository instead of cloning it (air-gapped machines); repeatable")
+    group.add_argument("--rebuild", action="store_true", help="build even when the wheelhouse has the wheel")
+    group.add_argument("--accept-name", metavar="NAME", action="append", default=[], help="install NAME although it is one letter away from a package cuda-resolve curates")
+    group.add_argument("--index", metavar="DIR", type=Path, action="append", default=[], help="an index overlay directory (repeatable)")
+    group.add_argument("--json", action="store_true", help="print a JSON report instead of progress")
+
+
+def parse_sources(values: Sequence[str]) -> tuple[tuple[str, Path], ...]:
+    found: list[tuple[str, Path]] = []
+    for value in values:
+        name, sep, folder = value.partition("=")
+        if not sep or os.sep in name or not name:
+            name, folder = "*", value
+        path = Path(folder).expanduser()
+        if not path.is_dir():
+            raise UsageError(f"--source {value}: {path} is not a folder", hint="give a folder holding a copy of the recipe's repository, e.g. --source pointnet2_ops=~/src/Pointnet2_PyTorch")
+        found.append((name, path.resolve()))
+    return tuple(found)
+
+
+def install_options(args: argparse.Namespace, *, pip_args: Sequence[str] = (), smoke: bool = False, verify: bool = True) -> Any:
+    from ..config import load_config
+    from ..install.transaction import InstallOptions
+
+    config = load_config()
+    torch_index = config.pytorch.url if config.pytorch else None
+    option = config.pytorch.pip_option if config.pytorch else "--index-url"
+    return InstallOptions(
+        pip_args=tuple(pip_args), source_dirs=parse_sources(args.source), smoke=smoke, verify=verify,
+        ptx=args.ptx, rebuild=args.rebuild, torch_index=torch_index, torch_index_option=option,
+    )
+
+
+def confirm_names(plan: Plan, index: Index, accepted: Sequence[str], *, interactive: bool, ask: Callable[[str], bool]) -> None:
+    """Refuse a pass-through name one edit away from a curated package unless the user confirms it."""
+    from packaging.utils import canonicalize_name
+
+    from ..install.names import near_miss, requirement_name
+
+    curated = [package.name for package in index.packages]
+    ok = {canonicalize_name(name) for name in accepted}
+    for text in plan.pass_through:
+        name = requirement_name(text)
+        if name is None or canonicalize_name(name) in ok:
+            continue
+        meant = near_miss(name, curated)
+        if meant is None:
+            continue
+        if interactive and ask(f"'{name}' is not {meant}, which cuda-resolve curates; a look-alike name on a public index can be a typosquatted package. Install '{name}' from your index anyway? [y/N] "):
+            continue
+        raise UsageError(
+            f"{name!r} is one letter away from {meant!r}: did you mean {meant}?",
+            hint=f"to install {meant}: cuda-pip install {meant}; to install {name!r} as written: add --accept-name {name}",
+        )
+
+
+class TerminalReporter:
+    """One status line for long work (compile units done / total, elapsed), a line per step."""
+
+    def __init__(self, *, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.console = _output.error_console()
+        self._last_progress = 0.0
+        self._live = sys.stderr.isatty()
+
+    def _clear(self) -> None:
+        if self._live:
+            sys.stderr.write("\r\033[K")
+
+    def step(self, text: str) -> None:
+        if self.quiet:
+            return
+        self._clear()
+        from rich.text import Text
+
+        self.console.print(Text(f"- {text}"))
+
+    def note(self, text: str) -> None:
+        if self.quiet:
+            return
+        self._clear()
+        from rich.text import Text
+
+        self.console.print(Text(f"note: {text}"), style="yellow")
+
+    def progress(self, label: str, done: int | None, total: int | None, elapsed: float) -> None:
+        if self.quiet:
+            return
+        now = time.monotonic()
+        if now - self._last_progress < (0.2 if self._live else 15.0):
+            return
+        self._last_progress = now
+        units = f"{done}/{total} compile units, " if done is not None and total else ""
+        text = f"  {label}: {units}{elapsed:.0f} s"
+        if self._live:
+            sys.stderr.write("\r\033[K" + text[: max(20, self.console.width - 1)])
+            sys.stderr.flush()
+        else:
+            sys.stderr.write(text + "\n")
+
+
+def describe_target(env: Environment, how: str | None) -> str:
+    python = env.python.executable or sys.executable
+    return f"target: {python} (Python {env.python.version}{', ' + how if how else ''})"

@@ -1,0 +1,214 @@
+"""``cuda-resolve install REQ...`` and ``cuda-resolve build REQ...``: carry out a Plan.
+
+``install`` resolves, builds what must be built, installs through the target's pip and checks
+the imports; ``build`` stops after the wheels are in the wheelhouse (with ``--profile`` it builds
+for another machine's GPUs: nvcc needs no GPU, so a login node builds for its compute nodes).
+``cuda-pip install`` (pip_plugin) is the same action with pip's own options passed through.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..environment import Environment
+from . import _output
+from ._act import (
+    TerminalReporter,
+    add_action_options,
+    confirm_names,
+    describe_target,
+    install_options,
+)
+
+__all__ = ["register", "register_build", "run_action"]
+
+
+def register(subparsers: Any) -> None:
+    install = subparsers.add_parser(
+        "install",
+        help="resolve, build what must be built, install into the target environment and check it imports",
+        description="Install REQ... (kaolin, pointnet2_ops, torch, anything pip knows) into the target environment: ABI-matched wheels where they exist, source builds into the wheelhouse where not. Nothing is installed unless every build succeeds; a failure restores the environment.",
+    )
+    install.add_argument("requests", nargs="+", metavar="REQ")
+    add_action_options(install)
+    install.add_argument("--smoke", action="store_true", help="also run each package's GPU smoke test (its kernels against plain torch)")
+    install.add_argument("--no-verify", action="store_true", help="skip the import check after installing")
+    install.add_argument("--dry-run", action="store_true", help="print the plan, the builds and the pip commands; change nothing")
+    install.set_defaults(handler=handle_install)
+
+
+def register_build(subparsers: Any) -> None:
+    build = subparsers.add_parser(
+        "build",
+        help="build the source builds a request needs into the wheelhouse (installs nothing)",
+        description="Build REQ...'s source builds against the target's torch into the wheelhouse. With --profile FILE the arch list comes from the profile's GPUs, so a machine without a GPU builds for others.",
+    )
+    build.add_argument("requests", nargs="+", metavar="REQ")
+    add_action_options(build)
+    build.add_argument("--profile", metavar="FILE", type=Path, help="build for the GPUs this profile describes (cross-building)")
+    build.add_argument("--dry-run", action="store_true", help="print the builds (pre-flight only); compile nothing")
+    build.set_defaults(handler=handle_build)
+
+
+def _environment(args: argparse.Namespace) -> tuple[Environment, str]:
+    from ..detect import detect_environment
+    from ..install.target import choose_target, is_running_interpreter
+
+    choice = choose_target(args.python)
+    in_process = choice.how != "--python" and is_running_interpreter(choice.python)
+    env = detect_environment(python=None if in_process else choice.python)
+    profile_path = getattr(args, "profile", None)
+    if profile_path is not None:
+        from ..profile import load_profile
+
+        target = load_profile(profile_path)
+        # The machine to build for is the profile's; the toolkit, compiler and torch are here.
+        env = replace(env, gpus=target.gpus, driver=target.driver or env.driver)
+    return env, choice.how
+
+
+def _plan(args: argparse.Namespace, requests: Sequence[str], env: Environment) -> Any:
+    from ..plan import make_plan
+    from ..resolve import Options, resolve
+    from ._common import index_from_args
+    from .plan import parse_arch_list
+
+    index = index_from_args(args)
+    options = Options(
+        allow_torch_change=args.allow_torch_change,
+        strict_driver=args.strict_driver,
+        arch_list=parse_arch_list(args.arch_list) if args.arch_list else None,
+    )
+    return index, make_plan(resolve(list(requests), env, index, options), env)
+
+
+def _ask(question: str) -> bool:
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    try:
+        answer = sys.stdin.readline()
+    except (OSError, ValueError):
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _probe(url: str) -> tuple[bool, str]:
+    if not url.startswith(("https://", "http://")):
+        return True, "local"
+    from ..install.transaction import REACHABILITY_SECONDS
+    from ..net.client import Timeouts
+    from ..net.factory import client_from_config
+
+    timeouts = Timeouts(connect=5.0, read=REACHABILITY_SECONDS - 1, deadline=REACHABILITY_SECONDS - 0.5, total=REACHABILITY_SECONDS)
+    with client_from_config(timeouts=timeouts, use_cache=False) as client:
+        answer = client.probe(url)
+    if answer.ok:
+        return True, f"HTTP {answer.status}"
+    return False, str(answer.error) if answer.error else f"HTTP {answer.status}"
+
+
+def _log_path() -> Path:
+    from ..paths import cache_root
+
+    folder = cache_root() / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return folder / f"install-{stamp}-{os.getpid()}.log"
+
+
+def run_action(args: argparse.Namespace, requests: Sequence[str], *, pip_args: Sequence[str] = (), mode: str = "install") -> int:
+    """The whole action; ``mode`` is "install" or "build". Returns the exit status."""
+    from ..install.transaction import execute, prepare
+    from ..wheelhouse.store import Wheelhouse
+
+    env, how = _environment(args)
+    reporter = TerminalReporter(quiet=args.json)
+    reporter.step(describe_target(env, how))
+    index, plan = _plan(args, requests, env)
+    if mode == "install":
+        interactive = sys.stdin.isatty() and not args.json
+        confirm_names(plan, index, args.accept_name, interactive=interactive, ask=_ask)
+    smoke = bool(getattr(args, "smoke", False))
+    verify = not getattr(args, "no_verify", False)
+    options = install_options(args, pip_args=pip_args, smoke=smoke, verify=verify)
+    prepared = prepare(plan, env, index, options)
+    python = env.python.executable or sys.executable
+    if args.dry_run:
+        return _render_dry_run(args, plan, prepared, python, mode)
+    wheelhouse = Wheelhouse.default()
+    if mode == "build":
+        return _run_builds(args, prepared, wheelhouse, options, reporter)
+    result = execute(prepared, env, wheelhouse=wheelhouse, options=options, probe=_probe,
+                     reporter=reporter, log_path=_log_path())
+    if args.json:
+        _output.print_json({"target": python, "plan": plan.to_json(), "prepared": prepared.to_json(), "result": result.to_json()})
+        return 0
+    for note in result.notes:
+        reporter.note(note)
+    for name, before, after in result.changed:
+        reporter.step(f"{name}: {before or '-'} -> {after or '-'}")
+    if not result.changed:
+        reporter.step("nothing to change: everything was already installed")
+    if result.verified:
+        reporter.step(f"imports ok: {', '.join(result.verified)}")
+    for package, output in result.smoke:
+        reporter.step(f"{package} smoke test passed: {output}")
+    return 0
+
+
+def _run_builds(args: argparse.Namespace, prepared: Any, wheelhouse: Any, options: Any, reporter: TerminalReporter) -> int:
+    from ..build.builder import build
+
+    if not prepared.builds:
+        reporter.step("nothing to build: the plan has no source builds")
+    results = [
+        build(spec, wheelhouse, source_dir=options.source_for(spec.package), reporter=reporter, rebuild=options.rebuild)
+        for spec in prepared.builds
+    ]
+    if args.json:
+        _output.print_json({"builds": [
+            {"package": r.spec.package, "wheel": str(r.wheel.path), "sha256": r.wheel.sha256, "cache_hit": r.cache_hit,
+             "arch_list": r.spec.arch_list, "seconds": round(r.seconds, 1), "log": str(r.log) if r.log else None}
+            for r in results
+        ]})
+    else:
+        for r in results:
+            _output.console().print(str(r.wheel.path), markup=False, highlight=False)
+    return 0
+
+
+def _render_dry_run(args: argparse.Namespace, plan: Any, prepared: Any, python: str, mode: str) -> int:
+    if args.json:
+        _output.print_json({"target": python, "plan": plan.to_json(), "prepared": prepared.to_json(), "dry_run": True})
+        return 0
+    from .plan import render_plan
+
+    render_plan(plan, explain=False)
+    console = _output.console()
+    for spec in prepared.builds:
+        console.print(f"build {spec.package} {spec.recipe.version} (recipe {spec.recipe.name}) against torch {spec.torch_version}+{spec.variant}:", markup=False, highlight=False)
+        for name, value in spec.variables:
+            console.print(f"  {name}={value}", markup=False, highlight=False)
+        for note in spec.notes:
+            console.print(f"  note: {note}", markup=False, highlight=False)
+    if mode == "install":
+        for step in prepared.steps:
+            built = " <built wheels>" if prepared.builds and step is prepared.steps[-1] else ""
+            console.print(f"{python} -m pip install {' '.join(step.args)}{built}", markup=False, highlight=False)
+    console.print("dry run: nothing was built or installed", markup=False, highlight=False)
+    return 0
+
+
+def handle_install(args: argparse.Namespace) -> int:
+    return run_action(args, args.requests, mode="install")
+
+
+def handle_build(args: argparse.Namespace) -> int:
+    return run_action(args, args.requests, mode="build")

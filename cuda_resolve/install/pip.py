@@ -1,0 +1,107 @@
+"""Driving the target's own pip through its command line (never ``pip._internal``).
+
+pip >= 22 is required. From 24.2 pip uses the system trust store itself; 22.2 - 24.1 get
+``--use-feature=truststore`` where the target can import truststore; anything older is refused
+with the upgrade command.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from packaging.version import InvalidVersion, Version
+
+from ..errors import InstallError
+
+__all__ = ["PipFacts", "installed_distributions", "pip_command", "pip_facts", "trust_options"]
+
+_FACTS_SCRIPT = """
+import json
+try:
+    from importlib import metadata
+    version = metadata.version("pip")
+except Exception:
+    version = None
+try:
+    import truststore  # noqa: F401
+    has = True
+except Exception:
+    has = False
+print(json.dumps({"pip": version, "truststore": has}))
+"""
+
+_LIST_SCRIPT = """
+import json
+from importlib import metadata
+seen = {}
+for dist in metadata.distributions():
+    name = dist.metadata["Name"]
+    if name and name.lower() not in seen:
+        seen[name.lower()] = [name, dist.version]
+print(json.dumps(sorted(seen.values())))
+"""
+
+MINIMUM_PIP = Version("22")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PipFacts:
+    version: Version
+    truststore: bool
+
+
+def _run_json(python: str, script: str, environ: Mapping[str, str], what: str) -> object:
+    try:
+        done = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=60,
+                              env=dict(environ), check=False)
+        if done.returncode == 0:
+            return json.loads(done.stdout)
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        pass
+    raise InstallError(f"{python} could not report {what}", hint="check that the target interpreter runs (pass --python PATH)")
+
+
+def pip_facts(python: str, environ: Mapping[str, str]) -> PipFacts:
+    data = _run_json(python, _FACTS_SCRIPT, environ, "its pip version")
+    assert isinstance(data, dict)
+    text = data.get("pip")
+    if not isinstance(text, str):
+        raise InstallError(f"{python} has no pip", hint=f"{python} -m ensurepip --upgrade")
+    try:
+        version = Version(text)
+    except InvalidVersion:
+        raise InstallError(f"{python}: pip reports version {text!r}", hint=f"{python} -m pip install -U pip") from None
+    if version < MINIMUM_PIP:
+        raise InstallError(f"{python} has pip {version}; cuda-pip needs pip >= {MINIMUM_PIP}",
+                           hint=f"{python} -m pip install -U pip")
+    return PipFacts(version=version, truststore=bool(data.get("truststore")))
+
+
+def trust_options(facts: PipFacts) -> tuple[list[str], str | None]:
+    """pip options that make it use the system trust store, and a note when it cannot."""
+    if facts.version >= Version("24.2"):
+        return [], None
+    if facts.version >= Version("22.2") and facts.truststore:
+        return ["--use-feature=truststore"], None
+    return [], (
+        f"pip {facts.version} verifies TLS with its own CA bundle, not the system trust store: behind a "
+        "TLS-intercepting proxy upgrade it (python -m pip install -U pip) or set PIP_CERT"
+    )
+
+
+def installed_distributions(python: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """``{canonical-ish lower name: version}`` of every distribution the target sees."""
+    data = _run_json(python, _LIST_SCRIPT, environ, "its installed packages")
+    result: dict[str, str] = {}
+    if isinstance(data, list):
+        for entry in data:
+            if isinstance(entry, list) and len(entry) == 2:
+                result[str(entry[0]).lower().replace("_", "-")] = str(entry[1])
+    return result
+
+
+def pip_command(python: str, args: Sequence[str]) -> list[str]:
+    return [python, "-m", "pip", *args]

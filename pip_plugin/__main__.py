@@ -1,0 +1,144 @@
+"""``cuda-pip``: pip, with CUDA extensions that just work.
+
+``cuda-pip install [cuda-pip options] [pip options] REQ...`` resolves what cuda-resolve's index
+knows (torch, kaolin, pointnet2_ops ...), builds what must be built, then runs the target's real
+``python -m pip install`` with exact pins, the user's other requirements and pip options passed
+through untouched. Every other pip command (``cuda-pip list``, ``cuda-pip show torch``) is the
+target's pip, unchanged. pip is driven through its command line only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main", "run", "split_arguments"]
+
+#: pip install options that take a value (the next word, unless written --opt=value).
+PIP_VALUE_OPTIONS = frozenset({
+    "-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-t", "--target", "--platform",
+    "--python-version", "--implementation", "--abi", "--root", "--prefix", "--src", "--upgrade-strategy",
+    "-C", "--config-settings", "--global-option", "--build-option", "-i", "--index-url", "--extra-index-url",
+    "-f", "--find-links", "--proxy", "--retries", "--timeout", "--exists-action", "--cert",
+    "--client-cert", "--cache-dir", "--log", "--log-file", "--progress-bar", "--root-user-action", "--report",
+    "--keyring-provider", "--only-binary", "--no-binary", "--use-feature", "--use-deprecated", "--group",
+    "--resume-retries",
+})
+
+#: pip options cuda-pip refuses: they switch TLS verification off for a host.
+REFUSED = frozenset({"--trusted-host"})
+
+#: cuda-pip's own options for install (see cuda_resolve.cli._act.add_action_options).
+OWN_VALUE_OPTIONS = frozenset({"--python", "--arch-list", "--source", "--accept-name", "--index"})
+OWN_FLAGS = frozenset({"--allow-torch-change", "--strict-driver", "--ptx", "--rebuild", "--json", "--smoke",
+                       "--no-verify", "--dry-run"})
+
+
+def split_arguments(words: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
+    """(cuda-pip's own options, pip's options, requirements) from ``install``'s arguments."""
+    from cuda_resolve.errors import UsageError
+
+    own: list[str] = []
+    pip: list[str] = []
+    requirements: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        name = word.split("=", 1)[0]
+        if name in REFUSED:
+            raise UsageError(
+                f"{name} turns TLS verification off for a host; cuda-pip does not pass it to pip",
+                hint="put the proxy's or mirror's CA in the system trust store (cuda-resolve doctor --network says which), or use an https mirror: cuda-resolve mirror set PRESET",
+            )
+        if word == "--":
+            requirements.extend(words[i + 1 :])
+            break
+        if name in OWN_VALUE_OPTIONS or name in OWN_FLAGS:
+            own.append(word)
+            if name in OWN_VALUE_OPTIONS and "=" not in word:
+                if i + 1 >= len(words):
+                    raise UsageError(f"{word} needs a value", hint="run `cuda-pip install --help`")
+                own.append(words[i + 1])
+                i += 1
+        elif word.startswith("-"):
+            pip.append(word)
+            takes_value = name in PIP_VALUE_OPTIONS and "=" not in word
+            if takes_value:
+                if i + 1 >= len(words):
+                    raise UsageError(f"pip option {word} needs a value", hint="see `pip install --help`")
+                pip.append(words[i + 1])
+                i += 1
+        else:
+            requirements.append(word)
+        i += 1
+    return own, pip, requirements
+
+
+def _install(words: Sequence[str]) -> int:
+    from cuda_resolve.cli import _Parser
+    from cuda_resolve.cli._act import add_action_options
+    from cuda_resolve.cli.install import run_action
+    from cuda_resolve.errors import UsageError
+
+    if any(w in ("-h", "--help") for w in words):
+        parser = _Parser(prog="cuda-pip install", description=__doc__)
+        add_action_options(parser)
+        parser.print_help()
+        print("\nEvery other option is pip's own and is passed to `python -m pip install` unchanged.")
+        return 0
+    own, pip_args, requirements = split_arguments(words)
+    parser = _Parser(prog="cuda-pip install", add_help=False)
+    add_action_options(parser)
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--no-verify", action="store_true")
+    parser.add_argument("--dry-run", action="store_true")
+    args = parser.parse_args(own)
+    if not requirements:
+        if any(w in ("-r", "--requirement", "-e", "--editable") or w.startswith(("--requirement=", "--editable=")) for w in pip_args):
+            # Requirement files and editables are pip's to read: hand them over as they are.
+            return _pass_through(["install", *pip_args], args.python)
+        raise UsageError("cuda-pip install: name at least one requirement", hint="e.g. cuda-pip install pointnet2_ops")
+    return run_action(args, requirements, pip_args=pip_args, mode="install")
+
+
+def _pass_through(words: Sequence[str], python: str | None) -> int:
+    from cuda_resolve.install.target import choose_target
+
+    target = choose_target(python)
+    return subprocess.call([target.python, "-m", "pip", *words])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from cuda_resolve.cli import _output
+    from cuda_resolve.errors import CudaResolveError
+
+    words = list(sys.argv[1:] if argv is None else argv)
+    wants_json = "--json" in words
+    try:
+        if not words or words[0] in ("-h", "--help"):
+            print("usage: cuda-pip install [cuda-pip options] [pip options] REQ...\n"
+                  "       cuda-pip COMMAND ...   (any other pip command, run by the target's pip)\n\n"
+                  "cuda-pip install --help lists cuda-pip's own options.")
+            return 0 if words else 2
+        if words[0] == "install":
+            return _install(words[1:])
+        parser = argparse.ArgumentParser(add_help=False)
+        parser.add_argument("--python")
+        known, rest = parser.parse_known_args(words)
+        return _pass_through(rest, known.python)
+    except CudaResolveError as exc:
+        _output.report_error(exc, as_json=wants_json)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _output.report_error(CudaResolveError("interrupted", hint=None), as_json=wants_json)
+        return 130
+
+
+def run() -> None:
+    raise SystemExit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,3 @@
+from ._ext import add_one
+
+__all__ = ["add_one"]
