@@ -231,3 +231,30 @@ def test_show_keeps_urls_whole_in_a_narrow_or_piped_output(
     assert "  find-links: https://nvidia-kaolin.s3.us-east-2.amazonaws.com/torch-{torch}_cu{cuda_nodot}.html" in lines
     assert any(line.startswith("recipe kaolin-v0.18.0: kaolin 0.18.0 from https://github.com/NVIDIAGameWorks/kaolin @")
                for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("kaolin", ("version", "Python", "variants", "platforms", "unverified", "linux_x86_64,", "torch[1.11.0]")),
+        ("torch", ("torch", "Python", "variants", "torchvision", "torchaudio", "default)")),
+        ("cuda", ("family", "unverified", "targets", "specific")),
+    ],
+)
+def test_show_at_80_columns_splits_no_word_and_wraps_under_the_text(
+    name: str, words: tuple[str, ...], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Piped output is 80 columns: table headers and cells keep their words whole ("unverified",
+    "linux_x86_64"), and a wrapped explanation continues indented, never at column 0."""
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run(capsys, "index", "show", name)
+    assert code == 0
+    lines = out.splitlines()
+    boxed = [line for line in lines if line[:1] in "┃│"]
+    tokens = {token for line in boxed for token in line.replace("┃", " ").replace("│", " ").split()}
+    for word in words:
+        assert word in tokens, f"{word!r} is split in:\n" + "\n".join(boxed[:12])
+    assert all(len(line) <= 80 for line in boxed)
+    heads = ("recipe ", "torch ", "kaolin ", "pointnet2_ops ", "wheels", "minor-version", "CUDA toolkits", "?", "notes:", "source:")
+    continued = [line for line in lines if line and line[0] not in "┃│┏┡└╇┗━ " and not line.startswith(heads)]
+    assert not continued, continued  # continuation lines start indented

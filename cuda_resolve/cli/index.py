@@ -319,6 +319,48 @@ def _table(title: str, *columns: str) -> Table:
     return table
 
 
+#: A column is never narrower than its longest word, up to this many characters: rich folds a
+#: narrow column mid-word ("unverifie / d"); only paths, URLs and longer tokens may fold.
+_WORD_MAX = 16
+
+
+def _print_table(table: Table, console: Console) -> None:
+    """Print with each column at least as wide as its longest word, so words never split.
+
+    rich narrows every column evenly when a table is too wide and then folds the words that no
+    longer fit; here the columns with the most room to spare give way first instead.
+    """
+    columns = table.columns
+    widths: list[int] = []
+    minimums: list[int] = []
+    for column in columns:
+        texts = [str(column.header), *(str(cell) for cell in column.cells)]
+        lines = [line for text in texts for line in text.splitlines()] or [""]
+        words = [word for line in lines for word in line.split() if "/" not in word]
+        widths.append(max(1, *(len(line) for line in lines)))
+        minimums.append(min(max((len(word) for word in words), default=1), _WORD_MAX))
+    available = console.width - (3 * len(columns) + 1)  # borders and one space either side
+    while sum(widths) > available:
+        slack, index = max((width - minimum, i) for i, (width, minimum) in enumerate(zip(widths, minimums, strict=True)))
+        if slack <= 0:
+            break  # even the longest words do not fit: rich folds what it must
+        widths[index] -= 1
+    for column, width in zip(columns, widths, strict=True):
+        column.width = width
+    console.print(table)
+
+
+def _field(console: Console, label: str, value: object) -> None:
+    """``  label: value``, wrapped under the value rather than at column 0."""
+    from rich.text import Text
+
+    text = f"{label}: {value}"
+    if " " not in str(value).strip():
+        console.print(Text(f"  {text}"), soft_wrap=True)  # one token (a URL): whole, on the label's line
+        return
+    console.print(Text(_output.hanging(text, first="  ", rest="      ", width=console.width)), soft_wrap=True)
+
+
 def _cells(*values: object) -> list[Text]:
     from rich.text import Text
 
@@ -335,7 +377,7 @@ def _render(data: dict[str, Any], console: Console) -> None:
         table = _table("citation sources", "key", "source", "from")
         for item in data["sources"]:
             table.add_row(*_cells(item["key"], item["text"], _short(item["origin"])))
-        console.print(table)
+        _print_table(table, console)
     else:
         _render_package(data, console)
 
@@ -343,19 +385,24 @@ def _render(data: dict[str, Any], console: Console) -> None:
 def _render_cuda(data: dict[str, Any], console: Console) -> None:
     from rich.text import Text
 
-    families = _table("minor-version compatibility (CUDA 11+)", "family", "min driver (Linux)", "min driver (Windows)", "unverified", "from")
+    origins = {_short(item["origin"]) for item in (*data["families"], *data["toolkits"])}
+    single = len(origins) == 1  # one origin goes in the titles: its column would squeeze the rest
+    where = f" (from {next(iter(origins))})" if single else ""
+    from_column: tuple[str, ...] = () if single else ("from",)
+    families = _table(f"minor-version compatibility (CUDA 11+){where}", "family", "min driver (Linux)", "min driver (Windows)", "unverified", *from_column)
     for f in data["families"]:
-        families.add_row(*_cells(f"{f['major']}.x", f["min_driver_linux"], f["min_driver_windows"], ", ".join(f["unverified"]), _short(f["origin"])))
+        families.add_row(*_cells(f"{f['major']}.x", f["min_driver_linux"], f["min_driver_windows"], ", ".join(f["unverified"]),
+                                 *(() if single else (_short(f["origin"]),))))
     if data["families"]:
-        console.print(families)
-    toolkits = _table("CUDA toolkits", "CUDA", "driver (Linux / Windows)", "SASS targets", "specific", "gcc <=", "clang <=", "torch gcc <", "unverified", "from")
+        _print_table(families, console)
+    toolkits = _table(f"CUDA toolkits{where}", "CUDA", "driver (Linux / Windows)", "SASS targets", "specific", "gcc <=", "clang <=", "torch gcc <", "unverified", *from_column)
     for t in data["toolkits"]:
         toolkits.add_row(*_cells(
             t["version"], f"{t['driver_linux'] or '-'} / {t['driver_windows'] or '-'}",
             " ".join(a.removeprefix("sm_") for a in t["archs"]), " ".join(a.removeprefix("sm_") for a in t["specific_archs"]),
-            t["gcc_max"], t["clang_max"], t["torch_gcc_max_exclusive"], ", ".join(t["unverified"]), _short(t["origin"]),
+            t["gcc_max"], t["clang_max"], t["torch_gcc_max_exclusive"], ", ".join(t["unverified"]), *(() if single else (_short(t["origin"]),)),
         ))
-    console.print(toolkits)
+    _print_table(toolkits, console)
     if len(data["toolkits"]) == 1:
         t = data["toolkits"][0]
         for label in ("notes", "source"):
@@ -368,12 +415,15 @@ def _render_torch(data: dict[str, Any], console: Console) -> None:
 
     releases = data["releases"]
     if len(releases) > 1:
-        table = _table("torch releases", "torch", "Python", "variants (* = PyPI default)", "torchvision", "torchaudio", "C++11 ABI", "from")
+        origins = {_short(r["origin"]) for r in releases}
+        single = len(origins) == 1  # one origin goes in the title: its column would squeeze the rest
+        title = f"torch releases (from {next(iter(origins))})" if single else "torch releases"
+        table = _table(title, "torch", "Python", "variants (* = PyPI default)", "torchvision", "torchaudio", "C++11 ABI", *(() if single else ("from",)))
         for r in releases:
             variants = " ".join(f"{v['name']}{'*' if v['pypi_default'] else ''}{'?' if not v['verified'] else ''}" for v in r["variants"])
             table.add_row(*_cells(r["version"], ", ".join(r["python"]), variants, r["torchvision"] or "-", r["torchaudio"] or "-",
-                                  _abi(r["cxx11_abi"]), _short(r["origin"])))
-        console.print(table)
+                                  _abi(r["cxx11_abi"]), *(() if single else (_short(r["origin"]),))))
+        _print_table(table, console)
         console.print(Text("? = a variant whose existence or arch list rests on secondary sources; `index show torch X.Y.Z` for details"), soft_wrap=True)
         return
     for r in releases:
@@ -388,12 +438,12 @@ def _render_torch(data: dict[str, Any], console: Console) -> None:
             ("source", r["source"]),
         ):
             if value:
-                console.print(Text(f"  {label}: {value}"), soft_wrap=True)
+                _field(console, label, value)
         table = _table("", "variant", "CUDA", "TORCH_CUDA_ARCH_LIST", "index", "unverified")
         for v in r["variants"]:
             table.add_row(*_cells(v["name"] + (" (PyPI)" if v["pypi_default"] else ""), v["cuda"] or "-", v["arch_list"] or "-",
                                   v["index_url"], ", ".join(v["unverified"])))
-        console.print(table)
+        _print_table(table, console)
 
 
 def _short(origin: str | None) -> str:
@@ -425,9 +475,13 @@ def _render_package(data: dict[str, Any], console: Console) -> None:
         ("source", data["source"]),
     ):
         if value:
-            console.print(Text(f"  {label}: {value}"), soft_wrap=True)
+            _field(console, label, value)
     if data["wheels"]:
-        table = _table("wheels", "version", "Python", "torch: variants", "platforms", "setup.py torch", "unverified", "from")
+        origins = {_short(w["origin"]) for w in data["wheels"]}
+        # One origin (the usual case) goes in the title: the narrow column it needed split words.
+        single = len(origins) == 1
+        title = f"wheels (from {next(iter(origins))})" if single else "wheels"
+        table = _table(title, "version", "Python", "torch: variants", "platforms", "setup.py torch", "unverified", *(() if single else ("from",)))
         for w in data["wheels"]:
             groups: list[tuple[list[str], tuple[str, ...], tuple[str, ...]]] = []
             for torch_version, variants in w["torch"].items():
@@ -440,9 +494,10 @@ def _render_package(data: dict[str, Any], console: Console) -> None:
                 f"{', '.join(versions)}: {' '.join(variants)}" + (f" (py {', '.join(python)})" if python else "")
                 for versions, variants, python in groups
             ]
+            window = (w["torch_window"] or "-").replace(",", ", ")
             table.add_row(*_cells(w["version"], ", ".join(w["python"]), "\n".join(rows), ", ".join(w["platforms"]),
-                                  w["torch_window"] or "-", ", ".join(w["unverified"]), _short(w["origin"])))
-        console.print(table)
+                                  window, ", ".join(w["unverified"]), *(() if single else (_short(w["origin"]),))))
+        _print_table(table, console)
     for r in data["recipes"]:
         console.print(Text(f"recipe {r['name']}: {data['name']} {r['version']} from {r['repository']} @ {r['revision'][:12]}"
                            f"{' /' + r['subdirectory'] if r['subdirectory'] else ''}  (from {_short(r['origin'])})"), soft_wrap=True)
@@ -458,7 +513,7 @@ def _render_package(data: dict[str, Any], console: Console) -> None:
             ("source", r["source"]),
         ):
             if value:
-                console.print(Text(f"  {label}: {value}"), soft_wrap=True)
+                _field(console, label, value)
         for p in r["patches"]:
             when = f" (torch {p['torch']})" if p["torch"] else ""
-            console.print(Text(f"  patch {p['file']}{when}: {p['reason']}"), soft_wrap=True)
+            _field(console, f"patch {p['file']}{when}", p["reason"])
