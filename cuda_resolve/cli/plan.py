@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import ResolutionImpossible, UsageError
 from ..index.model import ArchEntry, parse_arch_entry
 from ..plan import Plan, make_plan
 from ..resolve import Options, resolve
@@ -52,7 +52,13 @@ def handle(args: argparse.Namespace) -> int:
     )
     index = index_from_args(args)
     env = environment_from_args(args)
-    plan = make_plan(resolve(args.requests, env, index, options), env)
+    try:
+        resolution = resolve(args.requests, env, index, options)
+    except ResolutionImpossible as exc:
+        if args.explain and not args.json:  # --json carries the reasons in the error object
+            render_ruled_out(exc.reasons)
+        raise
+    plan = make_plan(resolution, env)
     if args.json:
         _output.print_json(plan.to_json(explain=args.explain))
     else:
@@ -82,10 +88,31 @@ def render_plan(plan: Plan, *, explain: bool) -> None:
         # Text, not markup: "requests[socks]" keeps its extras
         table.add_row(Text(text), "", "", "pip", "passed through to pip")
     console.print(table)
+    width = console.width
     console.print("Why:")
     for reason in plan.reasons:
-        console.print(Text(f"  - {reason}"))
+        console.print(Text(_output.hanging(reason, first="  - ", rest="    ", width=width)), soft_wrap=True)
+    if explain and plan.alternatives:
+        console.print("Alternatives that also fit this machine:")
+        for alternative in plan.alternatives:
+            console.print(Text(_output.hanging(alternative.reason, first="  - ", rest="    ", width=width)), soft_wrap=True)
     if explain and plan.rejected:
         console.print("Ruled out:")
         for line in plan.explain_lines():
-            console.print(Text(line if line.startswith("  ...") else f"  - {line}"))
+            first = "  " if line.startswith("  ...") else "  - "
+            console.print(Text(_output.hanging(line.strip(), first=first, rest="    ", width=width)), soft_wrap=True)
+
+
+def render_ruled_out(reasons: tuple[str, ...], *, limit: int = 40) -> None:
+    """``plan --explain`` on a failure: what was ruled out, most telling first, on stderr above
+    the one ``error:`` line (the error boundary prints that)."""
+    import sys
+
+    if not reasons:
+        return
+    width = _output.error_console().width
+    lines = ["Ruled out:"]
+    lines.extend(_output.hanging(reason, first="  - ", rest="    ", width=width) for reason in reasons[:limit])
+    if len(reasons) > limit:
+        lines.append(f"  ... and {len(reasons) - limit} more (--json lists them all)")
+    sys.stderr.write("\n".join(lines) + "\n")

@@ -311,8 +311,10 @@ def _reason(candidate: Candidate, chosen: list[Candidate], env: Environment, ind
 
 
 def _conflicts_with(alternative: Candidate, chosen: Sequence[Candidate], catalogue: Catalogue) -> str | None:
-    """Which chosen build rules ``alternative`` out (a requirement it does not satisfy)."""
-    for other in chosen:
+    """Which chosen build rules ``alternative`` out (a requirement it does not satisfy).
+
+    Extensions are asked first: torchvision only follows torch, the extension is the reason."""
+    for other in sorted(chosen, key=lambda c: c.name in TORCH_FAMILY):
         if other.name == alternative.name:
             continue
         for dependency in catalogue.dependencies(other):
@@ -348,18 +350,28 @@ def _alternatives(chosen: Sequence[Candidate], catalogue: Catalogue, *, per_pack
     """For each chosen build, the next few that also fit here, and why each lost."""
     found: list[Alternative] = []
     for winner in chosen:
-        shown = 0
+        if winner.name in ("torchvision", "torchaudio"):
+            continue  # they follow torch: torch's alternatives say it all
+        preferred, lower = 0, 0
         seen = {winner.label}
+        ahead = True  # candidates come in preference order: those before the winner lost to a conflict
         for alternative in catalogue.candidates(winner.name):
-            if shown >= per_package:
-                break
+            if alternative is winner:
+                ahead = False
+                continue
             if alternative.label in seen:
                 continue
             seen.add(alternative.label)
             conflict = _conflicts_with(alternative, chosen, catalogue)
-            reason = f"ruled out by the rest of the plan: {conflict}" if conflict else f"less preferred: {_less_preferred(alternative, winner)}"
+            if ahead and conflict and preferred < per_package:
+                preferred += 1
+                reason = f"preferred, but ruled out by the rest of the plan: {conflict}"
+            elif not ahead and not conflict and lower < per_package:
+                lower += 1
+                reason = f"less preferred: {_less_preferred(alternative, winner)}"
+            else:
+                continue
             found.append(Alternative(name=winner.name, label=alternative.label, reason=f"{alternative.label}: {reason}"))
-            shown += 1
     return tuple(found)
 
 
