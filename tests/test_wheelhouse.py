@@ -384,7 +384,7 @@ def test_a_publish_that_raises_midway_leaves_nothing(
                 raise OSError(28, "No space left on device", str(dst))
             real_replace(src, dst)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(store_module.os, "replace", interrupted_replace)
+        monkeypatch.setattr(os, "replace", interrupted_replace)
     with pytest.raises((KeyboardInterrupt, WheelhouseError)):
         house.publish(key, built)
     monkeypatch.undo()
