@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from .errors import UsageError
 
@@ -24,6 +24,7 @@ else:  # pragma: no cover - Python 3.10
 __all__ = ["Table", "load_toml_file", "parse_toml_text"]
 
 T = TypeVar("T")
+D = TypeVar("D")  # the type of an accessor's default
 _MISSING: Any = object()
 
 
@@ -105,15 +106,41 @@ class Table:
             raise self.fail(key, f"= {value!r}: expected {label}")
         return value
 
+    # Each accessor returns the checked type, or the caller's default (whose type the overloads
+    # carry): ``string("notes", "")`` is a ``str``, ``string("cuda", None)`` a ``str | None``.
+    @overload
+    def string(self, key: str) -> str: ...
+    @overload
+    def string(self, key: str, default: None) -> str | None: ...
+    @overload
+    def string(self, key: str, default: D) -> str | D: ...
     def string(self, key: str, default: Any = _MISSING) -> Any:
         return self._typed(key, str, "a string", default)
 
+    @overload
+    def boolean(self, key: str) -> bool: ...
+    @overload
+    def boolean(self, key: str, default: None) -> bool | None: ...
+    @overload
+    def boolean(self, key: str, default: D) -> bool | D: ...
     def boolean(self, key: str, default: Any = _MISSING) -> Any:
         return self._typed(key, bool, "true or false", default)
 
+    @overload
+    def integer(self, key: str) -> int: ...
+    @overload
+    def integer(self, key: str, default: None) -> int | None: ...
+    @overload
+    def integer(self, key: str, default: D) -> int | D: ...
     def integer(self, key: str, default: Any = _MISSING) -> Any:
         return self._typed(key, int, "an integer", default)
 
+    @overload
+    def strings(self, key: str) -> tuple[str, ...]: ...
+    @overload
+    def strings(self, key: str, default: None) -> tuple[str, ...] | None: ...
+    @overload
+    def strings(self, key: str, default: D) -> tuple[str, ...] | D: ...
     def strings(self, key: str, default: Any = _MISSING) -> Any:
         value = self._typed(key, list, "a list of strings", default)
         if value is default and key not in self.data:
@@ -123,7 +150,11 @@ class Table:
                 raise self.fail(f"{key}[{position}]", f"= {item!r}: expected a string")
         return tuple(value)
 
-    def parsed(self, key: str, parser: Callable[[str], T], default: Any = _MISSING) -> T | Any:
+    @overload
+    def parsed(self, key: str, parser: Callable[[str], T]) -> T: ...
+    @overload
+    def parsed(self, key: str, parser: Callable[[str], T], default: D) -> T | D: ...
+    def parsed(self, key: str, parser: Callable[[str], T], default: Any = _MISSING) -> Any:
         """Read a string and convert it; the parser's ValueError becomes a path-aware error."""
         value = self.string(key, default)
         if value is default and key not in self.data:
