@@ -62,3 +62,19 @@ def test_an_unwritable_cache_is_not_an_error(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("CUDA_RESOLVE_CACHE_DIR", str(blocker))
     assert load_index([], include_user=False).package("kaolin") is not None
     assert os.path.isfile(blocker)
+
+
+def test_a_cache_hit_never_imports_the_toml_parser(tmp_path: Path, cache_dir: Path) -> None:
+    """`doctor --json` pays for the parser (and packaging.requirements) only on a cache miss."""
+    import subprocess
+    import sys
+
+    overlay = shutil.copytree(OVERLAY, tmp_path / "overlay")
+    load_index([overlay], include_user=False)  # fills the cache
+    probe = (
+        "import sys; from pathlib import Path; from cuda_resolve.index.load import load_index;"
+        f"load_index([Path({str(overlay)!r})], include_user=False);"
+        "print('cuda_resolve.index._parse' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=dict(os.environ), check=True)
+    assert result.stdout.strip() == "False", result.stderr

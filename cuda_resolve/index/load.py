@@ -27,11 +27,11 @@ from packaging.version import Version
 
 from ..errors import IndexDataError, UsageError
 from ..versions import CudaVersion
-from . import _parse
-from ._parse import Layer
 from .model import CudaFamily, Index, Package, ToolkitFacts, TorchRelease
 
 if TYPE_CHECKING:
+    from ._parse import Layer, PackageDraft
+
     if sys.version_info >= (3, 11):
         from importlib.resources.abc import Traversable
     else:
@@ -120,7 +120,11 @@ def index_files(root: Traversable) -> tuple[list[tuple[str, Traversable]], list[
 
 def _read_layer(root: Traversable, *, collect: list[str] | None = None) -> Layer:
     """Parse one directory. With ``collect``, record each file's error there and go on."""
-    layer = Layer()
+    # Imported here: a command whose index comes from the parsed-index cache never parses TOML
+    # (this module and packaging.requirements cost ~25 ms of every `doctor --json`).
+    from . import _parse
+
+    layer = _parse.Layer()
     files, strays = index_files(root)
     for stray in strays:
         message = f"{stray}: unexpected file: an index directory holds cuda.toml, torch.toml and packages/*.toml"
@@ -144,7 +148,7 @@ def _merge(layers: Iterable[Layer]) -> Index:
     families: dict[int, CudaFamily] = {}
     toolkits: dict[CudaVersion, ToolkitFacts] = {}
     torch: dict[Version, TorchRelease] = {}
-    drafts: dict[str, _parse.PackageDraft] = {}
+    drafts: dict[str, PackageDraft] = {}
     sources: dict[str, str] = {}
     origins: dict[str, str] = {}
     citations: list[tuple[str, str]] = []
@@ -319,6 +323,8 @@ def _validate(root: Traversable, *, base: Traversable | None) -> list[str]:
         index = _merge(layers)
     except IndexDataError as exc:
         return [exc.message]
+    from . import _parse
+
     problems.extend(_parse.cross_check(index, layer))
     return problems
 
