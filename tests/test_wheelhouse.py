@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
+import http.server
 import io
 import json
 import os
@@ -25,6 +26,7 @@ import threading
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -230,7 +232,8 @@ def _venv(path: Path) -> Path:
 
 
 def _pip(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", NO_PROXY="127.0.0.1,localhost")
     return subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "--isolated", *args],
         capture_output=True, text=True, timeout=180, env=env, check=False,
@@ -245,10 +248,30 @@ def test_pip_installs_the_labelled_wheel_from_the_index_and_the_find_links_page(
     entry = house.publish(key, make_wheel(tmp_path / "built", extension=extension))
     house.publish(make_key(package="demo_ext", arch_list="7.0"), make_wheel(tmp_path / "built2", extension=extension))
 
+    class QuietHandler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(house.root), **kwargs)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), QuietHandler)  # python -m http.server
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    served = f"http://127.0.0.1:{server.server_address[1]}"
     routes = {
         "index": ("--index-url", house.simple_dir.as_uri()),
         "find-links": ("--no-index", "--find-links", str(house.find_links_page)),
+        "http-index": ("--index-url", f"{served}/simple/"),
+        "http-find-links": ("--no-index", "--find-links", f"{served}/"),
     }
+    try:
+        _install_each_route(routes, tmp_path, entry)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _install_each_route(routes: dict[str, tuple[str, ...]], tmp_path: Path, entry: StoredWheel) -> None:
     for route, options in routes.items():
         python = _venv(tmp_path / f"venv-{route}")
         pinned = f"demo-ext=={entry.version}"
@@ -447,7 +470,7 @@ def test_a_sigkilled_publish_leaves_no_entry_and_the_next_publish_cleans_up(hous
 def test_cleanup_spares_a_publish_in_progress(house: Wheelhouse, tmp_path: Path) -> None:
     """A .tmp- folder whose key's lock is held (a live publish) is left alone."""
     key = make_key()
-    staging = house.root / "wheels" / "demo-ext" / f".tmp-{key.digest}-live"
+    staging = house.root / "wheels" / "demo-ext" / f".tmp-{key.digest}-{store_module._host_token()}-live"
     staging.mkdir(parents=True)
     held = threading.Event()
     done = threading.Event()
@@ -468,6 +491,45 @@ def test_cleanup_spares_a_publish_in_progress(house: Wheelhouse, tmp_path: Path)
         thread.join()
     house.publish(make_key(arch_list="7.5"), make_wheel(tmp_path / "built"))
     assert not staging.exists()
+
+
+def test_another_hosts_leftover_waits_until_it_is_old(house: Wheelhouse, tmp_path: Path) -> None:
+    """On NFS whose locks stay on each client, a fresh folder from another host may be live."""
+    key = make_key()
+    foreign = house.root / "wheels" / "demo-ext" / f".tmp-{key.digest}-feedbeef-xyz"
+    foreign.mkdir(parents=True)
+    (foreign / "half.whl").write_bytes(b"half")
+    house.publish(key, make_wheel(tmp_path / "built"))  # even the same key: not yet
+    assert foreign.exists()
+    old = time.time() - store_module.LEFTOVER_MIN_AGE_S - 60
+    os.utime(foreign, (old, old))
+    house.publish(make_key(arch_list="7.0"), make_wheel(tmp_path / "built"))
+    assert not foreign.exists()
+
+
+def test_losing_a_rename_race_to_another_host_keeps_the_winners_entry(
+    house: Wheelhouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two hosts whose locks do not see each other publish one key: one entry, no error."""
+    key = make_key()
+    built = make_wheel(tmp_path / "built")
+    real_replace = os.replace
+    winners: list[StoredWheel] = []
+    raced: list[bool] = []
+
+    def racing_replace(src: object, dst: object) -> None:
+        if Path(str(dst)).name == key.digest and not raced:
+            raced.append(True)
+            with monkeypatch.context() as other_host:
+                other_host.setattr(store_module, "_host_token", lambda: "feedbeef")
+                winners.append(house.publish(key, built))
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", racing_replace)
+    result = house.publish(key, built)
+    monkeypatch.undo()
+    assert winners and result == winners[0] == house.lookup(key)
+    assert [p.name for p in (house.root / "wheels" / "demo-ext").iterdir()] == [key.digest]
 
 
 # -- locks and concurrency ------------------------------------------------------------------------

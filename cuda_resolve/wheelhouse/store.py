@@ -12,12 +12,13 @@ Layout (``ROOT`` from :meth:`Wheelhouse.default`)::
 An entry is built in ``wheels/<name>/.tmp-<digest>-*/`` (wheel first, ``entry.json`` last) and
 renamed into place in one step, so a reader sees a complete entry or none; a publish that is
 killed leaves only a ``.tmp-`` folder, which the next publish removes once no live process
-holds that key's lock.
+holds that key's lock (a folder another host made: once it is also 15 minutes old).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -43,6 +44,7 @@ from .rewrite import find_strip, rewrite_wheel
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
     "ENTRY_FILE",
+    "LEFTOVER_MIN_AGE_S",
     "WHEELHOUSE_ENV",
     "StoredWheel",
     "Wheelhouse",
@@ -59,6 +61,9 @@ _PAGES_LOCK_TIMEOUT = 300.0
 _FORMAT = 1
 _TMP = ".tmp-"
 _OLD = ".old-"
+#: A leftover folder made on another host is removed only once it is this old (see
+#: Wheelhouse._clean_leftovers).
+LEFTOVER_MIN_AGE_S = 900.0
 
 # One FileLock object per lock file in this process: filelock is re-entrant per object, so the
 # caller's ``with wheelhouse.lock(key)`` and publish()'s own acquisition must share it.
@@ -72,6 +77,15 @@ def _file_lock(path: Path) -> filelock.FileLock:
         if lock is None:
             lock = _LOCK_OBJECTS[str(path)] = filelock.FileLock(str(path))
         return lock
+
+
+def _host_token() -> str:
+    """8 hex digits naming this host in temporary folder names (host names may hold ``-``)."""
+    return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+
+
+def _retired_name(key: WheelKey) -> str:
+    return f"{_OLD}{key.digest}-{_host_token()}-{os.getpid()}-{time.monotonic_ns()}"
 
 
 def _now() -> str:
@@ -465,7 +479,7 @@ class Wheelhouse:
             final = self.entry_dir(key)
             try:
                 project_dir.mkdir(parents=True, exist_ok=True)
-                staging = Path(tempfile.mkdtemp(prefix=f"{_TMP}{key.digest}-", dir=project_dir))
+                staging = Path(tempfile.mkdtemp(prefix=f"{_TMP}{key.digest}-{_host_token()}-", dir=project_dir))
             except OSError as exc:
                 raise self._write_error(exc, f"creating {project_dir}") from None
             retired: Path | None = None
@@ -493,12 +507,19 @@ class Wheelhouse:
                     os.fsync(stream.fileno())
                 _sync_dir(staging)
                 if final.exists():
-                    retired = project_dir / f"{_OLD}{key.digest}-{os.getpid()}-{time.monotonic_ns()}"
+                    retired = project_dir / _retired_name(key)
                     os.replace(final, retired)
                 os.replace(staging, final)
                 _sync_dir(project_dir)
             except OSError as exc:
                 shutil.rmtree(staging, ignore_errors=True)
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    # Another machine published this key between our check and our rename
+                    # (an NFS mount whose locks are local to each client): keep its entry.
+                    existing = self.lookup(key)
+                    if existing is not None:
+                        self.refresh_pages()
+                        return existing
                 raise self._write_error(exc, f"publishing {built_wheel.name}") from None
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -514,7 +535,7 @@ class Wheelhouse:
         with self.lock(key):
             final = self.entry_dir(key)
             if final.is_dir():
-                retired = final.parent / f"{_OLD}{key.digest}-{os.getpid()}-{time.monotonic_ns()}"
+                retired = final.parent / _retired_name(key)
                 try:
                     os.replace(final, retired)
                 except OSError as exc:
@@ -561,25 +582,38 @@ class Wheelhouse:
                 raise self._write_error(exc, "writing the index pages") from None
 
     def _clean_leftovers(self, *, own: str) -> None:
-        """Remove ``.tmp-``/``.old-`` folders of killed publishes and removals: ours (we hold
-        the lock), and any other key's whose lock nobody holds now."""
+        """Remove ``.tmp-``/``.old-`` folders that killed publishes and removals left.
+
+        A folder made on this host goes at once when it is ``own``'s (the caller holds that
+        lock) or when nobody holds its key's lock. One made on another host must also be
+        :data:`LEFTOVER_MIN_AGE_S` old: where NFS locks are local to each client, a live
+        publish over there (seconds long) does not show as holding its lock here."""
         if not self.wheels_dir.is_dir():
             return
         try:
             projects = [p for p in self.wheels_dir.iterdir() if p.is_dir()]
         except OSError:
             return
+        here = _host_token()
         for project in projects:
             try:
                 leftovers = [c for c in project.iterdir() if c.name.startswith((_TMP, _OLD))]
             except OSError:
                 continue
             for leftover in leftovers:
-                digest = leftover.name.split("-")[1] if leftover.name.count("-") >= 2 else ""
+                parts = leftover.name.split("-")
+                digest, host = (parts[1], parts[2]) if len(parts) >= 4 else ("", "")
+                if host != here:
+                    try:
+                        age = time.time() - leftover.stat().st_mtime
+                    except OSError:
+                        continue
+                    if age < LEFTOVER_MIN_AGE_S:
+                        continue
                 if digest == own:
                     shutil.rmtree(leftover, ignore_errors=True)
                     continue
-                lock = _file_lock(self.root / "locks" / f"{digest}.lock")
+                lock = _file_lock(self.root / "locks" / f"{digest or 'unnamed'}.lock")
                 try:
                     lock.acquire(timeout=0)
                 except (filelock.Timeout, OSError):
