@@ -277,12 +277,16 @@ def test_size_mismatch_is_an_integrity_error(
     assert list(downloads.iterdir()) == []
 
 
-def test_download_is_quiet_when_stderr_is_not_a_terminal(
+def test_download_reports_progress_through_the_callback_and_prints_nothing(
     origin: BenchServer, trusted: None, make_client: ClientFactory, downloads: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     origin.routes["/demo.whl"] = static(WHEEL)
-    make_client().download(origin.url("/demo.whl"), downloads / "demo.whl", sha256=WHEEL_SHA, progress=True)
+    seen: list[tuple[int, int | None]] = []
+    make_client().download(origin.url("/demo.whl"), downloads / "demo.whl", sha256=WHEEL_SHA,
+                           progress=lambda received, total: seen.append((received, total)))
+    assert seen and seen[-1] == (len(WHEEL), len(WHEEL))
+    assert [r for r, _ in seen] == sorted(r for r, _ in seen)
     captured = capsys.readouterr()
     assert captured.err == "" and captured.out == ""
 

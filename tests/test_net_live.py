@@ -38,5 +38,5 @@ def test_pypi_file_download_with_hash_check(client: HttpClient, tmp_path: Path) 
                                accept="application/vnd.pypi.simple.v1+json")
         wheel = next(f for f in page["files"] if f["filename"] == "six-1.16.0-py2.py3-none-any.whl")
         dest = client.download(wheel["url"], tmp_path / wheel["filename"], sha256=wheel["hashes"]["sha256"],
-                               size=wheel.get("size"), progress=False)
+                               size=wheel.get("size"))
     assert hashlib.sha256(dest.read_bytes()).hexdigest() == wheel["hashes"]["sha256"]

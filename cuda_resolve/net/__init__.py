@@ -2,7 +2,8 @@
 
 - :class:`HttpClient` fetches pages, JSON, byte ranges and artifacts over requests, verifying
   TLS with the OS trust store (:func:`build_ssl_context`, truststore), with proxies from the
-  configuration or the environment, timeouts, retries with back-off, a page cache, and a mirror
+  configuration or the environment, timeouts (per read, and a total deadline for each fetch), a size cap on
+  every answer, retries with back-off, a page cache, and a mirror
   ``rewrite`` applied to every URL. Artifacts are streamed to a temporary file and moved into
   place only after their sha256 matched the canonical record.
 - Every failure raises :class:`FetchError` (a :class:`cuda_resolve.errors.NetworkError`) that
@@ -16,6 +17,7 @@ from __future__ import annotations
 from .client import (
     HttpClient,
     HttpResponse,
+    Limits,
     Probe,
     RangeResponse,
     RetryPolicy,
@@ -33,6 +35,7 @@ __all__ = [
     "FetchError",
     "HttpClient",
     "HttpResponse",
+    "Limits",
     "Probe",
     "RangeResponse",
     "RetryPolicy",

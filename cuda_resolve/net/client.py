@@ -24,10 +24,12 @@ from typing import Any, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import requests
+import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
+from ._deadline import GUARDED_POOLS, Deadline
 from .cache import CacheEntry, HttpCache, default_cache_dir
-from .download import file_sha256, normalize_sha256, stream_to_file
+from .download import CHUNK, Progress, file_sha256, normalize_sha256, stream_to_file
 from .errors import FetchError, describe_exception, exception_chain, http_status_error
 from .inspect import TlsReport, inspect_tls
 from .proxy import proxy_for, redact
@@ -36,6 +38,7 @@ from .tls import build_ssl_context
 __all__ = [
     "HttpClient",
     "HttpResponse",
+    "Limits",
     "Probe",
     "RangeResponse",
     "RetryPolicy",
@@ -64,6 +67,20 @@ class Timeouts:
     #: Until a response arrives, all attempts and back-off waits together stay under this:
     #: an unreachable index fails within 15 s.
     deadline: float = 14.5
+    #: One whole fetch (page, JSON, byte range, probe), every attempt and the body included, ends
+    #: within this: a server that sends one byte every few seconds is cut off here.
+    total: float = 60.0
+    #: The same for an artifact download (a multi-GB wheel).
+    download: float = 3600.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Limits:
+    """The most bytes one answer may have; a larger one is refused (``FetchError`` kind "size")."""
+
+    page: int = 64 << 20  # an index page or JSON document (PyPI's torch JSON is a few MB)
+    probe: int = 256 << 10  # what :meth:`HttpClient.probe` reads of a body when asked to
+    artifact: int = 16 << 30  # a download whose size the record does not give
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -102,7 +119,7 @@ class HttpResponse:
     def json(self) -> Any:
         try:
             return json.loads(self.content)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise FetchError(
                 f"expected JSON from {self.fetched_url}, got {self.headers.get('Content-Type', 'no content type')}: {exc}",
                 kind="content", url=self.fetched_url,
@@ -129,6 +146,11 @@ class Probe:
     final_url: str | None = None
     redirects: tuple[str, ...] = ()
     error: FetchError | None = None
+    content_type: str | None = None
+    #: The first bytes of the body when the probe was asked for a ``sample`` (else empty).
+    body: bytes = b""
+    #: Whether ``body`` is the whole body (False: the answer was longer than the sample).
+    complete: bool = True
 
 
 class _TrustStoreAdapter(HTTPAdapter):
@@ -141,12 +163,16 @@ class _TrustStoreAdapter(HTTPAdapter):
     def init_poolmanager(self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any) -> None:
         pool_kwargs["ssl_context"] = self._ssl_context
         super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
+        self.poolmanager.pool_classes_by_scheme = GUARDED_POOLS  # connections honour a Deadline
 
     def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
         proxy_kwargs["ssl_context"] = self._ssl_context  # TLS to the origin, inside CONNECT
         if proxy.lower().startswith("https://"):
             proxy_kwargs["proxy_ssl_context"] = self._ssl_context  # TLS to the proxy itself
-        return super().proxy_manager_for(proxy, **proxy_kwargs)
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if not proxy.lower().startswith("socks"):  # SOCKS managers bring their own pool classes
+            manager.pool_classes_by_scheme = GUARDED_POOLS
+        return manager
 
     def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
         # requests would point the pool at a bundle path (certifi or REQUESTS_CA_BUNDLE) here;
@@ -194,6 +220,7 @@ class HttpClient:
         proxies: Mapping[str, str] | None = None,
         ssl_context_factory: Callable[[], ssl.SSLContext] = build_ssl_context,
         timeouts: Timeouts | None = None,
+        limits: Limits | None = None,
         retry: RetryPolicy | None = None,
         cache_dir: Path | None = None,
         cache_ttl: float = 3600.0,
@@ -203,6 +230,7 @@ class HttpClient:
     ) -> None:
         self.rewrite = rewrite
         self.timeouts = timeouts or Timeouts()
+        self.limits = limits or Limits()
         self.retry = retry or RetryPolicy()
         self.cache_ttl = cache_ttl
         self._cache = HttpCache(cache_dir or default_cache_dir()) if use_cache else None
@@ -237,14 +265,20 @@ class HttpClient:
         return proxy_for(url, self._explicit_proxies)
 
     def get(self, url: str, *, accept: str | None = None, ttl: float | None = None,
-            headers: Mapping[str, str] | None = None) -> HttpResponse:
+            headers: Mapping[str, str] | None = None, max_bytes: int | None = None,
+            total: float | None = None) -> HttpResponse:
         """GET ``url`` (rewritten), from the cache when an entry is younger than ``ttl``
-        (default: the client's ``cache_ttl``; 0 bypasses the cache)."""
+        (default: the client's ``cache_ttl``; 0 revalidates: a cached entry with an ETag or
+        Last-Modified is reused when the server answers 304 Not Modified).
+
+        The body may have ``max_bytes`` (default ``limits.page``); the whole fetch ends within
+        ``total`` seconds (default ``timeouts.total``)."""
         fetched = self.resolve(url)
+        limit = self.limits.page if max_bytes is None else max_bytes
         max_age = self.cache_ttl if ttl is None else ttl
-        cache = self._cache if max_age > 0 else None
+        cache = self._cache
         entry = cache.get(fetched, accept) if cache is not None else None
-        if entry is not None and entry.age() < max_age:
+        if entry is not None and max_age > 0 and entry.age() < max_age:
             return _from_entry(url, fetched, entry)
         request_headers = dict(headers or {})
         if accept:
@@ -258,7 +292,7 @@ class HttpClient:
         def consume(resp: requests.Response, final: str, redirects: tuple[str, ...], elapsed: float) -> HttpResponse:
             if resp.status_code == 304 and entry is not None and cache is not None:
                 return _from_entry(url, fetched, cache.touch(entry, accept))
-            content = _read_all(resp, final)
+            content = _read_capped(resp, final, limit)
             result = HttpResponse(
                 url=url, fetched_url=fetched, final_url=final, status=resp.status_code,
                 headers=dict(resp.headers), content=content, elapsed=elapsed, redirects=redirects,
@@ -275,7 +309,7 @@ class HttpClient:
                 )
             return result
 
-        return self._run("GET", url, fetched, request_headers, consume)
+        return self._run("GET", url, fetched, request_headers, consume, total=total)
 
     def get_text(self, url: str, *, accept: str | None = None, ttl: float | None = None) -> str:
         return self.get(url, accept=accept, ttl=ttl).text
@@ -293,6 +327,7 @@ class HttpClient:
             spec = f"bytes={start}-{'' if end is None else end}"
         else:
             raise ValueError("give start (and end) or suffix")
+        span = suffix if suffix is not None else (end - start + 1 if start is not None and end is not None else None)
         fetched = self.resolve(url)
 
         def consume(resp: requests.Response, final: str, redirects: tuple[str, ...], elapsed: float) -> RangeResponse:
@@ -302,33 +337,45 @@ class HttpClient:
                     kind="http", url=final, status=resp.status_code,
                     hint="this server or mirror cannot serve parts of a file",
                 )
-            content = _read_all(resp, final)
+            content = _read_capped(resp, final, span if span is not None else self.limits.page)
             first, total = _content_range(resp.headers.get("Content-Range", ""))
             return RangeResponse(content=content, start=first if first is not None else (start or 0), total=total)
 
         return self._run("GET", url, fetched, {"Range": spec, "Accept-Encoding": "identity"}, consume)
 
-    def probe(self, url: str, *, accept: str | None = None) -> Probe:
-        """GET ``url`` (rewritten) up to the response headers: status, latency, final URL.
+    def probe(self, url: str, *, accept: str | None = None, sample: int = 0,
+              total: float | None = None) -> Probe:
+        """GET ``url`` (rewritten) up to the response headers: status, latency, final URL; with
+        ``sample``, also the first ``sample`` bytes of the body (at most ``limits.probe``), so the
+        caller can tell a real index from a login page. The probe ends within ``total`` seconds
+        (default ``timeouts.total``; an installer's quick reachability check passes 15).
 
         Never raises: a failure is in ``error``. 4xx/5xx statuses count as not ok."""
         fetched = self.resolve(url)
         headers = {"Accept": accept} if accept else {}
+        wanted = min(max(sample, 0), self.limits.probe)
 
         def consume(resp: requests.Response, final: str, redirects: tuple[str, ...], elapsed: float) -> Probe:
+            body, complete = _read_sample(resp, wanted) if wanted else (b"", True)
             return Probe(url=url, fetched_url=fetched, ok=True, status=resp.status_code,
-                         latency=elapsed, final_url=final, redirects=redirects)
+                         latency=elapsed, final_url=final, redirects=redirects,
+                         content_type=resp.headers.get("Content-Type"), body=body, complete=complete)
 
         try:
-            return self._run("GET", url, fetched, headers, consume)
+            return self._run("GET", url, fetched, headers, consume, total=total)
         except FetchError as exc:
             return Probe(url=url, fetched_url=fetched, ok=False, status=exc.status, error=exc)
 
     def download(self, url: str, dest: Path | str, *, sha256: str, size: int | None = None,
-                 progress: bool = True) -> Path:
+                 progress: Progress | None = None) -> Path:
         """Fetch artifact ``url`` (rewritten) to ``dest``; the file appears only when complete
         and its sha256 equals ``sha256`` (the canonical record's). An existing ``dest`` with that
-        hash is kept without a request."""
+        hash is kept without a request.
+
+        ``progress(received, total)`` is called as bytes arrive (``total`` from the record or
+        Content-Length, None when unknown); drawing it is the caller's business. The body may
+        not exceed ``size`` (or ``limits.artifact``); the download ends within
+        ``timeouts.download`` seconds."""
         expected = normalize_sha256(sha256)
         target = Path(dest)
         if target.is_file() and file_sha256(target) == expected:
@@ -337,9 +384,11 @@ class HttpClient:
 
         def consume(resp: requests.Response, final: str, redirects: tuple[str, ...], elapsed: float) -> Path:
             return stream_to_file(resp, target, sha256=expected, size=size, progress=progress,
-                                  url=final, canonical=url)
+                                  url=final, canonical=url,
+                                  max_bytes=size if size is not None else self.limits.artifact)
 
-        return self._run("GET", url, fetched, {"Accept-Encoding": "identity"}, consume)
+        return self._run("GET", url, fetched, {"Accept-Encoding": "identity"}, consume,
+                         total=self.timeouts.download)
 
     def inspect_tls(self, url: str) -> TlsReport:
         """Name the certificate chain ``url``'s host presents and which trust stores accept it."""
@@ -391,17 +440,36 @@ class HttpClient:
         raise FetchError(f"more than {MAX_REDIRECTS} redirects fetching {url}", kind="redirect", url=url)
 
     def _run(self, method: str, canonical: str, fetched: str, headers: Mapping[str, str],
-             consume: Callable[[requests.Response, str, tuple[str, ...], float], T]) -> T:
+             consume: Callable[[requests.Response, str, tuple[str, ...], float], T],
+             *, total: float | None = None) -> T:
+        """:meth:`_attempts` under one total deadline (``timeouts.total`` unless given): when it
+        passes, the connection is cut and the fetch fails as a timeout, whatever stage it was in."""
+        limit = self.timeouts.total if total is None else total
+        where = [fetched]
+        with Deadline(limit) as guard:
+            try:
+                result = self._attempts(method, canonical, fetched, headers, consume, guard, where)
+            except (FetchError, requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+                if not guard.fired:
+                    raise
+                raise _too_slow(where[0], canonical, limit) from exc
+            if guard.fired:  # a cut connection can look like a short, complete answer
+                raise _too_slow(where[0], canonical, limit)
+            return result
+
+    def _attempts(self, method: str, canonical: str, fetched: str, headers: Mapping[str, str],
+                  consume: Callable[[requests.Response, str, tuple[str, ...], float], T],
+                  guard: Deadline, where: list[str]) -> T:
         """Attempts with back-off until success, a final error, or the deadline."""
         timeouts, policy = self.timeouts, self.retry
         deadline = time.monotonic() + timeouts.deadline
         attempt = 0
         while True:
             attempt += 1
-            remaining = deadline - time.monotonic()
+            remaining = min(deadline, guard.expires) - time.monotonic()
             connect = max(0.05, min(timeouts.connect, remaining))
-            read = max(1.0, min(timeouts.read, remaining))
-            where = [fetched]
+            read = max(0.05, min(timeouts.read, guard.remaining()))
+            where[0] = fetched
             got_response = False
             try:
                 try:
@@ -423,8 +491,11 @@ class HttpClient:
                 error = err
             if got_response:
                 deadline = time.monotonic() + timeouts.deadline  # the server answered: a fresh budget
+            if guard.fired:
+                raise error
             wait = min(policy.backoff * 2 ** (attempt - 1), policy.max_backoff)
-            if not _retryable(error) or attempt >= policy.attempts or time.monotonic() + wait + 0.25 > deadline:
+            if (not _retryable(error) or attempt >= policy.attempts
+                    or time.monotonic() + wait + 0.25 > min(deadline, guard.expires)):
                 raise _mention_canonical(error, canonical)
             self._sleep(wait)
 
@@ -450,16 +521,60 @@ def _mention_canonical(error: FetchError, canonical: str) -> FetchError:
     return new
 
 
-def _read_all(resp: requests.Response, url: str) -> bytes:
-    content = resp.content  # urllib3 raises on a body shorter than Content-Length
+def _too_slow(url: str, canonical: str, limit: float) -> FetchError:
+    error = FetchError(
+        f"no complete answer from {url} within {limit:g} s (the total time allowed for one fetch): "
+        "the server or the network is too slow, or the connection stalls",
+        kind="timeout", url=url,
+        hint="retry later, or configure a mirror closer to you (`cuda-resolve mirror list`)",
+    )
+    return _mention_canonical(error, canonical)
+
+
+def _too_large(url: str, limit: int, declared: int | None = None) -> FetchError:
+    said = f" (it announced {declared} bytes)" if declared is not None else ""
+    return FetchError(
+        f"the answer from {url} is larger than the {limit} bytes allowed{said}; refused",
+        kind="size", url=url,
+        hint="that is not the page or file expected there: check the URL or the mirror (a proxy or "
+        "captive portal may be answering in its place)",
+    )
+
+
+def _read_capped(resp: requests.Response, url: str, limit: int) -> bytes:
+    """The whole body, refused once it exceeds ``limit`` bytes (decoded), checked against
+    Content-Length. urllib3 raises on a body shorter than Content-Length."""
     length = resp.headers.get("Content-Length")
     encoded = resp.headers.get("Content-Encoding", "identity").lower() not in ("", "identity")
+    if length is not None and length.isdigit() and not encoded and int(length) > limit:
+        raise _too_large(url, limit, int(length))
+    chunks: list[bytes] = []
+    received = 0
+    for chunk in resp.iter_content(CHUNK):
+        received += len(chunk)
+        if received > limit:
+            raise _too_large(url, limit)
+        chunks.append(chunk)
+    content = b"".join(chunks)
     if length is not None and length.isdigit() and not encoded and len(content) != int(length):
         raise FetchError(
             f"the response from {url} was truncated: received {len(content)} of {length} bytes",
             kind="truncated", url=url, hint="the connection was cut; retry, or use a mirror closer to you",
         )
     return content
+
+
+def _read_sample(resp: requests.Response, wanted: int) -> tuple[bytes, bool]:
+    """The first ``wanted`` bytes of the body, and whether that was all of it."""
+    chunks: list[bytes] = []
+    received = 0
+    for chunk in resp.iter_content(min(CHUNK, wanted)):
+        chunks.append(chunk)
+        received += len(chunk)
+        if received >= wanted:
+            body = b"".join(chunks)
+            return body[:wanted], False
+    return b"".join(chunks), True
 
 
 def _content_range(header: str) -> tuple[int | None, int | None]:

@@ -1,4 +1,6 @@
-"""Streaming an artifact to disk: temporary file, progress bar, size and sha256 checked, then rename.
+"""Streaming an artifact to disk: temporary file, size and sha256 checked, then rename.
+
+Progress is reported through a callback (``progress(received, total)``); nothing here draws.
 
 The file appears at its destination only once every byte arrived and the hash matched; a failure
 removes the partial file. Called by :meth:`cuda_resolve.net.HttpClient.download`.
@@ -11,7 +13,7 @@ import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,7 +23,10 @@ from .errors import FetchError
 if TYPE_CHECKING:
     import requests
 
-__all__ = ["file_sha256", "normalize_sha256", "stream_to_file"]
+__all__ = ["CHUNK", "Progress", "file_sha256", "normalize_sha256", "stream_to_file"]
+
+#: ``progress(received, total)``: bytes received so far, and the expected total (None: unknown).
+Progress = Callable[[int, "int | None"], None]
 
 CHUNK = 1 << 16
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -45,40 +50,6 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-@contextlib.contextmanager
-def _progress(label: str, total: int | None, enabled: bool) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr; a no-op when disabled or stderr is not a terminal."""
-    if not enabled:
-        yield lambda _n: None
-        return
-    from rich.console import Console
-
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        yield lambda _n: None
-        return
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
-
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task(label, total=total)
-        yield lambda n: bar.advance(task, n)
-
-
 def _content_length(response: requests.Response) -> int | None:
     raw = response.headers.get("Content-Length")
     try:
@@ -93,9 +64,10 @@ def stream_to_file(
     *,
     sha256: str,
     size: int | None,
-    progress: bool,
+    progress: Progress | None,
     url: str,
     canonical: str,
+    max_bytes: int,
 ) -> Path:
     """Write ``response``'s body next to ``dest``, check it, and rename it into place."""
     import requests
@@ -103,6 +75,13 @@ def stream_to_file(
 
     mirror = f" (mirror of {canonical})" if canonical != url else ""
     length = _content_length(response)
+    if length is not None and length > max_bytes:
+        raise FetchError(
+            f"{url}{mirror} announces {length} bytes, more than the {max_bytes} expected; refused",
+            kind="size" if size is None else "integrity", url=url,
+            hint="the server sent a different file than the one recorded; it was not downloaded",
+        )
+    expected_total = length if length is not None else size
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
@@ -113,13 +92,20 @@ def stream_to_file(
     received = 0
     done = False
     try:
-        with os.fdopen(fd, "wb") as out, _progress(dest.name, length or size, progress) as advance:
+        with os.fdopen(fd, "wb") as out:
             try:
                 for chunk in response.iter_content(CHUNK):
+                    received += len(chunk)
+                    if received > max_bytes:
+                        raise FetchError(
+                            f"{url}{mirror} sent more than the {max_bytes} bytes expected; refused",
+                            kind="size" if size is None else "integrity", url=url,
+                            hint="the server sent a different file than the one recorded; it was not kept",
+                        )
                     out.write(chunk)
                     digest.update(chunk)
-                    received += len(chunk)
-                    advance(len(chunk))
+                    if progress is not None:
+                        progress(received, expected_total)
             except (
                 requests.exceptions.ChunkedEncodingError,
                 requests.exceptions.ConnectionError,

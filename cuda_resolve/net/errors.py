@@ -22,7 +22,7 @@ __all__ = ["FailureKind", "FetchError", "describe_exception", "exception_chain",
 
 FailureKind = Literal[
     "url", "dns", "refused", "timeout", "proxy", "tls", "connection", "http", "redirect",
-    "content", "integrity", "truncated",
+    "content", "integrity", "truncated", "size",
 ]
 
 TLS_HINT = (
