@@ -85,6 +85,9 @@ def test_case(path: Path) -> None:
     for name, requirement in expect.get("requirement", {}).items():
         item = next(i for i in plan["install"] if i["name"] == name)
         assert item["requirement"] == requirement
+    for name, index in expect.get("index", {}).items():  # where pip reads the artifact from
+        item = next(i for i in plan["install"] if i["name"] == name)
+        assert item["index"] == index
 
 
 def test_cases_never_see_the_developers_overlays_or_overrides() -> None:
