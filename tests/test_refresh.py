@@ -28,11 +28,12 @@ from test_net_support import (
 from cuda_resolve.errors import NetworkError, UsageError
 from cuda_resolve.index.load import load_index
 from cuda_resolve.index.model import Index
-from cuda_resolve.index.refresh import (
+from cuda_resolve.refresh import (
     cuda_pin,
     derive_torch,
     parse_index_page,
     python_versions,
+    refresh_kaolin,
     refresh_torch,
     variant_from_version_py,
 )
@@ -405,7 +406,7 @@ def test_kaolin_rows_are_checked_against_their_find_links_pages(
             origin.routes[f"/kaolin/torch-{torch}_{variant}.html"] = _serve(
                 kaolin_page(torch, variant[2:], versions))
     client = make_client(rewrite=lambda url: url.replace(KAOLIN_S3, origin.url("/kaolin/")))
-    from cuda_resolve.index.refresh import refresh_kaolin
+    from cuda_resolve.refresh import refresh_kaolin
 
     out = tmp_path / "overlay"
     result = refresh_kaolin(client, index=shipped, shipped=shipped, output_dir=out, versions=["0.12.0"],
@@ -430,7 +431,7 @@ def test_kaolin_host_unreachable_is_reported_once_and_changes_nothing(
 ) -> None:
     dead = f"https://127.0.0.1:{closed_port()}/"
     client = make_client(rewrite=lambda url: url.replace(KAOLIN_S3, dead))
-    from cuda_resolve.index.refresh import refresh_kaolin
+    from cuda_resolve.refresh import refresh_kaolin
 
     result = refresh_kaolin(client, index=shipped, shipped=shipped, output_dir=tmp_path / "o", versions=["0.17.0"])
     assert len(result.unreachable) == 1
@@ -442,7 +443,7 @@ def test_kaolin_host_unreachable_is_reported_once_and_changes_nothing(
 
 def test_a_release_without_an_aarch64_wheel_clears_the_aarch64_variant(shipped: Index) -> None:
     """Real finding on PyPI: torch 1.9.1 has no Linux aarch64 wheel (1.9.0 has a CPU one)."""
-    from cuda_resolve.index.refresh import ReleaseFacts, apply_facts, compare
+    from cuda_resolve.refresh import ReleaseFacts, apply_facts, compare
 
     current = shipped.torch_release("1.9.1")
     assert current is not None
@@ -483,3 +484,138 @@ def test_cli_kaolin_with_every_page_unreachable_says_nothing_was_checked(
     code = _run(["refresh", "kaolin", "--versions", "0.17.0", "--output", str(tmp_path / "o"), "--json"], client)
     data = json.loads(capsys.readouterr().out)
     assert code == 1 and data["unchecked"] == ["0.17.0"]
+
+
+# -- answers of the wrong shape, and reuse (issue 8) -------------------------------------------
+
+LOGIN = b"<html><body><form action='/login'>Welcome to CampusNet: please log in</form></body></html>"
+
+
+def _login(handler: BenchHandler) -> None:
+    handler.reply(200, LOGIN, content_type="text/html")
+
+
+class _AllRoutes(dict[str, Callable[[BenchHandler], None]]):
+    """Routes that answer every path with one handler."""
+
+    def __init__(self, route: Callable[[BenchHandler], None]) -> None:
+        super().__init__()
+        self._route = route
+
+    def get(self, key: str, default: object = None) -> Callable[[BenchHandler], None]:
+        return self._route
+
+
+def test_a_captive_portal_answering_for_the_pytorch_page_fails_and_writes_nothing(
+    pypi: FakePypi, make_client: ClientFactory, shipped: Index, tmp_path: Path
+) -> None:
+    pypi.server.routes["/whl/torch/"] = _login
+    out = tmp_path / "overlay"
+    with pytest.raises(NetworkError) as info:
+        refresh_torch(make_client(), index=shipped, shipped=shipped, output_dir=out, versions=["2.5.1"],
+                      pypi_json=pypi.json_url, pytorch_page=pypi.page_url, today="2026-12-02")
+    assert pypi.page_url in str(info.value) and "torch wheel" in str(info.value)
+    assert not out.exists()
+
+
+def test_a_captive_portal_answering_for_pypi_fails_through_the_cli(
+    pypi: FakePypi, make_client: ClientFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import cuda_resolve.cli.index_refresh as cli
+    from cuda_resolve.cli import main
+
+    pypi.server.routes["/pypi/torch/json"] = _login
+    client = make_client(rewrite=lambda url: url.replace("https://pypi.org/", pypi.server.url("/")))
+    monkeypatch.setattr(cli, "_client", lambda args: client)
+    out = tmp_path / "overlay"
+    code = main(["index", "refresh", "torch", "--versions", "2.5.1", "--output", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1 and "expected JSON" in err and "/pypi/torch/json" in err
+    assert "Traceback" not in err and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("document", "where"),
+    [
+        (b"[1, 2]", "a JSON list"),
+        (b'{"info": {"name": "torch"}}', "without a 'releases' object"),
+        (b'{"releases": {"2.5.1": {"a": 1}}}', "releases['2.5.1'] is not a list"),
+        (b'{"releases": {"2.5.1": ["x"]}}', "releases['2.5.1'][0] is not an object"),
+        (b'{"releases": {"2.5.1": [{"filename": 3, "url": "u"}]}}', "releases['2.5.1'][0].filename"),
+        (b'{"releases": {"2.5.1": [{"filename": "torch-2.5.1-cp311-cp311-linux_x86_64.whl", '
+         b'"url": "ftp://x/t.whl"}]}}', "not an https URL"),
+        (b'{"info": {"name": "numpy"}, "releases": {}}', "the project 'numpy'"),
+        (b"[" * 100_000, "expected JSON"),
+    ],
+)
+def test_malformed_pypi_json_is_an_error_naming_the_url(
+    pypi: FakePypi, make_client: ClientFactory, document: bytes, where: str
+) -> None:
+    pypi.server.routes["/pypi/torch/json"] = lambda handler: handler.reply(200, document, content_type="application/json")
+    with pytest.raises(NetworkError) as info:
+        derive_torch(make_client(), versions=["2.5.1"], pypi_json=pypi.json_url, pytorch_page=None)
+    assert where in str(info.value) and pypi.json_url in str(info.value)
+
+
+def test_a_metadata_file_that_is_not_torch_metadata_is_refused() -> None:
+    from cuda_resolve.refresh.torch import _checked_metadata
+
+    with pytest.raises(NetworkError, match="core metadata of a torch wheel"):
+        _checked_metadata(LOGIN.decode(), "https://pypi.example/x.whl.metadata")
+    with pytest.raises(NetworkError, match="Name: numpy"):
+        _checked_metadata("Metadata-Version: 2.1\nName: numpy\n", "https://pypi.example/x.whl.metadata")
+
+
+def test_a_release_missing_from_the_pytorch_page_keeps_its_variants(
+    pypi: FakePypi, make_client: ClientFactory
+) -> None:
+    facts, _ = derive_torch(make_client(), versions=["1.8.0", "2.5.1"], pypi_json=pypi.json_url,
+                            pytorch_page=pypi.page_url)
+    by_version = {str(f.version): f for f in facts}
+    assert by_version["2.5.1"].index_variants == ("cpu", "cu121", "cu124", "cu126")
+    assert by_version["1.8.0"].index_variants is None  # not on the page: unknown, not "none"
+
+
+def test_kaolin_page_answered_by_a_login_page_is_an_error(
+    origin: BenchServer, trusted: None, make_client: ClientFactory, shipped: Index, tmp_path: Path
+) -> None:
+    origin.routes = _AllRoutes(_login)  # every page is the portal's login page
+    client = make_client(rewrite=lambda url: url.replace(KAOLIN_S3, origin.url("/")))
+    with pytest.raises(NetworkError, match="find-links page"):
+        refresh_kaolin(client, index=shipped, shipped=shipped, output_dir=tmp_path / "o", versions=["0.12.0"])
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_second_refresh_reuses_what_it_read(
+    pypi: FakePypi, make_client: ClientFactory, tmp_path: Path
+) -> None:
+    from cuda_resolve.refresh import ReadingCache
+
+    versions = ["1.8.0", "2.5.1", "2.16.0"]
+    first, _ = derive_torch(make_client(), versions=versions, pypi_json=pypi.json_url,
+                            pytorch_page=pypi.page_url, readings=ReadingCache(tmp_path / "readings.json"))
+    seen = len(pypi.server.seen)
+    second, _ = derive_torch(make_client(), versions=versions, pypi_json=pypi.json_url,
+                             pytorch_page=pypi.page_url, readings=ReadingCache(tmp_path / "readings.json"))
+    again = [s.path for s in pypi.server.seen[seen:]]
+    assert again == ["/pypi/torch/json", "/whl/torch/"]  # no metadata file, no wheel range
+    assert [(f.pypi_default, f.pypi_cuda_runtime, f.pypi_linux_aarch64, f.requires_python) for f in second] == [
+        (f.pypi_default, f.pypi_cuda_runtime, f.pypi_linux_aarch64, f.requires_python) for f in first]
+
+
+def test_the_json_document_is_revalidated_with_its_etag(pypi: FakePypi, make_client: ClientFactory) -> None:
+    document = json.dumps({"info": {"name": "torch"}, "releases": {}}).encode()
+
+    def with_etag(handler: BenchHandler) -> None:
+        if handler.headers.get("If-None-Match") == '"v1"':
+            handler.reply(304, b"", headers={"ETag": '"v1"'})
+        else:
+            handler.reply(200, document, content_type="application/json", headers={"ETag": '"v1"'})
+
+    pypi.server.routes["/pypi/torch/json"] = with_etag
+    client = make_client()
+    derive_torch(client, pypi_json=pypi.json_url, pytorch_page=None)
+    derive_torch(client, pypi_json=pypi.json_url, pytorch_page=None)
+    asked = pypi.server.requests_to("/pypi/torch/json")
+    assert len(asked) == 2 and asked[1].headers.get("If-None-Match") == '"v1"'

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cuda_resolve.index.load import load_index
-from cuda_resolve.index.refresh import refresh_torch
+from cuda_resolve.refresh import refresh_torch
 from cuda_resolve.net import HttpClient, Timeouts
 
 pytestmark = pytest.mark.network

@@ -1,8 +1,9 @@
 """``cuda-resolve index refresh [torch|kaolin]``: re-derive index entries from the real indexes.
 
 Registered under the ``index`` group by :func:`register_refresh` (``cli/index.py`` passes its
-subparsers). The work is :mod:`cuda_resolve.index.refresh`; this module parses arguments, builds
-the HTTP client from the configuration, and prints what changed.
+subparsers). The work is :mod:`cuda_resolve.refresh`; this module parses arguments, builds
+the HTTP client from the configuration, draws the progress the refresh reports (on a terminal
+only), and prints what changed.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def register_refresh(index_subparsers: Any) -> None:
     parser.add_argument("--output", type=Path, metavar="DIR",
                         help="the overlay directory to write (default: the user index directory)")
     parser.add_argument("--dry-run", action="store_true", help="print the changes and the overlay; write nothing")
-    parser.add_argument("--no-cache", action="store_true", help="refetch pages instead of using the HTTP cache")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="refetch everything: no HTTP cache and no remembered wheel readings")
     add_json_option(parser)
     parser.set_defaults(handler=handle_refresh)
 
@@ -45,7 +47,7 @@ def register_refresh(index_subparsers: Any) -> None:
 def _client(args: argparse.Namespace) -> Any:
     from ..net import client_from_config
 
-    return client_from_config(cache_ttl=0.0 if args.no_cache else 3600.0)
+    return client_from_config(use_cache=not args.no_cache)
 
 
 def handle_refresh(args: argparse.Namespace, *, client: Any = None) -> int:
@@ -59,23 +61,33 @@ def handle_refresh(args: argparse.Namespace, *, client: Any = None) -> int:
     http = _client(args) if owned else client
     err = _output.error_console()
     quiet = args.json or not err.is_terminal
+    drawn = [False]
 
-    def progress(step: str) -> None:
-        if not quiet:
-            err.print(Text(f"reading {step}"), highlight=False)
+    def progress(step: str, done: int, total: int) -> None:
+        if quiet:
+            return
+        line = f"[{done}/{total}] reading {step}"[: max(10, err.width - 1)]
+        err.file.write(f"\r{line}\x1b[K")  # one line, redrawn in place
+        err.file.flush()
+        drawn[0] = True
 
     try:
         if args.what == "kaolin":
-            from ..index.refresh import refresh_kaolin
+            from ..refresh.kaolin import refresh_kaolin
 
             result: Any = refresh_kaolin(http, index=index, shipped=shipped, output_dir=output,
                                          versions=args.versions, dry_run=args.dry_run, progress=progress)
         else:
-            from ..index.refresh import refresh_torch
+            from ..refresh import default_reading_cache
+            from ..refresh.torch import refresh_torch
 
             result = refresh_torch(http, index=index, shipped=shipped, output_dir=output,
-                                   versions=args.versions, dry_run=args.dry_run, progress=progress)
+                                   versions=args.versions, dry_run=args.dry_run, progress=progress,
+                                   readings=None if args.no_cache else default_reading_cache())
     finally:
+        if drawn[0]:
+            err.file.write("\r\x1b[K")
+            err.file.flush()
         if owned:
             http.close()
     if args.json:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
-from ..config import ARTIFACT_SUFFIXES, Config
+from ..config import Config
 from ..errors import CudaResolveError
+from ..net.pages import distribution_links
 from ..redaction import redact_data
 from .presets import Canonical, Preset
 
@@ -157,29 +157,9 @@ def targets_from_config(config: Config, canonical: Canonical, *, variant: str = 
 # -- judging ----------------------------------------------------------------------------
 
 
-class _Links(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag.lower() == "a":
-            for key, value in attrs:
-                if key.lower() == "href" and value:
-                    self.hrefs.append(value)
-
-
 def file_links(html: str, base_url: str) -> list[str]:
     """Absolute URLs of the distribution files a page links to."""
-    parser = _Links()
-    parser.feed(html)
-    out = []
-    for href in parser.hrefs:
-        absolute = urljoin(base_url, href)
-        name = urlsplit(absolute).path.rsplit("/", 1)[-1].lower()
-        if name.endswith(ARTIFACT_SUFFIXES):
-            out.append(absolute)
-    return out
+    return distribution_links(html, base_url)
 
 
 def _host(url: str | None) -> str:

@@ -1,4 +1,4 @@
-"""``cuda-resolve index refresh``: re-derive torch release facts from the real indexes.
+"""``cuda-resolve index refresh torch``: re-derive torch release facts from the real indexes.
 
 From PyPI's JSON API (``/pypi/torch/json``: every release and its files) and each release's
 wheel metadata: the PEP 658 ``<wheel>.metadata`` file where the index serves one, else the
@@ -14,7 +14,12 @@ re-derive per release:
 
 When the PyTorch wheel index is reachable, its ``torch`` page gives the variants published per
 release; when it is not, that is reported and the rest continues. Facts not re-derived here
-(arch lists, C++ ABI, torchvision pairing) are carried over from the current index.
+(arch lists, C++ ABI, torchvision pairing) are carried over from the current index. Answers of
+the wrong shape (a captive portal's login page, other JSON) are errors and never index data.
+
+What was read is reused: the JSON document and the page are revalidated with their ETag /
+Last-Modified (an unchanged answer costs one 304), and what each wheel's metadata said is kept
+by file name and sha256 (:class:`ReadingCache`), so a second refresh reads no wheel again.
 
 The result is compared with the current index (what changed is listed) and written as an overlay
 ``torch.toml`` (docs/index-format.md): one ``[[torch]]`` table per release whose re-derived facts
@@ -26,14 +31,13 @@ from __future__ import annotations
 import ast
 import datetime
 import hashlib
-import html.parser
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from packaging.markers import InvalidMarker
 from packaging.requirements import InvalidRequirement, Requirement
@@ -41,24 +45,32 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from ..errors import IndexDataError, UsageError
+from ..errors import UsageError
+from ..index.model import Index, TorchRelease, TorchVariant
 from ..net.client import HttpClient
 from ..net.errors import FetchError
+from ..net.pages import file_name, page_links
 from ..net.remote_zip import RemoteZip
-from ..paths import write_atomic
 from ..versions import CudaVersion
-from .model import Index, TorchRelease, TorchVariant
+from ._readings import ReadingCache
+from .common import (
+    UNREACHABLE_KINDS,
+    Change,
+    Progress,
+    Unreachable,
+    python_versions,
+    variant_order,
+    wheel_platform,
+    write_overlay_file,
+    wrong_shape,
+)
 
 __all__ = [
     "PYPI_TORCH_JSON",
     "PYTORCH_TORCH_PAGE",
     "SOURCE_KEY",
-    "Change",
-    "KaolinFacts",
-    "KaolinRefresh",
     "ReleaseFacts",
     "TorchRefresh",
-    "Unreachable",
     "WheelReading",
     "apply_facts",
     "compare",
@@ -66,9 +78,6 @@ __all__ = [
     "derive_torch",
     "overlay_document",
     "parse_index_page",
-    "parse_kaolin_page",
-    "python_versions",
-    "refresh_kaolin",
     "refresh_torch",
     "variant_from_version_py",
 ]
@@ -116,28 +125,6 @@ class ReleaseFacts:
     problems: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Change:
-    version: str
-    key: str  # one of _FIELDS, or "release" for a release the index does not have
-    old: str | None
-    new: str | None
-    package: str = "torch"
-
-    def describe(self) -> str:
-        if self.key == "release":
-            return f"{self.package} {self.version}: new release ({self.new})"
-        return f"{self.package} {self.version}: {self.key}: {_shown(self.old)} -> {_shown(self.new)}"
-
-
-def _shown(value: str | None) -> str:
-    return "(none)" if value is None else value
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Unreachable:
-    url: str
-    error: str
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -151,37 +138,9 @@ class TorchRefresh:
     file_name: str = "torch.toml"  # relative to the overlay directory
 
 
+
+
 # -- pure helpers -----------------------------------------------------------------------------
-
-
-def python_versions(filenames: Iterable[str]) -> tuple[str, ...]:
-    """``3.10``, ``3.13t`` for each CPython wheel tag (``cp313-cp313t``), sorted."""
-    found: set[tuple[int, int, str]] = set()
-    for name in filenames:
-        try:
-            _, _, _, tags = parse_wheel_filename(name)
-        except InvalidWheelFilename:
-            continue
-        for tag in tags:
-            match = re.fullmatch(r"cp(\d)(\d+)", tag.interpreter)
-            if not match:
-                continue
-            free = "t" if tag.abi.endswith("t") and tag.abi.startswith("cp") else ""
-            found.add((int(match.group(1)), int(match.group(2)), free))
-    return tuple(f"{major}.{minor}{free}" for major, minor, free in sorted(found))
-
-
-def _platform(filename: str) -> str | None:
-    try:
-        _, _, _, tags = parse_wheel_filename(filename)
-    except InvalidWheelFilename:
-        return None
-    platforms = {tag.platform for tag in tags}
-    if any(p.endswith("_x86_64") and ("linux" in p) for p in platforms):
-        return "linux_x86_64"
-    if any(p.endswith("_aarch64") and ("linux" in p) for p in platforms):
-        return "linux_aarch64"
-    return None
 
 
 def _python_of(filename: str) -> str:
@@ -244,26 +203,13 @@ def variant_from_version_py(text: str) -> str | None:
     return None
 
 
-class _Links(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            href = dict(attrs).get("href")
-            if href:
-                self.hrefs.append(href)
-
 
 def parse_index_page(text: str) -> dict[Version, tuple[str, ...]]:
     """A PEP 503 page of torch wheels -> the variants with a Linux x86_64 wheel, per release."""
-    parser = _Links()
-    parser.feed(text)
     found: dict[Version, set[str]] = {}
-    for href in parser.hrefs:
-        name = unquote(urlsplit(href).path.rsplit("/", 1)[-1])
-        if not name.endswith(".whl") or _platform(name) != "linux_x86_64":
+    for href in page_links(text):
+        name = file_name(href)
+        if not name.endswith(".whl") or wheel_platform(name) != "linux_x86_64":
             continue
         try:
             _, version, _, _ = parse_wheel_filename(name)
@@ -273,16 +219,16 @@ def parse_index_page(text: str) -> dict[Version, tuple[str, ...]]:
         if not _VARIANT.match(label):
             continue
         found.setdefault(Version(version.public), set()).add(label)
-    return {v: tuple(sorted(labels, key=_variant_order)) for v, labels in found.items()}
+    return {v: tuple(sorted(labels, key=variant_order)) for v, labels in found.items()}
 
 
-def _variant_order(name: str) -> tuple[int, int]:
-    return (0, 0) if name == "cpu" else (1, int(name[2:]))
 
 
 def _metadata_fields(text: str) -> tuple[str | None, list[str]]:
     message = HeaderParser().parsestr(text)
     return message.get("Requires-Python"), list(message.get_all("Requires-Dist") or [])
+
+
 
 
 # -- reading PyPI ----------------------------------------------------------------------------
@@ -300,7 +246,7 @@ def _read_metadata(client: HttpClient, url: str, record: Mapping[str, Any]) -> t
                     f"sha256 mismatch for {url}.metadata: expected {declared['sha256']}, got {actual}",
                     kind="integrity", url=url + ".metadata",
                 )
-        return response.text, "PEP 658 metadata file", None
+        return _checked_metadata(response.text, url + ".metadata"), "PEP 658 metadata file", None
     except FetchError as exc:
         if exc.status != 404:
             raise
@@ -308,12 +254,47 @@ def _read_metadata(client: HttpClient, url: str, record: Mapping[str, Any]) -> t
     member = remote.find(".dist-info/METADATA")
     if member is None:
         raise FetchError(f"{url} has no .dist-info/METADATA", kind="content", url=url)
-    return remote.read(member).decode("utf-8", "replace"), "METADATA read from the wheel by range requests", remote
+    text = remote.read(member).decode("utf-8", "replace")
+    return _checked_metadata(text, url), "METADATA read from the wheel by range requests", remote
 
 
-def _read_wheel(client: HttpClient, record: Mapping[str, Any], base: str, platform: str) -> WheelReading:
+def _checked_metadata(text: str, url: str) -> str:
+    """``text`` if it is core metadata of torch (``Metadata-Version`` and ``Name: torch``)."""
+    message = HeaderParser().parsestr(text[:1 << 20])
+    name = (message.get("Name") or "").strip().lower()
+    if not message.get("Metadata-Version") or name != "torch":
+        found = f"Name: {name}" if name else repr(text[:60])
+        raise wrong_shape(url, "the core metadata of a torch wheel", found)
+    return text
+
+
+def _read_wheel(client: HttpClient, record: Mapping[str, Any], base: str, platform: str,
+                readings: ReadingCache | None = None) -> WheelReading:
     filename = str(record["filename"])
     url = urljoin(base, str(record["url"]))
+    digest = _sha256_of(record)
+    if readings is not None and digest is not None:
+        known = readings.get(filename, digest)
+        if known is not None:
+            return WheelReading(
+                filename=filename, url=url, platform=str(known["platform"]), variant=known["variant"],
+                cuda_runtime=known["cuda_runtime"], requires_python=known["requires_python"],
+                evidence=str(known["evidence"]),
+            )
+    reading = _read_wheel_uncached(client, filename, url, record, platform)
+    if readings is not None and digest is not None:
+        readings.put(filename, digest, reading)
+    return reading
+
+
+def _sha256_of(record: Mapping[str, Any]) -> str | None:
+    digests = record.get("digests")
+    value = digests.get("sha256") if isinstance(digests, Mapping) else None
+    return value.lower() if isinstance(value, str) and re.fullmatch(r"[0-9a-fA-F]{64}", value) else None
+
+
+def _read_wheel_uncached(client: HttpClient, filename: str, url: str, record: Mapping[str, Any],
+                         platform: str) -> WheelReading:
     text, how, remote = _read_metadata(client, url, record)
     requires_python, requires = _metadata_fields(text)
     pin = cuda_pin(requires, platform=platform, python=_python_of(filename))
@@ -335,7 +316,7 @@ def _read_wheel(client: HttpClient, record: Mapping[str, Any], base: str, platfo
 def _pick(records: Sequence[Mapping[str, Any]], platform: str) -> Mapping[str, Any] | None:
     """The wheel to read for a platform: the newest regular CPython build."""
     candidates = [r for r in records if str(r.get("filename", "")).endswith(".whl")
-                  and _platform(str(r["filename"])) == platform]
+                  and wheel_platform(str(r["filename"])) == platform]
     regular = [r for r in candidates if python_versions([str(r["filename"])]) and
                not python_versions([str(r["filename"])])[0].endswith("t")]
     pool = regular or candidates
@@ -374,28 +355,76 @@ def derive_torch(
     versions: Sequence[str] | None = None,
     pypi_json: str = PYPI_TORCH_JSON,
     pytorch_page: str | None = PYTORCH_TORCH_PAGE,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
+    readings: ReadingCache | None = None,
 ) -> tuple[tuple[ReleaseFacts, ...], tuple[Unreachable, ...]]:
     """Read the facts of ``versions`` (default: every final release from 1.8.0) from PyPI, and
     the variants from the PyTorch index page when it answers. PyPI failing is an error; the
-    PyTorch page failing is recorded in the second element and the rest goes on."""
-    project = client.get(pypi_json, accept="application/json")
-    data = project.json()
-    releases: Mapping[str, Sequence[Mapping[str, Any]]] = data.get("releases") or {}
+    PyTorch page failing to answer is recorded in the second element and the rest goes on. An
+    answer of the wrong shape (a login page, other JSON) is an error naming the URL.
+
+    ``readings`` remembers what each wheel's metadata said, keyed by its file name and sha256
+    (a published file never changes): a second refresh reads no wheel again."""
+    project = client.get(pypi_json, accept="application/json", ttl=0)  # revalidated (ETag)
+    releases = _checked_releases(project.json(), project.fetched_url)
     chosen = _select_versions(releases, versions)
     unreachable: list[Unreachable] = []
     page: dict[Version, tuple[str, ...]] | None = None
     if pytorch_page is not None:
         try:
-            page = parse_index_page(client.get_text(pytorch_page))
+            text = client.get_text(pytorch_page, accept="text/html", ttl=0)
         except FetchError as exc:
+            if exc.kind not in UNREACHABLE_KINDS and exc.status is None:
+                raise  # an answer, but not a page (too large, not text)
             unreachable.append(Unreachable(url=pytorch_page, error=exc.message))
+        else:
+            page = parse_index_page(text)
+            if not page:
+                raise wrong_shape(client.resolve(pytorch_page), "a PEP 503 page of torch wheels",
+                                  "no torch wheel links in it")
     facts = []
-    for version in chosen:
+    for position, version in enumerate(chosen, 1):
         if progress is not None:
-            progress(f"torch {version}")
-        facts.append(_release_facts(client, version, releases[_key(releases, version)], project.final_url, page))
+            progress(f"torch {version}", position, len(chosen))
+        facts.append(_release_facts(client, version, releases[_key(releases, version)], project.final_url, page,
+                                    readings))
     return tuple(facts), tuple(unreachable)
+
+
+def _checked_releases(data: object, url: str) -> dict[str, list[Mapping[str, Any]]]:
+    """PyPI's ``releases`` mapping, every file record checked: wrong shapes are errors naming
+    the URL and the key, never index data."""
+    if not isinstance(data, dict) or not isinstance(data.get("releases"), dict):
+        found = f"a JSON {type(data).__name__}" + (" without a 'releases' object" if isinstance(data, dict) else "")
+        raise wrong_shape(url, "PyPI's JSON API document for torch", found)
+    info = data.get("info")
+    if isinstance(info, dict) and isinstance(info.get("name"), str) and info["name"].lower() != "torch":
+        raise wrong_shape(url, "PyPI's JSON API document for torch", f"the project {info['name']!r}")
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for version, files in data["releases"].items():
+        if not isinstance(files, list):
+            raise wrong_shape(url, "PyPI's JSON API document", f"releases[{version!r}] is not a list")
+        for position, record in enumerate(files):
+            where = f"releases[{version!r}][{position}]"
+            if not isinstance(record, dict):
+                raise wrong_shape(url, "PyPI's JSON API document", f"{where} is not an object")
+            for key in ("filename", "url"):
+                if not isinstance(record.get(key), str) or not record[key]:
+                    raise wrong_shape(url, "PyPI's JSON API document", f"{where}.{key} is not a string")
+            target = urljoin(url, record["url"])
+            scheme = urlsplit(target).scheme
+            if not (scheme == "https" or (scheme == "http" and _loopback(target))):
+                raise wrong_shape(url, "PyPI's JSON API document", f"{where}.url is not an https URL")
+            if record.get("requires_python") is not None and not isinstance(record["requires_python"], str):
+                raise wrong_shape(url, "PyPI's JSON API document", f"{where}.requires_python is not a string")
+        out[str(version)] = files
+    return out
+
+
+def _loopback(url: str) -> bool:
+    from ..config import is_loopback_url
+
+    return is_loopback_url(url)
 
 
 def _key(releases: Mapping[str, Any], version: Version) -> str:
@@ -411,7 +440,7 @@ def _same(text: str, version: Version) -> bool:
 
 def _release_facts(
     client: HttpClient, version: Version, files: Sequence[Mapping[str, Any]], base: str,
-    page: dict[Version, tuple[str, ...]] | None,
+    page: dict[Version, tuple[str, ...]] | None, cache: ReadingCache | None = None,
 ) -> ReleaseFacts:
     live = [f for f in files if not f.get("yanked")] or list(files)
     names = [str(f.get("filename", "")) for f in live]
@@ -423,7 +452,7 @@ def _release_facts(
         if record is None:
             continue
         try:
-            reading = _read_wheel(client, record, base, platform)
+            reading = _read_wheel(client, record, base, platform, cache)
         except FetchError as exc:
             problems.append(f"{record['filename']}: {exc.message}")
             continue
@@ -444,7 +473,8 @@ def _release_facts(
         pypi_cuda_runtime=x86.cuda_runtime if x86 else None,
         pypi_linux_aarch64=arm.variant if arm else None,
         has_aarch64=has_aarch64,
-        index_variants=None if page is None else page.get(version, ()),
+        # a release the page does not list at all says nothing about its variants
+        index_variants=None if page is None else page.get(version),
         readings=tuple(readings),
         problems=tuple(problems),
     )
@@ -488,7 +518,7 @@ def apply_facts(current: TorchRelease | None, facts: ReleaseFacts, *, today: str
         names.append(default)
     confirmed = set(facts.index_variants or ())
     variants: list[TorchVariant] = []
-    for name in sorted(names, key=_variant_order):
+    for name in sorted(names, key=variant_order):
         old = old_variants.get(name)
         if old is not None:
             flags = tuple(f for f in old.unverified if not (f == "exists" and (name in confirmed or name == facts.pypi_default)))
@@ -526,7 +556,7 @@ def _facts_view(release: TorchRelease) -> dict[str, str | None]:
         "pypi_default": _default_of(release),
         "pypi_cuda_runtime": release.pypi_cuda_runtime,
         "pypi_linux_aarch64": release.pypi_linux_aarch64,
-        "variants": " ".join(v.name for v in sorted(release.variants, key=lambda v: _variant_order(v.name))),
+        "variants": " ".join(v.name for v in sorted(release.variants, key=lambda v: variant_order(v.name))),
     }
 
 
@@ -632,7 +662,7 @@ def overlay_document(releases: Sequence[TorchRelease], sources: Mapping[str, str
 
 def _existing_overlay(directory: Path) -> dict[Version, TorchRelease]:
     """The releases an existing overlay ``torch.toml`` in ``directory`` defines."""
-    from .load import load_index
+    from ..index.load import load_index
 
     target = directory / "torch.toml"
     if not target.is_file():
@@ -653,14 +683,15 @@ def refresh_torch(
     pytorch_page: str | None = PYTORCH_TORCH_PAGE,
     dry_run: bool = False,
     today: str | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
+    readings: ReadingCache | None = None,
 ) -> TorchRefresh:
     """Derive, compare with ``index`` (what is in use now), and write the overlay into
     ``output_dir`` (unless ``dry_run``): the entries whose facts differ from ``shipped``, plus
     the entries an existing overlay there holds for releases not refreshed now."""
     date = today or datetime.date.today().isoformat()
     facts, unreachable = derive_torch(client, versions=versions, pypi_json=pypi_json,
-                                      pytorch_page=pytorch_page, progress=progress)
+                                      pytorch_page=pytorch_page, progress=progress, readings=readings)
     updated = [apply_facts(index.torch_release(str(f.version)) if _has(index, f.version) else None, f, today=date)
                for f in facts]
     changes = compare(index, updated)
@@ -691,288 +722,4 @@ def _has(index: Index, version: Version) -> bool:
 
 
 def _write_overlay(directory: Path, document: str) -> Path:
-    return _write_file(directory, Path("torch.toml"), document)
-
-
-def _write_file(directory: Path, relative: Path, document: str) -> Path:
-    """Write ``directory/relative`` atomically, after checking that the file reads back on top
-    of the shipped index (a refresh never leaves an overlay that breaks the index)."""
-    import tempfile
-
-    from ..index.load import validate_directory
-
-    target = directory / relative
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=directory, prefix=".refresh-") as scratch:
-        probe = Path(scratch) / relative
-        probe.parent.mkdir(parents=True, exist_ok=True)
-        probe.write_text(document, encoding="utf-8")
-        problems = validate_directory(Path(scratch))
-        if problems:
-            raise IndexDataError(
-                "index refresh produced an overlay that does not validate: " + "; ".join(problems),
-                hint="this is a bug in cuda-resolve; the previous overlay was left as it was",
-            )
-        write_atomic(target, document)
-    return target
-
-
-# -- kaolin -----------------------------------------------------------------------------------
-#
-# kaolin's wheels live on NVIDIA's flat find-links pages, one per (torch, CUDA) build, named by
-# the index's own ``find_links`` pattern. A refresh reads the page of every (torch, variant) the
-# index lists for the selected kaolin releases and compares what the pages hold with the index:
-# rows confirmed, rows missing from their page, builds the index does not list, Python versions.
-# A host that cannot be reached is reported once and its other pages are skipped.
-
-KAOLIN_SOURCE_KEY = "cuda-resolve-refresh-kaolin"
-_UNREACHABLE_KINDS = frozenset({"dns", "refused", "timeout", "proxy", "tls", "connection"})
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class KaolinFacts:
-    version: Version  # the kaolin release
-    rows: tuple[tuple[str, tuple[str, ...]], ...]  # (torch version, variants) found on the pages read
-    python: tuple[str, ...]
-    platforms: tuple[str, ...]
-    torch_python: tuple[tuple[str, tuple[str, ...]], ...]  # per torch version, where != python
-    unread: tuple[str, ...]  # pages of this release's index rows that could not be read
-    problems: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class KaolinRefresh:
-    facts: tuple[KaolinFacts, ...]
-    changes: tuple[Change, ...]
-    unreachable: tuple[Unreachable, ...]
-    overlay: Path | None
-    overlay_releases: tuple[str, ...]
-    document: str
-    file_name: str = "packages/kaolin.toml"
-
-
-def parse_kaolin_page(text: str) -> list[tuple[Version, tuple[str, ...], str]]:
-    """A find-links page -> (kaolin version, Python versions, platform) per kaolin wheel."""
-    parser = _Links()
-    parser.feed(text)
-    wheels = []
-    for href in parser.hrefs:
-        name = unquote(urlsplit(href).path.rsplit("/", 1)[-1])
-        if not name.endswith(".whl"):
-            continue
-        try:
-            project, version, _, tags = parse_wheel_filename(name)
-        except InvalidWheelFilename:
-            continue
-        if project != "kaolin":
-            continue
-        platform = sorted({tag.platform for tag in tags})[0]
-        wheels.append((Version(version.public), python_versions([name]), platform))
-    return wheels
-
-
-def _page_url(pattern: str, torch: str, variant: str) -> str:
-    cuda = CudaVersion.parse(variant)
-    return pattern.format(torch=torch, cuda=f"{cuda.major}.{cuda.minor}", cuda_nodot=variant[2:], variant=variant)
-
-
-def _kaolin_facts(
-    version: Version,
-    listed: Iterable[tuple[str, str]],
-    pages: Mapping[tuple[str, str], list[tuple[Version, tuple[str, ...], str]] | None],
-    urls: Mapping[tuple[str, str], str],
-) -> KaolinFacts:
-    rows: dict[str, set[str]] = {}
-    python_by_torch: dict[str, set[str]] = {}
-    platforms: set[str] = set()
-    for (torch, variant), wheels in pages.items():
-        for found, python, platform in wheels or ():
-            if found != version:
-                continue
-            rows.setdefault(torch, set()).add(variant)
-            python_by_torch.setdefault(torch, set()).update(python)
-            platforms.add(platform)
-    every = sorted({p for ps in python_by_torch.values() for p in ps}, key=_python_order)
-    per_torch = tuple(
-        (torch, tuple(sorted(ps, key=_python_order)))
-        for torch, ps in sorted(python_by_torch.items(), key=lambda item: Version(item[0]))
-        if sorted(ps, key=_python_order) != every
-    )
-    return KaolinFacts(
-        version=version,
-        rows=tuple((t, tuple(sorted(v, key=_variant_order))) for t, v in sorted(rows.items(), key=lambda i: Version(i[0]))),
-        python=tuple(every),
-        platforms=tuple(sorted(platforms)),
-        torch_python=per_torch,
-        unread=tuple(sorted({urls[key] for key in listed if pages.get(key) is None})),
-    )
-
-
-def _python_order(tag: str) -> tuple[int, int, str]:
-    major, _, rest = tag.partition(".")
-    minor = rest.rstrip("t")
-    return int(major), int(minor), rest[len(minor):]
-
-
-def _rows_text(rows: Iterable[tuple[str, Iterable[str]]]) -> str:
-    return "; ".join(f"{torch}: {' '.join(variants)}" for torch, variants in rows) or "none"
-
-
-def refresh_kaolin(
-    client: HttpClient,
-    *,
-    index: Index,
-    shipped: Index,
-    output_dir: Path | None,
-    versions: Sequence[str] | None = None,
-    dry_run: bool = False,
-    today: str | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> KaolinRefresh:
-    """Read the find-links pages behind the index's kaolin rows and compare (see above)."""
-    from ..index.model import ExtensionWheels
-
-    date = today or datetime.date.today().isoformat()
-    package = index.package("kaolin")
-    if package is None or not package.find_links:
-        raise UsageError("the index has no kaolin package with a find_links pattern",
-                         hint="check `cuda-resolve index show kaolin`")
-    entries = list(package.wheels)
-    if versions:
-        try:
-            wanted = {Version(v) for v in versions}
-        except InvalidVersion as exc:
-            raise UsageError(f"--versions: {exc}", hint="give kaolin releases such as 0.17.0") from None
-        unknown = wanted - {e.version for e in entries}
-        if unknown:
-            raise UsageError(f"kaolin {', '.join(sorted(map(str, unknown)))}: not in the index",
-                             hint=f"kaolin releases in the index: {', '.join(str(e.version) for e in entries)}")
-        entries = [e for e in entries if e.version in wanted]
-    urls = {(torch, variant): _page_url(package.find_links, torch, variant)
-            for entry in entries for torch, variants in entry.torch for variant in variants}
-    pages: dict[tuple[str, str], list[tuple[Version, tuple[str, ...], str]] | None] = {}
-    unreachable: list[Unreachable] = []
-    problems: list[str] = []
-    dead: set[str] = set()
-    for key in sorted(urls, key=lambda k: (Version(k[0]), _variant_order(k[1]))):
-        url = urls[key]
-        host = urlsplit(client.resolve(url)).netloc
-        if host in dead:
-            pages[key] = None
-            continue
-        if progress is not None:
-            progress(f"kaolin page {url.rsplit('/', 1)[-1]}")
-        try:
-            pages[key] = parse_kaolin_page(client.get_text(url))
-        except FetchError as exc:
-            if exc.status == 404:
-                pages[key] = []  # no such page: no wheel for that build
-            else:
-                pages[key] = None
-                if exc.kind in _UNREACHABLE_KINDS:
-                    dead.add(host)
-                    unreachable.append(Unreachable(url=url, error=f"{exc.message}; the other pages on {host} were skipped"))
-                else:
-                    problems.append(f"{url}: {exc.message}")
-
-    facts: list[KaolinFacts] = []
-    changes: list[Change] = []
-    updated: list[ExtensionWheels] = []
-    for entry in entries:
-        listed = [(torch, variant) for torch, variants in entry.torch for variant in variants]
-        found = _kaolin_facts(entry.version, listed, pages, urls)
-        if problems:
-            found = replace(found, problems=tuple(problems))
-        facts.append(found)
-        if found.unread:
-            continue  # a partial reading proves nothing about the rows it did not see
-        version = str(entry.version)
-        old_rows = _rows_text((t, v) for t, v in entry.torch)
-        if old_rows != _rows_text(found.rows):
-            changes.append(Change(package="kaolin", version=version, key="torch", old=old_rows, new=_rows_text(found.rows)))
-        if found.python and ", ".join(found.python) != ", ".join(entry.python):
-            changes.append(Change(package="kaolin", version=version, key="python",
-                                  old=", ".join(entry.python), new=", ".join(found.python)))
-        if not found.rows:
-            continue  # nothing on any page: reported above; an entry with no rows cannot be written
-        flags = tuple(f for f in entry.unverified if f.split("[")[0] not in ("torch", "python"))
-        updated.append(replace(
-            entry,
-            python=found.python or entry.python,
-            torch=found.rows,
-            torch_python=found.torch_python,
-            unverified=flags,
-            source=f"[{KAOLIN_SOURCE_KEY}] {date}: the find-links pages of every listed build; {entry.source}",
-        ))
-
-    target = output_dir / "packages" / "kaolin.toml" if output_dir is not None else None
-    keep: dict[Version, ExtensionWheels] = {}
-    if target is not None and target.is_file() and output_dir is not None:
-        from .load import load_index
-
-        merged = load_index([output_dir], include_shipped=True, include_user=False)
-        mine = merged.package("kaolin")
-        if mine is not None:
-            keep = {w.version: w for w in mine.wheels
-                    if merged.origin(f"package kaolin wheels {w.version}") == str(target)}
-    base = shipped.package("kaolin")
-    base_wheels = {w.version: w for w in base.wheels} if base is not None else {}
-    overlay = {v: w for v, w in keep.items() if v not in {u.version for u in updated}}
-    for wheels in updated:
-        before = base_wheels.get(wheels.version)
-        if before is None or (before.torch, before.python, before.torch_python) != (wheels.torch, wheels.python, wheels.torch_python):
-            overlay[wheels.version] = wheels
-    entries_out = [overlay[v] for v in sorted(overlay)]
-    document = _kaolin_document(entries_out, dict(index.sources), today=date) if entries_out else ""
-    written: Path | None = None
-    if target is not None and output_dir is not None and not dry_run:
-        if entries_out:
-            written = _write_file(output_dir, Path("packages") / "kaolin.toml", document)
-        elif target.is_file():
-            target.unlink()
-    return KaolinRefresh(facts=tuple(facts), changes=tuple(changes), unreachable=tuple(unreachable),
-                         overlay=written, overlay_releases=tuple(str(v) for v in sorted(overlay)), document=document)
-
-
-def _kaolin_document(entries: Sequence[Any], sources: Mapping[str, str], *, today: str) -> str:
-    import tomli_w
-
-    cited: dict[str, str] = {}
-    tables = []
-    for wheels in entries:
-        for key in re.findall(r"\[([A-Za-z][\w.-]*)\]", wheels.source):
-            if key in sources and key != KAOLIN_SOURCE_KEY:
-                cited[key] = sources[key]
-        python_of = dict(wheels.torch_python)
-        groups: list[dict[str, Any]] = []
-        for torch, variants in wheels.torch:
-            python = list(python_of.get(torch, ()))
-            if groups and groups[-1]["variants"] == list(variants) and groups[-1].get("python", []) == python:
-                groups[-1]["versions"].append(torch)
-                continue
-            group: dict[str, Any] = {"versions": [torch], "variants": list(variants)}
-            if python:
-                group["python"] = python
-            groups.append(group)
-        table: dict[str, Any] = {"version": str(wheels.version), "python": list(wheels.python),
-                                 "platforms": list(wheels.platforms)}
-        if str(wheels.torch_window):
-            table["torch_window"] = str(wheels.torch_window)
-        table["torch"] = groups
-        if wheels.notes:
-            table["notes"] = wheels.notes
-        flags = [f for f in wheels.unverified if f.split("[")[0] in table]
-        if flags:
-            table["unverified"] = flags
-        table["source"] = wheels.source
-        tables.append(table)
-    cited[KAOLIN_SOURCE_KEY] = (
-        f"Re-read by `cuda-resolve index refresh kaolin` on {today}: the find-links page of every "
-        "(torch, CUDA) build the index lists for these kaolin releases"
-    )
-    body = {"format": 1, "sources": dict(sorted(cited.items())), "package": {"name": "kaolin"}, "wheels": tables}
-    header = (
-        "# kaolin wheel matrices re-read by `cuda-resolve index refresh kaolin` (an index overlay;\n"
-        "# format: docs/index-format.md). Each [[wheels]] table replaces the shipped one of its version.\n"
-    )
-    return header + tomli_w.dumps(body)
+    return write_overlay_file(directory, Path("torch.toml"), document)
