@@ -32,6 +32,9 @@ TARGETS = (
 )
 
 
+SIMPLE_PAGE = b'<a href="/files/torch-2.5.1-cp311-cp311-manylinux1_x86_64.whl#sha256=00">torch-2.5.1</a>\n'
+
+
 def dist(site: Path, name: str, version: str) -> None:
     info = site / f"{name}-{version}.dist-info"
     info.mkdir(parents=True)
@@ -54,8 +57,8 @@ def intercepted_network(
 ) -> BenchServer:
     """PyPI answers through an intercepting proxy whose CA only the OS store has; the PyTorch
     index's mirror answers directly; kaolin's host refuses connections."""
-    origin.routes["/simple/torch/"] = lambda h: h.reply(200, b"<a>torch</a>", content_type="text/html")
-    origin.routes["/mirror/whl/torch/"] = lambda h: h.reply(200, b"<a>torch</a>", content_type="text/html")
+    origin.routes["/simple/torch/"] = lambda h: h.reply(200, SIMPLE_PAGE, content_type="text/html")
+    origin.routes["/mirror/whl/torch/"] = lambda h: h.reply(200, SIMPLE_PAGE, content_type="text/html")
     proxy = make_proxy("intercept", routes={"pypi.invalid": origin.port}, origin=origin)
     monkeypatch.setenv("HTTPS_PROXY", proxy.url)
     monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
@@ -205,3 +208,55 @@ def test_kaolin_target_comes_from_the_index_pattern() -> None:
     torch, variants = newest.torch[-1]
     assert kaolin.url == package.find_links.format(torch=torch, cuda="", cuda_nodot=variants[-1][2:], variant=variants[-1])
     assert kaolin.url.startswith("https://nvidia-kaolin.s3.us-east-2.amazonaws.com/torch-")
+
+
+# -- the answer must be an index, not just "HTTP 200" (issue 8) --------------------------------
+
+
+def _one_target(origin: BenchServer, make_client: ClientFactory, tmp_path: Path) -> Finding:
+    site = tmp_path / "site"
+    site.mkdir()
+    findings = by_check(network_findings(
+        environment(site), client_factory=lambda: make_client(), environ={"HOME": str(tmp_path)},
+        targets=(IndexTarget("pypi", origin.url("/simple/torch/"), required=True, what="PyPI"),),
+        condarc_files=[],
+    ))
+    return findings["index:pypi"]
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        (b"<html><form action='/login'>Welcome to CampusNet, please log in</form></html>", "text/html"),
+        (b"<html><a href='/help.html'>help</a></html>", "text/html"),
+        (b"", "text/html"),
+        (b'{"error": "log in first"}', "application/json"),
+    ],
+)
+def test_an_answer_that_is_not_an_index_is_an_error(
+    origin: BenchServer, cas: Cas, system_trust: SystemTrust, make_client: ClientFactory, tmp_path: Path,
+    body: bytes, content_type: str,
+) -> None:
+    system_trust(cas.origin)
+    origin.routes["/simple/torch/"] = lambda h: h.reply(200, body, content_type=content_type)
+    finding = _one_target(origin, make_client, tmp_path)
+    assert finding.status == "error" and "not an index" in finding.found
+    assert origin.url("/simple/torch/") in finding.found and finding.fix and "captive portal" in finding.fix
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "shown"),
+    [
+        (SIMPLE_PAGE, "text/html", "a page with 1 file link"),
+        (b'{"meta": {"api-version": "1.1"}, "name": "torch", "files": []}',
+         "application/vnd.pypi.simple.v1+json", "PEP 691 JSON"),
+    ],
+)
+def test_a_real_index_answer_is_ok(
+    origin: BenchServer, cas: Cas, system_trust: SystemTrust, make_client: ClientFactory, tmp_path: Path,
+    body: bytes, content_type: str, shown: str,
+) -> None:
+    system_trust(cas.origin)
+    origin.routes["/simple/torch/"] = lambda h: h.reply(200, body, content_type=content_type)
+    finding = _one_target(origin, make_client, tmp_path)
+    assert finding.status == "ok" and shown in finding.found

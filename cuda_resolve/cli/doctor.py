@@ -32,10 +32,12 @@ def handle(args: argparse.Namespace) -> int:
     env = environment_from_args(args)
     index = default_index()
     findings = run_checks(env, index)
+    network: list[Any] = []
     if args.network:
         from ..doctor.network import network_findings
 
-        findings.extend(network_findings(env, index=index))
+        network = network_findings(env, index=index)
+        findings.extend(network)
     status = worst(findings)
     if args.json:
         _output.print_json(
@@ -50,8 +52,38 @@ def handle(args: argparse.Namespace) -> int:
 
         console = _output.console()
         render_environment(env, console)
-        render_findings(findings, console)
+        render_findings(findings[: len(findings) - len(network)], console)
+        if network:
+            _render_network(network, console)
         errors = sum(1 for f in findings if f.status == "error")
         warnings = sum(1 for f in findings if f.status == "warn")
         console.print(f"{errors} error(s), {warnings} warning(s)")
     return 1 if status == "error" else 0
+
+
+_STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "error": "bold red"}
+
+
+def _render_network(findings: list[Any], console: Any) -> None:
+    """``doctor --network``'s findings as a compact list: one entry per check, wrapped at the
+    console's width (80 in a pipe) with a hanging indent; words are never split, so a URL or a
+    command stays whole (a line longer than the width is left long rather than cut)."""
+    import textwrap
+
+    from rich.text import Text
+
+    width = max(40, int(console.width))
+    indent = " " * 7
+    console.print(Text("Network", style="bold"), highlight=False)
+    for finding in findings:
+        wrapper = textwrap.TextWrapper(width=width, subsequent_indent=indent, break_long_words=False,
+                                       break_on_hyphens=False)
+        lines = wrapper.wrap(f"{finding.status:<6} {finding.title}: {finding.found}")
+        if finding.fix:
+            lines += textwrap.TextWrapper(width=width, initial_indent=indent + "fix: ", subsequent_indent=indent + "     ",
+                                          break_long_words=False, break_on_hyphens=False).wrap(finding.fix)
+        for number, line in enumerate(lines):
+            text = Text(line)
+            if number == 0:
+                text.stylize(_STYLE.get(finding.status, ""), 0, len(finding.status))
+            console.print(text, soft_wrap=True, highlight=False)

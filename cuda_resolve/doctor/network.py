@@ -5,7 +5,9 @@ Checks, in order (each returns :class:`~.findings.Finding` objects):
 - ``tls-store``: where cuda-resolve's TLS roots come from (the OS store through truststore), and
   whether conda's OpenSSL bundle shadows the OS one (cuda-resolve loads the OS bundle then);
 - ``index:<name>``: PyPI, the PyTorch wheel index and kaolin's find-links pages (or their
-  configured mirrors) answer, with latency; an unreachable index is never replaced by another;
+  configured mirrors) answer, with latency, and the answer is an index (the start of its body is
+  read: a PEP 503 page with distribution links, or PEP 691 JSON), not a login page that happens
+  to say HTTP 200; an unreachable index is never replaced by another;
 - ``tls-interception``: whether HTTPS to PyPI is re-signed by a CA only the OS store trusts,
   and by whom;
 - ``target-openssl``: whether the target conda environment's OpenSSL (what pip there verifies
@@ -33,6 +35,7 @@ from packaging.version import InvalidVersion, Version
 from ..environment import Environment
 from ..index.model import Index
 from ..net import HttpClient, Probe, TlsReport, client_from_config, redact, trust_facts
+from ..net.pages import distribution_links
 from ..net.tls import DISTRO_CA_BUNDLES, TrustFacts
 from ..redaction import redact_urls
 from .findings import Finding, Status
@@ -41,6 +44,7 @@ __all__ = [
     "DEFAULT_TARGETS",
     "IndexTarget",
     "conda_ssl_verify",
+    "index_answer",
     "network_findings",
     "pip_trust_finding",
     "read_dist_version",
@@ -201,22 +205,55 @@ def _store_finding(facts: TrustFacts) -> list[Finding]:
     return findings
 
 
+#: How much of an index's answer is read to tell a real index from a login page.
+SAMPLE_BYTES = 128 * 1024
+_JSON_TYPES = ("application/vnd.pypi.simple.v1+json", "application/json")
+
+
+def index_answer(probe: Probe) -> str | None:
+    """What the start of ``probe``'s body shows: ``"a PEP 503 page (N file links)"`` or
+    ``"PEP 691 JSON"``; None when it is neither (a login page, an error page, nothing)."""
+    content_type = (probe.content_type or "").split(";")[0].strip().lower()
+    body = probe.body
+    if content_type in _JSON_TYPES or body.lstrip()[:1] == b"{":
+        head = body.lstrip()
+        if head[:1] == b"{" and (b'"files"' in head or b'"projects"' in head or b'"meta"' in head):
+            return "PEP 691 JSON"
+        return None
+    links = distribution_links(body.decode("utf-8", "replace"))
+    if not links:
+        return None
+    more = "+" if not probe.complete else ""
+    return f"a page with {len(links)}{more} file link{'s' if len(links) != 1 else ''}"
+
+
 def _reach_finding(target: IndexTarget, probe: Probe, client: HttpClient) -> Finding:
     mirror = f" (mirror of {target.url})" if probe.fetched_url != target.url else ""
     proxy = client.proxy_for(probe.fetched_url)
     via = f" through proxy {redact(proxy)}" if proxy else ""
+    consequence = (f"without it, {target.what} cannot be used: cuda-resolve fails rather than fall back to another index"
+                   + (" (PyPI's 'kaolin 0.1' is a placeholder, never a substitute)" if target.name == "kaolin" else ""))
+    status: Status = "error" if target.required else "warn"
     if probe.ok and probe.status is not None and probe.status < 400:
         latency = f"{probe.latency * 1000:.0f} ms" if probe.latency is not None else "?"
         moved = f", redirected to {probe.final_url}" if probe.final_url and probe.final_url != probe.fetched_url else ""
+        answer = index_answer(probe)
+        if answer is None:
+            return Finding(
+                check=f"index:{target.name}", status=status, title=f"reach {target.name}",
+                found=redact_urls(f"{probe.fetched_url}{mirror}{via}: HTTP {probe.status}{moved}, but the answer is "
+                                  "not an index (no distribution links, no PEP 691 JSON); ") + consequence,
+                fix="a captive portal or proxy may be answering: open the URL in a browser (log in if asked), "
+                    "or check the mirror (`cuda-resolve mirror test`)",
+            )
         return Finding(check=f"index:{target.name}", status="ok", title=f"reach {target.name}",
-                       found=redact_urls(f"{probe.fetched_url}{mirror}{via}: HTTP {probe.status} in {latency}{moved}"))
+                       found=redact_urls(f"{probe.fetched_url}{mirror}{via}: HTTP {probe.status} in {latency}{moved}, "
+                                         f"{answer}"))
     error = probe.error
     found = error.message if error is not None else redact_urls(f"{probe.fetched_url}{mirror}: HTTP {probe.status}")
     fix = error.hint if error is not None else None
-    consequence = (f"Without it, {target.what} cannot be used: cuda-resolve fails rather than fall back to another index"
-                   + (" (PyPI's 'kaolin 0.1' is a placeholder, never a substitute)" if target.name == "kaolin" else ""))
-    return Finding(check=f"index:{target.name}", status="error" if target.required else "warn",
-                   title=f"reach {target.name}", found=f"{found}{via if error is None else ''}. {consequence}",
+    return Finding(check=f"index:{target.name}", status=status,
+                   title=f"reach {target.name}", found=f"{found}{via if error is None else ''}; {consequence}",
                    fix=fix or "configure a mirror (`cuda-resolve mirror list`) or a proxy (HTTPS_PROXY)")
 
 
@@ -357,7 +394,7 @@ def network_findings(
     pypi_fetched: str | None = None
     with client_factory() as client:
         for target in targets:
-            probe = client.probe(target.url)
+            probe = client.probe(target.url, accept="text/html", sample=SAMPLE_BYTES)
             findings.append(_reach_finding(target, probe, client))
             if target.name == "pypi":
                 pypi_fetched = probe.fetched_url
