@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 
 from ._toml import Table, load_toml_file
 from .errors import UsageError
+from .redaction import redact
 
 __all__ = [
     "ARTIFACT_SUFFIXES",
@@ -99,22 +100,40 @@ def is_loopback_url(url: str) -> bool:
 def parse_mirror_url(text: str, *, prefix: bool = True) -> str:
     """Check a mirror or index URL and return it normalized.
 
-    HTTPS only (plain http is accepted for loopback addresses, where a test server or a local
-    caching proxy lives). No query or fragment. With ``prefix`` the result ends with ``/`` so
-    that prefix matching stops at a path boundary. Raises ValueError with the reason.
+    Parsed with :func:`urllib.parse.urlsplit`: HTTPS only (plain http is accepted for loopback
+    addresses, where a test server or a local caching proxy lives), a host, a port from 1 to
+    65535 when one is given, no query or fragment. The host is lower-cased; user info is kept
+    exactly as typed (a token's case matters). A "/" or "@" inside a password must be written
+    %2F / %40: typed as is, the URL means another host. With ``prefix`` the result ends with
+    ``/`` so that prefix matching stops at a path boundary. Raises ValueError with the reason;
+    the reason never repeats the URL (it may hold a password).
     """
     text = text.strip()
+    if any(char.isspace() or ord(char) < 32 or char == "\x7f" for char in text):
+        raise ValueError("a URL has no spaces or control characters")
     parts = urlsplit(text)
     if parts.scheme not in ("https", "http") or not parts.netloc:
         raise ValueError("expected an https:// URL")
+    if "@" in parts.path or "@" in parts.query or "@" in parts.fragment:
+        raise ValueError(
+            "an '@' after the host: if it belongs to a user name or password, write a '/' in them "
+            "as %2F (and '@' as %40)"
+        )
+    try:
+        port = parts.port
+        host = parts.hostname
+    except ValueError as exc:
+        raise ValueError(f"the host or port is not valid ({_without_url(str(exc))}); a port is a number from 1 to 65535") from None
+    if not host:
+        raise ValueError("the URL names no host")
+    if port == 0:
+        raise ValueError("port 0 is not a port; a port is a number from 1 to 65535")
     if parts.scheme == "http" and not is_loopback_url(text):
         raise ValueError(
             "plain http is refused for mirrors (pip would have to be told to skip certificate checks for it); use the https:// URL"
         )
     if parts.query or parts.fragment:
         raise ValueError("a mirror URL has no query or fragment")
-    if any(char.isspace() for char in text):
-        raise ValueError("a URL has no spaces")
     userinfo, at, hostport = parts.netloc.rpartition("@")
     # the host is case-insensitive; credentials in the user info are not (a token stays as typed)
     normalized = f"{parts.scheme}://{userinfo}{at}{hostport.lower()}{parts.path}"
@@ -123,11 +142,45 @@ def parse_mirror_url(text: str, *, prefix: bool = True) -> str:
     return normalized
 
 
+def _without_url(message: str) -> str:
+    """urllib's messages quote the bad part ("Port out of range 0-65535", "Port could not be
+    cast to integer value as 'x'"): keep the words, drop what was quoted."""
+    return message.split(" as ", 1)[0].split("'", 1)[0].strip()
+
+
+def _url_field(table: Table, key: str, *, prefix: bool = True, required: bool = True) -> str | None:
+    """A URL key of the config, checked; the error shows the URL with its password masked."""
+    value = table.string(key) if required else table.string(key, None)
+    if value is None:
+        return None
+    try:
+        return parse_mirror_url(value, prefix=prefix)
+    except ValueError as exc:
+        raise table.fail(key, f"= {redact(value)!r}: {exc}") from None
+
+
 def _parse_proxy_url(text: str) -> str:
     parts = urlsplit(text.strip())
-    if parts.scheme not in ("http", "https", "socks5", "socks5h") or not parts.hostname:
+    if "@" in parts.path:
+        raise ValueError("an '@' after the host: write a '/' in the user name or password as %2F")
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not 1-65535
+        host = parts.hostname
+    except ValueError as exc:
+        raise ValueError(f"the host or port is not valid ({_without_url(str(exc))})") from None
+    if parts.scheme not in ("http", "https", "socks5", "socks5h") or not host:
         raise ValueError("expected a proxy URL such as http://proxy.example:3128")
     return text.strip()
+
+
+def _proxy_field(table: Table, key: str) -> str | None:
+    value = table.string(key, None)
+    if value is None:
+        return None
+    try:
+        return _parse_proxy_url(value)
+    except ValueError as exc:
+        raise table.fail(key, f"= {redact(value)!r}: {exc}") from None
 
 
 def _split_origin(url: str) -> tuple[str, str]:
@@ -258,13 +311,6 @@ def parse_config(text: str, *, origin: str = "<config>", base_dir: Path | None =
     return _config(table, path=path)
 
 
-def _url_parser(prefix: bool) -> Any:
-    def check(text: str) -> str:
-        return parse_mirror_url(text, prefix=prefix)
-
-    return check
-
-
 def _config(top: Table, *, path: Path | None) -> Config:
     preset = top.string("preset", None)
     base_dir = path.parent if path is not None else Path.cwd()
@@ -278,14 +324,14 @@ def _config(top: Table, *, path: Path | None) -> Config:
     rewrites: list[Rewrite] = []
     seen: dict[str, str] = {}
     for rule in top.tables("rewrite"):
-        canonical = rule.parsed("canonical", _url_parser(True))
-        mirror = rule.parsed("mirror", _url_parser(True))
+        canonical = str(_url_field(rule, "canonical"))
+        mirror = str(_url_field(rule, "mirror"))
         artifacts_only = rule.boolean("artifacts_only", False)
         rule.finish()
         if canonical in seen:
             raise rule.fail(
                 "canonical",
-                f"= {canonical!r}: already mapped to {seen[canonical]!r}",
+                f"= {canonical!r}: already mapped to {redact(seen[canonical])!r}",
                 hint="keep one [[rewrite]] per canonical prefix",
             )
         seen[canonical] = mirror
@@ -310,8 +356,8 @@ def _resolve_dir(text: str, base_dir: Path) -> Path:
 def _proxies(table: Table | None) -> Proxies:
     if table is None:
         return Proxies()
-    http = table.parsed("http", _parse_proxy_url, None)
-    https = table.parsed("https", _parse_proxy_url, None)
+    http = _proxy_field(table, "http")
+    https = _proxy_field(table, "https")
     no_proxy = table.strings("no_proxy", ())
     table.finish()
     return Proxies(http=http, https=https, no_proxy=no_proxy)
@@ -328,7 +374,7 @@ def _pytorch(table: Table | None) -> TorchIndex | None:
     if table is None:
         return None
     layout = table.parsed("layout", _layout)
-    url = table.parsed("url", _url_parser(True))
+    url = str(_url_field(table, "url"))
     table.finish()
     return TorchIndex(layout=layout, url=url)
 

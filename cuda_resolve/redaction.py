@@ -16,31 +16,42 @@ __all__ = ["MASK", "redact", "redact_data", "redact_urls"]
 
 MASK = "***"
 
-# scheme "://" then the authority: everything up to the path, query or fragment, or the end of
-# the URL in running text (white space, quotes, brackets, a comma)
-_URL = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<authority>[^\s/?#'\"<>()\[\],]*)")
+# scheme "://", then the user info up to its "@". A password may hold "/" typed as is
+# (``https://lab:pa/ss@mirror/``): a text up to the last "@" of the URL is the user info when the
+# part before its first "/" holds an "@", or a "user:password" whose password is not a port
+# number; otherwise it is a host and a path that happens to hold "@" (shown as it is).
+_URL = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^\s'\"<>()\[\],]*)@")
 
 
-def _authority(authority: str) -> str:
-    userinfo, at, hostport = authority.rpartition("@")  # the host follows the last "@", as in urlsplit
-    if not at:
-        return authority
+def _shown(userinfo: str) -> str:
     user, colon, _password = userinfo.partition(":")
-    shown = f"{user}:{MASK}" if colon and user else MASK
-    return f"{shown}@{hostport}"
+    return f"{user}:{MASK}" if colon and user else MASK
+
+
+def _masked(match: re.Match[str]) -> str:
+    scheme, info = match.group("scheme"), match.group("userinfo")
+    first, slash, rest = info.partition("/")
+    if slash:
+        if "@" in first:  # user info, host, then a path holding "@"
+            userinfo, _, host = first.rpartition("@")
+            return f"{scheme}{_shown(userinfo)}@{host}/{rest}@"
+        user, colon, after = first.partition(":")
+        if not colon or not user or after.isdigit():  # host[:port] and a path holding "@"
+            return match.group(0)
+    return f"{scheme}{_shown(info)}@"
 
 
 def redact(url: str) -> str:
     """``url`` with the password (or a lone user name) of its user info replaced by ``***``;
     a URL without user info comes back unchanged."""
-    return _URL.sub(lambda match: match.group("scheme") + _authority(match.group("authority")), url, count=1)
+    return _URL.sub(_masked, url, count=1)
 
 
 def redact_urls(text: str) -> str:
     """``text`` with every URL in it passed through :func:`redact` (messages, notes, diffs)."""
     if "@" not in text:
         return text
-    return _URL.sub(lambda match: match.group("scheme") + _authority(match.group("authority")), text)
+    return _URL.sub(_masked, text)
 
 
 def redact_data(value: Any) -> Any:

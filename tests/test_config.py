@@ -180,3 +180,64 @@ def test_a_mirror_url_keeps_the_case_of_its_credentials() -> None:
     assert parse_mirror_url("https://Lab:AbC@Mirror.Example.EDU/Simple") == "https://Lab:AbC@mirror.example.edu/Simple/"
     config = parse_config('[[rewrite]]\ncanonical = "https://pypi.org/simple/"\nmirror = "https://Lab:AbC@Mirror.Lab/simple"\n')
     assert config.rewrite("https://PyPI.org/simple/pip/") == "https://Lab:AbC@mirror.lab/simple/pip/"
+
+
+# -- URLs parsed with a real parser; secrets never echoed (issue 8) ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("https://mirror.example:99999/simple/", "port"),
+        ("https://mirror.example:0/simple/", "port"),
+        ("https://mirror.example:http/simple/", "port"),
+        ("https://:8443/simple/", "no host"),
+        ("https://mirror.example/sim ple/", "spaces"),
+        ("https://mirror.example/\x00/", "control"),
+        ("ftp://mirror.example/simple/", "https"),
+    ],
+)
+def test_mirror_urls_are_parsed_and_checked(url: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        parse_mirror_url(url)
+
+
+def test_user_info_is_kept_verbatim_and_only_the_host_is_lower_cased() -> None:
+    url = "https://Lab:Pa%2FsS@Mirror.EXAMPLE.edu:8443/Simple/"
+    assert parse_mirror_url(url) == "https://Lab:Pa%2FsS@mirror.example.edu:8443/Simple/"
+
+
+def test_a_password_with_a_raw_slash_is_refused_without_echoing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cuda_resolve.cli import main
+
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[[rewrite]]\ncanonical = "https://pypi.org/simple/"\nmirror = "https://lab:Se/cr3t@mirror.lab/simple/"\n'
+    )
+    monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))
+    with pytest.raises(ConfigError) as info:
+        load_config()
+    assert "Se/cr3t" not in info.value.message and "cr3t" not in info.value.message
+    assert "%2F" in info.value.message and "lab:***@" in info.value.message
+    assert main(["mirror", "test"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "cr3t" not in err
+
+
+def test_a_custom_mirror_with_a_bad_port_names_it_without_the_password(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cuda_resolve.cli import main
+
+    monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(tmp_path / "config.toml"))
+    code = main(["mirror", "set", "custom", "--pypi", "https://lab:T0ken@mirror.lab:70000/simple/", "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 2 and "T0ken" not in err and "lab:***@mirror.lab:70000" in err and "port" in err
+
+
+def test_proxy_urls_with_a_bad_port_are_refused_without_the_password() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config('[proxy]\nhttps = "http://u:pw0rd@proxy.lab:99999"\n')
+    assert "pw0rd" not in info.value.message and "port" in info.value.message

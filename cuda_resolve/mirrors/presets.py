@@ -16,6 +16,7 @@ from typing import Literal
 from .._toml import Table, parse_toml_text
 from ..config import ConfigError, Rewrite, TorchIndex, parse_mirror_url
 from ..errors import IndexDataError, UsageError
+from ..redaction import redact
 
 __all__ = [
     "ECOSYSTEMS",
@@ -342,7 +343,7 @@ def _custom_url(option: str, text: str) -> str:
         return parse_mirror_url(text)
     except ValueError as exc:
         raise ConfigError(
-            f"{option} {text!r}: {exc}",
+            f"{option} {redact(text)!r}: {exc}",
             hint=f"give {option} an https:// URL, e.g. {option} https://mirror.example.edu/...",
         ) from None
 
