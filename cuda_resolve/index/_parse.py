@@ -9,7 +9,6 @@ the merged index (``cuda-resolve index validate``).
 from __future__ import annotations
 
 import re
-import string
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -38,6 +37,7 @@ from .model import (
     TorchVariant,
     parse_arch_entry,
 )
+from .urls import pattern_problem, repository_problem, url_problem
 
 if TYPE_CHECKING:
     if sys.version_info >= (3, 11):
@@ -291,15 +291,19 @@ def _positive(t: Table, key: str) -> int | None:
 
 
 def _pattern(t: Table, key: str, allowed: frozenset[str]) -> str:
+    """A URL pattern, checked whole (:func:`.urls.pattern_problem`: bare placeholders, https)."""
     text: str = t.string(key)
-    try:
-        names = [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
-    except ValueError as exc:
-        raise t.fail(key, f"= {text!r}: {exc}") from None
-    for name in names:
-        if name not in allowed:
-            raise t.fail(key, f"= {text!r}: unknown placeholder {{{name}}}; known: {', '.join(sorted(allowed))}")
+    problem = pattern_problem(text, allowed)
+    if problem is not None:
+        raise t.fail(key, f"= {text!r}: {problem}")
     return text
+
+
+def _url(t: Table, key: str, url: str) -> str:
+    problem = url_problem(url)
+    if problem is not None:
+        raise t.fail(key, f"= {url!r}: {problem}")
+    return url
 
 
 def _requirements(t: Table, key: str) -> tuple[str, ...]:
@@ -457,7 +461,7 @@ def _torch_series(t: Table, pattern: str, layer: Layer) -> list[TorchRelease]:
                 if version not in releases:
                     raise one.fail(f"releases[{position}]", f"= '{version}': not one of this table's releases")
             only = frozenset(version for _, version in subset)
-        url: str = one.string("index_url", None) or pattern.format(variant=name)
+        url: str = _url(one, "index_url", one.string("index_url", None) or pattern.format(variant=name))
         flags = _unverified(one, extra=("exists",))
         one.finish()
         variant = TorchVariant(
@@ -633,6 +637,9 @@ def _recipe(t: Table, package: str, layer: Layer) -> Recipe:
     repository: str = t.string("repository")
     if not _REPOSITORY.fullmatch(repository):
         raise t.fail("repository", f"= {repository!r}: expected a git URL (https://...)")
+    insecure = repository_problem(repository)
+    if insecure is not None:
+        raise t.fail("repository", f"= {repository!r}: {insecure}")
     revision: str = t.string("revision")
     if not _REVISION.fullmatch(revision):
         raise t.fail("revision", f"= {revision!r}: pin a full 40-character commit id (lower-case hex)")
