@@ -91,6 +91,7 @@ class TerminalReporter:
         self.console = _output.error_console()
         self._last_progress = 0.0
         self._live = sys.stderr.isatty()
+        self._started = time.monotonic()
 
     def _clear(self) -> None:
         if self._live:
@@ -102,7 +103,7 @@ class TerminalReporter:
         self._clear()
         from rich.text import Text
 
-        self.console.print(Text(f"- {text}"))
+        self.console.print(Text(f"- [{time.monotonic() - self._started:5.1f} s] {text}"))
 
     def note(self, text: str) -> None:
         if self.quiet:

@@ -16,10 +16,11 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import InstallError
 
-__all__ = ["PipFacts", "installed_distributions", "pip_command", "pip_facts", "trust_options"]
+__all__ = ["PipFacts", "installed_distributions", "pip_command", "pip_facts", "pip_facts_and_distributions", "trust_options"]
 
 _FACTS_SCRIPT = """
 import json
+import sys
 try:
     from importlib import metadata
     version = metadata.version("pip")
@@ -44,6 +45,11 @@ for dist in metadata.distributions():
 print(json.dumps(sorted(seen.values())))
 """
 
+# One interpreter start for both answers: each start of a big environment costs a few 100 ms.
+_BOTH_SCRIPT = _FACTS_SCRIPT.replace("print(json.dumps(", "facts = ((") + _LIST_SCRIPT.replace(
+    "print(json.dumps(sorted(seen.values())))", "print(json.dumps([facts, sorted(seen.values())]))"
+)
+
 MINIMUM_PIP = Version("22")
 
 
@@ -65,8 +71,19 @@ def _run_json(python: str, script: str, environ: Mapping[str, str], what: str) -
 
 
 def pip_facts(python: str, environ: Mapping[str, str]) -> PipFacts:
-    data = _run_json(python, _FACTS_SCRIPT, environ, "its pip version")
-    assert isinstance(data, dict)
+    return _parse_facts(python, _run_json(python, _FACTS_SCRIPT, environ, "its pip version"))
+
+
+def pip_facts_and_distributions(python: str, environ: Mapping[str, str]) -> tuple[PipFacts, dict[str, str]]:
+    data = _run_json(python, _BOTH_SCRIPT, environ, "its pip version and installed packages")
+    if not (isinstance(data, list) and len(data) == 2):
+        raise InstallError(f"{python} gave an unreadable answer about its packages", hint="check that the target interpreter runs")
+    return _parse_facts(python, data[0]), _distributions(data[1])
+
+
+def _parse_facts(python: str, data: object) -> PipFacts:
+    if not isinstance(data, dict):
+        raise InstallError(f"{python} could not report its pip version", hint="check that the target interpreter runs")
     text = data.get("pip")
     if not isinstance(text, str):
         raise InstallError(f"{python} has no pip", hint=f"{python} -m ensurepip --upgrade")
@@ -94,7 +111,10 @@ def trust_options(facts: PipFacts) -> tuple[list[str], str | None]:
 
 def installed_distributions(python: str, environ: Mapping[str, str]) -> dict[str, str]:
     """``{canonical-ish lower name: version}`` of every distribution the target sees."""
-    data = _run_json(python, _LIST_SCRIPT, environ, "its installed packages")
+    return _distributions(_run_json(python, _LIST_SCRIPT, environ, "its installed packages"))
+
+
+def _distributions(data: object) -> dict[str, str]:
     result: dict[str, str] = {}
     if isinstance(data, list):
         for entry in data:

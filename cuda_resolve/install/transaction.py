@@ -33,7 +33,7 @@ from ..index.model import Index, Recipe
 from ..plan import PYPI_SIMPLE, Plan, PlanItem
 from ..reporting import NullReporter, Reporter
 from ..wheelhouse.store import Wheelhouse
-from .pip import PipFacts, installed_distributions, pip_facts, trust_options
+from .pip import installed_distributions, pip_facts_and_distributions, trust_options
 
 __all__ = ["InstallOptions", "InstallResult", "PipStep", "Prepared", "execute", "prepare"]
 
@@ -246,6 +246,20 @@ def _undo(python: str, before: Mapping[str, str], environ: Mapping[str, str], lo
     return [f"{n} (was {b or 'absent'}, now {a or 'absent'})" for n, b, a in left]
 
 
+def _dist_key(name: str) -> str:
+    return name.lower().replace("_", "-")
+
+
+def _already_installed(prepared: Prepared, results: Sequence[BuildResult], before: Mapping[str, str], options: InstallOptions) -> bool:
+    """Only kept packages and built wheels that are installed at exactly their version: pip would do nothing."""
+    plan = prepared.plan
+    if plan.pass_through or options.pip_args or options.smoke:
+        return False
+    if any(item.kind not in ("installed", "build") for item in plan.items):
+        return False
+    return bool(results) and all(before.get(_dist_key(r.spec.package)) == r.wheel.version for r in results)
+
+
 def _verify_imports(python: str, modules: Sequence[str], environ: Mapping[str, str]) -> str | None:
     """None when every module imports in a fresh interpreter, else what failed."""
     script = (
@@ -295,9 +309,9 @@ def execute(
     report = reporter or NullReporter()
     base = dict(os.environ if environ is None else environ)
     python = env.python.executable or sys.executable
-    facts: PipFacts = pip_facts(python, base)
+    facts, before = pip_facts_and_distributions(python, base)
     trust, trust_note = trust_options(facts)
-    notes: list[str] = [trust_note] if trust_note else []
+    notes: list[str] = []
     if probe is not None:
         _check_reachable([u for s in prepared.steps for u in s.checked_urls], probe, report)
     results: list[BuildResult] = []
@@ -307,7 +321,12 @@ def execute(
     steps = list(prepared.steps)
     if results:
         steps[-1] = _with_built_wheels(steps[-1], results)
-    before = installed_distributions(python, base)
+    # The builds never touch the target, so the snapshot taken before them still holds.
+    if _already_installed(prepared, results, before, options):
+        notes.append("every planned package is installed at the planned version: pip was not run")
+        return InstallResult(prepared=prepared, builds=tuple(results), changed=(), verified=(), notes=tuple(notes))
+    if trust_note:
+        notes.append(trust_note)
     report.step(f"installing into {python}")
     started = time.monotonic()
     try:
