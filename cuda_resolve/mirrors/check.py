@@ -35,6 +35,9 @@ PageKind = Literal["simple", "flat", "probe"]
 
 #: The project whose simple page is fetched from a PyPI mirror: small, present everywhere.
 PYPI_PROJECT = "pip"
+#: The longest one fetch of ``mirror test`` may take, body included (a mirror that answers one
+#: byte every few seconds fails here instead of holding the command).
+FETCH_DEADLINE = 20.0
 #: A kaolin page known upstream (NVIDIAGameWorks/kaolin docs/notes/installation.rst).
 KAOLIN_PAGE = "torch-2.4.0_cu121.html"
 
@@ -178,8 +181,9 @@ def _check_one(target: MirrorTarget, client: HttpClient, upstream: frozenset[str
     warnings: list[str] = []
     notes: list[str] = []
 
+    deadline = min(client.timeouts.total, FETCH_DEADLINE)
     if target.kind == "probe":
-        probe = client.probe(target.url)
+        probe = client.probe(target.url, total=deadline)
         if not probe.ok or probe.error is not None or (probe.status or 0) >= 400:
             failure = probe.error
             return CheckResult(
@@ -206,7 +210,7 @@ def _check_one(target: MirrorTarget, client: HttpClient, upstream: frozenset[str
         )
 
     try:
-        response = client.get(target.url, ttl=0)
+        response = client.get(target.url, ttl=0, total=deadline)
     except FetchError as exc:
         return CheckResult(target=target, ok=False, status=exc.status, error=exc.message, hint=exc.hint)
     except CudaResolveError as exc:
@@ -247,7 +251,7 @@ def _check_one(target: MirrorTarget, client: HttpClient, upstream: frozenset[str
     own = [link for link in files if link not in upstream_links]
     sample = own[-1] if own else None  # a file served by the mirror itself (upstream is not tested)
     if sample is not None:
-        sample_probe = client.probe(sample)
+        sample_probe = client.probe(sample, total=deadline)
         if sample_probe.error is not None or not sample_probe.ok or (sample_probe.status or 0) >= 400:
             ok = False
             message = f"the page lists {sample}, but fetching it failed: " + (
