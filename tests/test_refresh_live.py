@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from cuda_resolve.index.load import load_index
-from cuda_resolve.refresh import refresh_torch
 from cuda_resolve.net import HttpClient, Timeouts
+from cuda_resolve.refresh import refresh_torch
 
 pytestmark = pytest.mark.network
 
