@@ -1,0 +1,157 @@
+"""The real path, no GPU needed: a CUDA build of torch from PyPI installed by cuda-pip itself, then
+the fixture extension (tests/data/packages/cuext, whose setup.py hard-codes a bad
+TORCH_CUDA_ARCH_LIST the way pointnet2_ops does) built for real with this machine's nvcc, into a
+wheelhouse, installed into a fresh venv and imported; a second install is a wheelhouse hit.
+
+Slow (torch is several GB; each compile about a minute on 2 cores) and needs PyPI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.network]
+
+DATA = Path(__file__).parent / "data"
+FIXTURE = DATA / "packages" / "cuext"
+FIXTURE_INDEX = DATA / "index" / "cuext"
+ARCH = "9.0"  # nvcc needs no GPU to compile for one
+
+if shutil.which("nvcc") is None:
+    pytest.skip("needs nvcc on PATH (CI has CUDA 13.0)", allow_module_level=True)
+
+
+def _cli(*args: str, env: dict[str, str] | None = None, module: str = "cuda_resolve", timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
+                          env=env if env is not None else dict(os.environ), timeout=timeout, check=False)
+
+
+def _freeze(python: Path) -> str:
+    return subprocess.run([str(python), "-m", "pip", "freeze", "--all"], capture_output=True, text=True, check=True).stdout
+
+
+def _venv(path: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    return path / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def torch_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv with PyPI's CUDA build of torch 2.14.1, installed through cuda-pip itself."""
+    python = _venv(tmp_path_factory.mktemp("torch-env") / "venv")
+    # The overrides describe an H200 on driver 580 (CI has no GPU); --strict-driver keeps the
+    # choice on CUDA 13.0, the variant PyPI serves: the real path through the default index.
+    env = dict(os.environ, CUDA_RESOLVE_DRIVER="580.65.06", CUDA_RESOLVE_CUDA_ARCH="9.0",
+               CUDA_RESOLVE_CONFIG=str(tmp_path_factory.mktemp("cfg") / "none.toml"))
+    done = _cli("install", "torch==2.14.1", "--strict-driver", "--python", str(python), "--json", module="pip_plugin", env=env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert [i["requirement"] for i in report["plan"]["install"]] == ["torch==2.14.1"]
+    assert report["plan"]["install"][0]["index"] == "https://pypi.org/simple"
+    assert "torch" in report["result"]["verified_imports"]
+    return python
+
+
+def _fresh_target(tmp_path: Path, torch_python: Path) -> Path:
+    """A fresh venv that sees the torch venv's packages through a .pth file (no 5 GB copy)."""
+    python = _venv(tmp_path / "target")
+    site = subprocess.run([str(torch_python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    own = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    Path(own, "torch-env.pth").write_text(site + "\n")
+    return python
+
+
+def _action(verb: str, python: Path, wheelhouse: Path, *extra: str, source: Path = FIXTURE) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, CUDA_RESOLVE_WHEELHOUSE=str(wheelhouse))
+    env.pop("VIRTUAL_ENV", None)
+    return _cli(verb, "cuext", "--index", str(FIXTURE_INDEX), "--python", str(python), "--arch-list", ARCH,
+                "--source", str(source), "--json", *extra, env=env)
+
+
+def test_build_then_install_then_cache_hit(tmp_path: Path, torch_python: Path) -> None:
+    python = _fresh_target(tmp_path, torch_python)
+    wheelhouse = tmp_path / "wheelhouse"
+    before = _freeze(python)
+
+    built = _action("build", python, wheelhouse)
+    assert built.returncode == 0, built.stderr
+    [entry] = json.loads(built.stdout)["builds"]
+    assert entry["cache_hit"] is False and entry["arch_list"] == ARCH
+    wheel = Path(entry["wheel"])
+    assert wheel.is_file() and wheel.is_relative_to(wheelhouse)
+    assert "+pt2141cu130.sm90-" in wheel.name  # the ABI is in the local version label
+    # The build requirements (setuptools >= 77, ninja) went into a temporary overlay, not the target.
+    assert _freeze(python) == before
+
+    installed = _action("install", python, wheelhouse)
+    assert installed.returncode == 0, installed.stderr
+    result = json.loads(installed.stdout)["result"]
+    assert result["builds"][0]["cache_hit"] is True  # no second compile
+    assert {c["name"] for c in result["changed"]} >= {"cuext"}
+    assert "cuext._ext" in result["verified_imports"]
+    probe = subprocess.run([str(python), "-c", "import cuext, torch; print(cuext.add_one.__doc__)"], capture_output=True, text=True, check=False)
+    assert probe.returncode == 0 and "x + 1" in probe.stdout, probe.stderr
+
+    again = _action("install", python, wheelhouse)
+    assert again.returncode == 0, again.stderr
+    result = json.loads(again.stdout)["result"]
+    assert result["builds"][0]["cache_hit"] is True and result["changed"] == []
+
+
+def test_a_failed_build_leaves_the_environment_as_it_was(tmp_path: Path, torch_python: Path) -> None:
+    python = _fresh_target(tmp_path, torch_python)
+    broken = tmp_path / "broken-src"
+    shutil.copytree(FIXTURE, broken)
+    bindings = broken / "csrc" / "bindings.cpp"
+    bindings.write_text("#include <no_such_header_for_the_test.h>\n" + bindings.read_text())
+    before = _freeze(python)
+    done = _action("install", python, tmp_path / "wheelhouse", source=broken)
+    assert done.returncode == 1
+    error = json.loads(done.stdout)
+    assert "building cuext 0.1.0 failed" in error["error"]
+    assert "no_such_header_for_the_test.h" in error["error"]  # the line that matters, not 400 lines
+    assert "diagnosis (missing-header)" in error["error"]
+    assert "Full log:" in error["hint"]
+    assert _freeze(python) == before
+    assert not any((tmp_path / "wheelhouse").rglob("*.whl"))
+
+
+def test_a_patch_that_no_longer_applies_fails_before_compiling(tmp_path: Path, torch_python: Path) -> None:
+    python = _fresh_target(tmp_path, torch_python)
+    patched = tmp_path / "already-patched"
+    shutil.copytree(FIXTURE, patched)
+    setup = patched / "setup.py"
+    setup.write_text(setup.read_text().replace('os.environ["TORCH_CUDA_ARCH_LIST"] =', "os.environ.setdefault('TORCH_CUDA_ARCH_LIST', "))
+    done = _action("build", python, tmp_path / "wheelhouse", source=patched)
+    assert done.returncode == 1
+    error = json.loads(done.stdout)["error"]
+    assert "recipe cuext-fixture, patch 1 (setup.py)" in error and "found 0" in error
+
+
+def test_concurrent_builds_of_one_key_produce_one_wheel(tmp_path: Path, torch_python: Path) -> None:
+    python = _fresh_target(tmp_path, torch_python)
+    wheelhouse = tmp_path / "wheelhouse"
+    results: list[subprocess.CompletedProcess[str]] = []
+
+    def one() -> None:
+        results.append(_action("build", python, wheelhouse))
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
+    hits = sorted(json.loads(r.stdout)["builds"][0]["cache_hit"] for r in results)
+    assert hits == [False, True]  # one compiled, the other waited for the lock and found its wheel
+    assert len(list(wheelhouse.rglob("*.whl"))) == 1

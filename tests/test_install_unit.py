@@ -1,0 +1,273 @@
+"""cuda-pip and the executor without torch: argument splitting, the typo guard, the target rule,
+build-log diagnosis, and real pip runs against a PyTorch-style index served on loopback (install,
+undo after a failure, an index that does not answer)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cuda_resolve.build.buildenv import max_jobs, unsatisfied
+from cuda_resolve.build.diagnose import diagnose, error_lines
+from cuda_resolve.errors import UsageError
+from cuda_resolve.install.names import edit_distance_at_most_one, near_miss
+from cuda_resolve.install.target import choose_target
+from pip_plugin.__main__ import split_arguments
+
+# -- pure pieces ------------------------------------------------------------------------------
+
+
+def test_split_arguments_separates_our_options_pips_and_requirements() -> None:
+    own, pip, reqs = split_arguments(
+        ["-i", "https://mirror/simple", "--python", "/env/bin/python", "kaolin", "--no-deps", "-rreq.txt",
+         "--smoke", "--extra-index-url=https://x/simple", "numpy>=1", "--arch-list", "8.6"]
+    )
+    assert own == ["--python", "/env/bin/python", "--smoke", "--arch-list", "8.6"]
+    assert pip == ["-i", "https://mirror/simple", "--no-deps", "-rreq.txt", "--extra-index-url=https://x/simple"]
+    assert reqs == ["kaolin", "numpy>=1"]
+
+
+def test_the_option_that_disables_tls_verification_is_refused() -> None:
+    option = "--trusted" + "-host"
+    with pytest.raises(UsageError, match="TLS verification off"):
+        split_arguments([option, "mirror.example", "kaolin"])
+    with pytest.raises(UsageError):
+        split_arguments([f"{option}=mirror.example", "kaolin"])
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("kaolinn", "kaolin"), ("pointnet2_op", "pointnet2_ops"), ("kaoiln", "kaolin"), ("pointnet2-opss", "pointnet2_ops")])
+def test_one_edit_from_a_curated_package_is_caught(typed: str, meant: str) -> None:
+    assert near_miss(typed, ["kaolin", "pointnet2_ops"]) == meant
+
+
+@pytest.mark.parametrize("name", ["torchx", "numpy", "kaolin", "pointnet2-ops", "kao", "requests"])
+def test_ordinary_names_pass(name: str) -> None:
+    assert near_miss(name, ["kaolin", "pointnet2_ops"]) is None
+
+
+def test_edit_distance() -> None:
+    assert edit_distance_at_most_one("abc", "acb")
+    assert not edit_distance_at_most_one("abcd", "badc")
+    assert not edit_distance_at_most_one("abc", "abcde")
+
+
+def test_target_rule_order(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin" / "python"
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    conda = tmp_path / "conda"
+    (conda / "bin").mkdir(parents=True)
+    (conda / "bin" / "python").write_text("#!/bin/sh\n")
+    (conda / "bin" / "python").chmod(0o755)
+    assert choose_target("/x/python", {"VIRTUAL_ENV": str(venv)}).how == "--python"
+    assert choose_target(None, {"VIRTUAL_ENV": str(venv), "CONDA_PREFIX": str(conda)}).python == str(python)
+    assert choose_target(None, {"CONDA_PREFIX": str(conda), "PATH": ""}).how == "CONDA_PREFIX"
+    with pytest.raises(UsageError, match="no target environment"):
+        choose_target(None, {"PATH": str(tmp_path / "empty")})
+    with pytest.raises(UsageError, match="VIRTUAL_ENV=.*no Python interpreter"):
+        choose_target(None, {"VIRTUAL_ENV": str(tmp_path / "gone")})
+
+
+@pytest.mark.parametrize(
+    ("log", "kind"),
+    [
+        ("nvcc fatal   : Unsupported gpu architecture 'compute_37'", "unsupported-arch"),
+        ("/usr/include/ATen/cuda/CUDAContext.h:10:10: fatal error: cusparse.h: No such file or directory", "missing-header"),
+        ("#error -- unsupported GNU version! gcc versions later than 12 are not supported!", "compiler-version"),
+        ("ImportError: /x/_ext.so: undefined symbol: _ZN3c106detail19maybe_wrap_dim_slowEllb", "undefined-symbol"),
+        ("c++: fatal error: Killed signal terminated program cc1plus", "out-of-memory"),
+        ("ModuleNotFoundError: No module named 'torch'", "no-torch"),
+    ],
+)
+def test_known_failures_are_diagnosed(log: str, kind: str) -> None:
+    found = diagnose(["building...", log, "error: command failed"])
+    assert found is not None and found[0] == kind
+
+
+def test_error_lines_keep_what_matters() -> None:
+    lines = ["[1/2] nvcc ...", "In file included from x.h:1:", "a.cu(3): error: identifier \"foo\" is undefined", "note: see", "ninja: build stopped"]
+    assert error_lines(lines) == ['a.cu(3): error: identifier "foo" is undefined']
+
+
+def test_max_jobs_is_bounded_by_memory() -> None:
+    assert max_jobs(16, 64 * 1024**3) == 16
+    assert max_jobs(16, 5 * 1024**3) == 2
+    assert max_jobs(4, None) == 4
+    assert max_jobs(8, 100) == 1
+
+
+def test_unsatisfied_build_requirements() -> None:
+    assert unsatisfied(["setuptools>=77", "ninja", "numpy"], {"setuptools": "65.5.0", "ninja": None, "numpy": "2.0"}) == ["setuptools>=77", "ninja"]
+
+
+# -- cuda-pip through its command line ----------------------------------------------------------
+
+
+def _cuda_pip(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environ = dict(os.environ if env is None else env)
+    environ.pop("VIRTUAL_ENV", None)
+    return subprocess.run([sys.executable, "-m", "pip_plugin", *args], capture_output=True, text=True,
+                          env=environ, timeout=300, check=False, stdin=subprocess.DEVNULL)
+
+
+def test_a_typo_of_a_curated_package_is_refused_unless_confirmed() -> None:
+    done = _cuda_pip("install", "kaolinn", "--python", sys.executable, "--dry-run")
+    assert done.returncode == 2
+    assert "did you mean kaolin?" in done.stderr and "--accept-name kaolinn" in done.stderr
+    accepted = _cuda_pip("install", "kaolinn", "--python", sys.executable, "--dry-run", "--accept-name", "kaolinn")
+    assert accepted.returncode == 0, accepted.stderr
+    assert "-m pip install kaolinn" in accepted.stdout
+
+
+def test_ordinary_names_pass_through_untouched() -> None:
+    done = _cuda_pip("install", "torchx", "numpy>=1.20", "--no-deps", "--python", sys.executable, "--dry-run", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["plan"]["pass_through"] == ["torchx", "numpy>=1.20"]
+    assert report["prepared"]["pip"][-1]["args"] == ["--no-deps", "torchx", "numpy>=1.20"]
+
+
+def _wheel(folder: Path, name: str, version: str, *, files: dict[str, str]) -> Path:
+    """A minimal valid wheel (py3-none-any) with a correct RECORD."""
+    dist = f"{name}-{version}.dist-info"
+    contents = dict(files)
+    contents[f"{dist}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    contents[f"{dist}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    record = []
+    for path, text in contents.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    record.append(f"{dist}/RECORD,,")
+    contents[f"{dist}/RECORD"] = "\n".join(record) + "\n"
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for member, text in contents.items():
+            archive.writestr(member, text)
+    path.write_bytes(buffer.getvalue())
+    return path
+
+
+@pytest.fixture(scope="module")
+def empty_venv_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("template") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    return folder
+
+
+@pytest.fixture
+def empty_venv(tmp_path: Path) -> Path:
+    folder = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    return folder / "bin" / "python"
+
+
+def _freeze(python: Path) -> str:
+    return subprocess.run([str(python), "-m", "pip", "freeze", "--all"], capture_output=True, text=True, check=True).stdout
+
+
+def test_an_ordinary_package_is_really_installed_by_pip(tmp_path: Path, empty_venv: Path) -> None:
+    links = tmp_path / "links"
+    links.mkdir()
+    _wheel(links, "tinypkg", "1.0", files={"tinypkg/__init__.py": "VALUE = 42\n"})
+    done = _cuda_pip("install", "--python", str(empty_venv), "--no-index", "--find-links", str(links), "tinypkg")
+    assert done.returncode == 0, done.stderr
+    value = subprocess.run([str(empty_venv), "-c", "import tinypkg; print(tinypkg.VALUE)"], capture_output=True, text=True, check=True)
+    assert value.stdout.strip() == "42"
+
+
+class _TorchIndex(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def torch_index(tmp_path: Path) -> Iterator[str]:
+    """A PyTorch-style index (``/whl/cu126/torch/``) on loopback with a tiny stand-in torch wheel."""
+    root = tmp_path / "served"
+    project = root / "whl" / "cu126" / "torch"
+    project.mkdir(parents=True)
+    wheel = _wheel(project, "torch", "2.6.0+cu126", files={
+        "torch/__init__.py": "__version__ = '2.6.0+cu126'\n",
+        "torch/version.py": "__version__ = '2.6.0+cu126'\ncuda = '12.6'\n",
+    })
+    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    (project / "index.html").write_text(f'<html><body><a href="{wheel.name}#sha256={sha}">{wheel.name}</a></body></html>')
+    (root / "whl" / "cu126" / "index.html").write_text('<html><body><a href="torch/">torch</a></body></html>')
+
+    def handler(*args: object, **kwargs: object) -> _TorchIndex:
+        return _TorchIndex(*args, directory=str(root), **kwargs)  # type: ignore[arg-type]
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/whl/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _env_with_torch_index(tmp_path: Path, url: str) -> dict[str, str]:
+    config = tmp_path / "config.toml"
+    config.write_text(f'[pytorch]\nlayout = "simple"\nurl = "{url}"\n')
+    # An RTX 3060-class machine on driver 560: torch 2.6.0+cu126 comes from the PyTorch index.
+    return dict(os.environ, CUDA_RESOLVE_CONFIG=str(config), CUDA_RESOLVE_DRIVER="560.35.03", CUDA_RESOLVE_CUDA_ARCH="8.6")
+
+
+def test_torch_comes_from_the_torch_index_alone(tmp_path: Path, empty_venv: Path, torch_index: str) -> None:
+    env = _env_with_torch_index(tmp_path, torch_index)
+    done = _cuda_pip("install", "torch==2.6.0+cu126", "--python", str(empty_venv), "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    [step] = report["prepared"]["pip"]
+    # Only the torch family is asked of that index: no other name can be taken from it.
+    assert step["args"] == ["--index-url", f"{torch_index}cu126/", "torch==2.6.0+cu126"]
+    assert {"name": "torch", "before": None, "after": "2.6.0+cu126"} in report["result"]["changed"]
+    assert report["result"]["verified_imports"] == ["torch"]
+
+
+def test_a_failed_install_is_undone(tmp_path: Path, empty_venv: Path, torch_index: str) -> None:
+    env = _env_with_torch_index(tmp_path, torch_index)
+    empty = tmp_path / "no-wheels"
+    empty.mkdir()
+    before = _freeze(empty_venv)
+    # The torch step succeeds; the second step cannot find its package: pip fails after torch is in.
+    done = _cuda_pip("install", "torch==2.6.0+cu126", "cuda-resolve-test-no-such-package", "--no-index",
+                     "--find-links", str(empty), "--python", str(empty_venv), env=env)
+    assert done.returncode == 1
+    assert "pip install (extensions and the rest) failed" in done.stderr
+    assert "restoring the environment" in done.stderr
+    assert _freeze(empty_venv) == before
+
+
+def test_an_index_that_does_not_answer_fails_fast_and_installs_nothing(tmp_path: Path, empty_venv: Path) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = _env_with_torch_index(tmp_path, f"http://127.0.0.1:{port}/whl/")
+    before = _freeze(empty_venv)
+    started = time.monotonic()
+    done = _cuda_pip("install", "torch==2.6.0+cu126", "--python", str(empty_venv), env=env)
+    assert time.monotonic() - started < 30
+    assert done.returncode == 1
+    assert f"127.0.0.1:{port}/whl/cu126/ did not answer" in done.stderr
+    assert "mirror set" in done.stderr and "mirror test" in done.stderr
+    assert _freeze(empty_venv) == before
