@@ -1,3 +1,11 @@
-from .cli import run
+"""``python -m cuda_resolve``: the ``cuda-resolve`` command; Ctrl-C during start-up exits 130."""
+
+import sys
+
+try:
+    from .cli import run
+except KeyboardInterrupt:
+    sys.stderr.write("error: interrupted\n")
+    raise SystemExit(130) from None
 
 run()

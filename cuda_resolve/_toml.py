@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
+from ._bounded import DEFAULT_READ_LIMIT, read_user_text
 from .errors import UsageError
 
 if sys.version_info >= (3, 11):
@@ -21,7 +22,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
-__all__ = ["Table", "load_toml_file", "parse_toml_text"]
+__all__ = ["Table", "load_toml_file", "parse_toml_text", "shorten", "shown"]
 
 T = TypeVar("T")
 D = TypeVar("D")  # the type of an accessor's default
@@ -31,23 +32,42 @@ _MISSING: Any = object()
 def parse_toml_text(
     text: str, *, origin: str, error: type[UsageError], hint: str | None = None
 ) -> Table:
+    """Parse *text*; every way it can fail (bad syntax, arrays nested thousands deep, an
+    integer with thousands of digits) is one *error* naming *origin*."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{origin}: not valid TOML: {exc}", hint=hint) from None
+    except RecursionError:
+        raise error(f"{origin}: not valid TOML: arrays or tables nested too deeply", hint=hint) from None
+    except ValueError as exc:  # int() past Python's digit limit: "Exceeds the limit (4300 digits)..."
+        raise error(f"{origin}: not valid TOML: {shorten(str(exc))}", hint=hint) from None
     return Table(data, origin=origin, path="", error=error, hint=hint)
 
 
-def load_toml_file(path: Path, *, error: type[UsageError], hint: str | None = None) -> Table:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise error(f"{path}: no such file", hint=hint) from None
-    except IsADirectoryError:
-        raise error(f"{path}: is a directory, expected a TOML file", hint=hint) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise error(f"{path}: cannot be read: {exc}", hint=hint) from None
+def load_toml_file(
+    path: Path, *, error: type[UsageError], hint: str | None = None, limit: int = DEFAULT_READ_LIMIT
+) -> Table:
+    """Read *path* through the bounded reader (a regular file, at most *limit* bytes, UTF-8) and parse it."""
+    text = read_user_text(path, error=error, hint=hint, what="a TOML file", limit=limit)
     return parse_toml_text(text, origin=str(path), error=error, hint=hint)
+
+
+def shorten(text: str, width: int = 120) -> str:
+    """*text* cut to *width* characters, so a pathological value cannot fill the screen."""
+    return text if len(text) <= width else f"{text[: width - 20]}... ({len(text)} characters)"
+
+
+def shown(value: object, width: int = 120) -> str:
+    """``repr(value)``, shortened: error messages quote values, never megabytes of them."""
+    return shorten(_safe_repr(value), width)
+
+
+def _safe_repr(value: object) -> str:
+    try:
+        return repr(value)
+    except (ValueError, RecursionError):  # an int past the digit limit, a self-nested list
+        return f"<{type(value).__name__}>"
 
 
 class Table:
@@ -101,9 +121,9 @@ class Table:
         if value is default and key not in self.data:
             return value
         if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-            raise self.fail(key, f"= {value!r}: expected {label}")
+            raise self.fail(key, f"= {shown(value)}: expected {label}")
         if not isinstance(value, kind):
-            raise self.fail(key, f"= {value!r}: expected {label}")
+            raise self.fail(key, f"= {shown(value)}: expected {label}")
         return value
 
     # Each accessor returns the checked type, or the caller's default (whose type the overloads
@@ -147,7 +167,7 @@ class Table:
             return value
         for position, item in enumerate(value):
             if not isinstance(item, str):
-                raise self.fail(f"{key}[{position}]", f"= {item!r}: expected a string")
+                raise self.fail(f"{key}[{position}]", f"= {shown(item)}: expected a string")
         return tuple(value)
 
     @overload
@@ -162,14 +182,14 @@ class Table:
         try:
             return parser(value)
         except ValueError as exc:
-            raise self.fail(key, f"= {value!r}: {exc}") from None
+            raise self.fail(key, f"= {shown(value)}: {shorten(str(exc))}") from None
 
     def table(self, key: str, *, required: bool = False) -> Table | None:
         value = self._get(key, _MISSING if required else None)
         if value is None:
             return None
         if not isinstance(value, dict):
-            raise self.fail(key, f"= {value!r}: expected a table")
+            raise self.fail(key, f"= {shown(value)}: expected a table")
         return self._child(value, key)
 
     def tables(self, key: str) -> Iterator[Table]:
@@ -178,10 +198,10 @@ class Table:
         if isinstance(value, dict):
             value = [value]
         if not isinstance(value, list):
-            raise self.fail(key, f"= {value!r}: expected an array of tables ([[{key}]])")
+            raise self.fail(key, f"= {shown(value)}: expected an array of tables ([[{key}]])")
         for position, item in enumerate(value):
             if not isinstance(item, dict):
-                raise self.fail(f"{key}[{position}]", f"= {item!r}: expected a table")
+                raise self.fail(f"{key}[{position}]", f"= {shown(item)}: expected a table")
             yield self._child(item, f"{key}[{position}]")
 
     def sub_tables(self) -> Iterator[tuple[str, Table]]:

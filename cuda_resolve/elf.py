@@ -34,6 +34,8 @@ def read_dynamic(path: Path, *, limit: int = 16 * 1024**3) -> DynamicInfo | None
     the string table are touched, so a 1 GB CUDA extension costs what a small one does.
     """
     try:
+        if not path.is_file():  # a FIFO named like a library would block the open
+            return None
         with path.open("rb") as handle:
             if handle.read(4) != b"\x7fELF":
                 return None

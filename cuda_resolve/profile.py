@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
-from ._toml import Table, load_toml_file, parse_toml_text
+from ._toml import Table, load_toml_file, parse_toml_text, shown
 from .environment import (
     Compiler,
     Driver,
@@ -56,7 +56,7 @@ def parse_profile(text: str, *, origin: str = "<profile>", index: Index | None =
 
 def _python_version(text: str) -> str:
     # 3.10, 3.10.12, and what pre-release interpreters report: 3.14.0rc2, 3.15.0a1+
-    if not re.fullmatch(r"\d+\.\d+(\.\d+)?((a|b|rc)\d+)?\+?", text):
+    if not re.fullmatch(r"\d{1,4}\.\d{1,4}(\.\d{1,4})?((a|b|rc)\d{1,4})?\+?", text):
         raise ValueError("expected a Python version such as '3.10.12'")
     return text
 
@@ -64,7 +64,7 @@ def _python_version(text: str) -> str:
 def _compiler_version(text: str) -> str:
     # `gcc -dumpversion` prints "12" on Debian and "12.2.0" elsewhere
     parts = text.split(".")
-    if not 1 <= len(parts) <= 3 or not all(part.isdigit() for part in parts):
+    if not 1 <= len(parts) <= 3 or not all(part.isdigit() and len(part) <= 9 for part in parts):
         raise ValueError("expected a compiler version such as '11.4.0' or '12'")
     return text
 
@@ -78,7 +78,7 @@ def _torch_arch(text: str) -> str:
 
 def _glibc(text: str) -> str:
     parts = text.split(".")
-    if len(parts) != 2 or not all(part.isdigit() for part in parts):
+    if len(parts) != 2 or not all(part.isdigit() and len(part) <= 9 for part in parts):
         raise ValueError("expected a glibc version such as '2.35'")
     return text
 
@@ -259,7 +259,7 @@ def _torch(table: Table | None) -> TorchInfo | None:
 
         Version(version)
     except Exception:
-        raise table.fail("version", f"= {version!r}: not a valid version such as '2.1.0+cu121'") from None
+        raise table.fail("version", f"= {shown(version)}: not a valid version such as '2.1.0+cu121'") from None
     cuda = table.parsed("cuda", CudaVersion.parse, None)
     local = version.split("+", 1)[1] if "+" in version else None
     tagged: CudaVersion | None = None
@@ -291,11 +291,11 @@ def _torch(table: Table | None) -> TorchInfo | None:
 
 
 def _package_version(text: str) -> str:
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     try:
         Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a part with thousands of digits
         raise ValueError("not a valid version such as '0.16.0+cu121'") from None
     return text
 

@@ -14,12 +14,24 @@ from dataclasses import dataclass, field
 __all__ = ["ComputeCapability", "CudaVersion", "DriverVersion", "parse_dotted"]
 
 
+#: Digits allowed in one part of a version: driver, CUDA and compiler versions use at most 6.
+_MAX_DIGITS = 9
+
+
+def _quoted(text: str) -> str:
+    """``repr(text)``, cut short: a value of thousands of characters is not echoed whole."""
+    return repr(text) if len(text) <= 40 else f"{text[:30]!r}... ({len(text)} characters)"
+
+
 def parse_dotted(text: str, *, what: str) -> tuple[int, ...]:
     """Parse ``"12.2.140"`` into ``(12, 2, 140)``; ``ValueError`` naming *what* otherwise."""
     cleaned = text.strip()
     if not re.fullmatch(r"\d+(\.\d+)*", cleaned):
-        raise ValueError(f"{what} {text!r} is not a dotted version number")
-    return tuple(int(part) for part in cleaned.split("."))
+        raise ValueError(f"{what} {_quoted(text)} is not a dotted version number")
+    parts = cleaned.split(".")
+    if any(len(part) > _MAX_DIGITS for part in parts):
+        raise ValueError(f"{what} {_quoted(text)} has a part longer than {_MAX_DIGITS} digits")
+    return tuple(int(part) for part in parts)
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -33,7 +45,7 @@ class DriverVersion:
     def parse(cls, text: str) -> DriverVersion:
         parts = parse_dotted(text, what="driver version")
         if parts[0] < 100:  # every driver since CUDA 2 is >= 180; "12.2" is nvidia-smi's CUDA
-            raise ValueError(f"driver version {text!r} looks like a CUDA version, not a driver")
+            raise ValueError(f"driver version {_quoted(text)} looks like a CUDA version, not a driver")
         return cls(parts, text.strip())
 
     @property
@@ -63,9 +75,9 @@ class CudaVersion:
         cleaned = cleaned.removeprefix("V").removeprefix("v")
         parts = parse_dotted(cleaned, what="CUDA version")
         if len(parts) == 1:
-            raise ValueError(f"CUDA version {text!r} needs a minor part, e.g. '12.4'")
+            raise ValueError(f"CUDA version {_quoted(text)} needs a minor part, e.g. '12.4'")
         if parts[0] > 99 or parts[1] > 9:
-            raise ValueError(f"CUDA version {text!r} is out of range (expected e.g. '12.4')")
+            raise ValueError(f"CUDA version {_quoted(text)} is out of range (expected e.g. '12.4')")
         return cls(parts[0], parts[1])
 
     @classmethod
@@ -94,12 +106,12 @@ class ComputeCapability:
     def parse(cls, text: str) -> ComputeCapability:
         """Accept ``8.6``, ``9.0a``, ``sm_86``, ``compute_90``, ``sm_100a``."""
         cleaned = text.strip().lower()
-        if match := re.fullmatch(r"(?:sm|compute)_(\d+?)(\d)([af]?)", cleaned):
+        if match := re.fullmatch(r"(?:sm|compute)_(\d{1,3}?)(\d)([af]?)", cleaned):
             return cls(int(match.group(1)), int(match.group(2)), match.group(3))
-        if match := re.fullmatch(r"(\d+)\.(\d)([af]?)", cleaned):
+        if match := re.fullmatch(r"(\d{1,3})\.(\d)([af]?)", cleaned):
             return cls(int(match.group(1)), int(match.group(2)), match.group(3))
         raise ValueError(
-            f"compute capability {text!r} is not of the form '8.6', '9.0a' or 'sm_86'"
+            f"compute capability {_quoted(text)} is not of the form '8.6', '9.0a' or 'sm_86'"
         )
 
     @property

@@ -16,6 +16,10 @@ Where a fact comes from, highest precedence first:
 
 See :mod:`.overrides` and ``docs/detection.md`` for the override rules.
 
+Every probe shares one overall budget (*budget*, default twice *timeout*): a program gets its own
+*timeout* or what is left of the budget, whichever is less, so a machine with several hanging
+tools still answers within the budget; which probe was slow or skipped becomes a note.
+
 The target-interpreter probe, the compilers and the extension scan run in threads while the
 driver probes run, and nvcc/compiler answers are cached on disk per binary, so a repeated
 ``cuda-resolve doctor`` costs little more than starting Python.
@@ -27,9 +31,10 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .._bounded import Deadline, kill_all
 from ..environment import Environment, ExtensionBinary
 from ._cache import ProbeCache, default_cache_dir
-from ._run import Background
+from ._run import Background, sharing
 from .compilers import find_compilers
 from .host import machine_facts, scheduler_facts, variable_facts
 from .nvidia import probe_nvidia
@@ -53,6 +58,7 @@ def detect_environment(
     root: Path = Path("/"),
     environ: Mapping[str, str] | None = None,
     timeout: float = 5.0,
+    budget: float | None = None,
     cache_dir: Path | None = None,
 ) -> Environment:
     """Probe this machine (or a fake *root*, for tests) and describe it.
@@ -62,7 +68,34 @@ def detect_environment(
     (PATH, CUDA_HOME, overrides) and for the programs run. *cache_dir* holds the probe cache
     (default: the user cache directory). Raises :class:`~cuda_resolve.errors.UsageError` for
     a bad override value or a *python* that is not an interpreter, and for nothing else.
+    *timeout* bounds each program and library call, *budget* all of them together.
     """
+    deadline = Deadline(2 * timeout if budget is None else budget)
+    with sharing(deadline):
+        try:
+            return _detect(
+                python=python, root=root, environ=environ, timeout=timeout, cache_dir=cache_dir, deadline=deadline
+            )
+        except KeyboardInterrupt:
+            _stop(deadline)
+            raise
+
+
+def _stop(deadline: Deadline) -> None:
+    """Ctrl-C: probes in other threads start nothing more, and what runs is killed now."""
+    deadline.cancel()
+    kill_all()
+
+
+def _detect(
+    *,
+    python: str | None,
+    root: Path,
+    environ: Mapping[str, str] | None,
+    timeout: float,
+    cache_dir: Path | None,
+    deadline: Deadline,
+) -> Environment:
     env: Mapping[str, str] = dict(os.environ if environ is None else environ)
     overrides = read_overrides(env)
     target_python = resolve_python(python, env) if python is not None else None
@@ -72,6 +105,9 @@ def detect_environment(
     compilers_job = Background(lambda: find_compilers(environ=env, timeout=timeout, cache=cache))
     try:
         nvidia = probe_nvidia(root=root, environ=env, timeout=timeout, cache=cache)
+    except KeyboardInterrupt:
+        _stop(deadline)  # so that the threads joined below end now
+        raise
     finally:
         target = target_job.result()  # a --python that is not an interpreter raises here
         compiler = compilers_job.result()
@@ -84,7 +120,8 @@ def detect_environment(
     cache.save()
 
     driver, gpus, override_notes = apply_overrides(overrides, nvidia.driver, nvidia.gpus)
-    notes = (*nvidia.notes, *override_notes, *toolkit_notes, *target.notes)
+    slow = tuple(f"slow probe: {what}" for what in deadline.slow)
+    notes = (*nvidia.notes, *override_notes, *toolkit_notes, *target.notes, *slow)
     return Environment(
         machine=machine_facts(platform=target.platform, machine=target.machine, glibc=target.glibc),
         python=target.python,

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._bounded import read_bytes
 from ..paths import cache_root, write_atomic
 
 __all__ = ["ProbeCache", "default_cache_dir", "file_identity"]
@@ -27,6 +28,7 @@ __all__ = ["ProbeCache", "default_cache_dir", "file_identity"]
 _FORMAT = 1
 _FILE_NAME = "probes.json"
 _MAX_ENTRIES = 256  # per namespace; the oldest go first
+_READ_LIMIT = 16 * 1024 * 1024  # a full cache is far smaller; a larger file is not ours
 
 
 def default_cache_dir() -> Path:
@@ -55,8 +57,8 @@ class ProbeCache:
             self._data = {}
             if self._path is not None:
                 try:
-                    raw = json.loads(self._path.read_text(encoding="utf-8"))
-                except (OSError, ValueError):
+                    raw = json.loads(read_bytes(self._path, limit=_READ_LIMIT))
+                except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested too deep
                     raw = None
                 if isinstance(raw, dict) and raw.get("format") == _FORMAT:
                     self._data = {k: v for k, v in raw.items() if isinstance(v, dict)}

@@ -7,6 +7,8 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from .._bounded import read_head
+
 __all__ = ["is_executable_file", "path_dirs", "read_text", "under_root", "which"]
 
 #: Probes read small text files (version stamps, scripts); anything larger is not what we want.
@@ -14,10 +16,10 @@ _READ_LIMIT = 256 * 1024
 
 
 def read_text(path: str | os.PathLike[str], *, limit: int = _READ_LIMIT) -> str | None:
-    """The file's text (undecodable bytes replaced), or ``None`` if it cannot be read."""
+    """The first *limit* bytes of a regular file as text (undecodable bytes replaced), or
+    ``None`` if it cannot be read or is not a regular file (a FIFO would block, a device never end)."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(limit)
+        data = read_head(path, limit)
     except OSError:
         return None
     return data.decode("utf-8", errors="replace")

@@ -1,54 +1,49 @@
 """Run a foreign program or a stalling library call with a deadline; never raise.
 
 Everything here is used by probes, so failures become values: ``None`` when a program cannot
-be started, a :class:`Ran` that says it timed out when it had to be killed. A program is
-started in its own session so that a timeout kills its whole process group: a wrapper script
-that runs ``sleep 30`` without ``exec`` would otherwise keep the output pipe open, and
-``communicate()`` would wait for the grandchild after the child was killed.
+be started, a :class:`Ran` that says it was killed when it ran past its time or flooded its
+output. Programs run through :func:`cuda_resolve._bounded.run`: in their own session, so a
+timeout (or Ctrl-C) kills the whole process group, with at most a megabyte of output kept.
+
+:func:`sharing` sets one :class:`~cuda_resolve._bounded.Deadline` for every probe started
+under it, in this thread and in :class:`Background` threads: each program then gets at most
+what is left of that budget, and one that is cut short or skipped is recorded there, so
+``detect`` on a machine with several hanging tools answers within the budget and says which
+probe was slow.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
-import signal
-import subprocess
-import sys
+import shlex
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Generic, TypeVar
 
-__all__ = ["Background", "Ran", "call_with_timeout", "run", "run_text"]
+from .._bounded import DEFAULT_OUTPUT_LIMIT, Deadline, Ran
+from .._bounded import run as run_bounded
+
+__all__ = ["Background", "Ran", "call_with_timeout", "current_deadline", "run", "run_text", "sharing"]
 
 T = TypeVar("T")
 
-#: Room after a kill for the pipes to drain; past it the probe gives up on the output.
-_DRAIN_SECONDS = 1.0
+_DEADLINE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar("cuda_resolve_deadline", default=None)
 
 
-@dataclass(frozen=True, slots=True)
-class Ran:
-    """What a finished (or killed) program left behind."""
+@contextlib.contextmanager
+def sharing(deadline: Deadline) -> Iterator[Deadline]:
+    """Every probe run inside (and in :class:`Background` threads started inside) shares *deadline*."""
+    token = _DEADLINE.set(deadline)
+    try:
+        yield deadline
+    finally:
+        _DEADLINE.reset(token)
 
-    stdout: str
-    stderr: str
-    returncode: int | None  # None: killed at the deadline
 
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0
-
-    @property
-    def timed_out(self) -> bool:
-        return self.returncode is None
-
-    @property
-    def first_line(self) -> str:
-        """The first non-blank line of the output, the usual place for an error message."""
-        for line in (self.stdout + "\n" + self.stderr).splitlines():
-            if line.strip():
-                return line.strip()
-        return ""
+def current_deadline() -> Deadline | None:
+    return _DEADLINE.get()
 
 
 def _child_environment(environ: Mapping[str, str] | None) -> dict[str, str]:
@@ -58,37 +53,38 @@ def _child_environment(environ: Mapping[str, str] | None) -> dict[str, str]:
     return env
 
 
+def _label(argv: Sequence[str]) -> str:
+    shown = [os.path.basename(argv[0]), *argv[1:]] if argv else []
+    text = shlex.join(shown)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return f"`{text}` ({argv[0]})" if argv and os.path.basename(argv[0]) != argv[0] else f"`{text}`"
+
+
 def run(
     argv: Sequence[str],
     *,
     timeout: float,
     environ: Mapping[str, str] | None = None,
     cwd: str | None = None,
+    output_limit: int = DEFAULT_OUTPUT_LIMIT,
 ) -> Ran | None:
-    """Run *argv*; ``None`` when it cannot be started (missing, not executable, not a program)."""
-    posix = sys.platform != "win32"
-    try:
-        process = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=_child_environment(environ),
-            cwd=cwd,
-            start_new_session=posix,
-        )
-    except (OSError, ValueError):
-        return None
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill(process, group=posix)
-        try:
-            out, err = process.communicate(timeout=_DRAIN_SECONDS)
-        except subprocess.TimeoutExpired:
-            out, err = b"", b""
-        return Ran(_decode(out), _decode(err), None)
-    return Ran(_decode(out), _decode(err), process.returncode)
+    """Run *argv*; ``None`` when it cannot be started (missing, not executable, not a program).
+
+    Under a shared deadline a program that is cut short, floods its output, or is not started
+    because the budget is spent (a :class:`Ran` with ``returncode=None`` and no output) is
+    recorded there; callers then need not note it themselves."""
+    deadline = _DEADLINE.get()
+    allowed = timeout if deadline is None else deadline.timeout(timeout)
+    if deadline is not None and allowed <= 0:
+        deadline.note_slow(f"{_label(argv)} was not run: the {deadline.seconds:g} s detection budget was spent")
+        return Ran("", "", None)
+    ran = run_bounded(argv, timeout=allowed, output_limit=output_limit, env=_child_environment(environ), cwd=cwd)
+    if deadline is not None and ran is not None and ran.returncode is None:
+        if ran.overflowed:
+            deadline.note_slow(f"{_label(argv)} wrote more than {output_limit} bytes and was stopped")
+        else:
+            deadline.note_slow(f"{_label(argv)} did not answer within {allowed:.1f} s and was stopped")
+    return ran
 
 
 def run_text(
@@ -102,27 +98,20 @@ def run_text(
     return ran.stdout if ran is not None and ran.ok else None
 
 
-def _kill(process: subprocess.Popen[bytes], *, group: bool) -> None:
-    try:
-        if group:
-            os.killpg(process.pid, signal.SIGKILL)
-        else:
-            process.kill()
-    except OSError:
-        pass  # it exited between the timeout and the kill
-
-
-def _decode(data: bytes | None) -> str:
-    return (data or b"").decode("utf-8", errors="replace")
-
-
-def call_with_timeout(function: Callable[[], T], *, timeout: float) -> T | None:
-    """Call *function* in a daemon thread; ``None`` if it has not returned by *timeout*.
+def call_with_timeout(function: Callable[[], T], *, timeout: float, label: str = "a library call") -> T | None:
+    """Call *function* in a daemon thread; ``None`` if it has not returned by *timeout* (or by
+    the shared deadline, whichever comes first). A call skipped because the deadline is spent
+    is recorded there under *label*; one that timed out is the caller's to note.
 
     For in-process library calls that can stall (``cuInit``, ``nvmlInit`` on a wedged GPU):
     they cannot be cancelled, so the thread is abandoned and the process may still exit.
     *function* must catch its own errors; an exception that escapes it counts as no answer.
     """
+    deadline = _DEADLINE.get()
+    allowed = timeout if deadline is None else deadline.timeout(timeout)
+    if deadline is not None and allowed <= 0:
+        deadline.note_slow(f"{label} was not made: the {deadline.seconds:g} s detection budget was spent")
+        return None
     box: list[T] = []
 
     def target() -> None:
@@ -133,7 +122,7 @@ def call_with_timeout(function: Callable[[], T], *, timeout: float) -> T | None:
 
     thread = threading.Thread(target=target, name="cuda-resolve-probe", daemon=True)
     thread.start()
-    thread.join(timeout)
+    thread.join(allowed)
     return box[0] if box else None
 
 
@@ -142,13 +131,17 @@ class Background(Generic[T]):
 
     For probes that overlap (the target interpreter, compilers, the driver). A plain thread
     rather than ``concurrent.futures``, whose import (logging and friends) costs more than
-    the probes it would schedule.
+    the probes it would schedule. The thread runs in a copy of the caller's context, so it
+    shares the caller's deadline (:func:`sharing`).
     """
 
     def __init__(self, function: Callable[[], T]) -> None:
         self._value: list[T] = []
         self._error: list[BaseException] = []
-        self._thread = threading.Thread(target=self._run, args=(function,), name="cuda-resolve-detect", daemon=True)
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._run, function), name="cuda-resolve-detect", daemon=True
+        )
         self._thread.start()
 
     def _run(self, function: Callable[[], T]) -> None:

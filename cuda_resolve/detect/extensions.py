@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from .._bounded import read_head
 from ..elf import read_dynamic
 from ..environment import ExtensionBinary
 
@@ -39,13 +40,14 @@ _SKIP_DIRS = frozenset({
 #: walking whole trees of large packages costs far more than it finds.
 _MAX_DEPTH = 3
 _DEFAULT_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu")
+_LD_CACHE_LIMIT = 64 * 1024 * 1024  # a large distribution's cache is a few hundred KB
 _MAX_FILES = 2000  # a big conda env holds ~1000 .so files; each costs ~40 µs (mapped, not read)
 
 
 def ldconfig_sonames(cache: Path = Path("/etc/ld.so.cache")) -> frozenset[str]:
     """Sonames listed in the ld.so cache (both the old and the new format store them as strings)."""
     try:
-        data = cache.read_bytes()
+        data = read_head(cache, _LD_CACHE_LIMIT)
     except OSError:
         return frozenset()
     return frozenset(

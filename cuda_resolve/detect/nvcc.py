@@ -85,9 +85,8 @@ def _expand(text: str, environ: Mapping[str, str], script_dir: str) -> str | Non
 
 def _script_target(script: str, environ: Mapping[str, str]) -> str | None:
     """The other nvcc a wrapper script runs, preferring lines that ``exec`` it."""
-    with open(script, "rb") as handle:
-        if handle.read(2) != b"#!":
-            return None
+    if read_text(script, limit=2) != "#!":  # a binary nvcc: not read further
+        return None
     text = read_text(script, limit=_SCRIPT_LIMIT) or ""
     lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     lines.sort(key=lambda line: "exec" not in line)  # stable: exec lines first, else in order

@@ -109,7 +109,7 @@ def probe_nvidia(
 def _probe_libraries(found: _Findings, timeout: float) -> None:
     if found.version is None and found.cuda is None:
         return  # no kernel module and no libcuda: no driver for NVML or cuInit to describe
-    boxed = call_with_timeout(lambda: (_nvml.query_nvml(),), timeout=timeout)
+    boxed = call_with_timeout(lambda: (_nvml.query_nvml(),), timeout=timeout, label="NVML (nvmlInit)")
     if boxed is None:
         found.notes.append(f"NVML did not answer within {timeout:g} s")
         found.nvml_refused = True
@@ -124,7 +124,7 @@ def _probe_libraries(found: _Findings, timeout: float) -> None:
         found.notes.extend(nvml.problems)
         found.gpus, found.gpus_source = nvml.gpus, "NVML"
         return
-    boxed_devices = call_with_timeout(lambda: (_libcuda.query_devices(),), timeout=timeout)
+    boxed_devices = call_with_timeout(lambda: (_libcuda.query_devices(),), timeout=timeout, label="libcuda (cuInit)")
     if boxed_devices is None:
         found.notes.append(f"libcuda: cuInit did not answer within {timeout:g} s")
         return

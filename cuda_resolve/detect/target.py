@@ -90,7 +90,7 @@ def _json_object(text: str) -> dict[str, Any] | None:
     for line in reversed(text.strip().splitlines()):
         try:
             value = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         return value if isinstance(value, dict) else None
     return None

@@ -99,7 +99,7 @@ def _version_from_files(toolkit_dir: str) -> tuple[CudaVersion, str] | None:
         try:
             release = str(json.loads(text)["cuda"]["version"])
             return CudaVersion.parse(release), release
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             pass
     text = read_text(os.path.join(toolkit_dir, "version.txt"))
     match = re.search(r"CUDA Version (\d+\.\d+(?:\.\d+)?)", text or "")

@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from packaging.version import InvalidVersion, Version
 
+from .._bounded import read_head
 from ..environment import Environment
 from ..index.model import Index
 from ..net import HttpClient, Probe, TlsReport, client_from_config, redact, trust_facts
@@ -155,7 +156,7 @@ def conda_ssl_verify(environ: Mapping[str, str], files: Sequence[Path]) -> tuple
     where: str | None = None
     for path in files:
         try:
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            lines = read_head(path, 1024 * 1024).decode("utf-8", errors="replace").splitlines()
         except OSError:
             continue
         for line in lines:

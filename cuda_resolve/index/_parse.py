@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -20,6 +21,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from .._bounded import read_text
 from .._toml import Table, parse_toml_text
 from ..errors import IndexDataError
 from ..versions import ComputeCapability, CudaVersion, DriverVersion
@@ -139,13 +141,16 @@ class Layer:
     citations: list[tuple[str, str]] = field(default_factory=list)  # (key, "file: path.source")
 
 
+_READ_LIMIT = 32 * 1024 * 1024  # an overlay written by `index refresh` is far smaller
+
+
 def parse_file(kind: str, file: Traversable, layer: Layer) -> None:
     """Read one file (``kind`` = cuda | torch | package) into ``layer``."""
     origin = str(file)
-    try:
-        text = file.read_text(encoding="utf-8")
+    try:  # an overlay on disk goes through the bounded reader (regular file, size cap)
+        text = read_text(file, limit=_READ_LIMIT) if isinstance(file, Path) else file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise IndexDataError(f"{origin}: cannot be read: {exc}", hint=_HINT) from None
+        raise IndexDataError(f"{origin}: cannot be read: {getattr(exc, 'strerror', None) or exc}", hint=_HINT) from None
     top = parse_toml_text(text, origin=origin, error=IndexDataError, hint=_HINT)
     version = top.integer("format", FORMAT_VERSION)
     if version != FORMAT_VERSION:

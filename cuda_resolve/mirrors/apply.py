@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
+from .._bounded import FileTooLargeError, NotRegularFileError, read_bytes
 from ..config import CONFIG_ENV, ConfigError
 from ..errors import UsageError
 from ..redaction import redact_urls
@@ -79,12 +80,21 @@ class Applied:
 
 
 def _read(path: Path) -> str | None:
+    """The file's text through the bounded reader; ``None`` when it does not exist yet.
+
+    A FIFO, a device or a socket (or a link to one) is refused here, before anything is
+    planned: ``mirror set`` replaces regular files only."""
     try:
-        return path.read_text(encoding="utf-8")
+        return read_bytes(path).decode("utf-8")
     except (FileNotFoundError, NotADirectoryError):
         return None  # not there yet (a parent that is a file is reported when writing)
     except IsADirectoryError:
         raise UsageError(f"{path}: is a directory, expected a file", hint="move it away or pick another scope") from None
+    except (NotRegularFileError, FileTooLargeError) as exc:
+        raise UsageError(
+            f"{path}: {exc.strerror}; mirror set edits regular files only",
+            hint="point the link (or the file) at a regular file, or pick another scope",
+        ) from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text", hint=f"fix {path} by hand") from None
     except OSError as exc:

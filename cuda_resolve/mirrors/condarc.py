@@ -54,13 +54,16 @@ def _yaml() -> YAML:
 
 
 def _load(text: str, origin: str) -> CommentedMap:
+    hint = f"fix {origin} by hand (conda itself would fail on it) and run the command again"
     try:
         data = _yaml().load(text)
     except YAMLError as exc:
-        raise ConfigError(
-            f"{origin}: not valid YAML: {exc}".replace("\n", " "),
-            hint=f"fix {origin} by hand (conda itself would fail on it) and run the command again",
-        ) from None
+        raise ConfigError(f"{origin}: not valid YAML: {exc}".replace("\n", " "), hint=hint) from None
+    except RecursionError:
+        raise ConfigError(f"{origin}: not valid YAML: lists or mappings nested too deeply", hint=hint) from None
+    except ValueError as exc:  # a number with thousands of digits: int() refuses it
+        message = str(exc) if len(str(exc)) <= 120 else str(exc)[:100] + "..."
+        raise ConfigError(f"{origin}: not valid YAML: {message}", hint=hint) from None
     if data is None:
         return CommentedMap()
     if not isinstance(data, CommentedMap):

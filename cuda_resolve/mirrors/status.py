@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._bounded import read_text
 from ..config import Config, config_path, config_to_dict, load_config
 from ..errors import CudaResolveError
 from ..redaction import redact_data
@@ -63,7 +64,7 @@ def _pip_state(role: str, path: Path) -> FileState:
     if not path.is_file():
         return FileState(tool="pip", role=role, path=path, exists=False)
     try:
-        settings = read_pip_settings(path.read_text(encoding="utf-8"), origin=str(path))
+        settings = read_pip_settings(read_text(path), origin=str(path))
     except (OSError, UnicodeDecodeError) as exc:
         return FileState(tool="pip", role=role, path=path, exists=True, error=f"cannot be read: {exc}")
     except CudaResolveError as exc:
@@ -81,7 +82,7 @@ def _conda_state(role: str, path: Path) -> FileState:
     if not path.is_file():
         return FileState(tool="conda", role=role, path=path, exists=False)
     try:
-        settings = read_conda_settings(path.read_text(encoding="utf-8"), origin=str(path))
+        settings = read_conda_settings(read_text(path), origin=str(path))
     except (OSError, UnicodeDecodeError) as exc:
         return FileState(tool="conda", role=role, path=path, exists=True, error=f"cannot be read: {exc}")
     except CudaResolveError as exc:

@@ -17,13 +17,14 @@ platform, the target prefix), so tests point them at a temporary directory.
 from __future__ import annotations
 
 import os
-import subprocess
+import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from .._bounded import run as run_bounded
 from ..config import config_path
 from ..errors import UsageError
 
@@ -41,6 +42,7 @@ __all__ = [
 
 Scope = Literal["user", "env"]
 _PROBE_TIMEOUT_S = 20
+_OUTPUT_LIMIT = 64 * 1024  # sys.prefix is one line; a site hook printing more is cut off
 
 
 def _pip_basename(platform: str) -> str:
@@ -85,28 +87,24 @@ def is_conda_prefix(prefix: Path) -> bool:
 
 
 def interpreter_prefix(python: str) -> Path:
-    """``sys.prefix`` of another interpreter, asked with a timeout (never imported here)."""
-    try:
-        result = subprocess.run(
-            [python, "-c", "import sys; print(sys.prefix)"],
-            capture_output=True,
-            text=True,
-            timeout=_PROBE_TIMEOUT_S,
-            check=False,
-        )
-    except FileNotFoundError:
+    """``sys.prefix`` of another interpreter, asked with a timeout and an output cap (never
+    imported here); the interpreter and anything it starts are killed past the timeout."""
+    result = run_bounded([python, "-c", "import sys; print(sys.prefix)"], timeout=_PROBE_TIMEOUT_S, output_limit=_OUTPUT_LIMIT)
+    if result is None:  # could not be started: say why
+        if not os.path.exists(python) and shutil.which(python) is None:
+            raise UsageError(
+                f"--python {python}: no such interpreter", hint="give the path of the target environment's python"
+            )
+        if os.path.isfile(python) and not os.access(python, os.X_OK):
+            raise UsageError(f"--python {python}: not executable", hint="give the path of a python executable")
+        raise UsageError(f"--python {python}: cannot run", hint="give a python executable")
+    if result.returncode is None:
         raise UsageError(
-            f"--python {python}: no such interpreter", hint="give the path of the target environment's python"
-        ) from None
-    except PermissionError:
-        raise UsageError(f"--python {python}: not executable", hint="give the path of a python executable") from None
-    except subprocess.TimeoutExpired:
-        raise UsageError(
-            f"--python {python}: did not answer within {_PROBE_TIMEOUT_S} s",
+            f"--python {python}: did not answer within {_PROBE_TIMEOUT_S} s"
+            if not result.overflowed
+            else f"--python {python}: wrote more than {_OUTPUT_LIMIT} bytes when asked for sys.prefix",
             hint="check that the interpreter starts (`PATH -c pass`)",
-        ) from None
-    except OSError as exc:
-        raise UsageError(f"--python {python}: cannot run: {exc.strerror}", hint="give a python executable") from None
+        )
     lines = result.stdout.strip().splitlines()
     if result.returncode != 0 or not lines:
         raise UsageError(
