@@ -80,6 +80,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as wheelhouse:
         env = dict(base_env, CUDA_RESOLVE_WHEELHOUSE=wheelhouse)
         cuda_pip = [sys.executable, "-m", "pip_plugin", "install", args.package, "--source", str(args.source)]
+        # A first install: the package must not be in the target already (else pip has nothing to do).
+        subprocess.call([target.python, "-m", "pip", "uninstall", "-y", args.package], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for label, extra in (("cuda_pip_fresh_s", ["--rebuild"]), ("cuda_pip_cache_hit_s", [])):
             seconds, status = _timed([*cuda_pip, *extra], env, args.log)
             results[label] = round(seconds, 2) if status == 0 else f"failed ({status})"

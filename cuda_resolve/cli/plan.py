@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -59,11 +60,34 @@ def handle(args: argparse.Namespace) -> int:
             render_ruled_out(exc.reasons)
         raise
     plan = make_plan(resolution, env)
+    command = next_command(args)
     if args.json:
-        _output.print_json(plan.to_json(explain=args.explain))
+        document = plan.to_json(explain=args.explain)
+        document["command"] = command
+        _output.print_json(document)
     else:
         render_plan(plan, explain=args.explain)
+        from rich.text import Text
+
+        where = "On that machine, carry it out with" if args.profile is not None else "Carry it out with"
+        _output.console().print(Text(f"{where}:\n  {shlex.join(command)}"))
     return 0
+
+
+def next_command(args: argparse.Namespace) -> list[str]:
+    """The exact command that carries out this plan (on the profile's machine, with --profile)."""
+    command = ["cuda-pip", "install", *args.requests]
+    if args.python is not None:
+        command += ["--python", args.python]
+    if args.allow_torch_change:
+        command.append("--allow-torch-change")
+    if args.strict_driver:
+        command.append("--strict-driver")
+    if args.arch_list:
+        command += ["--arch-list", args.arch_list]
+    for folder in args.index:
+        command += ["--index", str(folder)]
+    return command
 
 
 def render_plan(plan: Plan, *, explain: bool) -> None:
