@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+from _factories import archs, gpu
 
+from cuda_resolve.build.buildenv import overlay_include_dirs
 from cuda_resolve.build.preflight import PreflightError, check_build
-from cuda_resolve.environment import Compiler, Environment, Machine, NvidiaWheel, PythonInfo, Toolkit, TorchInfo
+from cuda_resolve.environment import (
+    Compiler,
+    Environment,
+    Machine,
+    NvidiaWheel,
+    PythonInfo,
+    Toolkit,
+    TorchInfo,
+)
+from cuda_resolve.errors import BuildError
 from cuda_resolve.index import default_index
 from cuda_resolve.index.model import Recipe
 from cuda_resolve.plan import PlanItem
 from cuda_resolve.versions import ComputeCapability, CudaVersion
-
-from _factories import archs, gpu
 
 INDEX = default_index()
 RECIPE: Recipe = INDEX.package("pointnet2_ops").recipes[0]  # type: ignore[union-attr]
@@ -138,3 +148,17 @@ def test_recipe_environment_variables_are_set() -> None:
     variables = dict(spec.variables)
     assert variables["FORCE_CUDA"] == "1" and variables["IGNORE_TORCH_VER"] == "1"
     assert ComputeCapability.parse(variables["TORCH_CUDA_ARCH_LIST"]) == ComputeCapability(9, 0)
+
+
+def test_headers_for_a_torch_still_to_be_installed_are_looked_for_in_the_overlay(tmp_path: Path) -> None:
+    minimal = replace(TOOLKIT_13, missing_headers=("cusparse.h",))
+    torch_item = PlanItem(name="torch", version="2.11.0", kind="wheel", variant="cu130", requirement="torch==2.11.0+cu130")
+    spec = check_build(_item(), RECIPE, _env(toolkits=(minimal,), torch=None), INDEX, torch_item=torch_item,
+                       exists=lambda path: False)
+    assert spec.missing_headers == ("cusparse.h",) and spec.include_dirs == ()
+    include = tmp_path / "nvidia" / "cu13" / "include"
+    include.mkdir(parents=True)
+    with pytest.raises(BuildError, match="brought no nvidia-\\* wheel"):
+        overlay_include_dirs(tmp_path, spec.missing_headers)
+    (include / "cusparse.h").write_text("")
+    assert overlay_include_dirs(tmp_path, spec.missing_headers) == [str(include)]

@@ -79,7 +79,7 @@ def test_target_rule_order(tmp_path: Path) -> None:
     assert choose_target(None, {"CONDA_PREFIX": str(conda), "PATH": ""}).how == "CONDA_PREFIX"
     with pytest.raises(UsageError, match="no target environment"):
         choose_target(None, {"PATH": str(tmp_path / "empty")})
-    with pytest.raises(UsageError, match="VIRTUAL_ENV=.*no Python interpreter"):
+    with pytest.raises(UsageError, match=r"VIRTUAL_ENV=.*no Python interpreter"):
         choose_target(None, {"VIRTUAL_ENV": str(tmp_path / "gone")})
 
 
@@ -271,3 +271,18 @@ def test_an_index_that_does_not_answer_fails_fast_and_installs_nothing(tmp_path:
     assert f"127.0.0.1:{port}/whl/cu126/ did not answer" in done.stderr
     assert "mirror set" in done.stderr and "mirror test" in done.stderr
     assert _freeze(empty_venv) == before
+
+
+def test_build_for_a_profiles_gpus_on_a_machine_without_one() -> None:
+    """A login node builds for its compute nodes: the arch list comes from the profile's GPUs."""
+    profile = Path(__file__).parent / "data" / "profiles" / "h200-detected-2026-12-02.toml"
+    env = dict(os.environ)
+    env.pop("VIRTUAL_ENV", None)
+    done = subprocess.run([sys.executable, "-m", "cuda_resolve", "build", "pointnet2_ops", "--profile", str(profile),
+                           "--python", sys.executable, "--dry-run", "--json"],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    if done.returncode != 0 and "toolkit" in done.stderr:
+        pytest.skip(f"no CUDA toolkit here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    [build] = json.loads(done.stdout)["prepared"]["builds"]
+    assert build["arch_list"] == "9.0" and build["variables"]["TORCH_CUDA_ARCH_LIST"] == "9.0"

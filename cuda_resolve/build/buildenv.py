@@ -22,7 +22,7 @@ from packaging.version import InvalidVersion, Version
 from ..errors import BuildError
 from .preflight import BuildSpec
 
-__all__ = ["BuildEnvironment", "installed_versions", "machine_capacity", "make_build_environment", "max_jobs", "unsatisfied"]
+__all__ = ["BuildEnvironment", "installed_versions", "machine_capacity", "make_build_environment", "max_jobs", "overlay_include_dirs", "unsatisfied"]
 
 #: Memory one nvcc/cc1plus job over torch's headers can take; kaolin's largest units near 2 GiB.
 BYTES_PER_JOB = 2 * 1024**3
@@ -161,8 +161,11 @@ def make_build_environment(
         bin_dirs.insert(0, str(overlay / "bin"))
         shown.append(("PYTHONPATH", _prepend(str(overlay), base_environ.get("PYTHONPATH"))))
     shown.append(("PATH", _prepend(os.pathsep.join(bin_dirs), base_environ.get("PATH"))))
-    if spec.include_dirs:
-        shown.append(("CPATH", _prepend(os.pathsep.join(spec.include_dirs), base_environ.get("CPATH"))))
+    include_dirs = list(spec.include_dirs)
+    if spec.missing_headers and overlay is not None:
+        include_dirs += overlay_include_dirs(overlay, spec.missing_headers)
+    if include_dirs:
+        shown.append(("CPATH", _prepend(os.pathsep.join(include_dirs), base_environ.get("CPATH"))))
     environ.update(shown)
     # Plain `pip wheel` output is what users know; colour codes would garble the log.
     environ.setdefault("PIP_NO_COLOR", "1")
@@ -170,6 +173,20 @@ def make_build_environment(
         variables=environ, shown=tuple(shown), overlay=overlay,
         overlay_requirements=tuple(overlay_requirements), max_jobs=jobs,
     )
+
+
+def overlay_include_dirs(overlay: Path, headers: Sequence[str]) -> list[str]:
+    """Include folders of the nvidia-* wheels in the overlay that hold any of ``headers``."""
+    found: list[str] = []
+    for folder in sorted((overlay / "nvidia").glob("*/include")):
+        if any((folder / header).is_file() for header in headers):
+            found.append(str(folder))
+    if not found:
+        raise BuildError(
+            f"the toolkit lacks {', '.join(headers)} and the torch installed into the build overlay brought no nvidia-* wheel with them",
+            hint="install the toolkit's development libraries (cusparse, cublas, cusolver headers), or a torch whose wheels ship them",
+        )
+    return found
 
 
 def _parses(text: str) -> bool:

@@ -46,6 +46,7 @@ class BuildSpec:
     arch_list: str  # TORCH_CUDA_ARCH_LIST: 8.6;9.0+PTX
     variables: tuple[tuple[str, str], ...]  # CUDA_HOME, TORCH_CUDA_ARCH_LIST, recipe env, CC/CXX ...
     include_dirs: tuple[str, ...] = ()  # headers torch needs that the toolkit lacks (nvidia-* wheels)
+    missing_headers: tuple[str, ...] = ()  # still to be found in the overlay's nvidia-* wheels
     build_requires: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -180,7 +181,17 @@ def check_build(
                 hint="build for what this toolkit supports (--arch-list), or install a toolkit that targets these GPUs",
             )
     compiler_variables, compiler_note = _compiler_fix(env, index, toolkit)
-    include_dirs = _header_dirs(env, toolkit, exists)
+    installed = env.torch
+    same_torch = (
+        installed is not None
+        and installed.base_version == torch_version
+        and installed.cuda is not None
+        and installed.cuda.major == torch_cuda.major
+        and installed.cuda.minor == torch_cuda.minor
+    )
+    # A torch still to be installed brings its nvidia-* wheels into the build overlay: the
+    # headers the toolkit lacks are looked for there once it is installed (buildenv).
+    include_dirs = _header_dirs(env, toolkit, exists) if same_torch else ()
 
     arch_text = ";".join(str(entry) for entry in arch_list)
     root = toolkit.root or os.path.dirname(os.path.dirname(toolkit.nvcc))
@@ -191,14 +202,6 @@ def check_build(
         *recipe.env,
         *compiler_variables,
     ]
-    installed = env.torch
-    same_torch = (
-        installed is not None
-        and installed.base_version == torch_version
-        and installed.cuda is not None
-        and installed.cuda.major == torch_cuda.major
-        and installed.cuda.minor == torch_cuda.minor
-    )
     torch_requirement = None
     torch_index = None
     if not same_torch:
@@ -224,6 +227,7 @@ def check_build(
         arch_list=arch_text,
         variables=tuple(variables),
         include_dirs=include_dirs,
+        missing_headers=() if same_torch else toolkit.missing_headers,
         build_requires=recipe.build_requires,
         notes=tuple(notes),
     )
