@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
+import time
 from pathlib import Path
 
-__all__ = ["cache_root", "write_atomic"]
+from ._bounded import check_regular
+
+__all__ = [
+    "cache_root",
+    "existing_mode",
+    "remove_leftovers",
+    "resolve_target",
+    "write_atomic",
+    "write_temporary",
+]
 
 
 def cache_root() -> Path:
@@ -19,22 +30,116 @@ def cache_root() -> Path:
     return Path(platformdirs.user_cache_dir("cuda-resolve", appauthor=False))
 
 
-def write_atomic(path: Path, data: str | bytes, *, make_parents: bool = True) -> None:
+#: Temporary files older than this whose writer cannot be identified are leftovers.
+_STALE_SECONDS = 3600
+
+
+def write_atomic(
+    path: Path, data: str | bytes, *, make_parents: bool = True, private: bool = False
+) -> None:
     """Write ``data`` to a temporary file beside ``path``, then rename it into place.
 
     Readers see the old file or the new one, never half of one; on failure the temporary file
     is removed and ``OSError`` propagates (callers decide whether that is an error). A file the
-    user names (``--save-profile``) passes ``make_parents=False``: a mistyped folder is an error."""
+    user names (``--save-profile``) passes ``make_parents=False``: a mistyped folder is an error.
+
+    Only a regular file is ever replaced: a device, FIFO or socket at ``path`` (or at the end
+    of a symlink there) raises :class:`~cuda_resolve._bounded.NotRegularFileError`, so
+    ``--save-profile /dev/null`` run as root leaves the device alone. A symlink is written
+    through (the file it points at is replaced; the link stays). The replaced file keeps its
+    permission bits; a new file gets 0644, or 0600 when ``private`` (it holds credentials).
+    """
+    target = resolve_target(path)
     if make_parents:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        target.parent.mkdir(parents=True, exist_ok=True)
+    mode = existing_mode(target)
+    temporary = write_temporary(target, data, mode=(0o600 if private else 0o644) if mode is None else mode)
+    try:
+        os.replace(temporary, target)
+    except BaseException:
+        _unlink_quietly(temporary)
+        raise
+
+
+def resolve_target(path: Path) -> Path:
+    """The file a write to ``path`` replaces: ``path`` itself, or where its symlinks lead."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def existing_mode(target: Path) -> int | None:
+    """The permission bits of the regular file ``target``; ``None`` when there is none yet.
+
+    Raises :class:`~cuda_resolve._bounded.NotRegularFileError` (or ``IsADirectoryError``)
+    for anything else: it must not be replaced."""
+    try:
+        info = os.stat(target)
+    except FileNotFoundError:
+        return None
+    check_regular(target, info.st_mode)
+    return stat.S_IMODE(info.st_mode)
+
+
+def write_temporary(target: Path, data: str | bytes, *, mode: int) -> Path:
+    """A new temporary file beside ``target`` holding ``data``, fsynced, with ``mode``.
+
+    Its name (``.NAME.PID.RANDOM.tmp``) names the writing process, so that leftovers of a
+    killed run are recognised and removed here, by the next write beside the same file."""
+    remove_leftovers(target)
+    handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp")
+    temporary = Path(name)
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.replace(temporary, path)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temporary, mode)
     except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+        _unlink_quietly(temporary)
         raise
+    return temporary
+
+
+def remove_leftovers(target: Path) -> None:
+    """Remove temporary files beside ``target`` left by a writer that was killed: those whose
+    process is gone, and unattributable ones older than an hour. Never raises."""
+    prefix = f".{target.name}."
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return
+    now = time.time()
+    for entry in entries:
+        if not (entry.name.startswith(prefix) and entry.name.endswith(".tmp")):
+            continue
+        owner = entry.name[len(prefix) :].split(".", 1)[0]
+        try:
+            if owner.isdigit():
+                if _alive(int(owner)):
+                    continue
+            elif now - entry.stat(follow_symlinks=False).st_mtime < _STALE_SECONDS:
+                continue
+            if entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
+        except OSError:
+            continue
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # someone else's process (or a pid we cannot judge): leave its file
+    except OSError:
+        return True
+    return True
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

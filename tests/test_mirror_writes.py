@@ -4,7 +4,6 @@ file as it was, with no temporary file or backup behind."""
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -113,7 +112,15 @@ def test_a_backup_that_fails_leaves_no_temporary_file_and_no_backup(
     first, second, third = files
     before = snapshot(tmp_path)
     calls: list[int] = []
-    monkeypatch.setattr(writes.shutil, "copy2", _failing_on(calls, {2}, shutil.copy2))
+    real_backup = writes.make_backup
+
+    def failing_backup(target: Path, now: datetime) -> Path:
+        calls.append(1)
+        if len(calls) == 2:
+            raise PermissionError(13, "Permission denied", str(target))
+        return real_backup(target, now)
+
+    monkeypatch.setattr(writes, "make_backup", failing_backup)
     with pytest.raises(UsageError) as info:
         write_all([pending(first, "one\n"), pending(second, "two\n"), pending(third, "three\n")], now=NOW)
     assert info.value.message.startswith(f"{second}: cannot be written: Permission denied")

@@ -226,14 +226,19 @@ def _preset_from_args(args: argparse.Namespace) -> Any:
 
 
 def handle_set(args: argparse.Namespace) -> int:
-    from ..mirrors.apply import apply_plan, plan_set
+    from ..mirrors.apply import Applied, apply_plan, locked, plan_set
     from ..mirrors.presets import load_presets
     from ..mirrors.targets import resolve_targets
 
     preset = _preset_from_args(args)
     targets = resolve_targets(args.scope, python=args.python, prefix=args.prefix)
-    plan = plan_set(preset, targets, all_presets=load_presets().values())
-    applied = () if args.dry_run else apply_plan(plan)
+    applied: tuple[Applied, ...] = ()
+    if args.dry_run:
+        plan = plan_set(preset, targets, all_presets=load_presets().values())
+    else:
+        with locked():  # read and write under one lock: concurrent runs never mix mirrors
+            plan = plan_set(preset, targets, all_presets=load_presets().values())
+            applied = apply_plan(plan)
     if args.json:
         files = []
         for position, change in enumerate(plan.changes):

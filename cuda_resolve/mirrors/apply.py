@@ -5,15 +5,18 @@ file beside it first (the real test that it can be written), then each gets a ti
 next to it (``pip.conf.20261202-153000.bak``), and only then are the targets replaced
 (``os.replace``, keeping the permission bits). If any target cannot be written, no file is
 changed and no backup is left. A symlinked file is edited where the link points (and backed up
-there); the link itself is left as it is. An unchanged file is not touched, so a second identical
-``set`` writes nothing.
+there); the link itself is left as it is, and a link to a device or FIFO is refused. An unchanged
+file is not touched, so a second identical ``set`` writes nothing. A new file that holds a
+credential (a URL with user info) is created 0600. Concurrent runs are serialised by
+:func:`locked`, held around both the reading and the writing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +33,7 @@ from .selfconf import edit_own_config
 from .targets import Targets
 from .writes import PendingWrite, write_all
 
-__all__ = ["Applied", "FileChange", "Plan", "apply_plan", "plan_set"]
+__all__ = ["Applied", "FileChange", "Plan", "apply_plan", "holds_credentials", "locked", "plan_set"]
 
 Tool = Literal["pip", "conda", "cuda-resolve"]
 
@@ -172,13 +175,54 @@ def _hint(change: FileChange) -> str:
     return "check that its folder can be created and written, or choose another --scope / --python"
 
 
+def holds_credentials(text: str) -> bool:
+    """A URL with user info (``https://lab:token@mirror/``) in the text: a new file is made 0600."""
+    return redact_urls(text) != text
+
+
+_LOCK_TIMEOUT_S = 60.0
+
+
+@contextlib.contextmanager
+def locked(*, timeout: float = _LOCK_TIMEOUT_S) -> Iterator[Path]:
+    """Serialise ``mirror set`` runs: plan and write under one lock file in the user's
+    cuda-resolve cache folder (not beside the files, which a failed run must leave exactly as
+    they were), so ten concurrent runs leave every file on the same mirror. Yields its path."""
+    from filelock import FileLock, Timeout
+
+    from ..paths import cache_root
+
+    path = cache_root() / "mirror-set.lock"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(path), timeout=timeout)
+        lock.acquire()
+    except Timeout:
+        raise UsageError(
+            f"another `mirror set` has held {path} for {timeout:g} s",
+            hint="wait for it to finish; if none is running, delete that lock file",
+        ) from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be locked: {exc.strerror or exc}", hint="check that its folder is writable") from None
+    try:
+        yield path
+    finally:
+        lock.release()
+
+
 def apply_plan(plan: Plan, *, now: datetime | None = None) -> tuple[Applied, ...]:
     """Back up and write every changed file, all or nothing; unchanged files are left alone."""
     pending = plan.pending
     backups = iter(
         write_all(
             [
-                PendingWrite(path=change.path, target=_through_links(change.path), text=change.new, hint=_hint(change))
+                PendingWrite(
+                    path=change.path,
+                    target=_through_links(change.path),
+                    text=change.new,
+                    hint=_hint(change),
+                    private=holds_credentials(change.new),
+                )
                 for change in pending
             ],
             now=now,

@@ -3,12 +3,19 @@
 ``mirror set`` changes pip's config, ``.condarc`` and cuda-resolve's own config together; half of
 that (pip on the mirror, cuda-resolve not) is worse than nothing. So writing happens in phases:
 
-1. **prepare**: for each file, create its missing folders and write the new text to a temporary
-   file beside it (same folder, so the final rename is atomic), fsynced, with the permission bits
-   of the file it replaces. This is the real test that the target can be written: ``os.access``
-   says yes to root even on ``/proc`` or a read-only mount.
-2. **back up**: copy each existing file to ``<name>.<YYYYmmdd-HHMMSS>.bak`` next to it.
+1. **prepare**: for each file, check that what is there is a regular file (a device, FIFO or
+   socket, or a symlink to one, is never replaced), create its missing folders and write the new
+   text to a temporary file beside it (:func:`cuda_resolve.paths.write_temporary`, the same
+   writer as every other file cuda-resolve writes: same folder, so the final rename is atomic,
+   fsynced), with the permission bits of the file it replaces, or 0600 for a new file that holds
+   credentials. This is the real test that the target can be written: ``os.access`` says yes to
+   root even on ``/proc`` or a read-only mount. Temporary files a killed run left are removed.
+2. **back up**: copy each existing file to ``<name>.<YYYYmmdd-HHMMSS>.bak`` next to it, created
+   exclusively (``O_EXCL``: a name already taken gets ``-1``, ``-2``, ...), with the original's
+   permission bits, so two runs never share or overwrite a backup.
 3. **replace**: ``os.replace`` each temporary file onto its target.
+
+Concurrent runs are serialised by the caller (:func:`cuda_resolve.mirrors.apply.locked`).
 
 A failure in phase 1 or 2 removes the temporary files, the backups and the folders made, and
 leaves every target as it was. A failure in phase 3 (rare: the rename is the one step left)
@@ -19,18 +26,22 @@ Either way one :class:`~cuda_resolve.errors.UsageError` names the path that fail
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
-import shutil
 import stat
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from .._bounded import read_bytes
 from ..errors import UsageError
+from ..paths import existing_mode, write_temporary
 
-__all__ = ["PendingWrite", "write_all"]
+__all__ = ["PendingWrite", "backup_path", "make_backup", "write_all"]
+
+#: pip.conf, .condarc and the config are kilobytes; the bounded reader refuses more than this.
+_BACKUP_LIMIT = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -39,6 +50,7 @@ class PendingWrite:
     target: Path  # the file actually replaced (``path`` with links followed)
     text: str
     hint: str  # what to do when this file cannot be written
+    private: bool = False  # holds credentials: a new file is created 0600
 
 
 @dataclass(slots=True)
@@ -52,12 +64,41 @@ class _Staged:
 
 
 def backup_path(path: Path, now: datetime) -> Path:
+    """The first free ``<name>.<stamp>[-N].bak`` beside ``path`` (a hint only: :func:`make_backup`
+    claims the name exclusively)."""
+    return next(_backup_names(path, now))
+
+
+def _backup_names(path: Path, now: datetime) -> Iterator[Path]:
     stamp = now.strftime("%Y%m%d-%H%M%S")
-    candidate = path.with_name(f"{path.name}.{stamp}.bak")
-    counter = 1
-    while candidate.exists():
-        candidate = path.with_name(f"{path.name}.{stamp}-{counter}.bak")
-        counter += 1
+    yield path.with_name(f"{path.name}.{stamp}.bak")
+    for counter in itertools.count(1):
+        yield path.with_name(f"{path.name}.{stamp}-{counter}.bak")
+
+
+def make_backup(target: Path, now: datetime) -> Path:
+    """Copy ``target`` to a backup file created with ``O_EXCL`` (never one another run made),
+    with the original's permission bits and times."""
+    info = os.stat(target)
+    data = read_bytes(target, limit=_BACKUP_LIMIT)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    for candidate in _backup_names(target, now):
+        try:
+            handle = os.open(candidate, flags, 0o600)
+        except FileExistsError:
+            continue
+        break
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(candidate, stat.S_IMODE(info.st_mode))
+        os.utime(candidate, ns=(info.st_atime_ns, info.st_mtime_ns))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            candidate.unlink()
+        raise
     return candidate
 
 
@@ -73,27 +114,13 @@ def _make_folders(folder: Path, made: list[Path]) -> None:
         made.append(path)
 
 
-def _write_temporary(folder: Path, name: str, text: str, mode: int) -> Path:
-    handle, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, mode)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    return Path(temporary)
-
-
 def _prepare(item: _Staged) -> None:
     target = item.write.target
+    existing = existing_mode(target)  # NotRegularFileError: a device, FIFO or socket stays as it is
     _make_folders(target.parent, item.folders)
-    item.existed = target.exists()
-    mode = stat.S_IMODE(target.stat().st_mode) if item.existed else 0o644
-    item.temporary = _write_temporary(target.parent, target.name, item.write.text, mode)
+    item.existed = existing is not None
+    mode = existing if existing is not None else (0o600 if item.write.private else 0o644)
+    item.temporary = write_temporary(target, item.write.text, mode=mode)
 
 
 def _clean_up(staged: Sequence[_Staged]) -> None:
@@ -121,9 +148,8 @@ def _restore(item: _Staged) -> str | None:
                     folder.rmdir()
             return None
         mode = stat.S_IMODE(item.backup.stat().st_mode)
-        temporary = _write_temporary(target.parent, target.name, "", mode)
+        temporary = write_temporary(target, read_bytes(item.backup, limit=_BACKUP_LIMIT), mode=mode)
         try:
-            shutil.copyfile(item.backup, temporary)
             os.replace(temporary, target)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -164,8 +190,7 @@ def write_all(writes: Sequence[PendingWrite], *, now: datetime | None = None) ->
         for item in staged:
             current = item
             if item.existed:
-                item.backup = backup_path(item.write.target, when)
-                shutil.copy2(item.write.target, item.backup)
+                item.backup = make_backup(item.write.target, when)
     except OSError as exc:
         assert current is not None
         _clean_up(staged)
