@@ -254,7 +254,7 @@ def test_target_probe_parses_as_python_3_7() -> None:
         for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])
     }
     assert "torch" not in imported
-    assert imported <= {"sys", "json", "os", "re", "sysconfig", "site", "typing"}  # stdlib only
+    assert imported <= {"sys", "json", "os", "re", "stat", "sysconfig", "site", "typing", "importlib"}  # stdlib only
 
 
 def test_libcuda_uuid_formatting() -> None:

@@ -23,6 +23,7 @@ if __name__ == "__main__" and sys.path and sys.path[0] in ("", "."):
 import json
 import os
 import re
+import stat
 import sysconfig
 
 MYPY = False
@@ -41,7 +42,10 @@ _READ_LIMIT = 4 * 1024 * 1024
 
 def _read(path, limit=_READ_LIMIT):
     # type: (str, int) -> Optional[str]
+    """The first *limit* bytes of a regular file (a FIFO would block, a device never end)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
         with open(path, "rb") as handle:
             return handle.read(limit).decode("utf-8", "replace")
     except (IOError, OSError):
@@ -114,51 +118,69 @@ def _search_path():
     return result
 
 
-def _metadata_fields(text):
-    # type: (str) -> Dict[str, str]
-    fields = {}  # type: Dict[str, str]
-    for line in text.splitlines():
-        if not line.strip():
-            break  # the headers end at the first blank line; the description follows
-        if ":" in line and not line.startswith((" ", "\t")):
-            key, value = line.split(":", 1)
-            fields.setdefault(key.strip().lower(), value.strip())
-    return fields
-
-
 def _distributions(search_path, wanted):
     # type: (List[str], Callable[[str], bool]) -> Distributions
-    """{normalized name: (name, version, directory, info path)} for names that *wanted* accepts.
+    """{normalized name: (name, version, directory, RECORD text)} for names that *wanted* accepts.
 
-    First occurrence on the search path wins, as with importlib.metadata; the name is taken
-    from the directory name first so that only relevant METADATA files are read.
+    ``importlib.metadata`` reads them (first occurrence on the search path wins, egg-info
+    included); only the names it is asked for are read, guessed from the directory names so
+    that an environment of hundreds of packages costs a directory listing. Python 3.7 has no
+    ``importlib.metadata``: there, and only there, :func:`_distributions_py37` reads the files.
     """
-    found = {}
+    try:
+        from importlib import metadata
+    except ImportError:
+        return _distributions_py37(search_path, wanted)
+
+    names = []  # type: List[str]
     for directory in search_path:
         try:
             entries = sorted(os.listdir(directory))
         except OSError:
             continue
         for entry in entries:
-            if entry.endswith(".dist-info"):
-                metadata_file = os.path.join(directory, entry, "METADATA")
-            elif entry.endswith(".egg-info"):
-                egg = os.path.join(directory, entry)
-                metadata_file = os.path.join(egg, "PKG-INFO") if os.path.isdir(egg) else egg
-            else:
+            if entry.endswith((".dist-info", ".egg-info")):
+                guessed = _normalize(entry.rsplit(".", 1)[0].split("-", 1)[0])
+                if wanted(guessed) and guessed not in names:
+                    names.append(guessed)
+    found = {}
+    for guessed in names:
+        for dist in metadata.distributions(name=guessed, path=search_path):
+            name = dist.metadata["Name"]
+            version = dist.version
+            if name and version and _normalize(name) not in found:
+                directory = str(dist.locate_file(""))
+                found[_normalize(name)] = (name, version, directory, dist.read_text("RECORD") or "")
+            break  # the first on the search path is the one import would find
+    return found
+
+
+def _distributions_py37(search_path, wanted):
+    # type: (List[str], Callable[[str], bool]) -> Distributions
+    """:func:`_distributions` for Python 3.7: the METADATA headers read as importlib.metadata would."""
+    found = {}  # type: Distributions
+    for directory in search_path:
+        try:
+            entries = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.endswith(".dist-info"):
                 continue
-            stem = entry.rsplit(".", 1)[0]
-            guessed = _normalize(stem.split("-", 1)[0])
+            guessed = _normalize(entry.rsplit(".", 1)[0].split("-", 1)[0])
             if not wanted(guessed) or guessed in found:
                 continue
-            text = _read(metadata_file)
-            if text is None:
-                continue
-            fields = _metadata_fields(text)
-            name = fields.get("name")
-            version = fields.get("version")
+            fields = {}  # type: Dict[str, str]
+            for line in (_read(os.path.join(directory, entry, "METADATA")) or "").splitlines():
+                if not line.strip():
+                    break  # the headers end at the first blank line
+                if ":" in line and not line.startswith((" ", "\t")):
+                    key, value = line.split(":", 1)
+                    fields.setdefault(key.strip().lower(), value.strip())
+            name, version = fields.get("name"), fields.get("version")
             if name and version and _normalize(name) not in found:
-                found[_normalize(name)] = (name, version, directory, os.path.join(directory, entry))
+                record = _read(os.path.join(directory, entry, "RECORD")) or ""
+                found[_normalize(name)] = (name, version, directory, record)
     return found
 
 
@@ -218,11 +240,10 @@ def _torch(search_path, distributions):
     return result
 
 
-def _wheel_dirs(directory, info_path):
+def _wheel_dirs(directory, record):
     # type: (str, str) -> Tuple[Optional[str], Optional[str], bool]
     """The ``nvidia/<component>/include`` and ``lib`` directories a wheel's RECORD lists."""
     include_dir = lib_dir = None
-    record = _read(os.path.join(info_path, "RECORD")) or ""
     for line in record.splitlines():
         parts = line.split(",", 1)[0].split("/")
         if len(parts) < 4 or parts[0] != "nvidia":
@@ -248,8 +269,8 @@ def _nvidia_wheels(distributions):
     for key in sorted(distributions):
         if not _is_cuda_wheel_name(key):
             continue
-        _, version, directory, info_path = distributions[key]
-        include_dir, lib_dir, owns_files = _wheel_dirs(directory, info_path)
+        _, version, directory, record = distributions[key]
+        include_dir, lib_dir, owns_files = _wheel_dirs(directory, record)
         if not owns_files and key != "cuda-toolkit":
             continue  # nvidia-ml-py and other Python-only packages carry no CUDA files
         wheels.append({"name": key, "version": version, "include_dir": include_dir, "lib_dir": lib_dir})
@@ -268,7 +289,7 @@ def probe():
     # Each part reports its own failure: one odd file must not cost the whole report.
     search_path = _search_path()
     errors = []
-    distributions = {}
+    distributions = {}  # type: Distributions
     try:
         distributions = _distributions(search_path, lambda name: name in _TORCH_FAMILY or _is_cuda_wheel_name(name))
     except Exception as exc:

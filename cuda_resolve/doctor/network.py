@@ -26,7 +26,6 @@ import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from email.parser import HeaderParser
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -100,22 +99,19 @@ CONDA_TRUSTSTORE = Version("23.9")
 
 
 def read_dist_version(site_packages: Sequence[str], name: str) -> Version | None:
-    """The version of distribution ``name`` installed in ``site_packages``, from its dist-info
-    METADATA (no import, no subprocess). None when absent or unreadable."""
-    pattern = re.compile(rf"^{re.escape(name)}-([^-]+)\.dist-info$", re.I)
-    for directory in site_packages:
-        try:
-            entries = sorted(os.listdir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            if not pattern.match(entry):
-                continue
+    """The version of distribution ``name`` installed in ``site_packages``, read by
+    ``importlib.metadata`` from its metadata (no import, no subprocess); the first on the path
+    wins. None when absent or unreadable."""
+    from importlib.metadata import distributions
+
+    try:
+        for dist in distributions(name=name, path=[str(path) for path in site_packages]):
             try:
-                text = Path(directory, entry, "METADATA").read_text(encoding="utf-8", errors="replace")
-                return Version(HeaderParser().parsestr(text).get("Version", ""))
-            except (OSError, InvalidVersion):
+                return Version(dist.version)
+            except (InvalidVersion, TypeError):  # no Version header, or not a version
                 continue
+    except OSError:
+        return None
     return None
 
 
