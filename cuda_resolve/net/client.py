@@ -65,8 +65,8 @@ class Timeouts:
     connect: float = 5.0  # per TCP connect
     read: float = 15.0  # per socket read (pip's default timeout is 15 s too)
     #: Until a response arrives, all attempts and back-off waits together stay under this:
-    #: an unreachable index fails within 15 s.
-    deadline: float = 14.5
+    #: an unreachable index fails within 15 s, with 3 s to spare for a loaded machine.
+    deadline: float = 12.0
     #: One whole fetch (page, JSON, byte range, probe), every attempt and the body included, ends
     #: within this: a server that sends one byte every few seconds is cut off here.
     total: float = 60.0
