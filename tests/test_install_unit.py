@@ -286,3 +286,34 @@ def test_build_for_a_profiles_gpus_on_a_machine_without_one() -> None:
     assert done.returncode == 0, done.stderr
     [build] = json.loads(done.stdout)["prepared"]["builds"]
     assert build["arch_list"] == "9.0" and build["variables"]["TORCH_CUDA_ARCH_LIST"] == "9.0"
+
+
+def test_other_pip_commands_pass_straight_through(empty_venv: Path) -> None:
+    done = _cuda_pip("list", "--python", str(empty_venv), "--format=json")
+    assert done.returncode == 0, done.stderr
+    assert "pip" in {entry["name"] for entry in json.loads(done.stdout)}
+
+
+def _fake_python(folder: Path, pip_version: str, truststore: bool) -> str:
+    """An "interpreter" that answers cuda-pip's pip probe with a given version."""
+    script = folder / "python"
+    answer = json.dumps([{"pip": pip_version, "truststore": truststore}, [["pip", pip_version]]])
+    script.write_text(f"#!/bin/sh\necho '{answer}'\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_old_pip_is_refused_with_the_upgrade_command(tmp_path: Path) -> None:
+    from cuda_resolve.errors import InstallError
+    from cuda_resolve.install.pip import pip_facts_and_distributions, trust_options
+
+    with pytest.raises(InstallError, match=r"pip 21.3; cuda-pip needs pip >= 22") as info:
+        pip_facts_and_distributions(_fake_python(tmp_path, "21.3", False), {})
+    assert "-m pip install -U pip" in (info.value.hint or "")
+    facts, _ = pip_facts_and_distributions(_fake_python(tmp_path, "23.2.1", True), {})
+    assert trust_options(facts) == (["--use-feature=truststore"], None)
+    facts, _ = pip_facts_and_distributions(_fake_python(tmp_path, "23.2.1", False), {})
+    options, note = trust_options(facts)
+    assert options == [] and note is not None and "upgrade" in note
+    facts, _ = pip_facts_and_distributions(_fake_python(tmp_path, "24.2", False), {})
+    assert trust_options(facts) == ([], None)
