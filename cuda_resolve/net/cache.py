@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..paths import write_atomic
 
 __all__ = ["CacheEntry", "HttpCache", "default_cache_dir"]
 
@@ -87,8 +87,8 @@ class HttpCache:
         }
         try:
             meta_path.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_write(body_path, entry.body)
-            _atomic_write(meta_path, json.dumps(meta).encode("utf-8"))
+            write_atomic(body_path, entry.body)
+            write_atomic(meta_path, json.dumps(meta).encode("utf-8"))
         except OSError:
             return
 
@@ -105,17 +105,3 @@ class HttpCache:
         )
         self.put(fresh, accept)
         return fresh
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
