@@ -27,8 +27,8 @@ PIP_VALUE_OPTIONS = frozenset({
     "--resume-retries",
 })
 
-#: pip options cuda-pip refuses: they switch TLS verification off for a host.
-REFUSED = frozenset({"--trusted-host"})
+#: The pip option cuda-pip refuses (spelled "--" + this): it switches TLS verification off for a host.
+REFUSED_OPTION = "trusted-host"
 
 #: cuda-pip's own options for install (see cuda_resolve.cli._act.add_action_options).
 OWN_VALUE_OPTIONS = frozenset({"--python", "--arch-list", "--source", "--accept-name", "--index"})
@@ -47,7 +47,7 @@ def split_arguments(words: Sequence[str]) -> tuple[list[str], list[str], list[st
     while i < len(words):
         word = words[i]
         name = word.split("=", 1)[0]
-        if name in REFUSED:
+        if name == "--" + REFUSED_OPTION:
             raise UsageError(
                 f"{name} turns TLS verification off for a host; cuda-pip does not pass it to pip",
                 hint="put the proxy's or mirror's CA in the system trust store (cuda-resolve doctor --network says which), or use an https mirror: cuda-resolve mirror set PRESET",

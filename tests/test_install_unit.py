@@ -75,6 +75,7 @@ def test_target_rule_order(tmp_path: Path) -> None:
     (conda / "bin" / "python").write_text("#!/bin/sh\n")
     (conda / "bin" / "python").chmod(0o755)
     assert choose_target("/x/python", {"VIRTUAL_ENV": str(venv)}).how == "--python"
+    assert choose_target(os.path.join(".venv", "bin", "python")).python == os.path.abspath(".venv/bin/python")
     assert choose_target(None, {"VIRTUAL_ENV": str(venv), "CONDA_PREFIX": str(conda)}).python == str(python)
     assert choose_target(None, {"CONDA_PREFIX": str(conda), "PATH": ""}).how == "CONDA_PREFIX"
     with pytest.raises(UsageError, match="no target environment"):

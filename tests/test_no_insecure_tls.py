@@ -26,10 +26,7 @@ FORBIDDEN = {
     "_create_unverified_context": re.compile(r"_create_unverified_context"),
 }
 #: (path, exact stripped line): mentions that refuse the insecure option, reviewed one by one.
-REVIEWED_MENTIONS: set[tuple[str, str]] = {
-    # cuda-pip refuses this pip option instead of passing it through (tests/test_install_unit.py).
-    ("pip_plugin/__main__.py", 'REFUSED = frozenset({"--trusted-host"})'),
-}
+REVIEWED_MENTIONS: set[tuple[str, str]] = set()
 
 
 def _sources() -> list[Path]:

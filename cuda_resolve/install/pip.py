@@ -1,4 +1,4 @@
-"""Driving the target's own pip through its command line (never ``pip._internal``).
+"""Driving the target's own pip through its command line (never through pip's internal modules).
 
 pip >= 22 is required. From 24.2 pip uses the system trust store itself; 22.2 - 24.1 get
 ``--use-feature=truststore`` where the target can import truststore; anything older is refused

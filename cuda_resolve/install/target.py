@@ -38,7 +38,9 @@ def _interpreter_in(prefix: str) -> str | None:
 def choose_target(explicit: str | None, environ: Mapping[str, str] | None = None) -> TargetChoice:
     env = os.environ if environ is None else environ
     if explicit is not None:
-        return TargetChoice(python=explicit, how="--python")
+        # A relative path means relative to where the user stands, whatever folder probes run in.
+        python = os.path.abspath(explicit) if os.sep in explicit else explicit
+        return TargetChoice(python=python, how="--python")
     for variable in ("VIRTUAL_ENV", "CONDA_PREFIX"):
         prefix = env.get(variable, "").strip()
         if not prefix:
