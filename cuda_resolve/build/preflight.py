@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from ..compat import compiler_within_toolkit, toolkit_archs, toolkit_can_build
 from ..environment import Environment, Toolkit
 from ..errors import BuildError
-from ..index.model import ArchEntry, Index, Recipe, parse_arch_entry
+from ..index.model import ArchEntry, Index, Recipe, parse_arch_list
 from ..plan import PlanItem
 from ..versions import CudaVersion
 
-__all__ = ["BuildSpec", "PreflightError", "check_build", "parse_arch_list"]
+__all__ = ["BuildSpec", "PreflightError", "check_build"]
 
 
 class PreflightError(BuildError):
@@ -51,20 +51,14 @@ class BuildSpec:
     notes: tuple[str, ...] = ()
 
 
-def parse_arch_list(text: str) -> tuple[ArchEntry, ...]:
-    entries = []
-    for part in text.replace(",", ";").replace(" ", ";").split(";"):
-        if part:
-            entries.append(parse_arch_entry(part))
-    return tuple(entries)
-
-
 def _variant_cuda(variant: str | None) -> CudaVersion | None:
     """``cu130`` -> 13.0, ``cu118`` -> 11.8; ``cpu`` and ROCm -> None."""
-    if not variant or not variant.startswith("cu") or not variant[2:].isdigit():
+    if not variant or not variant.startswith("cu"):
         return None
-    digits = variant[2:]
-    return CudaVersion(int(digits[:-1]), int(digits[-1]))
+    try:
+        return CudaVersion.parse(variant)
+    except ValueError:
+        return None
 
 
 def _find_toolkit(item: PlanItem, env: Environment) -> Toolkit | None:

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ResolutionImpossible, UsageError
-from ..index.model import ArchEntry, parse_arch_entry
+from ..index.model import ArchEntry
+from ..index.model import parse_arch_list as parse_entries
 from ..plan import Plan, make_plan
 from ..resolve import Options, resolve
 from . import _output
@@ -32,17 +33,13 @@ def register(subparsers: Any) -> None:
 
 
 def parse_arch_list(text: str) -> tuple[ArchEntry, ...]:
-    entries = []
-    for part in text.replace(",", ";").replace(" ", ";").split(";"):
-        if not part:
-            continue
-        try:
-            entries.append(parse_arch_entry(part))
-        except ValueError as exc:
-            raise UsageError(f"--arch-list {text!r}: {exc}", hint="write compute capabilities such as '7.5;8.6;9.0+PTX'") from None
+    try:
+        entries = parse_entries(text)
+    except ValueError as exc:
+        raise UsageError(f"--arch-list {text!r}: {exc}", hint="write compute capabilities such as '7.5;8.6;9.0+PTX'") from None
     if not entries:
         raise UsageError(f"--arch-list {text!r} names no architecture", hint="e.g. --arch-list '8.6'")
-    return tuple(entries)
+    return entries
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ rules, the resolver, doctor) reads these objects and never the TOML.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from packaging.specifiers import SpecifierSet
@@ -26,6 +27,7 @@ __all__ = [
     "TorchRelease",
     "TorchVariant",
     "parse_arch_entry",
+    "parse_arch_list",
 ]
 
 
@@ -47,6 +49,12 @@ def parse_arch_entry(text: str) -> ArchEntry:
     if ptx:
         cleaned = cleaned[: -len("+PTX")]
     return ArchEntry(ComputeCapability.parse(cleaned), ptx)
+
+
+def parse_arch_list(text: str) -> tuple[ArchEntry, ...]:
+    """``"7.5;8.6 9.0+PTX"`` -> entries in the order written; separators ``;``, ``,`` or
+    whitespace, as TORCH_CUDA_ARCH_LIST accepts. ValueError names an entry that is not one."""
+    return tuple(parse_arch_entry(word) for word in re.split(r"[;,\s]+", text.strip()) if word)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

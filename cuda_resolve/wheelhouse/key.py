@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ..index.model import ArchEntry, parse_arch_entry
+from ..index.model import ArchEntry, parse_arch_entry, parse_arch_list
 from .errors import WheelhouseError
 
 __all__ = ["KEY_FIELDS", "WheelKey", "canonical_arch_list"]
@@ -48,10 +48,7 @@ def canonical_arch_list(text: str) -> str:
     Separators may be ``;``, ``,`` or spaces (as TORCH_CUDA_ARCH_LIST accepts); ValueError names
     an entry that is not a compute capability."""
     merged: dict[tuple[int, int, str], ArchEntry] = {}
-    for word in re.split(r"[;,\s]+", text.strip()):
-        if not word:
-            continue
-        entry = parse_arch_entry(word)
+    for entry in parse_arch_list(text):
         cap = entry.capability
         slot = (cap.major, cap.minor, cap.suffix)
         previous = merged.get(slot)
