@@ -13,6 +13,7 @@ from ._bounded import check_regular
 __all__ = [
     "cache_root",
     "existing_mode",
+    "new_log_path",
     "remove_leftovers",
     "resolve_target",
     "write_atomic",
@@ -28,6 +29,14 @@ def cache_root() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("cuda-resolve", appauthor=False))
+
+
+def new_log_path(name: str) -> Path:
+    """A fresh log file path under ``cache_root()/logs``: ``NAME-<UTC time>-<pid>.log``."""
+    folder = cache_root() / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    return folder / f"{name}-{stamp}-{os.getpid()}.log"
 
 
 #: Temporary files older than this whose writer cannot be identified are leftovers.

@@ -8,7 +8,6 @@ the published wheel remain.
 
 from __future__ import annotations
 
-import datetime
 import os
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BuildError
-from ..paths import cache_root
+from ..paths import new_log_path
 from ..reporting import NullReporter, Reporter
 from ..wheelhouse.key import WheelKey
 from ..wheelhouse.store import StoredWheel, Wheelhouse
@@ -55,13 +54,6 @@ def wheel_key(spec: BuildSpec) -> WheelKey:
     )
 
 
-def _log_path(package: str) -> Path:
-    folder = cache_root() / "logs"
-    folder.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
-    return folder / f"build-{package}-{stamp}-{os.getpid()}.log"
-
-
 def build(
     spec: BuildSpec,
     wheelhouse: Wheelhouse,
@@ -82,7 +74,7 @@ def build(
         if found is not None:
             report.step(f"{label}: wheelhouse hit ({found.path.name}), no compile")
             return BuildResult(spec=spec, wheel=found, cache_hit=True, seconds=time.monotonic() - started, log=None)
-        log_path = _log_path(spec.package)
+        log_path = new_log_path(f"build-{spec.package}")
         report.step(f"{label}: building (full log: {log_path})")
         workdir = Path(tempfile.mkdtemp(prefix=f"cuda-resolve-build-{spec.package}-"))
         try:

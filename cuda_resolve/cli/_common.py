@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..environment import Environment
 from ..errors import UsageError
 from ..index import Index, default_index
 
-__all__ = ["add_environment_options", "add_json_option", "environment_from_args", "index_from_args"]
+if TYPE_CHECKING:
+    from ..install.target import TargetChoice
+
+__all__ = ["add_environment_options", "add_json_option", "detect_target", "environment_from_args", "index_from_args"]
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
@@ -45,14 +49,21 @@ def environment_from_args(args: argparse.Namespace) -> Environment:
         return load_profile(args.profile)
     from dataclasses import replace
 
+    env, choice = detect_target(args.python)
+    # Every report says whose environment it describes: not always the tool's own.
+    return replace(env, notes=(f"target interpreter: {env.python.executable or choice.python} (from {choice.how})", *env.notes))
+
+
+def detect_target(python: str | None) -> tuple[Environment, TargetChoice]:
+    """Detect the machine with the target environment's interpreter (see install.target), and
+    say how that interpreter was chosen. The running interpreter is read in process."""
     from ..detect import detect_environment
     from ..install.target import choose_target, is_running_interpreter
 
-    choice = choose_target(args.python)
+    choice = choose_target(python)
     in_process = choice.how != "--python" and is_running_interpreter(choice.python)
     env = detect_environment(python=None if in_process else choice.python)
-    # Every report says whose environment it describes: not always the tool's own.
-    return replace(env, notes=(f"target interpreter: {env.python.executable or choice.python} (from {choice.how})", *env.notes))
+    return env, choice
 
 
 def index_from_args(args: argparse.Namespace) -> Index:

@@ -9,8 +9,6 @@ for another machine's GPUs: nvcc needs no GPU, so a login node builds for its co
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -26,6 +24,7 @@ from ._act import (
     describe_target,
     install_options,
 )
+from ._common import detect_target
 
 __all__ = ["register", "register_build", "run_action"]
 
@@ -58,12 +57,7 @@ def register_build(subparsers: Any) -> None:
 
 
 def _environment(args: argparse.Namespace) -> tuple[Environment, str]:
-    from ..detect import detect_environment
-    from ..install.target import choose_target, is_running_interpreter
-
-    choice = choose_target(args.python)
-    in_process = choice.how != "--python" and is_running_interpreter(choice.python)
-    env = detect_environment(python=None if in_process else choice.python)
+    env, choice = detect_target(args.python)
     profile_path = getattr(args, "profile", None)
     if profile_path is not None:
         from ..profile import load_profile
@@ -114,18 +108,10 @@ def _probe(url: str) -> tuple[bool, str]:
     return False, str(answer.error) if answer.error else f"HTTP {answer.status}"
 
 
-def _log_path() -> Path:
-    from ..paths import cache_root
-
-    folder = cache_root() / "logs"
-    folder.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
-    return folder / f"install-{stamp}-{os.getpid()}.log"
-
-
 def run_action(args: argparse.Namespace, requests: Sequence[str], *, pip_args: Sequence[str] = (), mode: str = "install") -> int:
     """The whole action; ``mode`` is "install" or "build". Returns the exit status."""
     from ..install.transaction import execute, prepare
+    from ..paths import new_log_path
     from ..wheelhouse.store import Wheelhouse
 
     env, how = _environment(args)
@@ -146,7 +132,7 @@ def run_action(args: argparse.Namespace, requests: Sequence[str], *, pip_args: S
     if mode == "build":
         return _run_builds(args, prepared, wheelhouse, options, reporter)
     result = execute(prepared, env, wheelhouse=wheelhouse, options=options, probe=_probe,
-                     reporter=reporter, log_path=_log_path())
+                     reporter=reporter, log_path=new_log_path("install"))
     if args.json:
         _output.print_json({"target": python, "plan": plan.to_json(), "prepared": prepared.to_json(), "result": result.to_json()})
         return 0
