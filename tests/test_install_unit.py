@@ -298,7 +298,7 @@ def test_other_pip_commands_pass_straight_through(empty_venv: Path) -> None:
 def _fake_python(folder: Path, pip_version: str, truststore: bool) -> str:
     """An "interpreter" that answers cuda-pip's pip probe with a given version."""
     script = folder / "python"
-    answer = json.dumps([{"pip": pip_version, "truststore": truststore}, [["pip", pip_version]]])
+    answer = json.dumps({"pip": pip_version, "truststore": truststore, "distributions": [["pip", pip_version]]})
     script.write_text(f"#!/bin/sh\necho '{answer}'\n")
     script.chmod(0o755)
     return str(script)

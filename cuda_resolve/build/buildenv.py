@@ -8,9 +8,7 @@ is never changed by a build; only the final install changes it.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,26 +20,10 @@ from packaging.version import InvalidVersion, Version
 from ..errors import BuildError
 from .preflight import BuildSpec
 
-__all__ = ["BuildEnvironment", "installed_versions", "machine_capacity", "make_build_environment", "max_jobs", "overlay_include_dirs", "unsatisfied"]
+__all__ = ["BuildEnvironment", "machine_capacity", "make_build_environment", "max_jobs", "overlay_include_dirs", "unsatisfied"]
 
 #: Memory one nvcc/cc1plus job over torch's headers can take; kaolin's largest units near 2 GiB.
 BYTES_PER_JOB = 2 * 1024**3
-
-_VERSIONS_SCRIPT = """
-import json, sys
-try:
-    from importlib import metadata
-except ImportError:
-    import importlib_metadata as metadata
-found = {}
-for name in json.loads(sys.argv[1]):
-    try:
-        found[name] = metadata.version(name)
-    except Exception:
-        found[name] = None
-print(json.dumps(found))
-"""
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BuildEnvironment:
@@ -78,24 +60,8 @@ def machine_capacity() -> tuple[int, int | None]:
     return cores, available
 
 
-def installed_versions(python: str, names: Sequence[str], *, environ: Mapping[str, str]) -> dict[str, str | None]:
-    """Versions of ``names`` installed for the target interpreter (None where absent)."""
-    try:
-        done = subprocess.run(
-            [python, "-c", _VERSIONS_SCRIPT, json.dumps(list(names))], capture_output=True, text=True,
-            timeout=60, env=dict(environ), check=False,
-        )
-        data = json.loads(done.stdout) if done.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired, ValueError):
-        data = None
-    if not isinstance(data, dict):
-        raise BuildError(f"{python} could not report its installed packages",
-                         hint="check that the target interpreter runs (pass --python PATH)")
-    return {str(k): (str(v) if v is not None else None) for k, v in data.items()}
-
-
 def unsatisfied(requirements: Sequence[str], installed: Mapping[str, str | None]) -> list[str]:
-    """The requirements the installed versions do not meet."""
+    """The requirements the installed versions (keyed by canonical name) do not meet."""
     missing: list[str] = []
     for text in requirements:
         try:
@@ -103,7 +69,7 @@ def unsatisfied(requirements: Sequence[str], installed: Mapping[str, str | None]
         except InvalidRequirement:
             missing.append(text)
             continue
-        version = installed.get(requirement.name) or installed.get(canonicalize_name(requirement.name))
+        version = installed.get(canonicalize_name(requirement.name))
         try:
             ok = version is not None and requirement.specifier.contains(Version(version), prereleases=True)
         except InvalidVersion:
@@ -122,17 +88,18 @@ def make_build_environment(
     workdir: Path,
     *,
     base_environ: Mapping[str, str],
+    installed: Mapping[str, str],
     capacity: tuple[int, int | None],
     run_pip: Callable[[list[str], Mapping[str, str]], None],
     say: Callable[[str], None] = lambda _: None,
 ) -> BuildEnvironment:
     """Compute the variables and, where needed, install the overlay with the target's own pip.
 
+    ``installed`` is the target's distributions (canonical name -> version), as the caller
+    already read them: a build never changes the target, so one reading serves every build.
     ``run_pip(args, environ)`` runs ``python -m pip ARGS`` for the target (the caller decides
     where its output goes); it raises on failure.
     """
-    names = [Requirement(r).name for r in spec.build_requires if _parses(r)]
-    installed = installed_versions(spec.python, [*names, "torch"], environ=base_environ) if names else {}
     needed = unsatisfied(spec.build_requires, installed)
     overlay: Path | None = None
     environ = dict(base_environ)
@@ -188,10 +155,3 @@ def overlay_include_dirs(overlay: Path, headers: Sequence[str]) -> list[str]:
         )
     return found
 
-
-def _parses(text: str) -> bool:
-    try:
-        Requirement(text)
-    except InvalidRequirement:
-        return False
-    return True

@@ -59,11 +59,15 @@ def build(
     wheelhouse: Wheelhouse,
     *,
     source_dir: Path | None = None,
+    installed: Mapping[str, str],
     environ: Mapping[str, str] | None = None,
     reporter: Reporter | None = None,
     rebuild: bool = False,
 ) -> BuildResult:
-    """The wheel for ``spec``: from the wheelhouse when it is there, else built and published."""
+    """The wheel for ``spec``: from the wheelhouse when it is there, else built and published.
+
+    ``installed`` is the target's distributions (canonical name -> version), read once by the
+    caller; build requirements it does not satisfy go into the build's overlay."""
     report = reporter or NullReporter()
     base_environ = dict(os.environ if environ is None else environ)
     key = wheel_key(spec)
@@ -102,7 +106,7 @@ def build(
                     )
 
             build_env = make_build_environment(
-                spec, workdir, base_environ=base_environ, capacity=machine_capacity(), run_pip=run_pip,
+                spec, workdir, base_environ=base_environ, installed=installed, capacity=machine_capacity(), run_pip=run_pip,
                 say=lambda text: report.step(f"{label}: {text}"),
             )
             with open(log_path, "a", encoding="utf-8") as log:

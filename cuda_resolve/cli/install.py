@@ -9,6 +9,7 @@ for another machine's GPUs: nvcc needs no GPU, so a login node builds for its co
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -151,11 +152,14 @@ def run_action(args: argparse.Namespace, requests: Sequence[str], *, pip_args: S
 
 def _run_builds(args: argparse.Namespace, prepared: Any, wheelhouse: Any, options: Any, reporter: TerminalReporter) -> int:
     from ..build.builder import build
+    from ..install.pip import installed_distributions
 
     if not prepared.builds:
         reporter.step("nothing to build: the plan has no source builds")
+    installed = installed_distributions(prepared.builds[0].python, os.environ) if prepared.builds else {}
     results = [
-        build(spec, wheelhouse, source_dir=options.source_for(spec.package), reporter=reporter, rebuild=options.rebuild)
+        build(spec, wheelhouse, source_dir=options.source_for(spec.package), installed=installed, reporter=reporter,
+              rebuild=options.rebuild)
         for spec in prepared.builds
     ]
     if args.json:

@@ -9,46 +9,37 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import InstallError
 
-__all__ = ["PipFacts", "installed_distributions", "pip_command", "pip_facts", "pip_facts_and_distributions", "trust_options"]
+__all__ = ["PipFacts", "installed_distributions", "pip_facts_and_distributions", "trust_options"]
 
-_FACTS_SCRIPT = """
-import json
-import sys
-try:
-    from importlib import metadata
-    version = metadata.version("pip")
-except Exception:
-    version = None
-try:
-    import truststore  # noqa: F401
-    has = True
-except Exception:
-    has = False
-print(json.dumps({"pip": version, "truststore": has}))
-"""
-
-_LIST_SCRIPT = """
+# One interpreter start answers everything cuda-pip asks of the target: each start of a big
+# environment costs a few 100 ms.
+_PROBE_SCRIPT = """
 import json
 from importlib import metadata
+try:
+    pip_version = metadata.version("pip")
+except Exception:
+    pip_version = None
+try:
+    import truststore  # noqa: F401
+    has_truststore = True
+except Exception:
+    has_truststore = False
 seen = {}
 for dist in metadata.distributions():
     name = dist.metadata["Name"]
     if name and name.lower() not in seen:
         seen[name.lower()] = [name, dist.version]
-print(json.dumps(sorted(seen.values())))
+print(json.dumps({"pip": pip_version, "truststore": has_truststore, "distributions": sorted(seen.values())}))
 """
-
-# One interpreter start for both answers: each start of a big environment costs a few 100 ms.
-_BOTH_SCRIPT = _FACTS_SCRIPT.replace("print(json.dumps(", "facts = ((") + _LIST_SCRIPT.replace(
-    "print(json.dumps(sorted(seen.values())))", "print(json.dumps([facts, sorted(seen.values())]))"
-)
 
 MINIMUM_PIP = Version("22")
 
@@ -70,15 +61,16 @@ def _run_json(python: str, script: str, environ: Mapping[str, str], what: str) -
     raise InstallError(f"{python} could not report {what}", hint="check that the target interpreter runs (pass --python PATH)")
 
 
-def pip_facts(python: str, environ: Mapping[str, str]) -> PipFacts:
-    return _parse_facts(python, _run_json(python, _FACTS_SCRIPT, environ, "its pip version"))
+def _probe(python: str, environ: Mapping[str, str]) -> dict[str, object]:
+    data = _run_json(python, _PROBE_SCRIPT, environ, "its pip version and installed packages")
+    if not isinstance(data, dict):
+        raise InstallError(f"{python} gave an unreadable answer about its packages", hint="check that the target interpreter runs")
+    return data
 
 
 def pip_facts_and_distributions(python: str, environ: Mapping[str, str]) -> tuple[PipFacts, dict[str, str]]:
-    data = _run_json(python, _BOTH_SCRIPT, environ, "its pip version and installed packages")
-    if not (isinstance(data, list) and len(data) == 2):
-        raise InstallError(f"{python} gave an unreadable answer about its packages", hint="check that the target interpreter runs")
-    return _parse_facts(python, data[0]), _distributions(data[1])
+    data = _probe(python, environ)
+    return _parse_facts(python, data), _distributions(data.get("distributions"))
 
 
 def _parse_facts(python: str, data: object) -> PipFacts:
@@ -110,8 +102,8 @@ def trust_options(facts: PipFacts) -> tuple[list[str], str | None]:
 
 
 def installed_distributions(python: str, environ: Mapping[str, str]) -> dict[str, str]:
-    """``{canonical-ish lower name: version}`` of every distribution the target sees."""
-    return _distributions(_run_json(python, _LIST_SCRIPT, environ, "its installed packages"))
+    """``{canonical name: version}`` of every distribution the target sees."""
+    return _distributions(_probe(python, environ).get("distributions"))
 
 
 def _distributions(data: object) -> dict[str, str]:
@@ -119,9 +111,6 @@ def _distributions(data: object) -> dict[str, str]:
     if isinstance(data, list):
         for entry in data:
             if isinstance(entry, list) and len(entry) == 2:
-                result[str(entry[0]).lower().replace("_", "-")] = str(entry[1])
+                result[canonicalize_name(str(entry[0]))] = str(entry[1])
     return result
 
-
-def pip_command(python: str, args: Sequence[str]) -> list[str]:
-    return [python, "-m", "pip", *args]

@@ -193,7 +193,7 @@ def prepare(plan: Plan, env: Environment, index: Index, options: InstallOptions)
         # dependencies); no other name goes there, so no other package can be taken from it.
         steps.append(PipStep(purpose=f"torch family from {url}", args=(option, url, *requirements), checked_urls=(url,)))
         # Later steps keep them where this step put them.
-        main_requirements = [f"{i.name}=={i.version}+{i.variant}" if i.variant and i.variant != "cpu" else f"{i.name}=={i.version}" for i in from_torch_index] + main_requirements
+        main_requirements = [*requirements, *main_requirements]
     main_requirements.extend(plan.pass_through)
     has_work = bool(builds or plan.pass_through or any(i.kind == "wheel" and i.name not in TORCH_FAMILY for i in plan.items))
     if has_work or not from_torch_index:
@@ -246,10 +246,6 @@ def _undo(python: str, before: Mapping[str, str], environ: Mapping[str, str], lo
     return [f"{n} (was {b or 'absent'}, now {a or 'absent'})" for n, b, a in left]
 
 
-def _dist_key(name: str) -> str:
-    return name.lower().replace("_", "-")
-
-
 def _already_installed(prepared: Prepared, results: Sequence[BuildResult], before: Mapping[str, str], options: InstallOptions) -> bool:
     """Only kept packages and built wheels that are installed at exactly their version: pip would do nothing."""
     plan = prepared.plan
@@ -257,7 +253,7 @@ def _already_installed(prepared: Prepared, results: Sequence[BuildResult], befor
         return False
     if any(item.kind not in ("installed", "build") for item in plan.items):
         return False
-    return bool(results) and all(before.get(_dist_key(r.spec.package)) == r.wheel.version for r in results)
+    return bool(results) and all(before.get(canonicalize_name(r.spec.package)) == r.wheel.version for r in results)
 
 
 def _verify_imports(python: str, modules: Sequence[str], environ: Mapping[str, str]) -> str | None:
@@ -316,8 +312,8 @@ def execute(
         _check_reachable([u for s in prepared.steps for u in s.checked_urls], probe, report)
     results: list[BuildResult] = []
     for spec in prepared.builds:
-        results.append(build(spec, wheelhouse, source_dir=options.source_for(spec.package), environ=base,
-                             reporter=report, rebuild=options.rebuild))
+        results.append(build(spec, wheelhouse, source_dir=options.source_for(spec.package), installed=before,
+                             environ=base, reporter=report, rebuild=options.rebuild))
     steps = list(prepared.steps)
     if results:
         steps[-1] = _with_built_wheels(steps[-1], results)
