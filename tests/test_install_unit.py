@@ -318,3 +318,22 @@ def test_old_pip_is_refused_with_the_upgrade_command(tmp_path: Path) -> None:
     assert options == [] and note is not None and "upgrade" in note
     facts, _ = pip_facts_and_distributions(_fake_python(tmp_path, "24.2", False), {})
     assert trust_options(facts) == ([], None)
+
+
+def test_a_source_checkout_at_another_revision_is_refused(tmp_path: Path) -> None:
+    """--source that is a git checkout must be at the recipe's revision (read through git)."""
+    from cuda_resolve.build.source import prepare_source
+    from cuda_resolve.errors import BuildError
+    from cuda_resolve.index.load import load_index
+
+    recipe = load_index([Path(__file__).parent / "data" / "index" / "cuext"]).package("cuext").recipes[0]  # type: ignore[union-attr]
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "setup.py").write_text("print('x')\n")
+    git = ["git", "-C", str(checkout), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    with pytest.raises(BuildError, match=f"is at {head[:12]}, but recipe cuext-fixture pins 000000000000"):
+        prepare_source(recipe, tmp_path / "work", torch_version="2.14.1", source_dir=checkout)

@@ -11,11 +11,11 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._bounded import run
 from ..errors import BuildError
 from ..index.model import Patch, Recipe
 
@@ -59,17 +59,13 @@ def recipe_digest(recipe: Recipe, torch_version: str) -> str:
 
 
 def _git(args: Sequence[str], *, cwd: Path | None, environ: Mapping[str, str]) -> str:
-    try:
-        done = subprocess.run(
-            ["git", *args], cwd=cwd, env=dict(environ), capture_output=True, text=True,
-            timeout=_GIT_TIMEOUT, check=False,
-        )
-    except FileNotFoundError:
+    done = run(["git", *args], timeout=_GIT_TIMEOUT, env=environ, cwd=cwd)
+    if done is None:
         raise BuildError("git is not installed, so the recipe's repository cannot be cloned",
-                         hint="install git, or pass --source DIR with a copy of the repository") from None
-    except subprocess.TimeoutExpired:
-        raise BuildError(f"git {' '.join(args[:2])} took longer than {_GIT_TIMEOUT:.0f} s",
-                         hint="check the network (cuda-resolve doctor --network), or pass --source DIR") from None
+                         hint="install git, or pass --source DIR with a copy of the repository")
+    if done.returncode is None:
+        raise BuildError(f"git {' '.join(args[:2])} took longer than {_GIT_TIMEOUT:.0f} s or wrote too much",
+                         hint="check the network (cuda-resolve doctor --network), or pass --source DIR")
     if done.returncode != 0:
         detail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         raise BuildError(

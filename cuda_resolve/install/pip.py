@@ -8,13 +8,13 @@ with the upgrade command.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from .._bounded import run
 from ..errors import InstallError
 
 __all__ = ["PipFacts", "installed_distributions", "pip_facts_and_distributions", "trust_options"]
@@ -51,13 +51,12 @@ class PipFacts:
 
 
 def _run_json(python: str, script: str, environ: Mapping[str, str], what: str) -> object:
-    try:
-        done = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=60,
-                              env=dict(environ), check=False)
-        if done.returncode == 0:
+    done = run([python, "-c", script], timeout=60, env=environ)
+    if done is not None and done.ok:
+        try:
             return json.loads(done.stdout)
-    except (OSError, subprocess.TimeoutExpired, ValueError):
-        pass
+        except ValueError:
+            pass
     raise InstallError(f"{python} could not report {what}", hint="check that the target interpreter runs (pass --python PATH)")
 
 

@@ -14,7 +14,6 @@ The executor takes a Plan from anywhere: ``plan``, a lockfile entry or a conda h
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +23,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from .._bounded import run as _bounded_run
 from ..build.builder import BuildResult, build
 from ..build.preflight import BuildSpec, check_build
 from ..build.runner import run_logged
@@ -256,6 +256,20 @@ def _already_installed(prepared: Prepared, results: Sequence[BuildResult], befor
     return bool(results) and all(before.get(canonicalize_name(r.spec.package)) == r.wheel.version for r in results)
 
 
+#: The import check and a smoke test each end within this.
+_CHECK_SECONDS = 600
+
+
+def _run_check(python: str, args: Sequence[str], environ: Mapping[str, str], what: str) -> tuple[int | None, list[str]]:
+    """(exit status, output lines) of the target running ``args``; status None when it was cut off."""
+    done = _bounded_run([python, *args], timeout=_CHECK_SECONDS, env=environ, cwd="/")
+    if done is None:
+        return None, [f"{python} could not be started for the {what}"]
+    if done.returncode is None:
+        return None, [f"the {what} took longer than {_CHECK_SECONDS} s or wrote too much"]
+    return done.returncode, (done.stdout + done.stderr).strip().splitlines()
+
+
 def _verify_imports(python: str, modules: Sequence[str], environ: Mapping[str, str]) -> str | None:
     """None when every module imports in a fresh interpreter, else what failed."""
     script = (
@@ -267,28 +281,18 @@ def _verify_imports(python: str, modules: Sequence[str], environ: Mapping[str, s
         "        print(f'{name}: {type(exc).__name__}: {exc}')\n"
         "        sys.exit(1)\n"
     )
-    try:
-        done = subprocess.run([python, "-c", script, *modules], capture_output=True, text=True, timeout=600,
-                              env=dict(environ), cwd="/", check=False)
-    except subprocess.TimeoutExpired:
-        return "the import check took longer than 600 s"
-    if done.returncode == 0:
+    status, lines = _run_check(python, ["-c", script, *modules], environ, "import check")
+    if status == 0:
         return None
-    lines = (done.stdout + done.stderr).strip().splitlines()
-    return lines[-1] if lines else f"exit {done.returncode}"
+    return lines[-1] if lines else f"exit {status}"
 
 
-def _run_smoke(python: str, package: str, script: str, environ: Mapping[str, str]) -> tuple[bool, str]:
-    try:
-        done = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=600,
-                              env=dict(environ), cwd="/", check=False)
-    except subprocess.TimeoutExpired:
-        return False, "the smoke test took longer than 600 s"
-    output = (done.stdout + done.stderr).strip().splitlines()
-    last = output[-1] if output else ""
-    if done.returncode == 255:
+def _run_smoke(python: str, script: str, environ: Mapping[str, str]) -> tuple[bool, str]:
+    status, lines = _run_check(python, ["-c", script], environ, "smoke test")
+    last = lines[-1] if lines else ""
+    if status == 255:
         return False, f"a CUDA kernel failed (exit 255): {last}"
-    return done.returncode == 0, last or f"exit {done.returncode}"
+    return status == 0, last or f"exit {status}"
 
 
 def execute(
@@ -354,7 +358,7 @@ def execute(
                 notes.append("--smoke: no GPU here, the GPU smoke tests were not run")
             for package, script in prepared.smoke_scripts if env.gpus else ():
                 report.step(f"running {package}'s smoke test on the GPU")
-                ok, output = _run_smoke(python, package, script, base)
+                ok, output = _run_smoke(python, script, base)
                 if not ok:
                     raise InstallError(f"{package}'s smoke test failed: {output}",
                                        hint=f"the environment was restored as it was; if the GPU is busy or missing, install without --smoke; log: {log_path}")
