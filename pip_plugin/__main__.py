@@ -30,7 +30,8 @@ PIP_VALUE_OPTIONS = frozenset({
 #: The pip option cuda-pip refuses (spelled "--" + this): it switches TLS verification off for a host.
 REFUSED_OPTION = "trusted-host"
 
-#: cuda-pip's own options for install (see cuda_resolve.cli._act.add_action_options).
+#: cuda-pip's own options for install: those add_action_options(install=True) defines (a test
+#: keeps the two in step).
 OWN_VALUE_OPTIONS = frozenset({"--python", "--arch-list", "--source", "--accept-name", "--index"})
 OWN_FLAGS = frozenset({"--allow-torch-change", "--strict-driver", "--ptx", "--rebuild", "--json", "--smoke",
                        "--no-verify", "--dry-run"})
@@ -84,16 +85,13 @@ def _install(words: Sequence[str]) -> int:
 
     if any(w in ("-h", "--help") for w in words):
         parser = _Parser(prog="cuda-pip install", description=__doc__)
-        add_action_options(parser)
+        add_action_options(parser, install=True)
         parser.print_help()
         print("\nEvery other option is pip's own and is passed to `python -m pip install` unchanged.")
         return 0
     own, pip_args, requirements = split_arguments(words)
     parser = _Parser(prog="cuda-pip install", add_help=False)
-    add_action_options(parser)
-    parser.add_argument("--smoke", action="store_true")
-    parser.add_argument("--no-verify", action="store_true")
-    parser.add_argument("--dry-run", action="store_true")
+    add_action_options(parser, install=True)
     args = parser.parse_args(own)
     if not requirements:
         if any(w in ("-r", "--requirement", "-e", "--editable") or w.startswith(("--requirement=", "--editable=")) for w in pip_args):

@@ -337,3 +337,16 @@ def test_a_source_checkout_at_another_revision_is_refused(tmp_path: Path) -> Non
     head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     with pytest.raises(BuildError, match=f"is at {head[:12]}, but recipe cuext-fixture pins 000000000000"):
         prepare_source(recipe, tmp_path / "work", torch_version="2.14.1", source_dir=checkout)
+
+
+def test_cuda_pips_own_options_are_the_ones_its_parser_defines() -> None:
+    import argparse
+
+    from cuda_resolve.cli._act import add_action_options
+    from pip_plugin.__main__ import OWN_FLAGS, OWN_VALUE_OPTIONS
+
+    parser = argparse.ArgumentParser(add_help=False)
+    add_action_options(parser, install=True)
+    options = {option: action.nargs != 0 for action in parser._actions for option in action.option_strings}
+    assert {o for o, takes_value in options.items() if takes_value} == OWN_VALUE_OPTIONS
+    assert {o for o, takes_value in options.items() if not takes_value} == OWN_FLAGS

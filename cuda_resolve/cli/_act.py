@@ -20,7 +20,8 @@ from . import _output
 __all__ = ["TerminalReporter", "add_action_options", "confirm_names", "install_options", "parse_sources"]
 
 
-def add_action_options(parser: argparse.ArgumentParser) -> None:
+def add_action_options(parser: argparse.ArgumentParser, *, install: bool) -> None:
+    """The options of install-like actions; ``install`` adds those that only installing has."""
     group = parser.add_argument_group("cuda-resolve")
     group.add_argument("--python", metavar="PATH", help="the environment to install into (default: the active virtualenv, else the active conda env, else python3 on PATH)")
     group.add_argument("--allow-torch-change", action="store_true", help="allow replacing the installed torch")
@@ -32,6 +33,12 @@ def add_action_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--accept-name", metavar="NAME", action="append", default=[], help="install NAME although it is one letter away from a package cuda-resolve curates")
     group.add_argument("--index", metavar="DIR", type=Path, action="append", default=[], help="an index overlay directory (repeatable)")
     group.add_argument("--json", action="store_true", help="print a JSON report instead of progress")
+    if install:
+        group.add_argument("--smoke", action="store_true", help="also run each package's GPU smoke test (its kernels against plain torch)")
+        group.add_argument("--no-verify", action="store_true", help="skip the import check after installing")
+        group.add_argument("--dry-run", action="store_true", help="print the plan, the builds and the pip commands; change nothing")
+    else:
+        group.add_argument("--dry-run", action="store_true", help="print the builds (pre-flight only); compile nothing")
 
 
 def parse_sources(values: Sequence[str]) -> tuple[tuple[str, Path], ...]:

@@ -37,10 +37,7 @@ def register(subparsers: Any) -> None:
         description="Install REQ... (kaolin, pointnet2_ops, torch, anything pip knows) into the target environment: ABI-matched wheels where they exist, source builds into the wheelhouse where not. Nothing is installed unless every build succeeds; a failure restores the environment.",
     )
     install.add_argument("requests", nargs="+", metavar="REQ")
-    add_action_options(install)
-    install.add_argument("--smoke", action="store_true", help="also run each package's GPU smoke test (its kernels against plain torch)")
-    install.add_argument("--no-verify", action="store_true", help="skip the import check after installing")
-    install.add_argument("--dry-run", action="store_true", help="print the plan, the builds and the pip commands; change nothing")
+    add_action_options(install, install=True)
     install.set_defaults(handler=handle_install)
 
 
@@ -51,9 +48,8 @@ def register_build(subparsers: Any) -> None:
         description="Build REQ...'s source builds against the target's torch into the wheelhouse. With --profile FILE the arch list comes from the profile's GPUs, so a machine without a GPU builds for others.",
     )
     build.add_argument("requests", nargs="+", metavar="REQ")
-    add_action_options(build)
+    add_action_options(build, install=False)
     build.add_argument("--profile", metavar="FILE", type=Path, help="build for the GPUs this profile describes (cross-building)")
-    build.add_argument("--dry-run", action="store_true", help="print the builds (pre-flight only); compile nothing")
     build.set_defaults(handler=handle_build)
 
 
