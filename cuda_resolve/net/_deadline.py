@@ -94,6 +94,8 @@ def _watch(connection: Any) -> None:
 
 
 class _GuardedHTTPConnection(HTTPConnection):
+    """A connection the current fetch's deadline watches (its socket is cut when time is up)."""
+
     def _new_conn(self) -> socket.socket:
         sock = super()._new_conn()
         self._deadline_fd = sock.fileno()
@@ -108,19 +110,8 @@ class _GuardedHTTPConnection(HTTPConnection):
         super().request(*args, **kwargs)
 
 
-class _GuardedHTTPSConnection(HTTPSConnection):
-    def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()
-        self._deadline_fd = sock.fileno()
-        return sock
-
-    def connect(self) -> None:
-        _watch(self)
-        super().connect()
-
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        _watch(self)
-        super().request(*args, **kwargs)
+class _GuardedHTTPSConnection(_GuardedHTTPConnection, HTTPSConnection):
+    """The same for HTTPS: the guard's methods come first, HTTPSConnection's TLS set-up after."""
 
 
 class _GuardedHTTPConnectionPool(HTTPConnectionPool):
