@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .environment import Driver, Environment, Gpu, Toolkit
+from .environment import Compiler, Driver, Environment, Gpu, Toolkit
 from .index.model import ArchEntry, Index, ToolkitFacts
 from .versions import ComputeCapability, CudaVersion, DriverVersion
 
@@ -27,6 +27,7 @@ __all__ = [
     "cuda_for_driver",
     "driver_supports_cuda",
     "format_arch_list",
+    "host_compiler_for",
     "marker_environment",
     "parse_torch_arch_names",
     "python_matches",
@@ -230,6 +231,22 @@ def compiler_within_toolkit(gcc: str | None, facts: ToolkitFacts | None) -> Verd
             f"gcc {gcc} is outside torch.utils.cpp_extension's range for CUDA {facts.version} (gcc < {bound})",
         )
     return Verdict(True, f"gcc {gcc} is within CUDA {facts.version}'s range")
+
+
+def host_compiler_for(compiler: Compiler, facts: ToolkitFacts | None) -> tuple[Verdict, str | None]:
+    """(verdict on the default host compiler, an installed gcc version to switch to).
+
+    The second item is set only when the default is out of the toolkit's range and another
+    installed gcc (``gcc-N`` on PATH) is within it: the newest such. A build is possible when the
+    verdict is ok or there is one to switch to; the resolver and the build's pre-flight both ask
+    here, so a plan never refuses what the build would have fixed by switching."""
+    verdict = compiler_within_toolkit(compiler.nvcc_host_version or compiler.gcc, facts)
+    if verdict.ok:
+        return verdict, None
+    # Only versions count: detection may have recorded a bare program name ("gcc-12").
+    usable = [v for v in compiler.other_gcc if v.split(".")[0].isdigit() and compiler_within_toolkit(v, facts).ok]
+    newest = max(usable, key=lambda v: tuple(int(p) for p in v.split(".") if p.isdigit()), default=None)
+    return verdict, newest
 
 
 def arch_list_for_build(

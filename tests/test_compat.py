@@ -19,12 +19,13 @@ from cuda_resolve.compat import (
     cuda_for_driver,
     driver_supports_cuda,
     format_arch_list,
+    host_compiler_for,
     python_matches,
     toolkit_archs,
     toolkit_can_build,
     uncovered_gpus,
 )
-from cuda_resolve.environment import Driver, Toolkit
+from cuda_resolve.environment import Compiler, Driver, Toolkit
 from cuda_resolve.index.model import ArchEntry, Index, ToolkitFacts
 from cuda_resolve.versions import ComputeCapability, CudaVersion, DriverVersion
 
@@ -601,3 +602,14 @@ def test_pypi_torch_builds_of_the_shipped_index_cover_what_compat_md_says(shippe
     assert cu121 is not None
     assert build_covers_gpu(cu121.arch_list, cc("6.1"))
     assert not build_covers_gpu(cu121.arch_list, cc("12.0"))
+
+
+def test_host_compiler_for_switches_to_the_newest_installed_gcc_in_range() -> None:
+    facts = next(t for t in TOOLKITS if t.gcc_max is not None)
+    assert facts.gcc_max is not None
+    too_new, fits, older = f"{facts.gcc_max + 1}.1.0", f"{facts.gcc_max}.2.0", f"{facts.gcc_max - 1}.4.0"
+    verdict, switch_to = host_compiler_for(Compiler(gcc=too_new, other_gcc=(older, "gcc-9", fits)), facts)
+    assert not verdict.ok and switch_to == fits
+    assert host_compiler_for(Compiler(gcc=too_new, other_gcc=("gcc-9",)), facts) == (verdict, None)
+    ok, none = host_compiler_for(Compiler(gcc=fits, other_gcc=(older,)), facts)
+    assert ok.ok and none is None

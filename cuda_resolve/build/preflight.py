@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..compat import compiler_within_toolkit, toolkit_archs, toolkit_can_build
+from ..compat import host_compiler_for, toolkit_archs, toolkit_can_build
 from ..environment import Environment, Toolkit
 from ..errors import BuildError
 from ..index.model import ArchEntry, Index, Recipe, parse_arch_list
@@ -78,12 +78,10 @@ def _with_ptx(arch_list: tuple[ArchEntry, ...]) -> tuple[ArchEntry, ...]:
 def _compiler_fix(env: Environment, index: Index, toolkit: Toolkit) -> tuple[tuple[tuple[str, str], ...], str | None]:
     """Variables that switch the host compiler to an installed one in the toolkit's range."""
     facts = index.toolkit(CudaVersion(toolkit.version.major, toolkit.version.minor))
-    current = env.compiler.nvcc_host_version or env.compiler.gxx or env.compiler.gcc
-    verdict = compiler_within_toolkit(current, facts)
+    verdict, switch_to = host_compiler_for(env.compiler, facts)
     if verdict.ok:
         return (), None
-    usable = [v for v in env.compiler.other_gcc if compiler_within_toolkit(v, facts).ok]
-    if not usable:
+    if switch_to is None:
         limit = facts.gcc_max if facts and facts.gcc_max else None
         if facts and facts.torch_gcc_max_exclusive:
             limit = min(limit or 99, facts.torch_gcc_max_exclusive - 1)
@@ -92,7 +90,7 @@ def _compiler_fix(env: Environment, index: Index, toolkit: Toolkit) -> tuple[tup
             f"host compiler: {verdict.reason}, and no other installed gcc is in range",
             hint=f"install {wanted} (e.g. apt install g++-{limit or 12}) and run again: cuda-resolve picks it up; or set CC, CXX and NVCC_CCBIN to one",
         )
-    major = max(usable, key=lambda v: tuple(int(p) for p in v.split("."))).split(".")[0]
+    major = switch_to.split(".")[0]
     variables = (("CC", f"gcc-{major}"), ("CXX", f"g++-{major}"), ("NVCC_CCBIN", f"g++-{major}"), ("CUDAHOSTCXX", f"g++-{major}"))
     return variables, f"{verdict.reason}: using the installed gcc-{major} / g++-{major} instead"
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from ..compat import (
     arch_list_for_build,
     build_covers_gpu,
-    compiler_within_toolkit,
     driver_supports_cuda,
+    host_compiler_for,
     toolkit_archs,
     torch_arch_list,
 )
@@ -216,16 +216,13 @@ def check_host_compiler(env: Environment, index: Index) -> list[Finding]:
     gcc = env.compiler.nvcc_host_version or env.compiler.gcc
     if gcc is None:
         return []
-    verdict = compiler_within_toolkit(gcc, facts)
+    verdict, switch_to = host_compiler_for(env.compiler, facts)
     if verdict:
         return [Finding(check="host-compiler", status="ok", title="host compiler", found=verdict.reason)]
-    workable = [
-        other for other in env.compiler.other_gcc
-        if other.split(".")[0].isdigit() and compiler_within_toolkit(other, facts)
-    ]
+    major = switch_to.split(".")[0] if switch_to else ""
     fix = (
-        f"use gcc {workable[0]}: export NVCC_CCBIN=g++-{workable[0].split('.')[0]} CC=gcc-{workable[0].split('.')[0]} CXX=g++-{workable[0].split('.')[0]}"
-        if workable
+        f"use gcc {switch_to}: export NVCC_CCBIN=g++-{major} CC=gcc-{major} CXX=g++-{major} (cuda-pip builds switch to it themselves)"
+        if switch_to
         else f"install a gcc within CUDA {toolkit.version}'s range (conda: gxx_linux-64) and point NVCC_CCBIN/CC/CXX at it"
     )
     return [Finding(check="host-compiler", status="error", title="host compiler", found=verdict.reason, fix=fix)]

@@ -20,9 +20,9 @@ from packaging.version import InvalidVersion, Version
 
 from ..compat import (
     arch_list_for_build,
-    compiler_within_toolkit,
     driver_supports_cuda,
     format_arch_list,
+    host_compiler_for,
     python_matches,
     toolkit_archs,
     toolkit_can_build,
@@ -464,8 +464,8 @@ class Catalogue:
                     self.reject(package.name, tk_label, f"{tk_label}: arch list {format_arch_list(arch_list)} has no kernels for {', '.join(str(g.compute_capability) for g in missing)}",
                                 "gpu-kernels", gpus=";".join(str(g.compute_capability) for g in missing), arch_list=format_arch_list(arch_list))
                     continue
-            compiler = compiler_within_toolkit(env.compiler.nvcc_host_version or env.compiler.gcc, facts)
-            if not compiler:
+            compiler, switch_to = host_compiler_for(env.compiler, facts)
+            if not compiler and switch_to is None:
                 self.reject(package.name, tk_label, f"{tk_label}: {compiler.reason}", "compiler-range",
                             toolkit=toolkit.version, gcc=env.compiler.nvcc_host_version or env.compiler.gcc,
                             gcc_max=facts.gcc_max if facts else None)
