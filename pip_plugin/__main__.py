@@ -82,6 +82,7 @@ def _install(words: Sequence[str]) -> int:
     from cuda_resolve.cli._act import add_action_options
     from cuda_resolve.cli.install import run_action
     from cuda_resolve.errors import UsageError
+    from cuda_resolve.install.reqfile import read_requirement_files, requirement_file_options
 
     if any(w in ("-h", "--help") for w in words):
         parser = _Parser(prog="cuda-pip install", description=__doc__)
@@ -93,12 +94,14 @@ def _install(words: Sequence[str]) -> int:
     parser = _Parser(prog="cuda-pip install", add_help=False)
     add_action_options(parser, install=True)
     args = parser.parse_args(own)
-    if not requirements:
-        if any(w in ("-r", "--requirement", "-e", "--editable") or w.startswith(("--requirement=", "--editable=")) for w in pip_args):
-            # Requirement files and editables are pip's to read: hand them over as they are.
+    # pip reads -r files itself; cuda-pip reads them too, for the names it must plan or check.
+    from_files = read_requirement_files(requirement_file_options(pip_args))
+    if not requirements and not from_files:
+        if any(w in ("-e", "--editable") or w.startswith("--editable=") or w.startswith(("-r", "--requirement")) for w in pip_args):
+            # Editables (and requirement files with no named requirement) are pip's alone.
             return _pass_through(["install", *pip_args], args.python)
         raise UsageError("cuda-pip install: name at least one requirement", hint="e.g. cuda-pip install pointnet2_ops")
-    return run_action(args, requirements, pip_args=pip_args, mode="install")
+    return run_action(args, requirements, pip_args=pip_args, mode="install", file_requirements=from_files)
 
 
 def _pass_through(words: Sequence[str], python: str | None) -> int:
@@ -109,33 +112,39 @@ def _pass_through(words: Sequence[str], python: str | None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from cuda_resolve.cli import _output
-    from cuda_resolve.errors import CudaResolveError
+    """0 done, 1 failed, 2 bad input, 70 a bug (``--debug`` shows its traceback), 130 interrupted;
+    other pip commands exit with pip's own status."""
+    from cuda_resolve.cli._boundary import guarded, split_debug
 
     words = list(sys.argv[1:] if argv is None else argv)
     wants_json = "--json" in words
-    try:
-        if not words or words[0] in ("-h", "--help"):
-            print("usage: cuda-pip install [cuda-pip options] [pip options] REQ...\n"
-                  "       cuda-pip COMMAND ...   (any other pip command, run by the target's pip)\n\n"
-                  "cuda-pip install --help lists cuda-pip's own options.")
-            return 0 if words else 2
-        if words[0] == "install":
-            return _install(words[1:])
+    if not words or words[0] in ("-h", "--help"):
+        print("usage: cuda-pip install [cuda-pip options] [pip options] REQ...\n"
+              "       cuda-pip COMMAND ...   (any other pip command, run by the target's pip)\n\n"
+              "cuda-pip install --help lists cuda-pip's own options.")
+        return 0 if words else 2
+    if words[0] == "install":
+        # --debug is cuda-pip's here (pip's own --debug has no meaning for the install it drives).
+        install_words, debug = split_debug(words[1:])
+        return guarded(lambda: _install(install_words), wants_json=wants_json, debug=debug)
+
+    def pass_through() -> int:
         parser = argparse.ArgumentParser(add_help=False)
         parser.add_argument("--python")
         known, rest = parser.parse_known_args(words)
         return _pass_through(rest, known.python)
-    except CudaResolveError as exc:
-        _output.report_error(exc, as_json=wants_json)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        _output.report_error(CudaResolveError("interrupted", hint=None), as_json=wants_json)
-        return 130
+
+    return guarded(pass_through, wants_json=False, debug=False)
 
 
 def run() -> None:
-    raise SystemExit(main())
+    from cuda_resolve.cli._boundary import interrupted
+
+    try:
+        code = main()
+    except KeyboardInterrupt:  # before main's boundary was entered
+        code = interrupted()
+    raise SystemExit(code)
 
 
 if __name__ == "__main__":

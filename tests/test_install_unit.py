@@ -350,3 +350,76 @@ def test_cuda_pips_own_options_are_the_ones_its_parser_defines() -> None:
     options = {option: action.nargs != 0 for action in parser._actions for option in action.option_strings}
     assert {o for o, takes_value in options.items() if takes_value} == OWN_VALUE_OPTIONS
     assert {o for o, takes_value in options.items() if not takes_value} == OWN_FLAGS
+
+
+# -- requirement files (-r) -------------------------------------------------------------------
+
+
+def test_requirement_files_are_read_as_pip_reads_them(tmp_path: Path) -> None:
+    from cuda_resolve.install.reqfile import read_requirement_files, requirement_file_options
+
+    (tmp_path / "sub").mkdir()
+    top = tmp_path / "requirements.txt"
+    top.write_text(
+        "numpy>=1.20  # a comment\n"
+        "# kaolin in a comment is not a request\n"
+        "-r sub/more.txt\n"
+        "-c constraints.txt\n"
+        "kaolin==0.18.0 \\\n    --hash=sha256:" + "0" * 64 + "\n"
+        "-e ./local-checkout\n"
+        "./some/path\n"
+        "https://example.invalid/x.whl#egg=x\n"
+    )
+    (tmp_path / "sub" / "more.txt").write_text('pointnet2_ops; python_version >= "3"\n-r ../requirements.txt\n')
+    found = read_requirement_files(requirement_file_options(["--no-deps", "-r", str(top)]))
+    assert [(r.text, r.origin) for r in found] == [
+        ("numpy>=1.20", f"{top}:1"),
+        ('pointnet2_ops; python_version >= "3"', f"{tmp_path / 'sub' / 'more.txt'}:1"),
+        ("kaolin==0.18.0", f"{top}:5"),
+    ]
+    assert requirement_file_options(["-ra.txt", "--requirement=b.txt", "--requirement", "c.txt", "-c", "d.txt"]) == [
+        Path("a.txt"), Path("b.txt"), Path("c.txt")]
+
+
+def test_a_missing_requirement_file_is_a_usage_error_naming_it(tmp_path: Path) -> None:
+    done = _cuda_pip("install", "--python", sys.executable, "-r", str(tmp_path / "nope.txt"), "--dry-run")
+    assert done.returncode == 2, done.stderr
+    assert f"{tmp_path / 'nope.txt'}: no such file" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_typo_inside_a_requirement_file_is_caught_too(tmp_path: Path) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("numpy\npointnet2_op\n")
+    done = _cuda_pip("install", "--python", sys.executable, "-r", str(requirements), "--dry-run")
+    assert done.returncode == 2
+    assert "did you mean pointnet2_ops?" in done.stderr
+
+
+def test_curated_names_in_a_requirement_file_are_planned(tmp_path: Path, empty_venv: Path, torch_index: str) -> None:
+    env = _env_with_torch_index(tmp_path, torch_index)
+    links = tmp_path / "links"
+    links.mkdir()
+    _wheel(links, "tinypkg", "1.0", files={"tinypkg/__init__.py": "VALUE = 42\n"})
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("torch==2.6.0+cu126\ntinypkg\n")
+    done = _cuda_pip("install", "--python", str(empty_venv), "--no-index", "--find-links", str(links),
+                     "-r", str(requirements), "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    first, rest = report["prepared"]["pip"]
+    # torch, named only in the file, still comes from the PyTorch index alone; pip reads the file.
+    assert first["args"] == ["--index-url", f"{torch_index}cu126/", "torch==2.6.0+cu126"]
+    assert rest["args"][:5] == ["--no-index", "--find-links", str(links), "-r", str(requirements)]
+    changed = {c["name"]: c["after"] for c in report["result"]["changed"]}
+    assert changed["torch"] == "2.6.0+cu126" and changed["tinypkg"] == "1.0"
+    assert {"detect", "plan", "pip install", "import check"} <= set(report["result"]["timings"])
+
+
+def test_debug_info_is_off_unless_the_user_asks_for_it() -> None:
+    from cuda_resolve.build.buildenv import no_debug_flags
+
+    assert no_debug_flags({}) == "-g0"
+    assert no_debug_flags({"CPPFLAGS": "-DFOO"}) == "-DFOO -g0"
+    assert no_debug_flags({"CFLAGS": "-O2 -g"}) is None
+    assert no_debug_flags({"CPPFLAGS": "-ggdb"}) is None
+    assert no_debug_flags({"CPPFLAGS": "-g0"}) == "-g0"

@@ -14,7 +14,6 @@ from typing import Any
 from ..environment import Environment
 from ..errors import UsageError
 from ..index import Index
-from ..plan import Plan
 from . import _output
 
 __all__ = ["TerminalReporter", "add_action_options", "confirm_names", "install_options", "parse_sources"]
@@ -67,15 +66,16 @@ def install_options(args: argparse.Namespace, *, pip_args: Sequence[str] = (), s
     )
 
 
-def confirm_names(plan: Plan, index: Index, accepted: Sequence[str], *, interactive: bool, ask: Callable[[str], bool]) -> None:
-    """Refuse a pass-through name one edit away from a curated package unless the user confirms it."""
+def confirm_names(requirements: Sequence[str], index: Index, accepted: Sequence[str], *, interactive: bool, ask: Callable[[str], bool]) -> None:
+    """Refuse a name pip would get (a pass-through request, a line of a ``-r`` file) that is one
+    edit away from a curated package, unless the user confirms it."""
     from packaging.utils import canonicalize_name
 
     from ..install.names import near_miss, requirement_name
 
     curated = [package.name for package in index.packages]
     ok = {canonicalize_name(name) for name in accepted}
-    for text in plan.pass_through:
+    for text in requirements:
         name = requirement_name(text)
         if name is None or canonicalize_name(name) in ok:
             continue
@@ -110,7 +110,9 @@ class TerminalReporter:
         self._clear()
         from rich.text import Text
 
-        self.console.print(Text(f"- [{time.monotonic() - self._started:5.1f} s] {text}"))
+        first = f"- [{time.monotonic() - self._started:5.1f} s] "
+        # A hanging indent: a long step (a log path, a URL) never wraps to column 0 or splits.
+        self.console.print(Text(_output.hanging(text, first=first, rest=" " * len(first), width=self.console.width)), soft_wrap=True)
 
     def note(self, text: str) -> None:
         if self.quiet:
@@ -118,7 +120,8 @@ class TerminalReporter:
         self._clear()
         from rich.text import Text
 
-        self.console.print(Text(f"note: {text}"), style="yellow")
+        self.console.print(Text(_output.hanging(text, first="note: ", rest="      ", width=self.console.width)),
+                           style="yellow", soft_wrap=True)
 
     def progress(self, label: str, done: int | None, total: int | None, elapsed: float) -> None:
         if self.quiet:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..environment import Environment
+from ..install.reqfile import FileRequirement
 from . import _output
 from ._act import (
     TerminalReporter,
@@ -65,19 +67,28 @@ def _environment(args: argparse.Namespace) -> tuple[Environment, str]:
     return env, choice.how
 
 
-def _plan(args: argparse.Namespace, requests: Sequence[str], env: Environment) -> Any:
+def _plan(args: argparse.Namespace, requests: Sequence[str], env: Environment, index: Any) -> Any:
     from ..plan import make_plan
     from ..resolve import Options, resolve
-    from ._common import index_from_args
     from .plan import parse_arch_list
 
-    index = index_from_args(args)
     options = Options(
         allow_torch_change=args.allow_torch_change,
         strict_driver=args.strict_driver,
         arch_list=parse_arch_list(args.arch_list) if args.arch_list else None,
     )
-    return index, make_plan(resolve(list(requests), env, index, options), env)
+    return make_plan(resolve(list(requests), env, index, options), env)
+
+
+def _curated(text: str, index: Any) -> bool:
+    """Whether cuda-resolve decides this requirement (torch's family or a package it indexes)."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    from ..install.transaction import TORCH_FAMILY
+
+    name = canonicalize_name(Requirement(text).name)
+    return name in TORCH_FAMILY or index.package(name) is not None
 
 
 def _ask(question: str) -> bool:
@@ -105,23 +116,46 @@ def _probe(url: str) -> tuple[bool, str]:
     return False, str(answer.error) if answer.error else f"HTTP {answer.status}"
 
 
-def run_action(args: argparse.Namespace, requests: Sequence[str], *, pip_args: Sequence[str] = (), mode: str = "install") -> int:
-    """The whole action; ``mode`` is "install" or "build". Returns the exit status."""
-    from ..install.transaction import execute, prepare
+def run_action(
+    args: argparse.Namespace,
+    requests: Sequence[str],
+    *,
+    pip_args: Sequence[str] = (),
+    mode: str = "install",
+    file_requirements: Sequence[FileRequirement] = (),
+) -> int:
+    """The whole action; ``mode`` is "install" or "build". Returns the exit status.
+
+    ``file_requirements`` are the requirements inside ``-r`` files (pip still reads the files):
+    those cuda-resolve decides are planned with ``requests``; the others are only checked for
+    look-alike names."""
+    from ..install.transaction import Phases, execute, prepare
     from ..paths import new_log_path
     from ..wheelhouse.store import Wheelhouse
 
-    env, how = _environment(args)
+    started = time.monotonic()
+    phases = Phases()
+    with phases.timed("detect"):
+        env, how = _environment(args)
     reporter = TerminalReporter(quiet=args.json)
     reporter.step(describe_target(env, how))
-    index, plan = _plan(args, requests, env)
+    with phases.timed("plan"):
+        from ._common import index_from_args
+
+        index = index_from_args(args)
+        decided = [r for r in file_requirements if _curated(r.text, index)]
+        for requirement in decided:
+            reporter.step(f"{requirement.origin}: {requirement.text} is planned by cuda-resolve (pip still reads the file)")
+        plan = _plan(args, [*requests, *(r.text for r in decided)], env, index)
     if mode == "install":
         interactive = sys.stdin.isatty() and not args.json
-        confirm_names(plan, index, args.accept_name, interactive=interactive, ask=_ask)
+        others = [r.text for r in file_requirements if r not in decided]
+        confirm_names([*plan.pass_through, *others], index, args.accept_name, interactive=interactive, ask=_ask)
     smoke = bool(getattr(args, "smoke", False))
     verify = not getattr(args, "no_verify", False)
     options = install_options(args, pip_args=pip_args, smoke=smoke, verify=verify)
-    prepared = prepare(plan, env, index, options)
+    with phases.timed("pre-flight"):
+        prepared = prepare(plan, env, index, options)
     python = env.python.executable or sys.executable
     if args.dry_run:
         return _render_dry_run(args, plan, prepared, python, mode)
@@ -130,8 +164,13 @@ def run_action(args: argparse.Namespace, requests: Sequence[str], *, pip_args: S
         return _run_builds(args, prepared, wheelhouse, options, reporter)
     result = execute(prepared, env, wheelhouse=wheelhouse, options=options, probe=_probe,
                      reporter=reporter, log_path=new_log_path("install"))
+    timings = (*phases.items(), *result.timings)
+    total = time.monotonic() - started
     if args.json:
-        _output.print_json({"target": python, "plan": plan.to_json(), "prepared": prepared.to_json(), "result": result.to_json()})
+        document = {"target": python, "plan": plan.to_json(), "prepared": prepared.to_json(), "result": result.to_json()}
+        document["result"]["timings"] = {phase: round(seconds, 2) for phase, seconds in timings}
+        document["result"]["seconds"] = round(total, 2)
+        _output.print_json(document)
         return 0
     for note in result.notes:
         reporter.note(note)
@@ -143,6 +182,7 @@ def run_action(args: argparse.Namespace, requests: Sequence[str], *, pip_args: S
         reporter.step(f"imports ok: {', '.join(result.verified)}")
     for package, output in result.smoke:
         reporter.step(f"{package} smoke test passed: {output}")
+    reporter.step(f"done in {total:.1f} s (" + ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in timings if seconds >= 0.05) + ")")
     return 0
 
 
@@ -174,20 +214,29 @@ def _render_dry_run(args: argparse.Namespace, plan: Any, prepared: Any, python: 
     if args.json:
         _output.print_json({"target": python, "plan": plan.to_json(), "prepared": prepared.to_json(), "dry_run": True})
         return 0
+    from rich.text import Text
+
     from .plan import render_plan
 
     render_plan(plan, explain=False)
     console = _output.console()
+    width = console.width
+
+    def say(text: str, first: str = "", rest: str = "    ") -> None:
+        # Broken at spaces with a hanging indent: no path or URL is cut, nothing wraps to column 0.
+        console.print(Text(_output.hanging(text, first=first, rest=rest, width=width)), soft_wrap=True)
+
     for spec in prepared.builds:
-        console.print(f"build {spec.package} {spec.recipe.version} (recipe {spec.recipe.name}) against torch {spec.torch_version}+{spec.variant}:", markup=False, highlight=False)
+        say(f"build {spec.package} {spec.recipe.version} (recipe {spec.recipe.name}) against torch {spec.torch_version}+{spec.variant}:")
         for name, value in spec.variables:
-            console.print(f"  {name}={value}", markup=False, highlight=False)
+            say(f"{name}={value}", first="  ")
         for note in spec.notes:
-            console.print(f"  note: {note}", markup=False, highlight=False)
+            say(note, first="  note: ", rest="        ")
     if mode == "install":
         for step in prepared.steps:
             built = " <built wheels>" if prepared.builds and step is prepared.steps[-1] else ""
-            console.print(f"{python} -m pip install {' '.join(step.args)}{built}", markup=False, highlight=False)
+            # One line, never broken: it is meant to be copied into a shell.
+            console.print(Text(f"{python} -m pip install {' '.join(step.args)}{built}"), soft_wrap=True)
     console.print("dry run: nothing was built or installed", markup=False, highlight=False)
     return 0
 

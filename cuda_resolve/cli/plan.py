@@ -99,7 +99,9 @@ def render_plan(plan: Plan, *, explain: bool) -> None:
     table.add_column("from", overflow="fold")
     for item in plan.items:
         if item.kind == "build":
-            source = f"build {item.recipe} with nvcc {item.toolkit}, TORCH_CUDA_ARCH_LIST={item.arch_list}"
+            # Spaces, not the list's ";": a narrow column breaks between archs, not inside one.
+            archs = " ".join((item.arch_list or "").split(";"))
+            source = f"source build, recipe {item.recipe}, nvcc {item.toolkit}, archs {archs}"
         elif item.kind == "installed":
             source = "already installed"
         else:

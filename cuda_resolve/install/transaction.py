@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from ..reporting import NullReporter, Reporter
 from ..wheelhouse.store import Wheelhouse
 from .pip import installed_distributions, pip_facts_and_distributions, trust_options
 
-__all__ = ["InstallOptions", "InstallResult", "PipStep", "Prepared", "execute", "prepare"]
+__all__ = ["InstallOptions", "InstallResult", "Phases", "PipStep", "Prepared", "execute", "prepare"]
 
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 
@@ -105,6 +106,7 @@ class InstallResult:
     verified: tuple[str, ...]
     smoke: tuple[tuple[str, str], ...] = ()  # (package, its output's last line)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    timings: tuple[tuple[str, float], ...] = ()  # (phase, seconds) in the order they ran
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -117,6 +119,7 @@ class InstallResult:
             "verified_imports": list(self.verified),
             "smoke": [{"package": p, "output": out} for p, out in self.smoke],
             "notes": list(self.notes),
+            "timings": {phase: round(seconds, 2) for phase, seconds in self.timings},
         }
 
 
@@ -140,6 +143,11 @@ def _torch_index_for(item: PlanItem, options: InstallOptions) -> tuple[str, str]
     if options.torch_index and item.variant:
         return options.torch_index_option, f"{options.torch_index}{item.variant}/"
     return "--index-url", item.index
+
+
+def _names_requirements(pip_args: Sequence[str]) -> bool:
+    """Whether pip's own options bring requirements of their own (``-r FILE``, ``-e PATH``)."""
+    return any(arg.startswith(("-r", "--requirement", "-e", "--editable")) for arg in pip_args)
 
 
 def prepare(plan: Plan, env: Environment, index: Index, options: InstallOptions) -> Prepared:
@@ -195,7 +203,8 @@ def prepare(plan: Plan, env: Environment, index: Index, options: InstallOptions)
         # Later steps keep them where this step put them.
         main_requirements = [*requirements, *main_requirements]
     main_requirements.extend(plan.pass_through)
-    has_work = bool(builds or plan.pass_through or any(i.kind == "wheel" and i.name not in TORCH_FAMILY for i in plan.items))
+    has_work = bool(builds or plan.pass_through or any(i.kind == "wheel" and i.name not in TORCH_FAMILY for i in plan.items)
+                    or _names_requirements(options.pip_args))
     if has_work or not from_torch_index:
         steps.append(PipStep(purpose="extensions and the rest", args=(*options.pip_args, *main_requirements), checked_urls=tuple(checked)))
     if any(i.name == "torch" for i in plan.items):
@@ -295,6 +304,24 @@ def _run_smoke(python: str, script: str, environ: Mapping[str, str]) -> tuple[bo
     return status == 0, last or f"exit {status}"
 
 
+class Phases:
+    """Seconds spent per phase, so a slow install says where its time went (and the bench can tell)."""
+
+    def __init__(self) -> None:
+        self._seconds: dict[str, float] = {}
+
+    @contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self._seconds[name] = self._seconds.get(name, 0.0) + time.monotonic() - started
+
+    def items(self) -> tuple[tuple[str, float], ...]:
+        return tuple(self._seconds.items())
+
+
 def execute(
     prepared: Prepared,
     env: Environment,
@@ -307,30 +334,35 @@ def execute(
     log_path: Path,
 ) -> InstallResult:
     report = reporter or NullReporter()
+    phases = Phases()
     base = dict(os.environ if environ is None else environ)
     python = env.python.executable or sys.executable
-    facts, before = pip_facts_and_distributions(python, base)
+    with phases.timed("target probe"):
+        facts, before = pip_facts_and_distributions(python, base)
     trust, trust_note = trust_options(facts)
     notes: list[str] = []
     if probe is not None:
-        _check_reachable([u for s in prepared.steps for u in s.checked_urls], probe, report)
+        with phases.timed("index check"):
+            _check_reachable([u for s in prepared.steps for u in s.checked_urls], probe, report)
     results: list[BuildResult] = []
     for spec in prepared.builds:
-        results.append(build(spec, wheelhouse, source_dir=options.source_for(spec.package), installed=before,
-                             environ=base, reporter=report, rebuild=options.rebuild))
+        with phases.timed(f"build {spec.package}"):
+            results.append(build(spec, wheelhouse, source_dir=options.source_for(spec.package), installed=before,
+                                 environ=base, reporter=report, rebuild=options.rebuild))
     steps = list(prepared.steps)
     if results:
         steps[-1] = _with_built_wheels(steps[-1], results)
     # The builds never touch the target, so the snapshot taken before them still holds.
     if _already_installed(prepared, results, before, options):
         notes.append("every planned package is installed at the planned version: pip was not run")
-        return InstallResult(prepared=prepared, builds=tuple(results), changed=(), verified=(), notes=tuple(notes))
+        return InstallResult(prepared=prepared, builds=tuple(results), changed=(), verified=(), notes=tuple(notes),
+                             timings=phases.items())
     if trust_note:
         notes.append(trust_note)
     report.step(f"installing into {python}")
     started = time.monotonic()
     try:
-        with open(log_path, "a", encoding="utf-8") as log:
+        with open(log_path, "a", encoding="utf-8") as log, phases.timed("pip install"):
             for step in steps:
                 command = [python, "-m", "pip", "install", "--disable-pip-version-check", *trust, *step.args]
                 status, tail = run_logged(command, environ=base, log=log,
@@ -339,7 +371,8 @@ def execute(
                     detail = [line for line in tail if line.startswith("ERROR")] or tail[-3:]
                     raise InstallError(f"pip install ({step.purpose}) failed: {' / '.join(d.strip() for d in detail)}",
                                        hint=f"the environment was restored as it was; full log: {log_path}")
-        after = installed_distributions(python, base)
+        with phases.timed("pip install"):
+            after = installed_distributions(python, base)
         changed = _diff(before, after)
         verified: list[str] = []
         if options.verify and prepared.imports:
@@ -347,7 +380,8 @@ def execute(
                 notes.append("nothing changed in the environment: import check skipped")
             else:
                 report.step(f"checking imports: {', '.join(prepared.imports)}")
-                failure = _verify_imports(python, prepared.imports, base)
+                with phases.timed("import check"):
+                    failure = _verify_imports(python, prepared.imports, base)
                 if failure is not None:
                     raise InstallError(f"installed, but the import check failed: {failure}",
                                        hint=f"the environment was restored as it was; full log: {log_path}")
@@ -358,7 +392,8 @@ def execute(
                 notes.append("--smoke: no GPU here, the GPU smoke tests were not run")
             for package, script in prepared.smoke_scripts if env.gpus else ():
                 report.step(f"running {package}'s smoke test on the GPU")
-                ok, output = _run_smoke(python, script, base)
+                with phases.timed("smoke test"):
+                    ok, output = _run_smoke(python, script, base)
                 if not ok:
                     raise InstallError(f"{package}'s smoke test failed: {output}",
                                        hint=f"the environment was restored as it was; if the GPU is busy or missing, install without --smoke; log: {log_path}")
@@ -369,4 +404,4 @@ def execute(
             report.note("could not restore: " + "; ".join(left))
         raise
     return InstallResult(prepared=prepared, builds=tuple(results), changed=tuple(changed), verified=tuple(verified),
-                         smoke=tuple(smoke_results), notes=tuple(notes))
+                         smoke=tuple(smoke_results), notes=tuple(notes), timings=phases.items())
