@@ -423,3 +423,18 @@ def test_debug_info_is_off_unless_the_user_asks_for_it() -> None:
     assert no_debug_flags({"CFLAGS": "-O2 -g"}) is None
     assert no_debug_flags({"CPPFLAGS": "-ggdb"}) is None
     assert no_debug_flags({"CPPFLAGS": "-g0"}) == "-g0"
+
+
+def test_a_bug_in_cuda_pip_is_one_line_and_exit_70(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import cuda_resolve.cli.install
+    from pip_plugin.__main__ import main
+
+    def broken(*args: object, **kwargs: object) -> int:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cuda_resolve.cli.install, "run_action", broken)
+    assert main(["install", "numpy", "--python", sys.executable]) == 70
+    err = capsys.readouterr().err
+    assert "unexpected RuntimeError: boom" in err and "Traceback" not in err and "--debug" in err
+    assert main(["install", "--debug", "numpy", "--python", sys.executable]) == 70
+    assert "Traceback" in capsys.readouterr().err
