@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import BuildError
 from ..paths import new_log_path
@@ -25,7 +26,10 @@ from ..wheelhouse.store import StoredWheel, Wheelhouse
 from .buildenv import machine_capacity, make_build_environment
 from .preflight import BuildSpec
 from .runner import BuildProgress, build_wheel, run_logged
-from .source import prepare_source, recipe_digest
+from .source import describe_source, prepare_source, recipe_digest
+
+if TYPE_CHECKING:
+    from ..net import HttpClient
 
 __all__ = ["BuildResult", "build", "wheel_key"]
 
@@ -63,11 +67,15 @@ def build(
     environ: Mapping[str, str] | None = None,
     reporter: Reporter | None = None,
     rebuild: bool = False,
+    client: HttpClient | None = None,
+    archive_cache: Path | None = None,
 ) -> BuildResult:
     """The wheel for ``spec``: from the wheelhouse when it is there, else built and published.
 
     ``installed`` is the target's distributions (canonical name -> version), read once by the
-    caller; build requirements it does not satisfy go into the build's overlay."""
+    caller; build requirements it does not satisfy go into the build's overlay. ``client`` and
+    ``archive_cache`` fetch and keep a recipe's source archive (defaults: the configuration's
+    client, ``<cache root>/sources``)."""
     report = reporter or NullReporter()
     base_environ = dict(os.environ if environ is None else environ)
     key = wheel_key(spec)
@@ -86,9 +94,11 @@ def build(
                 log.write(f"cuda-resolve build of {label} (recipe {spec.recipe.name}) against torch {spec.torch_version}+{spec.variant}\n")
                 for note in spec.notes:
                     log.write(f"note: {note}\n")
+                log.write(f"source: {describe_source(spec.recipe, source_dir)}\n")
             source = prepare_source(
                 spec.recipe, workdir, torch_version=spec.torch_version, source_dir=source_dir,
                 environ=base_environ, say=lambda text: report.step(f"{label}: {text}"),
+                client=client, cache_dir=archive_cache,
             )
             for note in source.notes:
                 report.note(note)

@@ -34,6 +34,7 @@ from .model import (
     Patch,
     Recipe,
     SmokeTest,
+    SourceArchive,
     ToolkitFacts,
     TorchRelease,
     TorchVariant,
@@ -67,6 +68,7 @@ _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 _MODULE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REVISION = re.compile(r"[0-9a-f]{40}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 _REPOSITORY = re.compile(r"(?:https?|ssh|git|file)://\S+|git@[\w.-]+:\S+")
 _PLATFORM = re.compile(r"[a-z0-9_]+")
 
@@ -639,15 +641,9 @@ def _recipe(t: Table, package: str, layer: Layer) -> Recipe:
     name: str = t.string("name")
     if not _NAME.fullmatch(name):
         raise t.fail("name", f"= {name!r}: recipe names are letters, digits, '.', '_' and '-'")
-    repository: str = t.string("repository")
-    if not _REPOSITORY.fullmatch(repository):
-        raise t.fail("repository", f"= {repository!r}: expected a git URL (https://...)")
-    insecure = repository_problem(repository)
-    if insecure is not None:
-        raise t.fail("repository", f"= {repository!r}: {insecure}")
-    revision: str = t.string("revision")
-    if not _REVISION.fullmatch(revision):
-        raise t.fail("revision", f"= {revision!r}: pin a full 40-character commit id (lower-case hex)")
+    archive_table = t.table("archive")
+    archive = _archive(archive_table) if archive_table is not None else None
+    repository, revision = _git_source(t, has_archive=archive is not None)
     env: list[tuple[str, str]] = []
     env_table = t.table("env")
     if env_table is not None:
@@ -665,6 +661,7 @@ def _recipe(t: Table, package: str, layer: Layer) -> Recipe:
         version=_version(t, "version", t.string("version")),
         repository=repository,
         revision=revision,
+        archive=archive,
         subdirectory=_relative_path(t, "subdirectory", ""),
         submodules=t.boolean("submodules", False),
         torch=t.parsed("torch", _specifier, SpecifierSet()),
@@ -682,8 +679,47 @@ def _recipe(t: Table, package: str, layer: Layer) -> Recipe:
     )
     if recipe.cuda_min and recipe.cuda_max and recipe.cuda_min > recipe.cuda_max:
         raise t.fail("cuda_max", f"= '{recipe.cuda_max}': below cuda_min '{recipe.cuda_min}'")
+    if archive is not None and recipe.submodules:
+        # The archive wins over the clone, and a release tarball carries no submodules.
+        raise t.fail("submodules", "= true: the recipe's archive is built, not a clone, so submodules would be missing",
+                     hint="name an archive that includes them (an sdist does), or drop the archive and build from the clone")
     t.finish()
     return recipe
+
+
+def _git_source(t: Table, *, has_archive: bool) -> tuple[str | None, str | None]:
+    """``repository`` and its pinned ``revision``: both or neither, and neither only next to an archive."""
+    repository: str | None = t.string("repository", None)
+    revision: str | None = t.string("revision", None)
+    if repository is None:
+        if revision is not None:
+            raise t.fail("revision", f"= {revision!r}: a revision pins a commit of a repository, and the recipe names none")
+        if not has_archive:
+            raise t.fail("repository", "is required but missing: a recipe builds from a git repository (with revision) or an [recipe.archive] (url, sha256)")
+        return None, None
+    if not _REPOSITORY.fullmatch(repository):
+        raise t.fail("repository", f"= {repository!r}: expected a git URL (https://...)")
+    insecure = repository_problem(repository)
+    if insecure is not None:
+        raise t.fail("repository", f"= {repository!r}: {insecure}")
+    if revision is None:
+        raise t.fail("revision", "is required but missing: pin the repository's commit (40 hex digits)")
+    if not _REVISION.fullmatch(revision):
+        raise t.fail("revision", f"= {revision!r}: pin a full 40-character commit id (lower-case hex)")
+    return repository, revision
+
+
+def _archive(t: Table) -> SourceArchive:
+    url: str = _url(t, "url", t.string("url"))
+    sha256: str = t.string("sha256")
+    if not _SHA256.fullmatch(sha256):
+        raise t.fail("sha256", f"= {sha256!r}: expected the archive's sha256 as 64 lower-case hex digits")
+    strip: str | None = t.string("strip", None)
+    if strip is not None and strip != "" and (strip in (".", "..") or "/" in strip or "\\" in strip):
+        raise t.fail("strip", f"= {strip!r}: expected the name of the archive's one top-level folder (or '' to keep the layout)")
+    archive = SourceArchive(url=url, sha256=sha256, strip=strip)
+    t.finish()
+    return archive
 
 
 def _patch(t: Table) -> Patch:

@@ -23,6 +23,7 @@ __all__ = [
     "Patch",
     "Recipe",
     "SmokeTest",
+    "SourceArchive",
     "ToolkitFacts",
     "TorchRelease",
     "TorchVariant",
@@ -165,14 +166,30 @@ class SmokeTest:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class SourceArchive:
+    """A recipe's source as one file (sdist, release tarball, zip), pinned by its sha256."""
+
+    url: str  # https:// (plain http only to a loopback host)
+    sha256: str  # 64 lower-case hex digits; checked before anything is unpacked
+    #: The single top-level folder to remove: None = remove it when the archive has exactly one
+    #: (GitHub's ``kaolin-0.18.0/``, an sdist's ``name-1.0/``); "" = keep the layout as it is.
+    strip: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Recipe:
-    """How to build a package from source against the target's torch."""
+    """How to build a package from source against the target's torch.
+
+    The source is ``archive`` when there is one (its hash is checked and it needs no git), else a
+    clone of ``repository`` at ``revision``; a recipe has at least one of the two. ``--source
+    DIR`` overrides both."""
 
     name: str  # recipe id, e.g. "kaolin-master-d52da9f"
     package: str
     version: Version  # the version the built wheel will carry
-    repository: str
-    revision: str  # pinned commit
+    repository: str | None = None  # git URL; None for an archive-only recipe
+    revision: str | None = None  # pinned commit, given exactly when repository is
+    archive: SourceArchive | None = None
     subdirectory: str = ""
     submodules: bool = False
     torch: SpecifierSet = field(default_factory=SpecifierSet)  # torch versions it builds against
