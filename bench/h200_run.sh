@@ -23,7 +23,7 @@ pointnet2)
   run python3 -m pip_plugin install pointnet2_ops --source "$src"
   run python3 -m pip_plugin install pointnet2_ops --source "$src" --arch-list 3.7
   run python3 -m cuda_resolve wheelhouse list
-  run python3 bench/install_speed.py pointnet2_ops --source "$src" --json "$out/install_speed.json" --log "$out/install_speed.log"
+  run python3 bench/install_speed.py pointnet2_ops --source "$src" --debug-variant --json "$out/install_speed.json" --log "$out/install_speed.log"
   ;;
 kaolin)
   run python3 -m cuda_resolve plan kaolin

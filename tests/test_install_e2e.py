@@ -102,6 +102,10 @@ def test_concurrent_builds_then_install_then_cache_hit(tmp_path: Path, torch_pyt
     assert "+pt2141cu130.sm90-" in wheel.name  # the ABI is in the local version label
     # The build requirements (setuptools >= 77, ninja) went into a temporary overlay, not the target.
     assert _freeze(python) == before
+    # Compiled without debug info (-g0 after Python's own -g), which the wheelhouse would strip anyway.
+    log = Path(entry["log"]).read_text()
+    assert "CPPFLAGS=-g0" in log
+    assert any(" -g0" in line and "bindings.cpp" in line for line in log.splitlines())
 
     installed = _action("install", python, wheelhouse)
     assert installed.returncode == 0, installed.stderr
@@ -109,6 +113,9 @@ def test_concurrent_builds_then_install_then_cache_hit(tmp_path: Path, torch_pyt
     assert result["builds"][0]["cache_hit"] is True  # no second compile
     assert {c["name"] for c in result["changed"]} >= {"cuext"}
     assert "cuext._ext" in result["verified_imports"]
+    # cuext needs only torch, which is installed: pip got the wheel alone, with --no-deps.
+    [run] = result["pip_runs"]
+    assert run["args"][0] == "--no-deps" and run["args"][1:] == [str(wheel)]
     probe = subprocess.run([str(python), "-c", "import cuext, torch; print(cuext.add_one.__doc__)"], capture_output=True, text=True, check=False)
     assert probe.returncode == 0 and "x + 1" in probe.stdout, probe.stderr
 

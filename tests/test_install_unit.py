@@ -438,3 +438,31 @@ def test_a_bug_in_cuda_pip_is_one_line_and_exit_70(monkeypatch: pytest.MonkeyPat
     assert "unexpected RuntimeError: boom" in err and "Traceback" not in err and "--debug" in err
     assert main(["install", "--debug", "numpy", "--python", sys.executable]) == 70
     assert "Traceback" in capsys.readouterr().err
+
+
+def _wheel_requiring(folder: Path, requires: list[str]) -> Path:
+    path = folder / "needy-1.0-py3-none-any.whl"
+    metadata = "Metadata-Version: 2.1\nName: needy\nVersion: 1.0\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("needy-1.0.dist-info/METADATA", metadata)
+    return path
+
+
+def test_built_wheels_skip_pips_resolution_only_when_their_requirements_are_installed(tmp_path: Path) -> None:
+    from cuda_resolve.environment import Environment, Machine, PythonInfo
+    from cuda_resolve.install.transaction import _requirements_met
+
+    env = Environment(machine=Machine(), python=PythonInfo(version="3.12.3"))
+    installed = {"torch": "2.11.0+cu130", "numpy": "2.1.0"}
+
+    def met(*requires: str) -> bool:
+        return _requirements_met(_wheel_requiring(tmp_path, list(requires)), installed, env)
+
+    assert met()
+    assert met("torch>=1.4", "numpy")
+    assert met('pywin32; sys_platform == "win32"', 'extra-thing; extra == "docs"')
+    assert not met("torch<2")
+    assert not met("scipy")
+    assert not met("torch[opt]>=1.4")  # an extra's own requirements are not known here
+    (tmp_path / "broken.whl").write_bytes(b"not a zip")
+    assert not _requirements_met(tmp_path / "broken.whl", installed, env)

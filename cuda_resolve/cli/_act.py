@@ -27,7 +27,7 @@ def add_action_options(parser: argparse.ArgumentParser, *, install: bool) -> Non
     group.add_argument("--strict-driver", action="store_true", help="require each CUDA toolkit's own driver")
     group.add_argument("--arch-list", metavar="LIST", help="TORCH_CUDA_ARCH_LIST for source builds (default: the GPUs here, or the --profile's)")
     group.add_argument("--ptx", action="store_true", help="also embed PTX for the highest architecture (runs on newer GPUs, slower to build)")
-    group.add_argument("--source", metavar="[PKG=]DIR", action="append", default=[], help="build from this copy of the recipe's repository instead of cloning it (air-gapped machines); repeatable")
+    group.add_argument("--source", metavar="[PKG=]DIR", action="append", default=[], help="build from this copy of the recipe's repository instead of fetching or cloning it (air-gapped machines); repeatable")
     group.add_argument("--rebuild", action="store_true", help="build even when the wheelhouse has the wheel")
     group.add_argument("--accept-name", metavar="NAME", action="append", default=[], help="install NAME although it is one letter away from a package cuda-resolve curates")
     group.add_argument("--index", metavar="DIR", type=Path, action="append", default=[], help="an index overlay directory (repeatable)")

@@ -226,8 +226,9 @@ def _render_dry_run(args: argparse.Namespace, plan: Any, prepared: Any, python: 
         # Broken at spaces with a hanging indent: no path or URL is cut, nothing wraps to column 0.
         console.print(Text(_output.hanging(text, first=first, rest=rest, width=width)), soft_wrap=True)
 
-    for spec in prepared.builds:
+    for spec, source in zip(prepared.builds, prepared.sources, strict=True):
         say(f"build {spec.package} {spec.recipe.version} (recipe {spec.recipe.name}) against torch {spec.torch_version}+{spec.variant}:")
+        say(f"source: {source}", first="  ")
         for name, value in spec.variables:
             say(f"{name}={value}", first="  ")
         for note in spec.notes:

@@ -28,6 +28,7 @@ from .._bounded import run as _bounded_run
 from ..build.builder import BuildResult, build
 from ..build.preflight import BuildSpec, check_build
 from ..build.runner import run_logged
+from ..build.source import describe_source
 from ..environment import Environment
 from ..errors import InstallError, UsageError
 from ..index.model import Index, Recipe
@@ -83,14 +84,15 @@ class Prepared:
     imports: tuple[str, ...]  # modules to import after installing
     smoke_scripts: tuple[tuple[str, str], ...]  # (package, script) for --smoke
     notes: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()  # where each build's source comes from, in words (as builds)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "builds": [
                 {"package": b.package, "version": str(b.recipe.version), "recipe": b.recipe.name,
-                 "torch": f"{b.torch_version}+{b.variant}", "toolkit": b.toolkit.root,
+                 "source": source, "torch": f"{b.torch_version}+{b.variant}", "toolkit": b.toolkit.root,
                  "arch_list": b.arch_list, "variables": dict(b.variables), "notes": list(b.notes)}
-                for b in self.builds
+                for b, source in zip(self.builds, self.sources, strict=True)
             ],
             "pip": [{"purpose": s.purpose, "args": list(s.args)} for s in self.steps],
             "imports": list(self.imports),
@@ -107,6 +109,7 @@ class InstallResult:
     smoke: tuple[tuple[str, str], ...] = ()  # (package, its output's last line)
     notes: tuple[str, ...] = field(default_factory=tuple)
     timings: tuple[tuple[str, float], ...] = ()  # (phase, seconds) in the order they ran
+    pip_runs: tuple[PipStep, ...] = ()  # what pip was actually asked, built wheels included
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -120,6 +123,7 @@ class InstallResult:
             "smoke": [{"package": p, "output": out} for p, out in self.smoke],
             "notes": list(self.notes),
             "timings": {phase: round(seconds, 2) for phase, seconds in self.timings},
+            "pip_runs": [{"purpose": s.purpose, "args": list(s.args)} for s in self.pip_runs],
         }
 
 
@@ -210,8 +214,9 @@ def prepare(plan: Plan, env: Environment, index: Index, options: InstallOptions)
     if any(i.name == "torch" for i in plan.items):
         imports.insert(0, "torch")
     notes = [note for spec in builds for note in spec.notes]
+    sources = tuple(describe_source(spec.recipe, options.source_for(spec.package)) for spec in builds)
     return Prepared(plan=plan, builds=tuple(builds), steps=tuple(steps), imports=tuple(dict.fromkeys(imports)),
-                    smoke_scripts=tuple(smoke), notes=tuple(notes))
+                    smoke_scripts=tuple(smoke), notes=tuple(notes), sources=sources)
 
 
 # -- execute --------------------------------------------------------------------------------
@@ -253,6 +258,58 @@ def _undo(python: str, before: Mapping[str, str], environ: Mapping[str, str], lo
             run_logged([python, "-m", "pip", "install", "--no-deps", *restore], environ=environ, log=log)
     left = _diff(before, installed_distributions(python, environ))
     return [f"{n} (was {b or 'absent'}, now {a or 'absent'})" for n, b, a in left]
+
+
+#: A wheel's METADATA larger than this is not read (it is not a real one).
+_METADATA_LIMIT = 1024 * 1024
+
+
+def _requires_dist(wheel: Path) -> list[str] | None:
+    """The wheel's ``Requires-Dist`` lines; None when its metadata cannot be read."""
+    import email.parser
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            name = next((n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
+            if name is None or archive.getinfo(name).file_size > _METADATA_LIMIT:
+                return None
+            text = archive.read(name).decode("utf-8", "replace")
+    except (OSError, zipfile.BadZipFile):
+        return None
+    return list(email.parser.HeaderParser().parsestr(text).get_all("Requires-Dist") or [])
+
+
+def _requirements_met(wheel: Path, installed: Mapping[str, str], env: Environment) -> bool:
+    """Every requirement of ``wheel`` that applies to the target is installed at a fitting version."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from ..build.buildenv import unsatisfied
+    from ..compat import marker_environment
+
+    lines = _requires_dist(wheel)
+    if lines is None:
+        return False
+    markers = dict(marker_environment(env), extra="")
+    applying: list[str] = []
+    for line in lines:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            return False
+        if requirement.marker is not None and not requirement.marker.evaluate(markers):
+            continue
+        if requirement.extras or requirement.url:
+            return False  # what an extra pulls in is not known here: let pip resolve
+        applying.append(line)
+    return not unsatisfied(applying, installed)
+
+
+def _only_built_wheels(prepared: Prepared, options: InstallOptions) -> bool:
+    """The install is the built wheels alone (kept packages pinned where they are, nothing else)."""
+    plan = prepared.plan
+    return (not plan.pass_through and not options.pip_args and len(prepared.steps) == 1
+            and all(item.kind in ("installed", "build") for item in plan.items))
 
 
 def _already_installed(prepared: Prepared, results: Sequence[BuildResult], before: Mapping[str, str], options: InstallOptions) -> bool:
@@ -350,7 +407,12 @@ def execute(
             results.append(build(spec, wheelhouse, source_dir=options.source_for(spec.package), installed=before,
                                  environ=base, reporter=report, rebuild=options.rebuild))
     steps = list(prepared.steps)
-    if results:
+    if results and _only_built_wheels(prepared, options) and all(_requirements_met(r.wheel.path, before, env) for r in results):
+        # Everything the wheels need is installed: pip need not resolve torch's whole dependency
+        # tree again, nor check every installed package for conflicts (seconds in a big env).
+        steps = [PipStep(purpose="built wheels (their requirements are installed)",
+                         args=("--no-deps", *(str(r.wheel.path) for r in results)))]
+    elif results:
         steps[-1] = _with_built_wheels(steps[-1], results)
     # The builds never touch the target, so the snapshot taken before them still holds.
     if _already_installed(prepared, results, before, options):
@@ -404,4 +466,4 @@ def execute(
             report.note("could not restore: " + "; ".join(left))
         raise
     return InstallResult(prepared=prepared, builds=tuple(results), changed=tuple(changed), verified=tuple(verified),
-                         smoke=tuple(smoke_results), notes=tuple(notes), timings=phases.items())
+                         smoke=tuple(smoke_results), notes=tuple(notes), timings=phases.items(), pip_runs=tuple(steps))
