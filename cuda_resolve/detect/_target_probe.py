@@ -120,7 +120,8 @@ def _search_path():
 
 def _distributions(search_path, wanted):
     # type: (List[str], Callable[[str], bool]) -> Distributions
-    """{normalized name: (name, version, directory, RECORD text)} for names that *wanted* accepts.
+    """{normalized name: (name, version, directory, RECORD text)} for names that *wanted* accepts;
+    the RECORD is read for CUDA wheels only (its one use), else it is "".
 
     ``importlib.metadata`` reads them (first occurrence on the search path wins, egg-info
     included); only the names it is asked for are read, guessed from the directory names so
@@ -150,7 +151,10 @@ def _distributions(search_path, wanted):
             version = dist.version
             if name and version and _normalize(name) not in found:
                 directory = str(dist.locate_file(""))
-                found[_normalize(name)] = (name, version, directory, dist.read_text("RECORD") or "")
+                record = ""
+                if _is_cuda_wheel_name(_normalize(name)):  # torch's RECORD lists thousands of files
+                    record = dist.read_text("RECORD") or ""
+                found[_normalize(name)] = (name, version, directory, record)
             break  # the first on the search path is the one import would find
     return found
 
@@ -179,7 +183,9 @@ def _distributions_py37(search_path, wanted):
                     fields.setdefault(key.strip().lower(), value.strip())
             name, version = fields.get("name"), fields.get("version")
             if name and version and _normalize(name) not in found:
-                record = _read(os.path.join(directory, entry, "RECORD")) or ""
+                record = ""
+                if _is_cuda_wheel_name(_normalize(name)):
+                    record = _read(os.path.join(directory, entry, "RECORD")) or ""
                 found[_normalize(name)] = (name, version, directory, record)
     return found
 

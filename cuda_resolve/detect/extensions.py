@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .._bounded import read_head
-from ..elf import read_dynamic
 from ..environment import ExtensionBinary
 
 
@@ -110,6 +109,8 @@ def find_extensions(
     sites = [Path(p) for p in site_packages if p and Path(p).is_dir()]
     if not sites:
         return ()
+    from ..elf import read_dynamic  # only a cache miss reads ELF files (see find_extensions_cached)
+
     preloaded = _names_in(_torch_loaded_dirs(sites))
     ld_path = [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p]
     searchable = _names_in(ld_path) | _names_in(default_dirs) | set(ldconfig_sonames(ld_cache))

@@ -28,16 +28,20 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..environment import Driver, Gpu
 from ..versions import ComputeCapability, CudaVersion, DriverVersion
-from . import _libcuda, _nvml
 from ._cache import ProbeCache
 from ._files import read_text, under_root, which
 from ._run import Background, call_with_timeout
 from .driver import cuda_for_driver_version, driver_version_from_files
-from .nvidia_smi import SmiHeader, query_smi_gpus, query_smi_header
+
+if TYPE_CHECKING:
+    from .nvidia_smi import SmiHeader
+
+# NVML (_nvml) and nvidia-smi (nvidia_smi) are imported where they are asked: a repeated run
+# answers from the cache and needs neither, and every module imported costs start-up time.
 
 __all__ = ["NvidiaFacts", "probe_nvidia"]
 
@@ -95,6 +99,8 @@ def probe_nvidia(
     if libraries is None:
         libraries = root == Path("/")
     if libraries:
+        from . import _libcuda
+
         # libcuda's CUDA version is asked every time (it is the cheapest probe, and a
         # forward-compatibility package can change it without a reboot); GPUs may come cached.
         found.set_cuda(_libcuda.driver_cuda_version(), "libcuda")
@@ -109,6 +115,8 @@ def probe_nvidia(
 def _probe_libraries(found: _Findings, timeout: float) -> None:
     if found.version is None and found.cuda is None:
         return  # no kernel module and no libcuda: no driver for NVML or cuInit to describe
+    from . import _libcuda, _nvml
+
     boxed = call_with_timeout(lambda: (_nvml.query_nvml(),), timeout=timeout, label="NVML (nvmlInit)")
     if boxed is None:
         found.notes.append(f"NVML did not answer within {timeout:g} s")
@@ -145,6 +153,8 @@ def _probe_nvidia_smi(found: _Findings, environ: Mapping[str, str], timeout: flo
     executable = which("nvidia-smi", environ)
     if executable is None:
         return
+    from .nvidia_smi import query_smi_gpus, query_smi_header
+
     header: SmiHeader | None = None
     # The two invocations overlap: each can take tens of milliseconds, or the whole timeout.
     header_job = Background(lambda: query_smi_header(executable, environ=environ, timeout=timeout)) if need_header else None
