@@ -104,6 +104,29 @@ def test_network_findings_on_an_intercepted_network(
     assert conda.status == "warn" and "ssl_verify truststore" in (conda.fix or "")
 
 
+def test_network_findings_read_at_80_columns(
+    intercepted_network: BenchServer, make_client: ClientFactory, tmp_path: Path
+) -> None:
+    """What the bench's network really produces (a mirror, a proxy URL, a refused host) wraps at
+    spaces only, with a hanging indent."""
+    from test_doctor_render import assert_readable, words_of
+
+    from cuda_resolve.doctor.render import finding_lines
+
+    site = tmp_path / "site-packages"
+    dist(site, "pip", "23.2.1")
+    findings = network_findings(
+        environment(site), client_factory=lambda: bench_client(make_client, intercepted_network),
+        targets=TARGETS, environ={"CONDA_EXE": str(tmp_path / "bin" / "conda"), "HOME": str(tmp_path)},
+        condarc_files=[],
+    )
+    assert {f.check for f in findings} >= {"index:pypi", "index:kaolin", "tls-interception", "pip-trust"}
+    for finding in findings:
+        lines = finding_lines(finding, 80)
+        assert_readable(lines)
+        assert " ".join(lines).split() == words_of(finding)
+
+
 def test_pypi_unreachable_is_an_error_and_the_rest_is_still_judged(
     clean_env: None, make_client: ClientFactory, tmp_path: Path
 ) -> None:

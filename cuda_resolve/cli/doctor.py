@@ -8,7 +8,6 @@ from typing import Any
 from ..doctor.checks import run_checks
 from ..doctor.findings import worst
 from ..index import default_index
-from ..profile import environment_to_dict
 from . import _output
 from ._common import add_environment_options, environment_from_args
 
@@ -40,6 +39,8 @@ def handle(args: argparse.Namespace) -> int:
         findings.extend(network)
     status = worst(findings)
     if args.json:
+        from ..profile import environment_to_dict
+
         _output.print_json(
             {
                 "status": status,
@@ -54,36 +55,8 @@ def handle(args: argparse.Namespace) -> int:
         render_environment(env, console)
         render_findings(findings[: len(findings) - len(network)], console)
         if network:
-            _render_network(network, console)
+            render_findings(network, console, title="Network")
         errors = sum(1 for f in findings if f.status == "error")
         warnings = sum(1 for f in findings if f.status == "warn")
-        console.print(f"{errors} error(s), {warnings} warning(s)")
+        console.print(f"{errors} error(s), {warnings} warning(s)", soft_wrap=True, highlight=False)
     return 1 if status == "error" else 0
-
-
-_STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "error": "bold red"}
-
-
-def _render_network(findings: list[Any], console: Any) -> None:
-    """``doctor --network``'s findings as a compact list: one entry per check, wrapped at the
-    console's width (80 in a pipe) with a hanging indent; words are never split, so a URL or a
-    command stays whole (a line longer than the width is left long rather than cut)."""
-    import textwrap
-
-    from rich.text import Text
-
-    width = max(40, int(console.width))
-    indent = " " * 7
-    console.print(Text("Network", style="bold"), highlight=False)
-    for finding in findings:
-        wrapper = textwrap.TextWrapper(width=width, subsequent_indent=indent, break_long_words=False,
-                                       break_on_hyphens=False)
-        lines = wrapper.wrap(f"{finding.status:<6} {finding.title}: {finding.found}")
-        if finding.fix:
-            lines += textwrap.TextWrapper(width=width, initial_indent=indent + "fix: ", subsequent_indent=indent + "     ",
-                                          break_long_words=False, break_on_hyphens=False).wrap(finding.fix)
-        for number, line in enumerate(lines):
-            text = Text(line)
-            if number == 0:
-                text.stylize(_STYLE.get(finding.status, ""), 0, len(finding.status))
-            console.print(text, soft_wrap=True, highlight=False)

@@ -1,17 +1,65 @@
-"""Rich rendering of an Environment and of doctor findings."""
+"""Plain-text rendering of an Environment and of doctor findings, readable at 80 columns.
+
+Each fact is one entry: a label (``torch``, ``warn``) and its text, wrapped at the console's
+width (80 in a pipe) with a hanging indent, so a continuation line starts under the text and
+never at column 0. Words are never split: a path, a URL or a command stays whole, and a token
+longer than the line keeps a line of its own rather than being cut, so that it can be copied.
+Colour (the status word, the section titles) is added only where the console supports it.
+"""
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+import re
+from typing import TYPE_CHECKING
 
-from ..environment import Environment
+from ..cli._output import hanging
+from ..environment import Environment, Gpu
 from .findings import Finding
 
-__all__ = ["render_environment", "render_findings"]
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["environment_lines", "finding_lines", "render_environment", "render_findings"]
 
 _STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "error": "bold red"}
+#: Findings: ``warn   title: found``; continuation and ``fix:`` lines start under the title.
+_STATUS_WIDTH = 7
+#: The narrowest width wrapped to (a console that reports less is not believed).
+_MIN_WIDTH = 40
+#: "131 ms", "140 GiB": a number keeps its unit on its line (glued by a character that is not
+#: whitespace to the wrapper, and never in a report).
+_UNIT_SPACE = re.compile(r"(?<=\d) (?=(?:ms|s|GiB|MiB)\b)")
+_GLUE = "\x1f"
+
+
+def _wrap(text: str, *, first: str, rest: str, width: int) -> list[str]:
+    glued = _UNIT_SPACE.sub(_GLUE, text.replace(_GLUE, " "))
+    wrapped = hanging(glued, first=first, rest=rest, width=max(width, _MIN_WIDTH))
+    return wrapped.replace(_GLUE, " ").splitlines()
+
+
+def _gpu_rows(gpus: tuple[Gpu, ...]) -> list[tuple[str, str]]:
+    """One row per run of identical GPUs with consecutive indices: an 8-GPU node is one line."""
+    rows: list[tuple[str, str]] = []
+    run: list[Gpu] = []
+
+    def describe(gpu: Gpu) -> str:
+        memory = f", {gpu.memory_mib // 1024} GiB" if gpu.memory_mib else ""
+        return f"{gpu.name} (compute capability {gpu.compute_capability}{memory})"
+
+    def flush() -> None:
+        if len(run) == 1:
+            rows.append((f"gpu {run[0].index}", describe(run[0])))
+        elif run:
+            rows.append((f"gpu {run[0].index}-{run[-1].index}", f"{len(run)} x {describe(run[0])}"))
+        run.clear()
+
+    for gpu in gpus:
+        if run and (describe(gpu) != describe(run[-1]) or gpu.index != run[-1].index + 1):
+            flush()
+        run.append(gpu)
+    flush()
+    return rows
 
 
 def _environment_rows(env: Environment) -> list[tuple[str, str]]:
@@ -25,9 +73,7 @@ def _environment_rows(env: Environment) -> list[tuple[str, str]]:
         rows.append(("driver", f"{env.driver.version}, supports CUDA <= {env.driver.cuda}"))
     else:
         rows.append(("driver", "none found"))
-    for gpu in env.gpus:
-        memory = f", {gpu.memory_mib // 1024} GiB" if gpu.memory_mib else ""
-        rows.append((f"gpu {gpu.index}", f"{gpu.name} (compute capability {gpu.compute_capability}{memory})"))
+    rows.extend(_gpu_rows(env.gpus))
     for toolkit in env.toolkits:
         where = f"{toolkit.root} via {toolkit.found_via}" if toolkit.root else toolkit.found_via
         rows.append(("toolkit", f"CUDA {toolkit.release or toolkit.version} at {where}"))
@@ -50,24 +96,50 @@ def _environment_rows(env: Environment) -> list[tuple[str, str]]:
     return rows
 
 
+def environment_lines(env: Environment, width: int) -> list[str]:
+    """The environment as ``label  text`` lines (the title not included)."""
+    rows = _environment_rows(env)
+    indent = " " * (max(len(what) for what, _ in rows) + 2)
+    lines: list[str] = []
+    for what, found in rows:
+        first = what.ljust(len(indent))
+        lines.extend(_wrap(found, first=first, rest=indent, width=width))
+    return lines
+
+
+def finding_lines(finding: Finding, width: int) -> list[str]:
+    """``status title: found``, then ``fix: ...`` when there is one; continuations indented."""
+    indent = " " * _STATUS_WIDTH
+    text = f"{finding.title}: {finding.found}"
+    lines = _wrap(text, first=finding.status.ljust(_STATUS_WIDTH), rest=indent, width=width)
+    if finding.fix:
+        lines += _wrap(finding.fix, first=indent + "fix: ", rest=indent + "     ", width=width)
+    return lines
+
+
+def _title(text: str, console: Console) -> None:
+    from rich.text import Text
+
+    console.print(Text(text, style="bold"), soft_wrap=True, highlight=False)
+
+
 def render_environment(env: Environment, console: Console) -> None:
-    # Values are plain Text: paths and GPU names may hold "[...]", which rich reads as markup.
-    title = "This machine" if env.source == "detected" else f"Profile {env.source}"
-    table = Table(title=Text(title), show_header=False)
-    table.add_column("what", style="bold")
-    table.add_column("found", overflow="fold")  # fold long paths, never cut them to "…"
-    for what, found in _environment_rows(env):
-        table.add_row(Text(what), Text(found))
-    console.print(table)
+    # Lines are printed as plain Text: paths and GPU names may hold "[...]", which rich reads
+    # as markup; soft_wrap: they are wrapped here already, and rich must not cut them again.
+    from rich.text import Text
+
+    _title("This machine" if env.source == "detected" else f"Profile {env.source}", console)
+    for line in environment_lines(env, int(console.width)):
+        console.print(Text(line), soft_wrap=True, highlight=False)
 
 
-def render_findings(findings: list[Finding], console: Console) -> None:
-    table = Table(title="Checks", show_lines=True)
-    table.add_column("status")
-    table.add_column("check")
-    table.add_column("found", overflow="fold")
-    table.add_column("fix", overflow="fold")  # a fix cut to "export CUDA_HOME=/usr/loca…" is useless
+def render_findings(findings: list[Finding], console: Console, *, title: str = "Checks") -> None:
+    from rich.text import Text
+
+    _title(title, console)
     for finding in findings:
-        style = _STYLE[finding.status]
-        table.add_row(Text(finding.status, style=style), Text(finding.title), Text(finding.found), Text(finding.fix or ""))
-    console.print(table)
+        for number, line in enumerate(finding_lines(finding, int(console.width))):
+            text = Text(line)
+            if number == 0:
+                text.stylize(_STYLE.get(finding.status, ""), 0, len(finding.status))
+            console.print(text, soft_wrap=True, highlight=False)
