@@ -27,7 +27,7 @@ import requests
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
-from ._deadline import GUARDED_POOLS, Deadline
+from ._deadline import GUARDED_POOLS, Deadline, guarded_pools
 from .cache import CacheEntry, HttpCache, default_cache_dir
 from .download import CHUNK, Progress, file_sha256, normalize_sha256, stream_to_file
 from .errors import FetchError, describe_exception, exception_chain, http_status_error
@@ -170,8 +170,8 @@ class _TrustStoreAdapter(HTTPAdapter):
         if proxy.lower().startswith("https://"):
             proxy_kwargs["proxy_ssl_context"] = self._ssl_context  # TLS to the proxy itself
         manager = super().proxy_manager_for(proxy, **proxy_kwargs)
-        if not proxy.lower().startswith("socks"):  # SOCKS managers bring their own pool classes
-            manager.pool_classes_by_scheme = GUARDED_POOLS
+        # An HTTP(S) proxy's manager and a SOCKS one (its own connection classes) alike
+        manager.pool_classes_by_scheme = guarded_pools(manager.pool_classes_by_scheme)
         return manager
 
     def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
