@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from ._bounded import check_regular
 
 __all__ = [
+    "atomic_writer",
     "cache_root",
     "existing_mode",
     "new_log_path",
@@ -58,12 +62,30 @@ def write_atomic(
     through (the file it points at is replaced; the link stays). The replaced file keeps its
     permission bits; a new file gets 0644, or 0600 when ``private`` (it holds credentials).
     """
+    with atomic_writer(path, make_parents=make_parents, private=private) as stream:
+        stream.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: Path, *, make_parents: bool = True, private: bool = False) -> Iterator[BinaryIO]:
+    """``with atomic_writer(path) as stream: stream.write(...)``: :func:`write_atomic` for data
+    that arrives in pieces (a download). The guarantees are the same: what is at ``path`` is
+    refused before anything is written unless it is a regular file (or absent), the new file
+    appears only when the block ends without an exception (fsynced, renamed into place, with the
+    replaced file's mode), and an exception (Ctrl-C included) removes the temporary file.
+    Temporary files a killed writer left beside ``path`` are removed on the way in."""
     target = resolve_target(path)
     if make_parents:
         target.parent.mkdir(parents=True, exist_ok=True)
-    mode = existing_mode(target)
-    temporary = write_temporary(target, data, mode=(0o600 if private else 0o644) if mode is None else mode)
+    existing_mode(target)  # a device or FIFO is refused before the first byte is written
+    handle, temporary = _new_temporary(target)
     try:
+        with os.fdopen(handle, "wb") as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        mode = existing_mode(target)  # again: a long write may see the file appear or change
+        os.chmod(temporary, (0o600 if private else 0o644) if mode is None else mode)
         os.replace(temporary, target)
     except BaseException:
         _unlink_quietly(temporary)
@@ -89,13 +111,9 @@ def existing_mode(target: Path) -> int | None:
 
 
 def write_temporary(target: Path, data: str | bytes, *, mode: int) -> Path:
-    """A new temporary file beside ``target`` holding ``data``, fsynced, with ``mode``.
-
-    Its name (``.NAME.PID.RANDOM.tmp``) names the writing process, so that leftovers of a
-    killed run are recognised and removed here, by the next write beside the same file."""
-    remove_leftovers(target)
-    handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp")
-    temporary = Path(name)
+    """A new temporary file beside ``target`` holding ``data``, fsynced, with ``mode`` (for
+    writers that replace several files together and rename each themselves)."""
+    handle, temporary = _new_temporary(target)
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data.encode("utf-8") if isinstance(data, str) else data)
@@ -106,6 +124,16 @@ def write_temporary(target: Path, data: str | bytes, *, mode: int) -> Path:
         _unlink_quietly(temporary)
         raise
     return temporary
+
+
+def _new_temporary(target: Path) -> tuple[int, Path]:
+    """An open, empty temporary file beside ``target`` (same folder: the rename is atomic).
+
+    Its name (``.NAME.PID.RANDOM.tmp``) names the writing process, so that leftovers of a
+    killed run are recognised and removed here, by the next write beside the same file."""
+    remove_leftovers(target)
+    handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp")
+    return handle, Path(name)
 
 
 def remove_leftovers(target: Path) -> None:

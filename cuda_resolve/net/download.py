@@ -1,23 +1,25 @@
-"""Streaming an artifact to disk: temporary file, size and sha256 checked, then rename.
+"""Streaming an artifact to disk: size and sha256 checked, then renamed into place.
 
 Progress is reported through a callback (``progress(received, total)``); nothing here draws.
 
-The file appears at its destination only once every byte arrived and the hash matched; a failure
-removes the partial file. Called by :meth:`cuda_resolve.net.HttpClient.download`.
+The body goes through :func:`cuda_resolve.paths.atomic_writer`, the writer every file of
+cuda-resolve goes through: the file appears at its destination only once every byte arrived and
+the hash matched, only a regular file is ever replaced (a FIFO or device at the destination is
+refused), and a failure or Ctrl-C removes the partial file (a killed run's is removed by the
+next). Called by :meth:`cuda_resolve.net.HttpClient.download`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import re
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._bounded import NotRegularFileError
 from ..errors import CudaResolveError
+from ..paths import atomic_writer
 from .errors import FetchError
 
 if TYPE_CHECKING:
@@ -82,17 +84,10 @@ def stream_to_file(
             hint="the server sent a different file than the one recorded; it was not downloaded",
         )
     expected_total = length if length is not None else size
-    try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    except OSError as exc:
-        raise _local_error(dest, exc) from exc
-    tmp = Path(tmp_name)
     digest = hashlib.sha256()
     received = 0
-    done = False
     try:
-        with os.fdopen(fd, "wb") as out:
+        with atomic_writer(dest) as out:  # raising inside removes the partial file
             try:
                 for chunk in response.iter_content(CHUNK):
                     received += len(chunk)
@@ -118,43 +113,44 @@ def stream_to_file(
                     kind="truncated", url=url,
                     hint="the connection was cut; retry, or use a mirror closer to you",
                 ) from exc
-        wire = response.raw.tell() if response.raw is not None else received
-        if length is not None and wire != length:
-            raise FetchError(
-                f"download truncated: received {wire} of {length} bytes (Content-Length) fetching {url}{mirror}",
-                kind="truncated", url=url, hint="the connection was cut; retry, or use a mirror closer to you",
-            )
-        if size is not None and received != size:
-            raise FetchError(
-                f"size mismatch for {url}{mirror}: the record says {size} bytes, received {received}",
-                kind="integrity", url=url,
-                hint="the server sent a different file than the one recorded; do not install it",
-            )
-        actual = digest.hexdigest()
-        if actual != sha256:
-            raise FetchError(
-                f"sha256 mismatch for {url}{mirror}: expected {sha256}, got {actual}",
-                kind="integrity", url=url,
-                hint="the server sent a different file than the one recorded (a stale or tampered "
-                "mirror, or a changed upload); it was not installed",
-            )
-        os.replace(tmp, dest)
-        done = True
-        return dest
+            _check(response, received, digest.hexdigest(), length=length, size=size, sha256=sha256,
+                   url=url, mirror=mirror)
     except FetchError:
         raise
-    except requests.exceptions.RequestException:
+    except requests.exceptions.RequestException:  # an OSError too, but a network failure
         raise
     except OSError as exc:  # writing the file: not a network failure, not retried
         raise _local_error(dest, exc) from exc
-    finally:
-        if not done:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
+    return dest
+
+
+def _check(response: requests.Response, received: int, actual: str, *, length: int | None,
+           size: int | None, sha256: str, url: str, mirror: str) -> None:
+    """Refuse a body cut short, of the wrong size, or with the wrong hash."""
+    wire = response.raw.tell() if response.raw is not None else received
+    if length is not None and wire != length:
+        raise FetchError(
+            f"download truncated: received {wire} of {length} bytes (Content-Length) fetching {url}{mirror}",
+            kind="truncated", url=url, hint="the connection was cut; retry, or use a mirror closer to you",
+        )
+    if size is not None and received != size:
+        raise FetchError(
+            f"size mismatch for {url}{mirror}: the record says {size} bytes, received {received}",
+            kind="integrity", url=url,
+            hint="the server sent a different file than the one recorded; do not install it",
+        )
+    if actual != sha256:
+        raise FetchError(
+            f"sha256 mismatch for {url}{mirror}: expected {sha256}, got {actual}",
+            kind="integrity", url=url,
+            hint="the server sent a different file than the one recorded (a stale or tampered "
+            "mirror, or a changed upload); it was not installed",
+        )
 
 
 def _local_error(dest: Path, exc: OSError) -> CudaResolveError:
-    return CudaResolveError(
-        f"cannot write the download to {dest}: {exc.strerror or exc}",
-        hint="check free space and permissions of that directory",
-    )
+    if isinstance(exc, (NotRegularFileError, IsADirectoryError)):
+        hint = "only a regular file is ever replaced by a download: move that away, or download elsewhere"
+    else:
+        hint = "check free space and permissions of that directory"
+    return CudaResolveError(f"cannot write the download to {dest}: {exc.strerror or exc}", hint=hint)
