@@ -6,7 +6,9 @@ Runs ``python -X importtime -m cuda_resolve doctor --json`` (after one warm-up r
 cache and the parsed-index cache are filled and byte code is compiled), then prints the median
 wall time, the total import time, the slowest modules by their own import time, and whether
 modules that ``doctor --json`` must never need (the index's TOML parser, rich, the network
-layer, packaging.requirements) were imported. A measurement script: it asserts nothing.
+layer, packaging.requirements), or needs only when a cache misses (NVML, nvidia-smi's parser,
+the ELF reader of the extension scan), were imported. A measurement script: it asserts nothing.
+``bench/doctor_speed.py`` measures the whole command against ``torch.utils.collect_env``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ NEVER_NEEDED = (
     "cuda_resolve.net",
     "cuda_resolve.resolve",
     "resolvelib",
+)
+#: Imported only when the probe cache misses (the warm-up run fills it).
+NOT_NEEDED_WARM = (
+    "pynvml",
+    "cuda_resolve.detect._nvml",
+    "cuda_resolve.detect.nvidia_smi",
+    "cuda_resolve.elf",
 )
 
 
@@ -53,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"imports: {len(modules)} modules, {sum(own for own, _ in modules) / 1000:.1f} ms in all")
     for own, name in sorted(modules, reverse=True)[: args.top]:
         print(f"  {own / 1000:6.1f} ms  {name}")
-    for name in NEVER_NEEDED:
+    for name in (*NEVER_NEEDED, *NOT_NEEDED_WARM):
         hit = sorted(n for n in names if n == name or n.startswith(name + "."))
         print(f"  {'IMPORTED' if hit else 'not imported':12} {name}")
     return 0
