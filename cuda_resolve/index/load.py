@@ -245,16 +245,28 @@ def _parsed_cache_path(key: str) -> Path | None:
     return cache_root() / "index" / f"{key}.pickle"
 
 
+#: The shipped index pickles to ~50 KB, and a pickle is smaller than the TOML it came from;
+#: a cache file larger than this was not written here, and one this large is not written.
+_PARSED_LIMIT = 64 * 1024 * 1024
+
+
 def _read_parsed(key: str | None) -> Index | None:
+    """The cached index, or None: a cache that is missing, not a regular file (a FIFO would
+    block the read), too large, corrupt or from other code is ignored, never an error."""
     import pickle
+
+    from .._bounded import read_bytes
 
     path = _parsed_cache_path(key) if key else None
     if path is None:
         return None
     try:
-        with path.open("rb") as handle:
-            loaded = pickle.load(handle)  # noqa: S301 - the user's own cache directory
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+        data = read_bytes(path, limit=_PARSED_LIMIT)
+    except OSError:
+        return None
+    try:
+        loaded = pickle.loads(data)  # noqa: S301 - the user's own cache directory
+    except Exception:  # corrupt bytes raise almost anything (OverflowError, MemoryError, ...)
         return None
     return loaded if isinstance(loaded, Index) else None
 
@@ -267,14 +279,17 @@ def _write_parsed(key: str | None, index: Index) -> None:
     path = _parsed_cache_path(key) if key else None
     if path is None:
         return
+    data = pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL)
+    if len(data) > _PARSED_LIMIT:
+        return  # it would never be read back
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # Keys of edited or upgraded indexes never match again: keep only the newest few.
-        for old in sorted(path.parent.glob("*.pickle"), key=lambda p: p.stat().st_mtime)[:-7]:
+        for old in sorted(path.parent.glob("*.pickle"), key=lambda p: p.lstat().st_mtime)[:-7]:
             old.unlink(missing_ok=True)
-        write_atomic(path, pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL))
+        write_atomic(path, data)
     except OSError:
-        return  # a read-only cache is not an error: the next command parses again
+        return  # a read-only cache (or a FIFO where the file goes) is not an error: parse again
 
 
 @functools.cache
