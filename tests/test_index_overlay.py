@@ -8,6 +8,7 @@ wheel list, adds a kaolin recipe, and adds a package (pytorch3d) with no code ch
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -190,3 +191,78 @@ def test_expand_pattern() -> None:
         "1.0-cp313-cp313t-linux_x86_64"
     )
     assert expand_pattern(wheel, torch="2.8.0", variant="cu128") is None
+
+
+# -- entries that are not regular files --------------------------------------------------------
+# An overlay that silently lost a package would change what the resolver picks without a word:
+# like a stray TOML file or an unreadable one, an entry named like an index file that is not a
+# regular file is an error naming it.
+
+
+def _lab_copy(tmp_path: Path) -> Path:
+    return Path(shutil.copytree(LAB, tmp_path / "lab"))
+
+
+def _make(kind: str, path: Path) -> str:
+    """Put a non-regular entry at ``path``; what the error says about it."""
+    if kind == "fifo":
+        os.mkfifo(path)
+        return "FIFO"
+    if kind == "folder":
+        path.mkdir()
+        return "directory"
+    path.symlink_to(path.parent / "gone.toml")
+    return "No such file"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "dangling-link"])
+def test_a_package_entry_that_is_not_a_regular_file_is_an_error_naming_it(tmp_path: Path, kind: str) -> None:
+    lab = _lab_copy(tmp_path)
+    entry = lab / "packages" / "extra.toml"
+    said = _make(kind, entry)
+    with pytest.raises(IndexDataError) as info:
+        load_index([lab], include_user=False)
+    assert str(entry) in info.value.message and said in info.value.message
+
+
+def test_a_fifo_named_cuda_toml_is_named_as_a_fifo_not_as_a_stray(tmp_path: Path) -> None:
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    os.mkfifo(overlay / "cuda.toml")
+    with pytest.raises(IndexDataError) as info:
+        load_index([overlay], include_user=False)
+    assert str(overlay / "cuda.toml") in info.value.message and "FIFO" in info.value.message
+    assert "unexpected file" not in info.value.message
+
+
+def test_a_cached_parse_does_not_hide_a_fifo_added_later(tmp_path: Path) -> None:
+    lab = _lab_copy(tmp_path)
+    load_index([lab], include_user=False)  # parsed and cached
+    os.mkfifo(lab / "packages" / "extra.toml")
+    with pytest.raises(IndexDataError, match="FIFO"):
+        load_index([lab], include_user=False)
+
+
+def test_an_emacs_lock_link_beside_an_edited_file_is_not_an_index_file(tmp_path: Path) -> None:
+    lab = _lab_copy(tmp_path)
+    expected = load_index([lab], include_user=False)
+    (lab / "packages" / ".#pytorch3d.toml").symlink_to("user@host.4242:1700000000")
+    (lab / ".#cuda.toml").symlink_to("user@host.4242:1700000000")
+    assert load_index([lab], include_user=False) == expected
+
+
+def test_the_cli_names_a_fifo_in_a_configured_overlay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cuda_resolve.cli import main
+
+    lab = _lab_copy(tmp_path)
+    fifo = lab / "packages" / "extra.toml"
+    os.mkfifo(fifo)
+    monkeypatch.setenv(INDEX_PATH_ENV, str(lab))
+    assert main(["index", "show", "kaolin"]) != 0
+    err = capsys.readouterr().err
+    assert str(fifo) in err and "FIFO" in err and "Traceback" not in err
+    assert main(["index", "validate", str(lab)]) == 1
+    out = capsys.readouterr().out
+    assert f"problem: {fifo}" in out and "FIFO" in out

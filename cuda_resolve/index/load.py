@@ -103,15 +103,22 @@ def overlay_dirs(environ: dict[str, str] | None = None) -> list[Path]:
 
 
 def index_files(root: Traversable) -> tuple[list[tuple[str, Traversable]], list[str]]:
-    """The index files of a directory as (kind, file), and the TOML files it does not expect."""
+    """The index files of a directory as (kind, file), and the TOML files it does not expect.
+
+    Entries are taken by name, whatever they are: a FIFO, a device, a folder or a dangling link
+    named like an index file is listed too, so reading it fails with an error naming it instead
+    of the overlay silently losing what it should define. Emacs's lock links (``.#NAME``, there
+    while a buffer is unsaved) are not index files."""
     files: list[tuple[str, Traversable]] = []
     strays: list[str] = []
     for entry in sorted(root.iterdir(), key=lambda item: item.name):
-        if entry.name in ("cuda.toml", "torch.toml") and entry.is_file():
+        if entry.name.startswith(".#"):
+            continue
+        if entry.name in ("cuda.toml", "torch.toml"):
             files.append((entry.name.removesuffix(".toml"), entry))
         elif entry.name == "packages" and entry.is_dir():
             for item in sorted(entry.iterdir(), key=lambda item: item.name):
-                if item.name.endswith(".toml") and item.is_file():
+                if item.name.endswith(".toml") and not item.name.startswith(".#"):
                     files.append(("package", item))
         elif entry.name.endswith(".toml"):
             strays.append(str(entry))
