@@ -7,16 +7,19 @@ next to it (``pip.conf.20261202-153000.bak``), and only then are the targets rep
 changed and no backup is left. A symlinked file is edited where the link points (and backed up
 there); the link itself is left as it is, and a link to a device or FIFO is refused. An unchanged
 file is not touched, so a second identical ``set`` writes nothing. A new file that holds a
-credential (a URL with user info) is created 0600. Concurrent runs are serialised by
-:func:`locked`, held around both the reading and the writing.
+credential (a URL with user info) is created 0600.
+
+Concurrent runs are serialised (:mod:`.locks`): one user's runs by :func:`locked`, held around
+both the reading and the writing; runs of several users on one environment's files by the lock
+beside those files, held by :func:`apply_plan`, which reads the files again under it and plans
+afresh if someone changed them since the plan was made, so no one's edit is lost.
 """
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -27,6 +30,7 @@ from ..config import CONFIG_ENV, ConfigError
 from ..errors import UsageError
 from ..redaction import redact_urls
 from .condarc import edit_condarc
+from .locks import environment_locked, locked
 from .pipconf import read_pip_settings, set_index_url
 from .presets import Preset
 from .selfconf import edit_own_config
@@ -69,6 +73,9 @@ class Plan:
     targets: Targets
     changes: tuple[FileChange, ...]
     notes: tuple[str, ...] = ()
+    #: What the plan was made with (``.condarc`` edits recognise every preset's channels), so
+    #: that :func:`apply_plan` can plan afresh.
+    all_presets: tuple[Preset, ...] = ()
 
     @property
     def pending(self) -> tuple[FileChange, ...]:
@@ -157,7 +164,8 @@ def plan_set(
         notes.append(f"pypi: {preset.pypi.note}")
     if preset.pytorch is not None and preset.pytorch.note:
         notes.append(f"pytorch: {preset.pytorch.note}")
-    return Plan(preset=preset, targets=targets, changes=tuple(changes), notes=tuple(notes))
+    return Plan(preset=preset, targets=targets, changes=tuple(changes), notes=tuple(notes),
+                all_presets=tuple(presets))
 
 
 def _through_links(path: Path) -> Path:
@@ -180,38 +188,19 @@ def holds_credentials(text: str) -> bool:
     return redact_urls(text) != text
 
 
-_LOCK_TIMEOUT_S = 60.0
-
-
-@contextlib.contextmanager
-def locked(*, timeout: float = _LOCK_TIMEOUT_S) -> Iterator[Path]:
-    """Serialise ``mirror set`` runs: plan and write under one lock file in the user's
-    cuda-resolve cache folder (not beside the files, which a failed run must leave exactly as
-    they were), so ten concurrent runs leave every file on the same mirror. Yields its path."""
-    from filelock import FileLock, Timeout
-
-    from ..paths import cache_root
-
-    path = cache_root() / "mirror-set.lock"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(path), timeout=timeout)
-        lock.acquire()
-    except Timeout:
-        raise UsageError(
-            f"another `mirror set` has held {path} for {timeout:g} s",
-            hint="wait for it to finish; if none is running, delete that lock file",
-        ) from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot be locked: {exc.strerror or exc}", hint="check that its folder is writable") from None
-    try:
-        yield path
-    finally:
-        lock.release()
-
-
 def apply_plan(plan: Plan, *, now: datetime | None = None) -> tuple[Applied, ...]:
-    """Back up and write every changed file, all or nothing; unchanged files are left alone."""
+    """Back up and write every changed file, all or nothing; unchanged files are left alone.
+
+    Under the lock beside an environment's files, the files are read again: if one changed
+    since ``plan`` was made (another user's ``mirror set`` or a hand edit), the edit is planned
+    afresh on what is there now, so that change is kept rather than overwritten."""
+    with environment_locked(plan.targets):
+        if any(_read(change.path) != change.old for change in plan.changes):
+            plan = plan_set(plan.preset, plan.targets, all_presets=plan.all_presets)
+        return _write(plan, now=now)
+
+
+def _write(plan: Plan, *, now: datetime | None) -> tuple[Applied, ...]:
     pending = plan.pending
     backups = iter(
         write_all(

@@ -15,7 +15,7 @@ that (pip on the mirror, cuda-resolve not) is worse than nothing. So writing hap
    permission bits, so two runs never share or overwrite a backup.
 3. **replace**: ``os.replace`` each temporary file onto its target.
 
-Concurrent runs are serialised by the caller (:func:`cuda_resolve.mirrors.apply.locked`).
+Concurrent runs are serialised by the caller (:mod:`cuda_resolve.mirrors.locks`).
 
 A failure in phase 1 or 2 removes the temporary files, the backups and the folders made, and
 leaves every target as it was. A failure in phase 3 (rare: the rename is the one step left)
