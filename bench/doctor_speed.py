@@ -42,8 +42,10 @@ def _child_environment() -> dict[str, str]:
 
 
 def _timed(argv: list[str], environ: dict[str, str], *, timeout: float) -> tuple[float, subprocess.CompletedProcess[bytes]]:
+    # From "/": in a checkout, `-m cuda_resolve` would import the working directory's copy
+    # (without index_data, which only an install maps) instead of the installed package.
     started = time.perf_counter()
-    ran = subprocess.run(argv, capture_output=True, env=environ, check=False, timeout=timeout)
+    ran = subprocess.run(argv, capture_output=True, env=environ, check=False, timeout=timeout, cwd="/")
     return time.perf_counter() - started, ran
 
 
@@ -115,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     startup = _summary([_timed([sys.executable, "-c", "pass"], environ, timeout=60)[0] for _ in range(args.runs)])
     collect_env = _collect_env(args.collect_env_runs, environ)
     ratio = round(collect_env["median_s"] / doctor["median_s"], 1) if collect_env["available"] else None
+    # collect_env's first run, with cold caches, is far slower than the next: show both ends.
+    ratio_warm = round(collect_env["min_s"] / doctor["median_s"], 1) if collect_env["available"] else None
     budget_met = doctor["median_s"] <= BUDGET_S
     ratio_met = None if ratio is None else ratio >= RATIO_GOAL
     machine = _machine(report or {})
@@ -126,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         "python_startup": startup,
         "collect_env": collect_env,
         "ratio_collect_env_to_doctor": ratio,
+        "ratio_fastest_collect_env_to_doctor": ratio_warm,
         "goals": {
             "doctor_median_budget_s": BUDGET_S,
             "doctor_median_met": budget_met,
@@ -138,8 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"doctor --json       median {doctor['median_s']:.3f} s  (min {doctor['min_s']:.3f}, max {doctor['max_s']:.3f}, {doctor['runs']} runs; budget {BUDGET_S} s: {'met' if budget_met else 'NOT met'})")
     print(f"python -c pass      median {startup['median_s']:.3f} s")
     if collect_env["available"]:
-        print(f"collect_env         median {collect_env['median_s']:.3f} s  ({collect_env['runs']} runs)")
-        print(f"ratio               {ratio}x  (goal {RATIO_GOAL:g}x: {'met' if ratio_met else 'NOT met'})")
+        print(f"collect_env         median {collect_env['median_s']:.3f} s  (min {collect_env['min_s']:.3f}, max {collect_env['max_s']:.3f}, {collect_env['runs']} runs)")
+        print(f"ratio               {ratio}x at collect_env's median, {ratio_warm}x at its fastest run  (goal {RATIO_GOAL:g}x at the median: {'met' if ratio_met else 'NOT met'})")
     else:
         print(f"collect_env         unavailable: {collect_env['why']}")
     if args.json is not None:
