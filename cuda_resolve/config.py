@@ -35,12 +35,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from ._toml import Table, load_toml_file
 from .errors import UsageError
 from .redaction import redact
+
+if TYPE_CHECKING:  # the TOML reader is imported only when a config file exists
+    from ._toml import Table
 
 __all__ = [
     "ARTIFACT_SUFFIXES",
@@ -299,6 +301,8 @@ def load_config(path: Path | None = None, *, environ: Mapping[str, str] | None =
     target = config_path(environ) if path is None else path
     if not target.exists():
         return Config(path=target)
+    from ._toml import load_toml_file
+
     table = load_toml_file(target, error=ConfigError, hint=_HINT)
     return _config(table, path=target)
 

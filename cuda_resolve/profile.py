@@ -12,9 +12,6 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import tomli_w
-
-from ._toml import Table, load_toml_file, parse_toml_text, shown
 from .environment import (
     Compiler,
     Driver,
@@ -32,7 +29,8 @@ from .environment import (
 from .errors import ProfileError
 from .versions import ComputeCapability, CudaVersion, DriverVersion
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the TOML reader is imported only when a profile is read
+    from ._toml import Table
     from .index.model import Index
 
 __all__ = ["dump_profile", "environment_to_dict", "load_profile", "parse_profile"]
@@ -45,11 +43,15 @@ _ARCHES = ("x86_64", "aarch64", "ppc64le", "arm64", "amd64")
 
 def load_profile(path: str | Path, *, index: Index | None = None) -> Environment:
     """Read a profile file. ``index`` derives ``driver.cuda`` when absent (default: the shipped one)."""
+    from ._toml import load_toml_file
+
     table = load_toml_file(Path(path), error=ProfileError, hint=_HINT)
     return _environment(table, source=str(path), index=index)
 
 
 def parse_profile(text: str, *, origin: str = "<profile>", index: Index | None = None) -> Environment:
+    from ._toml import parse_toml_text
+
     table = parse_toml_text(text, origin=origin, error=ProfileError, hint=_HINT)
     return _environment(table, source=origin, index=index)
 
@@ -259,6 +261,8 @@ def _torch(table: Table | None) -> TorchInfo | None:
 
         Version(version)
     except Exception:
+        from ._toml import shown
+
         raise table.fail("version", f"= {shown(version)}: not a valid version such as '2.1.0+cu121'") from None
     cuda = table.parsed("cuda", CudaVersion.parse, None)
     local = version.split("+", 1)[1] if "+" in version else None
@@ -464,5 +468,7 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
 
 
 def dump_profile(env: Environment) -> str:
+    import tomli_w  # only saving a profile writes TOML
+
     header = "# cuda-resolve machine profile (format documented in docs/profile-format.md)\n"
     return header + tomli_w.dumps(environment_to_dict(env))
