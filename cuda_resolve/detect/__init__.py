@@ -101,7 +101,7 @@ def _detect(
     target_python = resolve_python(python, env) if python is not None else None
     cache = ProbeCache(cache_dir if cache_dir is not None else default_cache_dir())
 
-    target_job = Background(lambda: probe_target(target_python, environ=env, timeout=timeout))
+    target_job = Background(lambda: probe_target(target_python, environ=env, timeout=timeout, cache=cache))
     compilers_job = Background(lambda: find_compilers(environ=env, timeout=timeout, cache=cache))
     try:
         nvidia = probe_nvidia(root=root, environ=env, timeout=timeout, cache=cache)

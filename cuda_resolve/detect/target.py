@@ -19,7 +19,7 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..environment import NvidiaWheel, PythonInfo, TorchInfo
 from ..errors import UsageError
@@ -96,12 +96,41 @@ def _json_object(text: str) -> dict[str, Any] | None:
     return None
 
 
-def probe_target(python: str | None, *, environ: Mapping[str, str], timeout: float) -> TargetFacts:
+class _ReportCache(Protocol):
+    def get(self, namespace: str, key: str) -> Any: ...
+    def put(self, namespace: str, key: str, value: Any) -> None: ...
+
+
+def _in_process_report(environ: Mapping[str, str], cache: _ReportCache | None) -> dict[str, Any]:
+    """This interpreter's probe report, remembered while nothing on its import path changes.
+
+    Reading the installed distributions (``importlib.metadata``) is most of what ``doctor`` costs
+    once the other probes are cached; installing, removing or rebuilding a package changes an
+    entry of a folder on the path, and with it the key."""
+    import sys
+
+    from . import _target_probe
+    from .extensions import scan_key
+
+    search_path = _target_probe._search_path()
+    key = scan_key(search_path, environ) if cache is not None else None
+    if key is not None and cache is not None:
+        key = f"{sys.executable}|{key}"
+        cached = cache.get("target", key)
+        if isinstance(cached, dict):
+            return cached
+    report: dict[str, Any] = _target_probe.probe()
+    if key is not None and cache is not None and not report.get("errors") and "fatal" not in report:
+        cache.put("target", key, report)
+    return report
+
+
+def probe_target(
+    python: str | None, *, environ: Mapping[str, str], timeout: float, cache: _ReportCache | None = None
+) -> TargetFacts:
     """Facts of *python* (already checked by :func:`resolve_python`), or of this interpreter."""
     if python is None:
-        from . import _target_probe
-
-        report: dict[str, Any] = _target_probe.probe()
+        report = _in_process_report(environ, cache)
     else:
         report = _run_probe(python, environ=environ, timeout=timeout)
     return facts_from_report(report, origin=python)

@@ -1,0 +1,61 @@
+"""The in-process target probe is remembered while nothing on the import path changes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from cuda_resolve.detect import _target_probe
+from cuda_resolve.detect._cache import ProbeCache
+from cuda_resolve.detect.target import probe_target
+
+
+def _install_torch(site: Path, version: str) -> None:
+    (site / "torch").mkdir(exist_ok=True)
+    (site / "torch" / "version.py").write_text(f"__version__ = '{version}'\ncuda = '13.0'\n")
+    dist = site / f"torch-{version.split('+')[0]}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
+
+
+def test_the_probe_is_reused_until_a_package_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    _install_torch(site, "2.11.0+cu130")
+    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+    cache = ProbeCache(tmp_path / "cache")
+    first = probe_target(None, environ={}, timeout=5, cache=cache)
+    assert first.torch is not None and first.torch.version == "2.11.0+cu130"
+
+    calls: list[int] = []
+    real_probe = _target_probe.probe
+
+    def counting_probe() -> dict[str, object]:
+        calls.append(1)
+        return real_probe()
+
+    monkeypatch.setattr(_target_probe, "probe", counting_probe)
+    again = probe_target(None, environ={}, timeout=5, cache=cache)
+    assert calls == [] and again == first  # remembered: nothing on the path changed
+
+    # pip replacing torch removes and recreates its folders: the key changes, the probe runs again.
+    import shutil
+
+    shutil.rmtree(site / "torch")
+    shutil.rmtree(site / "torch-2.11.0.dist-info")
+    _install_torch(site, "2.12.0+cu130")
+    changed = probe_target(None, environ={}, timeout=5, cache=cache)
+    assert calls == [1]
+    assert changed.torch is not None and changed.torch.version == "2.12.0+cu130"
+
+
+def test_without_a_cache_the_probe_always_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    calls: list[int] = []
+    real_probe = _target_probe.probe
+    monkeypatch.setattr(_target_probe, "probe", lambda: calls.append(1) or real_probe())
+    probe_target(None, environ={}, timeout=5)
+    probe_target(None, environ={}, timeout=5)
+    assert calls == [1, 1]
