@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _torch_env import torch_python  # noqa: F401  (one torch install per session, for every slow e2e test)
 
 #: Variables that change what cuda-resolve detects or reads; removed for every test.
 CLEARED = (

@@ -12,11 +12,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
+from _torch_env import _cli, _venv
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
@@ -29,35 +29,8 @@ if shutil.which("nvcc") is None:
     pytest.skip("needs nvcc on PATH (CI has CUDA 13.0)", allow_module_level=True)
 
 
-def _cli(*args: str, env: dict[str, str] | None = None, module: str = "cuda_resolve", timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
-                          env=env if env is not None else dict(os.environ), timeout=timeout, check=False)
-
-
 def _freeze(python: Path) -> str:
     return subprocess.run([str(python), "-m", "pip", "freeze", "--all"], capture_output=True, text=True, check=True).stdout
-
-
-def _venv(path: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
-    return path / "bin" / "python"
-
-
-@pytest.fixture(scope="session")
-def torch_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv with PyPI's CUDA build of torch 2.14.1, installed through cuda-pip itself."""
-    python = _venv(tmp_path_factory.mktemp("torch-env") / "venv")
-    # The overrides describe an H200 on driver 580 (CI has no GPU); --strict-driver keeps the
-    # choice on CUDA 13.0, the variant PyPI serves: the real path through the default index.
-    env = dict(os.environ, CUDA_RESOLVE_DRIVER="580.65.06", CUDA_RESOLVE_CUDA_ARCH="9.0",
-               CUDA_RESOLVE_CONFIG=str(tmp_path_factory.mktemp("cfg") / "none.toml"))
-    done = _cli("install", "torch==2.14.1", "--strict-driver", "--python", str(python), "--json", module="pip_plugin", env=env)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
-    assert [i["requirement"] for i in report["plan"]["install"]] == ["torch==2.14.1"]
-    assert report["plan"]["install"][0]["index"] == "https://pypi.org/simple"
-    assert "torch" in report["result"]["verified_imports"]
-    return python
 
 
 def _fresh_target(tmp_path: Path, torch_python: Path) -> Path:

@@ -27,11 +27,9 @@ from pathlib import Path
 import filelock
 import pytest
 
-# torch_python is test_install_e2e's session fixture (a venv with PyPI's CUDA torch, installed by
-# cuda-pip); importing the module also skips this one where nvcc is missing.
-from test_install_e2e import ARCH, FIXTURE, FIXTURE_INDEX, _freeze, _fresh_target, torch_python
-
-__all__ = ["torch_python"]  # the imported fixture: pytest finds it here by name
+# torch_python (a venv with PyPI's CUDA torch, installed by cuda-pip) is the session fixture
+# conftest.py registers; importing test_install_e2e also skips this module where nvcc is missing.
+from test_install_e2e import ARCH, FIXTURE, FIXTURE_INDEX, _freeze, _fresh_target
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

@@ -466,3 +466,26 @@ def test_built_wheels_skip_pips_resolution_only_when_their_requirements_are_inst
     assert not met("torch[opt]>=1.4")  # an extra's own requirements are not known here
     (tmp_path / "broken.whl").write_bytes(b"not a zip")
     assert not _requirements_met(tmp_path / "broken.whl", installed, env)
+
+
+def test_a_second_ctrl_c_while_the_build_folder_is_removed_still_removes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from cuda_resolve.build import builder
+
+    folder = tmp_path / "cuda-resolve-build-x"
+    (folder / "src").mkdir(parents=True)
+    (folder / "src" / "a.o").write_bytes(b"x")
+    real_rmtree = shutil.rmtree
+    calls: list[int] = []
+
+    def interrupted_once(path: Path, ignore_errors: bool = False) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # the second Ctrl-C lands inside the removal
+        real_rmtree(path, ignore_errors=ignore_errors)
+
+    monkeypatch.setattr(builder.shutil, "rmtree", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        builder._remove(folder)
+    assert not folder.exists() and len(calls) == 2

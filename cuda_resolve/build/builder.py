@@ -45,6 +45,21 @@ class BuildResult:
     notes: tuple[str, ...] = ()
 
 
+def _remove(folder: Path) -> None:
+    """Remove the build's folder even when Ctrl-C is pressed again while it is being removed (a
+    second interrupt would otherwise leave half of it in the temporary directory); the interrupt
+    is raised once the folder is gone."""
+    interrupted = False
+    while True:
+        try:
+            shutil.rmtree(folder, ignore_errors=True)
+            break
+        except KeyboardInterrupt:
+            interrupted = True
+    if interrupted:
+        raise KeyboardInterrupt
+
+
 def wheel_key(spec: BuildSpec) -> WheelKey:
     return WheelKey(
         package=spec.package,
@@ -136,7 +151,7 @@ def build(
         except subprocess.SubprocessError as exc:
             raise BuildError(f"{label}: {exc}", hint=f"see the log: {log_path}") from None
         finally:
-            shutil.rmtree(workdir, ignore_errors=True)
+            _remove(workdir)
     seconds = time.monotonic() - started
     report.step(f"{label}: built in {seconds:.0f} s -> {stored.path}")
     return BuildResult(
