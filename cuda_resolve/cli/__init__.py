@@ -12,8 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from ..errors import CudaResolveError, UsageError
-from . import _output
+from ..errors import UsageError
 
 __all__ = ["main", "run"]
 
@@ -50,80 +49,32 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-#: Exit status for an unexpected exception (a bug): EX_SOFTWARE, distinct from 1 and 2.
-_BUG_EXIT = 70
-_REPORT_HINT = (
-    "this is a bug in cuda-resolve, not in your input: please report it with the command you ran "
-    "and the traceback that `--debug` shows"
-)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; every outcome is an exit status: 0 done, 1 failed, 2 bad input,
     70 a bug (one ``error:`` line; ``--debug`` adds the traceback), 130 interrupted."""
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    wants_json = "--json" in args_list
+    from ._boundary import guarded, split_debug
+
+    words = list(sys.argv[1:] if argv is None else argv)
+    wants_json = "--json" in words
     # --debug is global: accepted anywhere before a bare "--", by every subcommand.
-    cut = args_list.index("--") if "--" in args_list else len(args_list)
-    debug = "--debug" in args_list[:cut]
-    args_list = [word for word in args_list[:cut] if word != "--debug"] + args_list[cut:]
-    try:
+    args_list, debug = split_debug(words)
+
+    def command() -> int:
         parser = build_parser(_requested_command(args_list))
         parser.add_argument("--debug", action="store_true", help="on an unexpected error, show the traceback")
         args = parser.parse_args(args_list)
         if args.command is None:
             parser.print_help()
             return 2
-        handler = args.handler
-        return int(handler(args))
-    except CudaResolveError as exc:
-        if debug:
-            _print_traceback()
-        _output.report_error(exc, as_json=wants_json)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        return _interrupted(as_json=wants_json)
-    except BrokenPipeError:
-        _silence_stdout()  # the reader went away (`| head`): no second error at exit
-        return 1
-    except SystemExit as exc:  # --help and --version: argparse exits after printing
-        return exc.code if isinstance(exc.code, int) else 0
-    except Exception as exc:  # the boundary: a bug is one line, never a traceback
-        if debug:
-            _print_traceback()
-        text = str(exc).replace("\n", " ")
-        text = text if len(text) <= 300 else text[:280] + "..."
-        message = f"unexpected {type(exc).__name__}" + (f": {text}" if text else "")
-        _output.report_error(CudaResolveError(message, hint=None if debug else _REPORT_HINT), as_json=wants_json)
-        return _BUG_EXIT
+        return int(args.handler(args))
 
-
-def _print_traceback() -> None:
-    import traceback
-
-    traceback.print_exc(file=sys.stderr)
+    return guarded(command, wants_json=wants_json, debug=debug)
 
 
 def _interrupted(*, as_json: bool = False) -> int:
-    """Ctrl-C: kill the programs started (and their children), say so in one line, 130."""
-    from .._bounded import kill_all
+    from ._boundary import interrupted
 
-    kill_all()
-    try:
-        _output.report_error(CudaResolveError("interrupted", hint=None), as_json=as_json)
-    except (KeyboardInterrupt, OSError):
-        pass
-    return 130
-
-
-def _silence_stdout() -> None:
-    import os
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
+    return interrupted(as_json=as_json)
 
 
 def run() -> None:
