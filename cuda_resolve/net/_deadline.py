@@ -193,7 +193,8 @@ _guarded_lock = threading.Lock()
 
 
 def _guarded_pool(pool: type[HTTPConnectionPool]) -> type[HTTPConnectionPool]:
-    """``pool`` with its connection class guarded (made once per class, so pools compare equal)."""
+    """``pool`` with its connection class guarded, made once per class (requests asks for a
+    proxy's pool manager again on every request)."""
     connection = pool.ConnectionCls
     if issubclass(connection, _DeadlineGuard):
         return pool
