@@ -243,7 +243,9 @@ def _parsed_cache_key(roots: Sequence[Traversable]) -> str | None:
     return digest.hexdigest()
 
 
-_PARSED_FORMAT = 1
+#: Bumped when the parsed model's shape changes (2: recipes gained ``archive``; repository and
+#: revision became optional), so a cache written by an older build is never unpickled into it.
+_PARSED_FORMAT = 2
 
 
 def _parsed_cache_path(key: str) -> Path | None:
