@@ -266,3 +266,12 @@ def test_the_cli_names_a_fifo_in_a_configured_overlay(
     assert main(["index", "validate", str(lab)]) == 1
     out = capsys.readouterr().out
     assert f"problem: {fifo}" in out and "FIFO" in out
+
+
+def test_a_file_where_the_packages_folder_belongs_is_an_error(tmp_path: Path) -> None:
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "packages").write_text('name = "kaolin"\n')
+    with pytest.raises(IndexDataError) as info:
+        load_index([overlay], include_user=False)
+    assert f"{overlay / 'packages'} (not a folder)" in info.value.message

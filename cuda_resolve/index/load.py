@@ -116,7 +116,11 @@ def index_files(root: Traversable) -> tuple[list[tuple[str, Traversable]], list[
             continue
         if entry.name in ("cuda.toml", "torch.toml"):
             files.append((entry.name.removesuffix(".toml"), entry))
-        elif entry.name == "packages" and entry.is_dir():
+        elif entry.name == "packages":
+            if not entry.is_dir():
+                # A file where the packages folder belongs would silently define no package.
+                strays.append(f"{entry} (not a folder)")
+                continue
             for item in sorted(entry.iterdir(), key=lambda item: item.name):
                 if item.name.endswith(".toml") and not item.name.startswith(".#"):
                     files.append(("package", item))
