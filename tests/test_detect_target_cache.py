@@ -59,3 +59,22 @@ def test_without_a_cache_the_probe_always_runs(tmp_path: Path, monkeypatch: pyte
     probe_target(None, environ={}, timeout=5)
     probe_target(None, environ={}, timeout=5)
     assert calls == [1, 1]
+
+
+def test_unrelated_files_on_the_path_do_not_invalidate_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m` puts the working directory first on the path; its files change all the time."""
+    site = tmp_path / "site"
+    site.mkdir()
+    _install_torch(site, "2.11.0+cu130")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    monkeypatch.setattr(sys, "path", [str(workdir), str(site), *sys.path])
+    cache = ProbeCache(tmp_path / "cache")
+    probe_target(None, environ={}, timeout=5, cache=cache)
+    calls: list[int] = []
+    real_probe = _target_probe.probe
+    monkeypatch.setattr(_target_probe, "probe", lambda: calls.append(1) or real_probe())
+    (workdir / "notes.txt").write_text("changed\n")
+    (site / "README.txt").write_text("not a package\n")
+    probe_target(None, environ={}, timeout=5, cache=cache)
+    assert calls == []

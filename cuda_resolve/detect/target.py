@@ -101,21 +101,38 @@ class _ReportCache(Protocol):
     def put(self, namespace: str, key: str, value: Any) -> None: ...
 
 
-def _in_process_report(environ: Mapping[str, str], cache: _ReportCache | None) -> dict[str, Any]:
-    """This interpreter's probe report, remembered while nothing on its import path changes.
+def _installed_key(search_path: list[str]) -> str:
+    """What the in-process report depends on: the folders on the import path, in order, and in
+    each the distributions' metadata folders and the ``torch`` package (installing, removing or
+    rebuilding a package replaces them). Other entries are left out: the first folder is often
+    the working directory (``python -m``), whose unrelated files change all the time."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for folder in search_path:
+        digest.update(f"{folder}\0".encode())
+        try:
+            with os.scandir(folder) as entries:
+                for entry in sorted(entries, key=lambda e: e.name):
+                    if entry.name == "torch" or entry.name.endswith((".dist-info", ".egg-info")):
+                        digest.update(f"{entry.name}:{entry.stat(follow_symlinks=False).st_mtime_ns};".encode())
+        except OSError:
+            digest.update(b"?")
+    return digest.hexdigest()
+
+
+def _in_process_report(cache: _ReportCache | None) -> dict[str, Any]:
+    """This interpreter's probe report, remembered while its installed packages stay the same.
 
     Reading the installed distributions (``importlib.metadata``) is most of what ``doctor`` costs
-    once the other probes are cached; installing, removing or rebuilding a package changes an
-    entry of a folder on the path, and with it the key."""
+    once the other probes are cached."""
     import sys
 
     from . import _target_probe
-    from .extensions import scan_key
 
-    search_path = _target_probe._search_path()
-    key = scan_key(search_path, environ) if cache is not None else None
-    if key is not None and cache is not None:
-        key = f"{sys.executable}|{key}"
+    key = None
+    if cache is not None:
+        key = f"{sys.executable}|{_installed_key(_target_probe._search_path())}"
         cached = cache.get("target", key)
         if isinstance(cached, dict):
             return cached
@@ -130,7 +147,7 @@ def probe_target(
 ) -> TargetFacts:
     """Facts of *python* (already checked by :func:`resolve_python`), or of this interpreter."""
     if python is None:
-        report = _in_process_report(environ, cache)
+        report = _in_process_report(cache)
     else:
         report = _run_probe(python, environ=environ, timeout=timeout)
     return facts_from_report(report, origin=python)
