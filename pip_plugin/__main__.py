@@ -83,6 +83,7 @@ def _install(words: Sequence[str]) -> int:
     from cuda_resolve.cli.install import run_action
     from cuda_resolve.errors import UsageError
     from cuda_resolve.install.reqfile import read_requirement_files, requirement_file_options
+    from cuda_resolve.install.transaction import names_requirements
 
     if any(w in ("-h", "--help") for w in words):
         parser = _Parser(prog="cuda-pip install", description=__doc__)
@@ -95,13 +96,13 @@ def _install(words: Sequence[str]) -> int:
     add_action_options(parser, install=True)
     args = parser.parse_args(own)
     # pip reads -r files itself; cuda-pip reads them too, for the names it must plan or check.
-    from_files = read_requirement_files(requirement_file_options(pip_args))
-    if not requirements and not from_files:
-        if any(w in ("-e", "--editable") or w.startswith("--editable=") or w.startswith(("-r", "--requirement")) for w in pip_args):
-            # Editables (and requirement files with no named requirement) are pip's alone.
-            return _pass_through(["install", *pip_args], args.python)
+    reading = read_requirement_files(requirement_file_options(pip_args))
+    if not requirements and not names_requirements(pip_args):
         raise UsageError("cuda-pip install: name at least one requirement", hint="e.g. cuda-pip install pointnet2_ops")
-    return run_action(args, requirements, pip_args=pip_args, mode="install", file_requirements=from_files)
+    # Even with nothing cuda-resolve decides (an editable, a file of paths), the install runs as
+    # one: --dry-run and --json hold, the environment is restored on failure.
+    return run_action(args, requirements, pip_args=pip_args, mode="install", file_requirements=reading.requirements,
+                      file_notes=reading.notes)
 
 
 def _pass_through(words: Sequence[str], python: str | None) -> int:

@@ -358,27 +358,76 @@ def test_cuda_pips_own_options_are_the_ones_its_parser_defines() -> None:
 def test_requirement_files_are_read_as_pip_reads_them(tmp_path: Path) -> None:
     from cuda_resolve.install.reqfile import read_requirement_files, requirement_file_options
 
-    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub dir").mkdir()
+    (tmp_path / "constraints.txt").write_text("pointnet2_ops<4\n")
     top = tmp_path / "requirements.txt"
     top.write_text(
         "numpy>=1.20  # a comment\n"
         "# kaolin in a comment is not a request\n"
-        "-r sub/more.txt\n"
+        "-r \"sub dir/more.txt\"\n"
         "-c constraints.txt\n"
         "kaolin==0.18.0 \\\n    --hash=sha256:" + "0" * 64 + "\n"
         "-e ./local-checkout\n"
         "./some/path\n"
         "https://example.invalid/x.whl#egg=x\n"
+        "torch${TORCH_SPEC}\n"
+        "-r https://example.invalid/remote.txt\n"
     )
-    (tmp_path / "sub" / "more.txt").write_text('pointnet2_ops; python_version >= "3"\n-r ../requirements.txt\n')
-    found = read_requirement_files(requirement_file_options(["--no-deps", "-r", str(top)]))
-    assert [(r.text, r.origin) for r in found] == [
-        ("numpy>=1.20", f"{top}:1"),
-        ('pointnet2_ops; python_version >= "3"', f"{tmp_path / 'sub' / 'more.txt'}:1"),
-        ("kaolin==0.18.0", f"{top}:5"),
+    # UTF-16 with a byte-order mark, as PowerShell 5 writes it; a line continued without a space.
+    (tmp_path / "sub dir" / "more.txt").write_text('pointnet2\\\n_ops; python_version >= "3"\n-r ../requirements.txt\n', encoding="utf-16")
+    reading = read_requirement_files(requirement_file_options(["--no-deps", "-r", str(top)]), environ={"TORCH_SPEC": ">=2.1"})
+    assert [(r.text, r.origin, r.hashed, r.constraint) for r in reading.requirements] == [
+        ("numpy>=1.20", f"{top}:1", False, False),
+        ('pointnet2_ops; python_version >= "3"', f"{tmp_path / 'sub dir' / 'more.txt'}:1", False, False),
+        ("pointnet2_ops<4", f"{tmp_path / 'constraints.txt'}:1", False, True),
+        ("kaolin==0.18.0", f"{top}:5", True, False),
+        ("torch>=2.1", f"{top}:10", False, False),
     ]
-    assert requirement_file_options(["-ra.txt", "--requirement=b.txt", "--requirement", "c.txt", "-c", "d.txt"]) == [
-        Path("a.txt"), Path("b.txt"), Path("c.txt")]
+    assert reading.notes and "https://example.invalid/remote.txt" in reading.notes[0]
+    assert requirement_file_options(["-ra.txt", "--requirement=b.txt", "--requirement", "c.txt", "-c", "d.txt", "--cert", "x"]) == [
+        ("a.txt", False), ("b.txt", False), ("c.txt", False), ("d.txt", True)]
+
+
+def test_an_editable_alone_still_honours_dry_run(tmp_path: Path, empty_venv: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "pyproject.toml").write_text('[project]\nname = "revpkg"\nversion = "1.0"\n')
+    before = _freeze(empty_venv)
+    done = _cuda_pip("install", "--python", str(empty_venv), "--dry-run", "--json", "-e", str(package))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["dry_run"] is True and report["prepared"]["pip"][-1]["args"] == ["-e", str(package)]
+    assert _freeze(empty_venv) == before
+
+
+def test_the_torch_step_keeps_the_users_pip_options_but_not_their_indexes(tmp_path: Path, torch_index: str) -> None:
+    env = _env_with_torch_index(tmp_path, torch_index)
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("numpy\n")
+    done = _cuda_pip("install", "torch==2.6.0+cu126", "--python", sys.executable, "--dry-run", "--json",
+                     "--proxy", "http://proxy.invalid:3128", "--no-cache-dir", "-i", "https://other.invalid/simple",
+                     "-r", str(requirements), env=env)
+    assert done.returncode == 0, done.stderr
+    first = json.loads(done.stdout)["prepared"]["pip"][0]["args"]
+    assert first == ["--proxy", "http://proxy.invalid:3128", "--no-cache-dir", "--index-url", f"{torch_index}cu126/", "torch==2.6.0+cu126"]
+
+
+def test_a_constraint_file_limits_what_is_planned(tmp_path: Path) -> None:
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("pointnet2_ops<3\n")
+    done = _cuda_pip("install", "pointnet2_ops", "--arch-list", "9.0", "--python", sys.executable, "--dry-run", "-c", str(constraints))
+    assert done.returncode == 1, done.stderr
+    said = " ".join(done.stderr.split())  # the terminal lines wrap at 80 columns
+    assert f"{constraints}:1: constraint pointnet2_ops<3 is part of the plan" in said
+    assert "nothing fits this machine for pointnet2_ops, pointnet2_ops<3" in said
+
+
+def test_hash_checking_mode_is_refused_before_anything_is_built(tmp_path: Path) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("pointnet2_ops==3.0.0 --hash=sha256:" + "0" * 64 + "\n")
+    done = _cuda_pip("install", "--arch-list", "9.0", "--python", sys.executable, "-r", str(requirements))
+    assert done.returncode == 2, done.stderr
+    assert f"--hash at {requirements}:1" in done.stderr and "building" not in done.stderr
 
 
 def test_a_missing_requirement_file_is_a_usage_error_naming_it(tmp_path: Path) -> None:

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from ..environment import Environment
-from ..install.reqfile import FileRequirement
+from ..errors import UsageError
+from ..install.reqfile import FileRequirement, select_requests
+from ..resolve import applies as applies_to_target
 from . import _output
 from ._act import (
     TerminalReporter,
@@ -80,15 +82,34 @@ def _plan(args: argparse.Namespace, requests: Sequence[str], env: Environment, i
     return make_plan(resolve(list(requests), env, index, options), env)
 
 
-def _curated(text: str, index: Any) -> bool:
-    """Whether cuda-resolve decides this requirement (torch's family or a package it indexes)."""
-    from packaging.requirements import Requirement
+def _curated_name(index: Any) -> Any:
+    """``text -> canonical name`` for requirements cuda-resolve decides (torch's family or a
+    package it indexes), None for the rest (and for what is not a requirement at all)."""
+    from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
     from ..install.transaction import TORCH_FAMILY
 
-    name = canonicalize_name(Requirement(text).name)
-    return name in TORCH_FAMILY or index.package(name) is not None
+    def curated(text: str) -> str | None:
+        try:
+            name = canonicalize_name(Requirement(text).name)
+        except InvalidRequirement:
+            return None
+        return name if name in TORCH_FAMILY or index.package(name) is not None else None
+
+    return curated
+
+
+def _refuse_hash_mode(origins: Sequence[str], pip_args: Sequence[str]) -> None:
+    """pip's hash-checking mode needs a hash for every package: the pins and built wheels
+    cuda-resolve adds have none known in advance, so pip would refuse them after the builds."""
+    if not origins and "--require-hashes" not in pip_args:
+        return
+    where = f"--hash at {origins[0]}" if origins else "--require-hashes"
+    raise UsageError(
+        f"pip's hash-checking mode ({where}) needs a hash for every package, and the torch pin and the wheels cuda-resolve builds or picks have none known in advance",
+        hint="install torch, kaolin and pointnet2_ops with their own cuda-pip install first, then the hashed requirements with pip",
+    )
 
 
 def _ask(question: str) -> bool:
@@ -123,12 +144,13 @@ def run_action(
     pip_args: Sequence[str] = (),
     mode: str = "install",
     file_requirements: Sequence[FileRequirement] = (),
+    file_notes: Sequence[str] = (),
 ) -> int:
     """The whole action; ``mode`` is "install" or "build". Returns the exit status.
 
-    ``file_requirements`` are the requirements inside ``-r`` files (pip still reads the files):
-    those cuda-resolve decides are planned with ``requests``; the others are only checked for
-    look-alike names."""
+    ``file_requirements`` are the requirements inside ``-r``/``-c`` files (pip still reads the
+    files): those cuda-resolve decides, and constraints on them, are planned with ``requests``;
+    the others are only checked for look-alike names. ``file_notes`` say what was left unread."""
     from ..install.transaction import Phases, execute, prepare
     from ..paths import new_log_path
     from ..wheelhouse.store import Wheelhouse
@@ -143,14 +165,16 @@ def run_action(
         from ._common import index_from_args
 
         index = index_from_args(args)
-        decided = [r for r in file_requirements if _curated(r.text, index)]
-        for requirement in decided:
-            reporter.step(f"{requirement.origin}: {requirement.text} is planned by cuda-resolve (pip still reads the file)")
-        plan = _plan(args, [*requests, *(r.text for r in decided)], env, index)
+        from_files = select_requests(file_requirements, requests, curated=_curated_name(index),
+                                     applies=lambda requirement: applies_to_target(requirement, str(requirement), env))
+        for line in (*from_files.said, *file_notes):
+            reporter.step(line)
+        plan = _plan(args, [*requests, *from_files.requests], env, index)
     if mode == "install":
+        if plan.items:
+            _refuse_hash_mode(from_files.hashed, pip_args)
         interactive = sys.stdin.isatty() and not args.json
-        others = [r.text for r in file_requirements if r not in decided]
-        confirm_names([*plan.pass_through, *others], index, args.accept_name, interactive=interactive, ask=_ask)
+        confirm_names([*plan.pass_through, *from_files.unchecked], index, args.accept_name, interactive=interactive, ask=_ask)
     smoke = bool(getattr(args, "smoke", False))
     verify = not getattr(args, "no_verify", False)
     options = install_options(args, pip_args=pip_args, smoke=smoke, verify=verify)

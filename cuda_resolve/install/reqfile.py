@@ -2,116 +2,232 @@
 
 pip still reads the files itself (cuda-pip passes ``-r FILE`` through untouched); cuda-pip only
 needs the names in them, so that a ``pointnet2_ops`` or ``kaolin`` line is resolved and built like
-one on the command line, and a look-alike name is caught like one on the command line. What pip
-alone understands (options, editables, paths, URLs without a name) is left to pip.
+one on the command line, a look-alike name is caught like one on the command line, and a
+constraint (``-c``) on a package cuda-resolve decides is part of that decision. Files are read
+the way pip reads them: lines joined at a trailing backslash, then comments removed, ``${NAME}``
+taken from the environment, options split like a shell would, a UTF-16/32 byte-order mark
+honoured. What pip alone understands (editables, paths, URLs without a name, files given by URL)
+is left to pip.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import codecs
+import os
+import re
+import shlex
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from .._bounded import read_user_text
+from .._bounded import read_bytes
 from ..errors import UsageError
 
-__all__ = ["FileRequirement", "read_requirement_files", "requirement_file_options"]
+__all__ = ["FileRequests", "FileRequirement", "Reading", "read_requirement_files", "requirement_file_options", "select_requests"]
 
 #: A requirements file that nests deeper than this is a loop or a mistake.
 _MAX_DEPTH = 10
 _FILE_OPTIONS = ("-r", "--requirement")
+_CONSTRAINT_OPTIONS = ("-c", "--constraint")
+_LIMIT = 4 * 1024 * 1024
+#: pip's own pattern for environment variables in requirement files (POSIX names, braces required).
+_VARIABLE = re.compile(r"(?P<var>\$\{(?P<name>[A-Z0-9_]+)\})")
+#: pip's comment pattern: "#" at the line start or after whitespace (a URL keeps its "#egg=").
+_COMMENT = re.compile(r"(^|\s+)#.*$")
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FileRequirement:
     text: str  # the PEP 508 requirement, per-requirement options (--hash ...) removed
     origin: str  # "requirements.txt:3", for messages
+    hashed: bool = False  # the line pins hashes: pip is in hash-checking mode
+    constraint: bool = False  # from a -c file: limits versions, requests nothing
 
 
-def _file_option(option: str, value: str) -> str | None:
-    """The file a ``-r FILE`` / ``-rFILE`` / ``--requirement[=]FILE`` option names, else None."""
-    if option in _FILE_OPTIONS:
-        return value or None
-    if option.startswith("--requirement="):
-        return option.split("=", 1)[1] or None
-    if option.startswith("-r") and len(option) > 2:
-        return option[2:]
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Reading:
+    requirements: tuple[FileRequirement, ...]
+    notes: tuple[str, ...] = ()  # what was left to pip unread, and why
+
+
+def _option_value(words: Sequence[str], i: int, names: tuple[str, ...]) -> str | None:
+    """The file named by the option at ``words[i]`` (``-r F``, ``-rF``, ``--requirement=F``), else None."""
+    word = words[i]
+    if word in names:
+        return words[i + 1] if i + 1 < len(words) else None
+    for name in names:
+        if name.startswith("--") and word.startswith(name + "="):
+            return word.split("=", 1)[1] or None
+        if not name.startswith("--") and word.startswith(name) and len(word) > len(name):
+            return word[len(name):]
     return None
 
 
-def requirement_file_options(pip_args: Sequence[str]) -> list[Path]:
-    """The files named by ``-r`` options among pip's arguments."""
+def requirement_file_options(pip_args: Sequence[str]) -> list[tuple[str, bool]]:
+    """(file, is a constraint file) for each ``-r``/``-c`` option among pip's arguments."""
     words = list(pip_args)
-    files: list[Path] = []
+    found: list[tuple[str, bool]] = []
     for i, word in enumerate(words):
-        if word.startswith("-") and not word.startswith("---"):
-            named = _file_option(word, words[i + 1] if i + 1 < len(words) else "")
-            if named is not None:
-                files.append(Path(named))
-    return files
+        if not word.startswith("-"):
+            continue
+        for names, constraint in ((_FILE_OPTIONS, False), (_CONSTRAINT_OPTIONS, True)):
+            value = _option_value(words, i, names)
+            if value is not None:
+                found.append((value, constraint))
+                break
+    return found
 
 
-def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """(first line number, line) with comments removed and backslash continuations joined."""
-    lines: list[tuple[int, str]] = []
-    pending = ""
+def _decode(data: bytes, path: str) -> str:
+    """As pip decodes a requirements file: a byte-order mark wins, else UTF-8."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return data[len(bom):].decode(encoding)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: cannot be read: not UTF-8 text (byte {exc.start})",
+                         hint="save the requirements file as UTF-8") from None
+
+
+def _logical_lines(text: str, environ: Mapping[str, str]) -> list[tuple[int, str]]:
+    """(first line number, line): joined at a trailing backslash, comments removed, ``${NAME}`` expanded."""
+    joined: list[tuple[int, str]] = []
+    pending: str | None = None
     start = 0
     for number, raw in enumerate(text.splitlines(), start=1):
-        # As pip reads it: "#" starts a comment at the line start or after whitespace only, so a
-        # URL's "#egg=" fragment is kept.
-        cut = next((i for i, ch in enumerate(raw) if ch == "#" and (i == 0 or raw[i - 1].isspace())), len(raw))
-        line = raw[:cut]
-        if not pending:
-            start = number
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
+        if pending is None:
+            start, pending = number, ""
+        comment = _COMMENT.match(raw) is not None
+        if raw.endswith("\\") and not comment:
+            pending += raw.strip("\\")
             continue
-        lines.append((start, (pending + line).strip()))
-        pending = ""
-    if pending.strip():
-        lines.append((start, pending.strip()))
-    return [(n, line) for n, line in lines if line]
+        joined.append((start, pending + (" " + raw if comment else raw)))
+        pending = None
+    if pending:
+        joined.append((start, pending))
+    lines: list[tuple[int, str]] = []
+    for number, line in joined:
+        line = _COMMENT.sub("", line)
+        for match in _VARIABLE.finditer(line):
+            value = environ.get(match.group("name"))
+            if value is not None:
+                line = line.replace(match.group("var"), value)
+        line = line.strip()
+        if line:
+            lines.append((number, line))
+    return lines
 
 
-def _requirement_part(line: str) -> str:
-    """The requirement of a line, without the per-requirement options pip allows after it."""
+def _split_requirement(line: str) -> tuple[str, bool]:
+    """(the requirement, whether it pins hashes): pip's per-requirement options cut off."""
+    hashed = "--hash" in line
     for marker in (" --hash", " --config-settings", " -C ", " --global-option", " --install-option"):
         if marker in line:
             line = line.split(marker, 1)[0]
-    return line.strip()
+    return line.strip(), hashed
 
 
-def read_requirement_files(paths: Sequence[Path]) -> list[FileRequirement]:
-    """Every named requirement in ``paths`` and the files they include (``-r`` inside a file is
-    relative to that file, as pip reads it). Constraint files (``-c``) are not requests."""
+def read_requirement_files(
+    files: Sequence[tuple[str, bool]], *, environ: Mapping[str, str] | None = None
+) -> Reading:
+    """Every named requirement in ``files`` (from :func:`requirement_file_options`) and the files
+    they include (``-r``/``-c`` inside a file are relative to that file, as pip reads them)."""
+    env = os.environ if environ is None else environ
     found: list[FileRequirement] = []
-    seen: set[Path] = set()
+    notes: list[str] = []
+    seen: set[tuple[Path, bool]] = set()
 
-    def visit(path: Path, depth: int) -> None:
+    def visit(name: str, base: Path | None, constraint: bool, depth: int) -> None:
+        if "://" in name:
+            notes.append(f"{name}: a requirements file given by URL is read by pip alone; "
+                         "names in it are not planned or checked by cuda-resolve")
+            return
+        path = Path(name) if base is None or Path(name).is_absolute() else base / name
         if depth > _MAX_DEPTH:
             raise UsageError(f"requirements file {path} nests -r more than {_MAX_DEPTH} deep",
                              hint="check the -r lines of the files for a loop")
-        resolved = path.resolve()
-        if resolved in seen:
+        if (path.resolve(), constraint) in seen:
             return
-        seen.add(resolved)
-        text = read_user_text(path, what="a pip requirements file", hint="check the path given to -r")
-        for number, line in _logical_lines(text):
+        seen.add((path.resolve(), constraint))
+        try:
+            data = read_bytes(path, limit=_LIMIT)
+        except FileNotFoundError:
+            raise UsageError(f"{path}: no such file", hint="check the path given to -r / -c") from None
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot be read as a requirements file: {exc.strerror or exc}",
+                             hint="give a regular text file to -r / -c") from None
+        for number, line in _logical_lines(_decode(data, str(path)), env):
             if line.startswith("-"):
-                option, _, value = line.partition(" ")
-                named = _file_option(option, value.strip())
-                if named is not None:
-                    visit(path.parent / named, depth + 1)  # an absolute path stays absolute
-                continue  # -c, -e, --index-url ...: pip's alone
-            requirement = _requirement_part(line)
+                try:
+                    words = shlex.split(line)
+                except ValueError:
+                    words = line.split()
+                for i in range(len(words)):
+                    for names, nested_constraint in ((_FILE_OPTIONS, constraint), (_CONSTRAINT_OPTIONS, True)):
+                        value = _option_value(words, i, names)
+                        if value is not None:
+                            visit(value, path.parent, nested_constraint, depth + 1)
+                            break
+                continue  # other options (-e, --index-url ...) are pip's alone
+            requirement, hashed = _split_requirement(line)
             try:
                 Requirement(requirement)
             except InvalidRequirement:
                 continue  # a path, a bare URL, an archive: pip's to read
-            found.append(FileRequirement(text=requirement, origin=f"{path}:{number}"))
+            found.append(FileRequirement(text=requirement, origin=f"{path}:{number}", hashed=hashed, constraint=constraint))
 
-    for path in paths:
-        visit(path, 0)
-    return found
+    for name, constraint in files:
+        visit(name, None, constraint, 0)
+    return Reading(requirements=tuple(found), notes=tuple(notes))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FileRequests:
+    """What the ``-r``/``-c`` files add to a cuda-pip install."""
+
+    requests: tuple[str, ...]  # to plan with the command line's: curated names, and constraints on them
+    unchecked: tuple[str, ...]  # pip's alone: only checked for look-alike names
+    said: tuple[str, ...]  # one line each, for the terminal
+    hashed: tuple[str, ...]  # origins of lines that pin hashes (pip's hash-checking mode)
+
+
+def select_requests(
+    found: Sequence[FileRequirement],
+    command_line: Sequence[str],
+    *,
+    curated: Callable[[str], str | None],
+    applies: Callable[[Requirement], bool],
+) -> FileRequests:
+    """Split what the files hold. ``curated(text)`` is the canonical name cuda-resolve decides for
+    a requirement (None for names it leaves to pip); ``applies`` evaluates a marker for the target."""
+    requests: list[str] = []
+    unchecked: list[str] = []
+    said: list[str] = []
+    planned = {name for name in map(curated, command_line) if name is not None}
+    for item in found:
+        if item.constraint:
+            continue
+        name = curated(item.text)
+        if name is None:
+            unchecked.append(item.text)
+        elif applies(Requirement(item.text)):
+            requests.append(item.text)
+            planned.add(name)
+            said.append(f"{item.origin}: {item.text} is planned by cuda-resolve (pip still reads the file)")
+    for item in found:
+        # A constraint limits what cuda-resolve picks for a name it plans; other names are pip's.
+        if item.constraint and curated(item.text) in planned and applies(Requirement(item.text)):
+            requests.append(item.text)
+            said.append(f"{item.origin}: constraint {item.text} is part of the plan")
+    hashed = tuple(item.origin for item in found if item.hashed)
+    return FileRequests(requests=tuple(requests), unchecked=tuple(unchecked), said=tuple(said), hashed=hashed)

@@ -37,7 +37,7 @@ from ..reporting import NullReporter, Reporter
 from ..wheelhouse.store import Wheelhouse
 from .pip import installed_distributions, pip_facts_and_distributions, trust_options
 
-__all__ = ["InstallOptions", "InstallResult", "Phases", "PipStep", "Prepared", "execute", "prepare"]
+__all__ = ["InstallOptions", "InstallResult", "Phases", "PipStep", "Prepared", "execute", "names_requirements", "prepare"]
 
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 
@@ -83,8 +83,8 @@ class Prepared:
     steps: tuple[PipStep, ...]  # before the builds' wheel paths are known
     imports: tuple[str, ...]  # modules to import after installing
     smoke_scripts: tuple[tuple[str, str], ...]  # (package, script) for --smoke
+    sources: tuple[str, ...]  # where each build's source comes from, in words (one per build)
     notes: tuple[str, ...] = ()
-    sources: tuple[str, ...] = ()  # where each build's source comes from, in words (as builds)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -149,7 +149,39 @@ def _torch_index_for(item: PlanItem, options: InstallOptions) -> tuple[str, str]
     return "--index-url", item.index
 
 
-def _names_requirements(pip_args: Sequence[str]) -> bool:
+#: pip options the torch-family step must not get: they bring requirements of their own, or
+#: indexes (torch is asked of its variant's index alone). (option, takes a value)
+_NOT_FOR_TORCH_STEP = (
+    ("-r", True), ("--requirement", True), ("-e", True), ("--editable", True),
+    ("-i", True), ("--index-url", True), ("--extra-index-url", True), ("-f", True), ("--find-links", True),
+    ("--no-index", False),
+)
+
+
+def options_for_torch_step(pip_args: Sequence[str]) -> list[str]:
+    """The user's pip options that hold for the torch-family step too (``--proxy``, ``--target``,
+    ``-c``, ``--no-cache-dir`` ...): all but those that name requirements or indexes."""
+    kept: list[str] = []
+    words = list(pip_args)
+    i = 0
+    while i < len(words):
+        word = words[i]
+        dropped = False
+        for option, takes_value in _NOT_FOR_TORCH_STEP:
+            if word == option:
+                dropped = True
+                i += 1 if takes_value else 0  # its value goes with it
+                break
+            if takes_value and (word.startswith(option + "=") if option.startswith("--") else word.startswith(option) and len(word) > len(option)):
+                dropped = True
+                break
+        if not dropped:
+            kept.append(word)
+        i += 1
+    return kept
+
+
+def names_requirements(pip_args: Sequence[str]) -> bool:
     """Whether pip's own options bring requirements of their own (``-r FILE``, ``-e PATH``)."""
     return any(arg.startswith(("-r", "--requirement", "-e", "--editable")) for arg in pip_args)
 
@@ -203,12 +235,13 @@ def prepare(plan: Plan, env: Environment, index: Index, options: InstallOptions)
         requirements = [i.requirement or f"{i.name}=={i.version}" for i in from_torch_index]
         # Only the torch family is asked of the PyTorch index (it also carries their
         # dependencies); no other name goes there, so no other package can be taken from it.
-        steps.append(PipStep(purpose=f"torch family from {url}", args=(option, url, *requirements), checked_urls=(url,)))
+        steps.append(PipStep(purpose=f"torch family from {url}", args=(*options_for_torch_step(options.pip_args), option, url, *requirements),
+                             checked_urls=(url,)))
         # Later steps keep them where this step put them.
         main_requirements = [*requirements, *main_requirements]
     main_requirements.extend(plan.pass_through)
     has_work = bool(builds or plan.pass_through or any(i.kind == "wheel" and i.name not in TORCH_FAMILY for i in plan.items)
-                    or _names_requirements(options.pip_args))
+                    or names_requirements(options.pip_args))
     if has_work or not from_torch_index:
         steps.append(PipStep(purpose="extensions and the rest", args=(*options.pip_args, *main_requirements), checked_urls=tuple(checked)))
     if any(i.name == "torch" for i in plan.items):

@@ -30,7 +30,7 @@ from ..versions import CudaVersion
 from .candidates import CATEGORIES, TORCH_FAMILY, Candidate, Catalogue, Options, Rejection, Req
 from .provider import Provider
 
-__all__ = ["Alternative", "Candidate", "Options", "Rejection", "Resolution", "parse_request", "resolve"]
+__all__ = ["Alternative", "Candidate", "Options", "Rejection", "Resolution", "applies", "parse_request", "resolve"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -60,7 +60,7 @@ class Resolution:
         return next((extras for key, extras in self.extras if key == wanted), ())
 
 
-def _applies(requirement: Requirement, text: str, env: Environment | None) -> bool:
+def applies(requirement: Requirement, text: str, env: Environment | None) -> bool:
     """Evaluate the requirement's marker against the target (not this process)."""
     if requirement.marker is None:
         return True
@@ -93,7 +93,7 @@ def parse_request(texts: Sequence[str], index: Index, env: Environment | None = 
         except InvalidRequirement as exc:
             reason = str(exc).splitlines()[0]
             raise UsageError(f"requirement {text!r} is not valid: {reason}", hint="write it as pip would, e.g. 'kaolin==0.18.0' or 'torch>=2.1'") from None
-        if not _applies(requirement, text, env):
+        if not applies(requirement, text, env):
             skipped.append(text)
             continue
         name = canonicalize_name(requirement.name)
