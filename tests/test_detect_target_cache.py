@@ -78,3 +78,21 @@ def test_unrelated_files_on_the_path_do_not_invalidate_it(tmp_path: Path, monkey
     (site / "README.txt").write_text("not a package\n")
     probe_target(None, environ={}, timeout=5, cache=cache)
     assert calls == []
+
+
+def test_a_torch_rewritten_in_place_is_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python setup.py develop` rewrites torch/version.py and the egg-info in place."""
+    import os
+
+    site = tmp_path / "site"
+    site.mkdir()
+    _install_torch(site, "2.11.0+cu130")
+    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+    cache = ProbeCache(tmp_path / "cache")
+    probe_target(None, environ={}, timeout=5, cache=cache)
+    version_py = site / "torch" / "version.py"
+    folder_times = os.stat(site / "torch").st_mtime_ns
+    version_py.write_text("__version__ = '2.12.0a0+git1234'\ncuda = '13.0'\n")
+    os.utime(site / "torch", ns=(folder_times, folder_times))  # the folder itself looks unchanged
+    changed = probe_target(None, environ={}, timeout=5, cache=cache)
+    assert changed.torch is not None and changed.torch.version == "2.12.0a0+git1234"

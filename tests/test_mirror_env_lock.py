@@ -156,3 +156,15 @@ def test_the_user_scope_leaves_no_lock_file_beside_the_users_files(tmp_path: Pat
     home = Path(env["HOME"])
     assert (home / "xdg" / "pip" / "pip.conf").exists()
     assert not list(home.rglob(ENVIRONMENT_LOCK))
+
+
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(prefix: Path, tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    os.chmod(victim, 0o600)
+    (prefix / ENVIRONMENT_LOCK).symlink_to(victim)
+    process = _set("tuna", prefix, _user(tmp_path, "alice"))
+    _out, err = process.communicate(timeout=60)
+    assert process.returncode == 2, err
+    assert "is a symbolic link" in err and "Traceback" not in err
+    assert victim.read_text() == "precious\n" and stat.S_IMODE(os.stat(victim).st_mode) == 0o600

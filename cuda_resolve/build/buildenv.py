@@ -90,10 +90,10 @@ def no_debug_flags(environ: Mapping[str, str]) -> str | None:
     (pointnet2_ops' .so is 28 MB with it, 0.4 MB without), and the wheelhouse strips it anyway.
     CPPFLAGS, not CFLAGS: every setuptools appends CPPFLAGS after Python's CFLAGS (so ``-g0``
     wins and ``-O3 -DNDEBUG`` stay), while newer ones let CFLAGS replace Python's flags outright.
-    A ``-g`` the user put in CFLAGS or CPPFLAGS is a request for debug info: it is honoured.
+    A ``-g`` the user put in CFLAGS, CXXFLAGS or CPPFLAGS is a request for debug info: it is honoured.
     """
     words = environ.get("CPPFLAGS", "").split()
-    asked = words + environ.get("CFLAGS", "").split()
+    asked = words + environ.get("CFLAGS", "").split() + environ.get("CXXFLAGS", "").split()
     if any(w.startswith("-g") and w != "-g0" for w in asked):
         return None
     return " ".join(words if "-g0" in words else [*words, "-g0"])

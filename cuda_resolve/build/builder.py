@@ -45,12 +45,16 @@ class BuildResult:
     notes: tuple[str, ...] = ()
 
 
+#: Ctrl-C presses a removal of the build folder survives before it gives up.
+_REMOVAL_ATTEMPTS = 3
+
+
 def _remove(folder: Path) -> None:
     """Remove the build's folder even when Ctrl-C is pressed again while it is being removed (a
     second interrupt would otherwise leave half of it in the temporary directory); the interrupt
     is raised once the folder is gone."""
     interrupted = False
-    while True:
+    for _ in range(_REMOVAL_ATTEMPTS):  # bounded: a removal that hangs (NFS) can still be stopped
         try:
             shutil.rmtree(folder, ignore_errors=True)
             break

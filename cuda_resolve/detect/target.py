@@ -107,8 +107,13 @@ def _installed_key(search_path: list[str]) -> str:
     rebuilding a package replaces them). Other entries are left out: the first folder is often
     the working directory (``python -m``), whose unrelated files change all the time."""
     import hashlib
+    import sys
 
-    digest = hashlib.sha256()
+    try:
+        libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (AttributeError, ValueError, OSError):  # not glibc, or not POSIX
+        libc = ""
+    digest = hashlib.sha256(f"{sys.version}|{libc}".encode())
     for folder in search_path:
         digest.update(f"{folder}\0".encode())
         try:
@@ -116,9 +121,21 @@ def _installed_key(search_path: list[str]) -> str:
                 for entry in sorted(entries, key=lambda e: e.name):
                     if entry.name == "torch" or entry.name.endswith((".dist-info", ".egg-info")):
                         digest.update(f"{entry.name}:{entry.stat(follow_symlinks=False).st_mtime_ns};".encode())
+                    if entry.name.startswith("torch"):
+                        # `setup.py develop` rewrites these in place, which changes no folder.
+                        for inside in ("version.py", "METADATA", "PKG-INFO"):
+                            digest.update(_file_stamp(os.path.join(entry.path, inside)).encode())
         except OSError:
             digest.update(b"?")
     return digest.hexdigest()
+
+
+def _file_stamp(path: str) -> str:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return "-;"
+    return f"{stat.st_mtime_ns}:{stat.st_size};"
 
 
 def _in_process_report(cache: _ReportCache | None) -> dict[str, Any]:

@@ -72,6 +72,11 @@ def _holding(path: Path, *, mode: int, timeout: float, holder: str, unwritable: 
     ``unwritable`` is the hint when the file exists but this user cannot write it."""
     from filelock import FileLock, Timeout
 
+    if path.is_symlink():
+        # In a folder others can write, a link planted here would have the lock truncate and
+        # chmod the file it points at (older filelock versions open it without O_NOFOLLOW).
+        raise UsageError(f"{path}: the lock file of `mirror set` is a symbolic link ({os.readlink(path)})",
+                         hint=f"remove it (rm {path}) while no `mirror set` runs; it holds no data")
     lock = FileLock(str(path), timeout=timeout, mode=mode)
     try:
         lock.acquire()
@@ -121,7 +126,9 @@ def _share(path: Path, folder: Path) -> None:
     """Give a lock file this user owns the folder's group and :func:`_shared_mode`: without a
     setgid folder it was created with this user's own group, which the others may not be in."""
     try:
-        info, where = os.stat(path), os.stat(folder)
+        info, where = os.lstat(path), os.stat(folder)
+        if stat.S_ISLNK(info.st_mode):
+            return
         if info.st_uid != os.geteuid():
             return
         if info.st_gid != where.st_gid:
