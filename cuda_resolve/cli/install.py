@@ -188,11 +188,11 @@ def run_action(
         return _run_builds(args, prepared, wheelhouse, options, reporter)
     result = execute(prepared, env, wheelhouse=wheelhouse, options=options, probe=_probe,
                      reporter=reporter, log_path=new_log_path("install"))
-    timings = (*phases.items(), *result.timings)
+    # The executor timed its phases; detecting and planning happened here, before it.
+    result = replace(result, timings=(*phases.items(), *result.timings))
     total = time.monotonic() - started
     if args.json:
         document = {"target": python, "plan": plan.to_json(), "prepared": prepared.to_json(), "result": result.to_json()}
-        document["result"]["timings"] = {phase: round(seconds, 2) for phase, seconds in timings}
         document["result"]["seconds"] = round(total, 2)
         _output.print_json(document)
         return 0
@@ -206,7 +206,7 @@ def run_action(
         reporter.step(f"imports ok: {', '.join(result.verified)}")
     for package, output in result.smoke:
         reporter.step(f"{package} smoke test passed: {output}")
-    reporter.step(f"done in {total:.1f} s (" + ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in timings if seconds >= 0.05) + ")")
+    reporter.step(f"done in {total:.1f} s (" + ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in result.timings if seconds >= 0.05) + ")")
     return 0
 
 

@@ -25,7 +25,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from .._bounded import read_bytes
 from ..errors import UsageError
 
-__all__ = ["FileRequests", "FileRequirement", "Reading", "read_requirement_files", "requirement_file_options", "select_requests"]
+__all__ = [
+    "FileRequests", "FileRequirement", "Reading", "option_value", "read_requirement_files", "requirement_file_options",
+    "select_requests",
+]
 
 #: A requirements file that nests deeper than this is a loop or a mistake.
 _MAX_DEPTH = 10
@@ -59,8 +62,9 @@ class Reading:
     notes: tuple[str, ...] = ()  # what was left to pip unread, and why
 
 
-def _option_value(words: Sequence[str], i: int, names: tuple[str, ...]) -> str | None:
-    """The file named by the option at ``words[i]`` (``-r F``, ``-rF``, ``--requirement=F``), else None."""
+def option_value(words: Sequence[str], i: int, names: tuple[str, ...]) -> str | None:
+    """The value of the pip option at ``words[i]`` if it is one of ``names``, in any of pip's
+    spellings (``-r F``, ``-rF``, ``--requirement=F``), else None."""
     word = words[i]
     if word in names:
         return words[i + 1] if i + 1 < len(words) else None
@@ -80,7 +84,7 @@ def requirement_file_options(pip_args: Sequence[str]) -> list[tuple[str, bool]]:
         if not word.startswith("-"):
             continue
         for names, constraint in ((_FILE_OPTIONS, False), (_CONSTRAINT_OPTIONS, True)):
-            value = _option_value(words, i, names)
+            value = option_value(words, i, names)
             if value is not None:
                 found.append((value, constraint))
                 break
@@ -174,7 +178,7 @@ def read_requirement_files(
                     words = line.split()
                 for i in range(len(words)):
                     for names, nested_constraint in ((_FILE_OPTIONS, constraint), (_CONSTRAINT_OPTIONS, True)):
-                        value = _option_value(words, i, names)
+                        value = option_value(words, i, names)
                         if value is not None:
                             visit(value, path.parent, nested_constraint, depth + 1)
                             break

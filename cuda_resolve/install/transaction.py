@@ -36,6 +36,7 @@ from ..plan import PYPI_SIMPLE, Plan, PlanItem
 from ..reporting import NullReporter, Reporter
 from ..wheelhouse.store import Wheelhouse
 from .pip import installed_distributions, pip_facts_and_distributions, trust_options
+from .reqfile import option_value
 
 __all__ = ["InstallOptions", "InstallResult", "Phases", "PipStep", "Prepared", "execute", "names_requirements", "prepare"]
 
@@ -149,33 +150,24 @@ def _torch_index_for(item: PlanItem, options: InstallOptions) -> tuple[str, str]
     return "--index-url", item.index
 
 
-#: pip options the torch-family step must not get: they bring requirements of their own, or
-#: indexes (torch is asked of its variant's index alone). (option, takes a value)
-_NOT_FOR_TORCH_STEP = (
-    ("-r", True), ("--requirement", True), ("-e", True), ("--editable", True),
-    ("-i", True), ("--index-url", True), ("--extra-index-url", True), ("-f", True), ("--find-links", True),
-    ("--no-index", False),
-)
+#: pip options that bring requirements of their own.
+_REQUIREMENT_OPTIONS = ("-r", "--requirement", "-e", "--editable")
+#: pip options that name indexes: the torch-family step asks its variant's index alone.
+_INDEX_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links")
 
 
 def options_for_torch_step(pip_args: Sequence[str]) -> list[str]:
     """The user's pip options that hold for the torch-family step too (``--proxy``, ``--target``,
     ``-c``, ``--no-cache-dir`` ...): all but those that name requirements or indexes."""
+    dropped = _REQUIREMENT_OPTIONS + _INDEX_OPTIONS
     kept: list[str] = []
     words = list(pip_args)
     i = 0
     while i < len(words):
         word = words[i]
-        dropped = False
-        for option, takes_value in _NOT_FOR_TORCH_STEP:
-            if word == option:
-                dropped = True
-                i += 1 if takes_value else 0  # its value goes with it
-                break
-            if takes_value and (word.startswith(option + "=") if option.startswith("--") else word.startswith(option) and len(word) > len(option)):
-                dropped = True
-                break
-        if not dropped:
+        if word in dropped:
+            i += 1  # its value, the next word, goes with it
+        elif word != "--no-index" and option_value(words, i, dropped) is None:
             kept.append(word)
         i += 1
     return kept
@@ -183,7 +175,9 @@ def options_for_torch_step(pip_args: Sequence[str]) -> list[str]:
 
 def names_requirements(pip_args: Sequence[str]) -> bool:
     """Whether pip's own options bring requirements of their own (``-r FILE``, ``-e PATH``)."""
-    return any(arg.startswith(("-r", "--requirement", "-e", "--editable")) for arg in pip_args)
+    words = list(pip_args)
+    return any(word in _REQUIREMENT_OPTIONS or option_value(words, i, _REQUIREMENT_OPTIONS) is not None
+               for i, word in enumerate(words))
 
 
 def prepare(plan: Plan, env: Environment, index: Index, options: InstallOptions) -> Prepared:
