@@ -31,7 +31,6 @@ artifacts_only = true                 # only wheel/sdist/conda files, not index 
 from __future__ import annotations
 
 import ipaddress
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from .errors import UsageError
+from .paths import CONFIG_ENV, config_path
 from .redaction import redact
 
 if TYPE_CHECKING:  # the TOML reader is imported only when a config file exists
@@ -59,9 +59,6 @@ __all__ = [
     "parse_config",
     "parse_mirror_url",
 ]
-
-#: Environment variable naming the config file to use instead of the per-user one.
-CONFIG_ENV = "CUDA_RESOLVE_CONFIG"
 
 #: File names a rule with ``artifacts_only = true`` applies to (distribution files, not pages).
 ARTIFACT_SUFFIXES = (
@@ -283,17 +280,6 @@ class Config:
 
 
 # -- reading ----------------------------------------------------------------------------
-
-
-def config_path(environ: Mapping[str, str] | None = None) -> Path:
-    """``$CUDA_RESOLVE_CONFIG``, else ``user_config_dir("cuda-resolve")/config.toml``."""
-    env = os.environ if environ is None else environ
-    override = env.get(CONFIG_ENV)
-    if override:
-        return Path(override).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("cuda-resolve", appauthor=False)) / "config.toml"
 
 
 def load_config(path: Path | None = None, *, environ: Mapping[str, str] | None = None) -> Config:

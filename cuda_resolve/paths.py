@@ -5,24 +5,71 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
 from ._bounded import check_regular
 
 __all__ = [
+    "CONFIG_ENV",
     "atomic_writer",
     "cache_root",
+    "config_path",
     "existing_mode",
     "new_log_path",
     "remove_leftovers",
     "resolve_target",
+    "user_cache_dir",
+    "user_config_dir",
     "write_atomic",
     "write_temporary",
 ]
+
+#: Environment variable naming the config file to use instead of the per-user one.
+CONFIG_ENV = "CUDA_RESOLVE_CONFIG"
+_APP = "cuda-resolve"
+
+
+def _xdg_dir(variable: str, default: str, environ: Mapping[str, str]) -> Path:
+    # platformdirs' rule on Linux (the XDG base-directory spec: a relative value is ignored),
+    # read here because every command needs these folders and importing platformdirs costs
+    # each run a few milliseconds (doctor's start-up, issue 8).
+    base = environ.get(variable, "")
+    if not os.path.isabs(base):
+        base = os.path.expanduser(default)
+    return Path(base) / _APP
+
+
+def user_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``platformdirs.user_cache_dir("cuda-resolve")``: ``$XDG_CACHE_HOME/cuda-resolve`` on Linux."""
+    env = os.environ if environ is None else environ
+    if sys.platform == "linux":
+        return _xdg_dir("XDG_CACHE_HOME", "~/.cache", env)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(_APP, appauthor=False))
+
+
+def user_config_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``platformdirs.user_config_dir("cuda-resolve")``: ``$XDG_CONFIG_HOME/cuda-resolve`` on Linux."""
+    env = os.environ if environ is None else environ
+    if sys.platform == "linux":
+        return _xdg_dir("XDG_CONFIG_HOME", "~/.config", env)
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir(_APP, appauthor=False))
+
+
+def config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """``$CUDA_RESOLVE_CONFIG``, else ``user_config_dir()/config.toml``."""
+    env = os.environ if environ is None else environ
+    override = env.get(CONFIG_ENV)
+    if override:
+        return Path(override).expanduser()
+    return user_config_dir(env) / "config.toml"
 
 
 def cache_root() -> Path:
@@ -30,9 +77,7 @@ def cache_root() -> Path:
     override = os.environ.get("CUDA_RESOLVE_CACHE_DIR")
     if override:
         return Path(override)
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("cuda-resolve", appauthor=False))
+    return user_cache_dir()
 
 
 def new_log_path(name: str) -> Path:
@@ -131,6 +176,8 @@ def _new_temporary(target: Path) -> tuple[int, Path]:
 
     Its name (``.NAME.PID.RANDOM.tmp``) names the writing process, so that leftovers of a
     killed run are recognised and removed here, by the next write beside the same file."""
+    import tempfile  # only a run that writes pays for it (and for random, which it imports)
+
     remove_leftovers(target)
     handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp")
     return handle, Path(name)

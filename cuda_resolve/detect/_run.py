@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-import shlex
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Generic, TypeVar
@@ -54,6 +53,8 @@ def _child_environment(environ: Mapping[str, str] | None) -> dict[str, str]:
 
 
 def _label(argv: Sequence[str]) -> str:
+    import shlex  # a label is made only when a program runs: never on a warm cache
+
     shown = [os.path.basename(argv[0]), *argv[1:]] if argv else []
     text = shlex.join(shown)
     text = text if len(text) <= 60 else text[:57] + "..."

@@ -24,7 +24,6 @@ import json
 import os
 import re
 import stat
-import sysconfig
 
 MYPY = False
 if MYPY:  # type comments, not annotations: this file must parse on any Python
@@ -60,6 +59,8 @@ def _normalize(name):
 def _abi_tag():
     # type: () -> Optional[str]
     """The wheel ABI tag packaging would compute: cp312, cp313t, cp37m, pypy39_pp73."""
+    import sysconfig  # here, not at the top: the in-process probe's cache hit never needs it
+
     soabi = sysconfig.get_config_var("SOABI")
     if not soabi:
         ext = sysconfig.get_config_var("EXT_SUFFIX") or ""
@@ -87,6 +88,8 @@ def _glibc():
 
 def _site_packages():
     # type: () -> List[str]
+    import sysconfig
+
     found = []
     try:
         paths = sysconfig.get_paths()
@@ -285,7 +288,9 @@ def _nvidia_wheels(distributions):
 
 def _platform_machine():
     # type: () -> str
-    """The interpreter's own architecture ("linux-x86_64" → x86_64), not the kernel's."""
+    """The interpreter's own architecture ("linux-x86_64" -> x86_64), not the kernel's."""
+    import sysconfig
+
     platform = sysconfig.get_platform()
     return platform.rsplit("-", 1)[-1] if "-" in platform else platform
 

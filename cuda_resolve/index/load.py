@@ -18,14 +18,14 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Iterable, Sequence
-from importlib import resources
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
 from ..errors import IndexDataError, UsageError
+from ..paths import config_path, user_config_dir
 from ..versions import CudaVersion
 from .model import CudaFamily, Index, Package, ToolkitFacts, TorchRelease
 
@@ -60,32 +60,50 @@ _HINT = "see docs/index-format.md; `cuda-resolve index validate DIR` lists every
 
 
 def shipped_index_dir() -> Traversable:
-    """The index shipped inside the wheel (the repository's top-level ``index/``)."""
+    """The index shipped inside the wheel (the repository's top-level ``index/``).
+
+    A plain folder on disk, as pip installs it, is found from the package's import spec;
+    ``importlib.resources`` (whose import costs every command a few milliseconds) serves
+    the rest, such as a zipped install."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("cuda_resolve.index_data")
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if len(locations) == 1 and os.path.isdir(locations[0]):
+        return Path(locations[0])
+    from importlib import resources
+
     return resources.files("cuda_resolve.index_data")
 
 
 def user_index_dir() -> Path:
     """``<user config dir>/index``: a user's or lab's overlay, used when it exists."""
-    import platformdirs
+    return user_config_dir() / "index"
 
-    return Path(platformdirs.user_config_dir("cuda-resolve")) / "index"
+
+def _configured_index_dirs(environ: Mapping[str, str]) -> tuple[Path, ...]:
+    """The config file's ``index_dirs``; without a config file, none (and the config module,
+    with its URL and proxy parsing, is not even imported: every command reads the index)."""
+    path = config_path(environ)
+    if not path.exists():
+        return ()
+    from ..config import load_config
+
+    return load_config(path, environ=environ).index_dirs
 
 
 def overlay_dirs(environ: dict[str, str] | None = None) -> list[Path]:
     """The configured overlays, in reading order: the user config dir, the ``index_dirs`` of
     cuda-resolve's config file (a lab's shared directory), then INDEX_PATH_ENV."""
-    from ..config import load_config
-
     env = os.environ if environ is None else environ
     dirs: list[Path] = []
     user = user_index_dir()
     if user.is_dir():
         dirs.append(user)
-    config = load_config(environ=env)
-    for path in config.index_dirs:
+    for path in _configured_index_dirs(env):
         if not path.is_dir():
             raise IndexDataError(
-                f"{config.path}: index_dirs names {str(path)!r}, which is not a directory",
+                f"{config_path(env)}: index_dirs names {str(path)!r}, which is not a directory",
                 hint="create it, or remove it from index_dirs in that file",
             )
         dirs.append(path)
