@@ -96,3 +96,83 @@ def test_a_torch_rewritten_in_place_is_seen(tmp_path: Path, monkeypatch: pytest.
     os.utime(site / "torch", ns=(folder_times, folder_times))  # the folder itself looks unchanged
     changed = probe_target(None, environ={}, timeout=5, cache=cache)
     assert changed.torch is not None and changed.torch.version == "2.12.0a0+git1234"
+
+
+# -- another interpreter (cuda-resolve in an environment of its own, describing the user's) ------
+
+
+def _venv(tmp_path: Path) -> tuple[Path, Path]:
+    import subprocess
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    return python, Path(site)
+
+
+def _counting_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    from cuda_resolve.detect._run import run as real_run
+
+    started: list[str] = []
+
+    def counting_run(argv, **kwargs):  # type: ignore[no-untyped-def]
+        started.append(argv[0])
+        return real_run(argv, **kwargs)
+
+    monkeypatch.setattr("cuda_resolve.detect.target.run", counting_run)
+    return started
+
+
+def test_another_interpreter_is_probed_once_until_a_package_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    python, site = _venv(tmp_path)
+    _install_torch(site, "2.11.0+cu130")
+    cache = ProbeCache(tmp_path / "cache")
+    started = _counting_runs(monkeypatch)
+    environ = {"PATH": "/usr/bin:/bin"}
+
+    first = probe_target(str(python), environ=environ, timeout=10, cache=cache)
+    assert started == [str(python)]
+    assert first.torch is not None and first.torch.version == "2.11.0+cu130"
+    assert str(site) in first.python.site_packages
+
+    again = probe_target(str(python), environ=environ, timeout=10, cache=cache)
+    assert started == [str(python)] and again == first  # no process: nothing on its path changed
+
+    import shutil
+
+    shutil.rmtree(site / "torch")
+    shutil.rmtree(site / "torch-2.11.0.dist-info")
+    _install_torch(site, "2.12.0+cu130")
+    changed = probe_target(str(python), environ=environ, timeout=10, cache=cache)
+    assert started == [str(python)] * 2
+    assert changed.torch is not None and changed.torch.version == "2.12.0+cu130"
+
+
+def test_a_variable_that_moves_the_import_path_is_part_of_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    python, _ = _venv(tmp_path)
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    _install_torch(extra, "2.9.0+cu128")
+    cache = ProbeCache(tmp_path / "cache")
+    started = _counting_runs(monkeypatch)
+
+    plain = probe_target(str(python), environ={"PATH": "/usr/bin:/bin"}, timeout=10, cache=cache)
+    assert plain.torch is None
+    with_path = probe_target(str(python), environ={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(extra)}, timeout=10, cache=cache)
+    assert with_path.torch is not None and with_path.torch.version == "2.9.0+cu128"
+    assert len(started) == 2  # PYTHONPATH changed what `import torch` finds: probed again
+    probe_target(str(python), environ={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(extra)}, timeout=10, cache=cache)
+    assert len(started) == 2
+
+
+def test_two_venvs_of_one_base_interpreter_are_told_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first_python, first_site = _venv(tmp_path / "a")
+    second_python, _ = _venv(tmp_path / "b")
+    _install_torch(first_site, "2.11.0+cu130")
+    cache = ProbeCache(tmp_path / "cache")
+    with_torch = probe_target(str(first_python), environ={"PATH": "/usr/bin:/bin"}, timeout=10, cache=cache)
+    without = probe_target(str(second_python), environ={"PATH": "/usr/bin:/bin"}, timeout=10, cache=cache)
+    assert with_torch.torch is not None and without.torch is None

@@ -317,6 +317,7 @@ def probe():
         "abi": _abi_tag(),
         "executable": sys.executable,
         "prefix": sys.prefix,
+        "search_path": search_path,
         "site_packages": _site_packages(),
         "conda": os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
         "venv": sys.prefix != base_prefix or hasattr(sys, "real_prefix"),

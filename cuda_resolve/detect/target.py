@@ -8,6 +8,10 @@ decides which torch ``import torch`` finds; the script drops the working directo
 ``sys.path`` itself and runs from ``/``. Without ``--python`` the same functions run in
 process, with no subprocess at all.
 
+Both reports are remembered in the probe cache while the distributions and torch on the
+interpreter's import path stay the same (:func:`_installed_key`); another interpreter's entry is
+also keyed by its path, its venv and the variables that move its import path.
+
 A ``--python`` that is not an interpreter is the user's mistake, so it raises
 :class:`~cuda_resolve.errors.UsageError`; everything found inside a working interpreter
 (a broken torch install, odd metadata) becomes a note instead.
@@ -159,6 +163,54 @@ def _in_process_report(cache: _ReportCache | None) -> dict[str, Any]:
     return report
 
 
+#: Variables that move an interpreter's import path (and so which torch ``import torch`` finds).
+_PATH_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "PYTHONPLATLIBDIR", "HOME")
+
+
+def _interpreter_key(python: str, environ: Mapping[str, str]) -> str | None:
+    """Another interpreter as the report cache knows it: its path as given (a venv's
+    ``bin/python`` links to the base interpreter, yet sees other site-packages), the file it
+    resolves to (an upgraded Python is another file), its venv's ``pyvenv.cfg``, and the
+    variables that move its import path."""
+    from ._cache import file_identity
+
+    identity = file_identity(python)
+    if identity is None:
+        return None
+    given = os.path.abspath(python)
+    venv_config = file_identity(os.path.join(os.path.dirname(os.path.dirname(given)), "pyvenv.cfg")) or "-"
+    variables = "\0".join(f"{name}={environ.get(name, '')}" for name in _PATH_VARIABLES)
+    return f"{given}|{identity}|{venv_config}|{variables}"
+
+
+def _search_path_of(report: dict[str, Any]) -> list[str] | None:
+    path = report.get("search_path")
+    if isinstance(path, list) and all(isinstance(entry, str) for entry in path):
+        return path
+    return None
+
+
+def _subprocess_report(
+    python: str, *, environ: Mapping[str, str], timeout: float, cache: _ReportCache | None
+) -> dict[str, Any]:
+    """Another interpreter's report, remembered like the in-process one: the probe's run (the
+    interpreter's start, its site hooks, reading metadata) is most of what ``doctor`` costs
+    when cuda-resolve lives in an environment of its own (pipx) and describes another."""
+    key = _interpreter_key(python, environ) if cache is not None else None
+    if key is not None and cache is not None:
+        cached = cache.get("target-run", key)
+        if isinstance(cached, dict) and isinstance(cached.get("report"), dict):
+            search_path = _search_path_of(cached["report"])
+            if search_path is not None and cached.get("installed") == _installed_key(search_path):
+                report: dict[str, Any] = cached["report"]
+                return report
+    report = _run_probe(python, environ=environ, timeout=timeout)
+    search_path = _search_path_of(report)
+    if key is not None and cache is not None and search_path is not None and not report.get("errors") and "fatal" not in report:
+        cache.put("target-run", key, {"installed": _installed_key(search_path), "report": report})
+    return report
+
+
 def probe_target(
     python: str | None, *, environ: Mapping[str, str], timeout: float, cache: _ReportCache | None = None
 ) -> TargetFacts:
@@ -166,7 +218,7 @@ def probe_target(
     if python is None:
         report = _in_process_report(cache)
     else:
-        report = _run_probe(python, environ=environ, timeout=timeout)
+        report = _subprocess_report(python, environ=environ, timeout=timeout, cache=cache)
     return facts_from_report(report, origin=python)
 
 
