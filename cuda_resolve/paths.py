@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ._bounded import check_regular
+from .errors import UsageError
 
 __all__ = [
     "CONFIG_ENV",
@@ -33,13 +34,32 @@ CONFIG_ENV = "CUDA_RESOLVE_CONFIG"
 _APP = "cuda-resolve"
 
 
+def _home(environ: Mapping[str, str]) -> str:
+    home = environ.get("HOME", "")
+    if os.path.isabs(home):
+        return home
+    # Unset, empty or relative: the account's entry, as os.path.expanduser and platformdirs do.
+    try:
+        import pwd
+
+        entry = pwd.getpwuid(os.getuid()).pw_dir
+    except (ImportError, KeyError):
+        entry = ""
+    if not os.path.isabs(entry):
+        raise UsageError(
+            f"cannot tell your home folder: HOME is {home!r} and the user database has none",
+            hint="set HOME, or XDG_CACHE_HOME and XDG_CONFIG_HOME, to an absolute path",
+        )
+    return entry
+
+
 def _xdg_dir(variable: str, default: str, environ: Mapping[str, str]) -> Path:
     # platformdirs' rule on Linux (the XDG base-directory spec: a relative value is ignored),
     # read here because every command needs these folders and importing platformdirs costs
     # each run a few milliseconds (doctor's start-up, issue 8).
     base = environ.get(variable, "")
     if not os.path.isabs(base):
-        base = os.path.expanduser(default)
+        base = os.path.join(_home(environ), default)
     return Path(base) / _APP
 
 
@@ -47,7 +67,7 @@ def user_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     """``platformdirs.user_cache_dir("cuda-resolve")``: ``$XDG_CACHE_HOME/cuda-resolve`` on Linux."""
     env = os.environ if environ is None else environ
     if sys.platform == "linux":
-        return _xdg_dir("XDG_CACHE_HOME", "~/.cache", env)
+        return _xdg_dir("XDG_CACHE_HOME", ".cache", env)
     import platformdirs
 
     return Path(platformdirs.user_cache_dir(_APP, appauthor=False))
@@ -57,7 +77,7 @@ def user_config_dir(environ: Mapping[str, str] | None = None) -> Path:
     """``platformdirs.user_config_dir("cuda-resolve")``: ``$XDG_CONFIG_HOME/cuda-resolve`` on Linux."""
     env = os.environ if environ is None else environ
     if sys.platform == "linux":
-        return _xdg_dir("XDG_CONFIG_HOME", "~/.config", env)
+        return _xdg_dir("XDG_CONFIG_HOME", ".config", env)
     import platformdirs
 
     return Path(platformdirs.user_config_dir(_APP, appauthor=False))

@@ -1,8 +1,10 @@
-"""The in-process target probe is remembered while nothing on the import path changes."""
+"""The target probe's report is remembered while nothing on the import path changes."""
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,15 @@ def _install_torch(site: Path, version: str) -> None:
     dist = site / f"torch-{version.split('+')[0]}.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
+    _settle(site / "torch", dist)
+
+
+def _settle(*paths: Path) -> None:
+    """Date *paths* a minute back: another interpreter's report is remembered only when nothing
+    it depends on changed in the seconds before its probe started (an install still running)."""
+    past = time.time() - 60
+    for path in paths:
+        os.utime(path, (past, past))
 
 
 def test_the_probe_is_reused_until_a_package_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -176,3 +187,78 @@ def test_two_venvs_of_one_base_interpreter_are_told_apart(tmp_path: Path, monkey
     with_torch = probe_target(str(first_python), environ={"PATH": "/usr/bin:/bin"}, timeout=10, cache=cache)
     without = probe_target(str(second_python), environ={"PATH": "/usr/bin:/bin"}, timeout=10, cache=cache)
     assert with_torch.torch is not None and without.torch is None
+
+
+def _base_interpreter() -> str:
+    return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+
+
+def test_the_first_pip_install_user_is_seen(tmp_path: Path) -> None:
+    """The user site folder is not on the path until it exists: the report watches it anyway."""
+    base = _base_interpreter()
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    environ = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "PYTHONUSERBASE": str(tmp_path / "userbase")}
+    cache = ProbeCache(tmp_path / "cache")
+    before = probe_target(base, environ=environ, timeout=20, cache=cache)
+    if before.torch is not None:
+        pytest.skip("the base interpreter has a torch of its own")
+    user_site = tmp_path / "userbase" / "lib" / version / "site-packages"
+    user_site.mkdir(parents=True)
+    _install_torch(user_site, "2.11.0+cu130")
+    after = probe_target(base, environ=environ, timeout=20, cache=cache)
+    assert after.torch is not None and after.torch.version == "2.11.0+cu130"
+
+
+def test_a_launcher_script_is_not_remembered(tmp_path: Path) -> None:
+    """pyenv's shims pick the interpreter by rules of their own (PYENV_VERSION, .python-version)."""
+    _venv(tmp_path / "v1")
+    _, second_site = _venv(tmp_path / "v2")
+    _install_torch(second_site, "2.12.0+cu130")
+    shim = tmp_path / "shims" / "python3"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec "{tmp_path}/$PYENV_VERSION/venv/bin/python" "$@"\n')
+    shim.chmod(0o755)
+    _settle(shim)
+    cache = ProbeCache(tmp_path / "cache")
+    one = probe_target(str(shim), environ={"PATH": "/usr/bin:/bin", "PYENV_VERSION": "v1"}, timeout=20, cache=cache)
+    two = probe_target(str(shim), environ={"PATH": "/usr/bin:/bin", "PYENV_VERSION": "v2"}, timeout=20, cache=cache)
+    assert one.torch is None
+    assert two.torch is not None and two.torch.version == "2.12.0+cu130"
+
+
+def test_a_package_installed_while_the_probe_runs_is_not_hidden(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuda_resolve.detect import target
+
+    python, site = _venv(tmp_path)
+    real_run_probe = target._run_probe
+
+    def install_during_the_probe(*args, **kwargs):  # type: ignore[no-untyped-def]
+        report = real_run_probe(*args, **kwargs)
+        (site / "torch").mkdir()
+        (site / "torch" / "version.py").write_text("__version__ = '2.11.0+cu130'\ncuda = '13.0'\n")
+        (site / "torch-2.11.0.dist-info").mkdir()
+        (site / "torch-2.11.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0+cu130\n")
+        return report
+
+    cache = ProbeCache(tmp_path / "cache")
+    monkeypatch.setattr(target, "_run_probe", install_during_the_probe)
+    during = probe_target(str(python), environ={"PATH": "/usr/bin:/bin"}, timeout=20, cache=cache)
+    assert during.torch is None  # what the probe saw
+    monkeypatch.setattr(target, "_run_probe", real_run_probe)
+    after = probe_target(str(python), environ={"PATH": "/usr/bin:/bin"}, timeout=20, cache=cache)
+    assert after.torch is not None and after.torch.version == "2.11.0+cu130"
+
+
+def test_a_path_file_that_adds_a_torch_is_seen(tmp_path: Path) -> None:
+    """`conda develop` and a lab's own `.pth`: no distribution changes, the import path does."""
+    python, site = _venv(tmp_path)
+    source = tmp_path / "pytorch-checkout"
+    source.mkdir()
+    _install_torch(source, "2.13.0a0+gitabc")
+    cache = ProbeCache(tmp_path / "cache")
+    before = probe_target(str(python), environ={"PATH": "/usr/bin:/bin"}, timeout=20, cache=cache)
+    assert before.torch is None
+    (site / "lab.pth").write_text(f"{source}\n")
+    _settle(site / "lab.pth")
+    after = probe_target(str(python), environ={"PATH": "/usr/bin:/bin"}, timeout=20, cache=cache)
+    assert after.torch is not None and after.torch.version == "2.13.0a0+gitabc"

@@ -2,7 +2,8 @@
 
 Each module named here cost the command measurable time on the H200 (docs/detection.md, "Speed")
 and is needed only on a cold cache, a config file, a write or a program run. The user folders
-that replaced platformdirs on the hot path must be exactly platformdirs' answers.
+that replaced platformdirs on the hot path must be the installed platformdirs' answers (the XDG
+base-directory rule: a relative XDG value is ignored; platformdirs 3 used such values as given).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def _imported_by_doctor(names: tuple[str, ...], cwd: Path) -> list[str]:
     # The active venv is the running interpreter's: its target is read in process, as on the H200.
     environ["VIRTUAL_ENV"] = sys.prefix
     environ.pop("CONDA_PREFIX", None)
+    # The default cache folder (XDG_CACHE_HOME is the test's own), the branch users run.
+    environ.pop("CUDA_RESOLVE_CACHE_DIR", None)
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=environ, cwd=cwd, check=False
     )
@@ -95,3 +98,34 @@ def test_user_folders_are_platformdirs_answers(value: str | None, monkeypatch: p
     assert user_config_dir() == Path(platformdirs.user_config_dir("cuda-resolve", appauthor=False))
     monkeypatch.delenv("CUDA_RESOLVE_CONFIG")
     assert config_path() == Path(platformdirs.user_config_dir("cuda-resolve", appauthor=False)) / "config.toml"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the XDG folders are read directly on Linux only")
+@pytest.mark.parametrize("home", [None, "", "relative/home", "/srv/home"])
+def test_a_missing_or_relative_home_is_looked_up_as_platformdirs_does(home: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    if home is None:
+        monkeypatch.delenv("HOME", raising=False)
+    else:
+        monkeypatch.setenv("HOME", home)
+    assert user_cache_dir() == Path(platformdirs.user_cache_dir("cuda-resolve", appauthor=False))
+    assert user_config_dir() == Path(platformdirs.user_config_dir("cuda-resolve", appauthor=False))
+    assert user_cache_dir().is_absolute()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the XDG folders are read directly on Linux only")
+def test_no_home_at_all_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pwd
+
+    from cuda_resolve.errors import UsageError
+
+    def no_entry(uid: int) -> pwd.struct_passwd:
+        raise KeyError(uid)
+
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", "relative/home")
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    with pytest.raises(UsageError, match=r"HOME is 'relative/home'") as raised:
+        user_cache_dir()
+    assert "absolute path" in (raised.value.hint or "")

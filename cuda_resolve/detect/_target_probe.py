@@ -295,6 +295,19 @@ def _platform_machine():
     return platform.rsplit("-", 1)[-1] if "-" in platform else platform
 
 
+def _user_site():
+    # type: () -> Optional[str]
+    """The user site folder when it is enabled: on the path only once it exists."""
+    try:
+        import site
+
+        if not site.ENABLE_USER_SITE:  # False: -s, a venv, PYTHONNOUSERSITE; None: setuid
+            return None
+        return site.getusersitepackages()
+    except Exception:
+        return None
+
+
 def probe():
     # type: () -> Dict[str, Any]
     # Each part reports its own failure: one odd file must not cost the whole report.
@@ -318,6 +331,7 @@ def probe():
         "executable": sys.executable,
         "prefix": sys.prefix,
         "search_path": search_path,
+        "user_site": _user_site(),
         "site_packages": _site_packages(),
         "conda": os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
         "venv": sys.prefix != base_prefix or hasattr(sys, "real_prefix"),

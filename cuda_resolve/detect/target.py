@@ -105,11 +105,21 @@ class _ReportCache(Protocol):
     def put(self, namespace: str, key: str, value: Any) -> None: ...
 
 
-def _installed_key(search_path: list[str]) -> str:
-    """What the in-process report depends on: the folders on the import path, in order, and in
-    each the distributions' metadata folders and the ``torch`` package (installing, removing or
-    rebuilding a package replaces them). Other entries are left out: the first folder is often
-    the working directory (``python -m``), whose unrelated files change all the time."""
+#: Files that change the import path or what it finds without any distribution changing: path
+#: files (``conda develop``, a lab's own ``.pth``), ``setup.py develop`` links, and start-up hooks.
+_PATH_HOOKS = (".pth", ".egg-link")
+_START_UP_HOOKS = ("sitecustomize.py", "usercustomize.py")
+
+
+def _installed_state(search_path: list[str]) -> tuple[str, int]:
+    """What a report depends on, as a digest, and the newest modification time in it.
+
+    The folders on the import path, in order, and in each the distributions' metadata folders,
+    the ``torch`` package, path files and start-up hooks (installing, removing or rebuilding a
+    package replaces them). Other entries are left out: the first folder is often the working
+    directory (``python -m``), whose unrelated files change all the time. The running Python's
+    version and glibc are part of it, so a cache survives neither an upgrade of the interpreter
+    running cuda-resolve nor of the C library."""
     import hashlib
     import sys
 
@@ -118,20 +128,28 @@ def _installed_key(search_path: list[str]) -> str:
     except (AttributeError, ValueError, OSError):  # not glibc, or not POSIX
         libc = ""
     digest = hashlib.sha256(f"{sys.version}|{libc}".encode())
+    newest = 0
     for folder in search_path:
         digest.update(f"{folder}\0".encode())
         try:
             with os.scandir(folder) as entries:
                 for entry in sorted(entries, key=lambda e: e.name):
-                    if entry.name == "torch" or entry.name.endswith((".dist-info", ".egg-info")):
-                        digest.update(f"{entry.name}:{entry.stat(follow_symlinks=False).st_mtime_ns};".encode())
-                    if entry.name.startswith("torch"):
+                    name = entry.name
+                    if name == "torch" or name.endswith((".dist-info", ".egg-info", *_PATH_HOOKS)) or name in _START_UP_HOOKS:
+                        stat = entry.stat(follow_symlinks=False)
+                        newest = max(newest, stat.st_mtime_ns)
+                        digest.update(f"{name}:{stat.st_mtime_ns}:{stat.st_size};".encode())
+                    if name.startswith("torch"):
                         # `setup.py develop` rewrites these in place, which changes no folder.
                         for inside in ("version.py", "METADATA", "PKG-INFO"):
                             digest.update(_file_stamp(os.path.join(entry.path, inside)).encode())
         except OSError:
             digest.update(b"?")
-    return digest.hexdigest()
+    return digest.hexdigest(), newest
+
+
+def _installed_key(search_path: list[str]) -> str:
+    return _installed_state(search_path)[0]
 
 
 def _file_stamp(path: str) -> str:
@@ -183,11 +201,22 @@ def _interpreter_key(python: str, environ: Mapping[str, str]) -> str | None:
     return f"{given}|{identity}|{venv_config}|{variables}"
 
 
-def _search_path_of(report: dict[str, Any]) -> list[str] | None:
+def _watched_folders(report: dict[str, Any]) -> list[str] | None:
+    """The report's import path, plus the user site folder when it is enabled but absent (so not
+    on the path yet): the first ``pip install --user`` creates it, and must be seen."""
     path = report.get("search_path")
-    if isinstance(path, list) and all(isinstance(entry, str) for entry in path):
-        return path
-    return None
+    if not isinstance(path, list) or not all(isinstance(entry, str) for entry in path):
+        return None
+    user_site = report.get("user_site")
+    if isinstance(user_site, str) and user_site not in path:
+        return [*path, user_site]
+    return list(path)
+
+
+#: A report is remembered only when nothing it depends on changed this close to its start: a
+#: package installed while the probe ran could otherwise be stored under the new state's key.
+#: Two seconds cover file systems with coarse timestamps.
+_SETTLED_NS = 2_000_000_000
 
 
 def _subprocess_report(
@@ -196,18 +225,26 @@ def _subprocess_report(
     """Another interpreter's report, remembered like the in-process one: the probe's run (the
     interpreter's start, its site hooks, reading metadata) is most of what ``doctor`` costs
     when cuda-resolve lives in an environment of its own (pipx) and describes another."""
+    import time
+
     key = _interpreter_key(python, environ) if cache is not None else None
     if key is not None and cache is not None:
         cached = cache.get("target-run", key)
         if isinstance(cached, dict) and isinstance(cached.get("report"), dict):
-            search_path = _search_path_of(cached["report"])
-            if search_path is not None and cached.get("installed") == _installed_key(search_path):
+            watched = _watched_folders(cached["report"])
+            if watched is not None and cached.get("installed") == _installed_key(watched):
                 report: dict[str, Any] = cached["report"]
                 return report
+    started = time.time_ns()
     report = _run_probe(python, environ=environ, timeout=timeout)
-    search_path = _search_path_of(report)
-    if key is not None and cache is not None and search_path is not None and not report.get("errors") and "fatal" not in report:
-        cache.put("target-run", key, {"installed": _installed_key(search_path), "report": report})
+    watched = _watched_folders(report)
+    if key is None or cache is None or watched is None or report.get("errors") or "fatal" in report:
+        return report
+    if os.path.realpath(str(report.get("executable"))) != os.path.realpath(python):
+        return report  # a launcher (pyenv, asdf) that picks the interpreter by rules of its own
+    installed, newest = _installed_state(watched)
+    if newest < started - _SETTLED_NS:
+        cache.put("target-run", key, {"installed": installed, "report": report})
     return report
 
 

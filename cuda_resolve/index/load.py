@@ -78,6 +78,10 @@ def shipped_index_dir() -> Traversable:
 
 def user_index_dir() -> Path:
     """``<user config dir>/index``: a user's or lab's overlay, used when it exists."""
+    if sys.platform != "linux":  # where it always was there (platformdirs' default app author)
+        import platformdirs
+
+        return Path(platformdirs.user_config_dir("cuda-resolve")) / "index"
     return user_config_dir() / "index"
 
 
