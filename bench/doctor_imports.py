@@ -33,6 +33,11 @@ NOT_NEEDED_WARM = (
     "cuda_resolve.detect._nvml",
     "cuda_resolve.detect.nvidia_smi",
     "cuda_resolve.elf",
+    "cuda_resolve.index.model",  # doctor reads the cached CUDA facts (index/cuda.py)
+    "packaging.specifiers",
+    "platformdirs",
+    "cuda_resolve.config",
+    "importlib.metadata",
 )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .environment import Compiler, Driver, Environment, Gpu, Toolkit
-from .index.model import ArchEntry, Index, ToolkitFacts
+from .index.cuda import ArchEntry, CudaFactsSource, ToolkitFacts
 from .versions import ComputeCapability, CudaVersion, DriverVersion
 
 __all__ = [
@@ -59,7 +59,7 @@ class Verdict:
 # -- driver ---------------------------------------------------------------------------------
 
 
-def cuda_for_driver(version: DriverVersion, index: Index, *, os: str = "linux") -> CudaVersion | None:
+def cuda_for_driver(version: DriverVersion, index: CudaFactsSource, *, os: str = "linux") -> CudaVersion | None:
     """The highest CUDA a driver supports, from the toolkits' own driver minimums (S1 Table 3)."""
     best: CudaVersion | None = None
     for facts in index.toolkits:
@@ -72,7 +72,7 @@ def cuda_for_driver(version: DriverVersion, index: Index, *, os: str = "linux") 
 def driver_supports_cuda(
     driver: Driver | None,
     cuda: CudaVersion,
-    index: Index,
+    index: CudaFactsSource,
     *,
     strict: bool = False,
     os: str = "linux",
@@ -165,18 +165,18 @@ def parse_torch_arch_names(names: Iterable[str]) -> tuple[ArchEntry, ...]:
     return tuple(entries)
 
 
-def torch_arch_list(env: Environment, index: Index) -> tuple[tuple[ArchEntry, ...] | None, str]:
+def torch_arch_list(env: Environment, index: CudaFactsSource) -> tuple[tuple[ArchEntry, ...] | None, str]:
     """The installed torch's arch list: its own report, else the index's facts; and where from."""
     torch = env.torch
     if torch is None or torch.cuda is None:
         return None, ""
     if torch.arch_list:
         return parse_torch_arch_names(torch.arch_list), "torch.cuda.get_arch_list()"
-    release = index.torch_release(torch.version)
-    variant = release.variant(torch.local or torch.cuda.variant) if release else None
-    if release is None or variant is None or not variant.arch_list:
+    known = index.torch_build_arch_list(torch.version, torch.local or torch.cuda.variant)
+    if known is None:
         return None, ""
-    return variant.arch_list, f"the index's arch list for torch {release.version}+{variant.name}"
+    build, entries = known
+    return entries, f"the index's arch list for torch {build}"
 
 
 # -- toolkits and compilers -----------------------------------------------------------------

@@ -30,6 +30,8 @@ NOT_ON_THE_WARM_PATH = (
     "sysconfig",  # likewise
     "pynvml",  # GPU facts are cached
     "cuda_resolve.index._parse",  # the parsed index is cached
+    "cuda_resolve.index.model",  # doctor reads the index's CUDA facts only (index/cuda.py)
+    "packaging.specifiers",  # held by the package catalogue, which doctor does not read
     "requests",
     "rich",
 )

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING
 
 from ..environment import Environment
 from ..errors import UsageError
-from ..index import Index, default_index
+from ..index import default_index
 
 if TYPE_CHECKING:
+    from ..index.model import Index
     from ..install.target import TargetChoice
 
 __all__ = ["add_environment_options", "add_json_option", "detect_target", "environment_from_args", "index_from_args"]

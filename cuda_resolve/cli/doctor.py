@@ -7,7 +7,7 @@ from typing import Any
 
 from ..doctor.checks import run_checks
 from ..doctor.findings import worst
-from ..index import default_index
+from ..index import default_cuda_facts, default_index
 from . import _output
 from ._common import add_environment_options, environment_from_args
 
@@ -29,13 +29,12 @@ def register(subparsers: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     env = environment_from_args(args)
-    index = default_index()
-    findings = run_checks(env, index)
+    findings = run_checks(env, default_cuda_facts())  # not the package catalogue: see index/cuda.py
     network: list[Any] = []
     if args.network:
         from ..doctor.network import network_findings
 
-        network = network_findings(env, index=index)
+        network = network_findings(env, index=default_index())
         findings.extend(network)
     status = worst(findings)
     if args.json:

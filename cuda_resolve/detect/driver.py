@@ -73,10 +73,10 @@ def cuda_for_driver_version(version: DriverVersion) -> CudaVersion | None:
     try:
         from ..compat import cuda_for_driver
         from ..errors import CudaResolveError
-        from ..index import default_index
+        from ..index import default_cuda_facts
     except ImportError:
         return None
     try:
-        return cuda_for_driver(version, default_index())
+        return cuda_for_driver(version, default_cuda_facts())
     except (ImportError, CudaResolveError):
         return None

@@ -125,9 +125,9 @@ def read_overrides(environ: Mapping[str, str]) -> Overrides:
 def _lowest_driver_for(cuda: CudaVersion) -> DriverVersion | None:
     """The toolkit's own driver for *cuda*, from the index: a stand-in when none was probed."""
     try:
-        from ..index import default_index
+        from ..index import default_cuda_facts
 
-        facts = default_index().toolkit(cuda)
+        facts = default_cuda_facts().toolkit(cuda)
     except ImportError:
         return None
     return facts.driver_linux if facts is not None else None

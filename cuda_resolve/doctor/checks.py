@@ -1,6 +1,7 @@
 """The doctor's checks: the failure tables of the kaolin and pointnet2_ops guides as diagnoses.
 
-Each check is a pure function ``(Environment, Index) -> list[Finding]``; :func:`run_checks`
+Each check is a pure function ``(Environment, CudaFactsSource) -> list[Finding]`` (the index, or
+only its CUDA facts, which is what ``doctor`` reads); :func:`run_checks`
 runs them all in a fixed order. A check that has nothing to look at returns no finding rather
 than a vacuous "ok".
 """
@@ -19,12 +20,12 @@ from ..compat import (
     torch_arch_list,
 )
 from ..environment import Environment, Toolkit
-from ..index.model import ArchEntry, Index
+from ..index.cuda import ArchEntry, CudaFactsSource
 from .findings import Finding
 
 __all__ = ["CHECKS", "run_checks", "torch_arch_entries"]
 
-Check = Callable[[Environment, Index], list[Finding]]
+Check = Callable[[Environment, CudaFactsSource], list[Finding]]
 
 
 def _primary(env: Environment) -> Toolkit | None:
@@ -46,12 +47,12 @@ def _note_finding(note: str) -> Finding:
     return Finding(check="probe-notes", status="info", title="probe note", found=note)
 
 
-def check_probe_notes(env: Environment, index: Index) -> list[Finding]:
+def check_probe_notes(env: Environment, index: CudaFactsSource) -> list[Finding]:
     """What probes reported instead of failing: driver/library mismatch, no devices, timeouts."""
     return [_note_finding(note) for note in env.notes]
 
 
-def check_driver(env: Environment, index: Index) -> list[Finding]:
+def check_driver(env: Environment, index: CudaFactsSource) -> list[Finding]:
     findings: list[Finding] = []
     torch = env.torch
     if env.driver is None:
@@ -82,7 +83,7 @@ def check_driver(env: Environment, index: Index) -> list[Finding]:
     return findings
 
 
-def check_smi_cuda_is_not_toolkit(env: Environment, index: Index) -> list[Finding]:
+def check_smi_cuda_is_not_toolkit(env: Environment, index: CudaFactsSource) -> list[Finding]:
     if env.driver is None:
         return []
     toolkit = _primary(env)
@@ -107,7 +108,7 @@ def check_smi_cuda_is_not_toolkit(env: Environment, index: Index) -> list[Findin
     return []
 
 
-def check_nvcc_matches_torch(env: Environment, index: Index) -> list[Finding]:
+def check_nvcc_matches_torch(env: Environment, index: CudaFactsSource) -> list[Finding]:
     toolkit, torch = _primary(env), env.torch
     if toolkit is None or torch is None or torch.cuda is None:
         return []
@@ -127,7 +128,7 @@ def check_nvcc_matches_torch(env: Environment, index: Index) -> list[Finding]:
                     found=f"nvcc {toolkit.version} matches torch CUDA {torch.cuda}")]
 
 
-def check_torch_build(env: Environment, index: Index) -> list[Finding]:
+def check_torch_build(env: Environment, index: CudaFactsSource) -> list[Finding]:
     torch = env.torch
     if torch is None:
         return [Finding(check="torch-build", status="info", title="torch",
@@ -147,12 +148,12 @@ def check_torch_build(env: Environment, index: Index) -> list[Finding]:
                     found=f"torch {torch.version} ({torch.build} build)")]
 
 
-def torch_arch_entries(env: Environment, index: Index) -> tuple[tuple[ArchEntry, ...] | None, str]:
+def torch_arch_entries(env: Environment, index: CudaFactsSource) -> tuple[tuple[ArchEntry, ...] | None, str]:
     """The installed torch's arch list and where it came from (the rule lives in compat)."""
     return torch_arch_list(env, index)
 
 
-def check_torch_covers_gpus(env: Environment, index: Index) -> list[Finding]:
+def check_torch_covers_gpus(env: Environment, index: CudaFactsSource) -> list[Finding]:
     if not env.gpus or env.torch is None or env.torch.cuda is None:
         return []
     entries, origin = torch_arch_entries(env, index)
@@ -172,7 +173,7 @@ def check_torch_covers_gpus(env: Environment, index: Index) -> list[Finding]:
                     found=f"{listed} covers {', '.join(str(c) for c in env.capabilities)}")]
 
 
-def check_toolkit_targets_gpus(env: Environment, index: Index) -> list[Finding]:
+def check_toolkit_targets_gpus(env: Environment, index: CudaFactsSource) -> list[Finding]:
     toolkit = _primary(env)
     if toolkit is None or not env.gpus:
         return []
@@ -195,7 +196,7 @@ def check_toolkit_targets_gpus(env: Environment, index: Index) -> list[Finding]:
                     found=f"nvcc {toolkit.version} can build TORCH_CUDA_ARCH_LIST={arch_list}")]
 
 
-def check_host_compiler(env: Environment, index: Index) -> list[Finding]:
+def check_host_compiler(env: Environment, index: CudaFactsSource) -> list[Finding]:
     toolkit = _primary(env)
     host = env.compiler.nvcc_host
     if toolkit is None:
@@ -234,7 +235,7 @@ def _same_dir(first: str, second: str) -> bool:
     return os.path.normpath(first) == os.path.normpath(second)
 
 
-def check_toolkits_agree(env: Environment, index: Index) -> list[Finding]:
+def check_toolkits_agree(env: Environment, index: CudaFactsSource) -> list[Finding]:
     findings: list[Finding] = []
     home = env.variables.cuda_home or env.variables.cuda_path
     on_path = next((t for t in env.toolkits if t.found_via == "PATH"), None)
@@ -256,7 +257,7 @@ def check_toolkits_agree(env: Environment, index: Index) -> list[Finding]:
     return findings
 
 
-def check_nvcc_wrapper(env: Environment, index: Index) -> list[Finding]:
+def check_nvcc_wrapper(env: Environment, index: CudaFactsSource) -> list[Finding]:
     findings = []
     for toolkit in env.toolkits:
         if toolkit.nvcc_on_path_wrapper and not (env.variables.cuda_home or env.variables.cuda_path):
@@ -269,7 +270,7 @@ def check_nvcc_wrapper(env: Environment, index: Index) -> list[Finding]:
     return findings
 
 
-def check_toolkit_headers(env: Environment, index: Index) -> list[Finding]:
+def check_toolkit_headers(env: Environment, index: CudaFactsSource) -> list[Finding]:
     toolkit = _primary(env)
     if toolkit is None or not toolkit.missing_headers:
         return []
@@ -294,7 +295,7 @@ def check_toolkit_headers(env: Environment, index: Index) -> list[Finding]:
     )]
 
 
-def check_extensions_load(env: Environment, index: Index) -> list[Finding]:
+def check_extensions_load(env: Environment, index: CudaFactsSource) -> list[Finding]:
     broken = [ext for ext in env.extensions if ext.missing]
     if not broken:
         if env.extensions:
@@ -318,7 +319,7 @@ def check_extensions_load(env: Environment, index: Index) -> list[Finding]:
     return findings
 
 
-def check_slurm(env: Environment, index: Index) -> list[Finding]:
+def check_slurm(env: Environment, index: CudaFactsSource) -> list[Finding]:
     if not env.scheduler.in_slurm_job:
         return []
     toolkit = _primary(env)
@@ -359,7 +360,7 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
-def run_checks(env: Environment, index: Index) -> list[Finding]:
+def run_checks(env: Environment, index: CudaFactsSource) -> list[Finding]:
     findings: list[Finding] = []
     for check in CHECKS:
         findings.extend(check(env, index))

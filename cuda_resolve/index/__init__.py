@@ -1,27 +1,32 @@
 """The curated index: CUDA toolkit facts, torch builds and extension packages (see model.py).
 
-``default_index()`` returns the shipped index plus the user's overlay directories, parsed once.
+``default_index()`` returns the shipped index plus the user's overlay directories, parsed once;
+``default_cuda_facts()`` only its CUDA facts (see cuda.py), which is all ``doctor`` reads. The
+package catalogue's classes (:mod:`.model`) are imported on first use, not with this package:
+a command that only describes the machine never creates them.
 """
 
 from __future__ import annotations
 
-from .model import (
-    ArchEntry,
-    CudaFamily,
-    ExtensionWheels,
-    Index,
-    Package,
-    Patch,
-    Recipe,
-    SmokeTest,
-    ToolkitFacts,
-    TorchRelease,
-    TorchVariant,
-    parse_arch_entry,
-)
+from typing import TYPE_CHECKING, Any
+
+from .cuda import ArchEntry, CudaFacts, CudaFamily, ToolkitFacts, parse_arch_entry
+
+if TYPE_CHECKING:
+    from .model import (
+        ExtensionWheels,
+        Index,
+        Package,
+        Patch,
+        Recipe,
+        SmokeTest,
+        TorchRelease,
+        TorchVariant,
+    )
 
 __all__ = [
     "ArchEntry",
+    "CudaFacts",
     "CudaFamily",
     "ExtensionWheels",
     "Index",
@@ -32,9 +37,20 @@ __all__ = [
     "ToolkitFacts",
     "TorchRelease",
     "TorchVariant",
+    "default_cuda_facts",
     "default_index",
     "parse_arch_entry",
 ]
+
+_FROM_MODEL = frozenset({"ExtensionWheels", "Index", "Package", "Patch", "Recipe", "SmokeTest", "TorchRelease", "TorchVariant"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_MODEL:
+        from . import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def default_index() -> Index:
@@ -42,3 +58,10 @@ def default_index() -> Index:
     from .load import load_default_index
 
     return load_default_index()
+
+
+def default_cuda_facts() -> CudaFacts:
+    """The CUDA facts of :func:`default_index`, read without the rest of it when cached."""
+    from .load import load_default_cuda_facts
+
+    return load_default_cuda_facts()

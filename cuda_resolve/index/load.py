@@ -20,17 +20,18 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from packaging.version import Version
 
 from ..errors import IndexDataError, UsageError
 from ..paths import config_path, user_config_dir
 from ..versions import CudaVersion
-from .model import CudaFamily, Index, Package, ToolkitFacts, TorchRelease
+from .cuda import CudaFacts, CudaFamily, ToolkitFacts
 
 if TYPE_CHECKING:
     from ._parse import Layer, PackageDraft
+    from .model import Index, Package, TorchRelease
 
     if sys.version_info >= (3, 11):
         from importlib.resources.abc import Traversable
@@ -41,6 +42,8 @@ __all__ = [
     "INDEX_PATH_ENV",
     "clear_cache",
     "index_files",
+    "load_cuda_facts",
+    "load_default_cuda_facts",
     "load_default_index",
     "load_index",
     "overlay_dirs",
@@ -178,6 +181,8 @@ def _read_layer(root: Traversable, *, collect: list[str] | None = None) -> Layer
 
 
 def _merge(layers: Iterable[Layer]) -> Index:
+    from .model import Index
+
     families: dict[int, CudaFamily] = {}
     toolkits: dict[CudaVersion, ToolkitFacts] = {}
     torch: dict[Version, TorchRelease] = {}
@@ -219,10 +224,7 @@ def _merge(layers: Iterable[Layer]) -> Index:
     )
 
 
-def load_index(
-    dirs: Sequence[Path] = (), *, include_shipped: bool = True, include_user: bool = True
-) -> Index:
-    """Parse and merge: shipped, then configured overlays, then ``dirs`` (later wins)."""
+def _roots(dirs: Sequence[Path], *, include_shipped: bool, include_user: bool) -> list[Traversable]:
     roots: list[Traversable] = []
     if include_shipped:
         roots.append(shipped_index_dir())
@@ -233,13 +235,41 @@ def load_index(
         if not path.is_dir():
             raise IndexDataError(f"--index {directory}: not a directory", hint="give a directory holding cuda.toml, torch.toml or packages/*.toml")
         roots.append(path)
-    key = _parsed_cache_key(roots)
-    cached = _read_parsed(key)
+    return roots
+
+
+def load_index(
+    dirs: Sequence[Path] = (), *, include_shipped: bool = True, include_user: bool = True
+) -> Index:
+    """Parse and merge: shipped, then configured overlays, then ``dirs`` (later wins)."""
+    roots = _roots(dirs, include_shipped=include_shipped, include_user=include_user)
+    return _index_of(roots, _parsed_cache_key(roots))
+
+
+def _index_of(roots: Sequence[Traversable], key: str | None) -> Index:
+    from .model import Index
+
+    cached = _read_parsed(key, _INDEX_SUFFIX, Index)
     if cached is not None:
         return cached
     index = _merge(_read_layer(root) for root in roots)
-    _write_parsed(key, index)
+    _write_parsed(key, _INDEX_SUFFIX, index)
     return index
+
+
+def load_cuda_facts(
+    dirs: Sequence[Path] = (), *, include_shipped: bool = True, include_user: bool = True
+) -> CudaFacts:
+    """The CUDA facts of :func:`load_index` for the same directories. Cached beside the
+    parsed index under the same key, so reading them never imports the package catalogue."""
+    roots = _roots(dirs, include_shipped=include_shipped, include_user=include_user)
+    key = _parsed_cache_key(roots)
+    cached = _read_parsed(key, _FACTS_SUFFIX, CudaFacts)
+    if cached is not None:
+        return cached
+    facts = _index_of(roots, key).cuda_facts()
+    _write_parsed(key, _FACTS_SUFFIX, facts)
+    return facts
 
 
 # -- parsed-index cache -------------------------------------------------------------------------
@@ -270,29 +300,36 @@ def _parsed_cache_key(roots: Sequence[Traversable]) -> str | None:
 
 
 #: Bumped when the parsed model's shape changes (2: recipes gained ``archive``; repository and
-#: revision became optional), so a cache written by an older build is never unpickled into it.
-_PARSED_FORMAT = 2
+#: revision became optional; 3: the CUDA facts moved to index/cuda.py and got a file of their
+#: own), so a cache written by an older build is never unpickled into it.
+_PARSED_FORMAT = 3
+_INDEX_SUFFIX = ".pickle"
+_FACTS_SUFFIX = ".cuda.pickle"
+#: Keys of edited or upgraded indexes never match again: the newest few keys' files are kept.
+_KEPT_FILES = 14
 
 
-def _parsed_cache_path(key: str) -> Path | None:
+def _parsed_cache_path(key: str, suffix: str) -> Path | None:
     from ..paths import cache_root
 
-    return cache_root() / "index" / f"{key}.pickle"
+    return cache_root() / "index" / f"{key}{suffix}"
 
 
 #: The shipped index pickles to ~50 KB, and a pickle is smaller than the TOML it came from;
 #: a cache file larger than this was not written here, and one this large is not written.
 _PARSED_LIMIT = 64 * 1024 * 1024
 
+_T = TypeVar("_T")
 
-def _read_parsed(key: str | None) -> Index | None:
-    """The cached index, or None: a cache that is missing, not a regular file (a FIFO would
+
+def _read_parsed(key: str | None, suffix: str, expected: type[_T]) -> _T | None:
+    """The cached object, or None: a cache that is missing, not a regular file (a FIFO would
     block the read), too large, corrupt or from other code is ignored, never an error."""
     import pickle
 
     from .._bounded import read_bytes
 
-    path = _parsed_cache_path(key) if key else None
+    path = _parsed_cache_path(key, suffix) if key else None
     if path is None:
         return None
     try:
@@ -303,24 +340,23 @@ def _read_parsed(key: str | None) -> Index | None:
         loaded = pickle.loads(data)  # noqa: S301 - the user's own cache directory
     except Exception:  # corrupt bytes raise almost anything (OverflowError, MemoryError, ...)
         return None
-    return loaded if isinstance(loaded, Index) else None
+    return loaded if isinstance(loaded, expected) else None
 
 
-def _write_parsed(key: str | None, index: Index) -> None:
+def _write_parsed(key: str | None, suffix: str, value: object) -> None:
     import pickle
 
     from ..paths import write_atomic
 
-    path = _parsed_cache_path(key) if key else None
+    path = _parsed_cache_path(key, suffix) if key else None
     if path is None:
         return
-    data = pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL)
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     if len(data) > _PARSED_LIMIT:
         return  # it would never be read back
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        # Keys of edited or upgraded indexes never match again: keep only the newest few.
-        for old in sorted(path.parent.glob("*.pickle"), key=lambda p: p.lstat().st_mtime)[:-7]:
+        for old in sorted(path.parent.glob("*.pickle"), key=lambda p: p.lstat().st_mtime)[:-_KEPT_FILES]:
             old.unlink(missing_ok=True)
         write_atomic(path, data)
     except OSError:
@@ -337,9 +373,20 @@ def load_default_index(extra_dirs: Sequence[Path] = ()) -> Index:
     return _load_cached(tuple(Path(d) for d in extra_dirs))
 
 
+@functools.cache
+def _load_cached_facts(dirs: tuple[Path, ...]) -> CudaFacts:
+    return load_cuda_facts(dirs)
+
+
+def load_default_cuda_facts(extra_dirs: Sequence[Path] = ()) -> CudaFacts:
+    """The CUDA facts of :func:`load_default_index`; read once per process."""
+    return _load_cached_facts(tuple(Path(d) for d in extra_dirs))
+
+
 def clear_cache() -> None:
     """Forget the parsed default index (tests; a long-lived process after editing an overlay)."""
     _load_cached.cache_clear()
+    _load_cached_facts.cache_clear()
 
 
 # -- validation -------------------------------------------------------------------------------

@@ -6,13 +6,13 @@ rules, the resolver, doctor) reads these objects and never the TOML.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from ..versions import ComputeCapability, CudaVersion, DriverVersion
+from ..versions import CudaVersion
+from .cuda import ArchEntry, CudaFacts, CudaFamily, ToolkitFacts, parse_arch_entry, parse_arch_list
 
 __all__ = [
     "ArchEntry",
@@ -30,60 +30,6 @@ __all__ = [
     "parse_arch_entry",
     "parse_arch_list",
 ]
-
-
-@dataclass(frozen=True, order=True, slots=True)
-class ArchEntry:
-    """One TORCH_CUDA_ARCH_LIST entry: SASS for ``capability`` and, with ``ptx``, PTX too."""
-
-    capability: ComputeCapability
-    ptx: bool = False
-
-    def __str__(self) -> str:
-        return f"{self.capability}{'+PTX' if self.ptx else ''}"
-
-
-def parse_arch_entry(text: str) -> ArchEntry:
-    """``8.6`` / ``9.0a`` / ``12.0+PTX`` -> ArchEntry; ValueError on anything else."""
-    cleaned = text.strip()
-    ptx = cleaned.upper().endswith("+PTX")
-    if ptx:
-        cleaned = cleaned[: -len("+PTX")]
-    return ArchEntry(ComputeCapability.parse(cleaned), ptx)
-
-
-def parse_arch_list(text: str) -> tuple[ArchEntry, ...]:
-    """``"7.5;8.6 9.0+PTX"`` -> entries in the order written; separators ``;``, ``,`` or
-    whitespace, as TORCH_CUDA_ARCH_LIST accepts. ValueError names an entry that is not one."""
-    return tuple(parse_arch_entry(word) for word in re.split(r"[;,\s]+", text.strip()) if word)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CudaFamily:
-    """Minor-version compatibility of one CUDA major family (CUDA 11 onward)."""
-
-    major: int
-    min_driver_linux: DriverVersion
-    min_driver_windows: DriverVersion | None = None
-    source: str = ""
-    unverified: tuple[str, ...] = ()  # keys whose values rest on secondary sources
-    notes: str = ""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolkitFacts:
-    version: CudaVersion
-    driver_linux: DriverVersion | None = None  # the toolkit's own (GA) driver: full feature set
-    driver_windows: DriverVersion | None = None
-    archs: tuple[ComputeCapability, ...] = ()  # SASS targets nvcc accepts (sm_XY)
-    specific_archs: tuple[ComputeCapability, ...] = ()  # 9.0a, 10.0f ...
-    gcc_max: int | None = None  # newest gcc major nvcc accepts
-    clang_max: int | None = None
-    torch_gcc_max_exclusive: int | None = None  # torch.utils.cpp_extension's bound
-    torch_clang_max_exclusive: int | None = None  # torch.utils.cpp_extension's clang bound
-    source: str = ""
-    unverified: tuple[str, ...] = ()  # keys whose values rest on secondary sources
-    notes: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -247,6 +193,24 @@ class Index:
     def torch_release(self, version: str) -> TorchRelease | None:
         base = Version(Version(version).base_version)
         return next((r for r in self.torch if r.version == base), None)
+
+    def torch_build_arch_list(self, version: str, variant: str) -> tuple[str, tuple[ArchEntry, ...]] | None:
+        """``("2.5.1+cu124", arch list)`` for a torch build the index knows an arch list of."""
+        release = self.torch_release(version)
+        build = release.variant(variant) if release is not None else None
+        if release is None or build is None or not build.arch_list:
+            return None
+        return f"{release.version}+{build.name}", build.arch_list
+
+    def cuda_facts(self) -> CudaFacts:
+        """What describing a machine needs (``doctor``), without the package catalogue."""
+        arch_lists = tuple(
+            (release.version, variant.name, variant.arch_list)
+            for release in self.torch
+            for variant in release.variants
+            if variant.arch_list
+        )
+        return CudaFacts(toolkits=self.toolkits, families=self.families, torch_arch_lists=arch_lists)
 
     def origin(self, key: str) -> str | None:
         return dict(self.origins).get(key)

@@ -1,0 +1,92 @@
+"""The index's CUDA facts: what ``doctor`` reads instead of the whole index (issue 8, start-up).
+
+They must answer exactly as the index does, be cached beside it under the same key, and be
+readable without the package catalogue's classes or ``packaging.specifiers``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cuda_resolve.doctor.checks import run_checks
+from cuda_resolve.index.cuda import CudaFacts
+from cuda_resolve.index.load import load_cuda_facts, load_index
+from cuda_resolve.profile import load_profile
+from cuda_resolve.versions import CudaVersion
+
+OVERLAY = Path(__file__).parent / "data" / "index" / "overlay-lab"
+PROFILES = sorted((Path(__file__).parent / "data" / "profiles").glob("*.toml"))
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("CUDA_RESOLVE_CACHE_DIR", str(directory))
+    return directory
+
+
+def test_the_facts_answer_as_the_index_does(cache_dir: Path) -> None:
+    index = load_index([], include_user=False)
+    facts = load_cuda_facts([], include_user=False)
+    assert isinstance(facts, CudaFacts)
+    assert facts.toolkits == index.toolkits and facts.families == index.families
+    builds = [(str(release.version), variant.name) for release in index.torch for variant in release.variants]
+    assert len(builds) > 50
+    for version, variant in builds:
+        for asked in (version, f"{version}+{variant}"):
+            assert facts.torch_build_arch_list(asked, variant) == index.torch_build_arch_list(asked, variant)
+    assert facts.torch_build_arch_list("2.11.0+cu130", "cu130") is not None
+    assert facts.torch_build_arch_list("1.0.0", "cu130") is None
+    for toolkit in index.toolkits:
+        assert facts.toolkit(toolkit.version) == index.toolkit(toolkit.version)
+    assert facts.toolkit(CudaVersion(99, 0)) is None
+    for family in index.families:
+        assert facts.family(family.major) == index.family(family.major)
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=[p.stem for p in PROFILES])
+def test_doctor_finds_the_same_with_the_facts_as_with_the_index(profile: Path, cache_dir: Path) -> None:
+    index = load_index([], include_user=False)
+    env = load_profile(profile, index=index)
+    assert run_checks(env, load_cuda_facts([], include_user=False)) == run_checks(env, index)
+
+
+def test_the_facts_are_cached_under_the_index_key_and_follow_an_edited_overlay(tmp_path: Path, cache_dir: Path) -> None:
+    overlay = shutil.copytree(OVERLAY, tmp_path / "overlay")
+    before = load_cuda_facts([overlay], include_user=False)
+    assert before.torch_build_arch_list("2.5.1+cu124", "cu124") is not None
+    names = sorted(path.name for path in (cache_dir / "index").iterdir())
+    assert len(names) == 2 and names[0].removesuffix(".cuda.pickle") == names[1].removesuffix(".pickle")
+
+    torch_toml = overlay / "torch.toml"
+    torch_toml.write_text(torch_toml.read_text().replace('cu124 = { arch_list = "7.0;8.0;8.6;9.0+PTX" }', 'cu124 = { arch_list = "8.0;9.0" }'))
+    after = load_cuda_facts([overlay], include_user=False)
+    known = after.torch_build_arch_list("2.5.1+cu124", "cu124")
+    assert known is not None and [str(entry) for entry in known[1]] == ["8.0", "9.0"]
+
+
+def test_reading_cached_facts_needs_neither_the_catalogue_nor_specifiers(tmp_path: Path, cache_dir: Path) -> None:
+    overlay = shutil.copytree(OVERLAY, tmp_path / "overlay")
+    load_cuda_facts([overlay], include_user=False)  # fills both cache files
+    probe = (
+        "import sys; from pathlib import Path; from cuda_resolve.index.load import load_cuda_facts;"
+        f"facts = load_cuda_facts([Path({str(overlay)!r})], include_user=False);"
+        "assert facts.toolkits;"
+        "print(sorted(m for m in ('cuda_resolve.index.model', 'cuda_resolve.index._parse', 'packaging.specifiers') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=dict(os.environ), check=True)
+    assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_a_corrupt_facts_file_is_rebuilt_from_the_index(tmp_path: Path, cache_dir: Path) -> None:
+    overlay = shutil.copytree(OVERLAY, tmp_path / "overlay")
+    first = load_cuda_facts([overlay], include_user=False)
+    (facts_file,) = (cache_dir / "index").glob("*.cuda.pickle")
+    facts_file.write_bytes(b"\x80\x05not a pickle")
+    assert load_cuda_facts([overlay], include_user=False) == first
