@@ -31,7 +31,7 @@ from .versions import ComputeCapability, CudaVersion, DriverVersion
 
 if TYPE_CHECKING:  # the TOML reader is imported only when a profile is read
     from ._toml import Table
-    from .index.model import Index
+    from .index.cuda import CudaFactsSource
 
 __all__ = ["dump_profile", "environment_to_dict", "load_profile", "parse_profile"]
 
@@ -41,7 +41,7 @@ _OSES = ("linux", "windows", "darwin")
 _ARCHES = ("x86_64", "aarch64", "ppc64le", "arm64", "amd64")
 
 
-def load_profile(path: str | Path, *, index: Index | None = None) -> Environment:
+def load_profile(path: str | Path, *, index: CudaFactsSource | None = None) -> Environment:
     """Read a profile file. ``index`` derives ``driver.cuda`` when absent (default: the shipped one)."""
     from ._toml import load_toml_file
 
@@ -49,7 +49,7 @@ def load_profile(path: str | Path, *, index: Index | None = None) -> Environment
     return _environment(table, source=str(path), index=index)
 
 
-def parse_profile(text: str, *, origin: str = "<profile>", index: Index | None = None) -> Environment:
+def parse_profile(text: str, *, origin: str = "<profile>", index: CudaFactsSource | None = None) -> Environment:
     from ._toml import parse_toml_text
 
     table = parse_toml_text(text, origin=origin, error=ProfileError, hint=_HINT)
@@ -94,7 +94,7 @@ def _choice(options: tuple[str, ...]) -> Any:
     return check
 
 
-def _environment(top: Table, *, source: str, index: Index | None) -> Environment:
+def _environment(top: Table, *, source: str, index: CudaFactsSource | None) -> Environment:
     version = top.integer("format", FORMAT_VERSION)
     if not 1 <= version <= FORMAT_VERSION:
         raise top.fail(
@@ -158,7 +158,7 @@ def _python(table: Table | None) -> PythonInfo:
     return python
 
 
-def _driver(table: Table | None, index: Index | None) -> Driver | None:
+def _driver(table: Table | None, index: CudaFactsSource | None) -> Driver | None:
     if table is None:
         return None
     version = table.parsed("version", DriverVersion.parse)
@@ -166,9 +166,9 @@ def _driver(table: Table | None, index: Index | None) -> Driver | None:
     source = table.string("source", "profile")
     table.finish()
     if index is None:
-        from .index import default_index
+        from .index import default_cuda_facts
 
-        index = default_index()
+        index = default_cuda_facts()
     if cuda is None:
         from .compat import cuda_for_driver
 
