@@ -90,3 +90,46 @@ def test_a_corrupt_facts_file_is_rebuilt_from_the_index(tmp_path: Path, cache_di
     (facts_file,) = (cache_dir / "index").glob("*.cuda.pickle")
     facts_file.write_bytes(b"\x80\x05not a pickle")
     assert load_cuda_facts([overlay], include_user=False) == first
+
+
+def test_the_default_facts_and_index_are_read_once_and_forgotten_together(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cuda_resolve.index import load
+
+    overlay = shutil.copytree(OVERLAY, tmp_path / "overlay")
+    monkeypatch.setenv("CUDA_RESOLVE_INDEX_PATH", str(overlay))
+    load.clear_cache()
+    reads: list[str] = []
+    real_read = load._read_layer
+
+    def counting_read(root, **kwargs):  # type: ignore[no-untyped-def]
+        reads.append(str(root))
+        return real_read(root, **kwargs)
+
+    cache_reads: list[str] = []
+    real_read_parsed = load._read_parsed
+
+    def counting_read_parsed(key, suffix, expected):  # type: ignore[no-untyped-def]
+        cache_reads.append(suffix)
+        return real_read_parsed(key, suffix, expected)
+
+    monkeypatch.setattr(load, "_read_layer", counting_read)
+    monkeypatch.setattr(load, "_read_parsed", counting_read_parsed)
+    facts = load.load_default_cuda_facts()  # a cold cache: the index is parsed to make them
+    parsed = len(reads)
+    assert parsed == 2  # the shipped index and the overlay
+    read_from_cache = len(cache_reads)
+    index = load.load_default_index()
+    # The index parsed for the facts is kept: neither parsed nor unpickled again.
+    assert len(reads) == parsed and len(cache_reads) == read_from_cache
+    assert index.cuda_facts() == facts
+    assert load.load_default_cuda_facts() is facts
+
+    torch_toml = overlay / "torch.toml"
+    torch_toml.write_text(torch_toml.read_text().replace('cu124 = { arch_list = "7.0;8.0;8.6;9.0+PTX" }', 'cu124 = { arch_list = "8.0;9.0" }'))
+    assert load.load_default_cuda_facts() is facts  # remembered for the process
+    load.clear_cache()
+    known = load.load_default_cuda_facts().torch_build_arch_list("2.5.1+cu124", "cu124")
+    assert known is not None and [str(entry) for entry in known[1]] == ["8.0", "9.0"]
+    load.clear_cache()

@@ -53,6 +53,10 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _FROM_MODEL)
+
+
 def default_index() -> Index:
     """The shipped index merged with configured overlays; cached for the process."""
     from .load import load_default_index

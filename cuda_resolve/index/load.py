@@ -15,7 +15,6 @@ directories of ``CUDA_RESOLVE_INDEX_PATH`` (``os.pathsep``-separated), then expl
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -262,14 +261,22 @@ def load_cuda_facts(
 ) -> CudaFacts:
     """The CUDA facts of :func:`load_index` for the same directories. Cached beside the
     parsed index under the same key, so reading them never imports the package catalogue."""
+    return _cuda_facts(dirs, include_shipped=include_shipped, include_user=include_user)[0]
+
+
+def _cuda_facts(
+    dirs: Sequence[Path], *, include_shipped: bool = True, include_user: bool = True
+) -> tuple[CudaFacts, Index | None]:
+    """The facts, and the whole index when it had to be read to make them."""
     roots = _roots(dirs, include_shipped=include_shipped, include_user=include_user)
     key = _parsed_cache_key(roots)
     cached = _read_parsed(key, _FACTS_SUFFIX, CudaFacts)
     if cached is not None:
-        return cached
-    facts = _index_of(roots, key).cuda_facts()
+        return cached, None
+    index = _index_of(roots, key)
+    facts = index.cuda_facts()
     _write_parsed(key, _FACTS_SUFFIX, facts)
-    return facts
+    return facts, index
 
 
 # -- parsed-index cache -------------------------------------------------------------------------
@@ -363,30 +370,41 @@ def _write_parsed(key: str | None, suffix: str, value: object) -> None:
         return  # a read-only cache (or a FIFO where the file goes) is not an error: parse again
 
 
-@functools.cache
-def _load_cached(dirs: tuple[Path, ...]) -> Index:
-    return load_index(dirs)
+# Read once per process, whichever is asked first: the facts of an index already read come
+# from it, and an index read to make the facts is kept.
+_DEFAULT_INDEXES: dict[tuple[Path, ...], Index] = {}
+_DEFAULT_FACTS: dict[tuple[Path, ...], CudaFacts] = {}
 
 
 def load_default_index(extra_dirs: Sequence[Path] = ()) -> Index:
     """The shipped index with the configured overlays and ``extra_dirs``; parsed once per process."""
-    return _load_cached(tuple(Path(d) for d in extra_dirs))
-
-
-@functools.cache
-def _load_cached_facts(dirs: tuple[Path, ...]) -> CudaFacts:
-    return load_cuda_facts(dirs)
+    dirs = tuple(Path(d) for d in extra_dirs)
+    index = _DEFAULT_INDEXES.get(dirs)
+    if index is None:
+        index = _DEFAULT_INDEXES[dirs] = load_index(dirs)
+    return index
 
 
 def load_default_cuda_facts(extra_dirs: Sequence[Path] = ()) -> CudaFacts:
     """The CUDA facts of :func:`load_default_index`; read once per process."""
-    return _load_cached_facts(tuple(Path(d) for d in extra_dirs))
+    dirs = tuple(Path(d) for d in extra_dirs)
+    facts = _DEFAULT_FACTS.get(dirs)
+    if facts is None:
+        index = _DEFAULT_INDEXES.get(dirs)
+        if index is not None:
+            facts = index.cuda_facts()
+        else:
+            facts, built = _cuda_facts(dirs)
+            if built is not None:
+                _DEFAULT_INDEXES[dirs] = built
+        _DEFAULT_FACTS[dirs] = facts
+    return facts
 
 
 def clear_cache() -> None:
-    """Forget the parsed default index (tests; a long-lived process after editing an overlay)."""
-    _load_cached.cache_clear()
-    _load_cached_facts.cache_clear()
+    """Forget the default index and its facts (tests; a long-lived process after editing an overlay)."""
+    _DEFAULT_INDEXES.clear()
+    _DEFAULT_FACTS.clear()
 
 
 # -- validation -------------------------------------------------------------------------------
