@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import struct
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -269,3 +270,61 @@ def test_a_huge_extension_is_still_read(tmp_path: Path, tree: Tree) -> None:
     assert info is not None
     assert "libcudart.so.11.0" in info.needed
     assert read_dynamic(big, limit=1024) is None
+
+
+def test_a_torch_outside_the_scanned_folders_counts_as_loaded(tmp_path: Path, tree: Tree) -> None:
+    """A venv reaching a shared environment's torch through a .pth file (or --system-site-packages):
+    `import torch` loads that torch's libraries, so an extension in the venv finds libc10.so."""
+    venv_site = tmp_path / "venv-site-packages"
+    (venv_site / "pointnet2_ops").mkdir(parents=True)
+    shutil.copy(tree.extension, venv_site / EXT)
+    environ = {"LD_LIBRARY_PATH": str(tree.cuda_lib)}
+    common = {"environ": environ, "ld_cache": tree.root / "no-ld.so.cache", "default_dirs": NO_DEFAULT_DIRS}
+    (alone,) = find_extensions([str(venv_site)], **common)  # type: ignore[arg-type]
+    assert alone.missing == ("libc10.so",)
+    (with_torch,) = find_extensions([str(venv_site)], torch_sites=[str(tree.site)], **common)  # type: ignore[arg-type]
+    assert with_torch.missing == ()
+
+
+def test_the_scan_cache_tells_apart_where_torch_lives(tmp_path: Path, tree: Tree) -> None:
+    from cuda_resolve.detect._cache import ProbeCache
+    from cuda_resolve.detect.extensions import find_extensions_cached
+
+    venv_site = tmp_path / "venv-site-packages"
+    (venv_site / "pointnet2_ops").mkdir(parents=True)
+    shutil.copy(tree.extension, venv_site / EXT)
+    cache = ProbeCache(tmp_path / "cache")
+    environ = {"LD_LIBRARY_PATH": str(tree.cuda_lib)}
+    first = find_extensions_cached([str(venv_site)], environ=environ, cache=cache)
+    second = find_extensions_cached([str(venv_site)], environ=environ, cache=cache, torch_sites=[str(tree.site)])
+    assert "libc10.so" in first[0].missing
+    assert "libc10.so" not in second[0].missing
+
+
+def test_detection_passes_the_targets_torch_to_the_scan(tmp_path: Path, tree: Tree) -> None:
+    """The H200 case (docs/detection.md): a fresh venv whose .pth reaches the image's torch, an
+    extension cuda-pip built into the venv; doctor must not call it unloadable."""
+    from cuda_resolve.detect import detect_environment
+
+    shared = tmp_path / "shared-site-packages"
+    shutil.copytree(tree.site / "torch" / "lib", shared / "torch" / "lib")
+    (shared / "torch" / "version.py").write_text("__version__ = '2.11.0+cu130'\ncuda = '13.0'\n")
+    (shared / "torch-2.11.0+cu130.dist-info").mkdir()
+    (shared / "torch-2.11.0+cu130.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0+cu130\n")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    venv_site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                    capture_output=True, text=True, check=True).stdout.strip())
+    (venv_site / "shared.pth").write_text(f"{shared}\n")
+    (venv_site / "pointnet2_ops").mkdir()
+    shutil.copy(tree.extension, venv_site / EXT)
+
+    env = detect_environment(
+        python=str(python),
+        root=tmp_path / "no-driver-no-toolkit",  # the machine's own probes are beside the point
+        environ={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(tree.cuda_lib)},
+        cache_dir=tmp_path / "cache",
+    )
+    assert env.torch is not None and env.torch.location == str(shared / "torch")
+    (extension,) = [e for e in env.extensions if e.path.startswith(str(venv_site))]
+    assert extension.missing == ()

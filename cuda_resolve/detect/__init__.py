@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .._bounded import Deadline, kill_all
-from ..environment import Environment, ExtensionBinary
+from ..environment import Environment, ExtensionBinary, TorchInfo
 from ._cache import ProbeCache, default_cache_dir
 from ._run import Background, sharing
 from .compilers import find_compilers
@@ -45,11 +45,16 @@ from .toolkits import find_toolkits
 __all__ = ["detect_environment"]
 
 
-def _find_extensions(site_packages: Sequence[str], environ: Mapping[str, str], cache: ProbeCache) -> tuple[ExtensionBinary, ...]:
-    """Compiled CUDA extensions in the target and the libraries they cannot load (for doctor)."""
+def _find_extensions(
+    site_packages: Sequence[str], torch: TorchInfo | None, environ: Mapping[str, str], cache: ProbeCache
+) -> tuple[ExtensionBinary, ...]:
+    """Compiled CUDA extensions in the target and the libraries they cannot load (for doctor).
+    The target's torch may live outside its own site-packages (a ``.pth`` file, a venv with
+    system site-packages): its libraries are loaded first all the same."""
     from .extensions import find_extensions_cached
 
-    return find_extensions_cached(site_packages, environ=environ, cache=cache)
+    torch_sites = (os.path.dirname(torch.location),) if torch is not None and torch.location else ()
+    return find_extensions_cached(site_packages, environ=environ, cache=cache, torch_sites=torch_sites)
 
 
 def detect_environment(
@@ -112,7 +117,7 @@ def _detect(
         target = target_job.result()  # a --python that is not an interpreter raises here
         compiler = compilers_job.result()
     site_packages = target.python.site_packages
-    extensions_job = Background(lambda: _find_extensions(site_packages, env, cache))
+    extensions_job = Background(lambda: _find_extensions(site_packages, target.torch, env, cache))
     toolkits, toolkit_notes = find_toolkits(
         environ=env, root=root, site_packages=site_packages, timeout=timeout, cache=cache
     )

@@ -5,7 +5,10 @@ The classic failure this exposes: an extension built against CUDA 11 needs
 file``), or a build against another torch. A soname counts as loadable when the dynamic
 loader would find it (RPATH/RUNPATH, LD_LIBRARY_PATH, the ld.so cache, default directories)
 or when ``import torch`` loads it first (torch/lib and the nvidia-* wheels' lib dirs, which
-torch preloads) — extensions are only ever imported after torch.
+torch preloads) — extensions are only ever imported after torch. The torch that counts is the
+one ``import torch`` finds, which may live outside the scanned folders (a venv that reaches a
+shared environment's torch through a ``.pth`` file, ``--system-site-packages`` or PYTHONPATH):
+its folder is passed as ``torch_sites``.
 """
 
 from __future__ import annotations
@@ -96,12 +99,15 @@ def _candidates(site: Path) -> Iterable[Path]:
 def find_extensions(
     site_packages: Iterable[str],
     *,
+    torch_sites: Iterable[str] = (),
     environ: Mapping[str, str] | None = None,
     ld_cache: Path = Path("/etc/ld.so.cache"),
     default_dirs: Iterable[str] = _DEFAULT_DIRS,
 ) -> tuple[ExtensionBinary, ...]:
     """Every extension .so that needs CUDA or torch libraries, with the ones that won't load.
 
+    ``torch_sites``: the folders holding the torch that ``import torch`` finds, when it is not
+    in ``site_packages``; its libraries and its nvidia-* wheels' are loaded before any extension.
     ``environ``, ``ld_cache`` and ``default_dirs`` stand for the loader's inputs (tests pass
     their own, so a CUDA installed on the test machine cannot change the answer).
     """
@@ -111,7 +117,8 @@ def find_extensions(
         return ()
     from ..elf import read_dynamic  # only a cache miss reads ELF files (see find_extensions_cached)
 
-    preloaded = _names_in(_torch_loaded_dirs(sites))
+    torch_homes = [Path(p) for p in torch_sites if p and Path(p) not in sites]
+    preloaded = _names_in(_torch_loaded_dirs([*sites, *torch_homes]))
     ld_path = [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p]
     searchable = _names_in(ld_path) | _names_in(default_dirs) | set(ldconfig_sonames(ld_cache))
     found: list[ExtensionBinary] = []
@@ -137,12 +144,20 @@ def find_extensions(
     return tuple(found)
 
 
-def scan_key(site_packages: Iterable[str], environ: Mapping[str, str], ld_cache: Path = Path("/etc/ld.so.cache")) -> str | None:
+def scan_key(
+    site_packages: Iterable[str],
+    environ: Mapping[str, str],
+    ld_cache: Path = Path("/etc/ld.so.cache"),
+    torch_sites: Iterable[str] = (),
+) -> str | None:
     """What the scan's answer depends on: each site-packages folder and its top-level entries'
-    modification times (installing, removing or rebuilding a package changes one), the
-    loader's search path, and the ld.so cache. None when a folder cannot be read."""
+    modification times (installing, removing or rebuilding a package changes one), the folders
+    of the torch that is loaded first, the loader's search path, and the ld.so cache. None when
+    a folder cannot be read."""
     digest = hashlib.sha256()
     digest.update(environ.get("LD_LIBRARY_PATH", "").encode())
+    for home in torch_sites:
+        digest.update(f"torch:{home}|{_mtime(os.path.join(home, 'torch'))}|{_mtime(os.path.join(home, 'nvidia'))};".encode())
     try:
         digest.update(str(ld_cache.stat().st_mtime_ns).encode())
     except OSError:
@@ -157,14 +172,21 @@ def scan_key(site_packages: Iterable[str], environ: Mapping[str, str], ld_cache:
     return digest.hexdigest()
 
 
+def _mtime(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return -1
+
+
 def find_extensions_cached(
-    site_packages: Sequence[str], *, environ: Mapping[str, str], cache: _Cache
+    site_packages: Sequence[str], *, environ: Mapping[str, str], cache: _Cache, torch_sites: Sequence[str] = ()
 ) -> tuple[ExtensionBinary, ...]:
     """:func:`find_extensions`, remembered until an input of :func:`scan_key` changes.
 
     A large environment holds hundreds of packages; walking them costs ~100 ms, while checking
     the key costs a few: a second ``doctor`` reuses the first one's scan."""
-    key = scan_key(site_packages, environ)
+    key = scan_key(site_packages, environ, torch_sites=torch_sites)
     if key is not None:
         cached = cache.get("extensions", key)
         if isinstance(cached, list):
@@ -175,7 +197,7 @@ def find_extensions_cached(
                 )
             except (KeyError, TypeError):
                 pass
-    found = find_extensions(site_packages, environ=environ)
+    found = find_extensions(site_packages, environ=environ, torch_sites=torch_sites)
     if key is not None:
         cache.put("extensions", key, [{"path": e.path, "needed": list(e.needed), "missing": list(e.missing)} for e in found])
     return found
