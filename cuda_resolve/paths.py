@@ -38,7 +38,7 @@ def _home(environ: Mapping[str, str]) -> str:
     home = environ.get("HOME", "")
     if os.path.isabs(home):
         return home
-    # Unset, empty or relative: the account's entry, as os.path.expanduser and platformdirs do.
+    # Unset, empty or relative: the account's entry, as platformdirs does.
     try:
         import pwd
 

@@ -100,10 +100,9 @@ def _site_packages():
         import site
 
         found.extend(site.getsitepackages())
-        if getattr(site, "ENABLE_USER_SITE", False):
-            found.append(site.getusersitepackages())
-    except Exception:  # noqa: S110 - old virtualenv's site.py lacks these
+    except Exception:  # noqa: S110 - old virtualenv's site.py lacks it
         pass
+    found.append(_user_site())
     result = []
     for path in found:
         if path and os.path.isdir(path) and path not in result:

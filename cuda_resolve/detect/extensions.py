@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from .._bounded import read_head
 from ..environment import ExtensionBinary
+from ._cache import file_identity
 
 
 class _Cache(Protocol):
@@ -106,8 +107,8 @@ def find_extensions(
 ) -> tuple[ExtensionBinary, ...]:
     """Every extension .so that needs CUDA or torch libraries, with the ones that won't load.
 
-    ``torch_sites``: the folders holding the torch that ``import torch`` finds, when it is not
-    in ``site_packages``; its libraries and its nvidia-* wheels' are loaded before any extension.
+    ``torch_sites``: the folders holding the torch that ``import torch`` finds (they may overlap
+    ``site_packages``); its libraries and its nvidia-* wheels' are loaded before any extension.
     ``environ``, ``ld_cache`` and ``default_dirs`` stand for the loader's inputs (tests pass
     their own, so a CUDA installed on the test machine cannot change the answer).
     """
@@ -157,7 +158,8 @@ def scan_key(
     digest = hashlib.sha256()
     digest.update(environ.get("LD_LIBRARY_PATH", "").encode())
     for home in torch_sites:
-        digest.update(f"torch:{home}|{_mtime(os.path.join(home, 'torch'))}|{_mtime(os.path.join(home, 'nvidia'))};".encode())
+        torch, nvidia = (file_identity(os.path.join(home, name)) or "-" for name in ("torch", "nvidia"))
+        digest.update(f"torch:{home}|{torch}|{nvidia};".encode())
     try:
         digest.update(str(ld_cache.stat().st_mtime_ns).encode())
     except OSError:
@@ -172,13 +174,6 @@ def scan_key(
     return digest.hexdigest()
 
 
-def _mtime(path: str) -> int:
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:
-        return -1
-
-
 def find_extensions_cached(
     site_packages: Sequence[str], *, environ: Mapping[str, str], cache: _Cache, torch_sites: Sequence[str] = ()
 ) -> tuple[ExtensionBinary, ...]:
@@ -186,6 +181,7 @@ def find_extensions_cached(
 
     A large environment holds hundreds of packages; walking them costs ~100 ms, while checking
     the key costs a few: a second ``doctor`` reuses the first one's scan."""
+    torch_sites = [home for home in torch_sites if home not in site_packages]
     key = scan_key(site_packages, environ, torch_sites=torch_sites)
     if key is not None:
         cached = cache.get("extensions", key)

@@ -160,6 +160,11 @@ def _file_stamp(path: str) -> str:
     return f"{stat.st_mtime_ns}:{stat.st_size};"
 
 
+def _storable(report: dict[str, Any]) -> bool:
+    """A report that says something went wrong is never remembered: the next run tries again."""
+    return not report.get("errors") and "fatal" not in report
+
+
 def _in_process_report(cache: _ReportCache | None) -> dict[str, Any]:
     """This interpreter's probe report, remembered while its installed packages stay the same.
 
@@ -176,7 +181,7 @@ def _in_process_report(cache: _ReportCache | None) -> dict[str, Any]:
         if isinstance(cached, dict):
             return cached
     report: dict[str, Any] = _target_probe.probe()
-    if key is not None and cache is not None and not report.get("errors") and "fatal" not in report:
+    if key is not None and cache is not None and _storable(report):
         cache.put("target", key, report)
     return report
 
@@ -238,7 +243,7 @@ def _subprocess_report(
     started = time.time_ns()
     report = _run_probe(python, environ=environ, timeout=timeout)
     watched = _watched_folders(report)
-    if key is None or cache is None or watched is None or report.get("errors") or "fatal" in report:
+    if key is None or cache is None or watched is None or not _storable(report):
         return report
     if os.path.realpath(str(report.get("executable"))) != os.path.realpath(python):
         return report  # a launcher (pyenv, asdf) that picks the interpreter by rules of its own

@@ -1,9 +1,9 @@
 """The curated index: CUDA toolkit facts, torch builds and extension packages (see model.py).
 
 ``default_index()`` returns the shipped index plus the user's overlay directories, parsed once;
-``default_cuda_facts()`` only its CUDA facts (see cuda.py), which is all ``doctor`` reads. The
-package catalogue's classes (:mod:`.model`) are imported on first use, not with this package:
-a command that only describes the machine never creates them.
+``default_cuda_facts()`` only its CUDA facts (see cuda.py), which is all a plain ``doctor``
+reads. The package catalogue's classes (:mod:`.model`) are imported on first use, not with this
+package: a command that only describes the machine never creates them.
 """
 
 from __future__ import annotations

@@ -260,7 +260,7 @@ def load_cuda_facts(
     dirs: Sequence[Path] = (), *, include_shipped: bool = True, include_user: bool = True
 ) -> CudaFacts:
     """The CUDA facts of :func:`load_index` for the same directories. Cached beside the
-    parsed index under the same key, so reading them never imports the package catalogue."""
+    parsed index under the same key: a cache hit never imports the package catalogue."""
     return _cuda_facts(dirs, include_shipped=include_shipped, include_user=include_user)[0]
 
 

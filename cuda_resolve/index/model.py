@@ -196,11 +196,7 @@ class Index:
 
     def torch_build_arch_list(self, version: str, variant: str) -> tuple[str, tuple[ArchEntry, ...]] | None:
         """``("2.5.1+cu124", arch list)`` for a torch build the index knows an arch list of."""
-        release = self.torch_release(version)
-        build = release.variant(variant) if release is not None else None
-        if release is None or build is None or not build.arch_list:
-            return None
-        return f"{release.version}+{build.name}", build.arch_list
+        return self.cuda_facts().torch_build_arch_list(version, variant)  # one matching rule
 
     def cuda_facts(self) -> CudaFacts:
         """What describing a machine needs (``doctor``), without the package catalogue."""
