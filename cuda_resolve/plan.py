@@ -1,25 +1,42 @@
 """The Plan: what to install, from where, and what to build — derived from a Resolution.
 
-A plan names exact artifacts and builds and downloads nothing. Its JSON form is a stable,
-documented interface (``docs/plan-format.md``): ``environment``, ``install`` (items of kind
-``wheel`` / ``build`` / ``installed``), ``pass_through``, ``reasons`` and, with ``--explain``,
-``rejected``.
+A plan names exact artifacts and builds and downloads nothing. :func:`make_plan` turns a
+Resolution into the decision (``install`` items of kind ``wheel`` / ``build`` / ``installed``);
+:func:`cuda_resolve.install.prepare.complete_plan` then decides everything the executor needs
+(every build's :class:`~cuda_resolve.build.spec.BuildSpec` and wheel key, every pip step with its
+exact words, the trust options, the imports to check), so the executor decides nothing new and a
+plan written here can be applied elsewhere. Its JSON form is a stable, versioned interface
+(``docs/plan-format.md``): keys are only added; :meth:`Plan.from_json` reads it back.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from .build.spec import BuildSpec, spec_from_json
 from .compat import format_arch_list
 from .environment import Environment
+from .errors import UsageError
 from .index.urls import expand_pattern
-from .profile import environment_to_dict
+from .profile import environment_from_dict, environment_to_dict
 from .resolve import Alternative, Candidate, Rejection, Resolution
+from .wheelhouse.key import WheelKey
 
-__all__ = ["PYPI_SIMPLE", "Plan", "PlanItem", "make_plan"]
+if TYPE_CHECKING:
+    from ._toml import Table
+
+__all__ = ["PLAN_FORMAT", "PYPI_SIMPLE", "PipStep", "Plan", "PlanFormatError", "PlanItem", "PlannedBuild", "make_plan"]
 
 PYPI_SIMPLE = "https://pypi.org/simple"
+
+#: The version of the plan document. 1: the decision only (PR before the complete plan); 2: the
+#: complete plan (builds, steps, trust options). Keys are only added; a reader refuses a newer one.
+PLAN_FORMAT = 2
+
+
+class PlanFormatError(UsageError):
+    """A plan file that cannot be read or applied; the message names the key path."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -52,6 +69,79 @@ class PlanItem:
             data.setdefault("url", None)
         return data
 
+    @classmethod
+    def from_table(cls, table: Table) -> PlanItem:
+        kind = table.string("kind")
+        if kind not in ("wheel", "build", "installed"):
+            raise table.fail("kind", f"= {kind!r}: expected wheel, build or installed")
+        item = cls(
+            name=table.string("name"), version=table.string("version"), kind=kind,  # type: ignore[arg-type]
+            **{key: table.string(key, None) for key in (
+                "variant", "requirement", "url", "index", "find_links", "recipe", "repository", "revision",
+                "arch_list", "toolkit", "toolkit_root", "torch")},
+        )
+        table.finish(allowed_extra=("sha256", "hashes"))
+        return item
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PipStep:
+    """One ``python -m pip install`` run, decided at planning: its words, the built wheels it
+    installs (by wheel key, not path: the wheelhouse names the file when the plan is applied),
+    the indexes that must answer before anything is downloaded, and whether it asks the PyTorch
+    index alone (``PIP_FIND_LINKS``, ``PIP_EXTRA_INDEX_URL`` and the like neutralised)."""
+
+    purpose: str
+    args: tuple[str, ...]
+    built: tuple[str, ...] = ()  # wheel key digests, appended as wheelhouse paths
+    checked_urls: tuple[str, ...] = ()
+    torch_index_only: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"purpose": self.purpose, "args": list(self.args), "built": list(self.built),
+                "checked_urls": list(self.checked_urls), "torch_index_only": self.torch_index_only}
+
+    @classmethod
+    def from_table(cls, table: Table) -> PipStep:
+        step = cls(purpose=table.string("purpose"), args=table.strings("args"), built=table.strings("built", ()),
+                   checked_urls=table.strings("checked_urls", ()), torch_index_only=table.boolean("torch_index_only", False))
+        table.finish()
+        return step
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlannedBuild:
+    """One source build of the plan: its spec, the wheel key it is published (or was found)
+    under, where its source comes from, and, where the wheelhouse already holds a wheel that
+    covers every GPU, that wheel and why it is reused."""
+
+    spec: BuildSpec
+    key: WheelKey
+    source: str  # in words: "git clone URL at REV", "archive URL (sha256 ...)", "--source DIR"
+    reused: str | None = None  # why the wheelhouse's wheel for ``key`` is used instead of building
+
+    def to_json(self) -> dict[str, Any]:
+        data = self.spec.to_json()
+        data["wheel_key"] = self.key.to_json()
+        data["wheel_digest"] = self.key.digest
+        data["wheel_version"] = self.key.labelled_version
+        data["source"] = self.source
+        data["reused"] = self.reused
+        return data
+
+    @classmethod
+    def from_table(cls, table: Table) -> PlannedBuild:
+        key_table = table.table("wheel_key", required=True)
+        assert key_table is not None
+        key = WheelKey.from_json(key_table.data, origin=key_table.where())
+        for name in list(key_table.data):
+            key_table.string(name)
+        source = table.string("source")
+        reused = table.string("reused", None)
+        for extra in ("wheel_digest", "wheel_version"):
+            table.string(extra, None)
+        return cls(spec=spec_from_json(table), key=key, source=source, reused=reused)
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Plan:
@@ -61,14 +151,38 @@ class Plan:
     reasons: tuple[str, ...]
     rejected: tuple[Rejection, ...]
     alternatives: tuple[Alternative, ...] = ()  # builds that also fit, and why they lost
+    # -- what complete_plan decides (empty until then) ---------------------------------------
+    complete: bool = False
+    builds: tuple[PlannedBuild, ...] = ()
+    steps: tuple[PipStep, ...] = ()
+    imports: tuple[str, ...] = ()  # modules imported after installing
+    smoke: tuple[tuple[str, str], ...] = ()  # (package, script) for --smoke
+    notes: tuple[str, ...] = ()
+    pip_version: str | None = None  # the target's pip at planning; None: another machine's plan
+    trust: tuple[str, ...] | None = None  # pip's trust-store options; None: decided when applied
+    trust_note: str | None = None
+    skip_pip: str | None = None  # why pip need not run at all (everything is installed as planned)
 
     def to_json(self, *, explain: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
+            "format": PLAN_FORMAT,
             "environment": environment_to_dict(self.environment),
             "install": [item.to_json() for item in self.items],
             "pass_through": list(self.pass_through),
             "reasons": list(self.reasons),
         }
+        if self.complete:
+            data.update({
+                "builds": [build.to_json() for build in self.builds],
+                "steps": [step.to_json() for step in self.steps],
+                "imports": list(self.imports),
+                "smoke": [{"package": package, "script": script} for package, script in self.smoke],
+                "notes": list(self.notes),
+                "pip_version": self.pip_version,
+                "trust": "decided when applied" if self.trust is None else list(self.trust),
+                "trust_note": self.trust_note,
+                "skip_pip": self.skip_pip,
+            })
         if explain:
             data["rejected"] = [
                 {"name": r.name, "candidate": r.label, "category": r.category, "kind": r.kind, "reason": r.reason}
@@ -76,6 +190,58 @@ class Plan:
             ]
             data["alternatives"] = [{"name": a.name, "candidate": a.label, "reason": a.reason} for a in self.alternatives]
         return data
+
+    @classmethod
+    def from_json(cls, data: object, *, origin: str = "<plan>") -> Plan:
+        """The plan :meth:`to_json` wrote (format 2, complete): errors name ``origin`` and the key."""
+        from ._toml import Table
+
+        hint = "write the plan with `cuda-resolve plan REQ... --json > plan.json` (this version of cuda-resolve), then apply it"
+        if not isinstance(data, dict):
+            raise PlanFormatError(f"{origin}: not a plan (expected a JSON object)", hint=hint)
+        table = Table(_without_nulls(data), origin=origin, path="", error=PlanFormatError, hint=hint)
+        version = table.integer("format", 1)
+        if version != PLAN_FORMAT:
+            newer = version > PLAN_FORMAT
+            raise table.fail("format", f"= {version}: this cuda-resolve applies plan format {PLAN_FORMAT}",
+                             hint="upgrade cuda-resolve" if newer else hint)
+        if "builds" not in table or "steps" not in table:
+            raise table.fail(None, "is a decision only (no builds or steps): it cannot be applied", hint=hint)
+        environment_table = table.table("environment", required=True)
+        assert environment_table is not None
+        environment = environment_from_dict(environment_table.data, origin=environment_table.where())
+        items = tuple(PlanItem.from_table(t) for t in table.tables("install"))
+        trust_value = table.data.get("trust")
+        table.data.pop("trust", None)
+        if trust_value == "decided when applied" or trust_value is None:
+            trust: tuple[str, ...] | None = None
+        elif isinstance(trust_value, list) and all(isinstance(word, str) for word in trust_value):
+            trust = tuple(trust_value)
+        else:
+            raise table.fail("trust", f"= {trust_value!r}: expected a list of pip options or 'decided when applied'")
+        smoke: list[tuple[str, str]] = []
+        for smoke_table in table.tables("smoke"):
+            smoke.append((smoke_table.string("package"), smoke_table.string("script")))
+            smoke_table.finish()
+        plan = cls(
+            environment=environment,
+            items=items,
+            pass_through=table.strings("pass_through", ()),
+            reasons=table.strings("reasons", ()),
+            rejected=(),
+            complete=True,
+            builds=tuple(PlannedBuild.from_table(t) for t in table.tables("builds")),
+            steps=tuple(PipStep.from_table(t) for t in table.tables("steps")),
+            imports=table.strings("imports", ()),
+            smoke=tuple(smoke),
+            notes=table.strings("notes", ()),
+            pip_version=table.string("pip_version", None),
+            trust=trust,
+            trust_note=table.string("trust_note", None),
+            skip_pip=table.string("skip_pip", None),
+        )
+        table.finish(allowed_extra=("rejected", "alternatives", "command", "trust"))
+        return plan
 
     def explain_lines(self, *, per_group: int = 3) -> list[str]:
         """The rejections, grouped: one line per family of alike reasons, newest first."""
@@ -182,3 +348,12 @@ def make_plan(resolution: Resolution, env: Environment) -> Plan:
         rejected=tuple(dict.fromkeys(resolution.rejected)),
         alternatives=resolution.alternatives,
     )
+
+
+def _without_nulls(value: Any) -> Any:
+    """JSON's null means "absent" in a plan document: the readers take defaults for it."""
+    if isinstance(value, dict):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    return value

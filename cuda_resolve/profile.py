@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the TOML reader is imported only when a profile is read
     from ._toml import Table
     from .index.cuda import CudaFactsSource
 
-__all__ = ["dump_profile", "environment_to_dict", "load_profile", "parse_profile"]
+__all__ = ["dump_profile", "environment_from_dict", "environment_to_dict", "load_profile", "parse_profile"]
 
 FORMAT_VERSION = 1
 _HINT = "see docs/profile-format.md for the profile keys, or write one with `cuda-resolve detect --save-profile FILE`"
@@ -54,6 +54,13 @@ def parse_profile(text: str, *, origin: str = "<profile>", index: CudaFactsSourc
 
     table = parse_toml_text(text, origin=origin, error=ProfileError, hint=_HINT)
     return _environment(table, source=origin, index=index)
+
+
+def environment_from_dict(data: dict[str, Any], *, origin: str, index: CudaFactsSource | None = None) -> Environment:
+    """The Environment :func:`environment_to_dict` wrote (inside a plan document, say)."""
+    from ._toml import Table
+
+    return _environment(Table(data, origin=origin, path="", error=ProfileError, hint=_HINT), source=origin, index=index)
 
 
 def _python_version(text: str) -> str:

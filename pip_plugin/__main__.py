@@ -32,7 +32,7 @@ REFUSED_OPTION = "trusted-host"
 
 #: cuda-pip's own options for install: those add_action_options(install=True) defines (a test
 #: keeps the two in step).
-OWN_VALUE_OPTIONS = frozenset({"--python", "--arch-list", "--source", "--accept-name", "--index"})
+OWN_VALUE_OPTIONS = frozenset({"--python", "--arch-list", "--source", "--accept-name", "--index", "--plan"})
 OWN_FLAGS = frozenset({"--allow-torch-change", "--strict-driver", "--ptx", "--rebuild", "--json", "--smoke",
                        "--no-verify", "--dry-run"})
 
@@ -78,26 +78,25 @@ def split_arguments(words: Sequence[str]) -> tuple[list[str], list[str], list[st
 
 
 def _install(words: Sequence[str]) -> int:
-    from cuda_resolve.cli import _Parser
-    from cuda_resolve.cli._act import add_action_options
-    from cuda_resolve.cli.install import run_action
+    from cuda_resolve.cli import ArgumentParser
+    from cuda_resolve.cli.install import add_action_options, run_action
     from cuda_resolve.errors import UsageError
+    from cuda_resolve.install.prepare import names_requirements
     from cuda_resolve.install.reqfile import read_requirement_files, requirement_file_options
-    from cuda_resolve.install.transaction import names_requirements
 
     if any(w in ("-h", "--help") for w in words):
-        parser = _Parser(prog="cuda-pip install", description=__doc__)
+        parser = ArgumentParser(prog="cuda-pip install", description=__doc__)
         add_action_options(parser, install=True)
         parser.print_help()
         print("\nEvery other option is pip's own and is passed to `python -m pip install` unchanged.")
         return 0
     own, pip_args, requirements = split_arguments(words)
-    parser = _Parser(prog="cuda-pip install", add_help=False)
+    parser = ArgumentParser(prog="cuda-pip install", add_help=False)
     add_action_options(parser, install=True)
     args = parser.parse_args(own)
     # pip reads -r files itself; cuda-pip reads them too, for the names it must plan or check.
     reading = read_requirement_files(requirement_file_options(pip_args))
-    if not requirements and not names_requirements(pip_args):
+    if not requirements and not names_requirements(pip_args) and args.plan is None:
         raise UsageError("cuda-pip install: name at least one requirement", hint="e.g. cuda-pip install pointnet2_ops")
     # Even with nothing cuda-resolve decides (an editable, a file of paths), the install runs as
     # one: --dry-run and --json hold, the environment is restored on failure.
@@ -115,7 +114,7 @@ def _pass_through(words: Sequence[str], python: str | None) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """0 done, 1 failed, 2 bad input, 70 a bug (``--debug`` shows its traceback), 130 interrupted;
     other pip commands exit with pip's own status."""
-    from cuda_resolve.cli._boundary import guarded, split_debug
+    from cuda_resolve.cli import guarded, split_debug
 
     words = list(sys.argv[1:] if argv is None else argv)
     wants_json = "--json" in words
@@ -139,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
-    from cuda_resolve.cli._boundary import interrupted
+    from cuda_resolve.cli import interrupted
 
     try:
         code = main()

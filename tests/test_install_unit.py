@@ -132,7 +132,7 @@ def test_a_typo_of_a_curated_package_is_refused_unless_confirmed() -> None:
     assert "did you mean kaolin?" in done.stderr and "--accept-name kaolinn" in done.stderr
     accepted = _cuda_pip("install", "kaolinn", "--python", sys.executable, "--dry-run", "--accept-name", "kaolinn")
     assert accepted.returncode == 0, accepted.stderr
-    assert "-m pip install kaolinn" in accepted.stdout
+    assert "-m pip install --disable-pip-version-check kaolinn" in accepted.stdout
 
 
 def test_ordinary_names_pass_through_untouched() -> None:
@@ -499,13 +499,13 @@ def _wheel_requiring(folder: Path, requires: list[str]) -> Path:
 
 def test_built_wheels_skip_pips_resolution_only_when_their_requirements_are_installed(tmp_path: Path) -> None:
     from cuda_resolve.environment import Environment, Machine, PythonInfo
-    from cuda_resolve.install.transaction import _requirements_met
+    from cuda_resolve.install.prepare import requirements_met, requires_dist
 
     env = Environment(machine=Machine(), python=PythonInfo(version="3.12.3"))
     installed = {"torch": "2.11.0+cu130", "numpy": "2.1.0"}
 
     def met(*requires: str) -> bool:
-        return _requirements_met(_wheel_requiring(tmp_path, list(requires)), installed, env)
+        return requirements_met(requires_dist(_wheel_requiring(tmp_path, list(requires))), installed, env)
 
     assert met()
     assert met("torch>=1.4", "numpy")
@@ -514,7 +514,7 @@ def test_built_wheels_skip_pips_resolution_only_when_their_requirements_are_inst
     assert not met("scipy")
     assert not met("torch[opt]>=1.4")  # an extra's own requirements are not known here
     (tmp_path / "broken.whl").write_bytes(b"not a zip")
-    assert not _requirements_met(tmp_path / "broken.whl", installed, env)
+    assert not requirements_met(requires_dist(tmp_path / "broken.whl"), installed, env)
 
 
 def test_a_second_ctrl_c_while_the_build_folder_is_removed_still_removes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -538,3 +538,58 @@ def test_a_second_ctrl_c_while_the_build_folder_is_removed_still_removes_it(tmp_
     with pytest.raises(KeyboardInterrupt):
         builder._remove(folder)
     assert not folder.exists() and len(calls) == 2
+
+
+def test_dry_run_prints_exactly_the_commands_a_run_executes(tmp_path: Path, empty_venv: Path, torch_index: str) -> None:
+    env = _env_with_torch_index(tmp_path, torch_index)
+    links = tmp_path / "links"
+    links.mkdir()
+    _wheel(links, "tinypkg", "1.0", files={"tinypkg/__init__.py": "VALUE = 42\n"})
+    words = ("install", "torch==2.6.0+cu126", "tinypkg", "--find-links", str(links), "--python", str(empty_venv), "--json")
+    dry = _cuda_pip(*words, "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    planned = json.loads(dry.stdout)["commands"]
+    done = _cuda_pip(*words, env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"]["pip_runs"] == planned
+    assert planned[0][:4] == [str(empty_venv), "-m", "pip", "install"] and len(planned) == 2
+
+
+def test_a_plan_file_round_trips_and_is_applied_as_written(tmp_path: Path, empty_venv: Path, torch_index: str) -> None:
+    from cuda_resolve.plan import Plan
+
+    env = _env_with_torch_index(tmp_path, torch_index)
+    made = subprocess.run([sys.executable, "-m", "cuda_resolve", "plan", "torch==2.6.0+cu126", "--python", str(empty_venv), "--json"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert made.returncode == 0, made.stderr
+    document = json.loads(made.stdout)
+    assert document["format"] == 2 and document["steps"][0]["torch_index_only"] is True
+    plan = Plan.from_json(document, origin="plan.json")
+    again = plan.to_json()
+    assert {key: again[key] for key in again} == {key: document[key] for key in again}
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(made.stdout)
+    before = _freeze(empty_venv)
+    done = _cuda_pip("install", "--plan", str(plan_file), "--python", str(empty_venv), "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["result"]["pip_runs"][0][-3:] == ["--index-url", f"{torch_index}cu126/", "torch==2.6.0+cu126"]
+    assert _freeze(empty_venv) != before
+
+
+def test_a_plan_whose_facts_changed_is_refused_naming_the_fact(tmp_path: Path, empty_venv: Path, torch_index: str) -> None:
+    env = _env_with_torch_index(tmp_path, torch_index)
+    made = subprocess.run([sys.executable, "-m", "cuda_resolve", "plan", "torch==2.6.0+cu126", "--python", str(empty_venv), "--json"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert made.returncode == 0, made.stderr
+    document = json.loads(made.stdout)
+    document["environment"]["python"]["version"] = "3.9.18"
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(document))
+    done = _cuda_pip("install", "--plan", str(plan_file), "--python", str(empty_venv), env=env)
+    assert done.returncode == 1, done.stderr
+    assert "the plan was made for Python cp39" in done.stderr and "Traceback" not in done.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**document, "format": 99}))
+    refused = _cuda_pip("install", "--plan", str(bad), "--python", str(empty_venv), env=env)
+    assert refused.returncode == 2 and "format = 99" in refused.stderr

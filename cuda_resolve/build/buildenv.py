@@ -110,15 +110,16 @@ def make_build_environment(
     base_environ: Mapping[str, str],
     installed: Mapping[str, str],
     capacity: tuple[int, int | None],
-    run_pip: Callable[[list[str], Mapping[str, str]], None],
+    run_pip: Callable[[list[str], Mapping[str, str], bool], None],
     say: Callable[[str], None] = lambda _: None,
 ) -> BuildEnvironment:
     """Compute the variables and, where needed, install the overlay with the target's own pip.
 
     ``installed`` is the target's distributions (canonical name -> version), as the caller
     already read them: a build never changes the target, so one reading serves every build.
-    ``run_pip(args, environ)`` runs ``python -m pip ARGS`` for the target (the caller decides
-    where its output goes); it raises on failure.
+    ``run_pip(args, environ, torch_index_only)`` runs ``python -m pip ARGS`` for the target (the
+    caller decides where its output goes; ``torch_index_only`` asks the PyTorch index alone); it
+    raises on failure.
     """
     needed = unsatisfied(spec.build_requires, installed)
     overlay: Path | None = None
@@ -131,16 +132,18 @@ def make_build_environment(
             say(f"installing {spec.torch_requirement} into the build overlay (not the target)")
             args = ["install", "--target", str(overlay), "--no-warn-script-location", "--disable-pip-version-check", spec.torch_requirement]
             if spec.torch_index:
-                args += ["--index-url", spec.torch_index]
-            run_pip(args, environ)
+                args += [spec.torch_index_option, spec.torch_index]
+            run_pip(args, environ, bool(spec.torch_index))
             overlay_requirements.insert(0, spec.torch_requirement)
         if needed:
             say(f"installing build requirements into a temporary overlay: {', '.join(needed)}")
-            run_pip(["install", "--target", str(overlay), "--no-warn-script-location", "--disable-pip-version-check", *needed], environ)
+            run_pip(["install", "--target", str(overlay), "--no-warn-script-location", "--disable-pip-version-check", *needed], environ, False)
     cores, available = capacity
     jobs = max_jobs(cores, available)
     user_jobs = base_environ.get("MAX_JOBS", "").strip()
-    if user_jobs.isdigit() and int(user_jobs) > 0:
+    if spec.max_jobs is not None:
+        jobs = spec.max_jobs  # decided at planning
+    elif user_jobs.isdigit() and int(user_jobs) > 0:
         jobs = int(user_jobs)  # the user's word wins: they may know the machine is shared
     shown: list[tuple[str, str]] = [*spec.variables, ("MAX_JOBS", str(jobs))]
     flags = no_debug_flags(base_environ)

@@ -29,6 +29,7 @@ from .runner import BuildProgress, build_wheel, run_logged
 from .source import describe_source, prepare_source, recipe_digest
 
 if TYPE_CHECKING:
+    from ..install.pip import TargetPip
     from ..net import HttpClient
 
 __all__ = ["BuildResult", "build", "wheel_key"]
@@ -88,16 +89,20 @@ def build(
     rebuild: bool = False,
     client: HttpClient | None = None,
     archive_cache: Path | None = None,
+    pip: TargetPip | None = None,
+    key: WheelKey | None = None,
 ) -> BuildResult:
     """The wheel for ``spec``: from the wheelhouse when it is there, else built and published.
 
     ``installed`` is the target's distributions (canonical name -> version), read once by the
     caller; build requirements it does not satisfy go into the build's overlay. ``client`` and
     ``archive_cache`` fetch and keep a recipe's source archive (defaults: the configuration's
-    client, ``<cache root>/sources``)."""
+    client, ``<cache root>/sources``). ``pip`` runs the target's pip for the build overlay (the
+    trust options and the user's pip configuration; default: a plain runner); ``key`` is the
+    plan's wheel key for the build (default: computed from ``spec``)."""
     report = reporter or NullReporter()
     base_environ = dict(os.environ if environ is None else environ)
-    key = wheel_key(spec)
+    key = key or wheel_key(spec)
     label = f"{spec.package} {spec.recipe.version}"
     started = time.monotonic()
     with wheelhouse.lock(key):
@@ -124,9 +129,13 @@ def build(
             if source.patches:
                 report.step(f"{label}: applied {len(source.patches)} recipe patch(es): " + "; ".join(p.reason.split(':')[0][:80] for p in source.patches))
 
-            def run_pip(args: list[str], pip_environ: Mapping[str, str]) -> None:
-                with open(log_path, "a", encoding="utf-8") as log:
-                    status, tail = run_logged([spec.python, "-m", "pip", *args], environ=pip_environ, log=log)
+            def run_pip(args: list[str], pip_environ: Mapping[str, str], torch_index_only: bool) -> None:
+                if pip is not None:
+                    assert args[0] == "install"
+                    status, tail = pip.install(args[1:], environ=pip_environ, log_path=log_path, torch_index_only=torch_index_only)
+                else:
+                    with open(log_path, "a", encoding="utf-8") as log:
+                        status, tail = run_logged([spec.python, "-m", "pip", *args], environ=pip_environ, log=log)
                 if status != 0:
                     detail = next((line for line in reversed(tail) if "ERROR" in line), tail[-1] if tail else "")
                     raise BuildError(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ..compat import host_compiler_for, toolkit_archs, toolkit_can_build
 from ..environment import Environment, Toolkit
@@ -18,6 +17,7 @@ from ..errors import BuildError
 from ..index.model import ArchEntry, Index, Recipe, parse_arch_list
 from ..plan import PlanItem
 from ..versions import CudaVersion
+from .spec import BuildSpec
 
 __all__ = ["BuildSpec", "PreflightError", "check_build"]
 
@@ -26,29 +26,6 @@ class PreflightError(BuildError):
     """A build that cannot succeed on this machine; the hint says what to change."""
 
     exit_code = 1
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class BuildSpec:
-    """What to build and how: the decided half of a build (no I/O has happened yet)."""
-
-    recipe: Recipe
-    package: str
-    import_name: str
-    python: str  # the target interpreter that runs `pip wheel`
-    python_tag: str  # cp311
-    platform: str  # linux_x86_64
-    torch_version: str  # base version built against: 2.14.1
-    torch_requirement: str | None  # set when the target's torch is not that build: install it in the overlay
-    torch_index: str | None
-    variant: str  # cu130
-    toolkit: Toolkit
-    arch_list: str  # TORCH_CUDA_ARCH_LIST: 8.6;9.0+PTX
-    variables: tuple[tuple[str, str], ...]  # CUDA_HOME, TORCH_CUDA_ARCH_LIST, recipe env, CC/CXX ...
-    include_dirs: tuple[str, ...] = ()  # headers torch needs that the toolkit lacks (nvidia-* wheels)
-    missing_headers: tuple[str, ...] = ()  # still to be found in the overlay's nvidia-* wheels
-    build_requires: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
 
 
 def _variant_cuda(variant: str | None) -> CudaVersion | None:
@@ -131,8 +108,6 @@ def check_build(
 ) -> BuildSpec:
     """Every check the build needs, in the order a user would want to hear about them."""
     name = item.name
-    if env.python.executable is None:
-        raise PreflightError(f"{name}: the target interpreter is unknown", hint="pass --python PATH")
     torch_version = (item.torch or "").split("+", 1)[0]
     torch_cuda = _variant_cuda(item.variant)
     if not torch_version:
@@ -208,7 +183,8 @@ def check_build(
         recipe=recipe,
         package=name,
         import_name=import_name or name,
-        python=env.python.executable,
+        # A profile names no interpreter: a plan made from one runs the applying machine's.
+        python=env.python.executable or "python3",
         python_tag=env.python.interpreter_tag,
         platform=f"linux_{env.machine.arch}",
         torch_version=torch_version,

@@ -10,14 +10,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import UsageError
 
-__all__ = ["main", "run"]
+__all__ = ["ArgumentParser", "guarded", "interrupted", "main", "run", "split_debug"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
-COMMANDS = ("detect", "doctor", "plan", "install", "build", "wheelhouse", "mirror", "index")
+COMMANDS = ("detect", "doctor", "plan", "install", "apply", "undo", "build", "wheelhouse", "mirror", "index")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,6 +25,29 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}", hint=f"run `{self.prog} --help` for usage")
+
+
+#: The parser every entry point uses (cuda-pip's install included): bad usage is a UsageError.
+ArgumentParser = _Parser
+
+
+def guarded(action: Callable[[], int], *, wants_json: bool, debug: bool) -> int:
+    """Run ``action`` inside the one error boundary (see :mod:`._boundary`)."""
+    from ._boundary import guarded as boundary
+
+    return boundary(action, wants_json=wants_json, debug=debug)
+
+
+def split_debug(words: Sequence[str]) -> tuple[list[str], bool]:
+    from ._boundary import split_debug as split
+
+    return split(words)
+
+
+def interrupted() -> int:
+    from ._boundary import interrupted as exit_status
+
+    return exit_status()
 
 
 def _requested_command(argv: Sequence[str]) -> str | None:

@@ -7,16 +7,18 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..environment import Environment
 from ..errors import UsageError
-from ..index import Index
 from . import _output
 
-__all__ = ["TerminalReporter", "add_action_options", "confirm_names", "install_options", "parse_sources"]
+if TYPE_CHECKING:
+    from ..install.options import InstallOptions
+
+__all__ = ["TerminalReporter", "add_action_options", "install_options", "parse_sources"]
 
 
 def add_action_options(parser: argparse.ArgumentParser, *, install: bool) -> None:
@@ -35,7 +37,8 @@ def add_action_options(parser: argparse.ArgumentParser, *, install: bool) -> Non
     if install:
         group.add_argument("--smoke", action="store_true", help="also run each package's GPU smoke test (its kernels against plain torch)")
         group.add_argument("--no-verify", action="store_true", help="skip the import check after installing")
-        group.add_argument("--dry-run", action="store_true", help="print the plan, the builds and the pip commands; change nothing")
+        group.add_argument("--dry-run", action="store_true", help="print the plan, the builds and the exact pip commands a run executes; change nothing")
+        group.add_argument("--plan", metavar="FILE", type=Path, help="carry out a plan written earlier (cuda-resolve plan REQ... --json > FILE) after checking that the facts it was made from still hold here")
     else:
         group.add_argument("--dry-run", action="store_true", help="print the builds (pre-flight only); compile nothing")
 
@@ -53,9 +56,9 @@ def parse_sources(values: Sequence[str]) -> tuple[tuple[str, Path], ...]:
     return tuple(found)
 
 
-def install_options(args: argparse.Namespace, *, pip_args: Sequence[str] = (), smoke: bool = False, verify: bool = True) -> Any:
+def install_options(args: argparse.Namespace, *, pip_args: Sequence[str] = (), smoke: bool = False, verify: bool = True) -> InstallOptions:
     from ..config import load_config
-    from ..install.transaction import InstallOptions
+    from ..install.options import InstallOptions
 
     config = load_config()
     torch_index = config.pytorch.url if config.pytorch else None
@@ -64,30 +67,6 @@ def install_options(args: argparse.Namespace, *, pip_args: Sequence[str] = (), s
         pip_args=tuple(pip_args), source_dirs=parse_sources(args.source), smoke=smoke, verify=verify,
         ptx=args.ptx, rebuild=args.rebuild, torch_index=torch_index, torch_index_option=option,
     )
-
-
-def confirm_names(requirements: Sequence[str], index: Index, accepted: Sequence[str], *, interactive: bool, ask: Callable[[str], bool]) -> None:
-    """Refuse a name pip would get (a pass-through request, a line of a ``-r`` file) that is one
-    edit away from a curated package, unless the user confirms it."""
-    from packaging.utils import canonicalize_name
-
-    from ..install.names import near_miss, requirement_name
-
-    curated = [package.name for package in index.packages]
-    ok = {canonicalize_name(name) for name in accepted}
-    for text in requirements:
-        name = requirement_name(text)
-        if name is None or canonicalize_name(name) in ok:
-            continue
-        meant = near_miss(name, curated)
-        if meant is None:
-            continue
-        if interactive and ask(f"'{name}' is not {meant}, which cuda-resolve curates; a look-alike name on a public index can be a typosquatted package. Install '{name}' from your index anyway? [y/N] "):
-            continue
-        raise UsageError(
-            f"{name!r} is one letter away from {meant!r}: did you mean {meant}?",
-            hint=f"to install {meant}: cuda-pip install {meant}; to install {name!r} as written: add --accept-name {name}",
-        )
 
 
 class TerminalReporter:

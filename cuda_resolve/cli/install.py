@@ -9,29 +9,28 @@ for another machine's GPUs: nvcc needs no GPU, so a login node builds for its co
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..environment import Environment
 from ..errors import UsageError
-from ..install.reqfile import FileRequirement, select_requests
-from ..resolve import applies as applies_to_target
+from ..install.reqfile import FileRequirement
+from ..install.run import InstallRequest
+from ..redaction import redact_urls
+from ..reporting import RedactingReporter, Reporter
 from . import _output
-from ._act import (
-    TerminalReporter,
-    add_action_options,
-    confirm_names,
-    describe_target,
-    install_options,
-)
+from ._act import TerminalReporter, add_action_options, describe_target, install_options
 from ._common import detect_target
 
-__all__ = ["register", "register_build", "run_action"]
+if TYPE_CHECKING:
+    from ..build.builder import BuildResult
+    from ..plan import Plan
+
+__all__ = ["add_action_options", "register", "register_build", "run_action"]
 
 
 def register(subparsers: Any) -> None:
@@ -69,49 +68,6 @@ def _environment(args: argparse.Namespace) -> tuple[Environment, str]:
     return env, choice.how
 
 
-def _plan(args: argparse.Namespace, requests: Sequence[str], env: Environment, index: Any) -> Any:
-    from ..plan import make_plan
-    from ..resolve import Options, resolve
-    from .plan import parse_arch_list
-
-    options = Options(
-        allow_torch_change=args.allow_torch_change,
-        strict_driver=args.strict_driver,
-        arch_list=parse_arch_list(args.arch_list) if args.arch_list else None,
-    )
-    return make_plan(resolve(list(requests), env, index, options), env)
-
-
-def _curated_name(index: Any) -> Any:
-    """``text -> canonical name`` for requirements cuda-resolve decides (torch's family or a
-    package it indexes), None for the rest (and for what is not a requirement at all)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
-    from ..install.transaction import TORCH_FAMILY
-
-    def curated(text: str) -> str | None:
-        try:
-            name = canonicalize_name(Requirement(text).name)
-        except InvalidRequirement:
-            return None
-        return name if name in TORCH_FAMILY or index.package(name) is not None else None
-
-    return curated
-
-
-def _refuse_hash_mode(origins: Sequence[str], pip_args: Sequence[str]) -> None:
-    """pip's hash-checking mode needs a hash for every package: the pins and built wheels
-    cuda-resolve adds have none known in advance, so pip would refuse them after the builds."""
-    if not origins and "--require-hashes" not in pip_args:
-        return
-    where = f"--hash at {origins[0]}" if origins else "--require-hashes"
-    raise UsageError(
-        f"pip's hash-checking mode ({where}) needs a hash for every package, and the torch pin and the wheels cuda-resolve builds or picks have none known in advance",
-        hint="install torch, kaolin and pointnet2_ops with their own cuda-pip install first, then the hashed requirements with pip",
-    )
-
-
 def _ask(question: str) -> bool:
     sys.stderr.write(question)
     sys.stderr.flush()
@@ -137,6 +93,28 @@ def _probe(url: str) -> tuple[bool, str]:
     return False, str(answer.error) if answer.error else f"HTTP {answer.status}"
 
 
+def _request(args: argparse.Namespace, requests: Sequence[str], file_requirements: Sequence[FileRequirement],
+             file_notes: Sequence[str]) -> InstallRequest:
+    from ..resolve import Options
+    from .plan import parse_arch_list
+
+    plan = None
+    plan_file = getattr(args, "plan", None)
+    if plan_file is not None:
+        if requests or file_requirements:
+            raise UsageError("--plan FILE carries out that plan alone: name no requirements beside it",
+                             hint="drop the requirements, or drop --plan and let cuda-pip decide")
+        from ..install.apply import read_plan_file
+
+        plan = read_plan_file(plan_file)
+    return InstallRequest(
+        requirements=tuple(requests), file_requirements=tuple(file_requirements), file_notes=tuple(file_notes),
+        resolve=Options(allow_torch_change=args.allow_torch_change, strict_driver=args.strict_driver,
+                        arch_list=parse_arch_list(args.arch_list) if args.arch_list else None),
+        accept_names=tuple(args.accept_name), plan=plan, dry_run=bool(args.dry_run),
+    )
+
+
 def run_action(
     args: argparse.Namespace,
     requests: Sequence[str],
@@ -151,49 +129,36 @@ def run_action(
     ``file_requirements`` are the requirements inside ``-r``/``-c`` files (pip still reads the
     files): those cuda-resolve decides, and constraints on them, are planned with ``requests``;
     the others are only checked for look-alike names. ``file_notes`` say what was left unread."""
-    from ..install.transaction import Phases, execute, prepare
-    from ..paths import new_log_path
-    from ..wheelhouse.store import Wheelhouse
+    from ..install.run import build_only, run
 
     started = time.monotonic()
-    phases = Phases()
-    with phases.timed("detect"):
-        env, how = _environment(args)
-    reporter = TerminalReporter(quiet=args.json)
+    env, how = _environment(args)
+    detected = time.monotonic() - started
+    reporter = RedactingReporter(TerminalReporter(quiet=args.json))
     reporter.step(describe_target(env, how))
-    with phases.timed("plan"):
-        from ._common import index_from_args
+    from ._common import index_from_args
 
-        index = index_from_args(args)
-        from_files = select_requests(file_requirements, requests, curated=_curated_name(index),
-                                     applies=lambda requirement: applies_to_target(requirement, str(requirement), env))
-        for line in (*from_files.said, *file_notes):
-            reporter.step(line)
-        plan = _plan(args, [*requests, *from_files.requests], env, index)
-    if mode == "install":
-        if plan.items:
-            _refuse_hash_mode(from_files.hashed, pip_args)
-        interactive = sys.stdin.isatty() and not args.json
-        confirm_names([*plan.pass_through, *from_files.unchecked], index, args.accept_name, interactive=interactive, ask=_ask)
+    index = index_from_args(args)
+    request = _request(args, requests, file_requirements, file_notes)
     smoke = bool(getattr(args, "smoke", False))
     verify = not getattr(args, "no_verify", False)
     options = install_options(args, pip_args=pip_args, smoke=smoke, verify=verify)
-    with phases.timed("pre-flight"):
-        prepared = prepare(plan, env, index, options)
     python = env.python.executable or sys.executable
-    if args.dry_run:
-        return _render_dry_run(args, plan, prepared, python, mode)
-    wheelhouse = Wheelhouse.default()
     if mode == "build":
-        return _run_builds(args, prepared, wheelhouse, options, reporter)
-    result = execute(prepared, env, wheelhouse=wheelhouse, options=options, probe=_probe,
-                     reporter=reporter, log_path=new_log_path("install"))
-    # The executor timed its phases; detecting and planning happened here, before it.
-    result = replace(result, timings=(*phases.items(), *result.timings))
+        plan, results = build_only(request, env, index, options, reporter=reporter)
+        if args.dry_run:
+            return _render_dry_run(args, plan, [], python, mode)
+        return _render_builds(args, plan, results, reporter)
+    interactive = sys.stdin.isatty() and not args.json
+    result = run(request, env, index, options, reporter=reporter, confirm=_ask if interactive else None, probe=_probe)
+    result = replace(result, timings=(("detect", detected), *result.timings))
+    if args.dry_run:
+        return _render_dry_run(args, result.plan, [list(c) for c in result.pip_runs], python, mode)
     total = time.monotonic() - started
     if args.json:
-        document = {"target": python, "plan": plan.to_json(), "prepared": prepared.to_json(), "result": result.to_json()}
-        document["result"]["seconds"] = round(total, 2)
+        outcome = result.to_json()
+        outcome["seconds"] = round(total, 2)
+        document = {"target": python, "plan": result.plan.to_json(), "prepared": prepared_view(result.plan), "result": outcome}
         _output.print_json(document)
         return 0
     for note in result.notes:
@@ -210,33 +175,43 @@ def run_action(
     return 0
 
 
-def _run_builds(args: argparse.Namespace, prepared: Any, wheelhouse: Any, options: Any, reporter: TerminalReporter) -> int:
-    from ..build.builder import build
-    from ..install.pip import installed_distributions
+def prepared_view(plan: Plan) -> dict[str, Any]:
+    """The ``prepared`` object of the install JSON (kept: its keys are a documented interface)."""
+    return {
+        "builds": [
+            {"package": b.spec.package, "version": str(b.spec.recipe.version), "recipe": b.spec.recipe.name,
+             "source": b.source, "torch": f"{b.spec.torch_version}+{b.spec.variant}", "toolkit": b.spec.toolkit.root,
+             "arch_list": b.spec.arch_list, "variables": dict(b.spec.variables), "notes": list(b.spec.notes),
+             "wheel_version": b.key.labelled_version, "reused": b.reused}
+            for b in plan.builds
+        ],
+        "pip": [{"purpose": s.purpose, "args": list(s.args)} for s in plan.steps],
+        "imports": list(plan.imports),
+        "notes": list(plan.notes),
+    }
 
-    if not prepared.builds:
+
+def _render_builds(args: argparse.Namespace, plan: Plan, results: Sequence[BuildResult], reporter: Reporter) -> int:
+    if not plan.builds:
         reporter.step("nothing to build: the plan has no source builds")
-    installed = installed_distributions(prepared.builds[0].python, os.environ) if prepared.builds else {}
-    results = [
-        build(spec, wheelhouse, source_dir=options.source_for(spec.package), installed=installed, reporter=reporter,
-              rebuild=options.rebuild)
-        for spec in prepared.builds
-    ]
     if args.json:
         _output.print_json({"builds": [
             {"package": r.spec.package, "wheel": str(r.wheel.path), "sha256": r.wheel.sha256, "cache_hit": r.cache_hit,
-             "arch_list": r.spec.arch_list, "seconds": round(r.seconds, 1), "log": str(r.log) if r.log else None}
+             "arch_list": r.wheel.key.arch_list, "seconds": round(r.seconds, 1), "log": str(r.log) if r.log else None}
             for r in results
         ]})
     else:
         for r in results:
-            _output.console().print(str(r.wheel.path), markup=False, highlight=False)
+            _output.console().print(str(r.wheel.path), markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
-def _render_dry_run(args: argparse.Namespace, plan: Any, prepared: Any, python: str, mode: str) -> int:
+def _render_dry_run(args: argparse.Namespace, plan: Plan, commands: Sequence[Sequence[str]], python: str, mode: str) -> int:
+    import shlex
+
     if args.json:
-        _output.print_json({"target": python, "plan": plan.to_json(), "prepared": prepared.to_json(), "dry_run": True})
+        _output.print_json({"target": python, "plan": plan.to_json(), "prepared": prepared_view(plan),
+                            "commands": [list(c) for c in commands], "dry_run": True})
         return 0
     from rich.text import Text
 
@@ -248,20 +223,26 @@ def _render_dry_run(args: argparse.Namespace, plan: Any, prepared: Any, python: 
 
     def say(text: str, first: str = "", rest: str = "    ") -> None:
         # Broken at spaces with a hanging indent: no path or URL is cut, nothing wraps to column 0.
-        console.print(Text(_output.hanging(text, first=first, rest=rest, width=width)), soft_wrap=True)
+        console.print(Text(_output.hanging(redact_urls(text), first=first, rest=rest, width=width)), soft_wrap=True)
 
-    for spec, source in zip(prepared.builds, prepared.sources, strict=True):
+    for planned in plan.builds:
+        spec = planned.spec
         say(f"build {spec.package} {spec.recipe.version} (recipe {spec.recipe.name}) against torch {spec.torch_version}+{spec.variant}:")
-        say(f"source: {source}", first="  ")
+        if planned.reused:
+            say(f"reused: {planned.reused}", first="  ")
+        say(f"source: {planned.source}", first="  ")
         for name, value in spec.variables:
             say(f"{name}={value}", first="  ")
+        if spec.max_jobs is not None:
+            say(f"MAX_JOBS={spec.max_jobs}", first="  ")
         for note in spec.notes:
             say(note, first="  note: ", rest="        ")
     if mode == "install":
-        for step in prepared.steps:
-            built = " <built wheels>" if prepared.builds and step is prepared.steps[-1] else ""
+        if plan.skip_pip:
+            say(plan.skip_pip, first="note: ", rest="      ")
+        for command in commands:
             # One line, never broken: it is meant to be copied into a shell.
-            console.print(Text(f"{python} -m pip install {' '.join(step.args)}{built}"), soft_wrap=True)
+            console.print(Text(redact_urls(shlex.join(command))), soft_wrap=True)
     console.print("dry run: nothing was built or installed", markup=False, highlight=False)
     return 0
 

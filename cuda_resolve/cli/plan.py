@@ -7,7 +7,9 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from ..environment import Environment
 from ..errors import ResolutionImpossible, UsageError
+from ..index import Index
 from ..index.model import ArchEntry
 from ..index.model import parse_arch_list as parse_entries
 from ..plan import Plan, make_plan
@@ -57,18 +59,45 @@ def handle(args: argparse.Namespace) -> int:
             render_ruled_out(exc.reasons)
         raise
     plan = make_plan(resolution, env)
+    plan, incomplete = _completed(plan, env, index)
+    from rich.text import Text
+
     command = next_command(args)
     if args.json:
         document = plan.to_json(explain=args.explain)
         document["command"] = command
+        if incomplete:
+            document["cannot_apply"] = incomplete
         _output.print_json(document)
     else:
         render_plan(plan, explain=args.explain)
-        from rich.text import Text
-
+        if incomplete:
+            console = _output.error_console()
+            text = f"this plan cannot be carried out as it stands: {incomplete}"
+            console.print(Text(_output.hanging(text, first="note: ", rest="      ", width=console.width)), soft_wrap=True)
         where = "On that machine, carry it out with" if args.profile is not None else "Carry it out with"
         _output.console().print(Text(f"{where}:\n  {shlex.join(command)}"))
     return 0
+
+
+def _completed(plan: Plan, env: Environment, index: Index) -> tuple[Plan, str | None]:
+    """The complete plan (builds, pip steps: what `cuda-pip install --plan` executes), or the
+    decision alone and why it cannot be completed here (a build's pre-flight failed)."""
+    import os
+
+    from ..config import load_config
+    from ..errors import CudaResolveError
+    from ..install.options import InstallOptions
+    from ..install.run import complete_for_target
+    from ..wheelhouse.store import Wheelhouse
+
+    config = load_config()
+    options = InstallOptions(torch_index=config.pytorch.url if config.pytorch else None,
+                             torch_index_option=config.pytorch.pip_option if config.pytorch else "--index-url")
+    try:
+        return complete_for_target(plan, env, index, options, wheelhouse=Wheelhouse.default(), environ=os.environ), None
+    except CudaResolveError as exc:
+        return plan, str(exc)
 
 
 def next_command(args: argparse.Namespace) -> list[str]:

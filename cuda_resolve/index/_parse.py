@@ -670,6 +670,7 @@ def _recipe(t: Table, package: str, layer: Layer) -> Recipe:
         cuda_min=t.parsed("cuda_min", CudaVersion.parse, None),
         cuda_max=t.parsed("cuda_max", CudaVersion.parse, None),
         build_requires=_requirements(t, "build_requires"),
+        requires=_requirements(t, "requires") if "requires" in t else None,
         env=tuple(env),
         patches=patches,
         smoke=smoke,

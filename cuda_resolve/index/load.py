@@ -309,7 +309,7 @@ def _parsed_cache_key(roots: Sequence[Traversable]) -> str | None:
 #: Bumped when the parsed model's shape changes (2: recipes gained ``archive``; repository and
 #: revision became optional; 3: the CUDA facts moved to index/cuda.py and got a file of their
 #: own), so a cache written by an older build is never unpickled into it.
-_PARSED_FORMAT = 3
+_PARSED_FORMAT = 4
 _INDEX_SUFFIX = ".pickle"
 _FACTS_SUFFIX = ".cuda.pickle"
 #: Keys of edited or upgraded indexes never match again: the newest few keys' files are kept.

@@ -144,6 +144,9 @@ class Recipe:
     cuda_min: CudaVersion | None = None
     cuda_max: CudaVersion | None = None
     build_requires: tuple[str, ...] = ()
+    #: The built wheel's own runtime requirements (its Requires-Dist), where the index records
+    #: them: when every one is installed, the plan installs the wheel with --no-deps.
+    requires: tuple[str, ...] | None = None
     env: tuple[tuple[str, str], ...] = ()
     patches: tuple[Patch, ...] = ()
     smoke: SmokeTest | None = None

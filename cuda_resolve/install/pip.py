@@ -8,8 +8,9 @@ with the upgrade command.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -17,7 +18,10 @@ from packaging.version import InvalidVersion, Version
 from .._bounded import run
 from ..errors import InstallError
 
-__all__ = ["PipFacts", "installed_distributions", "pip_facts_and_distributions", "trust_options"]
+__all__ = [
+    "TORCH_INDEX_ONLY_CLEARED", "PipFacts", "TargetPip", "installed_distributions", "pip_facts_and_distributions",
+    "refuse_externally_managed", "trust_options",
+]
 
 # One interpreter start answers everything cuda-pip asks of the target: each start of a big
 # environment costs a few 100 ms.
@@ -33,12 +37,19 @@ try:
     has_truststore = True
 except Exception:
     has_truststore = False
+import os, sys, sysconfig
+try:
+    externally_managed = sys.prefix == sys.base_prefix and os.path.isfile(
+        os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+except Exception:
+    externally_managed = False
 seen = {}
 for dist in metadata.distributions():
     name = dist.metadata["Name"]
     if name and name.lower() not in seen:
         seen[name.lower()] = [name, dist.version]
-print(json.dumps({"pip": pip_version, "truststore": has_truststore, "distributions": sorted(seen.values())}))
+print(json.dumps({"pip": pip_version, "truststore": has_truststore, "externally_managed": externally_managed,
+                  "prefix": sys.prefix, "distributions": sorted(seen.values())}))
 """
 
 MINIMUM_PIP = Version("22")
@@ -48,6 +59,8 @@ MINIMUM_PIP = Version("22")
 class PipFacts:
     version: Version
     truststore: bool
+    externally_managed: bool = False  # PEP 668: the interpreter's distributor manages its packages
+    prefix: str | None = None
 
 
 def _run_json(python: str, script: str, environ: Mapping[str, str], what: str) -> object:
@@ -85,7 +98,9 @@ def _parse_facts(python: str, data: object) -> PipFacts:
     if version < MINIMUM_PIP:
         raise InstallError(f"{python} has pip {version}; cuda-pip needs pip >= {MINIMUM_PIP}",
                            hint=f"{python} -m pip install -U pip")
-    return PipFacts(version=version, truststore=bool(data.get("truststore")))
+    prefix = data.get("prefix")
+    return PipFacts(version=version, truststore=bool(data.get("truststore")),
+                    externally_managed=bool(data.get("externally_managed")), prefix=prefix if isinstance(prefix, str) else None)
 
 
 def trust_options(facts: PipFacts) -> tuple[list[str], str | None]:
@@ -112,4 +127,94 @@ def _distributions(data: object) -> dict[str, str]:
             if isinstance(entry, list) and len(entry) == 2:
                 result[canonicalize_name(str(entry[0]))] = str(entry[1])
     return result
+
+
+
+#: pip options that let pip install into an externally managed interpreter's folders anyway.
+_EXTERNALLY_MANAGED_OVERRIDES = ("--break-system-packages", "--target", "-t", "--prefix", "--root")
+
+
+def refuse_externally_managed(python: str, facts: PipFacts, pip_args: Sequence[str], environ: Mapping[str, str]) -> None:
+    """PEP 668: pip refuses to install into a distributor-managed interpreter (Debian's system
+    Python); say so before anything is built, not after a 60-second compile."""
+    if not facts.externally_managed:
+        return
+    if environ.get("PIP_BREAK_SYSTEM_PACKAGES", "").lower() in ("1", "true", "yes", "on"):
+        return
+    if any(word.split("=", 1)[0] in _EXTERNALLY_MANAGED_OVERRIDES for word in pip_args):
+        return
+    raise InstallError(
+        f"{python} is externally managed (PEP 668: its distributor's package manager owns it), so pip will not install into it",
+        hint="create a virtual environment and install there: python3 -m venv .venv && .venv/bin/cuda-pip install ... "
+             "(or pass --python PATH of one); pip's --break-system-packages overrides this at your own risk",
+    )
+
+
+#: Variables that would add indexes or folders to the torch step: it asks the PyTorch index
+#: (or its mirror) alone, so a folder of CPU wheels in PIP_FIND_LINKS cannot replace the build.
+TORCH_INDEX_ONLY_CLEARED = ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL", "PIP_NO_INDEX")
+
+
+class TargetPip:
+    """The one runner of the target's pip: ``python -m pip`` with the user's environment, the
+    trust-store options for commands that reach an index, every line to the log (redacted by
+    :func:`~cuda_resolve.build.runner.run_logged`), progress through ``on_line``.
+
+    ``runner`` runs a command and returns (status, last lines); tests give a recording fake."""
+
+    def __init__(
+        self,
+        python: str,
+        *,
+        environ: Mapping[str, str],
+        trust: Sequence[str] = (),
+        log_path: Path,
+        runner: Callable[..., tuple[int, list[str]]] | None = None,
+    ) -> None:
+        self.python = python
+        self.environ = dict(environ)
+        self.trust = tuple(trust)
+        self.log_path = log_path
+        self._runner = runner
+
+    def environ_for(self, *, torch_index_only: bool = False, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        environ = dict(self.environ)
+        if extra:
+            environ.update(extra)
+        if torch_index_only:
+            for name in TORCH_INDEX_ONLY_CLEARED:
+                environ.pop(name, None)
+        return environ
+
+    def install_command(self, args: Sequence[str]) -> list[str]:
+        """The exact words of ``pip install ARGS`` as this runner runs them."""
+        return [self.python, "-m", "pip", "install", "--disable-pip-version-check", *self.trust, *args]
+
+    def run(
+        self,
+        args: Sequence[str],
+        *,
+        torch_index_only: bool = False,
+        environ: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+        on_line: Callable[[str], None] = lambda _: None,
+    ) -> tuple[int, list[str]]:
+        """``python -m pip ARGS`` (the caller gives ``install ...``, ``uninstall ...``)."""
+        command = [self.python, "-m", "pip", *args]
+        full_environ = self.environ_for(torch_index_only=torch_index_only, extra=environ)
+        target_log = log_path or self.log_path
+        if self._runner is not None:
+            return self._runner(command, environ=full_environ, log_path=target_log, on_line=on_line)
+        from ..build.runner import run_logged
+
+        with open(target_log, "a", encoding="utf-8") as log:
+            return run_logged(command, environ=full_environ, log=log, on_line=on_line)
+
+    def install(self, args: Sequence[str], *, torch_index_only: bool = False, environ: Mapping[str, str] | None = None,
+                log_path: Path | None = None, on_line: Callable[[str], None] = lambda _: None) -> tuple[int, list[str]]:
+        return self.run(self.install_command(args)[3:], torch_index_only=torch_index_only, environ=environ,
+                        log_path=log_path, on_line=on_line)
+
+    def uninstall(self, names: Sequence[str]) -> tuple[int, list[str]]:
+        return self.run(["uninstall", "-y", "--disable-pip-version-check", *names])
 

@@ -1,0 +1,99 @@
+"""Applying a plan written earlier or elsewhere: the facts the resolver used must still hold.
+
+A plan file (``cuda-resolve plan ... --json > plan.json``) records the Environment it was made
+for. Before it is executed here, :func:`check_plan_facts` compares the facts that decided it with
+this machine: the driver (no older than the plan's), every GPU covered by every build's arch list,
+each build's toolkit (major.minor), the Python tag, the platform, and the installed torch (exact).
+Paths do not count: a toolkit or interpreter found elsewhere here is used in the plan's place.
+The first fact that changed is named, with the way out.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from ..build.spec import BuildSpec
+from ..compat import build_covers_gpu
+from ..environment import Environment
+from ..errors import UsageError
+from ..index.model import parse_arch_list
+from ..plan import Plan, PlanFormatError, PlannedBuild
+
+__all__ = ["PlanFactChanged", "check_plan_facts", "read_plan_file"]
+
+#: A plan document larger than this is not one.
+_PLAN_LIMIT = 16 * 1024 * 1024
+
+
+class PlanFactChanged(UsageError):
+    """A fact the plan was decided from no longer holds on this machine."""
+
+    exit_code = 1
+
+
+def read_plan_file(path: Path) -> Plan:
+    from .._bounded import read_user_text
+
+    text = read_user_text(path, error=PlanFormatError, hint="give the file `cuda-resolve plan ... --json` wrote",
+                          what="a plan file", limit=_PLAN_LIMIT)
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise PlanFormatError(f"{path}: not JSON: {exc}", hint="give the file `cuda-resolve plan ... --json` wrote") from None
+    return Plan.from_json(data, origin=str(path))
+
+
+def _changed(fact: str, planned: str, here: str) -> PlanFactChanged:
+    return PlanFactChanged(
+        f"the plan was made for {fact} {planned}; this machine has {here}",
+        hint="make the plan again on (or for) this machine: cuda-resolve plan REQ... --json > plan.json",
+    )
+
+
+def _relocated(build: PlannedBuild, env: Environment) -> PlannedBuild:
+    spec = build.spec
+    wanted = spec.toolkit.version
+    toolkit = next((t for t in env.toolkits if t.version == wanted and t.nvcc), None)
+    if toolkit is None:
+        found = ", ".join(str(t.version) for t in env.toolkits) or "none"
+        raise _changed(f"{spec.package}'s build with CUDA toolkit", str(wanted), f"toolkits {found}")
+    python = env.python.executable or spec.python
+    if toolkit.root == spec.toolkit.root and python == spec.python:
+        return build
+    root = toolkit.root or spec.toolkit.root or ""
+    variables = tuple((name, root if name in ("CUDA_HOME", "CUDA_PATH") else value) for name, value in spec.variables)
+    moved: BuildSpec = replace(spec, toolkit=toolkit, python=python, variables=variables)
+    return replace(build, spec=moved)
+
+
+def check_plan_facts(plan: Plan, env: Environment) -> Plan:
+    """``plan`` ready to execute in ``env`` (paths moved to this machine's), or the fact that changed."""
+    made = plan.environment
+    if (made.machine.os, made.machine.arch) != (env.machine.os, env.machine.arch):
+        raise _changed("platform", f"{made.machine.os} {made.machine.arch}", f"{env.machine.os} {env.machine.arch}")
+    if made.python.interpreter_tag != env.python.interpreter_tag:
+        raise _changed("Python", made.python.interpreter_tag, env.python.interpreter_tag)
+    if made.driver is not None:
+        if env.driver is None:
+            raise _changed("NVIDIA driver", str(made.driver.version), "no driver")
+        if env.driver.version < made.driver.version:
+            raise _changed("NVIDIA driver", f"{made.driver.version} (CUDA {made.driver.cuda})", f"{env.driver.version} (CUDA {env.driver.cuda})")
+    made_torch = made.torch.version if made.torch else None
+    here_torch = env.torch.version if env.torch else None
+    if made_torch != here_torch:
+        raise _changed("the installed torch", made_torch or "none", here_torch or "none")
+    for build in plan.builds:
+        arch_list = parse_arch_list(build.key.arch_list)
+        for gpu in env.gpus:
+            if not build_covers_gpu(arch_list, gpu.compute_capability):
+                raise _changed(f"{build.spec.package}'s arch list", build.key.arch_list,
+                               f"GPU {gpu.index} ({gpu.name}, compute capability {gpu.compute_capability}) that it does not cover")
+    known = {gpu.compute_capability for gpu in made.gpus}
+    for gpu in env.gpus:
+        if made.gpus and gpu.compute_capability not in known and not plan.builds:
+            raise _changed("GPUs of compute capability", ", ".join(sorted(str(c) for c in known)),
+                           f"GPU {gpu.index} ({gpu.name}, {gpu.compute_capability})")
+    builds = tuple(_relocated(build, env) for build in plan.builds)
+    return replace(plan, builds=builds, environment=env)

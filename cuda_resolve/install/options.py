@@ -1,0 +1,29 @@
+"""InstallOptions: how the user asked a plan to be carried out (pip's options, sources, checks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+__all__ = ["InstallOptions"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InstallOptions:
+    pip_args: tuple[str, ...] = ()  # the user's pip options, passed through untouched
+    source_dirs: tuple[tuple[str, Path], ...] = ()  # (package or "*", folder) from --source
+    smoke: bool = False
+    verify: bool = True
+    ptx: bool = False
+    rebuild: bool = False
+    torch_index: str | None = None  # the configured PyTorch mirror base, "https://mirror/whl/"
+    torch_index_option: str = "--index-url"  # or "--find-links" for a flat mirror
+
+    def source_for(self, package: str) -> Path | None:
+        wanted = canonicalize_name(package)
+        for name, folder in self.source_dirs:
+            if name == "*" or canonicalize_name(name) == wanted:
+                return folder
+        return None

@@ -1,0 +1,274 @@
+"""Completing a Plan: every build's spec and wheel key, every pip step's exact words, decided here.
+
+:func:`complete_plan` is pure apart from reading the wheelhouse's entries: from the decision
+(:func:`cuda_resolve.plan.make_plan`), the Environment, the index, the user's options and the
+target's pip facts it derives each build's pre-flight (:func:`~cuda_resolve.build.preflight.check_build`,
+refused in well under a second when impossible), whether the wheelhouse already has a wheel that
+covers every GPU, ``MAX_JOBS``, the pip steps (the torch family from the PyTorch index alone, the
+rest with the user's options, built wheels referenced by key, ``--no-deps`` where every runtime
+requirement is installed), the trust options, and the imports to check. The executor then does
+exactly this; ``--dry-run`` prints it.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from ..build.buildenv import max_jobs, unsatisfied
+from ..build.preflight import check_build
+from ..build.source import describe_source, recipe_digest
+from ..build.spec import BuildSpec
+from ..compat import marker_environment
+from ..environment import Environment
+from ..errors import UsageError
+from ..index.model import Index, Recipe
+from ..plan import PYPI_SIMPLE, PipStep, Plan, PlanItem, PlannedBuild
+from ..wheelhouse.key import WheelKey
+from .options import InstallOptions
+from .pip import PipFacts, trust_options
+from .reqfile import option_value
+
+if TYPE_CHECKING:
+    from ..wheelhouse.store import Wheelhouse
+
+__all__ = ["TORCH_FAMILY", "complete_plan", "names_requirements", "options_for_torch_step", "wheel_key"]
+
+TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
+
+#: pip options that bring requirements of their own.
+_REQUIREMENT_OPTIONS = ("-r", "--requirement", "-e", "--editable")
+#: pip options that name indexes: the torch-family step asks its variant's index alone.
+_INDEX_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links")
+
+
+def wheel_key(spec: BuildSpec) -> WheelKey:
+    return WheelKey(
+        package=spec.package,
+        version=str(spec.recipe.version),
+        torch=spec.torch_version,
+        variant=spec.variant,
+        python_tag=spec.python_tag,
+        platform=spec.platform,
+        arch_list=spec.arch_list,
+        recipe_digest=recipe_digest(spec.recipe, spec.torch_version),
+    )
+
+
+def options_for_torch_step(pip_args: Sequence[str]) -> list[str]:
+    """The user's pip options that hold for the torch-family step too (``--proxy``, ``--target``,
+    ``-c``, ``--no-cache-dir`` ...): all but those that name requirements or indexes."""
+    dropped = _REQUIREMENT_OPTIONS + _INDEX_OPTIONS
+    kept: list[str] = []
+    words = list(pip_args)
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in dropped:
+            i += 1  # its value, the next word, goes with it
+        elif word != "--no-index" and option_value(words, i, dropped) is None:
+            kept.append(word)
+        i += 1
+    return kept
+
+
+def names_requirements(pip_args: Sequence[str]) -> bool:
+    """Whether pip's own options bring requirements of their own (``-r FILE``, ``-e PATH``)."""
+    words = list(pip_args)
+    return any(word in _REQUIREMENT_OPTIONS or option_value(words, i, _REQUIREMENT_OPTIONS) is not None
+               for i, word in enumerate(words))
+
+
+def _recipe(index: Index, item: PlanItem) -> tuple[Recipe, str]:
+    package = index.package(item.name)
+    recipe = next((r for r in package.recipes if r.name == item.recipe), None) if package else None
+    if package is None or recipe is None:
+        raise UsageError(
+            f"the plan builds {item.name} with recipe {item.recipe!r}, which the index does not have",
+            hint="use the index the plan was made with (--index DIR), or make the plan again",
+        )
+    return recipe, package.import_name
+
+
+def _torch_index_for(variant: str | None, index_url: str, options: InstallOptions) -> tuple[str, str]:
+    """(pip option, URL) for a torch-family wheel from the PyTorch index (or its mirror)."""
+    if options.torch_index and variant:
+        return options.torch_index_option, f"{options.torch_index}{variant}/"
+    return "--index-url", index_url
+
+
+#: A wheel's METADATA larger than this is not read (it is not a real one).
+_METADATA_LIMIT = 1024 * 1024
+
+
+def requires_dist(wheel: Path) -> list[str] | None:
+    """The wheel's ``Requires-Dist`` lines; None when its metadata cannot be read."""
+    import email.parser
+
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            name = next((n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
+            if name is None or archive.getinfo(name).file_size > _METADATA_LIMIT:
+                return None
+            text = archive.read(name).decode("utf-8", "replace")
+    except (OSError, zipfile.BadZipFile):
+        return None
+    return list(email.parser.HeaderParser().parsestr(text).get_all("Requires-Dist") or [])
+
+
+def requirements_met(lines: Sequence[str] | None, installed: Mapping[str, str], env: Environment) -> bool:
+    """Every requirement in ``lines`` that applies to the target is installed at a fitting version."""
+    if lines is None:
+        return False
+    markers = dict(marker_environment(env), extra="")
+    applying: list[str] = []
+    for line in lines:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            return False
+        if requirement.marker is not None and not requirement.marker.evaluate(markers):
+            continue
+        if requirement.extras or requirement.url:
+            return False  # what an extra pulls in is not known here: let pip resolve
+        applying.append(line)
+    return not unsatisfied(applying, installed)
+
+
+def _planned_build(spec: BuildSpec, source: str, wheelhouse: Wheelhouse | None, options: InstallOptions) -> tuple[PlannedBuild, Path | None]:
+    """The build, and the wheelhouse file already holding its wheel (None: it will be built)."""
+    key = wheel_key(spec)
+    if wheelhouse is None or options.rebuild:
+        return PlannedBuild(spec=spec, key=key, source=source), None
+    found = wheelhouse.lookup(key)
+    if found is not None:
+        return PlannedBuild(spec=spec, key=key, source=source,
+                            reused=f"the wheelhouse has this exact build ({found.path.name})"), found.path
+    return PlannedBuild(spec=spec, key=key, source=source), None
+
+
+def complete_plan(
+    plan: Plan,
+    env: Environment,
+    index: Index,
+    options: InstallOptions,
+    *,
+    pip: PipFacts | None,
+    installed: Mapping[str, str] | None,
+    wheelhouse: Wheelhouse | None = None,
+    capacity: tuple[int, int | None] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Plan:
+    """``plan`` with everything the executor needs decided.
+
+    ``pip`` and ``installed`` are the target's pip facts and distributions (None for a plan
+    made for another machine: trust options are then decided when applied, and no step leaves
+    out pip's dependency resolution). ``capacity`` (cores, available bytes) decides ``MAX_JOBS``;
+    ``environ`` supplies the user's own ``MAX_JOBS``."""
+    torch_item = next((i for i in plan.items if i.name == "torch"), None)
+    builds: list[PlannedBuild] = []
+    reused_files: dict[str, Path] = {}
+    imports: list[str] = []
+    smoke: list[tuple[str, str]] = []
+    from_torch_index: list[PlanItem] = []
+    main_requirements: list[str] = []
+    checked: list[str] = []
+    runtime: dict[str, tuple[str, ...] | None] = {}
+    user_jobs = (environ or {}).get("MAX_JOBS", "").strip()
+    for item in plan.items:
+        if item.kind == "build":
+            recipe, import_name = _recipe(index, item)
+            spec = check_build(item, recipe, env, index, import_name=import_name,
+                               torch_item=torch_item if torch_item and torch_item.kind == "wheel" else None, ptx=options.ptx)
+            if spec.torch_requirement and spec.torch_index:
+                option, url = _torch_index_for(spec.variant, spec.torch_index, options)
+                spec = replace(spec, torch_index=url, torch_index_option=option)
+                checked.append(url)
+            if user_jobs.isdigit() and int(user_jobs) > 0:
+                spec = replace(spec, max_jobs=int(user_jobs))  # the user's word wins: the machine may be shared
+            elif capacity is not None:
+                spec = replace(spec, max_jobs=max_jobs(*capacity))
+            planned, reused_file = _planned_build(spec, describe_source(recipe, options.source_for(item.name)), wheelhouse, options)
+            builds.append(planned)
+            if reused_file is not None:
+                reused_files[planned.key.digest] = reused_file
+                runtime[planned.key.digest] = tuple(requires_dist(reused_file) or ()) if requires_dist(reused_file) is not None else None
+            else:
+                runtime[planned.key.digest] = recipe.requires
+            if recipe.smoke:
+                imports.extend(recipe.smoke.imports)
+                if recipe.smoke.gpu_script:
+                    smoke.append((item.name, recipe.smoke.gpu_script))
+            else:
+                imports.append(import_name)
+        elif item.kind == "installed":
+            # Hold what is installed where it is: pip must not move torch to satisfy a dependency.
+            main_requirements.append(f"{item.name}=={item.version.split('+', 1)[0]}")
+        elif item.name in TORCH_FAMILY:
+            if item.index and item.index.rstrip("/") != PYPI_SIMPLE:
+                from_torch_index.append(item)
+            else:
+                main_requirements.append(item.requirement or f"{item.name}=={item.version}")
+        else:
+            package = index.package(item.name)
+            if item.url:
+                main_requirements.append(f"{item.name} @ {item.url}")
+                checked.append(item.url)
+            elif item.find_links:
+                main_requirements.append(item.requirement or f"{item.name}=={item.version}")
+                main_requirements.extend(["--find-links", item.find_links])
+                checked.append(item.find_links)
+            else:
+                main_requirements.append(item.requirement or f"{item.name}=={item.version}")
+            imports.append(package.import_name if package else item.name.replace("-", "_"))
+            recipe_smoke = next((r.smoke for r in package.recipes if r.smoke), None) if package else None
+            if recipe_smoke and recipe_smoke.gpu_script:
+                smoke.append((item.name, recipe_smoke.gpu_script))
+    steps: list[PipStep] = []
+    if from_torch_index:
+        option, url = _torch_index_for(from_torch_index[0].variant, from_torch_index[0].index or "", options)
+        requirements = [i.requirement or f"{i.name}=={i.version}" for i in from_torch_index]
+        # Only the torch family is asked of the PyTorch index (it also carries their
+        # dependencies); no other name goes there, so no other package can be taken from it.
+        steps.append(PipStep(purpose=f"torch family from {url}", args=(*options_for_torch_step(options.pip_args), option, url, *requirements),
+                             checked_urls=(url,), torch_index_only=True))
+        # Later steps keep them where this step put them.
+        main_requirements = [*requirements, *main_requirements]
+    main_requirements.extend(plan.pass_through)
+    digests = tuple(b.key.digest for b in builds)
+    has_work = bool(builds or plan.pass_through or any(i.kind == "wheel" and i.name not in TORCH_FAMILY for i in plan.items)
+                    or names_requirements(options.pip_args))
+    only_built = (bool(builds) and not plan.pass_through and not options.pip_args and not from_torch_index
+                  and all(item.kind in ("installed", "build") for item in plan.items))
+    notes = [note for b in builds for note in b.spec.notes]
+    skip_pip = None
+    if (only_built and installed is not None and not options.smoke and len(reused_files) == len(builds)
+            and all(installed.get(canonicalize_name(b.spec.package)) == b.key.labelled_version for b in builds)):
+        skip_pip = "every planned package is installed at the planned version: pip is not run"
+    elif only_built and installed is not None and all(requirements_met(runtime[d], installed, env) for d in digests):
+        # Everything the wheels need is installed: pip need not resolve torch's whole dependency
+        # tree again, nor check every installed package for conflicts (seconds in a big env).
+        steps.append(PipStep(purpose="built wheels (their requirements are installed)", args=("--no-deps",), built=digests))
+    elif has_work or not from_torch_index:
+        steps.append(PipStep(purpose="extensions and the rest", args=(*options.pip_args, *main_requirements),
+                             built=digests, checked_urls=tuple(checked)))
+    elif checked:
+        steps[0] = replace(steps[0], checked_urls=(*steps[0].checked_urls, *checked))
+    if any(i.name == "torch" for i in plan.items):
+        imports.insert(0, "torch")
+    trust: tuple[str, ...] | None = None
+    trust_note = None
+    if pip is not None:
+        words, trust_note = trust_options(pip)
+        trust = tuple(words)
+    return replace(
+        plan, complete=True, builds=tuple(builds), steps=tuple(steps), imports=tuple(dict.fromkeys(imports)),
+        smoke=tuple(smoke), notes=tuple(dict.fromkeys(notes)), pip_version=str(pip.version) if pip else None,
+        trust=trust, trust_note=trust_note, skip_pip=skip_pip,
+    )

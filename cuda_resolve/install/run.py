@@ -1,0 +1,212 @@
+"""The one entry point of installing: :func:`run` (and :func:`build_only` for ``cuda-resolve build``).
+
+``cuda-pip install``, ``cuda-resolve install``, a plan file, a lockfile's ``sync`` and the conda
+plugin all call :func:`run` with an :class:`InstallRequest` and callbacks (the reporter, the
+confirmation prompt, the index probe); it decides, completes and executes the Plan and returns
+an :class:`~.transaction.InstallResult`. Entry points only parse, supply callbacks and render.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from ..environment import Environment
+from ..errors import UsageError
+from ..index.model import Index
+from ..plan import Plan
+from ..reporting import NullReporter, Reporter
+from .options import InstallOptions
+from .reqfile import FileRequirement
+
+if TYPE_CHECKING:
+    from ..build.builder import BuildResult
+    from ..resolve import Options as ResolveOptions
+    from ..wheelhouse.store import Wheelhouse
+    from .transaction import InstallResult
+
+__all__ = ["InstallRequest", "build_only", "check_names", "complete_for_target", "decide", "run"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InstallRequest:
+    requirements: tuple[str, ...] = ()
+    file_requirements: tuple[FileRequirement, ...] = ()  # inside -r/-c files (pip still reads the files)
+    file_notes: tuple[str, ...] = ()  # what was left unread in them
+    resolve: ResolveOptions | None = None
+    accept_names: tuple[str, ...] = ()
+    plan: Plan | None = None  # a complete plan written earlier: applied after checking its facts
+    dry_run: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _curated_name(index: Index) -> Callable[[str], str | None]:
+    """``text -> canonical name`` for requirements cuda-resolve decides (torch's family or a
+    package it indexes), None for the rest (and for what is not a requirement at all)."""
+    from .prepare import TORCH_FAMILY
+
+    def curated(text: str) -> str | None:
+        try:
+            name = canonicalize_name(Requirement(text).name)
+        except InvalidRequirement:
+            return None
+        return name if name in TORCH_FAMILY or index.package(name) is not None else None
+
+    return curated
+
+
+def refuse_hash_mode(origins: Sequence[str], pip_args: Sequence[str]) -> None:
+    """pip's hash-checking mode needs a hash for every package: the pins and built wheels
+    cuda-resolve adds have none known in advance, so pip would refuse them after the builds."""
+    if not origins and "--require-hashes" not in pip_args:
+        return
+    where = f"--hash at {origins[0]}" if origins else "--require-hashes"
+    raise UsageError(
+        f"pip's hash-checking mode ({where}) needs a hash for every package, and the torch pin and the wheels cuda-resolve builds or picks have none known in advance",
+        hint="install torch, kaolin and pointnet2_ops with their own cuda-pip install first, then the hashed requirements with pip",
+    )
+
+
+def check_names(requirements: Sequence[str], index: Index, accepted: Sequence[str], *, confirm: Callable[[str], bool] | None) -> None:
+    """Refuse a name pip would get (a pass-through request, a line of a ``-r`` file) that is one
+    edit away from a curated package, unless the user confirms it (``confirm`` None: no prompt)."""
+    from .names import near_miss, requirement_name
+
+    curated = [package.name for package in index.packages]
+    ok = {canonicalize_name(name) for name in accepted}
+    for text in requirements:
+        name = requirement_name(text)
+        if name is None or canonicalize_name(name) in ok:
+            continue
+        meant = near_miss(name, curated)
+        if meant is None:
+            continue
+        if confirm is not None and confirm(f"'{name}' is not {meant}, which cuda-resolve curates; a look-alike name on a public index can be a typosquatted package. Install '{name}' from your index anyway? [y/N] "):
+            continue
+        raise UsageError(
+            f"{name!r} is one letter away from {meant!r}: did you mean {meant}?",
+            hint=f"to install {meant}: cuda-pip install {meant}; to install {name!r} as written: add --accept-name {name}",
+        )
+
+
+def decide(request: InstallRequest, env: Environment, index: Index, *, reporter: Reporter, install: bool,
+           pip_args: Sequence[str], confirm: Callable[[str], bool] | None) -> Plan:
+    """The decision for ``request`` (the requirements, and those read from -r/-c files)."""
+    from ..plan import make_plan
+    from ..resolve import Options, applies, resolve
+    from .reqfile import select_requests
+
+    from_files = select_requests(request.file_requirements, request.requirements, curated=_curated_name(index),
+                                 applies=lambda requirement: applies(requirement, str(requirement), env))
+    for line in (*from_files.said, *request.file_notes):
+        reporter.step(line)
+    plan = make_plan(resolve([*request.requirements, *from_files.requests], env, index, request.resolve or Options()), env)
+    if install:
+        if plan.items:
+            refuse_hash_mode(from_files.hashed, pip_args)
+        check_names([*plan.pass_through, *from_files.unchecked], index, request.accept_names, confirm=confirm)
+    return plan
+
+
+def complete_for_target(plan: Plan, env: Environment, index: Index, options: InstallOptions, *, wheelhouse: Wheelhouse | None,
+                        environ: Mapping[str, str], probe_target: bool = True) -> Plan:
+    """``plan`` completed for ``env``'s target (its pip facts and distributions read once)."""
+    from ..build.buildenv import machine_capacity
+    from .pip import pip_facts_and_distributions, refuse_externally_managed
+    from .prepare import complete_plan
+
+    facts = installed = None
+    python = env.python.executable
+    if probe_target and python is not None and env.source == "detected":
+        facts, installed = pip_facts_and_distributions(python, environ)
+        refuse_externally_managed(python, facts, options.pip_args, environ)
+    return complete_plan(plan, env, index, options, pip=facts, installed=installed, wheelhouse=wheelhouse,
+                         capacity=machine_capacity(), environ=environ)
+
+
+def run(
+    request: InstallRequest,
+    environment: Environment,
+    index: Index,
+    options: InstallOptions,
+    *,
+    reporter: Reporter | None = None,
+    confirm: Callable[[str], bool] | None = None,
+    probe: Callable[[str], tuple[bool, str]] | None = None,
+    wheelhouse: Wheelhouse | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> InstallResult:
+    """Decide (or take ``request.plan``), complete and carry out the install; see the module doc.
+
+    With ``request.dry_run`` nothing is built or installed: the result holds the complete plan
+    and, in ``pip_runs``, the exact pip commands a run would execute."""
+    from ..paths import new_log_path
+    from ..wheelhouse.store import Wheelhouse
+    from .apply import check_plan_facts
+    from .transaction import InstallResult, Phases, execute, planned_commands
+
+    report = reporter or NullReporter()
+    base = dict(os.environ if environ is None else environ)
+    house = wheelhouse or Wheelhouse.default()
+    phases = Phases()
+    if request.plan is not None:
+        with phases.timed("plan check"):
+            plan = check_plan_facts(request.plan, environment)
+    else:
+        with phases.timed("plan"):
+            plan = decide(request, environment, index, reporter=report, install=True, pip_args=options.pip_args, confirm=confirm)
+        with phases.timed("pre-flight"):
+            plan = complete_for_target(plan, environment, index, options, wheelhouse=house, environ=base)
+    python = environment.python.executable or "python3"
+    if request.dry_run:
+        commands = planned_commands(plan, python, house)
+        return InstallResult(plan=plan, builds=(), changed=(), verified=(), notes=plan.notes,
+                             timings=phases.items(), pip_runs=tuple(tuple(c) for c in commands))
+    result = execute(plan, environment, wheelhouse=house, options=options, probe=probe, environ=base,
+                     reporter=report, log_path=new_log_path("install"))
+    return replace(result, timings=(*phases.items(), *result.timings))
+
+
+def build_only(
+    request: InstallRequest,
+    environment: Environment,
+    index: Index,
+    options: InstallOptions,
+    *,
+    reporter: Reporter | None = None,
+    wheelhouse: Wheelhouse | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[Plan, list[BuildResult]]:
+    """``cuda-resolve build``: the plan's source builds into the wheelhouse; nothing is installed.
+    With ``request.dry_run`` the plan is completed (pre-flight) and nothing is compiled."""
+    from ..build.builder import build
+    from .pip import TargetPip, installed_distributions
+    from .prepare import complete_plan
+
+    report = reporter or NullReporter()
+    base = dict(os.environ if environ is None else environ)
+    from ..build.buildenv import machine_capacity
+    from ..paths import new_log_path
+    from ..wheelhouse.store import Wheelhouse
+
+    house = wheelhouse or Wheelhouse.default()
+    plan = request.plan or decide(request, environment, index, reporter=report, install=False, pip_args=(), confirm=None)
+    if not plan.complete:
+        plan = complete_plan(plan, environment, index, options, pip=None, installed=None, wheelhouse=house,
+                             capacity=machine_capacity(), environ=base)
+    if request.dry_run or not plan.builds:
+        return plan, []
+    python = plan.builds[0].spec.python
+    installed = installed_distributions(python, base)
+    pip = TargetPip(python, environ=base, log_path=new_log_path("build-overlay"))
+    results = [
+        build(b.spec, house, source_dir=options.source_for(b.spec.package), installed=installed, reporter=report,
+              rebuild=options.rebuild, environ=base, pip=pip, key=b.key)
+        for b in plan.builds
+    ]
+    return plan, results
