@@ -4,6 +4,10 @@ Two builds with equal keys are interchangeable; any difference in torch, CUDA va
 platform, arch list or recipe makes a different key. The key gives the wheel its PEP 440 local
 version label (PyG style plus the arch list: ``3.0.0+pt2141cu130.sm86.sm90ptx``) and its folder
 in the wheelhouse (:attr:`WheelKey.digest`).
+
+:class:`KeyQuery` is a key without its arch list, and :func:`covers` says whether (and how well) a
+built arch list runs on a machine's GPUs, by compat's rule: a wheel built for more GPUs is
+reused wherever it covers every GPU here (:meth:`Wheelhouse.find_covering`).
 """
 
 from __future__ import annotations
@@ -11,15 +15,29 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from ..compat import build_covers_gpu
 from ..index.model import ArchEntry, parse_arch_entry, parse_arch_list
+from ..versions import ComputeCapability
 from .errors import WheelhouseError
 
-__all__ = ["KEY_FIELDS", "WheelKey", "canonical_arch_list"]
+__all__ = [
+    "KEY_FIELDS",
+    "QUERY_FIELDS",
+    "Coverage",
+    "CoverageKind",
+    "GpuCoverage",
+    "KeyQuery",
+    "WheelKey",
+    "canonical_arch_list",
+    "covers",
+]
 
 #: The key's fields, in the order they are written and hashed.
 KEY_FIELDS = (
@@ -32,6 +50,8 @@ KEY_FIELDS = (
     "arch_list",
     "recipe_digest",
 )
+#: The fields of a :class:`KeyQuery`: the key's, less the arch list.
+QUERY_FIELDS = tuple(field for field in KEY_FIELDS if field != "arch_list")
 
 _NAME = re.compile(r"[A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9]", re.IGNORECASE)
 _VARIANT = re.compile(r"[a-z][a-z0-9]*(\.[0-9]+)*")
@@ -69,6 +89,46 @@ def _fail(origin: str, field: str, value: object, expected: str, hint: str | Non
     )
 
 
+def _version(origin: str, field: str, text: str) -> str:
+    try:
+        version = Version(text)
+    except InvalidVersion:
+        raise _fail(origin, field, text, "not a PEP 440 version") from None
+    if version.local is not None:
+        raise _fail(
+            origin, field, text,
+            "has a local label; the key wants the base version",
+            hint=f"pass {version.public!r} (the CUDA variant is a field of its own)",
+        )
+    return str(version)
+
+
+def _check_abi(obj: WheelKey | KeyQuery, origin: str, fields: tuple[str, ...]) -> None:
+    """Check that each of ``fields`` is a string, then check and normalize the fields a key and a
+    query share, but for the recipe digest (:func:`_check_digest`, done last)."""
+    for field in fields:
+        value = getattr(obj, field)
+        if not isinstance(value, str):
+            raise _fail(origin, field, value, "expected a string")
+    if not _NAME.fullmatch(obj.package):
+        raise _fail(origin, "package", obj.package, "not a valid distribution name")
+    object.__setattr__(obj, "version", _version(origin, "version", obj.version))
+    object.__setattr__(obj, "torch", _version(origin, "torch", obj.torch))
+    if not _VARIANT.fullmatch(obj.variant):
+        raise _fail(origin, "variant", obj.variant, "expected torch's variant name, such as 'cu130' or 'cpu'")
+    if not _PYTHON_TAG.fullmatch(obj.python_tag):
+        raise _fail(origin, "python_tag", obj.python_tag, "expected a wheel Python tag such as 'cp311'")
+    if not _PLATFORM.fullmatch(obj.platform):
+        raise _fail(origin, "platform", obj.platform, "expected a wheel platform tag such as 'linux_x86_64'")
+
+
+def _check_digest(obj: WheelKey | KeyQuery, origin: str) -> None:
+    digest = obj.recipe_digest.lower()
+    if not _HEX.fullmatch(digest):
+        raise _fail(origin, "recipe_digest", obj.recipe_digest, "expected a hex sha256")
+    object.__setattr__(obj, "recipe_digest", digest)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WheelKey:
     """The full ABI of one built wheel. Values are checked and normalized on construction:
@@ -89,20 +149,7 @@ class WheelKey:
         self._check("<wheel key>")
 
     def _check(self, origin: str) -> None:
-        for field in KEY_FIELDS:
-            value = getattr(self, field)
-            if not isinstance(value, str):
-                raise _fail(origin, field, value, "expected a string")
-        if not _NAME.fullmatch(self.package):
-            raise _fail(origin, "package", self.package, "not a valid distribution name")
-        object.__setattr__(self, "version", self._version(origin, "version", self.version))
-        object.__setattr__(self, "torch", self._version(origin, "torch", self.torch))
-        if not _VARIANT.fullmatch(self.variant):
-            raise _fail(origin, "variant", self.variant, "expected torch's variant name, such as 'cu130' or 'cpu'")
-        if not _PYTHON_TAG.fullmatch(self.python_tag):
-            raise _fail(origin, "python_tag", self.python_tag, "expected a wheel Python tag such as 'cp311'")
-        if not _PLATFORM.fullmatch(self.platform):
-            raise _fail(origin, "platform", self.platform, "expected a wheel platform tag such as 'linux_x86_64'")
+        _check_abi(self, origin, KEY_FIELDS)
         try:
             arch_list = canonical_arch_list(self.arch_list)
         except ValueError as exc:
@@ -115,24 +162,11 @@ class WheelKey:
                 f"a {self.variant} build always has an arch list (TORCH_CUDA_ARCH_LIST is always set)",
             )
         object.__setattr__(self, "arch_list", arch_list)
-        digest = self.recipe_digest.lower()
-        if not _HEX.fullmatch(digest):
-            raise _fail(origin, "recipe_digest", self.recipe_digest, "expected a hex sha256")
-        object.__setattr__(self, "recipe_digest", digest)
+        _check_digest(self, origin)
 
-    @staticmethod
-    def _version(origin: str, field: str, text: str) -> str:
-        try:
-            version = Version(text)
-        except InvalidVersion:
-            raise _fail(origin, field, text, "not a PEP 440 version") from None
-        if version.local is not None:
-            raise _fail(
-                origin, field, text,
-                "has a local label; the key wants the base version",
-                hint=f"pass {version.public!r} (the CUDA variant is a field of its own)",
-            )
-        return str(version)
+    def query(self) -> KeyQuery:
+        """This key without its arch list: what :meth:`Wheelhouse.find_covering` matches."""
+        return KeyQuery(**{field: getattr(self, field) for field in QUERY_FIELDS})
 
     # -- derived names ---------------------------------------------------------------------
 
@@ -197,3 +231,136 @@ class WheelKey:
             object.__setattr__(key, field, data[field])
         key._check(origin)
         return key
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class KeyQuery:
+    """A :class:`WheelKey` less its arch list: the ABI a reused wheel must match exactly (torch,
+    variant, Python, platform, recipe), while the arch list only has to cover this machine's
+    GPUs (:func:`covers`). Fields are checked and normalized as a key's are."""
+
+    package: str
+    version: str
+    torch: str
+    variant: str
+    python_tag: str
+    platform: str
+    recipe_digest: str
+
+    def __post_init__(self) -> None:
+        _check_abi(self, "<wheel key query>", QUERY_FIELDS)
+        _check_digest(self, "<wheel key query>")
+
+    @property
+    def canonical_package(self) -> str:
+        return str(canonicalize_name(self.package))
+
+    def matches(self, key: WheelKey) -> bool:
+        """Does ``key`` have exactly these fields (the package compared canonicalized)?"""
+        return key.canonical_package == self.canonical_package and all(
+            getattr(key, field) == getattr(self, field) for field in QUERY_FIELDS if field != "package"
+        )
+
+    def with_arch_list(self, arch_list: str) -> WheelKey:
+        """The full key for a build with ``arch_list``."""
+        return WheelKey(arch_list=arch_list, **{field: getattr(self, field) for field in QUERY_FIELDS})
+
+
+# -- coverage -------------------------------------------------------------------------------------
+
+#: How one GPU runs a build, best first: SASS for exactly its capability; SASS of its major and
+#: a lower minor (sm_80 on 8.6); PTX JIT-compiled by the driver at first use.
+CoverageKind = Literal["exact", "sass", "ptx"]
+_KIND_RANK: dict[CoverageKind, int] = {"exact": 0, "sass": 1, "ptx": 2}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GpuCoverage:
+    """Which entry of an arch list runs on one GPU capability, and how."""
+
+    capability: ComputeCapability
+    entry: ArchEntry
+    kind: CoverageKind
+
+    def describe(self) -> str:
+        """``8.0: sm_80 exact`` / ``8.6: sm_80 (same major, lower minor)`` /
+        ``9.0: compute_80 PTX (JIT-compiled at first use)``."""
+        cap = self.entry.capability
+        if self.kind == "exact":
+            return f"{self.capability}: {cap.sm} exact"
+        if self.kind == "sass":
+            return f"{self.capability}: {cap.sm} (same major, lower minor)"
+        return f"{self.capability}: compute_{cap.major}{cap.minor} PTX (JIT-compiled at first use)"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Coverage:
+    """How an arch list covers every GPU of a machine (from :func:`covers`).
+
+    Ordered by :attr:`rank`, smaller is better: first the GPUs' kinds, worst first (exact SASS
+    for every GPU beats lower-minor SASS anywhere, which beats PTX anywhere), then fewer
+    compiled targets (each SASS and each PTX counts: a smaller wheel), then the arch-list text,
+    so the choice never depends on the order entries were found in."""
+
+    arch_list: str  # canonical_arch_list's form
+    gpus: tuple[GpuCoverage, ...]  # one per distinct capability, sorted
+
+    @property
+    def kind(self) -> CoverageKind:
+        """The worst GPU's kind."""
+        return max((gpu.kind for gpu in self.gpus), key=_KIND_RANK.__getitem__)
+
+    @property
+    def targets(self) -> int:
+        """Code objects in the build: one per arch, one more per ``+PTX``."""
+        entries = parse_arch_list(self.arch_list)
+        return len(entries) + sum(entry.ptx for entry in entries)
+
+    @property
+    def rank(self) -> tuple[tuple[int, ...], int, str]:
+        kinds = tuple(sorted((_KIND_RANK[gpu.kind] for gpu in self.gpus), reverse=True))
+        return kinds, self.targets, self.arch_list
+
+    def describe(self) -> str:
+        """``8.0: sm_80 exact; 8.9: sm_89 exact``."""
+        return "; ".join(gpu.describe() for gpu in self.gpus)
+
+
+def _gpu_coverage(entries: Sequence[ArchEntry], gpu: ComputeCapability) -> GpuCoverage | None:
+    """The best entry for ``gpu``. Whether an entry runs there at all, and whether its SASS does,
+    is compat.build_covers_gpu's answer; here it is only ranked."""
+    plain = ComputeCapability(gpu.major, gpu.minor)
+    best: tuple[tuple[int, ComputeCapability], GpuCoverage] | None = None
+    for entry in entries:
+        if not build_covers_gpu((entry,), gpu):
+            continue
+        cap = entry.capability
+        if build_covers_gpu((ArchEntry(cap, ptx=False),), gpu):
+            kind: CoverageKind = "exact" if ComputeCapability(cap.major, cap.minor) == plain else "sass"
+        else:
+            kind = "ptx"
+        # Within one kind the closest (highest) capability is what the driver loads.
+        order = (-_KIND_RANK[kind], cap)
+        if best is None or order > best[0]:
+            best = (order, GpuCoverage(capability=gpu, entry=entry, kind=kind))
+    return None if best is None else best[1]
+
+
+def covers(arch_list: str, capabilities: Sequence[ComputeCapability]) -> Coverage | None:
+    """How a build for ``arch_list`` runs on GPUs of ``capabilities``, or None when one of them
+    has no kernels in it (compat.build_covers_gpu: SASS of the same major and no higher minor,
+    PTX at or below the GPU; ``a``/``f`` targets and Jetson parts only on their own capability).
+
+    None also when ``capabilities`` is empty: with no GPU to cover, a wheel is reused only by its
+    exact key (:meth:`Wheelhouse.lookup`). ValueError names an arch-list entry that is not one."""
+    text = canonical_arch_list(arch_list)
+    entries = parse_arch_list(text)
+    gpus: list[GpuCoverage] = []
+    for capability in sorted(set(capabilities)):
+        found = _gpu_coverage(entries, capability)
+        if found is None:
+            return None
+        gpus.append(found)
+    if not gpus:
+        return None
+    return Coverage(arch_list=text, gpus=tuple(gpus))

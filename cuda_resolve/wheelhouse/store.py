@@ -13,6 +13,11 @@ An entry is built in ``wheels/<name>/.tmp-<digest>-*/`` (wheel first, ``entry.js
 renamed into place in one step, so a reader sees a complete entry or none; a publish that is
 killed leaves only a ``.tmp-`` folder, which the next publish removes once no live process
 holds that key's lock (a folder another host made: once it is also 15 minutes old).
+
+Reuse by coverage: :meth:`Wheelhouse.lookup` wants the exact key; :meth:`Wheelhouse.find_covering`
+takes a :class:`KeyQuery` (the key less its arch list) and this machine's GPU capabilities and
+returns the best entry whose arch list covers every one of them (:func:`best_covering` is the
+same choice over entries already read, with no I/O).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,9 +41,10 @@ from typing import Any
 import filelock
 
 from ..paths import cache_root, write_atomic
+from ..versions import ComputeCapability
 from . import simple
 from .errors import WheelhouseError
-from .key import WheelKey
+from .key import Coverage, KeyQuery, WheelKey, covers
 from .rewrite import find_strip, rewrite_wheel
 
 __all__ = [
@@ -48,7 +54,10 @@ __all__ = [
     "WHEELHOUSE_ENV",
     "StoredWheel",
     "Wheelhouse",
+    "best_covering",
+    "covering_reason",
     "parse_created",
+    "rank_covering",
 ]
 
 #: Environment variable naming the wheelhouse (wins over the config file's ``wheelhouse``).
@@ -250,6 +259,39 @@ def _same_key(a: WheelKey, b: WheelKey) -> bool:
     return left == right
 
 
+def rank_covering(
+    entries: Iterable[StoredWheel], query: KeyQuery, capabilities: Sequence[ComputeCapability]
+) -> list[tuple[StoredWheel, Coverage]]:
+    """The entries of ``query``'s exact ABI (package, version, torch, variant, Python tag,
+    platform, recipe digest) whose arch list covers every capability, best first
+    (:attr:`Coverage.rank`; then the entry's digest, so the order is total). Pure: the wheel
+    files are not read; :meth:`Wheelhouse.find_covering` verifies the one it returns."""
+    ranked: list[tuple[StoredWheel, Coverage]] = []
+    for entry in entries:
+        if not query.matches(entry.key):
+            continue
+        coverage = covers(entry.key.arch_list, capabilities)
+        if coverage is not None:
+            ranked.append((entry, coverage))
+    ranked.sort(key=lambda pair: (pair[1].rank, pair[0].key.digest))
+    return ranked
+
+
+def best_covering(
+    entries: Iterable[StoredWheel], query: KeyQuery, capabilities: Sequence[ComputeCapability]
+) -> tuple[StoredWheel, Coverage] | None:
+    """The first of :func:`rank_covering`, or None (none of that ABI covers every GPU, or there
+    is no GPU: then only :meth:`Wheelhouse.lookup`'s exact key applies)."""
+    ranked = rank_covering(entries, query, capabilities)
+    return ranked[0] if ranked else None
+
+
+def covering_reason(entry: StoredWheel, coverage: Coverage) -> str:
+    """``pointnet2_ops 3.0.0+pt2110cu130.sm80.sm89 in the wheelhouse covers every GPU here
+    (8.0: sm_80 exact)``."""
+    return f"{entry.key.package} {entry.version} in the wheelhouse covers every GPU here ({coverage.describe()})"
+
+
 class Wheelhouse:
     """A wheelhouse folder. Reading needs only read access (a read-only NFS share works for
     lookups and installs); :meth:`lock`, :meth:`publish` and :meth:`remove` need write access."""
@@ -414,6 +456,23 @@ class Wheelhouse:
             return None
         return entry
 
+    def find_covering(
+        self, query: KeyQuery, capabilities: Sequence[ComputeCapability]
+    ) -> tuple[StoredWheel, str] | None:
+        """The best complete entry of ``query``'s ABI whose arch list covers every capability
+        (:func:`rank_covering`) and whose file matches its recorded sha256 and size, with a
+        one-line reason; None when there is none. A better-ranked entry that fails
+        :meth:`verify` is passed over for the next. Never a wheel that misses a GPU or differs
+        from ``query`` in any field; None for an empty ``capabilities`` (use :meth:`lookup`)."""
+        if not capabilities or not self._check_root():
+            return None
+        entries: list[StoredWheel] = []
+        self._scan_project(self.wheels_dir / query.canonical_package, entries, [])
+        for entry, coverage in rank_covering(entries, query, capabilities):
+            if self.verify(entry) is None:
+                return entry, covering_reason(entry, coverage)
+        return None
+
     def scan(self) -> tuple[list[StoredWheel], list[str]]:
         """Every complete entry (file present with its recorded size; sha256 is checked by
         :meth:`lookup` and by pip through the pages' ``#sha256=``), and a note per folder
@@ -424,38 +483,47 @@ class Wheelhouse:
             return entries, problems
         try:
             projects = sorted(p for p in self.wheels_dir.iterdir() if p.is_dir())
-            for project in projects:
-                for folder in sorted(project.iterdir()):
-                    if folder.name.startswith(".") or not folder.is_dir():
-                        continue  # .tmp-/.old- folders: a publish or removal in progress or killed
-                    path = folder / ENTRY_FILE
-                    try:
-                        entry = _parse_entry(path, path.read_text(encoding="utf-8"))
-                    except FileNotFoundError:
-                        problems.append(f"{folder}: no {ENTRY_FILE} (not a complete entry)")
-                        continue
-                    except UnicodeDecodeError:
-                        problems.append(f"{path}: not UTF-8 text")
-                        continue
-                    except WheelhouseError as exc:
-                        problems.append(exc.message)
-                        continue
-                    if entry.key.digest != folder.name or entry.key.canonical_package != project.name:
-                        problems.append(f"{path}: its key belongs in {entry.key.canonical_package}/{entry.key.digest}")
-                        continue
-                    try:
-                        size = entry.path.stat().st_size
-                    except FileNotFoundError:
-                        problems.append(f"{entry.path}: missing")
-                        continue
-                    if size != entry.size:
-                        problems.append(f"{entry.path}: {size} bytes, its entry says {entry.size}")
-                        continue
-                    entries.append(entry)
         except OSError as exc:
             raise self._read_error(exc, Path(exc.filename or self.wheels_dir)) from None
+        for project in projects:
+            self._scan_project(project, entries, problems)
         entries.sort(key=lambda e: (e.key.canonical_package, e.key.version, e.created, e.key.digest))
         return entries, problems
+
+    def _scan_project(self, project: Path, entries: list[StoredWheel], problems: list[str]) -> None:
+        """:meth:`scan` for one project folder (``wheels/<name>``; a missing one has no entries)."""
+        try:
+            if not project.is_dir():
+                return
+            for folder in sorted(project.iterdir()):
+                if folder.name.startswith(".") or not folder.is_dir():
+                    continue  # .tmp-/.old- folders: a publish or removal in progress or killed
+                path = folder / ENTRY_FILE
+                try:
+                    entry = _parse_entry(path, path.read_text(encoding="utf-8"))
+                except FileNotFoundError:
+                    problems.append(f"{folder}: no {ENTRY_FILE} (not a complete entry)")
+                    continue
+                except UnicodeDecodeError:
+                    problems.append(f"{path}: not UTF-8 text")
+                    continue
+                except WheelhouseError as exc:
+                    problems.append(exc.message)
+                    continue
+                if entry.key.digest != folder.name or entry.key.canonical_package != project.name:
+                    problems.append(f"{path}: its key belongs in {entry.key.canonical_package}/{entry.key.digest}")
+                    continue
+                try:
+                    size = entry.path.stat().st_size
+                except FileNotFoundError:
+                    problems.append(f"{entry.path}: missing")
+                    continue
+                if size != entry.size:
+                    problems.append(f"{entry.path}: {size} bytes, its entry says {entry.size}")
+                    continue
+                entries.append(entry)
+        except OSError as exc:
+            raise self._read_error(exc, Path(exc.filename or project)) from None
 
     def entries(self) -> list[StoredWheel]:
         """Every complete entry, by package, version and creation time."""
