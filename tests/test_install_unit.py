@@ -253,7 +253,7 @@ def test_a_failed_install_is_undone(tmp_path: Path, empty_venv: Path, torch_inde
                      "--find-links", str(empty), "--python", str(empty_venv), env=env)
     assert done.returncode == 1
     assert "pip install (extensions and the rest) failed" in done.stderr
-    assert "restoring the environment" in done.stderr
+    assert "restored: torch 2.6.0+cu126 removed" in done.stderr or "restored:" in done.stderr
     assert _freeze(empty_venv) == before
 
 
@@ -593,3 +593,24 @@ def test_a_plan_whose_facts_changed_is_refused_naming_the_fact(tmp_path: Path, e
     bad.write_text(json.dumps({**document, "format": 99}))
     refused = _cuda_pip("install", "--plan", str(bad), "--python", str(empty_venv), env=env)
     assert refused.returncode == 2 and "format = 99" in refused.stderr
+
+
+def test_a_failed_install_puts_back_the_torch_it_replaced(tmp_path: Path, empty_venv: Path, torch_index: str) -> None:
+    env = _env_with_torch_index(tmp_path, torch_index)
+    old = tmp_path / "old"
+    old.mkdir()
+    _wheel(old, "torch", "2.5.0", files={"torch/__init__.py": "__version__ = '2.5.0'\n", "torch/version.py": "__version__ = '2.5.0'\ncuda = None\n"})
+    subprocess.run([str(empty_venv), "-m", "pip", "install", "-q", "--no-index", "--find-links", str(old), "torch==2.5.0"], check=True)
+    before = _freeze(empty_venv)
+    init = next(empty_venv.parent.parent.glob("lib/python*/site-packages/torch/__init__.py"))
+    empty = tmp_path / "no-wheels"
+    empty.mkdir()
+    # torch 2.6.0 replaces 2.5.0 (from the PyTorch-style index), then the second step fails: the
+    # old torch, which no index here serves, must come back from what was kept before pip ran.
+    done = _cuda_pip("install", "torch==2.6.0+cu126", "cuda-resolve-test-no-such-package", "--no-index", "--find-links",
+                     str(empty), "--allow-torch-change", "--python", str(empty_venv), "--json", env=env)
+    assert done.returncode == 1, done.stderr
+    assert _freeze(empty_venv) == before
+    assert init.read_text() == "__version__ = '2.5.0'\n"
+    error = json.loads(done.stdout)
+    assert "could not restore" not in (error.get("hint") or "")

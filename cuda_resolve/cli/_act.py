@@ -65,7 +65,7 @@ def install_options(args: argparse.Namespace, *, pip_args: Sequence[str] = (), s
     option = config.pytorch.pip_option if config.pytorch else "--index-url"
     return InstallOptions(
         pip_args=tuple(pip_args), source_dirs=parse_sources(args.source), smoke=smoke, verify=verify,
-        ptx=args.ptx, rebuild=args.rebuild, torch_index=torch_index, torch_index_option=option,
+        ptx=args.ptx, rebuild=args.rebuild, explicit_arch_list=bool(args.arch_list), torch_index=torch_index, torch_index_option=option,
     )
 
 

@@ -18,6 +18,7 @@ class InstallOptions:
     verify: bool = True
     ptx: bool = False
     rebuild: bool = False
+    explicit_arch_list: bool = False  # --arch-list was given: no reuse of a wider wheel by coverage
     torch_index: str | None = None  # the configured PyTorch mirror base, "https://mirror/whl/"
     torch_index_option: str = "--index-url"  # or "--find-links" for a flat mirror
 

@@ -141,8 +141,14 @@ def requirements_met(lines: Sequence[str] | None, installed: Mapping[str, str], 
     return not unsatisfied(applying, installed)
 
 
-def _planned_build(spec: BuildSpec, source: str, wheelhouse: Wheelhouse | None, options: InstallOptions) -> tuple[PlannedBuild, Path | None]:
-    """The build, and the wheelhouse file already holding its wheel (None: it will be built)."""
+def _planned_build(spec: BuildSpec, source: str, wheelhouse: Wheelhouse | None, options: InstallOptions,
+                   env: Environment) -> tuple[PlannedBuild, Path | None]:
+    """The build, and the wheelhouse file already holding a wheel for it (None: it will be built).
+
+    Reuse by coverage: where the exact key is not there, a wheel of the same ABI (torch, variant,
+    Python tag, platform, recipe) whose arch list covers every GPU here is used instead (exact
+    SASS before lower-minor SASS before PTX, then fewer targets). Not when the user named the
+    arch list: they build for other machines too."""
     key = wheel_key(spec)
     if wheelhouse is None or options.rebuild:
         return PlannedBuild(spec=spec, key=key, source=source), None
@@ -150,6 +156,12 @@ def _planned_build(spec: BuildSpec, source: str, wheelhouse: Wheelhouse | None, 
     if found is not None:
         return PlannedBuild(spec=spec, key=key, source=source,
                             reused=f"the wheelhouse has this exact build ({found.path.name})"), found.path
+    capabilities = list(env.capabilities)
+    if capabilities and not options.explicit_arch_list:
+        covering = wheelhouse.find_covering(key.query(), capabilities)
+        if covering is not None:
+            stored, reason = covering
+            return PlannedBuild(spec=spec, key=stored.key, source=source, reused=reason), stored.path
     return PlannedBuild(spec=spec, key=key, source=source), None
 
 
@@ -194,11 +206,12 @@ def complete_plan(
                 spec = replace(spec, max_jobs=int(user_jobs))  # the user's word wins: the machine may be shared
             elif capacity is not None:
                 spec = replace(spec, max_jobs=max_jobs(*capacity))
-            planned, reused_file = _planned_build(spec, describe_source(recipe, options.source_for(item.name)), wheelhouse, options)
+            planned, reused_file = _planned_build(spec, describe_source(recipe, options.source_for(item.name)), wheelhouse, options, env)
             builds.append(planned)
             if reused_file is not None:
                 reused_files[planned.key.digest] = reused_file
-                runtime[planned.key.digest] = tuple(requires_dist(reused_file) or ()) if requires_dist(reused_file) is not None else None
+                lines = requires_dist(reused_file)
+                runtime[planned.key.digest] = tuple(lines) if lines is not None else None
             else:
                 runtime[planned.key.digest] = recipe.requires
             if recipe.smoke:

@@ -27,7 +27,7 @@ from packaging.utils import canonicalize_name
 from .._bounded import run as _bounded_run
 from ..build.builder import BuildResult, build
 from ..environment import Environment
-from ..errors import InstallError
+from ..errors import CudaResolveError, InstallError
 from ..plan import PipStep, Plan, PlannedBuild
 from ..reporting import NullReporter, Reporter
 from ..wheelhouse.key import WheelKey
@@ -42,6 +42,7 @@ from .pip import (
     trust_options,
 )
 from .prepare import TORCH_FAMILY, names_requirements, options_for_torch_step
+from .stash import Stash, default_journal_dir, default_lock_dir, target_lock
 
 __all__ = [
     "TORCH_FAMILY", "InstallOptions", "InstallResult", "Phases", "execute", "names_requirements", "options_for_torch_step",
@@ -130,21 +131,45 @@ def _diff(before: Mapping[str, str], after: Mapping[str, str]) -> list[tuple[str
     return [(n, before.get(n), after.get(n)) for n in names if before.get(n) != after.get(n)]
 
 
-def _undo(pip: TargetPip, before: Mapping[str, str], report: Reporter) -> list[str]:
-    """Put the target back as the snapshot had it; returns what could not be restored."""
-    after = installed_distributions(pip.python, pip.environ)
-    changes = _diff(before, after)
-    if not changes:
-        return []
-    report.step("restoring the environment as it was: " + ", ".join(f"{n} {b or '-'} <- {a or '-'}" for n, b, a in changes))
-    added = [name for name, was, _ in changes if was is None]
-    restore = [f"{name}=={was}" for name, was, _ in changes if was is not None]
-    if added:
-        pip.uninstall(added)
-    if restore:
-        pip.install(["--no-deps", *restore])
-    left = _diff(before, installed_distributions(pip.python, pip.environ))
-    return [f"{n} (was {b or 'absent'}, now {a or 'absent'})" for n, b, a in left]
+#: How long an install waits for another one into the same target to finish.
+TARGET_LOCK_SECONDS = 600.0
+
+
+def _recover_pending(prefix: str, environ: Mapping[str, str], journal_dir: Path, report: Reporter) -> None:
+    """A run killed while pip worked (SIGKILL, a power cut) left a journal: restore from it first."""
+    from .stash import pending, recover
+
+    for journal in pending(journal_dir):
+        if journal.prefix != prefix:
+            continue
+        report.step(f"an earlier install into {prefix} was interrupted: restoring what it changed first")
+        outcome = recover(journal, environ=environ)
+        if not outcome.complete:
+            raise InstallError(
+                "an earlier interrupted install could not be fully undone: " + "; ".join(outcome.not_restored),
+                hint="fix what is named, then run `cuda-resolve undo --last` (or reinstall those packages) before installing again",
+            )
+
+
+def _restored(exc: BaseException, stash: Stash, report: Reporter) -> None:
+    """Undo what pip changed; the error then says what was restored and what could not be."""
+    try:
+        outcome = stash.restore()
+    except CudaResolveError as problem:
+        outcome_text = f"the environment could not be restored: {problem}; run `cuda-resolve undo --last`"
+        report.note(outcome_text)
+        if isinstance(exc, CudaResolveError):
+            exc.hint = outcome_text
+        return
+    if outcome.restored:
+        report.step("restored: " + "; ".join(outcome.restored))
+    if outcome.not_restored:
+        text = "could not restore: " + "; ".join(outcome.not_restored)
+        report.note(text)
+        if isinstance(exc, CudaResolveError):
+            exc.hint = f"{text}; run `cuda-resolve undo --last` after fixing it"
+    if outcome.complete:
+        stash.commit()
 
 
 #: The import check and a smoke test each end within this.
@@ -255,7 +280,6 @@ def execute(
         with phases.timed("index check"):
             _check_reachable([u for s in plan.steps for u in s.checked_urls], probe, report)
     results = _build_all(plan, wheelhouse, options, pip, before, base, report, phases)
-    wheels = {r_key: r.wheel.path for r_key, r in zip((b.key.digest for b in plan.builds), results, strict=True)}
     # The builds never touch the target, so the snapshot taken before them still holds.
     if plan.skip_pip is not None:
         notes.append(plan.skip_pip)
@@ -263,49 +287,62 @@ def execute(
     if trust_note:
         notes.append(trust_note)
     report.step(f"installing into {python}")
-    started = time.monotonic()
-    ran: list[tuple[str, ...]] = []
-    try:
-        with phases.timed("pip install"):
-            for step in plan.steps:
-                args = _step_args(step, wheels)
-                ran.append(tuple(pip.install_command(args)))
-                status, tail = pip.install(args, torch_index_only=step.torch_index_only,
-                                           on_line=lambda line: report.progress("pip", None, None, time.monotonic() - started))
-                if status != 0:
-                    detail = [line for line in tail if line.startswith("ERROR")] or tail[-3:]
-                    raise InstallError(f"pip install ({step.purpose}) failed: {' / '.join(d.strip() for d in detail)}",
-                                       hint=f"the environment was restored as it was; full log: {log_path}")
-            after = installed_distributions(python, base)
-        changed = _diff(before, after)
-        verified: list[str] = []
-        if options.verify and plan.imports:
-            if not changed and all(r.cache_hit for r in results):
-                notes.append("nothing changed in the environment: import check skipped")
-            else:
-                report.step(f"checking imports: {', '.join(plan.imports)}")
-                with phases.timed("import check"):
-                    failure = _verify_imports(python, plan.imports, base)
-                if failure is not None:
-                    raise InstallError(f"installed, but the import check failed: {failure}",
-                                       hint=f"the environment was restored as it was; full log: {log_path}")
-                verified = list(plan.imports)
-        smoke_results: list[tuple[str, str]] = []
-        if options.smoke:
-            if not env.gpus:
-                notes.append("--smoke: no GPU here, the GPU smoke tests were not run")
-            for package, script in plan.smoke if env.gpus else ():
-                report.step(f"running {package}'s smoke test on the GPU")
-                with phases.timed("smoke test"):
-                    ok, output = _run_smoke(python, script, base)
-                if not ok:
-                    raise InstallError(f"{package}'s smoke test failed: {output}",
-                                       hint=f"the environment was restored as it was; if the GPU is busy or missing, install without --smoke; log: {log_path}")
-                smoke_results.append((package, output))
-    except BaseException:
-        left = _undo(pip, before, report)
-        if left:
-            report.note("could not restore: " + "; ".join(left))
-        raise
+    with target_lock(python, default_lock_dir(), timeout=TARGET_LOCK_SECONDS, environ=base) as prefix:
+        _recover_pending(prefix, base, default_journal_dir(), report)
+        with phases.timed("stash"):
+            stash = Stash.begin(python, environ=base, journal_dir=default_journal_dir())
+        try:
+            changed, verified, smoke_results, ran = _install_and_check(plan, env, pip, options, results, before, base, log_path,
+                                                                        report, phases, notes)
+        except BaseException as exc:
+            _restored(exc, stash, report)
+            raise
+        stash.commit()
     return InstallResult(plan=plan, builds=tuple(results), changed=tuple(changed), verified=tuple(verified),
                          smoke=tuple(smoke_results), notes=tuple(notes), timings=phases.items(), pip_runs=tuple(ran))
+
+
+def _install_and_check(plan: Plan, env: Environment, pip: TargetPip, options: InstallOptions, results: Sequence[BuildResult],
+                       before: Mapping[str, str], base: Mapping[str, str], log_path: Path, report: Reporter, phases: Phases,
+                       notes: list[str]) -> tuple[list[tuple[str, str | None, str | None]], list[str], list[tuple[str, str]], list[tuple[str, ...]]]:
+    python = pip.python
+    wheels = {b.key.digest: r.wheel.path for b, r in zip(plan.builds, results, strict=True)}
+    started = time.monotonic()
+    ran: list[tuple[str, ...]] = []
+    with phases.timed("pip install"):
+        for step in plan.steps:
+            args = _step_args(step, wheels)
+            ran.append(tuple(pip.install_command(args)))
+            status, tail = pip.install(args, torch_index_only=step.torch_index_only,
+                                       on_line=lambda line: report.progress("pip", None, None, time.monotonic() - started))
+            if status != 0:
+                detail = [line for line in tail if line.startswith("ERROR")] or tail[-3:]
+                raise InstallError(f"pip install ({step.purpose}) failed: {' / '.join(d.strip() for d in detail)}",
+                                   hint=f"the environment was restored as it was; full log: {log_path}")
+        after = installed_distributions(python, base)
+    changed = _diff(before, after)
+    verified: list[str] = []
+    if options.verify and plan.imports:
+        if not changed and all(r.cache_hit for r in results):
+            notes.append("nothing changed in the environment: import check skipped")
+        else:
+            report.step(f"checking imports: {', '.join(plan.imports)}")
+            with phases.timed("import check"):
+                failure = _verify_imports(python, plan.imports, base)
+            if failure is not None:
+                raise InstallError(f"installed, but the import check failed: {failure}",
+                                   hint=f"the environment was restored as it was; full log: {log_path}")
+            verified = list(plan.imports)
+    smoke_results: list[tuple[str, str]] = []
+    if options.smoke:
+        if not env.gpus:
+            notes.append("--smoke: no GPU here, the GPU smoke tests were not run")
+        for package, script in plan.smoke if env.gpus else ():
+            report.step(f"running {package}'s smoke test on the GPU")
+            with phases.timed("smoke test"):
+                ok, output = _run_smoke(python, script, base)
+            if not ok:
+                raise InstallError(f"{package}'s smoke test failed: {output}",
+                                   hint=f"the environment was restored as it was; if the GPU is busy or missing, install without --smoke; log: {log_path}")
+            smoke_results.append((package, output))
+    return changed, verified, smoke_results, ran
