@@ -101,11 +101,33 @@ def cache_root() -> Path:
 
 
 def new_log_path(name: str) -> Path:
-    """A fresh log file path under ``cache_root()/logs``: ``NAME-<UTC time>-<pid>.log``."""
+    """A fresh log file under ``cache_root()/logs``: ``NAME-<UTC time>-<pid>.log``.
+
+    The file is created here, empty and readable by its owner only (0600), in a folder that is
+    the owner's only (0700): a log holds pip's and the build's output, which may quote index or
+    proxy credentials however carefully it is redacted. Callers open it with ``open(path, "a")``
+    or ``"w"``, which keep that mode. A file of that name already there (the same name twice in
+    one second) is kept, and made 0600."""
     folder = cache_root() / "logs"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _private(folder, 0o700)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    return folder / f"{name}-{stamp}-{os.getpid()}.log"
+    path = folder / f"{name}-{stamp}-{os.getpid()}.log"
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600))
+    if stat.S_IMODE(os.stat(path).st_mode) != 0o600:
+        os.chmod(path, 0o600)
+    return path
+
+
+def _private(folder: Path, mode: int) -> None:
+    """Narrow ``folder``'s permission bits to ``mode`` when it is ours and wider (a logs folder
+    made by an older version with the umask's 0755). Never raises: the files in it are 0600."""
+    try:
+        info = os.stat(folder)
+        if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) & ~mode:
+            os.chmod(folder, mode)
+    except (OSError, AttributeError):
+        pass
 
 
 #: Temporary files older than this whose writer cannot be identified are leftovers.

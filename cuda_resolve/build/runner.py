@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from ..errors import BuildError
+from ..redaction import redact_data, redact_urls
 from .diagnose import diagnose, error_lines
 
 __all__ = ["BuildProgress", "build_wheel", "run_logged"]
@@ -60,8 +61,13 @@ def run_logged(
 
     Returns (exit status, the last lines). Ctrl-C (or any exception here) kills the whole group,
     compilers included, before it propagates: nothing keeps compiling after we stop.
+
+    The command line written to the log, every line written there, every line given to
+    ``on_line`` and every line returned are redacted (:func:`~cuda_resolve.redaction.redact_urls`):
+    pip's arguments carry index and proxy credentials, and pip or a build may print them back.
     """
-    log.write(f"$ {' '.join(command)}\n")
+    shown: list[str] = redact_data(list(command))  # each argument: "--proxy" "user:pw@host:port" too
+    log.write(f"$ {' '.join(shown)}\n")
     log.flush()
     tail: deque[str] = deque(maxlen=_TAIL_LINES)
     process = subprocess.Popen(
@@ -70,11 +76,12 @@ def run_logged(
     )
     try:
         assert process.stdout is not None
-        for line in process.stdout:
-            log.write(line)
-            text = line.rstrip("\n")
-            tail.append(text)
-            on_line(text)
+        with process.stdout:
+            for line in process.stdout:
+                text = redact_urls(line.rstrip("\n"))
+                log.write(text + "\n")
+                tail.append(text)
+                on_line(text)
         status = process.wait()
     except BaseException:
         _kill_group(process)

@@ -2,7 +2,8 @@
 
 A :class:`~cuda_resolve.errors.CudaResolveError` becomes its ``error:`` line and exit status; any
 other exception is a bug, one line too (exit 70, ``--debug`` for the traceback); Ctrl-C kills
-what was started and exits 130; a closed pipe (``| head``) ends quietly.
+what was started and exits 130; a closed pipe (``| head``) ends quietly. Every message, hint and
+traceback is redacted (:mod:`cuda_resolve.redaction`): no credential leaves through an error.
 """
 
 from __future__ import annotations
@@ -71,7 +72,10 @@ def interrupted(*, as_json: bool = False) -> int:
 def _print_traceback() -> None:
     import traceback
 
-    traceback.print_exc(file=sys.stderr)
+    from ..redaction import redact_urls
+
+    # A traceback quotes the exception's message and arguments: a URL there may carry a password.
+    sys.stderr.write(redact_urls(traceback.format_exc()))
 
 
 def _silence_stdout() -> None:
