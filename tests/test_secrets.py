@@ -375,8 +375,6 @@ def test_a_failed_install_shows_and_logs_no_secret(as_json: bool, scratch_python
     assert "--proxy http://bob:***@127.0.0.1:9" in written
 
 
-@pytest.mark.xfail(reason="cuda_resolve/install/reqfile.py does not register the ${NAME} values it expands yet "
-                          "(register_secret(secret_values_from_environment(names))); remove this mark when it does")
 def test_a_variable_from_a_requirements_file_is_never_logged(scratch_python: Path, tmp_path: Path) -> None:
     # A token in an index URL's path (Gemfury's form) has no credential shape: only the registry
     # of the values reqfile expanded can hide it, in pip's "Looking in indexes" line.

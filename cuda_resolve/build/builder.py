@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import BuildError
 from ..paths import new_log_path
+from ..redaction import redact_urls
 from ..reporting import NullReporter, Reporter
 from ..wheelhouse.key import WheelKey
 from ..wheelhouse.store import StoredWheel, Wheelhouse
@@ -117,8 +118,8 @@ def build(
             with open(log_path, "w", encoding="utf-8") as log:
                 log.write(f"cuda-resolve build of {label} (recipe {spec.recipe.name}) against torch {spec.torch_version}+{spec.variant}\n")
                 for note in spec.notes:
-                    log.write(f"note: {note}\n")
-                log.write(f"source: {describe_source(spec.recipe, source_dir)}\n")
+                    log.write(redact_urls(f"note: {note}\n"))
+                log.write(redact_urls(f"source: {describe_source(spec.recipe, source_dir)}\n"))
             source = prepare_source(
                 spec.recipe, workdir, torch_version=spec.torch_version, source_dir=source_dir,
                 environ=base_environ, say=lambda text: report.step(f"{label}: {text}"),
@@ -150,7 +151,7 @@ def build(
             with open(log_path, "a", encoding="utf-8") as log:
                 log.write("build environment:\n")
                 for name, value in build_env.shown:
-                    log.write(f"  {name}={value}\n")
+                    log.write(redact_urls(f"  {name}={value}\n"))
             report.step(f"{label}: " + " ".join(f"{k}={v}" for k, v in build_env.shown if k in ("CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CC", "CXX")))
 
             def on_progress(progress: BuildProgress) -> None:

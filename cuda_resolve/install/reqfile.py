@@ -24,6 +24,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from .._bounded import read_bytes
 from ..errors import UsageError
+from ..redaction import register_secret
 
 __all__ = [
     "FileRequests", "FileRequirement", "Reading", "option_value", "read_requirement_files", "requirement_file_options",
@@ -125,6 +126,10 @@ def _logical_lines(text: str, environ: Mapping[str, str]) -> list[tuple[int, str
         for match in _VARIABLE.finditer(line):
             value = environ.get(match.group("name"))
             if value is not None:
+                if "://" in line and not value.startswith("/"):
+                    # ${TOKEN} inside a URL is how pip's docs put credentials in these files: the
+                    # value is masked wherever cuda-resolve prints or logs it (not a path: ${HOME}).
+                    register_secret(value)
                 line = line.replace(match.group("var"), value)
         line = line.strip()
         if line:
