@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -57,6 +58,20 @@ class Routes:
         if location is not None:
             headers["Location"] = location
         self.pages[path] = (status, headers, body)
+
+
+@pytest.fixture(autouse=True)
+def pip_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`mirror test` asks the target's pip where it goes: no pip.conf and no PIP_* variable of the
+    machine's (these machines set PIP_FIND_LINKS) may take part; tests set PIP_INDEX_URL."""
+    for name in list(os.environ):
+        if name.startswith("PIP_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+
+
+def pip_uses(monkeypatch: pytest.MonkeyPatch, index: str) -> None:
+    monkeypatch.setenv("PIP_INDEX_URL", index)
 
 
 @pytest.fixture
@@ -233,6 +248,7 @@ def _write_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, routes: Route
     )
     monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    pip_uses(monkeypatch, f"{routes.base}/{name}/simple/")
 
 
 def test_cli_tests_the_configured_mirror(
@@ -279,6 +295,7 @@ def test_cli_never_shows_the_credentials_of_a_mirror_url(
         )
         monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+        pip_uses(monkeypatch, f"{authority}/{name}/simple/")
         assert main(["mirror", "test"]) == status
         assert main(["mirror", "test", "--json"]) == status
         captured = capsys.readouterr()
@@ -314,6 +331,7 @@ def _https_mirror(make_server: ServerFactory, tmp_path: Path, monkeypatch: pytes
     )
     monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    pip_uses(monkeypatch, mirror)
     return mirror
 
 

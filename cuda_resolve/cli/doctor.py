@@ -22,7 +22,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--network",
         action="store_true",
-        help="also reach the configured PyPI, PyTorch and kaolin indexes (or mirrors), report TLS interception and whether pip and conda would cope",
+        help="also reach the indexes the target's pip really uses (its index-url, extra indexes and find-links pages, named with where each setting came from), the PyTorch and kaolin indexes (or mirrors), report TLS interception and whether pip and conda would cope",
     )
     parser.set_defaults(handler=handle)
 
@@ -34,6 +34,8 @@ def handle(args: argparse.Namespace) -> int:
     if args.network:
         from ..doctor.network import network_findings
 
+        # The indexes probed are the target's pip's (asked of its interpreter; for a profile,
+        # only the PIP_* variables count): see doctor/network.py.
         network = network_findings(env, index=default_index())
         findings.extend(network)
     status = worst(findings)

@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ..redaction import redact_urls
 from . import _output
 from ._common import add_json_option
+
+if TYPE_CHECKING:
+    from ..install.pipconfig import PipIndexes
 
 _SET_EPILOG = """\
 custom URLs: `mirror set custom --pypi URL [--pypi-files URL] [--pytorch URL --pytorch-layout simple|flat]
@@ -64,9 +67,15 @@ def register(subparsers: Any) -> None:
     p_test = sub.add_parser(
         "test",
         help="fetch a known page through each configured mirror: answers, links not upstream, latency",
+        description="Fetch a known page through the index the target's pip really uses (its index-url, extra "
+        "indexes and find-links pages, each named with where the setting came from) and through each mirror "
+        "cuda-resolve is configured with; or through a preset's mirrors.",
     )
     p_test.add_argument("preset", nargs="?", metavar="PRESET", help="test this preset instead of the active configuration")
     p_test.add_argument("--variant", default="cpu", help="the PyTorch variant whose index is fetched (default: cpu)")
+    p_test.add_argument("--python", metavar="PATH",
+                        help="the interpreter whose pip settings are tested (default: the active virtualenv, "
+                        "else the active conda env, else python3 on PATH)")
     add_json_option(p_test)
     p_test.set_defaults(handler=handle_test)
 
@@ -283,38 +292,71 @@ def handle_set(args: argparse.Namespace) -> int:
 # -- test -------------------------------------------------------------------------------
 
 
+def _pip_indexes_of_target(python: str | None) -> PipIndexes:
+    """What the target's pip uses (``--python``, else the active environment, as every command
+    chooses); with no interpreter to ask, only the PIP_* variables count (a note says so)."""
+    import os
+
+    from ..install.pipconfig import pip_indexes
+    from ..install.target import choose_target
+
+    try:
+        chosen: str | None = choose_target(python).python
+    except UsageError:
+        chosen = None
+    return pip_indexes(chosen, os.environ)
+
+
 def handle_test(args: argparse.Namespace) -> int:
     from ..config import load_config
-    from ..mirrors.check import check_mirrors, targets_from_config, targets_from_preset
+    from ..mirrors.check import (
+        check_mirrors,
+        targets_from_config,
+        targets_from_pip,
+        targets_from_preset,
+    )
     from ..mirrors.presets import get_preset, load_presets
     from ..net import HttpClient, RetryPolicy
 
     official = load_presets()["official"]
     canonical = official.canonical
     config = load_config()
+    indexes: PipIndexes | None = None
     if args.preset is not None:
         source = f"preset {args.preset}"
         targets = targets_from_preset(get_preset(args.preset), variant=args.variant)
     else:
         source = f"configuration {config.path}"
-        targets = targets_from_config(config, canonical, variant=args.variant)
-        if not targets:
+        indexes = _pip_indexes_of_target(args.python)
+        configured = targets_from_config(config, canonical, variant=args.variant)
+        if configured:
+            targets = targets_from_pip(indexes, configured, others_origin=f"cuda-resolve config {config.path}")
+        else:
             source = "upstream indexes (no mirror is configured)"
-            targets = targets_from_preset(official, variant=args.variant)
+            targets = targets_from_pip(indexes, targets_from_preset(official, variant=args.variant))
     proxies = config.proxies.as_requests() or None
     with HttpClient(proxies=proxies, use_cache=False, retry=RetryPolicy(attempts=2)) as client:
         results = check_mirrors(targets, client, canonical=canonical)
-    ok = all(result.ok for result in results)
+    ok = all(result.ok for result in results) and not (indexes is not None and indexes.error)
     shown = [result.to_dict() for result in results]  # credentials in URLs are redacted here
     if args.json:
-        _output.print_json({"source": source, "ok": ok, "results": shown})
+        _output.print_json({"source": source, "ok": ok, "results": shown,
+                            "pip": indexes.to_dict() if indexes is not None else None})
         return 0 if ok else 1
     _say(f"testing {source}")
+    if indexes is not None:
+        _say(redact_urls(f"pip{' in ' + indexes.python if indexes.python else ''}: {indexes.describe()}"))
+        for note in indexes.notes:
+            _say(redact_urls(f"  note: {note}"))
+        if indexes.error:
+            _say(redact_urls(f"  error: {indexes.error}"))
     for item in shown:
         verdict = "ok  " if item["ok"] else "FAIL"
         latency = f"{item['latency_ms']:.0f} ms" if item["latency_ms"] is not None else "-"
         files = f", {item['files']} files" if item["files"] is not None else ""
         _say(f"{verdict} {item['ecosystem']:<8} {item['url']}  ({latency}{files})")
+        if item["origin"]:
+            _say(f"     from: {item['origin']}")
         for note in item["notes"]:
             _say(f"     note: {note}")
         for warning in item["warnings"]:

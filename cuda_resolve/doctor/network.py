@@ -4,12 +4,18 @@ Checks, in order (each returns :class:`~.findings.Finding` objects):
 
 - ``tls-store``: where cuda-resolve's TLS roots come from (the OS store through truststore), and
   whether conda's OpenSSL bundle shadows the OS one (cuda-resolve loads the OS bundle then);
-- ``index:<name>``: PyPI, the PyTorch wheel index and kaolin's find-links pages (or their
-  configured mirrors) answer, with latency, and the answer is an index (the start of its body is
-  read: a PEP 503 page with distribution links, or PEP 691 JSON), not a login page that happens
-  to say HTTP 200; an unreachable index is never replaced by another;
-- ``tls-interception``: whether HTTPS to PyPI is re-signed by a CA only the OS store trusts,
-  and by whom;
+- ``pip-indexes``: the indexes the target's pip will really use and where each setting came
+  from (command line, ``PIP_*`` variable, which ``pip.conf`` and section; see
+  :mod:`cuda_resolve.install.pipconfig`); an error when pip itself cannot read its configuration;
+- ``index:<name>``: pip's index (``index:pypi``: its ``index-url``, asked for ``torch/``), its
+  extra indexes (``index:extra-index-<n>``: each index's root page) and find-links pages
+  (``index:find-links-<n>``), fetched as pip would fetch them (no cuda-resolve mirror rewrite),
+  then the PyTorch wheel index and kaolin's find-links pages (or their configured mirrors) answer,
+  with latency, and the answer is an index (the start of its body is read: a PEP 503 page with
+  distribution links, or PEP 691 JSON), not a login page that happens to say HTTP 200; an
+  unreachable index is never replaced by another;
+- ``tls-interception``: whether HTTPS to pip's index is re-signed by a CA only the OS store
+  trusts, and by whom;
 - ``target-openssl``: whether the target conda environment's OpenSSL (what pip there verifies
   with) sees the OS store;
 - ``pip-trust``: whether the target's pip uses the system store (>= 24.2 on Python >= 3.10),
@@ -25,15 +31,19 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 from packaging.version import InvalidVersion, Version
 
 from .._bounded import read_head
 from ..environment import Environment
 from ..index.model import Index
+from ..install.pipconfig import IndexLocation, PipIndexes, pip_indexes
 from ..net import HttpClient, Probe, TlsReport, client_from_config, redact, trust_facts
 from ..net.pages import distribution_links
 from ..net.tls import DISTRO_CA_BUNDLES, TrustFacts
@@ -46,20 +56,35 @@ __all__ = [
     "conda_ssl_verify",
     "index_answer",
     "network_findings",
+    "pip_indexes_finding",
     "pip_trust_finding",
     "read_dist_version",
+    "targets_for_pip",
     "targets_from_index",
 ]
 
 
-class IndexTarget:
-    """An index to reach: a name, a canonical URL to probe, and how bad it is not to reach it."""
+#: How a target's answer is judged: a project page of an index (``<index>/torch/``), an index's
+#: root page (PEP 503: one link per project), or a find-links page (links to files).
+PageKind = Literal["project", "root", "links"]
 
-    def __init__(self, name: str, url: str, *, required: bool, what: str) -> None:
+
+class IndexTarget:
+    """An index to reach: a name, a canonical URL to probe, and how bad it is not to reach it.
+
+    ``source`` says where pip's setting came from (shown in the finding); ``as_is`` fetches the
+    URL without cuda-resolve's mirror rewrite, as pip would; ``page`` is ``"project"``,
+    ``"root"`` or ``"links"`` (see :data:`PageKind`)."""
+
+    def __init__(self, name: str, url: str, *, required: bool, what: str, source: str | None = None,
+                 as_is: bool = False, page: PageKind = "project") -> None:
         self.name = name
         self.url = url
         self.required = required
         self.what = what
+        self.source = source
+        self.as_is = as_is
+        self.page = page
 
 
 DEFAULT_TARGETS: tuple[IndexTarget, ...] = (
@@ -86,6 +111,40 @@ def targets_from_index(index: Index) -> tuple[IndexTarget, ...]:
         targets = [t if t.name != "kaolin" else IndexTarget("kaolin", url, required=False, what=t.what)
                    for t in targets]
     return tuple(targets)
+
+
+def _with_slash(url: str) -> str:
+    return url if url.endswith("/") else url + "/"
+
+
+def targets_for_pip(indexes: PipIndexes, others: Sequence[IndexTarget] = DEFAULT_TARGETS) -> tuple[IndexTarget, ...]:
+    """What an install with ``indexes`` contacts, each an :class:`IndexTarget` fetched as is:
+    ``pypi`` (the ``index-url``'s ``torch/`` page; PyPI itself when nothing is set), one
+    ``extra-index-<n>`` per extra index (its root page) and one ``find-links-<n>`` per find-links
+    page that is a URL; then ``others`` except their ``pypi`` guess (the PyTorch index, kaolin)."""
+    found: list[IndexTarget] = []
+    extras = links = 0
+    for where in indexes.locations:
+        if not where.is_url:
+            continue  # a local folder: pip_indexes_finding says whether it is there
+        source = f"pip's {where.option}, from {where.origin}"
+        if where.option == "index-url":
+            found.append(IndexTarget(
+                "pypi", f"{_with_slash(where.url)}torch/", required=True, source=source, as_is=True,
+                what="pip's index (torch's PyPI build and every pure-Python dependency)"))
+        elif where.option == "extra-index-url":
+            extras += 1
+            found.append(IndexTarget(
+                f"extra-index-{extras}", _with_slash(where.url), required=True, source=source, as_is=True,
+                page="root", what="this extra index (pip skips an index it cannot reach and takes "
+                                  "the package from another)"))
+        else:
+            links += 1
+            found.append(IndexTarget(
+                f"find-links-{links}", where.url, required=True, source=source, as_is=True, page="links",
+                what="this find-links page (pip skips a page it cannot read)"))
+    found.extend(target for target in others if target.name != "pypi")
+    return tuple(found)
 
 
 PIP_SYSTEM_STORE = Version("24.2")
@@ -224,8 +283,21 @@ def index_answer(probe: Probe) -> str | None:
     return f"a page with {len(links)}{more} file link{'s' if len(links) != 1 else ''}"
 
 
+_ANCHOR = re.compile(rb"<a\s[^>]*href", re.IGNORECASE)
+
+
+def _root_answer(probe: Probe) -> str | None:
+    """What an index's root page shows: PEP 691 JSON, or a page of project links (PEP 503)."""
+    answer = index_answer(probe)
+    if answer is not None:
+        return answer
+    return "a page of project links" if _ANCHOR.search(probe.body) else None
+
+
 def _reach_finding(target: IndexTarget, probe: Probe, client: HttpClient) -> Finding:
     mirror = f" (mirror of {target.url})" if probe.fetched_url != target.url else ""
+    if target.source:
+        mirror += f" ({target.source})"
     proxy = client.proxy_for(probe.fetched_url)
     via = f" through proxy {redact(proxy)}" if proxy else ""
     consequence = (f"without it, {target.what} cannot be used: cuda-resolve fails rather than fall back to another index"
@@ -234,7 +306,7 @@ def _reach_finding(target: IndexTarget, probe: Probe, client: HttpClient) -> Fin
     if probe.ok and probe.status is not None and probe.status < 400:
         latency = f"{probe.latency * 1000:.0f} ms" if probe.latency is not None else "?"
         moved = f", redirected to {probe.final_url}" if probe.final_url and probe.final_url != probe.fetched_url else ""
-        answer = index_answer(probe)
+        answer = _root_answer(probe) if target.page == "root" else index_answer(probe)
         if answer is None:
             return Finding(
                 check=f"index:{target.name}", status=status, title=f"reach {target.name}",
@@ -248,6 +320,8 @@ def _reach_finding(target: IndexTarget, probe: Probe, client: HttpClient) -> Fin
                                          f"{answer}"))
     error = probe.error
     found = error.message if error is not None else redact_urls(f"{probe.fetched_url}{mirror}: HTTP {probe.status}")
+    if error is not None and target.source:
+        found += redact_urls(f" ({target.source})")
     fix = error.hint if error is not None else None
     return Finding(check=f"index:{target.name}", status=status,
                    title=f"reach {target.name}", found=f"{found}{via if error is None else ''}; {consequence}",
@@ -372,6 +446,49 @@ def _ip_literal(url: str) -> str | None:
     return redact(url)  # shown in the finding
 
 
+def _local_path(location: IndexLocation) -> Path:
+    parts = urlsplit(location.url)
+    if parts.scheme.lower() == "file":
+        return Path(url2pathname(parts.path))
+    return Path(os.path.expanduser(location.url))
+
+
+def pip_indexes_finding(indexes: PipIndexes) -> Finding:
+    """``pip-indexes``: what pip will use and where each setting came from; an error when pip
+    cannot read its own configuration, a warning when it could not be asked or a local folder it
+    names is missing (pip ignores that folder)."""
+    who = f"pip in {indexes.python}" if indexes.python else "pip"
+    missing = [where for where in indexes.locations if not where.is_url and not _local_path(where).exists()]
+    found = f"{who}: {indexes.describe()}"
+    if missing:
+        found += "; missing here (pip ignores it): " + ", ".join(redact(where.url) for where in missing)
+    for note in indexes.notes:
+        found += f"; {note}"
+    title = "where pip's indexes come from"
+    if indexes.error:
+        return Finding(check="pip-indexes", status="error", title=title, found=redact_urls(f"{found}; {indexes.error}"),
+                       fix="fix the file or variable pip names: `pip install` stops on it before asking any index")
+    if (indexes.python and not indexes.config_read) or missing:
+        return Finding(check="pip-indexes", status="warn", title=title, found=redact_urls(found),
+                       fix=(f"check that `{indexes.python} -m pip config debug` works" if not indexes.config_read
+                            else "create the folder, or remove the setting that names it"))
+    return Finding(check="pip-indexes", status="ok", title=title, found=redact_urls(found))
+
+
+@contextmanager
+def _fetched_as_is(client: HttpClient, as_is: bool) -> Iterator[None]:
+    """Fetch without the client's mirror rewrite while inside (pip knows nothing of it)."""
+    if not as_is:
+        yield
+        return
+    saved = client.rewrite
+    client.rewrite = None
+    try:
+        yield
+    finally:
+        client.rewrite = saved
+
+
 def network_findings(
     env: Environment,
     *,
@@ -380,28 +497,43 @@ def network_findings(
     targets: Sequence[IndexTarget] | None = None,
     environ: Mapping[str, str] | None = None,
     condarc_files: Sequence[Path] | None = None,
+    indexes: PipIndexes | None = None,
 ) -> list[Finding]:
-    """All network checks for ``doctor --network`` (see the module docs). ``targets`` default to
-    :func:`targets_from_index` when ``index`` is given, else :data:`DEFAULT_TARGETS`."""
+    """All network checks for ``doctor --network`` (see the module docs).
+
+    ``indexes`` is what the target's pip uses (default: :func:`~cuda_resolve.install.pipconfig.pip_indexes`
+    asked of ``env.python.executable`` when ``env`` was detected here; a profile describes a
+    machine, not an interpreter here, so only the ``PIP_*`` variables count for it). ``targets``
+    default to :func:`targets_for_pip` of it, with
+    the PyTorch index and kaolin's page from :func:`targets_from_index` when ``index`` is given,
+    else from :data:`DEFAULT_TARGETS`. Given ``targets`` are probed as they are (and ``indexes``,
+    when given too, only reported)."""
     environment = os.environ if environ is None else environ
     if targets is None:
-        targets = targets_from_index(index) if index is not None else DEFAULT_TARGETS
+        if indexes is None:
+            python = env.python.executable if env.source == "detected" else None
+            indexes = pip_indexes(python, environment)
+        others = targets_from_index(index) if index is not None else DEFAULT_TARGETS
+        targets = targets_for_pip(indexes, others)
     findings = _store_finding(trust_facts(environment))
+    if indexes is not None:
+        findings.append(pip_indexes_finding(indexes))
     intercepted: bool | None = None
     pypi_fetched: str | None = None
     with client_factory() as client:
         for target in targets:
-            probe = client.probe(target.url, accept="text/html", sample=SAMPLE_BYTES)
-            findings.append(_reach_finding(target, probe, client))
-            if target.name == "pypi":
-                pypi_fetched = probe.fetched_url
-                host = urlsplit(probe.fetched_url).hostname or ""
-                if probe.ok and urlsplit(probe.fetched_url).scheme == "https":
-                    report = client.inspect_tls(target.url)
-                    intercepted = report.intercepted
-                    findings.append(_interception_finding(host, report))
-                elif probe.error is not None and probe.error.tls is not None:
-                    intercepted = probe.error.tls.intercepted
+            with _fetched_as_is(client, target.as_is):
+                probe = client.probe(target.url, accept="text/html", sample=SAMPLE_BYTES)
+                findings.append(_reach_finding(target, probe, client))
+                if target.name == "pypi":
+                    pypi_fetched = probe.fetched_url
+                    host = urlsplit(probe.fetched_url).hostname or ""
+                    if probe.ok and urlsplit(probe.fetched_url).scheme == "https":
+                        report = client.inspect_tls(target.url)
+                        intercepted = report.intercepted
+                        findings.append(_interception_finding(host, report))
+                    elif probe.error is not None and probe.error.tls is not None:
+                        intercepted = probe.error.tls.intercepted
     target_openssl = _target_openssl_finding(env, environment, intercepted)
     if target_openssl is not None:
         findings.append(target_openssl)

@@ -8,6 +8,12 @@ Per mirror (PyPI simple index, PyTorch wheel index, conda channel, kaolin pages)
   the mirror;
 - one listed file is requested up to its headers: a 4xx/5xx fails, a redirect upstream warns.
 
+PyPI is tested where the target's pip really goes: :func:`targets_from_pip` turns
+:func:`cuda_resolve.install.pipconfig.pip_indexes` into targets (its ``index-url``'s ``pip/``
+page, each extra index's root page, each find-links page that is a URL), each with the origin of
+its setting; a PyPI mirror in cuda-resolve's own configuration that pip does not use is still
+tested, with a warning that pip goes elsewhere.
+
 A failure is reported per mirror (a :class:`CheckResult` with ``ok = False``), never raised.
 :meth:`CheckResult.to_dict` is what is shown: credentials in the mirror URLs become ``***``.
 All traffic goes through :class:`cuda_resolve.net.HttpClient` (OS trust store, proxies).
@@ -15,8 +21,8 @@ All traffic goes through :class:`cuda_resolve.net.HttpClient` (OS trust store, p
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
@@ -27,9 +33,13 @@ from ..redaction import redact_data
 from .presets import Canonical, Preset
 
 if TYPE_CHECKING:
+    from ..install.pipconfig import PipIndexes
     from ..net import HttpClient
 
-__all__ = ["CheckResult", "MirrorTarget", "check_mirrors", "targets_from_config", "targets_from_preset", "upstream_hosts"]
+__all__ = [
+    "CheckResult", "MirrorTarget", "check_mirrors", "targets_from_config", "targets_from_pip", "targets_from_preset",
+    "upstream_hosts",
+]
 
 PageKind = Literal["simple", "flat", "probe"]
 
@@ -48,6 +58,8 @@ class MirrorTarget:
     url: str  # the page to fetch
     kind: PageKind  # how to judge it: a simple page, a flat find-links page, or headers only
     mirror: str  # the mirror prefix being tested (for display)
+    origin: str | None = None  # where the setting naming it came from ("pip's index-url, from ...")
+    warnings: tuple[str, ...] = ()  # known before fetching (pip does not use this mirror ...)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -84,6 +96,7 @@ class CheckResult:
             "notes": list(self.notes),
             "error": self.error,
             "hint": self.hint,
+            "origin": self.target.origin,
         }
         return dict(redact_data(data))
 
@@ -157,6 +170,49 @@ def targets_from_config(config: Config, canonical: Canonical, *, variant: str = 
     return tuple(out)
 
 
+def _with_slash(url: str) -> str:
+    return url if url.endswith("/") else url + "/"
+
+
+def targets_from_pip(
+    indexes: PipIndexes, others: Sequence[MirrorTarget] = (), *, others_origin: str | None = None
+) -> tuple[MirrorTarget, ...]:
+    """What the target's pip really contacts, then ``others`` (the configured or upstream mirrors).
+
+    pip's ``index-url`` becomes the ``pypi`` target (its ``pip/`` page), each extra index a
+    ``pypi-extra`` target (its root page, headers only: PEP 503 requires one) and each find-links
+    page that is a URL a ``find-links`` target (judged as a flat page); local folders are left
+    out. A ``pypi`` target among ``others`` is dropped when it is the index pip uses or when
+    ``others_origin`` is None (the upstream guess); otherwise it is kept, named by
+    ``others_origin`` and with a warning that pip goes elsewhere."""
+    found: list[MirrorTarget] = []
+    for where in indexes.locations:
+        if not where.is_url:
+            continue
+        origin = f"pip's {where.option}, from {where.origin}"
+        if where.option == "index-url":
+            base = _with_slash(where.url)
+            found.append(MirrorTarget(ecosystem="pypi", url=f"{base}{PYPI_PROJECT}/", kind="simple", mirror=base,
+                                      origin=origin))
+        elif where.option == "extra-index-url":
+            base = _with_slash(where.url)
+            found.append(MirrorTarget(ecosystem="pypi-extra", url=base, kind="probe", mirror=base, origin=origin))
+        else:
+            found.append(MirrorTarget(ecosystem="find-links", url=where.url, kind="flat", mirror=where.url,
+                                      origin=origin))
+    used = None if indexes.no_index else _with_slash(indexes.index_url)
+    if indexes.no_index:
+        elsewhere = f"pip does not use this mirror: no-index is set (from {indexes.no_index_origin})"
+    else:
+        elsewhere = f"pip does not use this mirror: its index-url is {indexes.index_url} (from {indexes.index_url_origin})"
+    for target in others:
+        if target.ecosystem != "pypi":
+            found.append(target)
+        elif others_origin is not None and _with_slash(target.mirror) != used:
+            found.append(replace(target, origin=others_origin, warnings=(*target.warnings, elsewhere)))
+    return tuple(found)
+
+
 # -- judging ----------------------------------------------------------------------------
 
 
@@ -178,7 +234,7 @@ def _check_one(target: MirrorTarget, client: HttpClient, upstream: frozenset[str
 
     mirror_host = _host(target.mirror)
     is_upstream = mirror_host in upstream  # testing the canonical index itself
-    warnings: list[str] = []
+    warnings: list[str] = list(target.warnings)
     notes: list[str] = []
 
     deadline = min(client.timeouts.total, FETCH_DEADLINE)
@@ -192,6 +248,7 @@ def _check_one(target: MirrorTarget, client: HttpClient, upstream: frozenset[str
                 status=probe.status,
                 error=failure.message if failure is not None else f"HTTP {probe.status}",
                 hint=failure.hint if failure is not None else None,
+                warnings=tuple(warnings),
             )
         final_host = _host(probe.final_url)
         if final_host != mirror_host:
@@ -212,9 +269,10 @@ def _check_one(target: MirrorTarget, client: HttpClient, upstream: frozenset[str
     try:
         response = client.get(target.url, ttl=0, total=deadline)
     except FetchError as exc:
-        return CheckResult(target=target, ok=False, status=exc.status, error=exc.message, hint=exc.hint)
+        return CheckResult(target=target, ok=False, status=exc.status, error=exc.message, hint=exc.hint,
+                           warnings=tuple(warnings))
     except CudaResolveError as exc:
-        return CheckResult(target=target, ok=False, error=exc.message, hint=exc.hint)
+        return CheckResult(target=target, ok=False, error=exc.message, hint=exc.hint, warnings=tuple(warnings))
 
     final_host = _host(response.final_url)
     if final_host != mirror_host:
