@@ -134,8 +134,6 @@ class PlannedBuild:
         key_table = table.table("wheel_key", required=True)
         assert key_table is not None
         key = WheelKey.from_json(key_table.data, origin=key_table.where())
-        for name in list(key_table.data):
-            key_table.string(name)
         source = table.string("source")
         reused = table.string("reused", None)
         for extra in ("wheel_digest", "wheel_version"):

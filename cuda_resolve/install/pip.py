@@ -215,6 +215,3 @@ class TargetPip:
         return self.run(self.install_command(args)[3:], torch_index_only=torch_index_only, environ=environ,
                         log_path=log_path, on_line=on_line)
 
-    def uninstall(self, names: Sequence[str]) -> tuple[int, list[str]]:
-        return self.run(["uninstall", "-y", "--disable-pip-version-check", *names])
-

@@ -22,15 +22,15 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from ..build.buildenv import max_jobs, unsatisfied
+from ..build.builder import wheel_key
 from ..build.preflight import check_build
-from ..build.source import describe_source, recipe_digest
+from ..build.source import describe_source
 from ..build.spec import BuildSpec
 from ..compat import marker_environment
 from ..environment import Environment
 from ..errors import UsageError
 from ..index.model import Index, Recipe
 from ..plan import PYPI_SIMPLE, PipStep, Plan, PlanItem, PlannedBuild
-from ..wheelhouse.key import WheelKey
 from .options import InstallOptions
 from .pip import PipFacts, trust_options
 from .reqfile import option_value
@@ -38,7 +38,7 @@ from .reqfile import option_value
 if TYPE_CHECKING:
     from ..wheelhouse.store import Wheelhouse
 
-__all__ = ["TORCH_FAMILY", "complete_plan", "names_requirements", "options_for_torch_step", "wheel_key"]
+__all__ = ["TORCH_FAMILY", "complete_plan", "names_requirements", "options_for_torch_step"]
 
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 
@@ -46,19 +46,6 @@ TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 _REQUIREMENT_OPTIONS = ("-r", "--requirement", "-e", "--editable")
 #: pip options that name indexes: the torch-family step asks its variant's index alone.
 _INDEX_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links")
-
-
-def wheel_key(spec: BuildSpec) -> WheelKey:
-    return WheelKey(
-        package=spec.package,
-        version=str(spec.recipe.version),
-        torch=spec.torch_version,
-        variant=spec.variant,
-        python_tag=spec.python_tag,
-        platform=spec.platform,
-        arch_list=spec.arch_list,
-        recipe_digest=recipe_digest(spec.recipe, spec.torch_version),
-    )
 
 
 def options_for_torch_step(pip_args: Sequence[str]) -> list[str]:

@@ -25,7 +25,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from .._bounded import run as _bounded_run
-from ..build.builder import BuildResult, build
+from ..build.builder import BuildResult, build, wheel_key
 from ..environment import Environment
 from ..errors import CudaResolveError, InstallError
 from ..plan import PipStep, Plan, PlannedBuild
@@ -240,8 +240,6 @@ def _build_all(plan: Plan, wheelhouse: Wheelhouse, options: InstallOptions, pip:
 
 def _build_one(planned: PlannedBuild, wheelhouse: Wheelhouse, options: InstallOptions, pip: TargetPip,
                before: Mapping[str, str], environ: Mapping[str, str], report: Reporter) -> BuildResult:
-    from .prepare import wheel_key
-
     if planned.key != wheel_key(planned.spec) and wheelhouse.lookup(planned.key) is None:
         # The plan reuses a wheel built for more GPUs; it is gone (pruned, another machine's plan).
         raise InstallError(
