@@ -274,6 +274,26 @@ def test_an_index_that_does_not_answer_fails_fast_and_installs_nothing(tmp_path:
     assert _freeze(empty_venv) == before
 
 
+def test_an_index_from_pips_own_configuration_is_checked_before_anything_is_installed(tmp_path: Path, empty_venv: Path,
+                                                                                         torch_index: str) -> None:
+    """pip reads a configuration file's extra index even in the torch step: it must answer first."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "pip.conf"
+    config.write_text(f"[global]\nextra-index-url = http://127.0.0.1:{port}/simple\n")
+    env = _env_with_torch_index(tmp_path, torch_index)
+    env["PIP_CONFIG_FILE"] = str(config)
+    before = _freeze(empty_venv)
+    done = _cuda_pip("install", "torch==2.6.0+cu126", "--python", str(empty_venv), env=env)
+    assert done.returncode == 1
+    assert f"127.0.0.1:{port}/simple did not answer" in done.stderr
+    assert str(config) in done.stderr  # names the setting that brought it in
+    assert _freeze(empty_venv) == before
+
+
 def test_build_for_a_profiles_gpus_on_a_machine_without_one() -> None:
     """A login node builds for its compute nodes: the arch list comes from the profile's GPUs."""
     profile = Path(__file__).parent / "data" / "profiles" / "h200-detected-2026-12-02.toml"

@@ -115,13 +115,48 @@ def planned_commands(plan: Plan, python: str, wheelhouse: Wheelhouse, *, trust: 
 # -- execute --------------------------------------------------------------------------------
 
 
-def _check_reachable(urls: Sequence[str], probe: Callable[[str], tuple[bool, str]], report: Reporter) -> None:
-    for url in dict.fromkeys(urls):
+def _indexes_used(plan: Plan, pip: TargetPip, options: InstallOptions) -> dict[str, str]:
+    """Every http(s) location the run will contact, with who named it: each pip step's own
+    (the plan's curated pages, the PyTorch index) and what pip adds from its configuration
+    files, ``PIP_*`` variables and the step's words (:func:`~.pipconfig.pip_indexes`, asked of
+    the target's pip in the environment the step really gets); the user's indexes also where a
+    build's overlay installs its build requirements. pip stopping on its own configuration is
+    refused here, before anything is downloaded or built."""
+    from .pipconfig import pip_indexes, urls_to_check
+
+    found: dict[str, str] = {}
+    asked: set[tuple[bool, tuple[str, ...]]] = set()
+
+    def add(torch_index_only: bool, words: Sequence[str], what: str) -> None:
+        if (torch_index_only, tuple(words)) in asked:
+            return
+        asked.add((torch_index_only, tuple(words)))
+        indexes = pip_indexes(pip.python, pip.environ_for(torch_index_only=torch_index_only), pip_args=words)
+        if indexes.error:
+            raise InstallError(f"pip would stop on its configuration before {what}: {indexes.error}; nothing was installed",
+                               hint="fix the file or variable it names (cuda-resolve doctor --network shows what pip reads)")
+        for url in urls_to_check(indexes):
+            found.setdefault(url, f"{indexes.origin_of(url) or 'pip'}, for {what}")
+
+    for step in plan.steps:
+        for url in step.checked_urls:
+            found.setdefault(url, f"the plan, for {step.purpose}")
+        if step.args == ("--no-deps",) and step.built:
+            continue  # local wheel files alone, no dependency resolution: pip asks no index
+        add(step.torch_index_only, step.args, step.purpose)
+    if any(b.reused is None for b in plan.builds):
+        # The build overlay installs setuptools, ninja and the like with the user's pip options.
+        add(False, options_for_torch_step(options.pip_args), "the build requirements")
+    return found
+
+
+def _check_reachable(urls: Mapping[str, str], probe: Callable[[str], tuple[bool, str]], report: Reporter) -> None:
+    for url, origin in urls.items():
         report.step(f"checking that {url} answers")
         ok, detail = probe(url)
         if not ok:
             raise InstallError(
-                f"{url} did not answer: {detail}; nothing was installed",
+                f"{url} did not answer: {detail} (set by {origin}); nothing was installed",
                 hint="configure a mirror (cuda-resolve mirror set PRESET) and check it (cuda-resolve mirror test), or fix the proxy (cuda-resolve doctor --network)",
             )
 
@@ -276,7 +311,7 @@ def execute(
     notes: list[str] = []
     if probe is not None:
         with phases.timed("index check"):
-            _check_reachable([u for s in plan.steps for u in s.checked_urls], probe, report)
+            _check_reachable(_indexes_used(plan, pip, options), probe, report)
     results = _build_all(plan, wheelhouse, options, pip, before, base, report, phases)
     # The builds never touch the target, so the snapshot taken before them still holds.
     if plan.skip_pip is not None:
