@@ -17,7 +17,7 @@ from ..errors import UsageError
 __all__ = ["ArgumentParser", "guarded", "interrupted", "main", "run", "split_debug"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
-COMMANDS = ("detect", "doctor", "plan", "install", "apply", "undo", "build", "wheelhouse", "mirror", "index")
+COMMANDS = ("detect", "doctor", "plan", "install", "apply", "undo", "build", "wheelhouse", "mirror", "index", "lock", "sync")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -74,7 +74,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; every outcome is an exit status: 0 done, 1 failed, 2 bad input,
-    70 a bug (one ``error:`` line; ``--debug`` adds the traceback), 130 interrupted."""
+    70 a bug (one ``error:`` line; ``--debug`` adds the traceback), 130 interrupted (Ctrl-C),
+    143 terminated (SIGTERM), 129 hung up (SIGHUP): what was started is ended and the
+    environment restored for each of the three."""
     from ._boundary import guarded, split_debug
 
     words = list(sys.argv[1:] if argv is None else argv)
@@ -94,10 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return guarded(command, wants_json=wants_json, debug=debug)
 
 
-def _interrupted(*, as_json: bool = False) -> int:
+def _interrupted(*, as_json: bool = False, by: KeyboardInterrupt | None = None) -> int:
     from ._boundary import interrupted
 
-    return interrupted(as_json=as_json)
+    return interrupted(as_json=as_json, by=by)
 
 
 def run() -> None:
@@ -105,8 +107,8 @@ def run() -> None:
     try:
         _restore_interrupts()
         code = main()
-    except KeyboardInterrupt:  # between entering run() and main()'s boundary, or inside a handler
-        code = _interrupted()
+    except KeyboardInterrupt as exc:  # between entering run() and main()'s boundary, or inside a handler
+        code = _interrupted(by=exc)
     raise SystemExit(code)
 
 

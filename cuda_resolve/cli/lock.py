@@ -1,0 +1,140 @@
+"""``cuda-resolve lock REQ... --profile A.toml [--profile B.toml ...] [-o pylock.toml]``.
+
+One PEP 751 lock for several machine classes: each profile decided as ``plan`` decides it, its
+whole closure resolved by pip for the profile's Python and platform, every file with its URL,
+size and sha256; stock installers select a profile as an extra (``pip install -r
+'pylock.toml[a100]'``, ``uv pip install -r pylock.toml --extra a100``), ``cuda-resolve sync``
+installs it exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from . import _output
+from ._common import add_json_option, index_from_args
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "lock",
+        help="write one pylock.toml (PEP 751) for several machine profiles",
+        description="Lock REQ... for every --profile (files from `cuda-resolve detect --save-profile`, or `this`): one PEP 751 pylock.toml whose extras are the profiles' names. Install it with `cuda-resolve sync`, `pip install -r 'pylock.toml[NAME]'` or `uv pip install -r pylock.toml --extra NAME`.",
+    )
+    parser.add_argument("requests", nargs="*", metavar="REQ", help="requirements as pip writes them")
+    parser.add_argument("-r", "--requirement", metavar="FILE", type=Path, action="append", default=[], help="read requirements from FILE (one a line; comments and options are not taken)")
+    parser.add_argument("--profile", metavar="[NAME=]FILE", action="append", default=[], help="a machine profile to lock for (repeatable); `this` is the machine lock runs on; the name is the file's stem unless given")
+    parser.add_argument("-o", "--output", metavar="FILE", type=Path, default=Path("pylock.toml"), help="where to write the lock (default: pylock.toml)")
+    parser.add_argument("--python-for", metavar="NAME=PATH", action="append", default=[], help="the interpreter that resolves profile NAME's closure (default: one of its Python version found here: PATH, pyenv, uv)")
+    parser.add_argument("--index-url", metavar="URL", default=None, help="the package index the closure comes from (default: https://pypi.org/simple); the PyTorch index comes from the plan and the config's mirror")
+    parser.add_argument("--skip-unfit", action="store_true", help="leave out a profile for which nothing fits, instead of failing")
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 unless the lock at -o is current for these inputs")
+    parser.add_argument("--index", metavar="DIR", type=Path, action="append", default=[], help="an index overlay directory (repeatable; later ones win)")
+    parser.add_argument("--allow-torch-change", action="store_true", help="allow a profile's installed torch to be replaced")
+    add_json_option(parser)
+    parser.set_defaults(handler=handle)
+
+
+def _requests(args: argparse.Namespace) -> tuple[str, ...]:
+    from .._bounded import read_user_text
+
+    found = list(args.requests)
+    for path in args.requirement:
+        for line in read_user_text(path, error=UsageError, what="a requirements file").splitlines():
+            text = line.split(" #", 1)[0].strip()
+            if text and not text.startswith(("#", "-")):
+                found.append(text)
+    if not found:
+        raise UsageError("nothing to lock: give REQ... or -r FILE", hint="cuda-resolve lock torch kaolin --profile a100.toml --profile cpu.toml")
+    return tuple(found)
+
+
+def _python_for(pairs: list[str]) -> dict[str, str]:
+    from ..lock.profiles import profile_name
+
+    found = {}
+    for pair in pairs:
+        name, sep, path = pair.partition("=")
+        if not sep or not name or not path:
+            raise UsageError(f"--python-for {pair!r}: expected NAME=PATH", hint="--python-for a100=/usr/bin/python3.10")
+        found[profile_name(name, origin="--python-for")] = path
+    return found
+
+
+def handle(args: argparse.Namespace) -> int:
+    import os
+
+    from ..config import load_config
+    from ..lock.document import render
+    from ..lock.files import FileFinder
+    from ..lock.make import LockRequest, make_lock
+    from ..lock.profiles import load_lock_profile
+    from ..net.factory import client_from_config
+    from ..paths import user_cache_dir, write_atomic
+    from ..resolve import Options
+    from ._act import TerminalReporter
+    from ._common import detect_target
+
+    if not args.profile:
+        raise UsageError("which machines? give --profile FILE (repeatable) or --profile this",
+                         hint="save one per machine class with `cuda-resolve detect --save-profile CLASS.toml`")
+    requests = _requests(args)
+    profiles = tuple(load_lock_profile(spec, detect=lambda: detect_target(None)[0]) for spec in args.profile)
+    config = load_config()
+    request = LockRequest(requests=requests, profiles=profiles, index_url=(args.index_url or "https://pypi.org/simple").rstrip("/"),
+                          python_for=_python_for(args.python_for), skip_unfit=args.skip_unfit,
+                          options=Options(allow_torch_change=args.allow_torch_change))
+    if args.check:
+        return _check(args, request, config)
+    reporter = TerminalReporter(quiet=args.json)
+    with client_from_config(config) as client:
+        finder = FileFinder(client, cache_dir=user_cache_dir() / "lock-files")
+        document, skipped = make_lock(request, index_from_args(args), config, finder=finder, environ=os.environ, reporter=reporter)
+    text = render(document)
+    write_atomic(args.output, text, make_parents=False)
+    if args.json:
+        _output.print_json({"lock": str(args.output), "profiles": list(document.names), "packages": len(document.packages),
+                            "skipped": list(skipped)})
+    else:
+        _output.console().print(f"wrote {args.output}: {len(document.packages)} packages for profiles {', '.join(document.names)}", highlight=False)
+        for line in skipped:
+            _output.console().print(f"left out: {line}", highlight=False)
+    return 0
+
+
+def _check(args: argparse.Namespace, request: Any, config: Any) -> int:
+    """Whether the lock at -o was made from these inputs: the same requests, profile files and decisions."""
+    from ..lock.make import profile_plan, profile_record
+    from ..lock.read import read_lock
+    from ..resolve import Options
+
+    lock = read_lock(args.output)
+    index = index_from_args(args)
+    stale: list[str] = []
+    if tuple(lock.requests) != tuple(request.requests):
+        stale.append(f"requests: the lock has {' '.join(lock.requests)}, asked {' '.join(request.requests)}")
+    names = {p.name for p in request.profiles}
+    for missing in sorted(set(lock.profiles) - names):
+        stale.append(f"profile {missing}: in the lock, not given")
+    for profile in request.profiles:
+        record = lock.profiles.get(profile.name)
+        if record is None:
+            stale.append(f"profile {profile.name}: not in the lock")
+            continue
+        if record.digest != profile.digest:
+            stale.append(f"profile {profile.name}: {profile.source} changed since the lock was made")
+        plan, resolution = profile_plan(profile, request.requests, index, request.options or Options(), config)
+        now = profile_record(profile, plan, resolution, record.interpreter)
+        if now.decision != record.decision:
+            stale.append(f"profile {profile.name}: decided now {', '.join(now.decision)}; locked {', '.join(record.decision)}")
+    if args.json:
+        _output.print_json({"lock": str(args.output), "current": not stale, "stale": stale})
+    elif stale:
+        for line in stale:
+            _output.console().print(f"stale: {line}", highlight=False)
+    else:
+        _output.console().print(f"{args.output} is current for these inputs", highlight=False)
+    return 1 if stale else 0

@@ -1,0 +1,136 @@
+"""``cuda-resolve sync pylock.toml [--name NAME|auto] [--check] [--exact] [--dry-run]``.
+
+Installs exactly what a lock holds for one profile into the target (the install target rule:
+``--python``, else the active virtualenv, else the active conda env, else python3 on PATH):
+nothing is resolved, every file's sha256 is checked before anything is installed, and the
+executor undoes a failed install. ``--check`` changes nothing and exits 1 on drift.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from . import _output
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "sync",
+        help="install exactly what a pylock.toml holds for this machine's profile (or check for drift)",
+        description="Install exactly what LOCK (written by `cuda-resolve lock`) holds for one profile: --name NAME, or --name auto for the one profile that fits this machine. Every file's sha256 is checked before anything is installed; a failed install is undone. --check changes nothing and exits 1 on drift.",
+    )
+    parser.add_argument("lock", metavar="LOCK", type=Path, nargs="?", default=Path("pylock.toml"), help="the lock file (default: pylock.toml)")
+    parser.add_argument("--name", metavar="NAME", default="auto", help="the profile to install (default: auto, the one that fits this machine)")
+    parser.add_argument("--python", metavar="PATH", help="the environment to sync (default: the active virtualenv, else the active conda env, else python3 on PATH)")
+    parser.add_argument("--check", action="store_true", help="change nothing; report drift per package and exit 1 when there is any")
+    parser.add_argument("--exact", action="store_true", help="also remove what the lock does not name (never pip, setuptools, wheel or cuda-resolve)")
+    parser.add_argument("--dry-run", action="store_true", help="say what would be installed and removed, and the pip commands; change nothing")
+    parser.add_argument("--json", action="store_true", help="print a JSON report")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    import os
+    import tempfile
+
+    from ..config import load_config
+    from ..index import default_cuda_facts
+    from ..install.options import InstallOptions
+    from ..install.pip import pip_facts_and_distributions
+    from ..install.transaction import execute, planned_commands
+    from ..lock.read import read_lock
+    from ..lock.select import choose_profile, wanted_files
+    from ..lock.sync import drift, fetch_all, remove_extras, sync_plan
+    from ..net.factory import client_from_config
+    from ..paths import new_log_path, user_cache_dir
+    from ..reporting import RedactingReporter
+    from ..wheelhouse.store import Wheelhouse
+    from ._act import TerminalReporter
+    from ._common import detect_target
+
+    lock = read_lock(args.lock)
+    env, choice = detect_target(args.python)
+    python = env.python.executable or choice.python
+    profile = choose_profile(lock, env, default_cuda_facts(), args.name)
+    wanted = wanted_files(lock, profile, env)
+    environ = dict(os.environ)
+    _, installed = pip_facts_and_distributions(python, environ)
+    report = drift(wanted, installed, exact=args.exact)
+    to_install = [w for w, d in zip(wanted, report, strict=False) if d.state != "ok"]
+    to_remove = [d.name for d in report if d.state == "not locked"]
+    document: dict[str, Any] = {"lock": str(args.lock), "profile": profile, "target": python, "notes": list(lock.notes),
+                                "packages": [d.to_json() for d in report]}
+    satisfied_note = "an installed package with the locked name, version and local label counts as installed; its files' hashes were not re-read"
+    if args.check:
+        drifted = [d for d in report if d.state != "ok"]
+        document.update({"drift": bool(drifted), "note": satisfied_note})
+        if args.json:
+            _output.print_json(document)
+        else:
+            _render(report, profile, python, lock.notes)
+            console = _output.console()
+            console.print(f"{len(drifted)} package(s) differ from the lock" if drifted else f"{python} matches profile {profile} of {args.lock}", highlight=False)
+            console.print(f"note: {satisfied_note}", highlight=False)
+        return 1 if drifted else 0
+    reporter = RedactingReporter(TerminalReporter(quiet=args.json))
+    config = load_config()
+    with tempfile.TemporaryDirectory(prefix="cuda-resolve-sync-") as scratch:
+        requirements = Path(scratch) / "locked.txt"
+        if args.dry_run:
+            paths = {w.name: user_cache_dir() / "lock-wheels" / w.sha256[:2] / w.sha256 / w.file for w in to_install}
+            plan = sync_plan(env, to_install, paths, requirements)
+            commands = planned_commands(plan, python, Wheelhouse.default())
+            document.update({"install": [w.name + "==" + w.version for w in to_install], "remove": to_remove,
+                             "pip_runs": commands, "dry_run": True})
+            if args.json:
+                _output.print_json(document)
+            else:
+                _render(report, profile, python, lock.notes)
+                console = _output.console()
+                for name in to_remove:
+                    console.print(f"would remove {name}", highlight=False)
+                for w in to_install:
+                    console.print(f"would install {w.name} {w.version} ({w.file}, sha256 {w.sha256[:12]}...)", highlight=False)
+                for command in commands:
+                    console.print("would run: " + " ".join(command), highlight=False)
+            return 0
+        if to_remove:
+            reporter.step(f"--exact: will remove {', '.join(to_remove)} after installing")
+        with client_from_config(config) as client:
+            paths = fetch_all(to_install, client, user_cache_dir() / "lock-wheels", reporter)
+        plan = sync_plan(env, to_install, paths, requirements)
+        result = None
+        if plan.steps:
+            result = execute(plan, env, wheelhouse=Wheelhouse.default(), options=InstallOptions(verify=False), environ=environ,
+                             reporter=reporter, log_path=new_log_path("sync"))
+        if to_remove:
+            remove_extras(python, to_remove, environ, new_log_path("sync-remove"), reporter)
+    document.update({"installed": [w.name + "==" + w.version for w in to_install], "removed": to_remove,
+                     "pip_runs": [list(c) for c in result.pip_runs] if result else []})
+    if args.json:
+        _output.print_json(document)
+    else:
+        console = _output.console()
+        if not to_install and not to_remove:
+            console.print(f"{python} already matches profile {profile} of {args.lock}", highlight=False)
+        for name in to_remove:
+            console.print(f"removed {name}", highlight=False)
+        for w in to_install:
+            console.print(f"installed {w.name} {w.version}", highlight=False)
+    return 0
+
+
+def _render(report: list[Any], profile: str, python: str, notes: tuple[str, ...]) -> None:
+    from rich.table import Table
+
+    console = _output.console()
+    for note in notes:
+        console.print(f"note: {note}", highlight=False)
+    table = Table(title=f"profile {profile} -> {python}")
+    for column in ("package", "locked", "installed", "state"):
+        table.add_column(column)
+    for item in report:
+        table.add_row(item.name, item.locked or "", item.installed or "", item.state)
+    console.print(table)

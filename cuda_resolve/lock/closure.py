@@ -1,0 +1,161 @@
+"""A profile's whole closure, resolved by pip for the profile's Python and platform, downloading
+no wheel: ``pip --python PY install --dry-run --ignore-installed --report - --only-binary=:all:
+--python-version X.Y --platform ...`` reads each candidate's metadata (PEP 658) and reports what
+it would install, with each file's URL and, where the index gives it, its sha256.
+
+pip runs as ``--isolated`` with every index named on its command line, so a lock never depends
+on the locking user's pip configuration (a ``find-links`` folder of theirs, a ``file://`` index).
+It runs pip's own code under an interpreter of the profile's Python version (``pip --python``),
+so environment markers are evaluated for that Python, not the one running the lock.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._bounded import run
+from ..environment import Environment
+from ..errors import LockError, UsageError
+from ..plan import Plan
+
+__all__ = ["ResolvedFile", "find_interpreter", "pip_closure", "platform_options"]
+
+#: pip resolving a large closure (torch and its nvidia-* wheels) from metadata takes seconds.
+PIP_SECONDS = 600
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResolvedFile:
+    name: str  # canonical
+    version: str
+    url: str  # as pip fetched it (a mirror's URL where one was used)
+    sha256: str | None
+    requested: bool
+    index: str | None  # the index that step asked (the first of them)
+
+
+def find_interpreter(version: str, given: str | None, environ: Mapping[str, str]) -> str | None:
+    """A Python of ``version``'s minor: ``given``, this one, ``pythonX.Y`` on PATH, pyenv's, uv's."""
+    if given:
+        return given
+    minor = ".".join(version.split(".")[:2])
+    if "{}.{}".format(*sys.version_info[:2]) == minor:
+        return sys.executable
+    on_path = shutil.which(f"python{minor}", path=environ.get("PATH"))
+    if on_path:
+        return on_path
+    root = environ.get("PYENV_ROOT") or os.path.join(environ.get("HOME", "~"), ".pyenv")
+    found = sorted(glob.glob(os.path.join(os.path.expanduser(root), "versions", f"{minor}.*", "bin", "python")))
+    if found:
+        return found[-1]
+    uv_root = os.path.join(environ.get("HOME", "~"), ".local", "share", "uv", "python")
+    found = sorted(glob.glob(os.path.join(os.path.expanduser(uv_root), f"cpython-{minor}.*", "bin", "python3")))
+    return found[-1] if found else None
+
+
+def platform_options(env: Environment) -> list[str]:
+    """pip's target options for ``env``: Python version, implementation, ABI and every platform tag."""
+    if env.machine.os == "linux" and not env.machine.glibc:
+        raise UsageError(f"{env.source}: machine.glibc is not given, so pip cannot tell which manylinux wheels fit",
+                         hint="add it (machine.glibc = \"2.35\"; `ldd --version` says it), or save the profile with `cuda-resolve detect --save-profile`")
+    major, minor = env.python.version_tuple
+    words = ["--python-version", f"{major}.{minor}", "--implementation", "cp" if env.python.implementation == "cpython" else "pp",
+             "--abi", env.python.abi_tag]
+    for tag in env.platform_tags():
+        words += ["--platform", tag]
+    return words
+
+
+def _index_of(args: Sequence[str]) -> list[str]:
+    urls = []
+    for i, word in enumerate(args):
+        if word in ("--index-url", "-i", "--extra-index-url") and i + 1 < len(args):
+            urls.append(args[i + 1].rstrip("/"))
+        elif word.startswith(("--index-url=", "--extra-index-url=")):
+            urls.append(word.split("=", 1)[1].rstrip("/"))
+    return urls
+
+
+def _report(python: str, pip_python: str, words: Sequence[str], environ: Mapping[str, str], what: str,
+            report_path: Path) -> list[dict[str, object]]:
+    command = [python, "-m", "pip", "--python", pip_python, "--isolated", "--disable-pip-version-check", "install",
+               "--dry-run", "--ignore-installed", "--report", str(report_path), "--quiet", "--only-binary=:all:", *words]
+    done = run(command, timeout=PIP_SECONDS, env=dict(environ))
+    if done is None or done.returncode is None:
+        raise LockError(f"pip did not finish resolving {what} within {PIP_SECONDS} s", hint="check the index answers (cuda-resolve doctor --network)")
+    if not done.ok:
+        errors = [line.strip() for line in done.stderr.splitlines() if line.startswith("ERROR")] or done.stderr.strip().splitlines()[-3:]
+        raise LockError(f"pip could not resolve {what}: {' / '.join(errors)}",
+                        hint="pip was asked for the profile's Python and platform with wheels only: a package with no wheel for it cannot be locked")
+    try:
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise LockError(f"pip's report for {what} is not JSON", hint="pip >= 22.2 is needed (its --report)") from None
+    install = report.get("install") if isinstance(report, dict) else None
+    if not isinstance(install, list):
+        raise LockError(f"pip's report for {what} has no install list", hint="pip >= 22.2 is needed (its --report)")
+    return [entry for entry in install if isinstance(entry, dict)]
+
+
+def _resolved(entry: dict[str, object], index: str | None, what: str) -> ResolvedFile:
+    from packaging.utils import canonicalize_name
+
+    metadata = entry.get("metadata")
+    info = entry.get("download_info")
+    if not isinstance(metadata, dict) or not isinstance(info, dict):
+        raise LockError(f"pip's report for {what} has an entry without metadata", hint="pip >= 22.2 is needed")
+    name, version, url = str(metadata.get("name")), str(metadata.get("version")), str(info.get("url"))
+    if "vcs_info" in info or "dir_info" in info:
+        raise LockError(f"{name} {version} comes from {url} (a VCS checkout or a folder): a lock names files with hashes only",
+                        hint="build it into a wheel and serve it from an index (cuda-resolve wheelhouse), then lock again")
+    if not url.startswith(("https://", "http://")):
+        raise LockError(f"{name} {version} comes from {url}: other machines cannot fetch that", hint="lock from an index served over HTTP(S)")
+    archive = info.get("archive_info")
+    hashes = archive.get("hashes") if isinstance(archive, dict) else None
+    sha256 = hashes.get("sha256") if isinstance(hashes, dict) else None
+    return ResolvedFile(name=canonicalize_name(name), version=version, url=url, sha256=str(sha256) if sha256 else None,
+                        requested=bool(entry.get("requested")), index=index)
+
+
+def pip_closure(plan: Plan, env: Environment, *, pip_python: str, index_url: str, environ: Mapping[str, str],
+                scratch: Path, name: str) -> list[ResolvedFile]:
+    """Everything ``plan``'s pip steps would install for ``env``, one file each.
+
+    Steps that ask the PyTorch index alone are resolved against it alone; later steps keep their
+    results (a constraints file pins them) and may see that index too, as the torch pin they
+    repeat is only there."""
+    python = sys.executable
+    target = platform_options(env)
+    found: dict[str, ResolvedFile] = {}
+    torch_indexes: list[str] = []
+    constraints = scratch / f"{name}-constraints.txt"
+    for number, step in enumerate(plan.steps):
+        if step.built:
+            raise LockError(f"profile {name}: {step.purpose} installs source-built wheels, which this lock cannot name yet",
+                            hint="lock the requirements that have wheels; build the rest with `cuda-pip install` on the node")
+        args = list(step.args)
+        what = f"profile {name} ({step.purpose.split(' from ')[0]})"
+        if step.torch_index_only:
+            indexes = _index_of(args)
+            torch_indexes.extend(indexes)
+            words = [*target, *args]
+        else:
+            words = [*target, "--index-url", index_url, *(w for u in torch_indexes for w in ("--extra-index-url", u))]
+            if found:
+                constraints.write_text("".join(f"{f.name}=={f.version}\n" for f in found.values()), encoding="utf-8")
+                words += ["-c", str(constraints)]
+            words += args
+            indexes = [index_url.rstrip("/")]
+        for entry in _report(python, pip_python, words, environ, what, scratch / f"{name}-{number}.json"):
+            resolved = _resolved(entry, indexes[0] if indexes else None, what)
+            if resolved.name in found and number > 0 and found[resolved.name].version == resolved.version:
+                continue  # kept from an earlier step
+            found[resolved.name] = resolved
+    return sorted(found.values(), key=lambda f: f.name)

@@ -1,0 +1,103 @@
+"""Which profile of a lock fits a machine, and which locked files that profile installs there."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from packaging.utils import canonicalize_name
+
+from ..compat import driver_supports_cuda, marker_environment, uncovered_gpus
+from ..environment import Environment
+from ..errors import LockError, UsageError
+from ..index.cuda import CudaFactsSource, parse_arch_list
+from ..versions import CudaVersion
+from .document import ProfileRecord
+from .read import ReadLock
+
+__all__ = ["Wanted", "choose_profile", "differences", "wanted_files"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Wanted:
+    """One locked file the profile installs here."""
+
+    name: str  # canonical
+    version: str
+    file: str
+    url: str
+    size: int | None
+    sha256: str
+
+
+def differences(record: ProfileRecord, env: Environment, facts: CudaFactsSource) -> list[str]:
+    """The facts of this machine that differ from what ``record`` was locked for (empty: it fits)."""
+    found: list[str] = []
+    if env.python.short_version != record.python:
+        found.append(f"Python {env.python.short_version} here, {record.python} locked")
+    if (env.machine.os, env.machine.arch) != (record.os, record.arch):
+        found.append(f"{env.machine.os}/{env.machine.arch} here, {record.os}/{record.arch} locked")
+    here = sorted({str(c) for c in env.capabilities})
+    if bool(here) != bool(record.capabilities):
+        found.append(f"GPUs here: {', '.join(here) or 'none'}; locked for: {', '.join(record.capabilities) or 'none'}")
+    elif here:
+        other = [c for c in here if c not in record.capabilities]
+        if other:
+            found.append(f"GPU compute capability {', '.join(other)} here; locked for {', '.join(record.capabilities)}")
+        if record.torch_arch_list:
+            uncovered = uncovered_gpus(parse_arch_list(record.torch_arch_list), env.gpus)
+            if uncovered:
+                found.append(f"the locked torch ({record.torch_arch_list}) has no kernels for {', '.join(g.name for g in uncovered)}")
+    if record.torch_cuda:
+        verdict = driver_supports_cuda(env.driver, CudaVersion.parse(record.torch_cuda), facts)
+        if not verdict.ok:
+            found.append(verdict.reason)
+    return found
+
+
+def choose_profile(lock: ReadLock, env: Environment, facts: CudaFactsSource, name: str) -> str:
+    """``name`` checked to be in the lock, or with ``auto`` the one profile that fits this machine."""
+    if name != "auto":
+        wanted = canonicalize_name(name)
+        if wanted not in lock.profiles:
+            raise UsageError(f"{lock.origin} has no profile {name!r}; it has {', '.join(sorted(lock.profiles))}",
+                             hint="--name NAME with one of those, or --name auto to pick the one that fits this machine")
+        return wanted
+    fitting = []
+    lines = []
+    for profile, record in sorted(lock.profiles.items()):
+        diff = differences(record, env, facts)
+        if not diff:
+            fitting.append(profile)
+        lines.append(f"{profile}: {'fits' if not diff else '; '.join(diff)}")
+    if len(fitting) == 1:
+        return fitting[0]
+    what = "no profile" if not fitting else f"{len(fitting)} profiles ({', '.join(fitting)})"
+    raise LockError(f"{what} of {lock.origin} fit this machine: " + " | ".join(lines),
+                    hint="pick one with --name NAME, or lock a profile of this machine (cuda-resolve detect --save-profile)")
+
+
+def wanted_files(lock: ReadLock, profile: str, env: Environment) -> list[Wanted]:
+    """The files ``profile`` installs on ``env`` (PEP 751's selection: markers with the profile as
+    the one extra, the best wheel for the target's tags)."""
+    from packaging.pylock import PackageWheel, PylockSelectError
+
+    markers = dict(marker_environment(env))
+    try:
+        chosen = list(lock.pylock.select(environment=markers, tags=env.wheel_tags(), extras={profile}))  # type: ignore[arg-type]
+    except PylockSelectError as exc:
+        raise LockError(f"{lock.origin}: profile {profile} cannot be installed here: {exc}",
+                        hint="check the profile fits this machine (sync --name auto says which facts differ)") from None
+    wanted = []
+    for package, source in chosen:
+        if not isinstance(source, PackageWheel) or source.url is None:
+            raise LockError(f"{lock.origin}: {package.name} is locked as {type(source).__name__}, not a wheel with a URL: sync installs wheels only",
+                            hint="lock it again with cuda-resolve lock")
+        sha256 = (source.hashes or {}).get("sha256")
+        if not sha256:
+            raise LockError(f"{lock.origin}: {package.name}'s wheel {source.filename} has no sha256", hint="lock it again with cuda-resolve lock")
+        wanted.append(Wanted(name=str(package.name), version=str(package.version), file=source.filename, url=source.url,
+                             size=source.size, sha256=str(sha256)))
+    return sorted(wanted, key=lambda w: w.name)
+
+
+
