@@ -7,9 +7,8 @@
 # Needs cuda-resolve's dependencies in .wheels/ (no network there); writes everything under $OUT.
 set -u
 src=$(realpath "$1"); out=${OUT:-/tmp/out}; mkdir -p "$out"
-python3 -m pip install -q --no-index --find-links .wheels --target /tmp/site packaging resolvelib requests certifi \
-  truststore nvidia-ml-py platformdirs rich tomli-w ruamel.yaml filelock >"$out/setup.log" 2>&1
-export PYTHONPATH=$PWD:/tmp/site PIP_FIND_LINKS=$PWD/.wheels PIP_NO_INDEX=1 PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --find-links .wheels --target /tmp/site . >"$out/setup.log" 2>&1
+export PYTHONPATH=/tmp/site PIP_FIND_LINKS=$PWD/.wheels PIP_NO_INDEX=1 PYTHONUNBUFFERED=1
 export CUDA_RESOLVE_WHEELHOUSE=/tmp/wh1
 base=$(python3 -c 'import site; print(site.getsitepackages()[0])')
 fresh() { python3 -m venv "$1" && echo "$base" > "$1/lib/python3.12/site-packages/base.pth"; }
@@ -52,3 +51,6 @@ mkdir -p "$out/wheels"; find /tmp/wh1 /tmp/wh2 /tmp/wh3 -name '*.whl' -exec cp {
 for w in "$out"/wheels/*.whl; do d=$(mktemp -d); python3 -m zipfile -e "$w" "$d"; for so in $(find "$d" -name '*.so'); do
   echo "== $(basename "$w") $(basename "$so")"; cuobjdump --list-elf "$so"; cuobjdump --list-ptx "$so"; done; done >"$out/cuobjdump.txt" 2>&1
 tar -czf "$out/logs.tgz" -C "${CUDA_RESOLVE_CACHE_DIR:-$HOME/.cache/cuda-resolve}" logs 2>/dev/null || true
+# The device returns few files: everything but the summary travels in one archive.
+tar -czf "$out/all.tgz" -C "$out" --exclude all.tgz --exclude logs.tgz . && find "$out" -maxdepth 1 -type f ! -name '*.tgz' ! -name steps.log ! -name compare.txt -delete
+rm -rf "$out/wheels"
