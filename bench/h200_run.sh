@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The H200 evidence run for issue 7 (docs/h200-install-2026-12-02.md records what it printed).
+# The H200 evidence run for issue 7 (docs/evidence/h200-install-2026-12-02.md records what it printed).
 # Usage on the GPU machine, from the repo root: bench/h200_run.sh STEP SOURCE_DIR
 #   STEP: pointnet2 | kaolin. SOURCE_DIR: a copy of the recipe's repository (the machine has no network).
 # Needs cuda-resolve's dependencies importable (PYTHONPATH) and writes logs under $OUT.

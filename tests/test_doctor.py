@@ -161,7 +161,7 @@ SCENARIOS: dict[str, tuple[int, list[Expect]]] = {
         ("toolkit-arch", "ok", ("TORCH_CUDA_ARCH_LIST=9.0",)),
         ("host-compiler", "ok", ()),
     ]),
-    # Written by `detect --save-profile` on the real H200 (docs/h200-2026-12-02.md).
+    # Written by `detect --save-profile` on the real H200 (docs/evidence/h200-2026-12-02.md).
     "h200-detected-2026-12-02": (0, [
         ("driver", "ok", ("580.159.04", "sysfs+libcuda")),
         ("torch-build", "ok", ()),
