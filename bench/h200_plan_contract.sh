@@ -7,8 +7,10 @@
 # Needs cuda-resolve's dependencies in .wheels/ (no network there); writes everything under $OUT.
 set -u
 src=$(realpath "$1"); out=${OUT:-/tmp/out}; mkdir -p "$out"
+rm -rf /tmp/site /tmp/t1 /tmp/t2 /tmp/wh1 /tmp/wh2 /tmp/wh3
 python3 -m pip install -q --no-index --find-links .wheels --target /tmp/site . >"$out/setup.log" 2>&1
 export PYTHONPATH=/tmp/site PIP_FIND_LINKS=$PWD/.wheels PIP_NO_INDEX=1 PYTHONUNBUFFERED=1
+cd /tmp  # not the checkout: its cuda_resolve/ would shadow the installed one
 export CUDA_RESOLVE_WHEELHOUSE=/tmp/wh1
 base=$(python3 -c 'import site; print(site.getsitepackages()[0])')
 fresh() { python3 -m venv "$1" && echo "$base" > "$1/lib/python3.12/site-packages/base.pth"; }
@@ -52,5 +54,5 @@ for w in "$out"/wheels/*.whl; do d=$(mktemp -d); python3 -m zipfile -e "$w" "$d"
   echo "== $(basename "$w") $(basename "$so")"; cuobjdump --list-elf "$so"; cuobjdump --list-ptx "$so"; done; done >"$out/cuobjdump.txt" 2>&1
 tar -czf "$out/logs.tgz" -C "${CUDA_RESOLVE_CACHE_DIR:-$HOME/.cache/cuda-resolve}" logs 2>/dev/null || true
 # The device returns few files: everything but the summary travels in one archive.
-tar -czf "$out/all.tgz" -C "$out" --exclude all.tgz --exclude logs.tgz . && find "$out" -maxdepth 1 -type f ! -name '*.tgz' ! -name steps.log ! -name compare.txt -delete
+tar -czf /tmp/all.tgz -C "$out" . && mv /tmp/all.tgz "$out/" && find "$out" -maxdepth 1 -type f ! -name '*.tgz' ! -name steps.log ! -name compare.txt -delete
 rm -rf "$out/wheels"
