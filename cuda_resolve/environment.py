@@ -21,6 +21,7 @@ __all__ = [
     "Environment",
     "ExtensionBinary",
     "Gpu",
+    "InstalledExtension",
     "Machine",
     "NvidiaWheel",
     "PythonInfo",
@@ -156,6 +157,26 @@ class ExtensionBinary:
     path: str
     needed: tuple[str, ...]  # DT_NEEDED sonames that matter (libcudart*, libc10*, libtorch*)
     missing: tuple[str, ...]  # of those, the ones the dynamic loader would not find
+    # Device code its fat binaries carry (cuda_resolve.fatbin): SASS ("sm_80") and PTX
+    # ("compute_86") targets; both empty when it carries none (host code only).
+    sass: tuple[str, ...] = ()
+    ptx: tuple[str, ...] = ()
+    # Undefined symbols of torch's namespaces that the installed torch's libraries do not
+    # define (mangled, as the ImportError prints them), and the same demangled where c++filt could.
+    missing_symbols: tuple[str, ...] = ()
+    demangled: tuple[str, ...] = ()
+    distribution: str | None = None  # "pointnet2_ops 3.0.0+pt2141cu130.sm90": what installed it
+    notes: tuple[str, ...] = ()  # what could not be read in it (a corrupt fat binary or symbol table)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InstalledExtension:
+    """A distribution of a package the index curates, installed in the target, as its metadata
+    says. A wheel cuda-resolve built carries its ABI in the version's local label
+    (``3.0.0+pt2141cu130.sm80.sm86ptx``); the resolver reads it back, detection only reports it."""
+
+    name: str  # as its metadata spells it: "pointnet2_ops"
+    version: str  # with the local label, if any
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -191,6 +212,7 @@ class Environment:
     scheduler: Scheduler = field(default_factory=Scheduler)
     variables: Variables = field(default_factory=Variables)
     extensions: tuple[ExtensionBinary, ...] = ()
+    installed_extensions: tuple[InstalledExtension, ...] = ()  # the index's packages installed in the target
     notes: tuple[str, ...] = ()  # what probes reported instead of crashing (NVML mismatch ...)
     source: str = "profile"  # "detected" or the profile path
 

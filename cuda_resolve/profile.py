@@ -18,6 +18,7 @@ from .environment import (
     Environment,
     ExtensionBinary,
     Gpu,
+    InstalledExtension,
     Machine,
     NvidiaWheel,
     PythonInfo,
@@ -119,6 +120,7 @@ def _environment(top: Table, *, source: str, index: CudaFactsSource | None) -> E
     scheduler = _scheduler(top.table("scheduler"))
     variables = _variables(top.table("variables"))
     extensions = tuple(_extension(table) for table in top.tables("extension"))
+    installed_extensions = tuple(_installed_extension(table) for table in top.tables("installed_extension"))
     notes = top.strings("notes", ())
     top.finish()
     return Environment(
@@ -132,6 +134,7 @@ def _environment(top: Table, *, source: str, index: CudaFactsSource | None) -> E
         scheduler=scheduler,
         variables=variables,
         extensions=extensions,
+        installed_extensions=installed_extensions,
         notes=notes,
         source=source,
     )
@@ -327,12 +330,42 @@ def _extension(table: Table) -> ExtensionBinary:
         path=table.string("path"),
         needed=table.strings("needed", ()),
         missing=table.strings("missing", ()),
+        sass=table.strings("sass", ()),
+        ptx=table.strings("ptx", ()),
+        missing_symbols=table.strings("missing_symbols", ()),
+        demangled=table.strings("demangled", ()),
+        distribution=table.string("distribution", None),
+        notes=table.strings("notes", ()),
     )
     table.finish()
+    for field in ("sass", "ptx"):
+        for name in getattr(extension, field):
+            try:
+                ComputeCapability.parse(name)
+            except ValueError as exc:
+                raise table.fail(field, f"= {name!r}: {exc}") from None
     unknown = [name for name in extension.missing if name not in extension.needed]
     if unknown:
         raise table.fail("missing", f"= {unknown[0]!r} is not listed in needed")
     return extension
+
+
+def _extension_to_dict(ext: ExtensionBinary) -> dict[str, Any]:
+    """The facts doctor read from one extension; those it did not find are left out."""
+    item: dict[str, Any] = {"path": ext.path, "needed": list(ext.needed), "missing": list(ext.missing)}
+    for name in ("sass", "ptx", "missing_symbols", "demangled", "notes"):
+        if getattr(ext, name):
+            item[name] = list(getattr(ext, name))
+    if ext.distribution is not None:
+        item["distribution"] = ext.distribution
+    return item
+
+
+def _installed_extension(table: Table) -> InstalledExtension:
+    # The version keeps its local label: "3.0.0+pt2141cu130.sm80" says what it was built for.
+    installed = InstalledExtension(name=table.string("name"), version=table.parsed("version", _package_version))
+    table.finish()
+    return installed
 
 
 def _scheduler(table: Table | None) -> Scheduler:
@@ -466,9 +499,9 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
     if variables:
         data["variables"] = variables
     if env.extensions:
-        data["extension"] = [
-            {"path": ext.path, "needed": list(ext.needed), "missing": list(ext.missing)} for ext in env.extensions
-        ]
+        data["extension"] = [_extension_to_dict(ext) for ext in env.extensions]
+    if env.installed_extensions:
+        data["installed_extension"] = [{"name": ext.name, "version": ext.version} for ext in env.installed_extensions]
     if env.notes:
         data["notes"] = list(env.notes)
     return data

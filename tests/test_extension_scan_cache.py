@@ -49,8 +49,17 @@ def test_second_scan_comes_from_the_cache_until_a_package_changes(tmp_path: Path
     assert scan_key([str(site)], environ) != key  # ... which the key sees: mtimes are inputs
     os.utime(site / "pkg_a", ns=(2, 2))
     frozen = scan_key([str(site)], environ)
+    remembered = {
+        "path": "/remembered.so", "needed": ["libc10.so"], "missing": [], "sass": ["sm_80"], "ptx": [],
+        "missing_symbols": [], "demangled": [], "notes": [], "distribution": "pkg 1.0",
+    }
+    cache.put("extensions", frozen, [remembered])
+    hit = find_extensions_cached([str(site)], environ=environ, cache=cache)
+    assert [(e.path, e.sass, e.distribution) for e in hit] == [("/remembered.so", ("sm_80",), "pkg 1.0")]
+    # An entry an older release wrote lacks the kernel and symbol facts: it is scanned again.
     cache.put("extensions", frozen, [{"path": "/remembered.so", "needed": ["libc10.so"], "missing": []}])
-    assert [e.path for e in find_extensions_cached([str(site)], environ=environ, cache=cache)] == ["/remembered.so"]
+    assert find_extensions_cached([str(site)], environ=environ, cache=cache) == ()
+    cache.put("extensions", frozen, [remembered])
 
     # Installing another package changes the key: a fresh scan finds it.
     second = _extension(site, "pkg_b")

@@ -9,18 +9,21 @@ than a vacuous "ok".
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 
 from ..compat import (
     arch_list_for_build,
     build_covers_gpu,
     driver_supports_cuda,
+    format_arch_list,
     host_compiler_for,
     toolkit_archs,
     torch_arch_list,
 )
-from ..environment import Environment, Toolkit
+from ..environment import Environment, ExtensionBinary, Toolkit
 from ..index.cuda import ArchEntry, CudaFactsSource
+from ..versions import ComputeCapability
 from .findings import Finding
 
 __all__ = ["CHECKS", "run_checks", "torch_arch_entries"]
@@ -319,6 +322,159 @@ def check_extensions_load(env: Environment, index: CudaFactsSource) -> list[Find
     return findings
 
 
+def _package(ext: ExtensionBinary) -> str | None:
+    """The distribution's name (``pointnet2_ops``), when the scan found which one installed it."""
+    return ext.distribution.split(" ", 1)[0] if ext.distribution else None
+
+
+def _named(ext: ExtensionBinary) -> str:
+    return f"{ext.distribution} ({ext.path})" if ext.distribution else ext.path
+
+
+def _capabilities(names: tuple[str, ...]) -> tuple[ComputeCapability, ...]:
+    found = []
+    for name in names:
+        try:
+            found.append(ComputeCapability.parse(name))
+        except ValueError:  # not ours to judge: the scan only writes nvcc's names
+            continue
+    return tuple(found)
+
+
+def _carries(ext: ExtensionBinary) -> str:
+    sass = ", ".join(ext.sass) or "no SASS"
+    return f"{sass} and PTX {', '.join(ext.ptx)}" if ext.ptx else f"{sass} (no PTX)"
+
+
+def _arch_list_with(ext: ExtensionBinary, wanted: list[ComputeCapability]) -> str:
+    """What to build with: the targets it carries plus the GPUs it lacks, as TORCH_CUDA_ARCH_LIST."""
+    entries = {ArchEntry(c) for c in _capabilities(ext.sass)} | {ArchEntry(c) for c in wanted}
+    return format_arch_list(sorted(entries, key=lambda e: (e.capability.major, e.capability.minor, e.capability.suffix)))
+
+
+def check_extension_kernels(env: Environment, index: CudaFactsSource) -> list[Finding]:
+    """Does every extension carry a kernel each GPU runs? Its fat binaries' SASS/PTX targets
+    (read by the extension scan) against the GPUs, by compat.build_covers_gpu's rule."""
+    from ..fatbin import gpu_kernel
+
+    with_code = [ext for ext in env.extensions if ext.sass or ext.ptx]
+    if not env.gpus or not with_code:
+        return []
+    findings: list[Finding] = []
+    for ext in with_code:
+        sass, ptx = _capabilities(ext.sass), _capabilities(ext.ptx)
+        kinds = {gpu.compute_capability: gpu_kernel(sass, ptx, gpu.compute_capability) for gpu in env.gpus}
+        none = [gpu for gpu in env.gpus if kinds[gpu.compute_capability] is None]
+        jit = [gpu for gpu in env.gpus if kinds[gpu.compute_capability] == "ptx"]
+        if none:
+            gpus = ", ".join(dict.fromkeys(f"{gpu.name} ({gpu.compute_capability})" for gpu in none))
+            lacking = sorted({gpu.compute_capability for gpu in none})
+            package = _package(ext)
+            rebuild = f"`cuda-pip install --rebuild {package}` (builds for the GPUs here)" if package else "rebuild it for the GPUs here"
+            findings.append(Finding(
+                check="extension-kernels", status="error", title="kernels for the GPUs",
+                found=f"{_named(ext)} carries {_carries(ext)}; none runs on {gpus}: expect 'no kernel image is available for execution on the device'",
+                fix=f"{rebuild}, or build it with TORCH_CUDA_ARCH_LIST=\"{_arch_list_with(ext, lacking)}\"",
+            ))
+        elif jit:
+            gpus = ", ".join(dict.fromkeys(f"{gpu.name} ({gpu.compute_capability})" for gpu in jit))
+            lacking = sorted({gpu.compute_capability for gpu in jit})
+            findings.append(Finding(
+                check="extension-kernels", status="warn", title="kernels for the GPUs",
+                found=f"{_named(ext)} carries {_carries(ext)}: {gpus} run(s) only its PTX, which the driver JIT-compiles at first use (minutes for a large extension; cached in ~/.nv/ComputeCache)",
+                fix=f"build it with TORCH_CUDA_ARCH_LIST=\"{_arch_list_with(ext, lacking)}\" for compiled kernels",
+            ))
+    if not findings:
+        caps = ", ".join(str(c) for c in env.capabilities)
+        findings.append(Finding(check="extension-kernels", status="ok", title="kernels for the GPUs",
+                                found=f"{len(with_code)} extension(s) carry compiled kernels for {caps}"))
+    return findings
+
+
+_TORCH_LABEL = re.compile(r"^pt(\d+)(cu\d+|cpu|rocm[\d.]*)?", re.IGNORECASE)
+
+
+def _label_torch(distribution: str | None) -> str | None:
+    """``pt2141cu130`` from ``pointnet2_ops 3.0.0+pt2141cu130.sm90``: the torch named by the
+    version's local label (ours, and PyG's ``+pt21cu121``), or None."""
+    if not distribution or "+" not in distribution:
+        return None
+    match = _TORCH_LABEL.match(distribution.rsplit("+", 1)[1])
+    return match.group(0) if match else None
+
+
+def _same_torch(label: str, installed: str) -> bool:
+    """Does ``pt2141cu130`` name this torch? Our labels join every release digit (2.14.1 ->
+    2141), PyG's the major and minor (2.1 -> 21); the variant, where the label has one, too."""
+    from packaging.version import InvalidVersion, Version
+
+    match = _TORCH_LABEL.match(label)
+    try:
+        version = Version(installed)
+    except InvalidVersion:
+        return False
+    if match is None:
+        return False
+    digits, variant = match.group(1), (match.group(2) or "").lower()
+    release = [str(part) for part in version.release]
+    if digits not in ("".join(release), "".join(release[:2])):
+        return False
+    local = (version.local or "").lower()
+    return not variant or not local or variant == local
+
+
+def _label_version(label: str) -> str:
+    """``pt2141cu130`` -> ``2.14.1`` (our labels: one major digit, one patch digit)."""
+    match = _TORCH_LABEL.match(label)
+    digits = match.group(1) if match else ""
+    if len(digits) >= 3:
+        return f"{digits[0]}.{digits[1:-1]}.{digits[-1]}"
+    return ".".join(digits) if digits else label
+
+
+def check_extension_symbols(env: Environment, index: CudaFactsSource) -> list[Finding]:
+    """Will ``import`` find every torch symbol an extension needs? The scan looked its undefined
+    symbols of torch's namespaces up in the installed torch's libraries; an extension whose
+    wheel names another torch, whose symbols all resolve, is a warning."""
+    torch = env.torch
+    if torch is None:
+        return []
+    findings: list[Finding] = []
+    for ext in env.extensions:
+        label = _label_torch(ext.distribution)
+        built_for = f"torch {_label_version(label)} (its version label {label})" if label else None
+        other_torch = label is not None and not _same_torch(label, torch.version)
+        package = _package(ext)
+        if ext.missing_symbols:
+            shown = ext.demangled if len(ext.demangled) == len(ext.missing_symbols) else ext.missing_symbols
+            first = shown[0] if shown[0] == ext.missing_symbols[0] else f"{shown[0]} ({ext.missing_symbols[0]})"
+            more = f" and {len(ext.missing_symbols) - 1} more" if len(ext.missing_symbols) > 1 else ""
+            origin = f"; it was built for {built_for}" if built_for else ""
+            rebuild = f"`cuda-pip install --rebuild {package}`" if package else "rebuild it"
+            install = f", or install the torch it was built for (torch=={_label_version(label)})" if label else ""
+            findings.append(Finding(
+                check="extension-symbols", status="error", title="torch symbols of an extension",
+                found=f"{_named(ext)} needs {first}{more}, which the installed torch {torch.version} does not define{origin}: import fails with 'undefined symbol: {ext.missing_symbols[0]}'",
+                fix=f"{rebuild} against the installed torch {torch.version}{install}",
+            ))
+        elif other_torch and built_for:
+            findings.append(Finding(
+                check="extension-symbols", status="warn", title="torch symbols of an extension",
+                found=f"{_named(ext)} was built for {built_for}, the installed torch is {torch.version}; every torch symbol it needs is defined, so it loads, but torch's ABI is not stable across releases",
+                fix=f"rebuild it against torch {torch.version} (`cuda-pip install --rebuild {package or 'NAME'}`) before relying on it",
+            ))
+    return findings
+
+
+def check_extension_notes(env: Environment, index: CudaFactsSource) -> list[Finding]:
+    """What the extension scan could not read (a corrupt fat binary or symbol table)."""
+    return [
+        Finding(check="extension-read", status="info", title="extension scan note", found=note)
+        for ext in env.extensions
+        for note in ext.notes
+    ]
+
+
 def check_slurm(env: Environment, index: CudaFactsSource) -> list[Finding]:
     if not env.scheduler.in_slurm_job:
         return []
@@ -356,6 +512,9 @@ CHECKS: tuple[Check, ...] = (
     check_nvcc_wrapper,
     check_toolkit_headers,
     check_extensions_load,
+    check_extension_kernels,
+    check_extension_symbols,
+    check_extension_notes,
     check_slurm,
 )
 
