@@ -112,8 +112,8 @@ def _pass_through(words: Sequence[str], python: str | None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """0 done, 1 failed, 2 bad input, 70 a bug (``--debug`` shows its traceback), 130 interrupted;
-    other pip commands exit with pip's own status."""
+    """0 done, 1 failed, 2 bad input, 70 a bug (``--debug`` shows its traceback), 130 interrupted,
+    143 terminated (SIGTERM), 129 hung up (SIGHUP); other pip commands exit with pip's own status."""
     from cuda_resolve.cli import guarded, split_debug
 
     words = list(sys.argv[1:] if argv is None else argv)

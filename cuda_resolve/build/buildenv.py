@@ -22,7 +22,7 @@ from .preflight import BuildSpec
 
 __all__ = [
     "BuildEnvironment", "machine_capacity", "make_build_environment", "max_jobs", "no_debug_flags", "overlay_include_dirs",
-    "unsatisfied",
+    "overlay_options", "unsatisfied",
 ]
 
 #: Memory one nvcc/cc1plus job over torch's headers can take; kaolin's largest units near 2 GiB.
@@ -99,6 +99,33 @@ def no_debug_flags(environ: Mapping[str, str]) -> str | None:
     return " ".join(words if "-g0" in words else [*words, "-g0"])
 
 
+#: pip options that choose where or what pip installs: an overlay is its own ``--target`` and
+#: holds only its requirements, complete (the user's ``--no-deps`` is for their own install).
+_NOT_FOR_OVERLAY_VALUED = ("-t", "--target", "--prefix", "--root", "--src", "-r", "--requirement", "-e", "--editable", "--report")
+_NOT_FOR_OVERLAY_FLAGS = ("--user", "--no-deps", "--dry-run")
+
+
+def overlay_options(pip_options: Sequence[str]) -> list[str]:
+    """``pip_options`` without those that choose where or what pip installs (``--target DIR``,
+    ``--target=DIR``, ``-tDIR``, ``-r FILE``, ``--user``, ``--no-deps`` ...)."""
+    kept: list[str] = []
+    words = list(pip_options)
+    i = 0
+    while i < len(words):
+        word = words[i]
+        name = word.split("=", 1)[0]
+        if word in _NOT_FOR_OVERLAY_VALUED:
+            i += 2  # its value, the next word, goes with it
+            continue
+        short_joined = len(word) > 2 and word[:2] in ("-t", "-r", "-e") and not word.startswith("--")
+        if name in _NOT_FOR_OVERLAY_VALUED or name in _NOT_FOR_OVERLAY_FLAGS or short_joined:
+            i += 1
+            continue
+        kept.append(word)
+        i += 1
+    return kept
+
+
 def _prepend(value: str, existing: str | None) -> str:
     return value if not existing else f"{value}{os.pathsep}{existing}"
 
@@ -110,16 +137,19 @@ def make_build_environment(
     base_environ: Mapping[str, str],
     installed: Mapping[str, str],
     capacity: tuple[int, int | None],
-    run_pip: Callable[[list[str], Mapping[str, str], bool], None],
+    pip_install: Callable[[list[str], bool], None],
+    pip_options: Sequence[str] = (),
     say: Callable[[str], None] = lambda _: None,
 ) -> BuildEnvironment:
     """Compute the variables and, where needed, install the overlay with the target's own pip.
 
     ``installed`` is the target's distributions (canonical name -> version), as the caller
     already read them: a build never changes the target, so one reading serves every build.
-    ``run_pip(args, environ, torch_index_only)`` runs ``python -m pip ARGS`` for the target (the
-    caller decides where its output goes; ``torch_index_only`` asks the PyTorch index alone); it
-    raises on failure.
+    ``pip_install(args, torch_index_only)`` runs the target's ``pip install ARGS`` (the caller's
+    :class:`~cuda_resolve.install.pip.TargetPip`: trust options, environment, log;
+    ``torch_index_only`` asks the PyTorch index alone) and raises on failure. ``pip_options``
+    are the user's pip options for these installs (a proxy, a certificate, constraints); those
+    that choose where or what pip installs are not given to an overlay (:func:`overlay_options`).
     """
     needed = unsatisfied(spec.build_requires, installed)
     overlay: Path | None = None
@@ -128,16 +158,17 @@ def make_build_environment(
     if needed or spec.torch_requirement:
         overlay = workdir / "overlay"
         overlay.mkdir(parents=True, exist_ok=True)
+        into = ["--target", str(overlay), "--no-warn-script-location", *overlay_options(pip_options)]
         if spec.torch_requirement:
             say(f"installing {spec.torch_requirement} into the build overlay (not the target)")
-            args = ["install", "--target", str(overlay), "--no-warn-script-location", "--disable-pip-version-check", spec.torch_requirement]
+            args = [*into, spec.torch_requirement]
             if spec.torch_index:
                 args += [spec.torch_index_option, spec.torch_index]
-            run_pip(args, environ, bool(spec.torch_index))
+            pip_install(args, bool(spec.torch_index))
             overlay_requirements.insert(0, spec.torch_requirement)
         if needed:
             say(f"installing build requirements into a temporary overlay: {', '.join(needed)}")
-            run_pip(["install", "--target", str(overlay), "--no-warn-script-location", "--disable-pip-version-check", *needed], environ, False)
+            pip_install([*into, *needed], False)
     cores, available = capacity
     jobs = max_jobs(cores, available)
     user_jobs = base_environ.get("MAX_JOBS", "").strip()

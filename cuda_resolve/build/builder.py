@@ -13,12 +13,13 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import BuildError
+from ..install.pip import TargetPip
 from ..paths import new_log_path
 from ..redaction import redact_urls
 from ..reporting import NullReporter, Reporter
@@ -26,11 +27,10 @@ from ..wheelhouse.key import WheelKey
 from ..wheelhouse.store import StoredWheel, Wheelhouse
 from .buildenv import machine_capacity, make_build_environment
 from .preflight import BuildSpec
-from .runner import BuildProgress, build_wheel, run_logged
+from .runner import NOTE_PREFIX, BuildProgress, ProcessRunner, build_wheel
 from .source import describe_source, prepare_source, recipe_digest
 
 if TYPE_CHECKING:
-    from ..install.pip import TargetPip
     from ..net import HttpClient
 
 __all__ = ["BuildResult", "build", "wheel_key"]
@@ -52,18 +52,18 @@ _REMOVAL_ATTEMPTS = 3
 
 
 def _remove(folder: Path) -> None:
-    """Remove the build's folder even when Ctrl-C is pressed again while it is being removed (a
-    second interrupt would otherwise leave half of it in the temporary directory); the interrupt
-    is raised once the folder is gone."""
-    interrupted = False
+    """Remove the build's folder even when Ctrl-C (or SIGTERM, SIGHUP) arrives again while it is
+    being removed (a second interrupt would otherwise leave half of it in the temporary
+    directory); the first interrupt is raised once the folder is gone, as it was."""
+    caught: KeyboardInterrupt | None = None
     for _ in range(_REMOVAL_ATTEMPTS):  # bounded: a removal that hangs (NFS) can still be stopped
         try:
             shutil.rmtree(folder, ignore_errors=True)
             break
-        except KeyboardInterrupt:
-            interrupted = True
-    if interrupted:
-        raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            caught = caught or exc
+    if caught is not None:
+        raise caught
 
 
 def wheel_key(spec: BuildSpec) -> WheelKey:
@@ -91,6 +91,8 @@ def build(
     client: HttpClient | None = None,
     archive_cache: Path | None = None,
     pip: TargetPip | None = None,
+    runner: ProcessRunner | None = None,
+    pip_options: Sequence[str] = (),
     key: WheelKey | None = None,
 ) -> BuildResult:
     """The wheel for ``spec``: from the wheelhouse when it is there, else built and published.
@@ -98,9 +100,16 @@ def build(
     ``installed`` is the target's distributions (canonical name -> version), read once by the
     caller; build requirements it does not satisfy go into the build's overlay. ``client`` and
     ``archive_cache`` fetch and keep a recipe's source archive (defaults: the configuration's
-    client, ``<cache root>/sources``). ``pip`` runs the target's pip for the build overlay (the
-    trust options and the user's pip configuration; default: a plain runner); ``key`` is the
-    plan's wheel key for the build (default: computed from ``spec``)."""
+    client, ``<cache root>/sources``). ``key`` is the plan's wheel key for the build (default:
+    computed from ``spec``).
+
+    As pypa/build's builder takes its runner, this one takes how it runs programs: ``pip`` is
+    the target's :class:`~cuda_resolve.install.pip.TargetPip` (its interpreter, environment,
+    trust options, redaction, log), which runs every pip call of the build: the overlay's
+    installs and ``pip wheel``. Without one, a TargetPip of ``spec.python`` with no trust options
+    runs them through ``runner`` (a :class:`~.runner.ProcessRunner`; default: the logged runner).
+    ``pip_options`` are the user's pip options for the overlay's installs
+    (:func:`~.buildenv.overlay_options` drops those that choose where or what pip installs)."""
     report = reporter or NullReporter()
     base_environ = dict(os.environ if environ is None else environ)
     key = key or wheel_key(spec)
@@ -113,6 +122,7 @@ def build(
             return BuildResult(spec=spec, wheel=found, cache_hit=True, seconds=time.monotonic() - started, log=None)
         log_path = new_log_path(f"build-{spec.package}")
         report.step(f"{label}: building (full log: {log_path})")
+        target_pip = pip or TargetPip(spec.python, environ=base_environ, log_path=log_path, runner=runner)
         workdir = Path(tempfile.mkdtemp(prefix=f"cuda-resolve-build-{spec.package}-"))
         try:
             with open(log_path, "w", encoding="utf-8") as log:
@@ -130,13 +140,13 @@ def build(
             if source.patches:
                 report.step(f"{label}: applied {len(source.patches)} recipe patch(es): " + "; ".join(p.reason.split(':')[0][:80] for p in source.patches))
 
-            def run_pip(args: list[str], pip_environ: Mapping[str, str], torch_index_only: bool) -> None:
-                if pip is not None:
-                    assert args[0] == "install"
-                    status, tail = pip.install(args[1:], environ=pip_environ, log_path=log_path, torch_index_only=torch_index_only)
-                else:
-                    with open(log_path, "a", encoding="utf-8") as log:
-                        status, tail = run_logged([spec.python, "-m", "pip", *args], environ=pip_environ, log=log)
+            def runner_note(text: str) -> None:  # unless the caller's pip says it already
+                if target_pip.on_note is None and text.startswith(NOTE_PREFIX):
+                    report.note(f"{label}: {text.removeprefix(NOTE_PREFIX)}")
+
+            def pip_install(args: list[str], torch_index_only: bool) -> None:
+                status, tail = target_pip.install(args, environ=base_environ, log_path=log_path,
+                                                  torch_index_only=torch_index_only, on_line=runner_note)
                 if status != 0:
                     detail = next((line for line in reversed(tail) if "ERROR" in line), tail[-1] if tail else "")
                     raise BuildError(
@@ -145,8 +155,8 @@ def build(
                     )
 
             build_env = make_build_environment(
-                spec, workdir, base_environ=base_environ, installed=installed, capacity=machine_capacity(), run_pip=run_pip,
-                say=lambda text: report.step(f"{label}: {text}"),
+                spec, workdir, base_environ=base_environ, installed=installed, capacity=machine_capacity(),
+                pip_install=pip_install, pip_options=pip_options, say=lambda text: report.step(f"{label}: {text}"),
             )
             with open(log_path, "a", encoding="utf-8") as log:
                 log.write("build environment:\n")
@@ -155,10 +165,11 @@ def build(
             report.step(f"{label}: " + " ".join(f"{k}={v}" for k, v in build_env.shown if k in ("CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CC", "CXX")))
 
             def on_progress(progress: BuildProgress) -> None:
+                runner_note(progress.line)
                 report.progress(label, progress.done, progress.total, progress.elapsed)
 
             built = build_wheel(
-                spec.python, source.build_dir, workdir / "dist", environ=build_env.variables,
+                target_pip, source.build_dir, workdir / "dist", environ=build_env.variables,
                 log_path=log_path, label=label, on_progress=on_progress,
             )
             stored = wheelhouse.publish(key, built)

@@ -1,29 +1,49 @@
-"""Running the build: ``python -m pip wheel --no-build-isolation --no-deps`` with the target's
-interpreter, its output streamed to a log file, ninja's ``[n/m]`` lines turned into progress, and
-a failure read for the lines that matter and the known fix.
+"""Running programs for a build or an install, and running the build itself.
+
+:func:`run_logged` runs one program in a session of its own, every output line to a log file and
+a callback, and ends it with everything it started (:mod:`cuda_resolve._sessions`) when it is
+interrupted (Ctrl-C, SIGTERM, SIGHUP) or when, after it exited, a background process it left keeps
+its output open. :func:`logged_runner` is the default :class:`ProcessRunner`, the one way
+:class:`~cuda_resolve.install.pip.TargetPip` runs pip; a test gives a recording fake instead.
+
+:func:`build_wheel` runs ``pip wheel --no-build-isolation --no-deps`` through the target's
+:class:`~cuda_resolve.install.pip.TargetPip`, ninja's ``[n/m]`` lines turned into progress, and
+reads a failure for the lines that matter and the known fix.
 """
 
 from __future__ import annotations
 
+import codecs
+import io
 import os
 import re
-import signal
+import selectors
 import subprocess
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, Protocol
 
+from .._sessions import end_session, pipe_holders
+from .._signals import deferred_interrupts
 from ..errors import BuildError
 from ..redaction import redact_data, redact_urls
 from .diagnose import diagnose, error_lines
 
-__all__ = ["BuildProgress", "build_wheel", "run_logged"]
+if TYPE_CHECKING:
+    from ..install.pip import TargetPip
+
+__all__ = ["LINGER_SECONDS", "NOTE_PREFIX", "BuildProgress", "ProcessRunner", "build_wheel", "logged_runner", "run_logged"]
 
 _NINJA_STEP = re.compile(r"^\s*\[(\d+)/(\d+)\]")
 _TAIL_LINES = 400  # what a failure is diagnosed from; the whole output is in the log
+#: How long a background process may keep a program's output open after the program exited.
+LINGER_SECONDS = 3.0
+_POLL_SECONDS = 0.2
+#: Starts a line the runner adds to a program's output (in the log, the tail and ``on_line``).
+NOTE_PREFIX = "[cuda-resolve] "
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,19 +54,19 @@ class BuildProgress:
     line: str
 
 
-def _kill_group(process: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        return
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        process.wait()
+class ProcessRunner(Protocol):
+    """Runs ``command`` with exactly ``environ``, its output to ``log_path`` and ``on_line``;
+    returns (exit status, the last lines). :func:`logged_runner` is the real one."""
+
+    def __call__(self, command: Sequence[str], *, environ: Mapping[str, str], log_path: Path,
+                 cwd: Path | None = None, on_line: Callable[[str], None] = ...) -> tuple[int, list[str]]: ...
+
+
+def logged_runner(command: Sequence[str], *, environ: Mapping[str, str], log_path: Path, cwd: Path | None = None,
+                  on_line: Callable[[str], None] = lambda _: None) -> tuple[int, list[str]]:
+    """:func:`run_logged` with its output appended to the file ``log_path``."""
+    with open(log_path, "a", encoding="utf-8") as log:
+        return run_logged(command, environ=environ, log=log, cwd=cwd, on_line=on_line)
 
 
 def run_logged(
@@ -56,11 +76,15 @@ def run_logged(
     log: IO[str],
     cwd: Path | None = None,
     on_line: Callable[[str], None] = lambda _: None,
+    linger: float = LINGER_SECONDS,
 ) -> tuple[int, list[str]]:
-    """Run ``command`` in its own process group, every output line to ``log`` and ``on_line``.
+    """Run ``command`` in its own session, every output line to ``log`` and ``on_line``.
 
-    Returns (exit status, the last lines). Ctrl-C (or any exception here) kills the whole group,
-    compilers included, before it propagates: nothing keeps compiling after we stop.
+    Returns (exit status, the last lines). Ctrl-C, SIGTERM or SIGHUP (any exception here) ends
+    the whole session, compilers included, before it propagates: nothing keeps compiling after
+    we stop. A process the program left running with its output open (``cmd &`` in a build
+    script) is ended ``linger`` seconds after the program exited, and a line in the output says
+    which one and why; it cannot hang the build.
 
     The command line written to the log, every line written there, every line given to
     ``on_line`` and every line returned are redacted (:func:`~cuda_resolve.redaction.redact_urls`):
@@ -70,29 +94,82 @@ def run_logged(
     log.write(f"$ {' '.join(shown)}\n")
     log.flush()
     tail: deque[str] = deque(maxlen=_TAIL_LINES)
+
+    def emit(line: str) -> None:
+        text = redact_urls(line)
+        log.write(text + "\n")
+        tail.append(text)
+        on_line(text)
+
     process = subprocess.Popen(
         list(command), cwd=cwd, env=dict(environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1, start_new_session=True,
+        stdin=subprocess.DEVNULL, start_new_session=True,
     )
+    assert process.stdout is not None
+    fd = process.stdout.fileno()
     try:
-        assert process.stdout is not None
-        with process.stdout:
-            for line in process.stdout:
-                text = redact_urls(line.rstrip("\n"))
-                log.write(text + "\n")
-                tail.append(text)
-                on_line(text)
+        _pump(process, fd, _program_name(command), emit, linger)
         status = process.wait()
     except BaseException:
-        _kill_group(process)
+        with deferred_interrupts():  # a second Ctrl-C must not leave half of them running
+            end_session(process, also=pipe_holders(fd))
         raise
+    finally:
+        process.stdout.close()
     log.write(f"[exit status {status}]\n")
     log.flush()
     return status, list(tail)
 
 
+def _program_name(command: Sequence[str]) -> str:
+    """``pip`` for ``python -m pip ...``, else the program's file name."""
+    words = list(command)
+    if len(words) >= 3 and words[1] == "-m":
+        return words[2]
+    return Path(words[0]).name if words else "the program"
+
+
+def _pump(process: subprocess.Popen[bytes], fd: int, name: str, emit: Callable[[str], None], linger: float) -> None:
+    """Read ``fd`` to its end, line by line (universal newlines, undecodable bytes replaced), or
+    until ``linger`` seconds after ``process`` exited: then whatever still holds it is ended."""
+    decoder = io.IncrementalNewlineDecoder(codecs.getincrementaldecoder("utf-8")(errors="replace"), translate=True)
+    pending = ""
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            if selector.select(_POLL_SECONDS):
+                chunk = _read(fd)
+                if not chunk:
+                    break
+                *lines, pending = (pending + decoder.decode(chunk)).split("\n")
+                for line in lines:
+                    emit(line)
+                continue
+            if process.poll() is None:
+                continue
+            if exited_at is None:
+                exited_at = time.monotonic()
+            elif time.monotonic() - exited_at >= linger:
+                holders = pipe_holders(fd)
+                left = end_session(process, also=holders, gentle=False)
+                named = ", ".join(str(m) for m in left) or "a process it started"
+                emit(f"{NOTE_PREFIX}{name} exited (status {process.returncode}) but {named} kept its output open: ended after {linger:.0f} s")
+                break
+    rest = pending + decoder.decode(b"", final=True)
+    if rest:
+        emit(rest.rstrip("\n"))
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:
+        return b""
+
+
 def build_wheel(
-    python: str,
+    pip: TargetPip,
     source_dir: Path,
     out_dir: Path,
     *,
@@ -101,12 +178,10 @@ def build_wheel(
     label: str,
     on_progress: Callable[[BuildProgress], None] = lambda _: None,
 ) -> Path:
-    """Build one wheel from ``source_dir`` into ``out_dir``; return its path."""
+    """Build one wheel from ``source_dir`` into ``out_dir`` with ``pip`` (the target's pip, its
+    options, its log); ``environ`` is the build's variables. Return the wheel's path."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    command = [
-        python, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--disable-pip-version-check",
-        "--no-cache-dir", "-v", "-w", str(out_dir), str(source_dir),
-    ]
+    args = ["--no-build-isolation", "--no-deps", "--no-cache-dir", "-v", "-w", str(out_dir), str(source_dir)]
     started = time.monotonic()
     step: list[int | None] = [None, None]
 
@@ -116,8 +191,7 @@ def build_wheel(
             step[0], step[1] = int(match.group(1)), int(match.group(2))
         on_progress(BuildProgress(step[0], step[1], time.monotonic() - started, text))
 
-    with open(log_path, "a", encoding="utf-8") as log:
-        status, tail = run_logged(command, environ=environ, log=log, cwd=source_dir, on_line=on_line)
+    status, tail = pip.wheel(args, environ=environ, log_path=log_path, cwd=source_dir, on_line=on_line)
     if status != 0:
         raise _failure(label, status, tail, log_path)
     wheels = sorted(out_dir.glob("*.whl"))

@@ -2,8 +2,9 @@
 
 A :class:`~cuda_resolve.errors.CudaResolveError` becomes its ``error:`` line and exit status; any
 other exception is a bug, one line too (exit 70, ``--debug`` for the traceback); Ctrl-C kills
-what was started and exits 130; a closed pipe (``| head``) ends quietly. Every message, hint and
-traceback is redacted (:mod:`cuda_resolve.redaction`): no credential leaves through an error.
+what was started and exits 130, SIGTERM and SIGHUP the same with 143 and 129; a closed pipe
+(``| head``) ends quietly. Every message, hint and traceback is redacted
+(:mod:`cuda_resolve.redaction`): no credential leaves through an error.
 """
 
 from __future__ import annotations
@@ -32,7 +33,15 @@ def split_debug(words: Sequence[str]) -> tuple[list[str], bool]:
 
 
 def guarded(body: Callable[[], int], *, wants_json: bool, debug: bool) -> int:
-    """Run ``body`` and turn whatever it raises into one line and an exit status."""
+    """Run ``body`` and turn whatever it raises into one line and an exit status. SIGTERM and
+    SIGHUP are handled as Ctrl-C is while it runs (:func:`~cuda_resolve._signals.terminate_as_interrupt`)."""
+    from .._signals import terminate_as_interrupt
+
+    with terminate_as_interrupt():
+        return _guarded(body, wants_json=wants_json, debug=debug)
+
+
+def _guarded(body: Callable[[], int], *, wants_json: bool, debug: bool) -> int:
     try:
         return int(body())
     except CudaResolveError as exc:
@@ -40,8 +49,8 @@ def guarded(body: Callable[[], int], *, wants_json: bool, debug: bool) -> int:
             _print_traceback()
         _output.report_error(exc, as_json=wants_json)
         return exc.exit_code
-    except KeyboardInterrupt:
-        return interrupted(as_json=wants_json)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (Terminated)
+        return interrupted(as_json=wants_json, by=exc)
     except BrokenPipeError:
         _silence_stdout()  # the reader went away (`| head`): no second error at exit
         return 1
@@ -57,16 +66,20 @@ def guarded(body: Callable[[], int], *, wants_json: bool, debug: bool) -> int:
         return BUG_EXIT
 
 
-def interrupted(*, as_json: bool = False) -> int:
-    """Ctrl-C: kill the programs started (and their children), say so in one line, 130."""
+def interrupted(*, as_json: bool = False, by: KeyboardInterrupt | None = None) -> int:
+    """Ctrl-C (``by`` a KeyboardInterrupt or None): kill the programs started (and their
+    children), say so in one line, 130. SIGTERM and SIGHUP (``by`` a
+    :class:`~cuda_resolve._signals.Terminated`): the same, exit 143 and 129."""
     from .._bounded import kill_all
+    from .._signals import Terminated, exit_status
 
     kill_all()
+    message = f"terminated by {by.name}" if isinstance(by, Terminated) else "interrupted"
     try:
-        _output.report_error(CudaResolveError("interrupted", hint=None), as_json=as_json)
-    except (KeyboardInterrupt, OSError):
+        _output.report_error(CudaResolveError(message, hint=None), as_json=as_json)
+    except (KeyboardInterrupt, OSError, ValueError):
         pass
-    return 130
+    return exit_status(by) if by is not None else 130
 
 
 def _print_traceback() -> None:

@@ -11,12 +11,16 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .._bounded import run
 from ..errors import InstallError
+
+if TYPE_CHECKING:
+    from ..build.runner import ProcessRunner
 
 __all__ = [
     "TORCH_INDEX_ONLY_CLEARED", "PipFacts", "TargetPip", "installed_distributions", "pip_facts_and_distributions",
@@ -157,10 +161,15 @@ TORCH_INDEX_ONLY_CLEARED = ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_INDEX_
 
 class TargetPip:
     """The one runner of the target's pip: ``python -m pip`` with the user's environment, the
-    trust-store options for commands that reach an index, every line to the log (redacted by
-    :func:`~cuda_resolve.build.runner.run_logged`), progress through ``on_line``.
+    trust-store options for every command that may reach an index (install, wheel), every line to
+    the log (redacted by :func:`~cuda_resolve.build.runner.run_logged`), progress through
+    ``on_line``. Every pip call cuda-resolve makes goes through one: the install steps, the build
+    overlay's installs and the build's ``pip wheel``.
 
-    ``runner`` runs a command and returns (status, last lines); tests give a recording fake."""
+    ``runner`` is the :class:`~cuda_resolve.build.runner.ProcessRunner` that runs each command
+    (default: :func:`~cuda_resolve.build.runner.logged_runner`); tests give a recording fake.
+    ``on_note`` receives what the runner says about a run beside pip's own output (a background
+    process ended because it held pip's output open)."""
 
     def __init__(
         self,
@@ -169,15 +178,19 @@ class TargetPip:
         environ: Mapping[str, str],
         trust: Sequence[str] = (),
         log_path: Path,
-        runner: Callable[..., tuple[int, list[str]]] | None = None,
+        runner: ProcessRunner | None = None,
+        on_note: Callable[[str], None] | None = None,
     ) -> None:
         self.python = python
         self.environ = dict(environ)
         self.trust = tuple(trust)
         self.log_path = log_path
+        self.on_note = on_note
         self._runner = runner
 
     def environ_for(self, *, torch_index_only: bool = False, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment a pip run gets: the user's, ``extra`` over it; for the torch step
+        without the variables that would add indexes or folders (:data:`TORCH_INDEX_ONLY_CLEARED`)."""
         environ = dict(self.environ)
         if extra:
             environ.update(extra)
@@ -190,6 +203,10 @@ class TargetPip:
         """The exact words of ``pip install ARGS`` as this runner runs them."""
         return [self.python, "-m", "pip", "install", "--disable-pip-version-check", *self.trust, *args]
 
+    def wheel_command(self, args: Sequence[str]) -> list[str]:
+        """The exact words of ``pip wheel ARGS`` as this runner runs them."""
+        return [self.python, "-m", "pip", "wheel", "--disable-pip-version-check", *self.trust, *args]
+
     def run(
         self,
         args: Sequence[str],
@@ -197,21 +214,32 @@ class TargetPip:
         torch_index_only: bool = False,
         environ: Mapping[str, str] | None = None,
         log_path: Path | None = None,
+        cwd: Path | None = None,
         on_line: Callable[[str], None] = lambda _: None,
     ) -> tuple[int, list[str]]:
-        """``python -m pip ARGS`` (the caller gives ``install ...``, ``uninstall ...``)."""
+        """``python -m pip ARGS`` as given (the caller gives ``install ...``, ``wheel ...``);
+        ``environ`` goes over the user's environment (:meth:`environ_for`)."""
+        from ..build.runner import NOTE_PREFIX, logged_runner
+
         command = [self.python, "-m", "pip", *args]
         full_environ = self.environ_for(torch_index_only=torch_index_only, extra=environ)
-        target_log = log_path or self.log_path
-        if self._runner is not None:
-            return self._runner(command, environ=full_environ, log_path=target_log, on_line=on_line)
-        from ..build.runner import run_logged
+        note = self.on_note
 
-        with open(target_log, "a", encoding="utf-8") as log:
-            return run_logged(command, environ=full_environ, log=log, on_line=on_line)
+        def line(text: str) -> None:
+            if note is not None and text.startswith(NOTE_PREFIX):
+                note(text.removeprefix(NOTE_PREFIX))
+            on_line(text)
+
+        runner = self._runner or logged_runner
+        return runner(command, environ=full_environ, log_path=log_path or self.log_path, cwd=cwd, on_line=line)
 
     def install(self, args: Sequence[str], *, torch_index_only: bool = False, environ: Mapping[str, str] | None = None,
                 log_path: Path | None = None, on_line: Callable[[str], None] = lambda _: None) -> tuple[int, list[str]]:
+        """``pip install`` with the trust options (:meth:`install_command`) and ``args``."""
         return self.run(self.install_command(args)[3:], torch_index_only=torch_index_only, environ=environ,
                         log_path=log_path, on_line=on_line)
 
+    def wheel(self, args: Sequence[str], *, environ: Mapping[str, str] | None = None, log_path: Path | None = None,
+              cwd: Path | None = None, on_line: Callable[[str], None] = lambda _: None) -> tuple[int, list[str]]:
+        """``pip wheel`` with the trust options (:meth:`wheel_command`) and ``args``, run in ``cwd``."""
+        return self.run(self.wheel_command(args)[3:], environ=environ, log_path=log_path, cwd=cwd, on_line=on_line)

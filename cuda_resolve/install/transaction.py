@@ -188,8 +188,11 @@ def _recover_pending(prefix: str, environ: Mapping[str, str], journal_dir: Path,
 
 def _restored(exc: BaseException, stash: Stash, report: Reporter) -> None:
     """Undo what pip changed; the error then says what was restored and what could not be."""
+    from .._signals import deferred_interrupts
+
     try:
-        outcome = stash.restore()
+        with deferred_interrupts(report.note):  # a second Ctrl-C or SIGTERM: the restore finishes first
+            outcome = stash.restore()
     except CudaResolveError as problem:
         outcome_text = f"the environment could not be restored: {problem}; run `cuda-resolve undo --last`"
         report.note(outcome_text)
@@ -282,7 +285,8 @@ def _build_one(planned: PlannedBuild, wheelhouse: Wheelhouse, options: InstallOp
             hint="make the plan again (it will build for this machine), or copy that wheelhouse entry here",
         )
     return build(planned.spec, wheelhouse, source_dir=options.source_for(planned.spec.package), installed=before,
-                 environ=environ, reporter=report, rebuild=options.rebuild and planned.reused is None, pip=pip, key=planned.key)
+                 environ=environ, reporter=report, rebuild=options.rebuild and planned.reused is None, pip=pip, key=planned.key,
+                 pip_options=options_for_torch_step(options.pip_args))
 
 
 def execute(
@@ -308,6 +312,7 @@ def execute(
         facts, before = pip_facts_and_distributions(python, base)
     refuse_externally_managed(python, facts, options.pip_args, base)
     pip, trust_note = _pip_for(plan, python, base, log_path, facts)
+    pip.on_note = report.note  # a background process ended because it held pip's output open
     notes: list[str] = []
     if probe is not None:
         with phases.timed("index check"):

@@ -1,0 +1,118 @@
+"""SIGTERM and SIGHUP handled as Ctrl-C is, and a restore that a second interrupt cannot cut short.
+
+A job killed by its scheduler gets SIGTERM, a closed terminal sends SIGHUP. Inside
+:func:`terminate_as_interrupt` both raise :class:`Terminated`, a :class:`KeyboardInterrupt`, in
+the main thread: every path that ends what was started and puts the environment back on Ctrl-C
+(the build runner, the build folder's removal, the install transaction's restore) does the same
+for them, and the error boundary exits ``128 + signal`` (143, 129) instead of 130.
+
+:func:`deferred_interrupts` holds Ctrl-C, SIGTERM and SIGHUP back while a restore runs: a
+restore stopped half-way leaves the environment neither as it was nor as asked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+__all__ = ["Terminated", "deferred_interrupts", "exit_status", "terminate_as_interrupt"]
+
+#: The signals that mean "stop", other than SIGINT (Ctrl-C): a scheduler's kill, a closed terminal.
+TERMINATING = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived; handled exactly as Ctrl-C is, but exits ``128 + signum``."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+def exit_status(exc: KeyboardInterrupt) -> int:
+    """130 for Ctrl-C, 128 + the signal's number for :class:`Terminated` (SIGTERM 143, SIGHUP 129)."""
+    return 128 + exc.signum if isinstance(exc, Terminated) else 130
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated(signum)
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM and SIGHUP raise :class:`Terminated` in the main thread.
+
+    Only a signal whose handler is the default is taken over: a run under ``nohup`` keeps
+    ignoring SIGHUP, and a host program's own handler (conda's) stays in charge. The handlers
+    found are put back on the way out. Outside the main thread this does nothing."""
+    previous: dict[int, Any] = {}
+    if _in_main_thread():
+        for signum in TERMINATING:
+            try:
+                if signal.getsignal(signum) is signal.SIG_DFL:
+                    previous[signum] = signal.signal(signum, _raise_terminated)
+            except (OSError, ValueError):
+                pass
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            try:
+                signal.signal(signum, handler)
+            except (OSError, ValueError):
+                pass
+
+
+def _interrupt_for(signum: int) -> KeyboardInterrupt:
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+
+
+@contextmanager
+def deferred_interrupts(say: Callable[[str], None] = lambda _: None, *,
+                        doing: str = "restoring the environment") -> Iterator[list[KeyboardInterrupt]]:
+    """Ctrl-C, SIGTERM and SIGHUP arriving inside the block wait until it is done.
+
+    Each one is said (``say``: the reporter's note) as it arrives; the block then runs to its end,
+    and the list this yields holds them, as the exceptions they would have raised, for the caller
+    to raise or drop. Signals a handler outside cuda-resolve owns, or that are ignored, are left
+    alone. Outside the main thread nothing is deferred. Only SIGKILL can stop the block: a killed
+    restore is finished later from its journal (``cuda-resolve undo --last``)."""
+    pending: list[KeyboardInterrupt] = []
+    if not _in_main_thread():
+        yield pending
+        return
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        pending.append(_interrupt_for(signum))
+        with contextlib.suppress(OSError, ValueError):  # a closed terminal (SIGHUP) must not stop it
+            say(f"{signal.Signals(signum).name} received while {doing}: finishing that first")
+
+    ours = (signal.default_int_handler, _raise_terminated)
+    previous: dict[int, Any] = {}
+    for signum in (signal.SIGINT, *TERMINATING):
+        try:
+            if signal.getsignal(signum) in ours:
+                previous[signum] = signal.signal(signum, hold)
+        except (OSError, ValueError):
+            pass
+    try:
+        yield pending
+    finally:
+        for signum, handler in previous.items():
+            try:
+                signal.signal(signum, handler)
+            except (OSError, ValueError):
+                pass
