@@ -73,7 +73,7 @@ def handle(args: argparse.Namespace) -> int:
     from ..lock.make import LockRequest, make_lock
     from ..lock.profiles import load_lock_profile
     from ..net.factory import client_from_config
-    from ..paths import user_cache_dir, write_atomic
+    from ..paths import cache_root, write_atomic
     from ..resolve import Options
     from ._act import TerminalReporter
     from ._common import detect_target
@@ -91,7 +91,7 @@ def handle(args: argparse.Namespace) -> int:
         return _check(args, request, config)
     reporter = TerminalReporter(quiet=args.json)
     with client_from_config(config) as client:
-        finder = FileFinder(client, cache_dir=user_cache_dir() / "lock-files")
+        finder = FileFinder(client, cache_dir=cache_root() / "lock-files")
         document, skipped = make_lock(request, index_from_args(args), config, finder=finder, environ=os.environ, reporter=reporter)
     text = render(document)
     write_atomic(args.output, text, make_parents=False)
@@ -99,9 +99,9 @@ def handle(args: argparse.Namespace) -> int:
         _output.print_json({"lock": str(args.output), "profiles": list(document.names), "packages": len(document.packages),
                             "skipped": list(skipped)})
     else:
-        _output.console().print(f"wrote {args.output}: {len(document.packages)} packages for profiles {', '.join(document.names)}", highlight=False)
+        _output.console().print(f"wrote {args.output}: {len(document.packages)} packages for profiles {', '.join(document.names)}", highlight=False, soft_wrap=True)
         for line in skipped:
-            _output.console().print(f"left out: {line}", highlight=False)
+            _output.console().print(f"left out: {line}", highlight=False, soft_wrap=True)
     return 0
 
 
@@ -134,7 +134,7 @@ def _check(args: argparse.Namespace, request: Any, config: Any) -> int:
         _output.print_json({"lock": str(args.output), "current": not stale, "stale": stale})
     elif stale:
         for line in stale:
-            _output.console().print(f"stale: {line}", highlight=False)
+            _output.console().print(f"stale: {line}", highlight=False, soft_wrap=True)
     else:
-        _output.console().print(f"{args.output} is current for these inputs", highlight=False)
+        _output.console().print(f"{args.output} is current for these inputs", highlight=False, soft_wrap=True)
     return 1 if stale else 0

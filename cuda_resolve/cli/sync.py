@@ -44,7 +44,7 @@ def handle(args: argparse.Namespace) -> int:
     from ..lock.select import choose_profile, wanted_files
     from ..lock.sync import drift, fetch_all, remove_extras, sync_plan
     from ..net.factory import client_from_config
-    from ..paths import new_log_path, user_cache_dir
+    from ..paths import cache_root, new_log_path
     from ..reporting import RedactingReporter
     from ..wheelhouse.store import Wheelhouse
     from ._act import TerminalReporter
@@ -71,15 +71,15 @@ def handle(args: argparse.Namespace) -> int:
         else:
             _render(report, profile, python, lock.notes)
             console = _output.console()
-            console.print(f"{len(drifted)} package(s) differ from the lock" if drifted else f"{python} matches profile {profile} of {args.lock}", highlight=False)
-            console.print(f"note: {satisfied_note}", highlight=False)
+            console.print(f"{len(drifted)} package(s) differ from the lock" if drifted else f"{python} matches profile {profile} of {args.lock}", highlight=False, soft_wrap=True)
+            console.print(f"note: {satisfied_note}", highlight=False, soft_wrap=True)
         return 1 if drifted else 0
     reporter = RedactingReporter(TerminalReporter(quiet=args.json))
     config = load_config()
     with tempfile.TemporaryDirectory(prefix="cuda-resolve-sync-") as scratch:
         requirements = Path(scratch) / "locked.txt"
         if args.dry_run:
-            paths = {w.name: user_cache_dir() / "lock-wheels" / w.sha256[:2] / w.sha256 / w.file for w in to_install}
+            paths = {w.name: cache_root() / "lock-wheels" / w.sha256[:2] / w.sha256 / w.file for w in to_install}
             plan = sync_plan(env, to_install, paths, requirements)
             commands = planned_commands(plan, python, Wheelhouse.default())
             document.update({"install": [w.name + "==" + w.version for w in to_install], "remove": to_remove,
@@ -90,16 +90,16 @@ def handle(args: argparse.Namespace) -> int:
                 _render(report, profile, python, lock.notes)
                 console = _output.console()
                 for name in to_remove:
-                    console.print(f"would remove {name}", highlight=False)
+                    console.print(f"would remove {name}", highlight=False, soft_wrap=True)
                 for w in to_install:
-                    console.print(f"would install {w.name} {w.version} ({w.file}, sha256 {w.sha256[:12]}...)", highlight=False)
+                    console.print(f"would install {w.name} {w.version} ({w.file}, sha256 {w.sha256[:12]}...)", highlight=False, soft_wrap=True)
                 for command in commands:
-                    console.print("would run: " + " ".join(command), highlight=False)
+                    console.print("would run: " + " ".join(command), highlight=False, soft_wrap=True)
             return 0
         if to_remove:
             reporter.step(f"--exact: will remove {', '.join(to_remove)} after installing")
         with client_from_config(config) as client:
-            paths = fetch_all(to_install, client, user_cache_dir() / "lock-wheels", reporter)
+            paths = fetch_all(to_install, client, cache_root() / "lock-wheels", reporter)
         plan = sync_plan(env, to_install, paths, requirements)
         result = None
         if plan.steps:
@@ -114,11 +114,11 @@ def handle(args: argparse.Namespace) -> int:
     else:
         console = _output.console()
         if not to_install and not to_remove:
-            console.print(f"{python} already matches profile {profile} of {args.lock}", highlight=False)
+            console.print(f"{python} already matches profile {profile} of {args.lock}", highlight=False, soft_wrap=True)
         for name in to_remove:
-            console.print(f"removed {name}", highlight=False)
+            console.print(f"removed {name}", highlight=False, soft_wrap=True)
         for w in to_install:
-            console.print(f"installed {w.name} {w.version}", highlight=False)
+            console.print(f"installed {w.name} {w.version}", highlight=False, soft_wrap=True)
     return 0
 
 
@@ -127,7 +127,7 @@ def _render(report: list[Any], profile: str, python: str, notes: tuple[str, ...]
 
     console = _output.console()
     for note in notes:
-        console.print(f"note: {note}", highlight=False)
+        console.print(f"note: {note}", highlight=False, soft_wrap=True)
     table = Table(title=f"profile {profile} -> {python}")
     for column in ("package", "locked", "installed", "state"):
         table.add_column(column)

@@ -1,0 +1,229 @@
+"""cuda-resolve lock and sync against a loopback index of small wheels (no network, no GPU).
+
+Two profiles (an A100 on driver 535, a CPU box) lock torch from a PyTorch-style stand-in index
+(reached through a configured mirror, locked under download.pytorch.org's canonical URLs) and a
+pass-through package from a PEP 691 index. packaging.pylock validates the file; sync installs
+each profile into a fresh venv with the real pip; the refusals change nothing."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_lock_support import StaticIndex, make_wheel, serve, write_profile
+
+from cuda_resolve.cli import main
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path | str]]:
+    root = tmp_path_factory.mktemp("lockbench")
+    built = root / "built"
+    index = StaticIndex(root / "index")
+    index.add(make_wheel(built, "filelock", "3.20.0"))
+    index.add(make_wheel(built, "tinyutil", "1.0", requires=["filelock>=3"]))
+    index.add(make_wheel(built / "cu126", "filelock", "3.20.0"), variant="cu126")
+    index.add(make_wheel(built, "nvidia-cuda-runtime-cu12", "12.6.77"), variant="cu126")
+    index.add(make_wheel(built, "torch", "2.14.1+cu126", requires=["filelock", "nvidia-cuda-runtime-cu12==12.6.77; sys_platform == 'linux'"]), variant="cu126")
+    index.add(make_wheel(built / "cpu", "filelock", "3.20.0"), variant="cpu")
+    index.add(make_wheel(built, "torch", "2.14.1+cpu", requires=["filelock"]), variant="cpu")
+    write_profile(root / "a100.toml", driver="535.183.01", gpus=[("NVIDIA A100-SXM4-80GB", "8.0")])
+    write_profile(root / "cpu-box.toml", name="cpu")
+    with serve(root / "index") as url:
+        config = root / "config.toml"
+        config.write_text(f'[pytorch]\nlayout = "simple"\nurl = "{url}/whl/"\n[[rewrite]]\ncanonical = "https://download.pytorch.org/whl/"\nmirror = "{url}/whl/"\n', encoding="utf-8")
+        yield {"root": root, "url": url, "config": config}
+
+
+@pytest.fixture
+def configured(bench: dict[str, Path | str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Path | str]:
+    monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(bench["config"]))
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    return bench
+
+
+def _lock(bench: dict[str, Path | str], output: Path, *profiles: str, extra: tuple[str, ...] = ()) -> int:
+    root = Path(bench["root"])
+    words = ["lock", "torch==2.14.1", "tinyutil", "--index-url", f"{bench['url']}/simple", "-o", str(output), *extra]
+    for profile in profiles:
+        words += ["--profile", str(root / profile) if "=" not in profile else profile.split("=")[0] + "=" + str(root / profile.split("=")[1])]
+    return main(words)
+
+
+@pytest.fixture(scope="module")
+def locked(bench: dict[str, Path | str]) -> Path:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CUDA_RESOLVE_CONFIG", str(bench["config"]))
+        patch.delenv("PIP_FIND_LINKS", raising=False)
+        output = Path(bench["root"]) / "pylock.toml"
+        assert _lock(bench, output, "a100.toml", "cpu-box.toml") == 0
+    return output
+
+
+def _venv(folder: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    return folder / "bin" / "python"
+
+
+def _installed(python: Path) -> dict[str, str]:
+    done = subprocess.run([str(python), "-m", "pip", "list", "--format", "json", "--disable-pip-version-check"],
+                          capture_output=True, text=True, check=True)
+    return {item["name"].lower(): item["version"] for item in json.loads(done.stdout)}
+
+
+def test_the_lock_is_pep_751_with_one_extra_per_profile_and_per_profile_torch(locked: Path) -> None:
+    from packaging.pylock import Pylock
+
+    data = tomllib.loads(locked.read_text())
+    pylock = Pylock.from_dict(data)
+    pylock.validate()
+    assert pylock.extras == ["a100", "cpu"]  # the cpu box's own `name = "cpu"` wins over its file's stem
+    torches = {str(p.version): str(p.marker) for p in pylock.packages if p.name == "torch"}
+    assert torches == {"2.14.1+cu126": '"a100" in extras', "2.14.1+cpu": '"cpu" in extras'}
+    shared = next(p for p in pylock.packages if p.name == "filelock")
+    assert shared.marker is None  # both profiles install the same filelock: one entry, no marker
+    runtime = next(p for p in pylock.packages if p.name == "nvidia-cuda-runtime-cu12")
+    assert str(runtime.marker) == '"a100" in extras'  # torch's own requirement: the closure is locked
+    for package in pylock.packages:
+        for wheel in package.wheels or ():
+            assert wheel.size and wheel.size > 0 and len((wheel.hashes or {})["sha256"]) == 64
+    cu126 = next(p for p in pylock.packages if str(p.version) == "2.14.1+cu126")
+    assert cu126.wheels and cu126.wheels[0].url == "https://download.pytorch.org/whl/cu126/torch-2.14.1%2Bcu126-py3-none-any.whl"
+    profiles = data["tool"]["cuda-resolve"]["profiles"]
+    assert profiles["a100"]["driver"] == "535.183.01" and profiles["a100"]["torch-cuda"] == "12.6"
+    assert profiles["a100"]["decision"] == ["torch==2.14.1+cu126 (wheel)", "tinyutil (pip)"]
+
+
+def test_relocking_gives_the_same_bytes_whatever_the_order_of_profiles(configured: dict[str, Path | str], locked: Path, tmp_path: Path) -> None:
+    again = tmp_path / "pylock.toml"
+    assert _lock(configured, again, "cpu-box.toml", "a100.toml") == 0
+    assert again.read_bytes() == locked.read_bytes()
+
+
+def test_lock_check_says_current_then_stale_when_a_profile_changes(configured: dict[str, Path | str], locked: Path, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    root = Path(configured["root"])
+    words = ["lock", "torch==2.14.1", "tinyutil", "--check", "-o", str(locked), "--profile", str(root / "a100.toml"), "--profile", str(root / "cpu-box.toml")]
+    assert main(words) == 0
+    changed = tmp_path / "a100.toml"
+    changed.write_text((root / "a100.toml").read_text().replace("535.183.01", "580.95.05"))
+    assert main([*words[:-4], "--profile", str(changed), "--profile", str(root / "cpu-box.toml")]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "profile a100" in out and "changed since the lock was made" in out and "decided now torch==" in out
+
+
+def test_sync_installs_a_profile_exactly_and_check_then_finds_no_drift(configured: dict[str, Path | str], locked: Path, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    python = _venv(tmp_path / "venv")
+    assert main(["sync", str(locked), "--name", "a100", "--python", str(python), "--check", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert {p["name"]: p["state"] for p in report["packages"]} == {
+        "filelock": "missing", "nvidia-cuda-runtime-cu12": "missing", "tinyutil": "missing", "torch": "missing"}
+    assert main(["sync", str(locked), "--name", "a100", "--python", str(python)]) == 0
+    installed = _installed(python)
+    assert installed["torch"] == "2.14.1+cu126" and installed["nvidia-cuda-runtime-cu12"] == "12.6.77" and installed["tinyutil"] == "1.0"
+    capsys.readouterr()
+    assert main(["sync", str(locked), "--name", "a100", "--python", str(python), "--check"]) == 0
+    assert "matches profile a100" in capsys.readouterr().out
+
+
+def test_sync_switches_profile_and_exact_removes_what_the_lock_does_not_name(configured: dict[str, Path | str], locked: Path, tmp_path: Path,
+                                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    python = _venv(tmp_path / "venv")
+    assert main(["sync", str(locked), "--name", "a100", "--python", str(python)]) == 0
+    capsys.readouterr()
+    assert main(["sync", str(locked), "--name", "cpu", "--python", str(python), "--check", "--exact", "--json"]) == 1
+    report = {p["name"]: p["state"] for p in json.loads(capsys.readouterr().out)["packages"]}
+    assert report["torch"] == "other build" and report["nvidia-cuda-runtime-cu12"] == "not locked"
+    assert "pip" not in report and "setuptools" not in report
+    assert main(["sync", str(locked), "--name", "cpu", "--python", str(python), "--exact", "--dry-run"]) == 0
+    assert _installed(python)["torch"] == "2.14.1+cu126"  # a dry run changes nothing
+    assert main(["sync", str(locked), "--name", "cpu", "--python", str(python), "--exact"]) == 0
+    installed = _installed(python)
+    assert installed["torch"] == "2.14.1+cpu" and "nvidia-cuda-runtime-cu12" not in installed and "pip" in installed
+
+
+def test_sync_auto_picks_the_profile_that_fits_this_machine(configured: dict[str, Path | str], locked: Path, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    python = _venv(tmp_path / "venv")
+    # This machine has no GPU (the test suite's rule): only the CPU profile fits it.
+    assert main(["sync", str(locked), "--name", "auto", "--python", str(python), "--check", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["profile"] == "cpu"
+
+
+def test_auto_says_which_facts_differ_for_each_profile(locked: Path) -> None:
+    from cuda_resolve.index import default_cuda_facts
+    from cuda_resolve.lock.read import read_lock
+    from cuda_resolve.lock.select import differences
+    from cuda_resolve.profile import load_profile
+
+    lock = read_lock(locked)
+    h200 = load_profile(Path(__file__).parent / "data" / "profiles" / "h200-healthy-handwritten.toml")
+    a100 = differences(lock.profiles["a100"], h200, default_cuda_facts())
+    assert any("Python 3.12 here, 3.11 locked" in d for d in a100)
+    assert any("compute capability 9.0 here; locked for 8.0" in d for d in a100)
+    assert any("GPUs here: 9.0; locked for: none" in d for d in differences(lock.profiles["cpu"], h200, default_cuda_facts()))
+
+
+def _edited(locked: Path, tmp_path: Path, edit: object) -> Path:
+    text = locked.read_text()
+    assert callable(edit)
+    changed = edit(text)
+    assert changed != text
+    path = tmp_path / "pylock.toml"
+    path.write_text(changed)
+    return path
+
+
+def test_a_wheel_whose_hash_differs_is_refused_and_nothing_is_installed(configured: dict[str, Path | str], locked: Path, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    text = locked.read_text()
+    tiny = re.search(r'name = "tinyutil-1\.0-py3-none-any\.whl".*?sha256 = "([0-9a-f]{64})"', text)
+    assert tiny is not None
+    bad = _edited(locked, tmp_path, lambda t: t.replace(tiny.group(1), "0" * 64))
+    python = _venv(tmp_path / "venv")
+    before = _installed(python)
+    assert main(["sync", str(bad), "--name", "cpu", "--python", str(python)]) == 1
+    err = capsys.readouterr().err
+    assert "sha256 mismatch" in err and "nothing was installed" in err
+    assert _installed(python) == before
+
+
+def test_a_newer_major_lock_version_is_refused_and_a_newer_minor_is_a_note(locked: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    newer = _edited(locked, tmp_path, lambda t: t.replace('lock-version = "1.0"', 'lock-version = "2.0"'))
+    assert main(["sync", str(newer), "--name", "cpu", "--check"]) == 2
+    assert "lock-version = '2.0': this cuda-resolve reads lock version 1.x only" in capsys.readouterr().err
+    from cuda_resolve.lock.read import read_lock
+
+    minor = tmp_path / "minor.toml"
+    minor.write_text(locked.read_text().replace('lock-version = "1.0"', 'lock-version = "1.1"'))
+    assert read_lock(minor).notes == (f"{minor}: lock-version 1.1 is newer than 1.0: keys it added are ignored",)
+
+
+def test_an_unknown_profile_is_refused(locked: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sync", str(locked), "--name", "h100", "--check"]) == 2
+    assert "has no profile 'h100'; it has a100, cpu" in capsys.readouterr().err
+
+
+def test_a_malformed_lock_names_the_path_in_the_document(locked: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = _edited(locked, tmp_path, lambda t: re.sub(r", hashes = \{ sha256 = \"[0-9a-f]{64}\" \}", "", t, count=1))
+    assert main(["sync", str(bad), "--name", "cpu", "--check"]) == 2
+    assert re.search(r"packages\[0\]\.wheels\[0\]\.hashes: Missing required value", capsys.readouterr().err)
+    broken = tmp_path / "broken.toml"
+    broken.write_text("lock-version = \n")
+    assert main(["sync", str(broken), "--check"]) == 2
+    assert "not valid TOML" in capsys.readouterr().err
+
+
+def test_profile_names_that_clash_are_refused(configured: dict[str, Path | str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = Path(configured["root"])
+    assert _lock(configured, tmp_path / "x.toml", "a100.toml", "cpu=a100.toml", "cpu-box.toml") == 2
+    assert "two profiles are both named 'cpu'" in capsys.readouterr().err
+    assert not (tmp_path / "x.toml").exists()
+    assert root.exists()
