@@ -16,64 +16,30 @@ from collections.abc import Sequence
 
 __all__ = ["main", "run", "split_arguments"]
 
-#: pip install options that take a value (the next word, unless written --opt=value).
-PIP_VALUE_OPTIONS = frozenset({
-    "-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-t", "--target", "--platform",
-    "--python-version", "--implementation", "--abi", "--root", "--prefix", "--src", "--upgrade-strategy",
-    "-C", "--config-settings", "--global-option", "--build-option", "-i", "--index-url", "--extra-index-url",
-    "-f", "--find-links", "--proxy", "--retries", "--timeout", "--exists-action", "--cert",
-    "--client-cert", "--cache-dir", "--log", "--log-file", "--progress-bar", "--root-user-action", "--report",
-    "--keyring-provider", "--only-binary", "--no-binary", "--use-feature", "--use-deprecated", "--group",
-    "--resume-retries",
-})
-
-#: The pip option cuda-pip refuses (spelled "--" + this): it switches TLS verification off for a host.
-REFUSED_OPTION = "trusted-host"
-
 #: cuda-pip's own options for install: those add_action_options(install=True) defines (a test
-#: keeps the two in step).
+#: keeps the two in step). They share one namespace with pip's (cuda_resolve.install.pipoptions).
 OWN_VALUE_OPTIONS = frozenset({"--python", "--arch-list", "--source", "--accept-name", "--index", "--plan"})
 OWN_FLAGS = frozenset({"--allow-torch-change", "--strict-driver", "--ptx", "--rebuild", "--json", "--smoke",
                        "--no-verify", "--dry-run"})
 
 
 def split_arguments(words: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
-    """(cuda-pip's own options, pip's options, requirements) from ``install``'s arguments."""
-    from cuda_resolve.errors import UsageError
+    """(cuda-pip's own options, pip's options, requirements) from ``install``'s arguments.
 
-    own: list[str] = []
-    pip: list[str] = []
-    requirements: list[str] = []
-    i = 0
-    while i < len(words):
-        word = words[i]
-        name = word.split("=", 1)[0]
-        if name == "--" + REFUSED_OPTION:
-            raise UsageError(
-                f"{name} turns TLS verification off for a host; cuda-pip does not pass it to pip",
-                hint="put the proxy's or mirror's CA in the system trust store (cuda-resolve doctor --network says which), or use an https mirror: cuda-resolve mirror set PRESET",
-            )
-        if word == "--":
-            requirements.extend(words[i + 1 :])
-            break
-        if name in OWN_VALUE_OPTIONS or name in OWN_FLAGS:
-            own.append(word)
-            if name in OWN_VALUE_OPTIONS and "=" not in word:
-                if i + 1 >= len(words):
-                    raise UsageError(f"{word} needs a value", hint="run `cuda-pip install --help`")
-                own.append(words[i + 1])
-                i += 1
-        elif word.startswith("-"):
-            pip.append(word)
-            takes_value = name in PIP_VALUE_OPTIONS and "=" not in word
-            if takes_value:
-                if i + 1 >= len(words):
-                    raise UsageError(f"pip option {word} needs a value", hint="see `pip install --help`")
-                pip.append(words[i + 1])
-                i += 1
-        else:
-            requirements.append(word)
-        i += 1
+    Abbreviations are resolved against cuda-pip's options and pip's together (``--dry`` is
+    cuda-pip's ``--dry-run``; ``--inde`` could be cuda-pip's ``--index`` or pip's ``--index-url``
+    and is refused) and written out in full; pip's options in any spelling that turns TLS
+    verification off are refused."""
+    from cuda_resolve.errors import UsageError
+    from cuda_resolve.install.pipoptions import split_command_line
+
+    own_options = {**dict.fromkeys(OWN_VALUE_OPTIONS, True), **dict.fromkeys(OWN_FLAGS, False)}
+    own, pip, requirements = split_command_line(words, own_options)
+    for at, word in enumerate(own):
+        value = own[at + 1] if word == "--index" and at + 1 < len(own) else word.partition("=")[2] if word.startswith("--index=") else ""
+        if "://" in value:
+            raise UsageError(f"--index {value}: cuda-pip's --index is an index overlay folder, not a package index",
+                             hint=f"for pip's package index write --index-url {value}")
     return own, pip, requirements
 
 

@@ -167,35 +167,6 @@ def urls_to_check(indexes: PipIndexes) -> tuple[str, ...]:
 
 # -- the command line ----------------------------------------------------------------------
 
-#: pip's option names for what is read here (``--pypi-url`` is an old alias of ``--index-url``).
-_OURS = {
-    "--index-url": "index-url", "--pypi-url": "index-url", "--extra-index-url": "extra-index-url",
-    "--find-links": "find-links", "--no-index": "no-index", "--isolated": "isolated",
-}
-#: The shortest abbreviation optparse accepts for each, given every long option of ``pip install``
-#: in pip 20-26 (``--in`` was ambiguous while ``--install-option`` existed, ``--no-in`` is
-#: ``--no-input`` too, ``--ex`` is ``--exists-action`` too, ``--py`` is ``--python`` too).
-_SHORTEST = {
-    "--index-url": "--ind", "--pypi-url": "--pyp", "--extra-index-url": "--ext", "--find-links": "--fi",
-    "--no-index": "--no-ind", "--isolated": "--is",
-}
-#: Long options of ``pip install`` (pip 20-26) that take a value: their value is not an option.
-_TAKES_VALUE = (
-    "--abi", "--all-releases", "--build", "--build-constraint", "--cache-dir", "--cert", "--client-cert",
-    "--config-settings", "--constraint", "--default-timeout", "--editable", "--exists-action",
-    "--global-option", "--group", "--implementation", "--install-option", "--keyring-provider", "--local-log",
-    "--log", "--log-file", "--no-binary", "--only-binary", "--only-final", "--platform", "--prefix",
-    "--progress-bar", "--proxy", "--python", "--python-version", "--refresh-package", "--report",
-    "--requirement", "--requirements-from-script", "--resume-retries", "--retries", "--root",
-    "--root-user-action", "--source", "--source-dir", "--source-directory", "--src", "--target", "--timeout",
-    "--upgrade-strategy", "--uploaded-prior-to", "--use-deprecated", "--use-feature",
-)
-#: Long flags that are also the start of a value-taking option (an exact name wins in optparse).
-_FLAGS = ("--pre", "--upgrade")
-#: Short options of ``pip install`` that take a value (``-i``/``-f`` are read, the rest skipped).
-_SHORT_VALUES = frozenset("ifcerCbtd")
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class IndexOptions:
     """The index options found among ``pip install`` arguments (``requirement_files``: the
@@ -209,71 +180,35 @@ class IndexOptions:
     requirement_files: tuple[str, ...] = ()
 
 
-def _long_name(word: str) -> str | None:
-    """The full pip option ``word`` (``--name``, no ``=value``) stands for, if it is one of
-    ours or takes a value; None otherwise (a flag, or not an option known here)."""
-    if word in _OURS or word in _TAKES_VALUE or word in _FLAGS:
-        return word
-    ours = [name for name in _OURS if name.startswith(word) and word.startswith(_SHORTEST[name])]
-    if len(ours) == 1:
-        return ours[0]
-    others = [name for name in _TAKES_VALUE if name.startswith(word)]
-    return others[0] if len(others) == 1 and len(word) > 3 else None
-
-
 def parse_pip_args(pip_args: Sequence[str]) -> IndexOptions:
     """The index options among ``pip install`` arguments, in any spelling pip takes: ``-i URL``,
     ``-iURL``, ``--index-url URL``, ``--index-url=URL``, an unambiguous prefix (``--index``,
-    ``--extra-index``, ``--find``), ``-f``, short options clustered (``-qi URL``). Values of other
-    options are skipped; ``--`` ends the options."""
-    words = list(pip_args)
+    ``--extra-index``, ``--find``), ``-f``, short options clustered (``-qi URL``), read by the one
+    table of pip's options (:mod:`.pipoptions`). Values of other options are skipped; ``--`` ends
+    the options; an ambiguous prefix is skipped (pip stops on it)."""
+    from .pipoptions import find_options
+
     index: str | None = None
     extras: list[str] = []
     links: list[str] = []
-    no_index = isolated = False
     files: list[str] = []
-
-    def take(option: str, value: str | None) -> None:
-        nonlocal index
-        if value is None:
-            return
-        if option == "index-url":
+    no_index = isolated = False
+    for found in find_options(pip_args, lenient=True):
+        name, value = found.option.name, found.value
+        if name == "--no-index":
+            no_index = True
+        elif name == "--isolated":
+            isolated = True
+        elif value is None:
+            continue
+        elif name == "--index-url":
             index = value
-        elif option == "extra-index-url":
+        elif name == "--extra-index-url":
             extras.append(value)
-        elif option == "find-links":
+        elif name == "--find-links":
             links.append(value)
-        elif option == "requirement":
+        elif name == "--requirement":
             files.append(value)
-
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word == "--":
-            break
-        if word.startswith("--"):
-            name, equals, inline = word.partition("=")
-            full = _long_name(name)
-            option = _OURS.get(full or "")
-            if option == "no-index":
-                no_index = True
-            elif option == "isolated":
-                isolated = True
-            elif full is not None and full not in _FLAGS:
-                value = inline if equals else (words[i + 1] if i + 1 < len(words) else None)
-                take(option or ("requirement" if full == "--requirement" else ""), value)
-                if not equals:
-                    i += 1
-        elif word.startswith("-") and len(word) > 1:
-            for at, letter in enumerate(word[1:], start=2):
-                if letter in _SHORT_VALUES:
-                    rest = word[at:]
-                    value = rest or (words[i + 1] if i + 1 < len(words) else None)
-                    take({"i": "index-url", "f": "find-links", "r": "requirement"}.get(letter, ""), value)
-                    if not rest:
-                        i += 1
-                    break
-        i += 1
     return IndexOptions(index_url=index, extra_index_urls=tuple(extras), find_links=tuple(links),
                         no_index=no_index, isolated=isolated, requirement_files=tuple(files))
 
@@ -474,9 +409,10 @@ class _Merged:
                                    "'please specify a boolean value like yes/no, true/false or 1/0'")
 
 
-def _sections(files: Iterable[ConfigFile]) -> list[tuple[str, str, str]]:
+def _sections(files: Iterable[ConfigFile], names: Mapping[str, str] = _NAMES) -> list[tuple[str, str, str]]:
     """(option, value, origin) in the order pip applies them: [global] merged across files (a
-    later file wins), then [install] merged the same way."""
+    later file wins), then [install] merged the same way. ``names``: the keys read, and the
+    option each stands for."""
     ordered: list[tuple[str, str, str]] = []
     for section in ("global", "install"):
         merged: dict[str, tuple[str, str]] = {}
@@ -484,10 +420,20 @@ def _sections(files: Iterable[ConfigFile]) -> list[tuple[str, str, str]]:
             label = f"{entry.path} [{section}]" + (" (PIP_CONFIG_FILE)" if entry.variant == "env" else "")
             for key, value in entry.values:
                 name, _, option = key.partition(".")
-                if name == section and _normalise(option) in _NAMES:
+                if name == section and _normalise(option) in names:
                     merged[_normalise(option)] = (value, label)
-        ordered.extend((_NAMES[key], value, origin) for key, (value, origin) in merged.items() if value)
+        ordered.extend((names[key], value, origin) for key, (value, origin) in merged.items() if value)
     return ordered
+
+
+def config_values(python: str, environ: Mapping[str, str], *, keys: Sequence[str], isolated: bool = False,
+                  timeout: float = PROBE_TIMEOUT) -> list[tuple[str, str, str]]:
+    """(key, value, origin) for ``keys`` (``trusted-host``, ``require-hashes`` ...) in the
+    configuration files the target's pip reads, in the order pip applies them (the ``PIP_*``
+    variables are not read here). Never raises: files pip does not list give nothing."""
+    python = os.path.abspath(python) if os.sep in python else python
+    files, _, _ = _read_config(python, environ, isolated=isolated, timeout=timeout)
+    return _sections(files or (), {key: key for key in keys})
 
 
 def _variables(environ: Mapping[str, str]) -> list[tuple[str, str, str]]:

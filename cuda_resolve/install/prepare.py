@@ -51,18 +51,9 @@ _INDEX_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links"
 def options_for_torch_step(pip_args: Sequence[str]) -> list[str]:
     """The user's pip options that hold for the torch-family step too (``--proxy``, ``--target``,
     ``-c``, ``--no-cache-dir`` ...): all but those that name requirements or indexes."""
-    dropped = _REQUIREMENT_OPTIONS + _INDEX_OPTIONS
-    kept: list[str] = []
-    words = list(pip_args)
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word in dropped:
-            i += 1  # its value, the next word, goes with it
-        elif word != "--no-index" and option_value(words, i, dropped) is None:
-            kept.append(word)
-        i += 1
-    return kept
+    from .pipoptions import options_for_torch_step as in_any_spelling
+
+    return in_any_spelling(pip_args)
 
 
 def names_requirements(pip_args: Sequence[str]) -> bool:

@@ -27,8 +27,8 @@ from ..errors import UsageError
 from ..redaction import register_secret
 
 __all__ = [
-    "FileRequests", "FileRequirement", "Reading", "option_value", "read_requirement_files", "requirement_file_options",
-    "select_requests",
+    "FileOption", "FileRequests", "FileRequirement", "Reading", "option_value", "read_requirement_files",
+    "requirement_file_options", "select_requests",
 ]
 
 #: A requirements file that nests deeper than this is a loop or a mistake.
@@ -58,9 +58,20 @@ class FileRequirement:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class FileOption:
+    """A pip option on a line of a requirements file (``--index-url``, ``--require-hashes`` ...)."""
+
+    option: str  # its full name, however the line spelled it
+    value: str | None
+    origin: str  # "requirements.txt:3"
+    constraint: bool = False  # in a -c file, or a file it includes
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Reading:
     requirements: tuple[FileRequirement, ...]
     notes: tuple[str, ...] = ()  # what was left to pip unread, and why
+    options: tuple[FileOption, ...] = ()  # every option line's options, in reading order
 
 
 def option_value(words: Sequence[str], i: int, names: tuple[str, ...]) -> str | None:
@@ -78,18 +89,12 @@ def option_value(words: Sequence[str], i: int, names: tuple[str, ...]) -> str | 
 
 
 def requirement_file_options(pip_args: Sequence[str]) -> list[tuple[str, bool]]:
-    """(file, is a constraint file) for each ``-r``/``-c`` option among pip's arguments."""
-    words = list(pip_args)
-    found: list[tuple[str, bool]] = []
-    for i, word in enumerate(words):
-        if not word.startswith("-"):
-            continue
-        for names, constraint in ((_FILE_OPTIONS, False), (_CONSTRAINT_OPTIONS, True)):
-            value = option_value(words, i, names)
-            if value is not None:
-                found.append((value, constraint))
-                break
-    return found
+    """(file, is a constraint file) for each ``-r``/``-c`` option among pip's arguments, in
+    any spelling pip takes (``-rF``, ``--requirement=F``, ``--requirem F``, ``-qr F``)."""
+    from .pipoptions import find_options
+
+    return [(found.value, found.option.name == "--constraint") for found in find_options(pip_args)
+            if found.value and found.option.name in ("--requirement", "--constraint")]
 
 
 def _decode(data: bytes, path: str) -> str:
@@ -137,13 +142,13 @@ def _logical_lines(text: str, environ: Mapping[str, str]) -> list[tuple[int, str
     return lines
 
 
-def _split_requirement(line: str) -> tuple[str, bool]:
-    """(the requirement, whether it pins hashes): pip's per-requirement options cut off."""
-    hashed = "--hash" in line
-    for marker in (" --hash", " --config-settings", " -C ", " --global-option", " --install-option"):
-        if marker in line:
-            line = line.split(marker, 1)[0]
-    return line.strip(), hashed
+def _split_requirement(line: str, origin: str) -> tuple[str, bool]:
+    """(the requirement, whether it pins hashes): pip's per-requirement options (any spelling) cut off."""
+    from .pipoptions import file_options, split_requirement_line
+
+    requirement, words = split_requirement_line(line)
+    hashed = any(found.option.name == "--hash" for found in file_options(words, origin))
+    return requirement.strip(), hashed
 
 
 def read_requirement_files(
@@ -152,8 +157,11 @@ def read_requirement_files(
     """Every named requirement in ``files`` (from :func:`requirement_file_options`) and the files
     they include (``-r``/``-c`` inside a file are relative to that file, as pip reads them)."""
     env = os.environ if environ is None else environ
+    from .pipoptions import file_options
+
     found: list[FileRequirement] = []
     notes: list[str] = []
+    options: list[FileOption] = []
     seen: set[tuple[Path, bool]] = set()
 
     def visit(name: str, base: Path | None, constraint: bool, depth: int) -> None:
@@ -181,14 +189,14 @@ def read_requirement_files(
                     words = shlex.split(line)
                 except ValueError:
                     words = line.split()
-                for i in range(len(words)):
-                    for names, nested_constraint in ((_FILE_OPTIONS, constraint), (_CONSTRAINT_OPTIONS, True)):
-                        value = option_value(words, i, names)
-                        if value is not None:
-                            visit(value, path.parent, nested_constraint, depth + 1)
-                            break
-                continue  # other options (-e, --index-url ...) are pip's alone
-            requirement, hashed = _split_requirement(line)
+                # Options in any spelling pip's file parser takes (--requirem F, -rF, --constraint=F).
+                for given in file_options(words, f"{path}:{number}"):
+                    options.append(FileOption(option=given.option.name, value=given.value, origin=f"{path}:{number}",
+                                              constraint=constraint))
+                    if given.value and given.option.name in ("--requirement", "--constraint"):
+                        visit(given.value, path.parent, constraint or given.option.name == "--constraint", depth + 1)
+                continue  # other options (-e, --index-url ...) are pip's to apply
+            requirement, hashed = _split_requirement(line, f"{path}:{number}")
             try:
                 Requirement(requirement)
             except InvalidRequirement:
@@ -197,7 +205,7 @@ def read_requirement_files(
 
     for name, constraint in files:
         visit(name, None, constraint, 0)
-    return Reading(requirements=tuple(found), notes=tuple(notes))
+    return Reading(requirements=tuple(found), notes=tuple(notes), options=tuple(options))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -60,12 +60,13 @@ def _curated_name(index: Index) -> Callable[[str], str | None]:
     return curated
 
 
-def refuse_hash_mode(origins: Sequence[str], pip_args: Sequence[str]) -> None:
+def refuse_hash_mode(origins: Sequence[str], pip_args: Sequence[str], *, where: str | None = None) -> None:
     """pip's hash-checking mode needs a hash for every package: the pins and built wheels
-    cuda-resolve adds have none known in advance, so pip would refuse them after the builds."""
-    if not origins and "--require-hashes" not in pip_args:
+    cuda-resolve adds have none known in advance, so pip would refuse them after the builds.
+    ``where``: hash mode found in any form pip reads (:func:`.pipoptions.pip_settings`)."""
+    if where is None and not origins and "--require-hashes" not in pip_args:
         return
-    where = f"--hash at {origins[0]}" if origins else "--require-hashes"
+    where = where or (f"--hash at {origins[0]}" if origins else "--require-hashes")
     raise UsageError(
         f"pip's hash-checking mode ({where}) needs a hash for every package, and the torch pin and the wheels cuda-resolve builds or picks have none known in advance",
         hint="install torch, kaolin and pointnet2_ops with their own cuda-pip install first, then the hashed requirements with pip",
@@ -95,7 +96,7 @@ def check_names(requirements: Sequence[str], index: Index, accepted: Sequence[st
 
 
 def decide(request: InstallRequest, env: Environment, index: Index, *, reporter: Reporter, install: bool,
-           pip_args: Sequence[str], confirm: Callable[[str], bool] | None) -> Plan:
+           pip_args: Sequence[str], confirm: Callable[[str], bool] | None, environ: Mapping[str, str] | None = None) -> Plan:
     """The decision for ``request`` (the requirements, and those read from -r/-c files)."""
     from ..plan import make_plan
     from ..resolve import Options, applies, resolve
@@ -107,8 +108,14 @@ def decide(request: InstallRequest, env: Environment, index: Index, *, reporter:
         reporter.step(line)
     plan = make_plan(resolve([*request.requirements, *from_files.requests], env, index, request.resolve or Options()), env)
     if install:
+        from .pipoptions import pip_settings, refuse_disabled_verification
+
+        # pip's options wherever pip reads them: command line, -r/-c files, its configuration, PIP_*.
+        settings = pip_settings(pip_args, python=env.python.executable if env.source == "detected" else None,
+                                environ=os.environ if environ is None else environ)
+        refuse_disabled_verification(settings)
         if plan.items:
-            refuse_hash_mode(from_files.hashed, pip_args)
+            refuse_hash_mode(from_files.hashed, pip_args, where=settings.hash_mode)
         check_names([*plan.pass_through, *from_files.unchecked], index, request.accept_names, confirm=confirm)
     return plan
 
@@ -159,7 +166,8 @@ def run(
             plan = check_plan_facts(request.plan, environment)
     else:
         with phases.timed("plan"):
-            plan = decide(request, environment, index, reporter=report, install=True, pip_args=options.pip_args, confirm=confirm)
+            plan = decide(request, environment, index, reporter=report, install=True, pip_args=options.pip_args, confirm=confirm,
+                          environ=base)
         with phases.timed("pre-flight"):
             plan = complete_for_target(plan, environment, index, options, wheelhouse=house, environ=base)
     python = environment.python.executable or "python3"
