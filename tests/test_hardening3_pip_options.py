@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 from cuda_resolve.errors import UsageError
-from cuda_resolve.install.pipoptions import OPTIONS, find_options, options_for_torch_step, pip_settings
+from cuda_resolve.install.pipoptions import (
+    OPTIONS,
+    find_options,
+    options_for_torch_step,
+    pip_settings,
+)
 from cuda_resolve.install.reqfile import read_requirement_files, requirement_file_options
 from pip_plugin.__main__ import split_arguments
 
@@ -74,7 +79,7 @@ def test_the_table_resolves_prefixes_as_the_real_pip_does(tmp_path: Path) -> Non
     done = subprocess.run([VENV_PYTHON, "-m", "pip", "install", "--no-dep", "x"], capture_output=True, text=True,
                           timeout=60, check=False, cwd=tmp_path)
     assert "ambiguous option: --no-dep" in done.stderr
-    with pytest.raises(UsageError, match="--no-dep .* ambiguous"):
+    with pytest.raises(UsageError, match=r"--no-dep .* ambiguous"):
         find_options(["--no-dep"])
     assert [f.option.name for f in find_options(["--extra-index=U", "--ind", "I", "-qUf", "L", "--pypi=P"])] == [
         "--extra-index-url", "--index-url", "--quiet", "--upgrade", "--find-links", "--index-url"]
@@ -133,7 +138,7 @@ def test_the_unverified_host_setting_is_seen_in_variables_and_configuration(tmp_
     settings = pip_settings([], python=VENV_PYTHON, environ={"PIP_CONFIG_FILE": str(config), "HOME": str(tmp_path)})
     assert [host for host, _ in settings.unverified_hosts] == ["b.example"]
     assert str(config) in settings.unverified_hosts[0][1]
-    with pytest.raises(UsageError, match="trusted-host b.example"):
+    with pytest.raises(UsageError, match=r"trusted-host b\.example"):
         refuse_disabled_verification(settings)
     # --isolated: pip reads neither the variables nor the user's files
     assert pip_settings(["--isol"], python=None, environ={"PIP_TRUSTED_HOST": "a.example"}).unverified_hosts == ()
