@@ -11,11 +11,11 @@ import json
 import re
 import subprocess
 import sys
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tomllib
 from test_lock_support import StaticIndex, make_wheel, serve, write_profile
 
 from cuda_resolve.cli import main
