@@ -1,0 +1,369 @@
+"""What the hooks do, with conda's objects turned into cuda-resolve's conda-agnostic ones
+(:mod:`cuda_resolve.conda`) and back. Imported only when a hook runs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from conda.base.context import context
+from conda.exceptions import CondaError
+
+#: What this process built into the local channel for the command being run (prefix, packages).
+_BUILT: list[tuple[Path, Any]] = []
+_ACTIVATE = "conda config --set plugins.cuda_resolve_active true"
+_PASS_THROUGH = ("doctor", "detect", "plan", "install", "build")
+
+
+class CudaResolvePluginError(CondaError):
+    """A cuda-resolve error in conda's form (message, then what to do)."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message + (f"\n\nhint: {hint}" if hint else ""))
+
+
+def _settings() -> Any:
+    return context.plugins
+
+
+def _active() -> bool:
+    return bool(getattr(_settings(), "cuda_resolve_active", False))
+
+
+def _converted(action: Any) -> Any:
+    """Run ``action``; a cuda-resolve error becomes a conda error (conda renders it)."""
+    from cuda_resolve.errors import CudaResolveError
+
+    try:
+        return action()
+    except CudaResolveError as error:
+        raise CudaResolvePluginError(error.message, error.hint) from None
+
+
+# -- conda cuda ... ---------------------------------------------------------------------------
+
+
+def _split_target(argv: Sequence[str]) -> tuple[Path, list[str]]:
+    """``-n NAME`` / ``-p PATH`` out of ``argv``; default: the active environment."""
+    from conda.base.context import locate_prefix_by_name
+
+    rest: list[str] = []
+    prefix: Path | None = None
+    words = list(argv)
+    while words:
+        word = words.pop(0)
+        for short, long in (("-n", "--name"), ("-p", "--prefix")):
+            if word in (short, long) or word.startswith(long + "="):
+                value = word.split("=", 1)[1] if "=" in word else (words.pop(0) if words else "")
+                if not value:
+                    raise CudaResolvePluginError(f"{word} needs a value", hint=f"conda cuda doctor {short} <{'name' if short == '-n' else 'path'}>")
+                prefix = Path(locate_prefix_by_name(value)) if short == "-n" else Path(value).expanduser().absolute()
+                break
+        else:
+            rest.append(word)
+    return (prefix or Path(context.target_prefix)), rest
+
+
+_USAGE = """usage: conda cuda COMMAND [-n NAME | -p PATH] [options]
+
+cuda-resolve for a conda environment (default: the active one):
+  doctor, detect, plan, install, build   cuda-resolve's commands with this environment as the target
+                                         (`conda cuda plan --help` for each one's options)
+  channel [--prune]                      list the local channel (--prune: drop what no environment uses)
+  activate / deactivate                  plain `conda install` builds what no channel serves (a .condarc setting)
+"""
+
+
+def subcommand(argv: tuple[str, ...]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_USAGE)
+        return 0
+    verb, rest = argv[0], argv[1:]
+    if verb in ("activate", "deactivate"):
+        from conda.cli.main import main_subshell
+
+        main_subshell("config", "--set", "plugins.cuda_resolve_active", "true" if verb == "activate" else "false")
+        print(f"cuda-resolve is {'active' if verb == 'activate' else 'inactive'} for conda install/create/update "
+              f"(plugins.cuda_resolve_active in {Path('~/.condarc').expanduser()})")
+        return 0
+    if verb == "channel":
+        return _channel(rest)
+    if verb not in _PASS_THROUGH:
+        raise CudaResolvePluginError(f"conda cuda {verb}: no such command", hint="conda cuda --help lists them")
+    prefix, words = _split_target(rest)
+    from cuda_resolve.cli import main
+    from cuda_resolve.conda.convert import prefix_python
+
+    python = _converted(lambda: prefix_python(prefix))
+    if "--python" in words or ("--profile" in words and verb != "build"):
+        raise CudaResolvePluginError(f"conda cuda {verb}: the target is the conda environment", hint="name it with -n NAME or -p PATH")
+    return main([verb, *words, "--python", str(python)])
+
+
+def _channel(words: Sequence[str]) -> int:
+    from cuda_resolve.conda.channel import LocalChannel
+
+    channel = LocalChannel.default(_settings().cuda_resolve_channel)
+    if "--prune" in words:
+        removed = channel.prune(_installed_from(channel))
+        for path in removed:
+            print(f"removed {path.name}")
+        print(f"{len(removed)} package(s) removed; the wheelhouse keeps their wheels")
+    print(f"local channel: {channel.url}")
+    for path in channel.packages():
+        print(f"  {path.parent.name}/{path.name}")
+    return 0
+
+
+def _installed_from(channel: Any) -> set[str]:
+    """The package files of ``channel`` that any known conda environment has installed."""
+    import json
+
+    from conda.core.envs_manager import list_all_known_prefixes
+
+    used: set[str] = set()
+    for prefix in list_all_known_prefixes():
+        for meta in Path(prefix, "conda-meta").glob("*.json"):
+            try:
+                data = json.loads(meta.read_text())
+            except (OSError, ValueError):
+                continue
+            if str(data.get("url", "")).startswith(channel.url) or str(data.get("channel", "")).startswith(channel.url):
+                used.add(str(data.get("fn", "")))
+    return used
+
+
+# -- plain conda install ----------------------------------------------------------------------
+
+
+def _curated(names: Sequence[str]) -> tuple[Any, list[str]]:
+    """cuda-resolve's index, and the names in it that are extensions it builds (not torch)."""
+    from cuda_resolve.index import default_index
+    from cuda_resolve.install.prepare import TORCH_FAMILY
+
+    index = default_index()
+    picked = []
+    for name in names:
+        package = index.package(name)
+        if package is not None and name not in (*TORCH_FAMILY, "pytorch") and getattr(package, "recipes", None):
+            picked.append(name)
+    return index, picked
+
+
+def _refuse_insecure_tls() -> None:
+    if context.ssl_verify is False:
+        raise CudaResolvePluginError(
+            "ssl_verify is false in your conda configuration: cuda-resolve never downloads without verifying TLS",
+            hint="set ssl_verify: truststore (the system's trust store) or the path of your CA bundle: conda config --set ssl_verify truststore")
+    if isinstance(context.ssl_verify, str) and context.ssl_verify not in ("truststore",) and Path(context.ssl_verify).exists():
+        # A CA path from .condarc reaches the builds' downloads (requests and pip read these).
+        os.environ.setdefault("REQUESTS_CA_BUNDLE", context.ssl_verify)
+        os.environ.setdefault("PIP_CERT", context.ssl_verify)
+    for scheme, proxy in (context.proxy_servers or {}).items():
+        if scheme in ("http", "https"):
+            os.environ.setdefault(f"{scheme.upper()}_PROXY", proxy)
+
+
+def _channel_records(spec: Any) -> list[Any]:
+    """The records the configured channels have for ``spec`` (empty when they cannot be read)."""
+    from conda.core.subdir_data import SubdirData
+
+    try:
+        return list(SubdirData.query_all(spec, context.channels, context.subdirs))
+    except Exception:  # an unreachable channel: no channel build is known to fit
+        return []
+
+
+def _as_record(record: Any) -> Any:
+    from cuda_resolve.conda.records import CondaRecord
+
+    return CondaRecord(name=record.name, version=str(record.version), build=record.build,
+                       build_number=int(record.build_number or 0), depends=tuple(record.depends or ()),
+                       constrains=tuple(record.constrains or ()), subdir=record.subdir or "", fn=record.fn or "")
+
+
+def _enable_pip_records() -> None:
+    """pip's torch must be a record in the solve (its pin): conda loads such records only with
+    prefix-data interoperability on; turned on for this command only."""
+    if not context.prefix_data_interoperability:
+        os.environ["CONDA_PREFIX_DATA_INTEROPERABILITY"] = "true"
+        context._set_env_vars("conda")
+
+
+def before_install(command: str) -> None:
+    if not _active():
+        return
+    args = context._argparse_args
+    packages = args.get("packages") or []
+    if not packages:
+        return
+    from conda.models.match_spec import MatchSpec
+
+    specs = [MatchSpec(text) for text in packages]
+    index, names = _curated([spec.name for spec in specs])
+    if not names:
+        return
+    _converted(lambda: _serve(command, args, packages, specs, index, names))
+
+
+def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], index: Any, names: list[str]) -> None:
+    from cuda_resolve.conda.channel import LocalChannel
+    from cuda_resolve.conda.convert import build_into_channel, prefix_python
+    from cuda_resolve.conda.records import torch_record
+    from cuda_resolve.conda.serve import best_fitting, build_fits
+    from cuda_resolve.detect import detect_environment
+    from cuda_resolve.install.options import InstallOptions
+    from cuda_resolve.reporting import Reporter
+
+    prefix = Path(context.target_prefix)
+    torch = torch_record(prefix) if prefix.is_dir() else None
+    python = prefix_python(prefix) if prefix.is_dir() else None
+    running = python is not None and Path(sys.executable).absolute() == python.absolute()
+    env = detect_environment(python=None if running or python is None else str(python))
+    settings = _settings()
+    channel = LocalChannel.default(settings.cuda_resolve_channel)
+    to_build = []
+    for spec in specs:
+        if spec.name not in names:
+            continue
+        fits = [build_fits(_as_record(r), env, torch, index) for r in _channel_records(spec)
+                if not str(r.channel.base_url or "").startswith(channel.url)]
+        best = best_fitting(fits)
+        if best is not None:
+            print(f"cuda-resolve: the channel build {best.describe()}")
+            _pin(packages, spec.name, best.record.version, best.record.build)
+            continue
+        for fit in fits:
+            print(f"cuda-resolve: {fit.describe()}")
+        to_build.append(spec.name)
+    if not to_build:
+        return
+    if torch is None:
+        raise CudaResolvePluginError(
+            f"no channel build of {', '.join(to_build)} fits this machine, and the environment {prefix} has no torch to build against",
+            hint=f"create the environment with torch first (conda create -p {prefix} python pytorch), then conda install {' '.join(to_build)}")
+    _refuse_insecure_tls()
+
+    class _Printer(Reporter):  # type: ignore[misc]
+        def step(self, text: str) -> None:
+            print(f"cuda-resolve: {text}", flush=True)
+
+        def note(self, text: str) -> None:
+            print(f"cuda-resolve: note: {text}", flush=True)
+
+    sources = tuple((name, Path(folder).expanduser()) for name, folder in (settings.cuda_resolve_sources or {}).items())
+    options = InstallOptions(source_dirs=sources, explicit_arch_list=bool(settings.cuda_resolve_arch_list))
+    built = build_into_channel(to_build, prefix, channel=channel, index=index, options=options,
+                               arch_list=settings.cuda_resolve_arch_list or None, reporter=_Printer())
+    for item in built:
+        _pin(packages, item.package.name, item.package.version, item.package.build)
+        _BUILT.append((prefix, item))
+    cli_channels = list(args.get("channel") or ())
+    if channel.url not in cli_channels:
+        args["channel"] = [*cli_channels, channel.url]
+        context._set_argparse_args(args)
+    if torch.source == "pip":
+        _enable_pip_records()
+
+
+def _pin(packages: list[str], name: str, version: str, build: str) -> None:
+    """Replace the command's spec for ``name`` (in place: conda's install reads this list) by
+    the exact record that was decided, so no other channel's build of it is taken instead."""
+    from conda.models.match_spec import MatchSpec
+
+    for position, text in enumerate(packages):
+        if MatchSpec(text).name == name:
+            packages[position] = f"{name}[version='=={version}',build={build}]"
+
+
+def after_install(command: str) -> None:
+    """Conda environment variables for what was built into the environment: CUDA_HOME (the
+    toolkit it was built with) and TORCH_CUDA_ARCH_LIST (what it was built for), so a later
+    build in the environment and a Slurm job see the same."""
+    if not _BUILT:
+        return
+    from conda.core.prefix_data import PrefixData
+
+    prefix, item = _BUILT[-1]
+    from cuda_resolve.conda.package import read_package_info
+
+    _, ours = read_package_info(item.path)
+    variables = {"TORCH_CUDA_ARCH_LIST": str(ours.get("built_for") or item.package.arch_list)}
+    if ours.get("toolkit"):
+        variables["CUDA_HOME"] = str(ours["toolkit"])
+    PrefixData(str(prefix)).set_environment_env_vars(variables)
+    print("cuda-resolve: set " + ", ".join(f"{k}={v}" for k, v in variables.items()) + f" for {prefix} (conda env config vars list)")
+    _BUILT.clear()
+
+
+def veto_solve(link_precs: Sequence[Any]) -> None:
+    if not _active():
+        return
+    from cuda_resolve.conda.serve import veto_cpu_torch
+
+    pytorch = [record for record in link_precs if record.name == "pytorch"]
+    if not pytorch:
+        return
+    from cuda_resolve.detect import detect_environment
+
+    reason = veto_cpu_torch(detect_environment(), [_as_record(record) for record in pytorch])
+    if reason:
+        raise CudaResolvePluginError(reason, hint="ask for a CUDA build: conda install 'pytorch=*=cuda*' (with conda-forge), or set CONDA_OVERRIDE_CUDA if __cuda is missing")
+
+
+def load_pip_torch(prefix: Any, records: dict[str, Any]) -> dict[str, Any]:
+    """pip's torch as a record (name ``torch``, build ``pypi_0``), where conda's own pypi loader
+    did not make one (it needs python to be a conda package; a venv-hosted conda has none)."""
+    if "torch" in records:
+        return {}
+    from cuda_resolve.conda.records import PIP_BUILD, pip_distribution
+
+    found = pip_distribution(Path(prefix), "torch")
+    if found is None:
+        return {}
+    from conda.models.channel import Channel
+    from conda.models.enums import PackageType
+    from conda.models.records import PrefixRecord
+
+    record = PrefixRecord(name="torch", version=found.version, build=PIP_BUILD, build_number=0,
+                          # fn in conda's archive form: solvers that convert installed records
+                          # (conda-rattler-solver) parse it; the record stays in memory only
+                          # and the platform's subdir, so that a solver's record for it round-trips
+                          # to this one (conda-rattler-solver rebuilds <channel>/<subdir>)
+                          channel=Channel("pypi"), subdir=context.subdir, fn=f"torch-{found.version}-{PIP_BUILD}.conda",
+                          package_type=PackageType.VIRTUAL_PYTHON_WHEEL, files=(), paths_data=None,
+                          url=found.dist_info.as_uri())
+    records["torch"] = record
+    return {"torch": record}
+
+
+def error_hints(error: Any) -> Iterator[Any]:
+    from conda.exceptions import PackagesNotFoundError
+    from conda.plugins.types import CondaErrorHint
+
+    if not isinstance(error, PackagesNotFoundError) or _active():
+        return
+    names = [str(getattr(p, "name", p)).split()[0] for p in error.packages]
+    try:
+        _, curated = _curated(names)
+    except Exception:  # a hint must never replace the error it explains
+        return
+    if curated:
+        yield CondaErrorHint(
+            text=f"cuda-resolve can build {', '.join(curated)} for this environment's torch and GPUs, but its conda plugin is not active: {_ACTIVATE} (or: conda cuda activate), then run this command again",
+            hint_code="cuda_resolve_inactive")
+
+
+def health_check(prefix: str, verbose: bool) -> None:
+    from cuda_resolve.cli import main
+    from cuda_resolve.conda.convert import prefix_python
+
+    try:
+        python = prefix_python(Path(prefix))
+    except Exception as error:  # a check reports; it never crashes conda doctor
+        print(f"cuda-resolve: {error}")
+        return
+    main(["doctor", "--python", str(python)])

@@ -1,0 +1,122 @@
+"""The hooks conda loads (entry-point group ``conda``). Each hook only names its action; the
+actions (:mod:`conda_plugin.actions`) and cuda-resolve itself are imported when a hook runs,
+so loading the plugin costs conda's start-up almost nothing (measured in docs/conda.md).
+
+What is registered, and why, is in docs/conda.md:
+
+- ``conda cuda doctor|detect|plan|install|build|channel|activate``: cuda-resolve's commands with
+  the environment conda names (``-n``, ``-p``, else the active one) as the target;
+- settings under ``plugins:`` in ``.condarc`` (``cuda_resolve_active`` is the one step that
+  makes plain ``conda install`` use cuda-resolve);
+- a pre-command for ``install``/``create``/``update``: where no channel build fits, build into
+  the local channel and point the command at it (conda's solver and transaction do the rest);
+- a post-solve veto: no CPU-only pytorch on a GPU machine;
+- a prefix-data loader: pip's torch visible to the solve (the pin of a package built against it);
+- an error hint when the plugin is installed but not active;
+- a ``conda doctor`` health check; conda environment variables after a build.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from conda.plugins import hookimpl
+
+NAME = "cuda-resolve"
+
+
+@hookimpl
+def conda_subcommands() -> Iterator[Any]:
+    from conda.plugins.types import CondaSubcommand
+
+    def action(argv: tuple[str, ...]) -> int:
+        from .actions import subcommand
+
+        return subcommand(argv)
+
+    yield CondaSubcommand(name="cuda", summary="cuda-resolve: CUDA-aware torch and extension builds for this environment",
+                          action=action)
+
+
+@hookimpl
+def conda_settings() -> Iterator[Any]:
+    from conda.common.configuration import MapParameter, PrimitiveParameter
+    from conda.plugins.types import CondaSetting
+
+    yield CondaSetting(name="cuda_resolve_active", parameter=PrimitiveParameter(False, element_type=bool),
+                       description="conda install/create/update build the CUDA extensions cuda-resolve curates (pointnet2_ops, kaolin) into a local channel where no channel build fits")
+    yield CondaSetting(name="cuda_resolve_channel", parameter=PrimitiveParameter("", element_type=str),
+                       description="the folder of cuda-resolve's local conda channel (default: conda-channel in cuda-resolve's cache folder)")
+    yield CondaSetting(name="cuda_resolve_arch_list", parameter=PrimitiveParameter("", element_type=str),
+                       description="build for these compute capabilities ('8.0;9.0') instead of this machine's GPUs")
+    yield CondaSetting(name="cuda_resolve_sources", parameter=MapParameter(PrimitiveParameter("", element_type=str)),
+                       description="package -> a local source folder or archive to build it from (as --source PACKAGE=DIR)")
+
+
+@hookimpl
+def conda_pre_commands() -> Iterator[Any]:
+    from conda.plugins.types import CondaPreCommand
+
+    def action(command: str) -> None:
+        from .actions import before_install
+
+        before_install(command)
+
+    yield CondaPreCommand(name=NAME, action=action, run_for={"install", "create", "update"})
+
+
+@hookimpl
+def conda_post_commands() -> Iterator[Any]:
+    from conda.plugins.types import CondaPostCommand
+
+    def action(command: str) -> None:
+        from .actions import after_install
+
+        after_install(command)
+
+    yield CondaPostCommand(name=NAME, action=action, run_for={"install", "create", "update"})
+
+
+@hookimpl
+def conda_post_solves() -> Iterator[Any]:
+    from conda.plugins.types import CondaPostSolve
+
+    def action(repodata_fn: str, unlink_precs: Any, link_precs: Any) -> None:
+        from .actions import veto_solve
+
+        veto_solve(link_precs)
+
+    yield CondaPostSolve(name=NAME, action=action)
+
+
+@hookimpl
+def conda_prefix_data_loaders() -> Iterator[Any]:
+    from conda.plugins.types import CondaPrefixDataLoader
+
+    def loader(prefix: Any, records: dict[str, Any]) -> dict[str, Any]:
+        from .actions import load_pip_torch
+
+        return load_pip_torch(prefix, records)
+
+    yield CondaPrefixDataLoader(name="cuda-resolve-pip-torch", loader=loader)
+
+
+@hookimpl
+def conda_error_hints(error: Any) -> Iterator[Any]:
+    from .actions import error_hints
+
+    yield from error_hints(error)
+
+
+@hookimpl
+def conda_health_checks() -> Iterator[Any]:
+    from conda.plugins.types import CondaHealthCheck
+
+    def action(prefix: str, verbose: bool) -> None:
+        from .actions import health_check
+
+        health_check(prefix, verbose)
+
+    yield CondaHealthCheck(name=NAME, action=action,
+                           summary="torch vs the driver, kernels for every GPU, the CUDA toolkit, extension libraries that will not load")

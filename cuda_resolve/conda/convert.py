@@ -1,0 +1,108 @@
+"""Build what a conda environment needs into the local channel: the one action behind the conda
+plugin's install path (``conda install pointnet2_ops`` with the plugin active).
+
+The environment's torch is what the build pairs with (a channel's ``pytorch`` or pip's
+``torch``); the builds go through the existing build path (:func:`cuda_resolve.install.run.build_only`,
+wheelhouse hits included); each wheel becomes a ``.conda`` package whose record pins that torch
+record and ``__cuda``; conda's own solver and transaction then install it (nothing here installs
+anything into the environment).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UsageError
+from ..index.model import Index
+from ..install.options import InstallOptions
+from ..reporting import NullReporter, Reporter
+from .channel import LocalChannel
+from .package import CondaPackage, package_for, wheel_to_conda
+from .records import read_prefix_records, torch_record
+
+__all__ = ["ChannelBuild", "build_into_channel", "prefix_python"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChannelBuild:
+    package: CondaPackage
+    path: Path  # the .conda file in the channel
+    wheel: Path
+    cache_hit: bool  # the wheel came from the wheelhouse (no compile)
+
+
+def prefix_python(prefix: Path) -> Path:
+    """The interpreter of a conda environment (or of the venv conda runs from)."""
+    for candidate in (prefix / "bin" / "python", prefix / "python.exe"):
+        if candidate.exists():
+            return candidate
+    raise UsageError(f"the environment {prefix} has no python", hint=f"conda install -p {prefix} python, then try again")
+
+
+def build_into_channel(
+    names: Sequence[str],
+    prefix: Path,
+    *,
+    channel: LocalChannel,
+    index: Index,
+    options: InstallOptions,
+    arch_list: str | None = None,
+    reporter: Reporter | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> list[ChannelBuild]:
+    """Build ``names`` (packages cuda-resolve curates) against the environment's torch and put
+    them into ``channel``; returns the packages, which conda installs by name."""
+    from ..compat import format_arch_list
+    from ..detect import detect_environment
+    from ..install.prepare import TORCH_FAMILY
+    from ..install.run import InstallRequest, build_only
+    from ..resolve import Options
+
+    report = reporter or NullReporter()
+    base = dict(os.environ if environ is None else environ)
+    records = read_prefix_records(prefix)
+    torch = torch_record(prefix, records)
+    if torch is None:
+        raise UsageError(f"{', '.join(names)} must be built against the environment's torch, and {prefix} has none",
+                         hint=f"install torch first (conda install -p {prefix} pytorch, or pip install torch), then conda install {' '.join(names)}")
+    if torch.is_cpu_only:
+        raise UsageError(f"the environment's torch is {torch.describe()}: a CUDA extension cannot be built against it",
+                         hint="install a CUDA build of torch (conda install pytorch=*=cuda*), then try again")
+    python = prefix_python(prefix)
+    running = Path(sys.executable).absolute() == python.absolute()
+    env = detect_environment(python=None if running else str(python), environ=base)
+    report.step(f"building {', '.join(names)} against {torch.describe()} in {prefix}")
+    entries = None
+    if arch_list:
+        from ..index.model import parse_arch_list
+
+        try:
+            entries = parse_arch_list(arch_list)
+        except ValueError as exc:
+            raise UsageError(f"arch list {arch_list!r}: {exc}", hint="write compute capabilities such as '8.0;9.0'") from None
+    request = InstallRequest(requirements=tuple(names), resolve=Options(arch_list=entries))
+    plan, results = build_only(request, env, index, options, reporter=report, environ=base)
+    changes = [item for item in plan.items if item.name in TORCH_FAMILY and item.kind != "installed"]
+    if changes:
+        raise UsageError(f"{', '.join(names)} cannot be built for the environment's torch ({torch.describe()}): the plan would install {changes[0].requirement or changes[0].name}",
+                         hint="conda cuda plan " + " ".join(names) + " shows why; install the torch it names into the environment first")
+    unbuilt = [item.name for item in plan.items if item.kind == "wheel" and item.name not in TORCH_FAMILY]
+    if unbuilt:
+        raise UsageError(f"{', '.join(unbuilt)}: the plan takes a prebuilt wheel, which the conda install path does not convert yet",
+                         hint=f"conda cuda install {' '.join(unbuilt)} installs it through the environment's pip")
+    python_record = next((record for record in records if record.name == "python"), None)
+    built = []
+    with tempfile.TemporaryDirectory(prefix="cuda-resolve-conda-") as scratch:
+        for result in results:
+            package = package_for(result.wheel.key, torch=torch, python=python_record, python_version=env.python.short_version)
+            made = wheel_to_conda(result.wheel.path, package, Path(scratch),
+                                  extra_info={"toolkit": result.spec.toolkit.root or "", "built_for": format_arch_list(entries) if entries else result.wheel.key.arch_list})
+            path = channel.add(made, package.subdir)
+            report.step(f"{package.name} {package.version} ({package.build}) is in the local channel {channel.url}")
+            built.append(ChannelBuild(package=package, path=path, wheel=result.wheel.path, cache_hit=result.cache_hit))
+    return built
