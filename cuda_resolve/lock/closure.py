@@ -125,12 +125,13 @@ def _resolved(entry: dict[str, object], index: str | None, what: str) -> Resolve
 
 
 def pip_closure(plan: Plan, env: Environment, *, pip_python: str, index_url: str, environ: Mapping[str, str],
-                scratch: Path, name: str) -> list[ResolvedFile]:
+                scratch: Path, name: str, memo: dict[tuple[str, ...], list[dict[str, object]]] | None = None) -> list[ResolvedFile]:
     """Everything ``plan``'s pip steps would install for ``env``, one file each.
 
     Steps that ask the PyTorch index alone are resolved against it alone; later steps keep their
     results (a constraints file pins them) and may see that index too, as the torch pin they
-    repeat is only there."""
+    repeat is only there. ``memo`` keeps each pip answer for the lock's run: profiles of one
+    Python, platform and plan (machine classes that differ only in GPUs or driver) ask pip once."""
     python = sys.executable
     target = platform_options(env)
     found: dict[str, ResolvedFile] = {}
@@ -153,7 +154,13 @@ def pip_closure(plan: Plan, env: Environment, *, pip_python: str, index_url: str
                 words += ["-c", str(constraints)]
             words += args
             indexes = [index_url.rstrip("/")]
-        for entry in _report(python, pip_python, words, environ, what, scratch / f"{name}-{number}.json"):
+        key = (pip_python, *words, constraints.read_text(encoding="utf-8") if "-c" in words else "")
+        entries = memo.get(key) if memo is not None else None
+        if entries is None:
+            entries = _report(python, pip_python, words, environ, what, scratch / f"{name}-{number}.json")
+            if memo is not None:
+                memo[key] = entries
+        for entry in entries:
             resolved = _resolved(entry, indexes[0] if indexes else None, what)
             if resolved.name in found and number > 0 and found[resolved.name].version == resolved.version:
                 continue  # kept from an earlier step

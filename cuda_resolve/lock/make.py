@@ -120,6 +120,7 @@ def make_lock(request: LockRequest, index: Index, config: Config, *, finder: Fil
     records: list[ProfileRecord] = []
     per_profile: dict[str, list[ResolvedFile]] = {}
     skipped: list[str] = []
+    memo: dict[tuple[str, ...], list[dict[str, object]]] = {}
     with tempfile.TemporaryDirectory(prefix="cuda-resolve-lock-") as scratch:
         for profile in profiles:
             report.step(f"profile {profile.name}: resolving {' '.join(request.requests)}")
@@ -138,7 +139,7 @@ def make_lock(request: LockRequest, index: Index, config: Config, *, finder: Fil
                                 hint=f"--python-for {profile.name}=PATH (or install one: pyenv install {profile.environment.python.short_version}, uv python install {profile.environment.python.short_version})")
             report.step(f"profile {profile.name}: pip resolves the closure for Python {profile.environment.python.short_version} ({python})")
             per_profile[profile.name] = pip_closure(plan, profile.environment, pip_python=python, index_url=request.index_url,
-                                                    environ=environ, scratch=Path(scratch), name=profile.name)
+                                                    environ=environ, scratch=Path(scratch), name=profile.name, memo=memo)
             records.append(profile_record(profile, plan, resolution, python))
     if not records:
         raise LockError("no profile fits: " + "; ".join(skipped), hint="see each profile's reason; `cuda-resolve plan REQ --profile FILE --explain` says more")
