@@ -1,0 +1,159 @@
+"""The conda plugin's hooks against a real conda (conda is not on PyPI: these run where conda is
+importable, by hand in the scratch conda of docs/conda.md, and skip elsewhere).
+
+A package converted by the conda-agnostic core is installed by conda's own solver and
+transaction into a prefix whose torch pip installed (visible through the plugin's prefix-data
+loader); a torch record the pin does not accept, or a driver below the package's CUDA, is
+refused by conda's solver; the CPU-torch veto, the inactive-plugin hint, the settings, the
+subcommand and the health check answer through conda.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("conda", reason="conda is not on PyPI; run these with a conda that has the plugin installed (docs/conda.md)")
+pytest.importorskip("conda.plugins.types", reason="needs a conda with plugin hooks (26.x)")
+
+from conda.base.context import context, reset_context
+from conda.core.prefix_data import PrefixData
+from conda.exceptions import CondaError, PackagesNotFoundInChannelsError, UnsatisfiableError
+from conda.models.records import PackageRecord
+
+from conda_plugin import actions
+from cuda_resolve.conda.channel import LocalChannel
+from cuda_resolve.conda.package import package_for, wheel_to_conda
+from cuda_resolve.conda.records import TorchRecord
+from cuda_resolve.versions import CudaVersion
+from cuda_resolve.wheelhouse.key import WheelKey
+
+pytest_plugins = ("conda.testing.fixtures",)
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::PendingDeprecationWarning")
+
+FIXTURE_INDEX = Path(__file__).parent / "data" / "index" / "cuext"
+KEY = WheelKey(package="cuext", version="0.1.0", torch="2.14.1", variant="cu130", python_tag="cp311",
+               platform="manylinux_2_28_x86_64", arch_list="8.0", recipe_digest="0123456789abcdef")
+
+
+@pytest.fixture
+def settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
+    """cuda-resolve sees the fixture index (cuext is curated) and an 8.0 GPU on driver 580."""
+    config = tmp_path / "cuda-resolve.toml"
+    config.write_text(f'index_dirs = ["{FIXTURE_INDEX}"]\n')
+    monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))
+    monkeypatch.setenv("CUDA_RESOLVE_DRIVER", "580.65.06")
+    monkeypatch.setenv("CUDA_RESOLVE_CUDA_ARCH", "8.0")
+    monkeypatch.setenv("CUDA_RESOLVE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CONDA_PLUGINS_CUDA_RESOLVE_ACTIVE", "false")
+    reset_context()
+    return monkeypatch
+
+
+def _active(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
+    monkeypatch.setenv("CONDA_PLUGINS_CUDA_RESOLVE_ACTIVE", "true" if on else "false")
+    reset_context()
+
+
+def _pip_torch(prefix: Path, version: str) -> None:
+    """What `pip install torch` leaves that the plugin reads (no 2 GB download)."""
+    site = prefix / "lib" / "python3.11" / "site-packages"
+    dist = site / f"torch-{version}.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
+    (dist / "INSTALLER").write_text("pip\n")
+    (site / "torch").mkdir()
+    (site / "torch" / "version.py").write_text(f"__version__ = '{version}'\ncuda = '13.0'\n")
+    (prefix / "conda-meta").mkdir(parents=True, exist_ok=True)
+    (prefix / "conda-meta" / "history").write_text("")
+
+
+def _channel_with_cuext(tmp_path: Path) -> LocalChannel:
+    wheel = tmp_path / "cuext-0.1.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("cuext/__init__.py", "VALUE = 1\n")
+        archive.writestr("cuext-0.1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: cuext\nVersion: 0.1.0\n")
+        archive.writestr("cuext-0.1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n")
+        archive.writestr("cuext-0.1.0.dist-info/RECORD", "")
+    torch = TorchRecord(source="pip", version="2.14.1", build="pypi_0", cuda=CudaVersion(13, 0))
+    package = package_for(KEY, torch=torch, python=None, python_version="3.11")
+    channel = LocalChannel(tmp_path / "channel")
+    channel.add(wheel_to_conda(wheel, package, tmp_path / "out"), package.subdir)
+    return channel
+
+
+@pytest.mark.parametrize("solver", ["classic", "rattler"])
+def test_conda_installs_the_converted_package_against_pips_torch(solver: str, tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object) -> None:
+    if solver == "rattler":
+        pytest.importorskip("conda_rattler_solver", reason="conda-rattler-solver is not installed")
+    channel = _channel_with_cuext(tmp_path)
+    prefix = tmp_path / "env"
+    _pip_torch(prefix, "2.14.1")
+    settings.setenv("CONDA_SOLVER", solver)
+    settings.setenv("CONDA_OVERRIDE_CUDA", "13.0")
+    settings.setenv("CONDA_PREFIX_DATA_INTEROPERABILITY", "true")
+    reset_context()
+    torch = PrefixData(str(prefix), interoperability=True).get("torch")
+    assert (torch.version, torch.build) == ("2.14.1", "pypi_0")  # the plugin's prefix-data loader
+    conda_cli("install", "-y", "-p", str(prefix), "--override-channels", "-c", channel.url, "cuext")  # type: ignore[operator]
+    assert (prefix / "lib" / "python3.11" / "site-packages" / "cuext" / "__init__.py").is_file()
+    installed = PrefixData(str(prefix), interoperability=False)
+    installed.reload()
+    assert installed.get("cuext").build.startswith("cp311_pt2141cu130_sm80_h")
+    conda_cli("remove", "-y", "-p", str(prefix), "cuext")  # type: ignore[operator]
+    assert not (prefix / "lib" / "python3.11" / "site-packages" / "cuext").exists()
+
+
+@pytest.mark.parametrize("torch_version, cuda", [("2.13.0", "13.0"), ("2.14.1", "12.8")])
+def test_conda_refuses_what_the_record_does_not_allow(torch_version: str, cuda: str, tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object) -> None:
+    channel = _channel_with_cuext(tmp_path)
+    prefix = tmp_path / "env"
+    _pip_torch(prefix, torch_version)
+    settings.setenv("CONDA_OVERRIDE_CUDA", cuda)
+    settings.setenv("CONDA_PREFIX_DATA_INTEROPERABILITY", "true")
+    reset_context()
+    with pytest.raises((UnsatisfiableError, CondaError)):
+        conda_cli("install", "-y", "-p", str(prefix), "--override-channels", "-c", channel.url, "cuext")  # type: ignore[operator]
+    assert not (prefix / "lib" / "python3.11" / "site-packages" / "cuext").exists()
+
+
+def test_a_cpu_pytorch_is_vetoed_on_a_gpu_machine(settings: pytest.MonkeyPatch) -> None:
+    cpu = PackageRecord(name="pytorch", version="2.5.1", build="cpu_generic_py311_h0_0", build_number=0,
+                        channel="conda-forge", subdir="linux-64", fn="pytorch-2.5.1-cpu_generic_py311_h0_0.conda")
+    cuda = PackageRecord(name="pytorch", version="2.5.1", build="cuda126_generic_py311_h0_300", build_number=300,
+                         channel="conda-forge", subdir="linux-64", fn="pytorch-2.5.1-cuda126_generic_py311_h0_300.conda")
+    actions.veto_solve([cpu])  # inactive: conda decides alone
+    _active(settings, True)
+    with pytest.raises(CondaError, match="CPU-only"):
+        actions.veto_solve([cpu])
+    actions.veto_solve([cuda])
+    settings.setenv("CUDA_RESOLVE_CUDA_ARCH", "")  # no GPU: a CPU build is what the machine can run
+    actions.veto_solve([cpu])
+
+
+def test_the_inactive_plugin_names_the_step_that_activates_it(settings: pytest.MonkeyPatch) -> None:
+    error = PackagesNotFoundInChannelsError(["cuext"], ["file:///nowhere"])
+    [hint] = list(actions.error_hints(error))
+    assert "conda config --set plugins.cuda_resolve_active true" in hint.text
+    assert list(actions.error_hints(PackagesNotFoundInChannelsError(["numpyy"], ["file:///nowhere"]))) == []
+    _active(settings, True)
+    assert list(actions.error_hints(error)) == []
+
+
+def test_settings_subcommand_and_health_check_are_registered(settings: pytest.MonkeyPatch, conda_cli: object) -> None:
+    assert context.plugins.cuda_resolve_active is False
+    _active(settings, True)
+    assert context.plugins.cuda_resolve_active is True
+    out, _, _ = conda_cli("cuda", "--help")  # type: ignore[operator]
+    assert "activate / deactivate" in out
+    out, _, _ = conda_cli("doctor", "--list")  # type: ignore[operator]
+    assert "cuda-resolve:" in out
+
+
+def test_ssl_verify_false_is_refused_before_downloading(settings: pytest.MonkeyPatch) -> None:
+    settings.setenv("CONDA_SSL_VERIFY", "false")
+    reset_context()
+    with pytest.raises(CondaError, match="never downloads without verifying TLS"):
+        actions._refuse_insecure_tls()
