@@ -56,10 +56,11 @@ class PlanItem:
     toolkit: str | None = None
     toolkit_root: str | None = None
     torch: str | None = None  # extensions: the torch build they belong to
+    sha256: str | None = None  # the file's hash, read from its index when the plan is applied
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"name": self.name, "version": self.version, "variant": self.variant, "kind": self.kind}
-        for key in ("requirement", "url", "index", "find_links", "recipe", "repository", "revision", "arch_list", "toolkit", "toolkit_root", "torch"):
+        for key in ("requirement", "url", "sha256", "index", "find_links", "recipe", "repository", "revision", "arch_list", "toolkit", "toolkit_root", "torch"):
             value = getattr(self, key)
             if value is not None:
                 data[key] = value
@@ -77,10 +78,10 @@ class PlanItem:
         item = cls(
             name=table.string("name"), version=table.string("version"), kind=kind,  # type: ignore[arg-type]
             **{key: table.string(key, None) for key in (
-                "variant", "requirement", "url", "index", "find_links", "recipe", "repository", "revision",
+                "variant", "requirement", "url", "sha256", "index", "find_links", "recipe", "repository", "revision",
                 "arch_list", "toolkit", "toolkit_root", "torch")},
         )
-        table.finish(allowed_extra=("sha256", "hashes"))
+        table.finish(allowed_extra=("hashes",))
         return item
 
 

@@ -10,6 +10,7 @@ import http.server
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _torch_env import copy_venv
 
 from cuda_resolve.build.buildenv import max_jobs, unsatisfied
 from cuda_resolve.build.diagnose import diagnose, error_lines
@@ -164,18 +166,9 @@ def _wheel(folder: Path, name: str, version: str, *, files: dict[str, str]) -> P
     return path
 
 
-@pytest.fixture(scope="module")
-def empty_venv_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("template") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
-    return folder
-
-
 @pytest.fixture
 def empty_venv(tmp_path: Path) -> Path:
-    folder = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
-    return folder / "bin" / "python"
+    return copy_venv(tmp_path / "venv")  # a copy of the session's template venv (pip, nothing else)
 
 
 def _freeze(python: Path) -> str:
@@ -224,6 +217,13 @@ def torch_index(tmp_path: Path) -> Iterator[str]:
         server.server_close()
 
 
+def _torch_pin(tmp_path: Path, torch_index: str) -> str:
+    """What the torch step installs once the plan is pinned: the served file and its hash."""
+    name = "torch-2.6.0+cu126-py3-none-any.whl"
+    sha = hashlib.sha256((tmp_path / "served" / "whl" / "cu126" / "torch" / name).read_bytes()).hexdigest()
+    return f"torch @ {torch_index}cu126/torch/{name}#sha256={sha}"
+
+
 def _env_with_torch_index(tmp_path: Path, url: str) -> dict[str, str]:
     config = tmp_path / "config.toml"
     config.write_text(f'[pytorch]\nlayout = "simple"\nurl = "{url}"\n')
@@ -237,8 +237,11 @@ def test_torch_comes_from_the_torch_index_alone(tmp_path: Path, empty_venv: Path
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     [step] = report["prepared"]["pip"]
-    # Only the torch family is asked of that index: no other name can be taken from it.
-    assert step["args"] == ["--index-url", f"{torch_index}cu126/", "torch==2.6.0+cu126"]
+    # Only the torch family is asked of that index: no other name can be taken from it; the plan
+    # was pinned to the file that index lists, with its hash, before pip ran.
+    assert step["args"] == ["--index-url", f"{torch_index}cu126/", _torch_pin(tmp_path, torch_index)]
+    [torch_item] = report["plan"]["install"]
+    assert torch_item["sha256"] == _torch_pin(tmp_path, torch_index).rsplit("=", 1)[1]
     assert {"name": "torch", "before": None, "after": "2.6.0+cu126"} in report["result"]["changed"]
     assert report["result"]["verified_imports"] == ["torch"]
 
@@ -254,6 +257,18 @@ def test_a_failed_install_is_undone(tmp_path: Path, empty_venv: Path, torch_inde
     assert done.returncode == 1
     assert "pip install (extensions and the rest) failed" in done.stderr
     assert "restored: torch 2.6.0+cu126 removed" in done.stderr or "restored:" in done.stderr
+    assert _freeze(empty_venv) == before
+
+
+def test_a_file_whose_hash_differs_from_its_index_page_is_refused_and_nothing_changes(tmp_path: Path, empty_venv: Path,
+                                                                                        torch_index: str) -> None:
+    page = tmp_path / "served" / "whl" / "cu126" / "torch" / "index.html"
+    page.write_text(re.sub(r"sha256=[0-9a-f]{64}", "sha256=" + "0" * 64, page.read_text()))
+    env = _env_with_torch_index(tmp_path, torch_index)
+    before = _freeze(empty_venv)
+    done = _cuda_pip("install", "torch==2.6.0+cu126", "--python", str(empty_venv), env=env)
+    assert done.returncode == 1
+    assert "0" * 64 in done.stderr or "hash" in done.stderr.lower(), done.stderr
     assert _freeze(empty_venv) == before
 
 
@@ -429,7 +444,8 @@ def test_the_torch_step_keeps_the_users_pip_options_but_not_their_indexes(tmp_pa
                      "-r", str(requirements), env=env)
     assert done.returncode == 0, done.stderr
     first = json.loads(done.stdout)["prepared"]["pip"][0]["args"]
-    assert first == ["--proxy", "http://proxy.invalid:3128", "--no-cache-dir", "--index-url", f"{torch_index}cu126/", "torch==2.6.0+cu126"]
+    assert first == ["--proxy", "http://proxy.invalid:3128", "--no-cache-dir", "--index-url", f"{torch_index}cu126/",
+                     _torch_pin(tmp_path, torch_index)]
 
 
 def test_a_constraint_file_limits_what_is_planned(tmp_path: Path) -> None:
@@ -477,7 +493,7 @@ def test_curated_names_in_a_requirement_file_are_planned(tmp_path: Path, empty_v
     report = json.loads(done.stdout)
     first, rest = report["prepared"]["pip"]
     # torch, named only in the file, still comes from the PyTorch index alone; pip reads the file.
-    assert first["args"] == ["--index-url", f"{torch_index}cu126/", "torch==2.6.0+cu126"]
+    assert first["args"] == ["--index-url", f"{torch_index}cu126/", _torch_pin(tmp_path, torch_index)]
     assert rest["args"][:5] == ["--no-index", "--find-links", str(links), "-r", str(requirements)]
     changed = {c["name"]: c["after"] for c in report["result"]["changed"]}
     assert changed["torch"] == "2.6.0+cu126" and changed["tinypkg"] == "1.0"
@@ -593,7 +609,9 @@ def test_a_plan_file_round_trips_and_is_applied_as_written(tmp_path: Path, empty
     done = _cuda_pip("install", "--plan", str(plan_file), "--python", str(empty_venv), "--json", env=env)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert report["result"]["pip_runs"][0][-3:] == ["--index-url", f"{torch_index}cu126/", "torch==2.6.0+cu126"]
+    # plan is offline (no hash); applying pins the file the index lists, with its hash.
+    assert document["install"][0]["url"] is None and "sha256" not in document["install"][0]
+    assert report["result"]["pip_runs"][0][-3:] == ["--index-url", f"{torch_index}cu126/", _torch_pin(tmp_path, torch_index)]
     assert _freeze(empty_venv) != before
 
 

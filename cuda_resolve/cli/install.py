@@ -93,6 +93,22 @@ def _probe(url: str) -> tuple[bool, str]:
     return False, str(answer.error) if answer.error else f"HTTP {answer.status}"
 
 
+def _read_page(url: str) -> tuple[str, str, str]:
+    """An index page (body, content type, the URL that answered) for pinning the plan's wheels;
+    raises when it cannot be read."""
+    from ..install.pins import PEP691_ACCEPT
+    from ..install.transaction import REACHABILITY_SECONDS
+    from ..net.client import Timeouts
+    from ..net.factory import client_from_config
+
+    timeouts = Timeouts(connect=5.0, read=REACHABILITY_SECONDS - 1, deadline=REACHABILITY_SECONDS - 0.5, total=REACHABILITY_SECONDS)
+    with client_from_config(timeouts=timeouts, use_cache=False) as client:
+        response = client.get(url, accept=PEP691_ACCEPT, ttl=0)
+    if response.status != 200:
+        raise OSError(f"HTTP {response.status}")
+    return response.text, response.headers.get("Content-Type", ""), response.final_url
+
+
 def _request(args: argparse.Namespace, requests: Sequence[str], file_requirements: Sequence[FileRequirement],
              file_notes: Sequence[str]) -> InstallRequest:
     from ..resolve import Options
@@ -150,7 +166,8 @@ def run_action(
             return _render_dry_run(args, plan, [], python, mode)
         return _render_builds(args, plan, results, reporter)
     interactive = sys.stdin.isatty() and not args.json
-    result = run(request, env, index, options, reporter=reporter, confirm=_ask if interactive else None, probe=_probe)
+    result = run(request, env, index, options, reporter=reporter, confirm=_ask if interactive else None, probe=_probe,
+                 read_page=_read_page)
     result = replace(result, timings=(("detect", detected), *result.timings))
     if args.dry_run:
         return _render_dry_run(args, result.plan, [list(c) for c in result.pip_runs], python, mode)

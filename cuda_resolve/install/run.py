@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ..build.builder import BuildResult
     from ..resolve import Options as ResolveOptions
     from ..wheelhouse.store import Wheelhouse
+    from .pins import ReadPage
     from .transaction import InstallResult
 
 __all__ = ["InstallRequest", "build_only", "check_names", "complete_for_target", "decide", "run"]
@@ -145,13 +146,16 @@ def run(
     reporter: Reporter | None = None,
     confirm: Callable[[str], bool] | None = None,
     probe: Callable[[str], tuple[bool, str]] | None = None,
+    read_page: ReadPage | None = None,
     wheelhouse: Wheelhouse | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> InstallResult:
     """Decide (or take ``request.plan``), complete and carry out the install; see the module doc.
 
-    With ``request.dry_run`` nothing is built or installed: the result holds the complete plan
-    and, in ``pip_runs``, the exact pip commands a run would execute."""
+    ``read_page`` reads an index page (the network): with it, the plan's wheels are pinned to
+    exact files and hashes first (:func:`.pins.pin_plan`), for a dry run too, so both print the
+    same commands. With ``request.dry_run`` nothing is built or installed: the result holds the
+    complete plan and, in ``pip_runs``, the exact pip commands a run would execute."""
     from ..paths import new_log_path
     from ..wheelhouse.store import Wheelhouse
     from .apply import check_plan_facts
@@ -171,6 +175,9 @@ def run(
         with phases.timed("pre-flight"):
             plan = complete_for_target(plan, environment, index, options, wheelhouse=house, environ=base)
     python = environment.python.executable or "python3"
+    if read_page is not None:
+        with phases.timed("pin"):
+            plan = _pinned(plan, environment, read_page, base)
     if request.dry_run:
         commands = planned_commands(plan, python, house)
         return InstallResult(plan=plan, builds=(), changed=(), verified=(), notes=plan.notes,
@@ -178,6 +185,19 @@ def run(
     result = execute(plan, environment, wheelhouse=house, options=options, probe=probe, environ=base,
                      reporter=report, log_path=new_log_path("install"))
     return replace(result, timings=(*phases.items(), *result.timings))
+
+
+def _pinned(plan: Plan, environment: Environment, read_page: ReadPage, environ: Mapping[str, str]) -> Plan:
+    from ..plan import PYPI_SIMPLE
+    from .pins import pin_plan
+
+    pypi = PYPI_SIMPLE
+    python = environment.python.executable
+    if python and any(item.kind == "wheel" and (item.index or "").rstrip("/") == PYPI_SIMPLE for item in plan.items):
+        from .pipconfig import pip_indexes
+
+        pypi = pip_indexes(python, environ).index_url  # the user's mirror of PyPI, where pip will look
+    return pin_plan(plan, environment, read_page, pypi_index=pypi)
 
 
 def build_only(
