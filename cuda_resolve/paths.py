@@ -21,10 +21,13 @@ __all__ = [
     "config_path",
     "existing_mode",
     "new_log_path",
+    "own_cache_roots",
     "remove_leftovers",
     "resolve_target",
     "user_cache_dir",
     "user_config_dir",
+    "writable",
+    "writable_cache_root",
     "write_atomic",
     "write_temporary",
 ]
@@ -100,6 +103,29 @@ def cache_root() -> Path:
     return user_cache_dir()
 
 
+def writable(folder: Path) -> bool:
+    """Whether this process can create files in ``folder`` (or, where it does not exist yet,
+    in its nearest existing parent). ``os.access`` answers for the file system too: a read-only
+    mount is not writable even for root, who ignores permission bits."""
+    here = Path(folder)
+    while not here.exists():
+        if here.parent == here:
+            return False
+        here = here.parent
+    return here.is_dir() and os.access(here, os.W_OK | os.X_OK)
+
+
+def own_cache_roots() -> tuple[Path, ...]:
+    """The cache folders to read, in order: ``cache_root()`` (``$CUDA_RESOLVE_CACHE_DIR`` may
+    name a lab's shared, read-only folder), then the user's own cache folder."""
+    return tuple(dict.fromkeys((cache_root(), user_cache_dir())))
+
+
+def writable_cache_root() -> Path | None:
+    """The first of :func:`own_cache_roots` this process can write, or None."""
+    return next((root for root in own_cache_roots() if writable(root)), None)
+
+
 def new_log_path(name: str) -> Path:
     """A fresh log file under ``cache_root()/logs``: ``NAME-<UTC time>-<pid>.log``.
 
@@ -107,16 +133,29 @@ def new_log_path(name: str) -> Path:
     the owner's only (0700): a log holds pip's and the build's output, which may quote index or
     proxy credentials however carefully it is redacted. Callers open it with ``open(path, "a")``
     or ``"w"``, which keep that mode. A file of that name already there (the same name twice in
-    one second) is kept, and made 0600."""
-    folder = cache_root() / "logs"
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    _private(folder, 0o700)
+    one second) is kept, and made 0600. Where ``cache_root()`` cannot be written (a shared,
+    read-only cache folder) the log goes under the user's own cache folder instead."""
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    path = folder / f"{name}-{stamp}-{os.getpid()}.log"
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600))
-    if stat.S_IMODE(os.stat(path).st_mode) != 0o600:
-        os.chmod(path, 0o600)
-    return path
+    failure: OSError | None = None
+    for root in own_cache_roots():
+        folder = root / "logs"
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _private(folder, 0o700)
+            path = folder / f"{name}-{stamp}-{os.getpid()}.log"
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600))
+            if stat.S_IMODE(os.stat(path).st_mode) != 0o600:
+                os.chmod(path, 0o600)
+        except OSError as exc:
+            failure = failure or exc
+            continue
+        return path
+    assert failure is not None
+    raise UsageError(
+        f"cannot write a log file in {' or '.join(str(r / 'logs') for r in own_cache_roots())}: "
+        f"{failure.strerror or failure}",
+        hint="set CUDA_RESOLVE_CACHE_DIR (or XDG_CACHE_HOME) to a folder you can write",
+    )
 
 
 def _private(folder: Path, mode: int) -> None:

@@ -316,10 +316,23 @@ _FACTS_SUFFIX = ".cuda.pickle"
 _KEPT_FILES = 14
 
 
-def _parsed_cache_path(key: str, suffix: str) -> Path | None:
-    from ..paths import cache_root
+def _parsed_cache_paths(key: str, suffix: str) -> list[Path]:
+    """Where a parsed index may be, in the order read: ``cache_root()`` (which may be a lab's
+    shared, read-only folder), then the user's own cache folder; written to the first of them
+    that can be written."""
+    from ..paths import own_cache_roots
 
-    return cache_root() / "index" / f"{key}{suffix}"
+    return [root / "index" / f"{key}{suffix}" for root in own_cache_roots()]
+
+
+def _trusted(path: Path) -> bool:
+    """A pickle is code: only one written by this user or by root is loaded (a shared cache
+    folder's files written by someone else are parsed again instead)."""
+    try:
+        owner = path.stat().st_uid
+    except OSError:
+        return False
+    return owner in (0, os.getuid())
 
 
 #: The shipped index pickles to ~50 KB, and a pickle is smaller than the TOML it came from;
@@ -336,18 +349,23 @@ def _read_parsed(key: str | None, suffix: str, expected: type[_T]) -> _T | None:
 
     from .._bounded import read_bytes
 
-    path = _parsed_cache_path(key, suffix) if key else None
-    if path is None:
-        return None
-    try:
-        data = read_bytes(path, limit=_PARSED_LIMIT)
-    except OSError:
-        return None
-    try:
-        loaded = pickle.loads(data)  # noqa: S301 - the user's own cache directory
-    except Exception:  # corrupt bytes raise almost anything (OverflowError, MemoryError, ...)
-        return None
-    return loaded if isinstance(loaded, expected) else None
+    def load(path: Path) -> object:
+        try:
+            data = read_bytes(path, limit=_PARSED_LIMIT)
+        except OSError:
+            return None
+        if not _trusted(path):
+            return None
+        try:
+            return pickle.loads(data)  # noqa: S301 - written by this user (or root), checked above
+        except Exception:  # corrupt bytes raise almost anything (OverflowError, MemoryError, ...)
+            return None
+
+    for path in _parsed_cache_paths(key, suffix) if key else []:
+        loaded = load(path)
+        if isinstance(loaded, expected):
+            return loaded
+    return None
 
 
 def _write_parsed(key: str | None, suffix: str, value: object) -> None:
@@ -355,19 +373,20 @@ def _write_parsed(key: str | None, suffix: str, value: object) -> None:
 
     from ..paths import write_atomic
 
-    path = _parsed_cache_path(key, suffix) if key else None
-    if path is None:
+    if not key:
         return
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     if len(data) > _PARSED_LIMIT:
         return  # it would never be read back
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        for old in sorted(path.parent.glob("*.pickle"), key=lambda p: p.lstat().st_mtime)[:-_KEPT_FILES]:
-            old.unlink(missing_ok=True)
-        write_atomic(path, data)
-    except OSError:
-        return  # a read-only cache (or a FIFO where the file goes) is not an error: parse again
+    for path in _parsed_cache_paths(key, suffix):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            for old in sorted(path.parent.glob("*.pickle"), key=lambda p: p.lstat().st_mtime)[:-_KEPT_FILES]:
+                old.unlink(missing_ok=True)
+            write_atomic(path, data)
+        except OSError:
+            continue  # a read-only cache (or a FIFO where the file goes): the next folder, else parse again
+        return
 
 
 # Read once per process, whichever is asked first: the facts of an index already read come

@@ -293,33 +293,67 @@ def covering_reason(entry: StoredWheel, coverage: Coverage) -> str:
 
 
 class Wheelhouse:
-    """A wheelhouse folder. Reading needs only read access (a read-only NFS share works for
-    lookups and installs); :meth:`lock`, :meth:`publish` and :meth:`remove` need write access."""
+    """A wheelhouse folder. Reading needs only read access and takes no lock (a read-only NFS
+    share works for lookups and installs); :meth:`lock`, :meth:`publish` and :meth:`remove`
+    need write access.
 
-    def __init__(self, root: Path, *, origin: str = "given") -> None:
+    ``shared``: read-only wheelhouses searched before this one (a lab's folder this process
+    cannot write, see :meth:`default`): :meth:`lookup`, :meth:`find_covering`, :meth:`scan` and
+    :meth:`entry_dir` see their entries first; everything written goes to ``root``."""
+
+    def __init__(self, root: Path, *, origin: str = "given", shared: Sequence[Wheelhouse] = ()) -> None:
         self.root = Path(root).expanduser().absolute()
         #: Where the location came from, for messages: "$CUDA_RESOLVE_WHEELHOUSE", "the config file ...".
         self.origin = origin
+        self.shared = tuple(shared)
+        #: Said once to the user where the configured wheelhouse is read-only here.
+        self.notes: tuple[str, ...] = tuple(
+            f"the wheelhouse {house.root} (from {house.origin}) cannot be written here: its wheels are used, "
+            f"new builds go to {self.root}; lookups search both, {house.root} first" for house in self.shared)
 
     def __repr__(self) -> str:
-        return f"Wheelhouse({str(self.root)!r}, origin={self.origin!r})"
+        shared = f", shared={list(self.shared)!r}" if self.shared else ""
+        return f"Wheelhouse({str(self.root)!r}, origin={self.origin!r}{shared})"
 
     @classmethod
     def default(cls, environ: Mapping[str, str] | None = None) -> Wheelhouse:
         """``$CUDA_RESOLVE_WHEELHOUSE``, else the config file's ``wheelhouse``, else
-        ``<cuda-resolve's cache folder>/wheelhouse``."""
+        ``<cuda-resolve's cache folder>/wheelhouse``. A named folder this process cannot write
+        (a lab's share mounted read-only) still serves its wheels: it is searched first, and
+        builds go to the wheelhouse under the user's own cache folder (:attr:`notes` says so)."""
         env = os.environ if environ is None else environ
         named = env.get(WHEELHOUSE_ENV, "").strip()
-        if named:
-            return cls(Path(named), origin=f"${WHEELHOUSE_ENV}")
-        from ..config import load_config
-
-        config = load_config(environ=env)
-        if config.wheelhouse is not None:
-            return cls(config.wheelhouse, origin=f"the config file {config.path}")
         cache_override = env.get("CUDA_RESOLVE_CACHE_DIR", "").strip()
         base = Path(cache_override) if cache_override else cache_root()
-        return cls(base / "wheelhouse", origin="the default (cuda-resolve's cache folder)")
+        own = cls(base / "wheelhouse", origin="the default (cuda-resolve's cache folder)")
+        if named:
+            chosen = cls(Path(named), origin=f"${WHEELHOUSE_ENV}")
+        else:
+            from ..config import load_config
+
+            config = load_config(environ=env)
+            chosen = cls(config.wheelhouse, origin=f"the config file {config.path}") if config.wheelhouse is not None else own
+        return chosen.with_writable_fallback(environ=env)
+
+    def with_writable_fallback(self, *, environ: Mapping[str, str] | None = None) -> Wheelhouse:
+        """This wheelhouse where this process can write it; else a wheelhouse under the user's
+        own cache folder that searches this one first (this one unchanged when there is none)."""
+        from ..paths import user_cache_dir, writable
+
+        if writable(self.root):
+            return self
+        env = os.environ if environ is None else environ
+        cache_override = env.get("CUDA_RESOLVE_CACHE_DIR", "").strip()
+        for base in dict.fromkeys([*([Path(cache_override)] if cache_override else []), user_cache_dir(env)]):
+            own = (base / "wheelhouse").expanduser().absolute()
+            if own != self.root and writable(own):
+                return Wheelhouse(own, origin="the user's own cache folder (the configured wheelhouse is read-only here)",
+                                  shared=(self,))
+        return self
+
+    def _layers(self) -> tuple[Wheelhouse, ...]:
+        """Where entries are searched, in order: the shared wheelhouses, then this one."""
+        return (*self.shared, self)
 
     # -- paths -------------------------------------------------------------------------------
 
@@ -338,6 +372,14 @@ class Wheelhouse:
         return self.root / "index.html"
 
     def entry_dir(self, key: WheelKey) -> Path:
+        """The folder of ``key``'s entry: in the first shared wheelhouse that holds a complete
+        one, else here (where :meth:`publish` puts it)."""
+        for house in self.shared:
+            if (house._own_entry_dir(key) / ENTRY_FILE).is_file():
+                return house._own_entry_dir(key)
+        return self._own_entry_dir(key)
+
+    def _own_entry_dir(self, key: WheelKey) -> Path:
         return self.wheels_dir / key.canonical_package / key.digest
 
     def lock_path(self, key: WheelKey) -> Path:
@@ -436,10 +478,15 @@ class Wheelhouse:
 
     def lookup(self, key: WheelKey) -> StoredWheel | None:
         """The complete entry for ``key`` whose file matches its recorded sha256 and size, or None
-        (never built, interrupted, tampered with or damaged: the caller builds and publishes)."""
+        (never built, interrupted, tampered with or damaged: the caller builds and publishes).
+        The shared wheelhouses are searched first; no lock is taken."""
+        for house in self.shared:
+            found = house.lookup(key)
+            if found is not None:
+                return found
         if not self._check_root():
             return None
-        path = self.entry_dir(key) / ENTRY_FILE
+        path = self._own_entry_dir(key) / ENTRY_FILE
         try:
             text = path.read_text(encoding="utf-8")
         except (FileNotFoundError, NotADirectoryError):
@@ -464,13 +511,16 @@ class Wheelhouse:
         one-line reason; None when there is none. A better-ranked entry that fails
         :meth:`verify` is passed over for the next. Never a wheel that misses a GPU or differs
         from ``query`` in any field; None for an empty ``capabilities`` (use :meth:`lookup`)."""
-        if not capabilities or not self._check_root():
+        if not capabilities:
             return None
-        entries: list[StoredWheel] = []
-        self._scan_project(self.wheels_dir / query.canonical_package, entries, [])
-        for entry, coverage in rank_covering(entries, query, capabilities):
-            if self.verify(entry) is None:
-                return entry, covering_reason(entry, coverage)
+        for house in self._layers():  # a shared wheelhouse's best before this one's
+            if not house._check_root():
+                continue
+            entries: list[StoredWheel] = []
+            house._scan_project(house.wheels_dir / query.canonical_package, entries, [])
+            for entry, coverage in rank_covering(entries, query, capabilities):
+                if house.verify(entry) is None:
+                    return entry, covering_reason(entry, coverage)
         return None
 
     def scan(self) -> tuple[list[StoredWheel], list[str]]:
@@ -479,6 +529,10 @@ class Wheelhouse:
         that is not one."""
         entries: list[StoredWheel] = []
         problems: list[str] = []
+        for house in self.shared:
+            found, trouble = house.scan()
+            entries.extend(found)
+            problems.extend(trouble)
         if not self._check_root() or not self.wheels_dir.is_dir():
             return entries, problems
         try:
@@ -544,7 +598,7 @@ class Wheelhouse:
         with self.lock(key):
             self._clean_leftovers(own=key.digest)
             project_dir = self.wheels_dir / key.canonical_package
-            final = self.entry_dir(key)
+            final = self._own_entry_dir(key)
             try:
                 project_dir.mkdir(parents=True, exist_ok=True)
                 staging = Path(tempfile.mkdtemp(prefix=f"{_TMP}{key.digest}-{_host_token()}-", dir=project_dir))
@@ -600,8 +654,12 @@ class Wheelhouse:
     def remove(self, entry: StoredWheel) -> None:
         """Remove ``entry`` (it disappears in one rename, then its files go) and refresh the pages."""
         key = entry.key
+        shared = next((house for house in self.shared if entry.path.is_relative_to(house.root)), None)
+        if shared is not None:
+            raise WheelhouseError(f"{entry.path} is in the shared wheelhouse {shared.root}, which cannot be written here",
+                                  hint="ask whoever maintains the shared wheelhouse to remove it")
         with self.lock(key):
-            final = self.entry_dir(key)
+            final = self._own_entry_dir(key)
             if final.is_dir():
                 retired = final.parent / _retired_name(key)
                 try:
@@ -619,7 +677,8 @@ class Wheelhouse:
         name (same ABI label, different recipe digest) the newest is listed."""
         with self._hold(self.root / "locks" / "wheelhouse.lock", _PAGES_LOCK_TIMEOUT, "the index pages"):
             newest: dict[str, StoredWheel] = {}
-            for entry in self.entries():
+            own = Wheelhouse(self.root, origin=self.origin)  # the pages list this folder's wheels only
+            for entry in own.entries():
                 current = newest.get(entry.filename)
                 if current is None or (entry.created, entry.key.digest) > (current.created, current.key.digest):
                     newest[entry.filename] = entry
