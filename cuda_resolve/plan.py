@@ -290,6 +290,16 @@ def _torch_family_item(candidate: Candidate, torch: Candidate | None, env: Envir
 def _extension_item(candidate: Candidate, torch: Candidate | None, env: Environment, extras: tuple[str, ...] = ()) -> PlanItem:
     torch_label = f"{torch.version}" if torch else None
     name = candidate.package.name if candidate.package else candidate.name
+    if candidate.kind == "installed":
+        # A build installed earlier that fits (resolve.installed): kept as it is, nothing fetched.
+        return PlanItem(
+            name=name,
+            version=str(candidate.version),
+            kind="installed",
+            variant=candidate.variant,
+            arch_list=format_arch_list(candidate.arch_list) or None,
+            torch=f"{candidate.torch_version}+{candidate.variant}" if candidate.torch_version is not None else torch_label,
+        )
     if candidate.kind == "build":
         toolkit = candidate.toolkit
         recipe = candidate.recipe

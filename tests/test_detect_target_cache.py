@@ -43,9 +43,9 @@ def test_the_probe_is_reused_until_a_package_changes(tmp_path: Path, monkeypatch
     calls: list[int] = []
     real_probe = _target_probe.probe
 
-    def counting_probe() -> dict[str, object]:
+    def counting_probe(*names: object) -> dict[str, object]:
         calls.append(1)
-        return real_probe()
+        return real_probe(*names)
 
     monkeypatch.setattr(_target_probe, "probe", counting_probe)
     again = probe_target(None, environ={}, timeout=5, cache=cache)
@@ -66,7 +66,7 @@ def test_without_a_cache_the_probe_always_runs(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
     calls: list[int] = []
     real_probe = _target_probe.probe
-    monkeypatch.setattr(_target_probe, "probe", lambda: calls.append(1) or real_probe())
+    monkeypatch.setattr(_target_probe, "probe", lambda *names: calls.append(1) or real_probe(*names))
     probe_target(None, environ={}, timeout=5)
     probe_target(None, environ={}, timeout=5)
     assert calls == [1, 1]
@@ -84,7 +84,7 @@ def test_unrelated_files_on_the_path_do_not_invalidate_it(tmp_path: Path, monkey
     probe_target(None, environ={}, timeout=5, cache=cache)
     calls: list[int] = []
     real_probe = _target_probe.probe
-    monkeypatch.setattr(_target_probe, "probe", lambda: calls.append(1) or real_probe())
+    monkeypatch.setattr(_target_probe, "probe", lambda *names: calls.append(1) or real_probe(*names))
     (workdir / "notes.txt").write_text("changed\n")
     (site / "README.txt").write_text("not a package\n")
     probe_target(None, environ={}, timeout=5, cache=cache)

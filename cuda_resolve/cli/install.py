@@ -110,7 +110,7 @@ def _read_page(url: str) -> tuple[str, str, str]:
 
 
 def _request(args: argparse.Namespace, requests: Sequence[str], file_requirements: Sequence[FileRequirement],
-             file_notes: Sequence[str]) -> InstallRequest:
+             file_notes: Sequence[str], *, keep_installed: bool = True) -> InstallRequest:
     from ..resolve import Options
     from .plan import parse_arch_list
 
@@ -126,7 +126,8 @@ def _request(args: argparse.Namespace, requests: Sequence[str], file_requirement
     return InstallRequest(
         requirements=tuple(requests), file_requirements=tuple(file_requirements), file_notes=tuple(file_notes),
         resolve=Options(allow_torch_change=args.allow_torch_change, strict_driver=args.strict_driver,
-                        arch_list=parse_arch_list(args.arch_list) if args.arch_list else None),
+                        arch_list=parse_arch_list(args.arch_list) if args.arch_list else None,
+                        rebuild=bool(getattr(args, "rebuild", False)) or not keep_installed),
         accept_names=tuple(args.accept_name), plan=plan, dry_run=bool(args.dry_run),
     )
 
@@ -155,7 +156,8 @@ def run_action(
     from ._common import index_from_args
 
     index = index_from_args(args)
-    request = _request(args, requests, file_requirements, file_notes)
+    # `build` makes wheels: an installed build that fits is no reason to make none.
+    request = _request(args, requests, file_requirements, file_notes, keep_installed=mode == "install")
     smoke = bool(getattr(args, "smoke", False))
     verify = not getattr(args, "no_verify", False)
     options = install_options(args, pip_args=pip_args, smoke=smoke, verify=verify)

@@ -138,6 +138,7 @@ def _detect(
         scheduler=scheduler_facts(env),
         variables=variable_facts(env),
         extensions=extensions,
+        installed_extensions=target.installed_extensions,
         notes=tuple(dict.fromkeys(notes)),
         source="detected",
     )

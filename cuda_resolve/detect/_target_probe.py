@@ -307,14 +307,31 @@ def _user_site():
         return None
 
 
-def probe():
-    # type: () -> Dict[str, Any]
+def _installed_extensions(distributions, names):
+    # type: (Distributions, List[str]) -> List[Dict[str, str]]
+    """The asked-for distributions (the index's curated packages) as metadata names them; the
+    version's local label is reported as it is and read back by cuda-resolve, not here."""
+    found = []
+    for name in names:
+        entry = distributions.get(name)
+        if entry is not None:
+            found.append({"name": entry[0], "version": entry[1]})
+    return found
+
+
+def probe(extension_names=()):
+    # type: (Any) -> Dict[str, Any]
+    """The report; *extension_names* (normalized) are the curated packages whose installed
+    distributions are reported too: only those names are read, so the probe stays cheap."""
     # Each part reports its own failure: one odd file must not cost the whole report.
     search_path = _search_path()
     errors = []
+    extensions = sorted(set(_normalize(name) for name in extension_names))
     distributions = {}  # type: Distributions
     try:
-        distributions = _distributions(search_path, lambda name: name in _TORCH_FAMILY or _is_cuda_wheel_name(name))
+        distributions = _distributions(
+            search_path, lambda name: name in _TORCH_FAMILY or _is_cuda_wheel_name(name) or name in extensions
+        )
     except Exception as exc:
         errors.append("reading installed distributions: %r" % (exc,))
     torch = None
@@ -339,13 +356,14 @@ def probe():
         "glibc": _glibc(),
         "torch": torch,
         "nvidia_wheels": _nvidia_wheels(distributions) if torch is not None else [],
+        "installed_extensions": _installed_extensions(distributions, extensions),
         "errors": errors,
     }
 
 
 if __name__ == "__main__":
     try:
-        report = probe()
+        report = probe(sys.argv[1:])  # "python -c SOURCE NAME...": the curated names to report
     except Exception as exc:
         report = {"fatal": repr(exc), "version": "%d.%d.%d" % tuple(sys.version_info[:3])}
     sys.stdout.write(json.dumps(report))

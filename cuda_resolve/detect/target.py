@@ -10,7 +10,9 @@ process, with no subprocess at all.
 
 Both reports are remembered in the probe cache while the distributions and torch on the
 interpreter's import path stay the same (:func:`_installed_key`); another interpreter's entry is
-also keyed by its path, its venv and the variables that move its import path.
+also keyed by its path, its venv and the variables that move its import path. Both keys carry the
+report's format and the curated package names asked for (:func:`curated_extension_names`), whose
+installed distributions the report lists: an entry written before either changed is never read.
 
 A ``--python`` that is not an interpreter is the user's mistake, so it raises
 :class:`~cuda_resolve.errors.UsageError`; everything found inside a working interpreter
@@ -21,17 +23,18 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..environment import NvidiaWheel, PythonInfo, TorchInfo
-from ..errors import UsageError
+from ..environment import InstalledExtension, NvidiaWheel, PythonInfo, TorchInfo
+from ..errors import CudaResolveError, UsageError
 from ..versions import CudaVersion
 from ._files import which
 from ._run import run
 
-__all__ = ["MINIMUM_TARGET", "TargetFacts", "facts_from_report", "probe_target", "resolve_python"]
+__all__ = ["MINIMUM_TARGET", "TargetFacts", "curated_extension_names", "facts_from_report", "probe_target", "resolve_python"]
 
 #: The oldest interpreter cuda-resolve installs into.
 MINIMUM_TARGET = (3, 7)
@@ -46,6 +49,7 @@ class TargetFacts:
     glibc: str | None
     torch: TorchInfo | None
     notes: tuple[str, ...] = ()
+    installed_extensions: tuple[InstalledExtension, ...] = ()
 
 
 def resolve_python(python: str, environ: Mapping[str, str]) -> str:
@@ -73,8 +77,65 @@ def _probe_source() -> str:
     return files(__package__).joinpath("_target_probe.py").read_text(encoding="utf-8")
 
 
-def _run_probe(python: str, *, environ: Mapping[str, str], timeout: float) -> dict[str, Any]:
-    ran = run([python, "-c", _probe_source()], timeout=timeout, environ=environ, cwd="/")
+#: The report's shape, part of every cache key: a report cached by an older cuda-resolve (without
+#: ``installed_extensions``) is not taken for a new one.
+_REPORT_FORMAT = "report/2"
+#: A package file of the index larger than this is not read for its name.
+_PACKAGE_FILE_LIMIT = 1024 * 1024
+_PACKAGE_NAME = re.compile(r'^\[package\][ \t]*$.*?^name[ \t]*=[ \t]*"([^"\n]+)"', re.MULTILINE | re.DOTALL)
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _package_file_name(entry: Any) -> str:
+    """The ``[package]`` table's ``name`` in an index package file, read as text (no TOML parse);
+    the file's stem when it cannot be read or names none (the index parser reports that)."""
+    stem = str(entry.name).removesuffix(".toml")
+    try:
+        if isinstance(entry, os.PathLike):
+            from .._bounded import read_text
+
+            text = read_text(entry, limit=_PACKAGE_FILE_LIMIT)
+        else:  # a zipped install's resource
+            text = entry.read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        return stem
+    match = _PACKAGE_NAME.search(text)
+    return match.group(1) if match else stem
+
+
+def curated_extension_names(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The packages the index curates (normalized names), from the package files of the shipped
+    index and the configured overlays: a directory listing and a line per file, not the parsed
+    index (``doctor`` reads only the index's CUDA facts). ``--index DIR`` given to one command is
+    not known here. A broken overlay setting costs its names, never the detection."""
+    from ..index.load import overlay_dirs, shipped_index_dir
+
+    roots: list[Any] = []
+    try:
+        roots.append(shipped_index_dir())
+        roots.extend(overlay_dirs(dict(environ)))
+    except (CudaResolveError, OSError):
+        pass
+    names: set[str] = set()
+    for root in roots:
+        try:
+            folder = root.joinpath("packages")
+            entries = list(folder.iterdir()) if folder.is_dir() else []
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.endswith(".toml") and not entry.name.startswith(".#"):
+                names.add(_normalized(_package_file_name(entry)))
+    return tuple(sorted(names))
+
+
+def _run_probe(
+    python: str, *, environ: Mapping[str, str], timeout: float, extension_names: Sequence[str] = ()
+) -> dict[str, Any]:
+    ran = run([python, "-c", _probe_source(), *extension_names], timeout=timeout, environ=environ, cwd="/")
     if ran is None:
         raise UsageError(f"--python {python}: could not be run as a program", hint=_HINT)
     if ran.timed_out:
@@ -165,7 +226,7 @@ def _storable(report: dict[str, Any]) -> bool:
     return not report.get("errors") and "fatal" not in report
 
 
-def _in_process_report(cache: _ReportCache | None) -> dict[str, Any]:
+def _in_process_report(cache: _ReportCache | None, extension_names: Sequence[str] = ()) -> dict[str, Any]:
     """This interpreter's probe report, remembered while its installed packages stay the same.
 
     Reading the installed distributions (``importlib.metadata``) is most of what ``doctor`` costs
@@ -176,11 +237,12 @@ def _in_process_report(cache: _ReportCache | None) -> dict[str, Any]:
 
     key = None
     if cache is not None:
-        key = f"{sys.executable}|{_installed_key(_target_probe._search_path())}"
+        asked = ",".join(extension_names)
+        key = f"{_REPORT_FORMAT}|{asked}|{sys.executable}|{_installed_key(_target_probe._search_path())}"
         cached = cache.get("target", key)
         if isinstance(cached, dict):
             return cached
-    report: dict[str, Any] = _target_probe.probe()
+    report: dict[str, Any] = _target_probe.probe(extension_names)
     if key is not None and cache is not None and _storable(report):
         cache.put("target", key, report)
     return report
@@ -225,7 +287,8 @@ _SETTLED_NS = 2_000_000_000
 
 
 def _subprocess_report(
-    python: str, *, environ: Mapping[str, str], timeout: float, cache: _ReportCache | None
+    python: str, *, environ: Mapping[str, str], timeout: float, cache: _ReportCache | None,
+    extension_names: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Another interpreter's report, remembered like the in-process one: the probe's run (the
     interpreter's start, its site hooks, reading metadata) is most of what ``doctor`` costs
@@ -233,6 +296,8 @@ def _subprocess_report(
     import time
 
     key = _interpreter_key(python, environ) if cache is not None else None
+    if key is not None:
+        key = f"{_REPORT_FORMAT}|{','.join(extension_names)}|{key}"
     if key is not None and cache is not None:
         cached = cache.get("target-run", key)
         if isinstance(cached, dict) and isinstance(cached.get("report"), dict):
@@ -241,7 +306,7 @@ def _subprocess_report(
                 report: dict[str, Any] = cached["report"]
                 return report
     started = time.time_ns()
-    report = _run_probe(python, environ=environ, timeout=timeout)
+    report = _run_probe(python, environ=environ, timeout=timeout, extension_names=extension_names)
     watched = _watched_folders(report)
     if key is None or cache is None or watched is None or not _storable(report):
         return report
@@ -254,13 +319,17 @@ def _subprocess_report(
 
 
 def probe_target(
-    python: str | None, *, environ: Mapping[str, str], timeout: float, cache: _ReportCache | None = None
+    python: str | None, *, environ: Mapping[str, str], timeout: float, cache: _ReportCache | None = None,
+    extension_names: Sequence[str] | None = None,
 ) -> TargetFacts:
-    """Facts of *python* (already checked by :func:`resolve_python`), or of this interpreter."""
+    """Facts of *python* (already checked by :func:`resolve_python`), or of this interpreter.
+    *extension_names*: the packages whose installed distributions are reported (default: those
+    the index curates, :func:`curated_extension_names`)."""
+    names = curated_extension_names(environ) if extension_names is None else tuple(sorted({_normalized(n) for n in extension_names}))
     if python is None:
-        report = _in_process_report(cache)
+        report = _in_process_report(cache, names)
     else:
-        report = _subprocess_report(python, environ=environ, timeout=timeout, cache=cache)
+        report = _subprocess_report(python, environ=environ, timeout=timeout, cache=cache, extension_names=names)
     return facts_from_report(report, origin=python)
 
 
@@ -301,6 +370,7 @@ def facts_from_report(report: dict[str, Any], *, origin: str | None = None) -> T
         glibc=report.get("glibc"),
         torch=torch,
         notes=(*notes, *torch_notes),
+        installed_extensions=_installed_extensions(report.get("installed_extensions")),
     )
 
 
@@ -360,6 +430,19 @@ def _torch(data: dict[str, Any] | None, wheels: Any) -> tuple[TorchInfo | None, 
         torchaudio=_text(data.get("torchaudio")),
     )
     return torch, notes
+
+
+def _installed_extensions(entries: Any) -> tuple[InstalledExtension, ...]:
+    """The report's ``installed_extensions``; an entry that is not a name and a version is left out."""
+    if not isinstance(entries, list):
+        return ()
+    found: list[InstalledExtension] = []
+    for entry in entries:
+        if isinstance(entry, dict):
+            name, version = _text(entry.get("name")), _text(entry.get("version"))
+            if name is not None and version is not None:
+                found.append(InstalledExtension(name=name, version=version))
+    return tuple(found)
 
 
 def _text(value: Any) -> str | None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from ..build.buildenv import max_jobs, unsatisfied
 from ..build.builder import wheel_key
@@ -143,6 +144,19 @@ def _planned_build(spec: BuildSpec, source: str, wheelhouse: Wheelhouse | None, 
     return PlannedBuild(spec=spec, key=key, source=source), None
 
 
+def _installed_as_planned(item: PlanItem, installed: Mapping[str, str]) -> bool:
+    """``item`` is kept as installed, and the target still has it (torch's metadata may lack the
+    local tag its version.py has: the release decides)."""
+    if item.kind != "installed" or (found := installed.get(canonicalize_name(item.name))) is None:
+        return False
+    if item.name in TORCH_FAMILY:
+        return found.split("+", 1)[0] == item.version.split("+", 1)[0]
+    try:
+        return Version(found) == Version(item.version)
+    except InvalidVersion:
+        return False
+
+
 def complete_plan(
     plan: Plan,
     env: Environment,
@@ -199,8 +213,10 @@ def complete_plan(
             else:
                 imports.append(import_name)
         elif item.kind == "installed":
-            # Hold what is installed where it is: pip must not move torch to satisfy a dependency.
-            main_requirements.append(f"{item.name}=={item.version.split('+', 1)[0]}")
+            if item.name in TORCH_FAMILY:
+                # Hold what is installed where it is: pip must not move torch to satisfy a dependency.
+                main_requirements.append(f"{item.name}=={item.version.split('+', 1)[0]}")
+            # An installed extension build that fits is kept as it is: nothing asks pip to move it.
         elif item.name in TORCH_FAMILY:
             if item.index and item.index.rstrip("/") != PYPI_SIMPLE:
                 from_torch_index.append(item)
@@ -239,7 +255,10 @@ def complete_plan(
                   and all(item.kind in ("installed", "build") for item in plan.items))
     notes = [note for b in builds for note in b.spec.notes]
     skip_pip = None
-    if (only_built and installed is not None and not options.smoke and len(reused_files) == len(builds)
+    if (plan.items and not builds and not plan.pass_through and not options.pip_args and not options.smoke
+            and installed is not None and all(_installed_as_planned(item, installed) for item in plan.items)):
+        skip_pip = "every planned package is installed at the planned version: pip is not run"
+    elif (only_built and installed is not None and not options.smoke and len(reused_files) == len(builds)
             and all(installed.get(canonicalize_name(b.spec.package)) == b.key.labelled_version for b in builds)):
         skip_pip = "every planned package is installed at the planned version: pip is not run"
     elif only_built and installed is not None and all(requirements_met(runtime[d], installed, env) for d in digests):

@@ -270,6 +270,8 @@ def _build_reason(candidate: Candidate, chosen: Sequence[Candidate], catalogue: 
 def _reason(candidate: Candidate, chosen: list[Candidate], env: Environment, index: Index, catalogue: Catalogue) -> str:
     gpus = ", ".join(f"{gpu.name} ({gpu.compute_capability})" for gpu in env.gpus) or "no GPU"
     if candidate.kind == "installed":
+        if candidate.note:  # an installed extension build: what its label says, and why that fits
+            return candidate.note
         return f"{candidate.label}: already installed and fits this machine ({gpus}): kept"
     if candidate.name == "torch":
         dependents = [c for c in chosen if c.name != "torch" and c.kind == "wheel" and c.torch_version is not None]

@@ -54,6 +54,7 @@ class Options:
     allow_torch_change: bool = False
     strict_driver: bool = False
     arch_list: tuple[ArchEntry, ...] | None = None  # override for source builds
+    rebuild: bool = False  # an installed build is never kept (--rebuild, `cuda-resolve build`)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,6 +141,12 @@ RULES: dict[str, str] = {
     "arch-list-needed": "other",  # no GPU here and no --arch-list
     "arch-list-unknown": "other",  # the index does not know the build's arch list
     "no-torch-pair": "other",
+    # An installed build of an extension that is not kept; "other": the builds that follow
+    # explain a conflict better than the build they replace.
+    "installed-build-torch": "other",  # its label names another torch than the installed one
+    "installed-build-gpu": "other",  # its arch list misses a GPU here
+    "installed-build-unknown": "other",  # its version carries no build label
+    "installed-build-ignored": "other",  # --rebuild or --arch-list: a new build is asked for
 }
 
 
@@ -364,8 +371,31 @@ class Catalogue:
                 self.reject(name, name, f"{name}: no release pairs with any torch that fits this machine", "no-torch-pair")
 
     # -- extension packages ----------------------------------------------------------------
+    def _installed_build(self, package: Package) -> Candidate | None:
+        """The installed build of ``package``, when it is kept (see :mod:`.installed`); else the
+        rejection that says why not is recorded."""
+        from .installed import Refused, judge_installed
+
+        name = canonicalize_name(package.name)
+        found = next((e for e in self.env.installed_extensions if canonicalize_name(e.name) == name), None)
+        if found is None:
+            return None
+        torch = self.installed_torch
+        pinned = (_base(torch.version), torch.variant) if torch is not None and torch.variant else None
+        verdict = judge_installed(found, torch=pinned, gpus=self.env.gpus, arch_list_given=self.options.arch_list is not None,
+                                  rebuild=self.options.rebuild, releases=self.index.torch)
+        if isinstance(verdict, Refused):
+            self.reject(package.name, f"installed {found.name} {found.version}", verdict.reason, verdict.kind, **dict(verdict.facts))
+            return None
+        assert torch is not None and pinned is not None  # kept only for the installed torch
+        return Candidate(
+            name=name, version=Version(found.version), kind="installed", variant=pinned[1], cuda=torch.cuda,
+            torch_version=pinned[0], arch_list=verdict.arch_list, package=package, requires=package.requires, note=verdict.reason,
+        )
+
     def _package_candidates(self, package: Package) -> None:
         name = canonicalize_name(package.name)
+        installed_build = self._installed_build(package)
         ranked: list[tuple[tuple[int, ...], Candidate]] = []
         installed = self.installed_torch
         keeps_installed = installed is not None
@@ -380,7 +410,8 @@ class Catalogue:
                 rank = (int(matches_installed), 0, *recipe.version.release, 0, 0, 0, 0)
                 ranked.append((rank, candidate))
         ranked.sort(key=lambda item: item[0], reverse=True)
-        self._by_name[name] = [candidate for _, candidate in ranked]
+        # The installed build that fits comes first, as the installed torch does.
+        self._by_name[name] = [*([installed_build] if installed_build else []), *(candidate for _, candidate in ranked)]
 
     @staticmethod
     def _cuda_rank(variant: str | None) -> int:
@@ -503,7 +534,7 @@ class Catalogue:
         origin = candidate.label
         if candidate.name in ("torchvision", "torchaudio") and candidate.pairs_with is not None:
             deps.append(Req(name="torch", specifier=SpecifierSet(f"=={candidate.pairs_with}"), variant=candidate.variant, origin=origin))
-        elif candidate.kind == "wheel" and candidate.torch_version is not None:
+        elif candidate.kind in ("wheel", "installed") and candidate.torch_version is not None:
             deps.append(Req(name="torch", specifier=SpecifierSet(f"=={candidate.torch_version}"), variant=candidate.variant, origin=origin))
         elif candidate.kind == "build" and candidate.toolkit is not None:
             deps.append(Req(name="torch", specifier=candidate.torch_spec or SpecifierSet(), cuda_major=candidate.toolkit.version.major, origin=origin))
