@@ -126,8 +126,15 @@ def render_plan(plan: Plan, *, explain: bool) -> None:
         table.add_column(column)
     # A narrow or piped console folds a long URL over several lines instead of cutting it short.
     table.add_column("from", overflow="fold")
+    from packaging.utils import canonicalize_name
+
+    reused = {canonicalize_name(b.spec.package): b for b in plan.builds if b.reused}
     for item in plan.items:
-        if item.kind == "build":
+        build = reused.get(canonicalize_name(item.name)) if item.kind == "build" else None
+        if build is not None:
+            archs = " ".join(build.key.arch_list.split(";"))
+            source = f"wheelhouse: {build.key.labelled_version} (archs {archs}), no compile"
+        elif item.kind == "build":
             # Spaces, not the list's ";": a narrow column breaks between archs, not inside one.
             archs = " ".join((item.arch_list or "").split(";"))
             source = f"source build, recipe {item.recipe}, nvcc {item.toolkit}, archs {archs}"
@@ -144,6 +151,9 @@ def render_plan(plan: Plan, *, explain: bool) -> None:
     console.print("Why:")
     for reason in plan.reasons:
         console.print(Text(_output.hanging(reason, first="  - ", rest="    ", width=width)), soft_wrap=True)
+    for build in reused.values():
+        line = f"{build.spec.package}: reused, not built: {build.reused}"
+        console.print(Text(_output.hanging(line, first="  - ", rest="    ", width=width)), soft_wrap=True)
     if explain and plan.alternatives:
         console.print("Alternatives that also fit this machine:")
         for alternative in plan.alternatives:
