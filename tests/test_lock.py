@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import tomllib
+from _torch_env import copy_venv
 from test_lock_support import StaticIndex, make_wheel, serve, write_profile
 
 from cuda_resolve.cli import main
@@ -67,8 +67,7 @@ def locked(bench: dict[str, Path | str]) -> Path:
 
 
 def _venv(folder: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
-    return folder / "bin" / "python"
+    return copy_venv(folder)  # a copy of the session's template venv (pip, nothing else)
 
 
 def _installed(python: Path) -> dict[str, str]:
@@ -227,3 +226,19 @@ def test_profile_names_that_clash_are_refused(configured: dict[str, Path | str],
     assert "two profiles are both named 'cpu'" in capsys.readouterr().err
     assert not (tmp_path / "x.toml").exists()
     assert root.exists()
+
+
+def test_selection_without_packaging_26_1_equals_packagings_own(locked: Path) -> None:
+    """Machines with packaging 25.0 - 26.0 (no Pylock.select) pick the same files for each profile."""
+    from cuda_resolve.compat import marker_environment
+    from cuda_resolve.lock import select
+    from cuda_resolve.lock.read import read_lock
+    from cuda_resolve.profile import load_profile
+
+    lock = read_lock(locked)
+    env = load_profile(Path(__file__).parent / "data" / "profiles" / "cpu-ci-no-driver.toml")
+    markers = dict(marker_environment(env))
+    for profile in lock.profiles:
+        ours = [(str(p.name), w.filename) for p, w in select._select(lock, profile, env, markers)]
+        theirs = [(str(p.name), w.filename) for p, w in lock.pylock.select(environment=markers, tags=env.wheel_tags(), extras={profile})]  # type: ignore[arg-type]
+        assert ours == theirs and len(ours) >= 3

@@ -30,6 +30,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("-o", "--output", metavar="FILE", type=Path, default=Path("pylock.toml"), help="where to write the lock (default: pylock.toml)")
     parser.add_argument("--python-for", metavar="NAME=PATH", action="append", default=[], help="the interpreter that resolves profile NAME's closure (default: one of its Python version found here: PATH, pyenv, uv)")
     parser.add_argument("--index-url", metavar="URL", default=None, help="the package index the closure comes from (default: https://pypi.org/simple); the PyTorch index comes from the plan and the config's mirror")
+    parser.add_argument("--wheelhouse-url", metavar="URL", help="where the wheelhouse folder is served (`cuda-resolve wheelhouse path`; any static server): source-built wheels are locked at this URL")
     parser.add_argument("--skip-unfit", action="store_true", help="leave out a profile for which nothing fits, instead of failing")
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 unless the lock at -o is current for these inputs")
     parser.add_argument("--index", metavar="DIR", type=Path, action="append", default=[], help="an index overlay directory (repeatable; later ones win)")
@@ -75,6 +76,7 @@ def handle(args: argparse.Namespace) -> int:
     from ..net.factory import client_from_config
     from ..paths import cache_root, write_atomic
     from ..resolve import Options
+    from ..wheelhouse.store import Wheelhouse
     from ._act import TerminalReporter
     from ._common import detect_target
 
@@ -85,14 +87,15 @@ def handle(args: argparse.Namespace) -> int:
     profiles = tuple(load_lock_profile(spec, detect=lambda: detect_target(None)[0]) for spec in args.profile)
     config = load_config()
     request = LockRequest(requests=requests, profiles=profiles, index_url=(args.index_url or "https://pypi.org/simple").rstrip("/"),
-                          python_for=_python_for(args.python_for), skip_unfit=args.skip_unfit,
+                          python_for=_python_for(args.python_for), skip_unfit=args.skip_unfit, wheelhouse_url=args.wheelhouse_url,
                           options=Options(allow_torch_change=args.allow_torch_change))
     if args.check:
         return _check(args, request, config)
     reporter = TerminalReporter(quiet=args.json)
     with client_from_config(config) as client:
         finder = FileFinder(client, cache_dir=cache_root() / "lock-files")
-        document, skipped = make_lock(request, index_from_args(args), config, finder=finder, environ=os.environ, reporter=reporter)
+        document, skipped = make_lock(request, index_from_args(args), config, finder=finder, environ=os.environ,
+                                      wheelhouse=Wheelhouse.default(), reporter=reporter)
     text = render(document)
     write_atomic(args.output, text, make_parents=False)
     if args.json:
@@ -110,6 +113,7 @@ def _check(args: argparse.Namespace, request: Any, config: Any) -> int:
     from ..lock.make import profile_plan, profile_record
     from ..lock.read import read_lock
     from ..resolve import Options
+    from ..wheelhouse.store import Wheelhouse
 
     lock = read_lock(args.output)
     index = index_from_args(args)
@@ -126,7 +130,7 @@ def _check(args: argparse.Namespace, request: Any, config: Any) -> int:
             continue
         if record.digest != profile.digest:
             stale.append(f"profile {profile.name}: {profile.source} changed since the lock was made")
-        plan, resolution = profile_plan(profile, request.requests, index, request.options or Options(), config)
+        plan, resolution = profile_plan(profile, request.requests, index, request.options or Options(), config, Wheelhouse.default())
         now = profile_record(profile, plan, resolution, record.interpreter)
         if now.decision != record.decision:
             stale.append(f"profile {profile.name}: decided now {', '.join(now.decision)}; locked {', '.join(record.decision)}")

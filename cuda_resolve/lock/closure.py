@@ -25,7 +25,7 @@ from ..environment import Environment
 from ..errors import LockError, UsageError
 from ..plan import Plan
 
-__all__ = ["ResolvedFile", "find_interpreter", "pip_closure", "platform_options"]
+__all__ = ["BuiltFile", "ResolvedFile", "find_interpreter", "pip_closure", "platform_options"]
 
 #: pip resolving a large closure (torch and its nvidia-* wheels) from metadata takes seconds.
 PIP_SECONDS = 600
@@ -39,25 +39,32 @@ class ResolvedFile:
     sha256: str | None
     requested: bool
     index: str | None  # the index that step asked (the first of them)
+    size: int | None = None  # known for wheelhouse files
+
+
+def _runs_as(python: str, minor: str, environ: Mapping[str, str]) -> bool:
+    """Whether ``python`` starts and is Python ``minor`` (a pyenv shim for a version it does not
+    have starts and fails)."""
+    done = run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], timeout=30, env=dict(environ))
+    return done is not None and done.ok and done.stdout.strip() == minor
 
 
 def find_interpreter(version: str, given: str | None, environ: Mapping[str, str]) -> str | None:
-    """A Python of ``version``'s minor: ``given``, this one, ``pythonX.Y`` on PATH, pyenv's, uv's."""
+    """A Python of ``version``'s minor: ``given``, this one, pyenv's, ``pythonX.Y`` on PATH, uv's."""
     if given:
         return given
     minor = ".".join(version.split(".")[:2])
     if "{}.{}".format(*sys.version_info[:2]) == minor:
         return sys.executable
+    candidates: list[str] = []
+    root = environ.get("PYENV_ROOT") or os.path.join(environ.get("HOME", "~"), ".pyenv")
+    candidates += sorted(glob.glob(os.path.join(os.path.expanduser(root), "versions", f"{minor}.*", "bin", "python")), reverse=True)
     on_path = shutil.which(f"python{minor}", path=environ.get("PATH"))
     if on_path:
-        return on_path
-    root = environ.get("PYENV_ROOT") or os.path.join(environ.get("HOME", "~"), ".pyenv")
-    found = sorted(glob.glob(os.path.join(os.path.expanduser(root), "versions", f"{minor}.*", "bin", "python")))
-    if found:
-        return found[-1]
+        candidates.append(on_path)
     uv_root = os.path.join(environ.get("HOME", "~"), ".local", "share", "uv", "python")
-    found = sorted(glob.glob(os.path.join(os.path.expanduser(uv_root), f"cpython-{minor}.*", "bin", "python3")))
-    return found[-1] if found else None
+    candidates += sorted(glob.glob(os.path.join(os.path.expanduser(uv_root), f"cpython-{minor}.*", "bin", "python3")), reverse=True)
+    return next((c for c in candidates if _runs_as(c, minor, environ)), None)
 
 
 def platform_options(env: Environment) -> list[str]:
@@ -104,6 +111,15 @@ def _report(python: str, pip_python: str, words: Sequence[str], environ: Mapping
     return [entry for entry in install if isinstance(entry, dict)]
 
 
+def _built(entry: dict[str, object], built: BuiltFile) -> ResolvedFile:
+    from packaging.utils import canonicalize_name
+
+    metadata = entry.get("metadata")
+    assert isinstance(metadata, dict)
+    return ResolvedFile(name=canonicalize_name(str(metadata.get("name"))), version=str(metadata.get("version")), url=built.url,
+                        sha256=built.sha256, requested=True, index=None, size=built.size)
+
+
 def _resolved(entry: dict[str, object], index: str | None, what: str) -> ResolvedFile:
     from packaging.utils import canonicalize_name
 
@@ -124,8 +140,19 @@ def _resolved(entry: dict[str, object], index: str | None, what: str) -> Resolve
                         requested=bool(entry.get("requested")), index=index)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BuiltFile:
+    """A source-built wheel of the plan, in the wheelhouse and served at ``url``."""
+
+    path: Path
+    url: str
+    sha256: str
+    size: int
+
+
 def pip_closure(plan: Plan, env: Environment, *, pip_python: str, index_url: str, environ: Mapping[str, str],
-                scratch: Path, name: str, memo: dict[tuple[str, ...], list[dict[str, object]]] | None = None) -> list[ResolvedFile]:
+                scratch: Path, name: str, memo: dict[tuple[str, ...], list[dict[str, object]]] | None = None,
+                built: Mapping[str, BuiltFile] | None = None) -> list[ResolvedFile]:
     """Everything ``plan``'s pip steps would install for ``env``, one file each.
 
     Steps that ask the PyTorch index alone are resolved against it alone; later steps keep their
@@ -138,10 +165,13 @@ def pip_closure(plan: Plan, env: Environment, *, pip_python: str, index_url: str
     torch_indexes: list[str] = []
     constraints = scratch / f"{name}-constraints.txt"
     for number, step in enumerate(plan.steps):
-        if step.built:
-            raise LockError(f"profile {name}: {step.purpose} installs source-built wheels, which this lock cannot name yet",
-                            hint="lock the requirements that have wheels; build the rest with `cuda-pip install` on the node")
-        args = list(step.args)
+        files = {digest: (built or {}).get(digest) for digest in step.built}
+        missing = [digest for digest, found in files.items() if found is None]
+        if missing:
+            raise LockError(f"profile {name}: {step.purpose} installs source-built wheels the lock was not given ({', '.join(missing)})",
+                            hint="build them first (cuda-resolve build REQ --profile FILE)")
+        local = {f.path.resolve().as_uri(): f for f in files.values() if f is not None}
+        args = [*step.args, *(str(f.path) for f in files.values() if f is not None)]
         what = f"profile {name} ({step.purpose.split(' from ')[0]})"
         if step.torch_index_only:
             indexes = _index_of(args)
@@ -161,7 +191,12 @@ def pip_closure(plan: Plan, env: Environment, *, pip_python: str, index_url: str
             if memo is not None:
                 memo[key] = entries
         for entry in entries:
-            resolved = _resolved(entry, indexes[0] if indexes else None, what)
+            info = entry.get("download_info")
+            here = local.get(str(info.get("url"))) if isinstance(info, dict) else None
+            if here is not None:
+                resolved = _built(entry, here)
+            else:
+                resolved = _resolved(entry, indexes[0] if indexes else None, what)
             if resolved.name in found and number > 0 and found[resolved.name].version == resolved.version:
                 continue  # kept from an earlier step
             found[resolved.name] = resolved

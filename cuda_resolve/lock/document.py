@@ -58,7 +58,8 @@ class ProfileRecord:
     torch_arch_list: str | None  # its arch list, "5.0;6.0;...;9.0+PTX"
     toolkit: str | None
     decision: tuple[str, ...]  # the Plan's items: "torch==2.14.1+cu126 (wheel)"
-    interpreter: str  # the Python that resolved the closure (its path is the lock machine's)
+    interpreter: str  # the Python version whose interpreter resolved the closure
+    builds: tuple[str, ...] = ()  # each source build: package, labelled version, recipe, revision, patches, ABI key
 
     def to_table(self) -> dict[str, object]:
         table: dict[str, object] = {
@@ -66,6 +67,8 @@ class ProfileRecord:
             "gpus": list(self.gpus), "capabilities": list(self.capabilities), "decision": list(self.decision),
             "interpreter": self.interpreter,
         }
+        if self.builds:
+            table["builds"] = list(self.builds)
         for key in ("glibc", "driver", "driver_cuda", "torch", "torch_cuda", "torch_arch_list", "toolkit"):
             value = getattr(self, key)
             if value is not None:

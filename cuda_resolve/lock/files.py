@@ -77,12 +77,12 @@ class FileFinder:
         path = self.cache_dir / (hashlib.sha256(facts.url.encode()).hexdigest() + ".json")
         write_atomic(path, json.dumps({"url": facts.url, "size": facts.size, "sha256": facts.sha256}))
 
-    def facts(self, fetched_url: str, *, project: str, index: str | None, sha256: str | None) -> FileFacts:
+    def facts(self, fetched_url: str, *, project: str, index: str | None, sha256: str | None, size: int | None = None) -> FileFacts:
         url = self.canonical(fetched_url.split("#", 1)[0])
         name = file_name(url)
-        size: int | None = None
         if index:
-            page_sha, size = self._page(index, project).get(name, (None, None))
+            page_sha, page_size = self._page(index, project).get(name, (None, None))
+            size = size if size is not None else page_size
             if sha256 and page_sha and page_sha != sha256:
                 raise LockError(f"{name}: the index's page says sha256 {page_sha}, pip saw {sha256}",
                                 hint="the index changed while locking, or a mirror serves another file: lock again")

@@ -19,10 +19,11 @@ from ..compat import format_arch_list
 from ..config import Config
 from ..errors import LockError, ResolutionImpossible
 from ..index.model import Index
-from ..plan import Plan, PlanItem
+from ..plan import Plan, PlanItem, PlannedBuild
 from ..reporting import NullReporter, Reporter
 from ..resolve import Options, Resolution
-from .closure import ResolvedFile, find_interpreter, pip_closure
+from ..wheelhouse.store import Wheelhouse
+from .closure import BuiltFile, ResolvedFile, find_interpreter, pip_closure
 from .document import LockDocument, LockedFile, LockedPackage, ProfileRecord
 from .files import FileFinder, file_name
 from .profiles import LockProfile, refuse_clashes
@@ -36,6 +37,7 @@ class LockRequest:
     profiles: tuple[LockProfile, ...]
     index_url: str = "https://pypi.org/simple"
     python_for: Mapping[str, str] | None = None  # profile name -> interpreter
+    wheelhouse_url: str | None = None  # where the wheelhouse's folder is served (source builds are locked there)
     skip_unfit: bool = False
     options: Options | None = None
 
@@ -54,7 +56,8 @@ def _installed_as_wheel(plan: Plan, resolution: Resolution) -> Plan:
     return replace(plan, items=tuple(items))
 
 
-def profile_plan(profile: LockProfile, requests: Sequence[str], index: Index, options: Options, config: Config) -> tuple[Plan, Resolution]:
+def profile_plan(profile: LockProfile, requests: Sequence[str], index: Index, options: Options, config: Config,
+                 wheelhouse: Wheelhouse | None = None) -> tuple[Plan, Resolution]:
     """The complete Plan ``cuda-resolve plan REQ... --profile FILE`` makes, with an installed torch as a wheel."""
     from ..install.options import InstallOptions
     from ..install.prepare import complete_plan
@@ -65,8 +68,28 @@ def profile_plan(profile: LockProfile, requests: Sequence[str], index: Index, op
     plan = _installed_as_wheel(make_plan(resolution, profile.environment), resolution)
     install_options = InstallOptions(torch_index=config.pytorch.url if config.pytorch else None,
                                      torch_index_option=config.pytorch.pip_option if config.pytorch else "--index-url")
-    plan = complete_plan(plan, profile.environment, index, install_options, pip=None, installed=None, wheelhouse=None)
+    plan = complete_plan(plan, profile.environment, index, install_options, pip=None, installed=None, wheelhouse=wheelhouse)
     return plan, resolution
+
+
+def built_files(plan: Plan, profile: LockProfile, wheelhouse: Wheelhouse, wheelhouse_url: str | None) -> dict[str, BuiltFile]:
+    """Each source build of ``plan`` as the wheelhouse holds it, at its served URL; an error
+    saying what to build (or serve) when it does not."""
+    from urllib.parse import quote
+
+    found: dict[str, BuiltFile] = {}
+    for build in plan.builds:
+        stored = wheelhouse.lookup(build.key)
+        if stored is None:
+            raise LockError(f"profile {profile.name}: {build.spec.package} {build.key.labelled_version} is built from source and the wheelhouse ({wheelhouse.root}) has no wheel for it",
+                            hint=f"build it for that profile first: cuda-resolve build {build.spec.package} --profile {profile.source} (a login node can: nvcc needs no GPU), then lock again")
+        if wheelhouse_url is None:
+            raise LockError(f"profile {profile.name}: {build.spec.package} is locked from the wheelhouse, and no URL serves it",
+                            hint="serve the wheelhouse folder (any static server; cuda-resolve wheelhouse path) and give --wheelhouse-url URL")
+        relative = stored.path.resolve().relative_to(wheelhouse.root.resolve())
+        url = wheelhouse_url.rstrip("/") + "/" + "/".join(quote(part) for part in relative.parts)
+        found[build.key.digest] = BuiltFile(path=stored.path, url=url, sha256=stored.sha256, size=stored.size)
+    return found
 
 
 def profile_record(profile: LockProfile, plan: Plan, resolution: Resolution, interpreter: str) -> ProfileRecord:
@@ -90,7 +113,21 @@ def profile_record(profile: LockProfile, plan: Plan, resolution: Resolution, int
         decision=tuple(f"{(i.requirement or i.name + '==' + i.version).split('[')[0]} ({i.kind})" for i in plan.items)
         + tuple(f"{text} (pip)" for text in plan.pass_through),
         interpreter="{}.{}".format(*env.python.version_tuple),
+        builds=tuple(_build_line(build) for build in plan.builds),
     )
+
+
+def _build_line(build: PlannedBuild) -> str:
+    """One source build as the lock records it: what was built, from what, for which ABI."""
+    recipe = build.spec.recipe
+    source = f"{recipe.repository}@{recipe.revision}" if recipe.repository else (recipe.archive.url if recipe.archive else "?")
+    import hashlib
+
+    # A patch's digest: its file, what it finds and what it puts there, so an edited patch shows.
+    patches = ",".join(f"{p.file}:{hashlib.sha256(f'{p.file}|{p.find}|{p.replace}'.encode()).hexdigest()[:12]}"
+                       for p in recipe.patches) or "none"
+    return (f"{build.spec.package} {build.key.labelled_version}: recipe {recipe.name} ({source}; patches {patches}); "
+            f"arch list {build.spec.arch_list}; key {build.key.digest}")
 
 
 def _canonical_from(config: Config) -> Callable[[str], str]:
@@ -107,7 +144,7 @@ def _canonical_from(config: Config) -> Callable[[str], str]:
 
 
 def make_lock(request: LockRequest, index: Index, config: Config, *, finder: FileFinder, environ: Mapping[str, str],
-              reporter: Reporter | None = None, created_by: str = "cuda-resolve") -> tuple[LockDocument, tuple[str, ...]]:
+              wheelhouse: Wheelhouse | None = None, reporter: Reporter | None = None, created_by: str = "cuda-resolve") -> tuple[LockDocument, tuple[str, ...]]:
     """The lock document, and the profiles left out (``skip_unfit``) with the reason for each."""
     from .. import __version__
 
@@ -125,7 +162,7 @@ def make_lock(request: LockRequest, index: Index, config: Config, *, finder: Fil
         for profile in profiles:
             report.step(f"profile {profile.name}: resolving {' '.join(request.requests)}")
             try:
-                plan, resolution = profile_plan(profile, request.requests, index, options, config)
+                plan, resolution = profile_plan(profile, request.requests, index, options, config, wheelhouse)
             except ResolutionImpossible as exc:
                 if request.skip_unfit:
                     skipped.append(f"{profile.name}: {exc}")
@@ -139,7 +176,8 @@ def make_lock(request: LockRequest, index: Index, config: Config, *, finder: Fil
                                 hint=f"--python-for {profile.name}=PATH (or install one: pyenv install {profile.environment.python.short_version}, uv python install {profile.environment.python.short_version})")
             report.step(f"profile {profile.name}: pip resolves the closure for Python {profile.environment.python.short_version} ({python})")
             per_profile[profile.name] = pip_closure(plan, profile.environment, pip_python=python, index_url=request.index_url,
-                                                    environ=environ, scratch=Path(scratch), name=profile.name, memo=memo)
+                                                    environ=environ, scratch=Path(scratch), name=profile.name, memo=memo,
+                                                    built=built_files(plan, profile, wheelhouse, request.wheelhouse_url) if plan.builds and wheelhouse else None)
             records.append(profile_record(profile, plan, resolution, python))
     if not records:
         raise LockError("no profile fits: " + "; ".join(skipped), hint="see each profile's reason; `cuda-resolve plan REQ --profile FILE --explain` says more")
@@ -170,7 +208,7 @@ def _merge(per_profile: Mapping[str, list[ResolvedFile]], finder: FileFinder, re
     for (name, version), entry in sorted(grouped.items()):
         wheels = []
         for resolved in entry["files"].values():  # type: ignore[attr-defined]
-            facts = finder.facts(resolved.url, project=name, index=resolved.index, sha256=resolved.sha256)
+            facts = finder.facts(resolved.url, project=name, index=resolved.index, sha256=resolved.sha256, size=resolved.size)
             wheels.append(LockedFile(name=file_name(facts.url), url=facts.url, size=facts.size, sha256=facts.sha256))
         index_url = entry["index"]
         packages.append(LockedPackage(

@@ -106,6 +106,6 @@ def _record(name: str, table: Table) -> ProfileRecord:
         driver_cuda=table.string("driver-cuda", None), gpus=table.strings("gpus", ()), capabilities=table.strings("capabilities", ()),
         torch=table.string("torch", None), torch_cuda=table.string("torch-cuda", None),
         torch_arch_list=table.string("torch-arch-list", None), toolkit=table.string("toolkit", None),
-        decision=table.strings("decision", ()), interpreter=table.string("interpreter", ""),
+        decision=table.strings("decision", ()), interpreter=table.string("interpreter", ""), builds=table.strings("builds", ()),
     )
     return record

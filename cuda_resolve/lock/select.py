@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from packaging.utils import canonicalize_name
 
@@ -40,9 +41,8 @@ def differences(record: ProfileRecord, env: Environment, facts: CudaFactsSource)
     if bool(here) != bool(record.capabilities):
         found.append(f"GPUs here: {', '.join(here) or 'none'}; locked for: {', '.join(record.capabilities) or 'none'}")
     elif here:
-        other = [c for c in here if c not in record.capabilities]
-        if other:
-            found.append(f"GPU compute capability {', '.join(other)} here; locked for {', '.join(record.capabilities)}")
+        if here != sorted(record.capabilities):
+            found.append(f"GPU compute capability {', '.join(here)} here; locked for {', '.join(record.capabilities)}")
         if record.torch_arch_list:
             uncovered = uncovered_gpus(parse_arch_list(record.torch_arch_list), env.gpus)
             if uncovered:
@@ -79,11 +79,18 @@ def choose_profile(lock: ReadLock, env: Environment, facts: CudaFactsSource, nam
 def wanted_files(lock: ReadLock, profile: str, env: Environment) -> list[Wanted]:
     """The files ``profile`` installs on ``env`` (PEP 751's selection: markers with the profile as
     the one extra, the best wheel for the target's tags)."""
-    from packaging.pylock import PackageWheel, PylockSelectError
+    try:
+        from packaging.pylock import PackageWheel, PylockSelectError
+    except ImportError:  # before packaging 26.1
+        from packaging.pylock import PackageWheel
+        PylockSelectError = LockError  # type: ignore[misc, assignment]
 
     markers = dict(marker_environment(env))
     try:
-        chosen = list(lock.pylock.select(environment=markers, tags=env.wheel_tags(), extras={profile}))  # type: ignore[arg-type]
+        if hasattr(lock.pylock, "select"):
+            chosen = list(lock.pylock.select(environment=markers, tags=env.wheel_tags(), extras={profile}))  # type: ignore[arg-type]
+        else:  # packaging 25.0 - 26.0 reads and validates pylock files, and selects nothing
+            chosen = _select(lock, profile, env, markers)
     except PylockSelectError as exc:
         raise LockError(f"{lock.origin}: profile {profile} cannot be installed here: {exc}",
                         hint="check the profile fits this machine (sync --name auto says which facts differ)") from None
@@ -101,3 +108,24 @@ def wanted_files(lock: ReadLock, profile: str, env: Environment) -> list[Wanted]
 
 
 
+
+
+def _select(lock: ReadLock, profile: str, env: Environment, markers: dict[str, str]) -> list[tuple[Any, Any]]:
+    """PEP 751's selection, for a packaging without ``Pylock.select``: markers with the profile as
+    the one extra, then each package's wheel with the best tag for the target."""
+    from packaging.utils import parse_wheel_filename
+
+    priority = {tag: rank for rank, tag in enumerate(env.wheel_tags())}
+    chosen: dict[str, tuple[Any, Any]] = {}
+    for position, package in enumerate(lock.pylock.packages):
+        if package.marker is not None and not package.marker.evaluate(dict(markers, extras=frozenset({profile})), context="lock_file"):  # type: ignore[arg-type, call-arg, dict-item, unused-ignore]
+            continue
+        if package.name in chosen:
+            raise LockError(f"{lock.origin}: packages[{position}]: a second {package.name} for profile {profile}", hint="lock it again")
+        ranked = sorted(((min((priority.get(t, len(priority)) for t in parse_wheel_filename(w.filename)[3]), default=len(priority)), i)
+                         for i, w in enumerate(package.wheels or ())))
+        if not ranked or ranked[0][0] >= len(priority):
+            raise LockError(f"{lock.origin}: packages[{position}]: no wheel of {package.name} fits this machine's tags",
+                            hint="check the profile fits this machine (sync --name auto says which facts differ)")
+        chosen[str(package.name)] = (package, (package.wheels or ())[ranked[0][1]])
+    return list(chosen.values())
