@@ -31,6 +31,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--python-for", metavar="NAME=PATH", action="append", default=[], help="the interpreter that resolves profile NAME's closure (default: one of its Python version found here: PATH, pyenv, uv)")
     parser.add_argument("--index-url", metavar="URL", default=None, help="the package index the closure comes from (default: https://pypi.org/simple); the PyTorch index comes from the plan and the config's mirror")
     parser.add_argument("--wheelhouse-url", metavar="URL", help="where the wheelhouse folder is served (`cuda-resolve wheelhouse path`; any static server): source-built wheels are locked at this URL")
+    parser.add_argument("--refresh", action="store_true", help="ask the indexes and pip afresh (default: index pages and pip's answers less than an hour old are reused)")
     parser.add_argument("--skip-unfit", action="store_true", help="leave out a profile for which nothing fits, instead of failing")
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 unless the lock at -o is current for these inputs")
     parser.add_argument("--index", metavar="DIR", type=Path, action="append", default=[], help="an index overlay directory (repeatable; later ones win)")
@@ -69,6 +70,7 @@ def handle(args: argparse.Namespace) -> int:
     import os
 
     from ..config import load_config
+    from ..lock.closure import PipAnswers
     from ..lock.document import render
     from ..lock.files import FileFinder
     from ..lock.make import LockRequest, make_lock
@@ -93,9 +95,10 @@ def handle(args: argparse.Namespace) -> int:
         return _check(args, request, config)
     reporter = TerminalReporter(quiet=args.json)
     with client_from_config(config) as client:
-        finder = FileFinder(client, cache_dir=cache_root() / "lock-files")
+        finder = FileFinder(client, cache_dir=cache_root() / "lock-files", page_seconds=0 if args.refresh else 3600)
         document, skipped = make_lock(request, index_from_args(args), config, finder=finder, environ=os.environ,
-                                      wheelhouse=Wheelhouse.default(), reporter=reporter)
+                                      wheelhouse=Wheelhouse.default(), reporter=reporter,
+                                      answers=PipAnswers(cache_root() / "lock-pip", seconds=0 if args.refresh else 3600))
     text = render(document)
     write_atomic(args.output, text, make_parents=False)
     if args.json:

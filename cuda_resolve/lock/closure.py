@@ -25,7 +25,7 @@ from ..environment import Environment
 from ..errors import LockError, UsageError
 from ..plan import Plan
 
-__all__ = ["BuiltFile", "ResolvedFile", "find_interpreter", "pip_closure", "platform_options"]
+__all__ = ["BuiltFile", "PipAnswers", "ResolvedFile", "find_interpreter", "pip_closure", "platform_options"]
 
 #: pip resolving a large closure (torch and its nvidia-* wheels) from metadata takes seconds.
 PIP_SECONDS = 600
@@ -92,7 +92,9 @@ def _index_of(args: Sequence[str]) -> list[str]:
 
 def _report(python: str, pip_python: str, words: Sequence[str], environ: Mapping[str, str], what: str,
             report_path: Path) -> list[dict[str, object]]:
-    command = [python, "-m", "pip", "--python", pip_python, "--isolated", "--disable-pip-version-check", "install",
+    # pip's own code under the profile's interpreter; this one needs no second start.
+    target = [] if pip_python == python else ["--python", pip_python]
+    command = [python, "-m", "pip", *target, "--isolated", "--disable-pip-version-check", "install",
                "--dry-run", "--ignore-installed", "--report", str(report_path), "--quiet", "--only-binary=:all:", *words]
     done = run(command, timeout=PIP_SECONDS, env=dict(environ))
     if done is None or done.returncode is None:
@@ -150,8 +152,57 @@ class BuiltFile:
     size: int
 
 
+class PipAnswers:
+    """pip's answers (its report's install list) by the exact words asked: kept for the lock's run,
+    and on disk for ``seconds`` (like the index pages), so relocking soon after asks pip again
+    only for what changed; ``seconds=0`` (``lock --refresh``) always asks."""
+
+    def __init__(self, folder: Path | None, *, seconds: float = 3600.0) -> None:
+        self.folder = folder
+        self.seconds = seconds
+        self._run: dict[str, list[dict[str, object]]] = {}
+
+    def _path(self, key: str) -> Path | None:
+        return self.folder / f"{key}.json" if self.folder is not None else None
+
+    def get(self, words: Sequence[str]) -> list[dict[str, object]] | None:
+        import hashlib
+        import time
+
+        key = hashlib.sha256("\0".join(words).encode()).hexdigest()
+        if key in self._run:
+            return self._run[key]
+        path = self._path(key)
+        if path is None or self.seconds <= 0:
+            return None
+        try:
+            if time.time() - path.stat().st_mtime > self.seconds:
+                return None
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, list):
+            return None
+        self._run[key] = data
+        return data
+
+    def put(self, words: Sequence[str], entries: list[dict[str, object]]) -> None:
+        import hashlib
+
+        key = hashlib.sha256("\0".join(words).encode()).hexdigest()
+        self._run[key] = entries
+        path = self._path(key)
+        if path is not None:
+            from ..paths import write_atomic
+
+            try:
+                write_atomic(path, json.dumps(entries))
+            except OSError:
+                pass  # a cache that cannot be written is only slower
+
+
 def pip_closure(plan: Plan, env: Environment, *, pip_python: str, index_url: str, environ: Mapping[str, str],
-                scratch: Path, name: str, memo: dict[tuple[str, ...], list[dict[str, object]]] | None = None,
+                scratch: Path, name: str, memo: PipAnswers | None = None,
                 built: Mapping[str, BuiltFile] | None = None) -> list[ResolvedFile]:
     """Everything ``plan``'s pip steps would install for ``env``, one file each.
 
@@ -184,12 +235,14 @@ def pip_closure(plan: Plan, env: Environment, *, pip_python: str, index_url: str
                 words += ["-c", str(constraints)]
             words += args
             indexes = [index_url.rstrip("/")]
-        key = (pip_python, *words, constraints.read_text(encoding="utf-8") if "-c" in words else "")
+        # The constraints' text, not the scratch file's name, is what pip was asked.
+        key = [pip_python, *(w for w in words if w != str(constraints)), constraints.read_text(encoding="utf-8") if "-c" in words else "",
+               *(f"{f.path.name}:{f.sha256}" for f in local.values())]
         entries = memo.get(key) if memo is not None else None
         if entries is None:
             entries = _report(python, pip_python, words, environ, what, scratch / f"{name}-{number}.json")
             if memo is not None:
-                memo[key] = entries
+                memo.put(key, entries)
         for entry in entries:
             info = entry.get("download_info")
             here = local.get(str(info.get("url"))) if isinstance(info, dict) else None

@@ -35,8 +35,10 @@ def file_name(url: str) -> str:
 class FileFinder:
     """Finds a file's facts. ``canonical`` maps the URL pip fetched (a mirror's) to the canonical one."""
 
-    def __init__(self, client: HttpClient, *, cache_dir: Path, canonical: Callable[[str], str] = lambda url: url) -> None:
+    def __init__(self, client: HttpClient, *, cache_dir: Path, canonical: Callable[[str], str] = lambda url: url,
+                 page_seconds: float = PAGE_SECONDS) -> None:
         self.client = client
+        self.page_seconds = page_seconds
         self.cache_dir = cache_dir
         self.canonical = canonical
         self._pages: dict[str, Mapping[str, tuple[str | None, int | None]]] = {}
@@ -48,7 +50,7 @@ class FileFinder:
             return self._pages[url]
         found: dict[str, tuple[str | None, int | None]] = {}
         try:
-            response = self.client.get(url, accept=PEP691, ttl=PAGE_SECONDS)
+            response = self.client.get(url, accept=PEP691, ttl=self.page_seconds)
             data = response.json() if response.status == 200 and "json" in response.headers.get("Content-Type", "") else None
         except CudaResolveError:
             data = None

@@ -23,7 +23,7 @@ from ..plan import Plan, PlanItem, PlannedBuild
 from ..reporting import NullReporter, Reporter
 from ..resolve import Options, Resolution
 from ..wheelhouse.store import Wheelhouse
-from .closure import BuiltFile, ResolvedFile, find_interpreter, pip_closure
+from .closure import BuiltFile, PipAnswers, ResolvedFile, find_interpreter, pip_closure
 from .document import LockDocument, LockedFile, LockedPackage, ProfileRecord
 from .files import FileFinder, file_name
 from .profiles import LockProfile, refuse_clashes
@@ -144,7 +144,8 @@ def _canonical_from(config: Config) -> Callable[[str], str]:
 
 
 def make_lock(request: LockRequest, index: Index, config: Config, *, finder: FileFinder, environ: Mapping[str, str],
-              wheelhouse: Wheelhouse | None = None, reporter: Reporter | None = None, created_by: str = "cuda-resolve") -> tuple[LockDocument, tuple[str, ...]]:
+              wheelhouse: Wheelhouse | None = None, reporter: Reporter | None = None, created_by: str = "cuda-resolve",
+              answers: PipAnswers | None = None) -> tuple[LockDocument, tuple[str, ...]]:
     """The lock document, and the profiles left out (``skip_unfit``) with the reason for each."""
     from .. import __version__
 
@@ -157,7 +158,7 @@ def make_lock(request: LockRequest, index: Index, config: Config, *, finder: Fil
     records: list[ProfileRecord] = []
     per_profile: dict[str, list[ResolvedFile]] = {}
     skipped: list[str] = []
-    memo: dict[tuple[str, ...], list[dict[str, object]]] = {}
+    memo = answers or PipAnswers(None)
     with tempfile.TemporaryDirectory(prefix="cuda-resolve-lock-") as scratch:
         for profile in profiles:
             report.step(f"profile {profile.name}: resolving {' '.join(request.requests)}")
