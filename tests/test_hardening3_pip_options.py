@@ -201,3 +201,27 @@ def test_nested_files_are_found_through_abbreviated_options(tmp_path: Path) -> N
     (tmp_path / "top.txt").write_text("--requirem=deep.txt\n", encoding="utf-8")
     reading = read_requirement_files(requirement_file_options(["-qr", str(tmp_path / "top.txt")]))
     assert [r.text for r in reading.requirements] == ["kaolin==0.18"]
+
+
+def test_the_torch_step_leaves_out_the_indexes_pips_configuration_names(tmp_path: Path) -> None:
+    from cuda_resolve.install.pip import TargetPip
+    from cuda_resolve.install.pipconfig import pip_indexes
+
+    config = tmp_path / "pip.conf"
+    config.write_text("[global]\nfind-links = /opt/cpu-wheels\nproxy = http://proxy.example:3128\n"
+                      "[install]\nextra_index_url = https://other.example/simple\nno-compile = yes\n", encoding="utf-8")
+    environ = {"PIP_CONFIG_FILE": str(config), "HOME": str(tmp_path), "PATH": os.environ.get("PATH", "")}
+    pip = TargetPip(VENV_PYTHON, environ=environ, log_path=tmp_path / "log")
+    torch_step = pip.environ_for(torch_index_only=True)
+    assert torch_step["PIP_CONFIG_FILE"] == os.devnull
+    assert torch_step["PIP_PROXY"] == "http://proxy.example:3128" and torch_step["PIP_NO_COMPILE"] == "yes"
+    # the target's own pip, asked in that environment, reads no configured index or folder
+    seen = pip_indexes(VENV_PYTHON, torch_step)
+    assert seen.find_links == () and seen.extra_index_urls == ()
+    # every other step keeps the configuration as it is
+    other = pip_indexes(VENV_PYTHON, pip.environ_for())
+    assert other.find_links == ("/opt/cpu-wheels",) and other.extra_index_urls == ("https://other.example/simple",)
+    # no configured index: nothing changes
+    config.write_text("[global]\nproxy = http://proxy.example:3128\n", encoding="utf-8")
+    fresh = TargetPip(VENV_PYTHON, environ={**environ, "HOME": str(tmp_path / "h2")}, log_path=tmp_path / "log")
+    assert fresh.environ_for(torch_index_only=True) == {**environ, "HOME": str(tmp_path / "h2")}

@@ -291,7 +291,8 @@ def test_an_index_that_does_not_answer_fails_fast_and_installs_nothing(tmp_path:
 
 def test_an_index_from_pips_own_configuration_is_checked_before_anything_is_installed(tmp_path: Path, empty_venv: Path,
                                                                                          torch_index: str) -> None:
-    """pip reads a configuration file's extra index even in the torch step: it must answer first."""
+    """pip reads a configuration file's extra index in every step but the torch one (which asks the
+    PyTorch index alone, issue 15): it must answer first."""
     import socket
 
     with socket.socket() as probe:
@@ -302,10 +303,11 @@ def test_an_index_from_pips_own_configuration_is_checked_before_anything_is_inst
     env = _env_with_torch_index(tmp_path, torch_index)
     env["PIP_CONFIG_FILE"] = str(config)
     before = _freeze(empty_venv)
-    done = _cuda_pip("install", "torch==2.6.0+cu126", "--python", str(empty_venv), env=env)
+    done = _cuda_pip("install", "torch==2.6.0+cu126", "six", "--python", str(empty_venv), env=env)
     assert done.returncode == 1
     assert f"127.0.0.1:{port}/simple did not answer" in done.stderr
     assert str(config) in done.stderr  # names the setting that brought it in
+    assert "for extensions and the rest" in done.stderr and "for torch family" not in done.stderr
     assert _freeze(empty_venv) == before
 
 
@@ -322,6 +324,27 @@ def test_build_for_a_profiles_gpus_on_a_machine_without_one() -> None:
     assert done.returncode == 0, done.stderr
     [build] = json.loads(done.stdout)["prepared"]["builds"]
     assert build["arch_list"] == "9.0" and build["variables"]["TORCH_CUDA_ARCH_LIST"] == "9.0"
+
+
+def test_build_with_an_arch_list_is_for_other_machines_but_install_needs_this_gpu_covered() -> None:
+    """On an H200 a lab builds for its A100 and A6000 nodes: `build --arch-list 8.0;8.6` makes that
+    wheel; installing it here would have no kernel for the H200, so `install` still refuses."""
+    profile = Path(__file__).parent / "data" / "profiles" / "h200-detected-2026-12-02.toml"
+    env = dict(os.environ)
+    env.pop("VIRTUAL_ENV", None)
+    built = subprocess.run([sys.executable, "-m", "cuda_resolve", "build", "pointnet2_ops", "--profile", str(profile),
+                            "--arch-list", "8.0;8.6", "--python", sys.executable, "--dry-run", "--json"],
+                           capture_output=True, text=True, env=env, timeout=120, check=False)
+    if built.returncode != 0 and "toolkit" in built.stderr:
+        pytest.skip(f"no CUDA toolkit here: {built.stderr.strip()}")
+    assert built.returncode == 0, built.stderr
+    [build] = json.loads(built.stdout)["prepared"]["builds"]
+    assert build["arch_list"] == "8.0;8.6"
+    installed = subprocess.run([sys.executable, "-m", "cuda_resolve", "install", "pointnet2_ops", "--profile", str(profile),
+                                "--arch-list", "8.0;8.6", "--python", sys.executable, "--dry-run", "--json"],
+                               capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert installed.returncode == 1, installed.stdout
+    assert "has no kernels for 9.0" in installed.stdout + installed.stderr
 
 
 def test_other_pip_commands_pass_straight_through(empty_venv: Path) -> None:

@@ -197,6 +197,10 @@ class TargetPip:
         if torch_index_only:
             for name in TORCH_INDEX_ONLY_CLEARED:
                 environ.pop(name, None)
+            # pip's configuration files may name indexes or folders too: those are left out, the rest kept.
+            from .pipconfig import without_configured_indexes
+
+            environ.update(without_configured_indexes(self.python, environ))
         return environ
 
     def install_command(self, args: Sequence[str]) -> list[str]:

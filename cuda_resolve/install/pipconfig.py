@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -51,11 +52,13 @@ __all__ = [
     "IndexOptions",
     "PipIndexes",
     "attribute_merged",
+    "config_values",
     "parse_config_debug",
     "parse_config_list",
     "parse_pip_args",
     "pip_indexes",
     "urls_to_check",
+    "without_configured_indexes",
 ]
 
 #: pip's built-in index (``PyPI.simple_url``).
@@ -424,6 +427,40 @@ def _sections(files: Iterable[ConfigFile], names: Mapping[str, str] = _NAMES) ->
                     merged[_normalise(option)] = (value, label)
         ordered.extend((names[key], value, origin) for key, (value, origin) in merged.items() if value)
     return ordered
+
+
+#: Configuration keys that name indexes or folders of packages (pip normalises ``_`` to ``-``).
+_INDEX_KEYS = frozenset({"index-url", "pypi-url", "extra-index-url", "find-links", "no-index"})
+
+
+def without_configured_indexes(python: str, environ: Mapping[str, str], *,
+                               timeout: float = PROBE_TIMEOUT) -> dict[str, str]:
+    """Variables that make ``python -m pip install`` ignore the indexes and folders its
+    configuration files name, and keep every other setting in them: empty when no file names
+    one; else ``PIP_CONFIG_FILE`` = ``os.devnull`` (pip then reads no file) and each other
+    ``[global]``/``[install]`` value as the ``PIP_*`` variable pip reads the same way (one the
+    caller's environment already sets is left to it: a variable beats a file anyway). For the
+    torch step, which asks the PyTorch index alone."""
+    return dict(_without_configured_indexes(os.path.abspath(python) if os.sep in python else python,
+                                            tuple(sorted(environ.items())), timeout))
+
+
+@functools.lru_cache(maxsize=8)
+def _without_configured_indexes(python: str, environ: tuple[tuple[str, str], ...],
+                                 timeout: float) -> tuple[tuple[str, str], ...]:
+    env = dict(environ)
+    files, _, _ = _read_config(python, env, isolated=False, timeout=timeout)
+    merged: dict[str, str] = {}
+    for section in ("global", "install"):  # pip's order: [install] over [global], a later file over an earlier
+        for entry in files or ():
+            for key, value in entry.values:
+                name, _, option = key.partition(".")
+                if name == section and value:
+                    merged[_normalise(option)] = value
+    if not _INDEX_KEYS & merged.keys():
+        return ()
+    kept = {"PIP_" + key.upper().replace("-", "_"): value for key, value in merged.items() if key not in _INDEX_KEYS}
+    return (("PIP_CONFIG_FILE", os.devnull), *sorted((name, value) for name, value in kept.items() if name not in env))
 
 
 def config_values(python: str, environ: Mapping[str, str], *, keys: Sequence[str], isolated: bool = False,

@@ -164,6 +164,8 @@ def run(
     report = reporter or NullReporter()
     base = dict(os.environ if environ is None else environ)
     house = wheelhouse or Wheelhouse.default()
+    for note in house.notes:  # a shared wheelhouse this process cannot write: builds go to the user's own
+        report.note(note)
     phases = Phases()
     if request.plan is not None:
         with phases.timed("plan check"):
@@ -223,6 +225,8 @@ def build_only(
     from ..wheelhouse.store import Wheelhouse
 
     house = wheelhouse or Wheelhouse.default()
+    for note in house.notes:
+        report.note(note)
     plan = request.plan or decide(request, environment, index, reporter=report, install=False, pip_args=(), confirm=None)
     if not plan.complete:
         plan = complete_plan(plan, environment, index, options, pip=None, installed=None, wheelhouse=house,
