@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from _torch_env import _cli, copy_venv
+from _torch_env import _cli, _venv
 from packaging.version import Version
 
 from cuda_resolve.detect import _target_probe
@@ -270,7 +270,7 @@ def test_cuda_pip_keeps_an_installed_build_in_a_real_venv(tmp_path: Path) -> Non
     """A stand-in torch 2.6.0+cu126 and a pointnet2_ops wheel labelled for it (sm_86) installed
     by pip; a fake RTX 3060 (8.6), then a login node (no GPU): cuda-pip keeps it, builds nothing
     and runs no pip."""
-    python = copy_venv(tmp_path / "venv")
+    python = _venv(tmp_path / "venv")
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     torch = _wheel(wheels, "torch", "2.6.0+cu126", files={
