@@ -326,6 +326,26 @@ def test_build_for_a_profiles_gpus_on_a_machine_without_one() -> None:
     assert build["arch_list"] == "9.0" and build["variables"]["TORCH_CUDA_ARCH_LIST"] == "9.0"
 
 
+def test_build_with_an_arch_list_is_for_other_machines_but_install_needs_this_gpu_covered() -> None:
+    """On an H200 a lab builds for its A100 and A6000 nodes: `build --arch-list 8.0;8.6` makes that
+    wheel; a plan to install it here would have no kernel for the H200, so it is still refused."""
+    profile = Path(__file__).parent / "data" / "profiles" / "h200-detected-2026-12-02.toml"
+    env = dict(os.environ)
+    env.pop("VIRTUAL_ENV", None)
+    built = subprocess.run([sys.executable, "-m", "cuda_resolve", "build", "pointnet2_ops", "--profile", str(profile),
+                            "--arch-list", "8.0;8.6", "--python", sys.executable, "--dry-run", "--json"],
+                           capture_output=True, text=True, env=env, timeout=120, check=False)
+    if built.returncode != 0 and "toolkit" in built.stderr:
+        pytest.skip(f"no CUDA toolkit here: {built.stderr.strip()}")
+    assert built.returncode == 0, built.stderr
+    [build] = json.loads(built.stdout)["prepared"]["builds"]
+    assert build["arch_list"] == "8.0;8.6"
+    installed = subprocess.run([sys.executable, "-m", "cuda_resolve", "plan", "pointnet2_ops", "--profile", str(profile),
+                                "--arch-list", "8.0;8.6", "--json"], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert installed.returncode == 1, installed.stdout
+    assert "has no kernels for 9.0" in installed.stdout + installed.stderr
+
+
 def test_other_pip_commands_pass_straight_through(empty_venv: Path) -> None:
     done = _cuda_pip("list", "--python", str(empty_venv), "--format=json")
     assert done.returncode == 0, done.stderr

@@ -127,7 +127,8 @@ def _request(args: argparse.Namespace, requests: Sequence[str], file_requirement
         requirements=tuple(requests), file_requirements=tuple(file_requirements), file_notes=tuple(file_notes),
         resolve=Options(allow_torch_change=args.allow_torch_change, strict_driver=args.strict_driver,
                         arch_list=parse_arch_list(args.arch_list) if args.arch_list else None,
-                        rebuild=bool(getattr(args, "rebuild", False)) or not keep_installed),
+                        rebuild=bool(getattr(args, "rebuild", False)) or not keep_installed,
+                        for_other_machines=not keep_installed),
         accept_names=tuple(args.accept_name), plan=plan, dry_run=bool(args.dry_run),
     )
 

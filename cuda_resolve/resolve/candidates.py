@@ -55,6 +55,9 @@ class Options:
     strict_driver: bool = False
     arch_list: tuple[ArchEntry, ...] | None = None  # override for source builds
     rebuild: bool = False  # an installed build is never kept (--rebuild, `cuda-resolve build`)
+    #: `cuda-resolve build --arch-list`: the wheel is for other machines, so the GPUs here need
+    #: not be covered by the arch list (an install still needs them covered).
+    for_other_machines: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -489,7 +492,7 @@ class Catalogue:
                     self.reject(package.name, tk_label, f"{tk_label}: {verdict.reason}", "toolkit-target",
                                 toolkit=toolkit.version, gpus=format_arch_list(arch_list))
                     continue
-            if env.gpus:
+            if env.gpus and not (self.options.for_other_machines and self.options.arch_list is not None):
                 missing = uncovered_gpus(arch_list, env.gpus)
                 if missing:
                     self.reject(package.name, tk_label, f"{tk_label}: arch list {format_arch_list(arch_list)} has no kernels for {', '.join(str(g.compute_capability) for g in missing)}",
