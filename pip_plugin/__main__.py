@@ -47,7 +47,6 @@ def _install(words: Sequence[str]) -> int:
     from cuda_resolve.cli import ArgumentParser
     from cuda_resolve.cli.install import add_action_options, run_action
     from cuda_resolve.errors import UsageError
-    from cuda_resolve.install.prepare import names_requirements
     from cuda_resolve.install.reqfile import read_requirement_files, requirement_file_options
 
     if any(w in ("-h", "--help") for w in words):
@@ -56,6 +55,8 @@ def _install(words: Sequence[str]) -> int:
         parser.print_help()
         print("\nEvery other option is pip's own and is passed to `python -m pip install` unchanged.")
         return 0
+    from cuda_resolve.install.prepare import names_requirements  # the planner: not for --help
+
     own, pip_args, requirements = split_arguments(words)
     parser = ArgumentParser(prog="cuda-pip install", add_help=False)
     add_action_options(parser, install=True)
