@@ -1,3 +1,3 @@
-"""cuda-resolve's conda plugin (to come): a ``conda cuda`` subcommand (doctor, plan, install,
-lock), a ``conda doctor`` health check, ``.condarc`` settings and activation variables, all
-registered through ``conda.plugins`` hooks that stay thin and call into :mod:`cuda_resolve`."""
+"""cuda-resolve's conda plugin: the hooks in :mod:`conda_plugin.plugin` (entry point group
+``conda``), thin over :mod:`conda_plugin.actions`, whose logic is conda-agnostic code in
+:mod:`cuda_resolve.conda`. What it does and why: docs/conda.md."""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -295,8 +296,42 @@ def after_install(command: str) -> None:
     if ours.get("toolkit"):
         variables["CUDA_HOME"] = str(ours["toolkit"])
     PrefixData(str(prefix)).set_environment_env_vars(variables)
+    _env_vars_marker(prefix).write_text(json.dumps(variables, indent=1, sort_keys=True))
     print("cuda-resolve: set " + ", ".join(f"{k}={v}" for k, v in variables.items()) + f" for {prefix} (conda env config vars list)")
     _BUILT.clear()
+
+
+def _env_vars_marker(prefix: Path) -> Path:
+    """What the plugin set in the environment's conda variables (so that it unsets only that)."""
+    return prefix / "conda-meta" / "cuda-resolve-env-vars"  # not *.json: conda reads those as records
+
+
+def after_remove(command: str) -> None:
+    """Unset the variables a build set once no package of the local channel is left, unless the
+    user changed them since."""
+    unset_build_variables(Path(context.target_prefix))
+
+
+def unset_build_variables(prefix: Path) -> None:
+    marker = _env_vars_marker(prefix)
+    if not marker.is_file():
+        return
+    from conda.core.prefix_data import PrefixData
+
+    from cuda_resolve.conda.channel import LocalChannel
+
+    channel = LocalChannel.default(_settings().cuda_resolve_channel)
+    data = PrefixData(str(prefix), interoperability=False)
+    data.reload()
+    if any(str(record.get("url", "") or "").startswith(channel.url) for record in data.iter_records()):
+        return
+    ours = json.loads(marker.read_text())
+    current = data.get_environment_env_vars()
+    names = [name for name, value in ours.items() if current.get(name) == value]
+    if names:
+        data.unset_environment_env_vars(names)
+        print(f"cuda-resolve: unset {', '.join(names)} for {prefix} (nothing built by cuda-resolve is left)")
+    marker.unlink()
 
 
 def veto_solve(link_precs: Sequence[Any]) -> None:

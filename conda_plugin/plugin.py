@@ -77,6 +77,13 @@ def conda_post_commands() -> Iterator[Any]:
 
     yield CondaPostCommand(name=NAME, action=action, run_for={"install", "create", "update"})
 
+    def removed(command: str) -> None:
+        from .actions import after_remove
+
+        after_remove(command)
+
+    yield CondaPostCommand(name=f"{NAME}-remove", action=removed, run_for={"remove", "uninstall"})
+
 
 @hookimpl
 def conda_post_solves() -> Iterator[Any]:

@@ -25,6 +25,7 @@ from conda.models.records import PackageRecord
 
 from conda_plugin import actions
 from cuda_resolve.conda.channel import LocalChannel
+from cuda_resolve.conda.convert import ChannelBuild
 from cuda_resolve.conda.package import package_for, wheel_to_conda
 from cuda_resolve.conda.records import TorchRecord
 from cuda_resolve.versions import CudaVersion
@@ -162,3 +163,25 @@ def test_ssl_verify_false_is_refused_before_downloading(settings: pytest.MonkeyP
     reset_context()
     with pytest.raises(CondaError, match="never downloads without verifying TLS"):
         actions._refuse_insecure_tls()
+
+
+def test_a_build_sets_conda_variables_that_go_when_its_package_does(tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object) -> None:
+    channel = _channel_with_cuext(tmp_path)
+    settings.setenv("CUDA_RESOLVE_CONDA_CHANNEL", str(channel.root))
+    prefix = tmp_path / "env"
+    _pip_torch(prefix, "2.14.1")
+    [path] = channel.packages()
+    built = ChannelBuild(package=package_for(KEY, torch=TorchRecord(source="pip", version="2.14.1", build="pypi_0", cuda=CudaVersion(13, 0)),
+                                             python=None, python_version="3.11"), path=path, wheel=path, cache_hit=True)
+    actions._BUILT.append((prefix, built))
+    actions.after_install("install")
+    data = PrefixData(str(prefix))
+    assert data.get_environment_env_vars() == {"TORCH_CUDA_ARCH_LIST": "8.0"}
+    actions.unset_build_variables(prefix)  # no package of the channel is installed: they go
+    assert PrefixData(str(prefix)).get_environment_env_vars() == {}
+    # A value the user changed since is theirs: it stays.
+    actions._BUILT.append((prefix, built))
+    actions.after_install("install")
+    conda_cli("env", "config", "vars", "set", "-p", str(prefix), "TORCH_CUDA_ARCH_LIST=9.0")  # type: ignore[operator]
+    actions.unset_build_variables(prefix)
+    assert PrefixData(str(prefix)).get_environment_env_vars() == {"TORCH_CUDA_ARCH_LIST": "9.0"}
