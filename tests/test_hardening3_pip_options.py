@@ -225,3 +225,25 @@ def test_the_torch_step_leaves_out_the_indexes_pips_configuration_names(tmp_path
     config.write_text("[global]\nproxy = http://proxy.example:3128\n", encoding="utf-8")
     fresh = TargetPip(VENV_PYTHON, environ={**environ, "HOME": str(tmp_path / "h2")}, log_path=tmp_path / "log")
     assert fresh.environ_for(torch_index_only=True) == {**environ, "HOME": str(tmp_path / "h2")}
+
+
+def test_pips_pep668_override_is_seen_in_every_form(tmp_path: Path) -> None:
+    from packaging.version import Version
+
+    from cuda_resolve.errors import InstallError
+    from cuda_resolve.install.pip import PipFacts, refuse_externally_managed
+
+    facts = PipFacts(version=Version("25.0"), truststore=False, externally_managed=True)
+    bare = {"HOME": str(tmp_path), "PIP_CONFIG_FILE": os.devnull}
+    with pytest.raises(InstallError, match="externally managed"):
+        refuse_externally_managed(VENV_PYTHON, facts, [], bare)
+    for words, extra in ((["--break"], {}), (["-tdir"], {}), (["--prefi=p"], {}), ([], {"PIP_TARGET": "/t"}),
+                         ([], {"PIP_BREAK_SYSTEM_PACKAGES": "yes"})):
+        refuse_externally_managed(VENV_PYTHON, facts, words, {**bare, **extra})
+    config = tmp_path / "pip.conf"
+    config.write_text("[install]\nbreak_system_packages = true\n", encoding="utf-8")
+    refuse_externally_managed(VENV_PYTHON, facts, [], {**bare, "PIP_CONFIG_FILE": str(config)})
+    off = tmp_path / "off.conf"  # another file: what pip's configuration says is read once per process
+    off.write_text("[install]\nbreak_system_packages = false\n", encoding="utf-8")
+    with pytest.raises(InstallError):
+        refuse_externally_managed(VENV_PYTHON, facts, [], {**bare, "PIP_CONFIG_FILE": str(off)})

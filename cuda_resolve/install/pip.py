@@ -134,18 +134,15 @@ def _distributions(data: object) -> dict[str, str]:
 
 
 
-#: pip options that let pip install into an externally managed interpreter's folders anyway.
-_EXTERNALLY_MANAGED_OVERRIDES = ("--break-system-packages", "--target", "-t", "--prefix", "--root")
-
-
 def refuse_externally_managed(python: str, facts: PipFacts, pip_args: Sequence[str], environ: Mapping[str, str]) -> None:
     """PEP 668: pip refuses to install into a distributor-managed interpreter (Debian's system
     Python); say so before anything is built, not after a 60-second compile."""
     if not facts.externally_managed:
         return
-    if environ.get("PIP_BREAK_SYSTEM_PACKAGES", "").lower() in ("1", "true", "yes", "on"):
-        return
-    if any(word.split("=", 1)[0] in _EXTERNALLY_MANAGED_OVERRIDES for word in pip_args):
+    from .pipoptions import pip_settings
+
+    # pip's override in any form pip reads it: options in any spelling, PIP_* variables, its configuration.
+    if pip_settings(pip_args, python=python, environ=environ).externally_managed_override is not None:
         return
     raise InstallError(
         f"{python} is externally managed (PEP 668: its distributor's package manager owns it), so pip will not install into it",

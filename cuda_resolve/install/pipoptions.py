@@ -311,6 +311,9 @@ def _refuse_host(where: str) -> None:
 
 
 _TRUE = frozenset({"y", "yes", "t", "true", "on", "1"})
+#: pip skips its PEP 668 check with these (pip's install command: the override, or a folder
+#: other than the interpreter's own).
+_PEP668_OVERRIDES = ("break-system-packages", "target", "prefix", "root")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -319,6 +322,9 @@ class PipSettings:
 
     unverified_hosts: tuple[tuple[str, str], ...] = ()  # (host, origin)
     hash_mode: str | None = None  # where hash-checking mode comes from; None: not on
+    #: what lets pip install into a PEP 668 interpreter anyway (--break-system-packages, or a
+    #: --target/--prefix/--root, which pip does not check), and where it was set; None: nothing
+    externally_managed_override: str | None = None
 
 
 def _file_settings(pip_args: Sequence[str]) -> tuple[list[tuple[str, str | None, str, bool]], list[str]]:
@@ -348,7 +354,8 @@ def _config_and_variables(python: str | None, environ: Mapping[str, str], isolat
 def pip_settings(pip_args: Sequence[str], *, python: str | None, environ: Mapping[str, str]) -> PipSettings:
     """Hosts without TLS verification, hash-checking mode and index options in constraint files,
     from the command line, the ``-r``/``-c`` files (nested), pip's configuration files as the
-    target's pip lists them (``python`` None: not read) and the ``PIP_*`` variables."""
+    target's pip lists them (``python`` None: not read) and the ``PIP_*`` variables. Read once
+    per process for the same arguments and environment (one command asks several times)."""
     return _pip_settings(tuple(pip_args), python, tuple(sorted(environ.items())))
 
 
@@ -359,15 +366,22 @@ def _pip_settings(pip_args: tuple[str, ...], python: str | None, environ: tuple[
     hosts: list[tuple[str, str]] = []
     hash_mode: str | None = None
     no_hash_mode = "--no-require-hashes" in names
+    override: str | None = None
     for key, value, origin in _config_and_variables(python, dict(environ), "--isolated" in names,
-                                                    ("trusted-host", "require-hashes", "no-require-hashes")):
-        if key == "trusted-host":
+                                                    ("trusted-host", "require-hashes", "no-require-hashes",
+                                                     *_PEP668_OVERRIDES)):
+        if key in _PEP668_OVERRIDES:
+            if key != "break-system-packages" or value.strip().lower() in _TRUE:
+                override = f"{key} = {value} from {origin}"
+        elif key == "trusted-host":
             hosts.extend((host, origin) for host in value.split())
         elif key == "require-hashes":
             hash_mode = f"require-hashes = {value} from {origin}" if value.strip().lower() in _TRUE else None
         elif value.strip().lower() in _TRUE:
             no_hash_mode = True
     for item in found:
+        if item.option.name[2:] in _PEP668_OVERRIDES:
+            override = f"{item.words[0]} on the command line"
         if item.option.name == "--require-hashes":
             hash_mode = f"{item.words[0]} on the command line"
         elif item.option.name == _DISABLES_VERIFICATION and item.value:
@@ -382,7 +396,7 @@ def _pip_settings(pip_args: tuple[str, ...], python: str | None, environ: tuple[
             no_hash_mode = True
     if hash_mode is None and hashed and not no_hash_mode:
         hash_mode = f"--hash at {hashed[0]}"
-    return PipSettings(unverified_hosts=tuple(hosts), hash_mode=hash_mode)
+    return PipSettings(unverified_hosts=tuple(hosts), hash_mode=hash_mode, externally_managed_override=override)
 
 
 def refuse_disabled_verification(settings: PipSettings) -> None:
