@@ -84,7 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cuda_resolve.cli import guarded, split_debug
 
     words = list(sys.argv[1:] if argv is None else argv)
-    wants_json = "--json" in words
+    # --js, --jso: prefixes of --json are cuda-pip's too (no pip option starts so).
+    wants_json = any(len(w) >= 4 and "--json".startswith(w) for w in words)
     if not words or words[0] in ("-h", "--help"):
         print("usage: cuda-pip install [cuda-pip options] [pip options] REQ...\n"
               "       cuda-pip COMMAND ...   (any other pip command, run by the target's pip)\n\n"
