@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Member", "end_session", "pipe_holders", "session_members"]
+__all__ = ["Member", "end", "end_session", "orphans_holding_output", "pipe_holders", "session_members"]
 
 _PROC = Path("/proc")
 _LINUX = sys.platform.startswith("linux")
@@ -41,16 +41,16 @@ class Member:
         return f"{self.name} (pid {self.pid})"
 
 
-def _stat(pid: int) -> tuple[str, str, int] | None:
-    """(name, state, session) of a live process, None when it is gone or unreadable."""
+def _stat(pid: int) -> tuple[str, str, int, int] | None:
+    """(name, state, session, parent) of a process, None when it is gone or unreadable."""
     try:
         text = (_PROC / str(pid) / "stat").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
     try:
         name = text[text.index("(") + 1 : text.rindex(")")]
-        state, _ppid, _group, session = text[text.rindex(")") + 2 :].split()[:4]
-        return name, state, int(session)
+        state, parent, _group, session = text[text.rindex(")") + 2 :].split()[:4]
+        return name, state, int(session), int(parent)
     except (ValueError, IndexError):
         return None
 
@@ -64,14 +64,48 @@ def _pids() -> list[int]:
 
 def session_members(session: int) -> list[Member]:
     """The live processes (not zombies) of ``session``, the leader included, on Linux."""
+    return [member for member, _parent in _members(session)]
+
+
+def _members(session: int) -> list[tuple[Member, int]]:
     if not _LINUX:
         return []
-    found: list[Member] = []
+    found: list[tuple[Member, int]] = []
     for pid in _pids():
         stat = _stat(pid)
         if stat is not None and stat[2] == session and stat[1] != "Z" and pid != os.getpid():
-            found.append(Member(pid, stat[0]))
+            found.append((Member(pid, stat[0]), stat[3]))
     return found
+
+
+def orphans_holding_output(session: int) -> list[Member]:
+    """The processes of ``session`` (not its leader) whose parent has exited, leaving them to
+    init, while their output still goes to a pipe: a background process a build step left
+    behind, which keeps whoever reads that pipe (pip, reading a build hook's output) waiting."""
+    members = _members(session)
+    inside = {member.pid for member, _parent in members}
+    found: list[Member] = []
+    for member, parent in members:
+        if member.pid == session or parent in inside:
+            continue
+        if any(_is_pipe(member.pid, fd) for fd in (1, 2)):
+            found.append(member)
+    return found
+
+
+def _is_pipe(pid: int, fd: int) -> bool:
+    try:
+        return os.readlink(_PROC / str(pid) / "fd" / str(fd)).startswith("pipe:")
+    except OSError:
+        return False
+
+
+def end(members: Iterable[Member]) -> None:
+    """SIGTERM to each of ``members``, then SIGKILL to those still there :data:`FIRM_SECONDS` later."""
+    pids = [m.pid for m in members]
+    _signal(pids, signal.SIGTERM)
+    _wait_for(None, pids, FIRM_SECONDS)
+    _signal([pid for pid in pids if _alive(pid)], signal.SIGKILL)
 
 
 def pipe_holders(pipe_fd: int) -> list[Member]:

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol
 
-from .._sessions import end_session, pipe_holders
+from .._sessions import end as end_members
+from .._sessions import end_session, orphans_holding_output, pipe_holders
 from .._signals import deferred_interrupts
 from ..errors import BuildError
 from ..redaction import redact_data, redact_urls
@@ -42,6 +43,8 @@ _TAIL_LINES = 400  # what a failure is diagnosed from; the whole output is in th
 #: How long a background process may keep a program's output open after the program exited.
 LINGER_SECONDS = 3.0
 _POLL_SECONDS = 0.2
+#: How often the session is searched for processes left holding an output pipe.
+_SCAN_SECONDS = 1.0
 #: Starts a line the runner adds to a program's output (in the log, the tail and ``on_line``).
 NOTE_PREFIX = "[cuda-resolve] "
 
@@ -130,11 +133,16 @@ def _program_name(command: Sequence[str]) -> str:
 
 
 def _pump(process: subprocess.Popen[bytes], fd: int, name: str, emit: Callable[[str], None], linger: float) -> None:
-    """Read ``fd`` to its end, line by line (universal newlines, undecodable bytes replaced), or
-    until ``linger`` seconds after ``process`` exited: then whatever still holds it is ended."""
+    """Read ``fd`` to its end, line by line (universal newlines, undecodable bytes replaced).
+
+    Whatever is left holding an output pipe is ended ``linger`` seconds after the process that
+    started it exited: ``fd`` itself once ``process`` has exited, and a pipe inside the session
+    (pip reading a build hook's output) once the hook exited but left a child with its output."""
     decoder = io.IncrementalNewlineDecoder(codecs.getincrementaldecoder("utf-8")(errors="replace"), translate=True)
     pending = ""
     exited_at: float | None = None
+    orphaned_at: dict[int, float] = {}
+    next_scan = time.monotonic() + _SCAN_SECONDS
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
         while True:
@@ -145,12 +153,15 @@ def _pump(process: subprocess.Popen[bytes], fd: int, name: str, emit: Callable[[
                 *lines, pending = (pending + decoder.decode(chunk)).split("\n")
                 for line in lines:
                     emit(line)
-                continue
+            now = time.monotonic()
+            if now >= next_scan:
+                next_scan = now + _SCAN_SECONDS
+                _end_orphans(process.pid, orphaned_at, now, emit, linger)
             if process.poll() is None:
                 continue
             if exited_at is None:
-                exited_at = time.monotonic()
-            elif time.monotonic() - exited_at >= linger:
+                exited_at = now
+            elif now - exited_at >= linger:
                 holders = pipe_holders(fd)
                 left = end_session(process, also=holders, gentle=False)
                 named = ", ".join(str(m) for m in left) or "a process it started"
@@ -159,6 +170,26 @@ def _pump(process: subprocess.Popen[bytes], fd: int, name: str, emit: Callable[[
     rest = pending + decoder.decode(b"", final=True)
     if rest:
         emit(rest.rstrip("\n"))
+
+
+def _end_orphans(session: int, orphaned_at: dict[int, float], now: float, emit: Callable[[str], None], linger: float) -> None:
+    """End the session's processes that have held an output pipe for ``linger`` seconds since
+    the process that started them exited (:func:`~cuda_resolve._sessions.orphans_holding_output`)."""
+    found = {m.pid: m for m in orphans_holding_output(session)}
+    for pid in list(orphaned_at):
+        if pid not in found:
+            del orphaned_at[pid]
+    due = []
+    for pid, member in found.items():
+        since = orphaned_at.setdefault(pid, now)
+        if now - since >= linger:
+            due.append(member)
+    if due:
+        end_members(due)
+        for member in due:
+            del orphaned_at[member.pid]
+            emit(f"{NOTE_PREFIX}{member} was left running by a build step that exited, holding its output open "
+                 f"(which would hang the build): ended after {linger:.0f} s")
 
 
 def _read(fd: int) -> bytes:
