@@ -325,3 +325,33 @@ def test_doctor_json_on_a_venv_flags_9_0_and_passes_8_0(built: Built, tmp_path: 
         expected = "error" if arch == "9.0" else "ok"
         assert [f["status"] for f in kernels] == [expected]
         assert (report["status"] == "error") == (arch == "9.0")
+
+
+def test_profile_round_trip_carries_the_facts_and_doctor_profile_flags_them(built: Built, tmp_path: Path) -> None:
+    """A saved profile keeps the scan's facts; `doctor --profile` judges them for that machine."""
+    from cuda_resolve.profile import environment_to_dict, load_profile
+
+    site = _site_with(built.libraries["ptx"], tmp_path)
+    found = find_extensions([str(site)], environ={}, ld_cache=tmp_path / "none", default_dirs=())
+    base = (Path(__file__).parent / "data" / "profiles" / "h200-healthy-handwritten.toml").read_text(encoding="utf-8")
+    extension = found[0]
+    profile = tmp_path / "h200.toml"
+    profile.write_text(
+        base + f'\n[[extension]]\npath = "{extension.path}"\nneeded = {list(extension.needed)!r}\n'
+        f'sass = {list(extension.sass)!r}\nptx = {list(extension.ptx)!r}\ndistribution = "{extension.distribution}"\n'.replace("'", '"'),
+        encoding="utf-8",
+    )
+    loaded = load_profile(profile, index=make_index())
+    assert loaded.extensions[0].sass == ("sm_80", "sm_86") and loaded.extensions[0].ptx == ("compute_86",)
+    assert environment_to_dict(loaded)["extension"][0]["ptx"] == ["compute_86"]
+    done = subprocess.run([sys.executable, "-m", "cuda_resolve", "doctor", "--profile", str(profile), "--json"],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    findings = json.loads(done.stdout)["findings"]
+    assert [f["status"] for f in findings if f["check"] == "extension-kernels"] == ["warn"]  # 9.0 runs compute_86
+    bad = profile.read_text(encoding="utf-8").replace('ptx = ["compute_86"]', 'ptx = ["compute_8x"]')
+    profile.write_text(bad, encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "cuda_resolve", "doctor", "--profile", str(profile)],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    assert done.returncode == 2 and "compute_8x" in done.stderr and "Traceback" not in done.stderr

@@ -238,7 +238,7 @@ POLAR = "_ZN2at4_ops12linalg_polar4callERKNS_6TensorE"  # at::linalg_polar: new 
 REAL_EXTENSION = """
 #include <Python.h>
 #include <ATen/ATen.h>
-at::Tensor polar(const at::Tensor& x) { return at::linalg_polar(x); }
+std::tuple<at::Tensor, at::Tensor> polar(const at::Tensor& x) { return at::linalg_polar(x); }
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C", NULL, -1, NULL};
 PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&module); }
 """
@@ -275,7 +275,7 @@ def test_real_torch_mismatch_matches_the_import_error(tmp_path: Path) -> None:
     (purelib / "polarext-1.0+pt2141cpu.dist-info").mkdir()
     (tmp_path / "polar.cpp").write_text(REAL_EXTENSION, encoding="utf-8")
     include = headers / "torch" / "include"
-    subprocess.run(["g++", "-shared", "-fPIC", "-O0", "-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=1", f"-I{include}",
+    subprocess.run(["g++", "-shared", "-fPIC", "-O0", "-std=c++20", "-D_GLIBCXX_USE_CXX11_ABI=1", f"-I{include}",
                     f"-I{include / 'torch' / 'csrc' / 'api' / 'include'}", f"-I{sysconfig.get_paths()['include']}",
                     "-o", str(package / f"_C{sysconfig.get_config_var('EXT_SUFFIX')}"), str(tmp_path / "polar.cpp"),
                     f"-L{headers / 'torch' / 'lib'}", "-lc10", "-ltorch_cpu"], check=True, capture_output=True, timeout=900)

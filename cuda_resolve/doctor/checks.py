@@ -450,12 +450,12 @@ def check_extension_symbols(env: Environment, index: CudaFactsSource) -> list[Fi
             first = shown[0] if shown[0] == ext.missing_symbols[0] else f"{shown[0]} ({ext.missing_symbols[0]})"
             more = f" and {len(ext.missing_symbols) - 1} more" if len(ext.missing_symbols) > 1 else ""
             origin = f"; it was built for {built_for}" if built_for else ""
-            rebuild = f"`cuda-pip install --rebuild {package}`" if package else "rebuild it"
+            rebuild = f" (`cuda-pip install --rebuild {package}`)" if package else ""
             install = f", or install the torch it was built for (torch=={_label_version(label)})" if label else ""
             findings.append(Finding(
                 check="extension-symbols", status="error", title="torch symbols of an extension",
                 found=f"{_named(ext)} needs {first}{more}, which the installed torch {torch.version} does not define{origin}: import fails with 'undefined symbol: {ext.missing_symbols[0]}'",
-                fix=f"{rebuild} against the installed torch {torch.version}{install}",
+                fix=f"rebuild it against the installed torch {torch.version}{rebuild}{install}",
             ))
         elif other_torch and built_for:
             findings.append(Finding(
