@@ -1,18 +1,32 @@
-"""The torch environment the slow end-to-end tests share: PyPI's CUDA build of torch, installed
-once per session by cuda-pip itself (test_install_e2e and test_install_interrupt both use it;
-conftest.py registers the fixture so that pytest makes it once, not once per module)."""
+"""The venvs the tests install into, and the torch environment the slow end-to-end tests share.
+
+Test venvs are copies of one template, never made per test: ``python -m venv`` with pip runs
+ensurepip (about 8 s on CI's two cores), a copy takes a fraction of a second. ``template_venv()``
+makes the template (pip, nothing else) once per session; ``copy_venv(path)`` copies it with its
+links kept (``bin/python`` stays a link to the base interpreter, so the copy is a venv of its own:
+``sys.prefix`` is the copy, pip installs into the copy) and rewrites the template's path where
+venv and pip wrote it (``pyvenv.cfg``, the ``bin/pip*`` shebangs, the activate scripts).
+
+The torch environment is PyPI's CUDA build of torch, installed once per session by cuda-pip
+itself (test_install_e2e and test_install_interrupt both use it; conftest.py registers the
+fixture so that pytest makes it once, not once per module).
+"""
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-__all__ = ["_cli", "_venv", "torch_python"]
+__all__ = ["_cli", "_venv", "copy_venv", "template_venv", "torch_python"]
 
 
 def _cli(*args: str, env: dict[str, str] | None = None, module: str = "cuda_resolve", timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -20,9 +34,34 @@ def _cli(*args: str, env: dict[str, str] | None = None, module: str = "cuda_reso
                           env=env if env is not None else dict(os.environ), timeout=timeout, check=False)
 
 
-def _venv(path: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+@functools.cache
+def template_venv() -> Path:
+    """An empty venv with pip, made once per test session (removed when the session's process ends)."""
+    folder = Path(tempfile.mkdtemp(prefix="cuda-resolve-venv-template-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    template = folder / "venv"
+    # pip's variables (these machines set PIP_FIND_LINKS) must not reach ensurepip's pip.
+    environ = {name: value for name, value in os.environ.items() if not name.startswith("PIP_") and name != "VIRTUAL_ENV"}
+    subprocess.run([sys.executable, "-m", "venv", str(template)], check=True, timeout=300, env=environ)
+    return template
+
+
+def copy_venv(path: Path, template: Path | None = None) -> Path:
+    """A venv at *path*, copied from *template* (default: ``template_venv()``); returns its python."""
+    source = template if template is not None else template_venv()
+    shutil.copytree(source, path, symlinks=True)
+    old, new = os.fsencode(source), os.fsencode(path)
+    for written in [path / "pyvenv.cfg", *(path / "bin").iterdir()]:
+        if written.is_symlink() or not written.is_file():
+            continue
+        content = written.read_bytes()
+        if old in content:
+            written.write_bytes(content.replace(old, new))
     return path / "bin" / "python"
+
+
+def _venv(path: Path) -> Path:
+    return copy_venv(path)
 
 
 @pytest.fixture(scope="session")

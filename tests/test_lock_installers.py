@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _torch_env import copy_venv
 from test_lock_support import StaticIndex, make_wheel, serve, write_profile
 
 from cuda_resolve.cli import main
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.network
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("tools") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    copy_venv(folder)
     subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                     "pip==26.3", "uv", "pypiserver", "passlib"], check=True)
     return folder / "bin"
@@ -90,9 +91,7 @@ def _scratch_venv(folder: Path) -> Path:
 def test_pip_26_3_installs_a_profile_of_the_lock_as_an_extra(tools: Path, two_variant_lock: Path, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
-    target = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(target)], check=True)
-    python = target / "bin" / "python"
+    python = copy_venv(tmp_path / "venv")
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "pip==26.3"], check=True)
     done = subprocess.run([str(python), "-m", "pip", "install", "--isolated", "--disable-pip-version-check", "-r", f"{two_variant_lock}[a100]"],
                           capture_output=True, text=True)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _torch_env import copy_venv
 from test_net_support import (
     BenchHandler,
     BenchServer,
@@ -60,9 +61,7 @@ def _without_pip_variables() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def venv_python(tmp_path_factory: pytest.TempPathFactory) -> str:
-    root = tmp_path_factory.mktemp("pipconfig") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, timeout=300, env=_without_pip_variables())
-    return str(root / "bin" / "python")
+    return str(copy_venv(tmp_path_factory.mktemp("pipconfig") / "venv"))  # the template is made without PIP_* variables
 
 
 @dataclass
