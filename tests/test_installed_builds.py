@@ -184,8 +184,9 @@ def test_a_plan_of_installed_builds_runs_no_pip() -> None:
     assert with_options.skip_pip is None
     assert [list(step.args) for step in with_options.steps] == [["--no-cache-dir", "torch==2.11.0"]]
     # A target where it is no longer installed as planned runs pip.
-    moved = complete_plan(plan, env, default_index(), InstallOptions(), pip=None, installed={"torch": "2.11.0"})
-    assert moved.skip_pip is None
+    for here in ({"torch": "2.11.0"}, {"torch": "2.11.0", "pointnet2-ops": "3.0.0+pt2110cu130.sm90"}):
+        moved = complete_plan(plan, env, default_index(), InstallOptions(), pip=None, installed=here)
+        assert moved.skip_pip is None, here
 
 
 def test_the_plan_document_round_trips_the_kept_build() -> None:
