@@ -16,7 +16,7 @@ from conda.exceptions import CondaError
 #: What this process built into the local channel for the command being run (prefix, packages).
 _BUILT: list[tuple[Path, Any]] = []
 _ACTIVATE = "conda config --set plugins.cuda_resolve_active true"
-_PASS_THROUGH = ("doctor", "detect", "plan", "install", "build")
+_PASS_THROUGH = ("doctor", "detect", "plan", "install", "build", "lock", "sync")
 
 
 class CudaResolvePluginError(CondaError):
@@ -71,8 +71,9 @@ def _split_target(argv: Sequence[str]) -> tuple[Path, list[str]]:
 _USAGE = """usage: conda cuda COMMAND [-n NAME | -p PATH] [options]
 
 cuda-resolve for a conda environment (default: the active one):
-  doctor, detect, plan, install, build   cuda-resolve's commands with this environment as the target
-                                         (`conda cuda plan --help` for each one's options)
+  doctor, detect, plan, install, build,  cuda-resolve's commands with this environment as the target
+  lock, sync                             (`conda cuda plan --help` for each one's options; lock
+                                         adds the environment as profile `this`)
   channel [--prune]                      list the local channel (--prune: drop what no environment uses)
   activate / deactivate                  plain `conda install` builds what no channel serves (a .condarc setting)
 """
@@ -99,8 +100,11 @@ def subcommand(argv: tuple[str, ...]) -> int:
     from cuda_resolve.conda.convert import prefix_python
 
     python = _converted(lambda: prefix_python(prefix))
-    if "--python" in words or ("--profile" in words and verb != "build"):
+    if "--python" in words or ("--profile" in words and verb not in ("build", "lock")):
         raise CudaResolvePluginError(f"conda cuda {verb}: the target is the conda environment", hint="name it with -n NAME or -p PATH")
+    if verb == "lock":  # the environment is the machine class `this`, resolved by its interpreter
+        profiles = [] if any(word.startswith("--profile") for word in words) else ["--profile", "this"]
+        return main([verb, *words, *profiles, "--python-for", f"this={python}"])
     return main([verb, *words, "--python", str(python)])
 
 
@@ -212,7 +216,7 @@ def before_install(command: str) -> None:
 
 def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], index: Any, names: list[str]) -> None:
     from cuda_resolve.conda.channel import LocalChannel
-    from cuda_resolve.conda.convert import build_into_channel, prefix_python
+    from cuda_resolve.conda.convert import build_into_channel
     from cuda_resolve.conda.records import torch_record
     from cuda_resolve.conda.serve import best_fitting, build_fits
     from cuda_resolve.detect import detect_environment
@@ -221,7 +225,7 @@ def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], i
 
     prefix = Path(context.target_prefix)
     torch = torch_record(prefix) if prefix.is_dir() else None
-    python = prefix_python(prefix) if prefix.is_dir() else None
+    python = (prefix / "bin" / "python") if (prefix / "bin" / "python").exists() else None
     running = python is not None and Path(sys.executable).absolute() == python.absolute()
     env = detect_environment(python=None if running or python is None else str(python))
     settings = _settings()
@@ -240,6 +244,8 @@ def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], i
         for fit in fits:
             print(f"cuda-resolve: {fit.describe()}")
         to_build.append(spec.name)
+    if torch is not None and torch.source == "pip":
+        _enable_pip_records()  # the pin of a fitting build, or of ours, names pip's torch
     if not to_build:
         return
     if torch is None:
@@ -266,8 +272,6 @@ def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], i
     if channel.url not in cli_channels:
         args["channel"] = [*cli_channels, channel.url]
         context._set_argparse_args(args)
-    if torch.source == "pip":
-        _enable_pip_records()
 
 
 def _pin(packages: list[str], name: str, version: str, build: str) -> None:

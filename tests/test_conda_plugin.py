@@ -185,3 +185,17 @@ def test_a_build_sets_conda_variables_that_go_when_its_package_does(tmp_path: Pa
     conda_cli("env", "config", "vars", "set", "-p", str(prefix), "TORCH_CUDA_ARCH_LIST=9.0")  # type: ignore[operator]
     actions.unset_build_variables(prefix)
     assert PrefixData(str(prefix)).get_environment_env_vars() == {"TORCH_CUDA_ARCH_LIST": "9.0"}
+
+
+def test_active_a_fitting_channel_build_is_pinned_and_nothing_is_built(tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object) -> None:
+    channel = _channel_with_cuext(tmp_path)  # stands in for a channel's build: sm80, pip's torch 2.14.1
+    prefix = tmp_path / "env"
+    _pip_torch(prefix, "2.14.1")
+    settings.setenv("CONDA_OVERRIDE_CUDA", "13.0")
+    settings.setenv("CUDA_RESOLVE_CONDA_CHANNEL", str(tmp_path / "ours"))
+    settings.setenv("CONDA_PREFIX_DATA_INTEROPERABILITY", "false")  # the plugin turns it on (restored after)
+    _active(settings, True)
+    out, _, _ = conda_cli("install", "-y", "-p", str(prefix), "--override-channels", "-c", channel.url, "cuext")  # type: ignore[operator]
+    assert "cuda-resolve: the channel build cuext 0.1.0" in out and "fits" in out
+    assert "building" not in out and not (tmp_path / "ours").exists()
+    assert (prefix / "lib" / "python3.11" / "site-packages" / "cuext" / "__init__.py").is_file()
