@@ -13,6 +13,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -195,6 +196,20 @@ def test_the_plan_document_round_trips_the_kept_build() -> None:
     again = Plan.from_json(json.loads(json.dumps(done.to_json())))
     assert again.items == done.items and again.skip_pip == done.skip_pip
     assert again.environment.installed_extensions == env.installed_extensions
+
+
+def test_applying_a_plan_that_keeps_a_build_checks_it_is_still_installed_and_covers() -> None:
+    from dataclasses import replace
+
+    from cuda_resolve.install.apply import PlanFactChanged, check_plan_facts
+
+    env = _env()
+    done = complete_plan(_plan(env), env, default_index(), InstallOptions(), pip=None, installed={"torch": "2.11.0", "pointnet2-ops": LABEL})
+    assert check_plan_facts(done, env).items == done.items
+    with pytest.raises(PlanFactChanged, match=re.escape(f"the installed pointnet2_ops {LABEL}; this machine has none")):
+        check_plan_facts(done, replace(env, installed_extensions=()))
+    with pytest.raises(PlanFactChanged, match=r"pointnet2_ops's arch list 8\.0;8\.6; this machine has GPU 1 \(GPU1, compute capability 9\.0\)"):
+        check_plan_facts(done, _env(gpus=("8.0", "9.0")))
 
 
 # -- the facts: profile and probe ------------------------------------------------------------

@@ -68,6 +68,33 @@ def _relocated(build: PlannedBuild, env: Environment) -> PlannedBuild:
     return replace(build, spec=moved)
 
 
+def _check_kept_builds(plan: Plan, env: Environment) -> None:
+    """An installed extension build the plan keeps (resolve.installed) is installed here at that
+    version and covers every GPU here: otherwise nothing would install or replace it."""
+    from packaging.utils import canonicalize_name
+
+    here = {canonicalize_name(e.name): e.version for e in env.installed_extensions}
+    for item in plan.items:
+        if item.kind != "installed" or item.name in ("torch", "torchvision", "torchaudio"):
+            continue
+        found = here.get(canonicalize_name(item.name))
+        if found is None or not _same_version(found, item.version):
+            raise _changed(f"the installed {item.name}", item.version, found or "none")
+        for gpu in env.gpus:
+            if item.arch_list and not build_covers_gpu(parse_arch_list(item.arch_list), gpu.compute_capability):
+                raise _changed(f"the installed {item.name}'s arch list", item.arch_list,
+                               f"GPU {gpu.index} ({gpu.name}, compute capability {gpu.compute_capability}) that it does not cover")
+
+
+def _same_version(one: str, other: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(one) == Version(other)
+    except InvalidVersion:
+        return one == other
+
+
 def check_plan_facts(plan: Plan, env: Environment) -> Plan:
     """``plan`` ready to execute in ``env`` (paths moved to this machine's), or the fact that changed."""
     made = plan.environment
@@ -84,6 +111,7 @@ def check_plan_facts(plan: Plan, env: Environment) -> Plan:
     here_torch = env.torch.version if env.torch else None
     if made_torch != here_torch:
         raise _changed("the installed torch", made_torch or "none", here_torch or "none")
+    _check_kept_builds(plan, env)
     for build in plan.builds:
         arch_list = parse_arch_list(build.key.arch_list)
         for gpu in env.gpus:
