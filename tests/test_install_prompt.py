@@ -75,7 +75,9 @@ def _environ(record: Path) -> dict[str, str]:
 def _pip_runs(record: Path) -> list[list[str]]:
     if not record.exists():
         return []
-    return [run.split("\n") for run in record.read_text().split("\n\n") if run]
+    runs = [run.split("\n") for run in record.read_text().split("\n\n") if run]
+    # `pip config debug`: cuda-pip reading pip's configuration (hash mode, trusted hosts), not a run that acts.
+    return [run for run in runs if "config" not in run[:2]]
 
 
 def _at_terminal(args: list[str], record: Path, *, answer: bytes | None) -> Session:
