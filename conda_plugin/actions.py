@@ -252,6 +252,13 @@ def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], i
         raise CudaResolvePluginError(
             f"no channel build of {', '.join(to_build)} fits this machine, and the environment {prefix} has no torch to build against",
             hint=f"create the environment with torch first (conda create -p {prefix} python pytorch), then conda install {' '.join(to_build)}")
+    requirements = [_requirement(spec) for spec in specs if spec.name in to_build]
+    if args.get("dry_run"):
+        from conda.exceptions import DryRunExit
+
+        print(f"cuda-resolve: would build {', '.join(requirements)} against {torch.describe()} into the local channel "
+              f"{channel.url} (conda cuda plan -p {prefix} {' '.join(to_build)} shows the build)")
+        raise DryRunExit()
     _refuse_insecure_tls()
 
     class _Printer(Reporter):  # type: ignore[misc]
@@ -263,7 +270,7 @@ def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], i
 
     sources = tuple((name, Path(folder).expanduser()) for name, folder in (settings.cuda_resolve_sources or {}).items())
     options = InstallOptions(source_dirs=sources, explicit_arch_list=bool(settings.cuda_resolve_arch_list))
-    built = build_into_channel(to_build, prefix, channel=channel, index=index, options=options,
+    built = build_into_channel(requirements, prefix, channel=channel, index=index, options=options,
                                arch_list=settings.cuda_resolve_arch_list or None, reporter=_Printer())
     for item in built:
         _pin(packages, item.package.name, item.package.version, item.package.build)
@@ -272,6 +279,23 @@ def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], i
     if channel.url not in cli_channels:
         args["channel"] = [*cli_channels, channel.url]
         context._set_argparse_args(args)
+
+
+def _requirement(spec: Any) -> str:
+    """A conda spec's name and version as a PEP 508 requirement for cuda-resolve's resolver
+    (``pointnet2_ops=3.0`` -> ``pointnet2_ops==3.0.*``); a build string has no PEP 440 meaning."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    version = str(spec.version) if spec.version is not None else ""
+    if not version or version == "*":
+        return str(spec.name)
+    text = ",".join(part if part[:1] in "<>=!~" else f"=={part}" for part in version.split(","))
+    try:
+        SpecifierSet(text)
+    except InvalidSpecifier:
+        raise CudaResolvePluginError(f"{spec}: cuda-resolve cannot read the version {version!r} as a PEP 440 specifier",
+                                     hint=f"write it as {spec.name}=X.Y or '{spec.name}>=X.Y'") from None
+    return f"{spec.name}{text}"
 
 
 def _pin(packages: list[str], name: str, version: str, build: str) -> None:

@@ -199,3 +199,17 @@ def test_active_a_fitting_channel_build_is_pinned_and_nothing_is_built(tmp_path:
     assert "cuda-resolve: the channel build cuext 0.1.0" in out and "fits" in out
     assert "building" not in out and not (tmp_path / "ours").exists()
     assert (prefix / "lib" / "python3.11" / "site-packages" / "cuext" / "__init__.py").is_file()
+
+
+def test_a_dry_run_says_what_would_be_built_and_builds_nothing(tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object) -> None:
+    from conda.exceptions import DryRunExit
+
+    empty = LocalChannel(tmp_path / "empty")
+    empty.index()
+    prefix = tmp_path / "env"
+    _pip_torch(prefix, "2.14.1")
+    settings.setenv("CUDA_RESOLVE_CONDA_CHANNEL", str(tmp_path / "ours"))
+    _active(settings, True)
+    out, _, _ = conda_cli("install", "--dry-run", "-p", str(prefix), "--override-channels", "-c", empty.url, "cuext=0.1", raises=DryRunExit)  # type: ignore[operator]
+    assert "would build cuext==0.1.* against pip's torch 2.14.1" in out
+    assert not (tmp_path / "ours").exists() and not (tmp_path / "cache" / "wheelhouse").exists()
