@@ -257,7 +257,7 @@ def _torch_wheel(version: str) -> Path | None:
 def test_real_torch_mismatch_matches_the_import_error(tmp_path: Path) -> None:
     """An extension built against torch 2.14.1 that calls at::linalg_polar, installed beside
     torch 2.13.0 (CPU), fails to import with the symbol doctor names."""
-    from _torch_env import copy_venv
+    from _torch_env import _venv
 
     new, old = _torch_wheel("2.14.1"), _torch_wheel("2.13.0")
     if sys.version_info[:2] != (3, 11) or new is None or old is None or shutil.which("g++") is None:
@@ -265,7 +265,7 @@ def test_real_torch_mismatch_matches_the_import_error(tmp_path: Path) -> None:
     headers = tmp_path / "torch-2.14.1"
     with zipfile.ZipFile(new) as wheel:
         wheel.extractall(headers, [n for n in wheel.namelist() if n.startswith(("torch/include/", "torch/lib/libc10.so", "torch/lib/libtorch_cpu.so", "torch/lib/libtorch.so"))])
-    python = copy_venv(tmp_path / "venv")
+    python = _venv(tmp_path / "venv")
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", str(old)], check=True, timeout=900)
     purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                   capture_output=True, text=True, check=True).stdout.strip())
