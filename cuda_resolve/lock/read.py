@@ -67,7 +67,13 @@ def _lock_version(data: dict[str, Any], origin: str) -> tuple[Version, list[str]
 
 
 def parse_lock(text: str, *, origin: str = "<lock>") -> ReadLock:
-    from packaging.pylock import Pylock, PylockValidationError
+    try:
+        from packaging.pylock import Pylock, PylockValidationError
+    except ImportError:
+        import packaging
+
+        raise LockError(f"reading {origin} needs packaging >= 25 (its pylock module); this Python has packaging {packaging.__version__}",
+                        hint="python -m pip install -U packaging") from None
 
     from .._toml import parse_toml_text
 
