@@ -310,6 +310,40 @@ def _pip_args(tmp_path: Path, proxy: str) -> list[str]:
             "--extra-index-url", TOKEN_INDEX, "-r", str(requirements), "somepkg"]
 
 
+@pytest.fixture
+def answering_index(tmp_path: Path) -> Iterator[str]:
+    """``http://127.0.0.1:PORT``: an empty simple index that answers cuda-resolve's reachability
+    check (pip, sent through a dead proxy, still fails: the install fails inside pip)."""
+    import http.server
+    import threading
+
+    root = tmp_path / "served"
+    (root / "simple").mkdir(parents=True)
+    (root / "simple" / "index.html").write_text("<html><body></body></html>")
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    def handler(*args: object, **kwargs: object) -> Quiet:
+        return Quiet(*args, directory=str(root), **kwargs)  # type: ignore[arg-type]
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _answering_pip_args(tmp_path: Path, proxy: str, host: str) -> list[str]:
+    """:func:`_pip_args` with indexes that answer (plain http on loopback), so pip really runs."""
+    requirements = _requirements(tmp_path, f"--extra-index-url http://u:${{CR_TEST_TOKEN}}@{host}/simple")
+    return ["-v", "--timeout", "1", "--retries", "0", "-i", f"http://alice:{INDEX_PASSWORD}@{host}/simple", "--proxy", proxy,
+            "--extra-index-url", f"http://{host}/simple?token={QUERY_TOKEN}", "-r", str(requirements), "somepkg"]
+
+
 def _assert_nothing_leaked(*texts: str) -> None:
     for secret in SECRETS:
         for text in texts:
@@ -353,8 +387,9 @@ def _strings(value: object) -> list[str]:
 
 
 @pytest.mark.parametrize("as_json", [False, True])
-def test_a_failed_install_shows_and_logs_no_secret(as_json: bool, scratch_python: Path, tmp_path: Path) -> None:
-    args = _pip_args(tmp_path, f"http://bob:{PROXY_PASSWORD}@127.0.0.1:9")
+def test_a_failed_install_shows_and_logs_no_secret(as_json: bool, scratch_python: Path, tmp_path: Path,
+                                                  answering_index: str) -> None:
+    args = _answering_pip_args(tmp_path, f"http://bob:{PROXY_PASSWORD}@127.0.0.1:9", answering_index)
     done = _cuda_pip("--python", str(scratch_python), "--no-verify", *(["--json"] if as_json else []), *args,
                      tmp_path=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
@@ -371,16 +406,22 @@ def test_a_failed_install_shows_and_logs_no_secret(as_json: bool, scratch_python
     written = "".join(log.read_text(encoding="utf-8") for log in logs)
     # pip's own "Looking in indexes" line printed the token query in clear; the log has it masked.
     looking = next(line for line in written.splitlines() if line.startswith("Looking in indexes:"))
-    assert "https://127.0.0.1:9/simple?token=***" in looking and "alice:***@127.0.0.1:9" in looking
+    assert f"http://{answering_index}/simple?token=***" in looking and f"alice:***@{answering_index}" in looking
     assert "--proxy http://bob:***@127.0.0.1:9" in written
 
 
-def test_a_variable_from_a_requirements_file_is_never_logged(scratch_python: Path, tmp_path: Path) -> None:
+def test_a_variable_from_a_requirements_file_is_never_logged(scratch_python: Path, tmp_path: Path, answering_index: str) -> None:
     # A token in an index URL's path (Gemfury's form) has no credential shape: only the registry
     # of the values reqfile expanded can hide it, in pip's "Looking in indexes" line.
-    requirements = _requirements(tmp_path, "--extra-index-url https://127.0.0.1:9/${CR_TEST_TOKEN}/simple")
-    done = _cuda_pip("--python", str(scratch_python), "--no-verify", "--timeout", "1", "--retries", "0",
+    (tmp_path / "served" / ENV_SECRET / "simple").mkdir(parents=True)
+    (tmp_path / "served" / ENV_SECRET / "simple" / "index.html").write_text("<html></html>")
+    requirements = _requirements(tmp_path, f"--extra-index-url http://{answering_index}/${{CR_TEST_TOKEN}}/simple")
+    done = _cuda_pip("--python", str(scratch_python), "--no-verify", "-v", "--timeout", "1", "--retries", "0",
+                     "-i", f"http://{answering_index}/simple", "--proxy", "http://127.0.0.1:9",
                      "-r", str(requirements), "somepkg", tmp_path=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert _log_files()
+    assert "pip install (extensions and the rest) failed" in done.stderr  # pip ran, and failed
+    written = "".join(log.read_text(encoding="utf-8") for log in _log_files())
+    looking = next(line for line in written.splitlines() if line.startswith("Looking in indexes:"))
+    assert f"http://{answering_index}/***/simple" in looking
     _assert_nothing_leaked(done.stdout, done.stderr)
