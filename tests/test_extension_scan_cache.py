@@ -49,6 +49,7 @@ def test_second_scan_comes_from_the_cache_until_a_package_changes(tmp_path: Path
     assert scan_key([str(site)], environ) != key  # ... which the key sees: mtimes are inputs
     os.utime(site / "pkg_a", ns=(2, 2))
     frozen = scan_key([str(site)], environ)
+    assert frozen is not None
     remembered = {
         "path": "/remembered.so", "needed": ["libc10.so"], "missing": [], "sass": ["sm_80"], "ptx": [],
         "missing_symbols": [], "demangled": [], "notes": [], "distribution": "pkg 1.0",
