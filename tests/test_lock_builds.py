@@ -1,0 +1,131 @@
+"""Source-built wheels in a lock: pointnet2_ops for a profile whose torch is installed is locked from
+the wheelhouse at --wheelhouse-url (its plan's wheel key; a wheel covering every GPU is reused), and
+sync installs it while counting the installed torch as satisfied. Needs nvcc 13 (the build's
+pre-flight checks the toolkit the plan chose), no network, no GPU."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_lock_support import StaticIndex, make_wheel, serve
+
+from cuda_resolve.cli import main
+
+CUDA_13 = Path(os.path.realpath("/usr/local/cuda-13.0/bin/nvcc"))
+pytestmark = pytest.mark.skipif(not CUDA_13.is_file(), reason="needs the CUDA 13.0 toolkit at /usr/local/cuda-13.0")
+
+
+def _profile(path: Path, gpus: list[tuple[str, str]]) -> Path:
+    gpu_tables = "".join(f'[[gpu]]\nindex = {i}\nname = "{n}"\ncompute_capability = "{c}"\n' for i, (n, c) in enumerate(gpus))
+    path.write_text(f"""[machine]
+os = "linux"
+arch = "x86_64"
+glibc = "2.39"
+[python]
+version = "{sys.version_info[0]}.{sys.version_info[1]}.0"
+[driver]
+version = "580.159.04"
+{gpu_tables}[[toolkit]]
+version = "13.0"
+root = "/usr/local/cuda-13.0"
+nvcc = "/usr/local/cuda-13.0/bin/nvcc"
+[compiler]
+gcc = "13.3.0"
+[torch]
+version = "2.11.0+cu130"
+arch_list = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
+""")
+    return path
+
+
+@pytest.fixture
+def built_bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, object]]:
+    from cuda_resolve.config import load_config
+    from cuda_resolve.index import default_index
+    from cuda_resolve.lock.make import profile_plan
+    from cuda_resolve.lock.profiles import load_lock_profile
+    from cuda_resolve.resolve import Options
+    from cuda_resolve.wheelhouse.store import Wheelhouse
+
+    stand_in = StaticIndex(tmp_path / "stand-in")
+    stand_in.add(make_wheel(tmp_path / "built", "torch", "2.11.0+cu130"), variant="cu130")
+    h200 = _profile(tmp_path / "h200.toml", [("NVIDIA H200", "9.0")])
+    both = _profile(tmp_path / "a100-h200.toml", [("NVIDIA A100-SXM4-80GB", "8.0"), ("NVIDIA H200", "9.0")])
+    a100 = _profile(tmp_path / "a100.toml", [("NVIDIA A100-SXM4-80GB", "8.0")])
+    monkeypatch.setenv("CUDA_RESOLVE_WHEELHOUSE", str(tmp_path / "wheelhouse"))
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    house = Wheelhouse(tmp_path / "wheelhouse")
+    with serve(tmp_path / "stand-in") as url, serve(tmp_path / "wheelhouse") as wheelhouse_url:
+        config = tmp_path / "config.toml"
+        config.write_text(f'[pytorch]\nlayout = "simple"\nurl = "{url}/whl/"\n[[rewrite]]\ncanonical = "https://download.pytorch.org/whl/"\nmirror = "{url}/whl/"\n')
+        monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))
+        keys = {}
+        for profile in (h200, both):
+            plan, _ = profile_plan(load_lock_profile(str(profile)), ["torch", "pointnet2_ops"], default_index(), Options(), load_config(), house)
+            keys[profile.stem] = plan.builds[0].key
+        yield {"url": url, "wheelhouse_url": wheelhouse_url, "house": house, "keys": keys, "profiles": (h200, a100, both), "root": tmp_path}
+
+
+def _publish(bench: dict[str, object], name: str) -> None:
+    from cuda_resolve.wheelhouse.store import Wheelhouse
+
+    key = bench["keys"][name]  # type: ignore[index]
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    wheel = make_wheel(Path(str(bench["root"])) / "built" / name, "pointnet2_ops", key.labelled_version, requires=["torch>=1.4"],
+                       tag=f"{tag}-{tag}-linux_x86_64")
+    house = bench["house"]
+    assert isinstance(house, Wheelhouse)
+    house.publish(key, wheel, strip_debug=False)
+
+
+def _lock_words(bench: dict[str, object], output: Path) -> list[str]:
+    words = ["lock", "torch", "pointnet2_ops", "--index-url", f"{bench['url']}/simple", "--wheelhouse-url", str(bench["wheelhouse_url"]), "-o", str(output)]
+    for profile in bench["profiles"]:  # type: ignore[attr-defined]
+        words += ["--profile", str(profile)]
+    return words
+
+
+def test_a_build_the_wheelhouse_lacks_is_refused_with_the_build_command(built_bench: dict[str, object], tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # (A wheel for the A100+H200 node would do for the H200 too: it covers every GPU there.)
+    assert main(_lock_words(built_bench, tmp_path / "pylock.toml")) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "profile h200: pointnet2_ops 3.0.0+pt2110cu130.sm90 is built from source and the wheelhouse" in err
+    assert "cuda-resolve build pointnet2_ops --profile" in err
+
+
+def test_built_wheels_are_locked_from_the_wheelhouse_and_sync_installs_them_beside_the_installed_torch(
+        built_bench: dict[str, object], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import tomllib
+    from packaging.pylock import Pylock
+
+    _publish(built_bench, "h200")
+    _publish(built_bench, "a100-h200")
+    lock = tmp_path / "pylock.toml"
+    assert main(_lock_words(built_bench, lock)) == 0
+    data = tomllib.loads(lock.read_text())
+    pylock = Pylock.from_dict(data)
+    ops = {str(p.version): (str(p.marker), (p.wheels or ())[0].url) for p in pylock.packages if p.name == "pointnet2-ops"}
+    assert set(ops) == {"3.0.0+pt2110cu130.sm90", "3.0.0+pt2110cu130.sm80.sm90"}
+    assert ops["3.0.0+pt2110cu130.sm90"][0] == '"h200" in extras'
+    assert ops["3.0.0+pt2110cu130.sm80.sm90"][0] == '"a100" in extras or "a100-h200" in extras'  # a100 reuses the covering wheel
+    assert all(url and url.startswith(str(built_bench["wheelhouse_url"]) + "/wheels/") for _, url in ops.values())
+    builds = data["tool"]["cuda-resolve"]["profiles"]["h200"]["builds"]
+    assert "recipe pointnet2_ops-" in builds[0] and "b5ceb6d9ca0467ea34beb81023f96ee82228f626" in builds[0] and "arch list 9.0" in builds[0]
+    # A node whose torch 2.11.0+cu130 is installed: sync fetches pointnet2_ops only.
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    torch_wheel = next((Path(str(built_bench["root"])) / "built").glob("torch-*.whl"))
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-index", str(torch_wheel)], check=True)
+    capsys.readouterr()
+    assert main(["sync", str(lock), "--name", "h200", "--python", str(python), "--json"]) == 0
+    import json
+
+    report = json.loads(capsys.readouterr().out)
+    assert report["installed"] == ["pointnet2-ops==3.0.0+pt2110cu130.sm90"]
+    assert main(["sync", str(lock), "--name", "h200", "--python", str(python), "--check"]) == 0
