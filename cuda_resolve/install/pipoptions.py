@@ -23,11 +23,11 @@ mode, hosts without TLS verification) are gathered from every source by :func:`p
 from __future__ import annotations
 
 import functools
-import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import UsageError
+from ._words import split_words
 
 __all__ = [
     "OPTIONS", "Found", "PipOption", "PipSettings", "file_options", "find_options", "options_for_torch_step",
@@ -280,7 +280,7 @@ def split_requirement_line(line: str) -> tuple[str, list[str]]:
     at = next((n for n, token in enumerate(tokens) if token.startswith("-")), len(tokens))
     options = " ".join(tokens[at:])
     try:
-        words = shlex.split(options)
+        words = split_words(options)  # shlex.split's words; shlex is quadratic in a word's length
     except ValueError:
         words = options.split()
     return " ".join(tokens[:at]), words

@@ -15,7 +15,6 @@ from __future__ import annotations
 import codecs
 import os
 import re
-import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from .._bounded import read_bytes
 from ..errors import UsageError
 from ..redaction import register_secret
+from ._words import split_words
 
 __all__ = [
     "FileOption", "FileRequests", "FileRequirement", "Reading", "option_value", "read_requirement_files",
@@ -36,10 +36,16 @@ _MAX_DEPTH = 10
 _FILE_OPTIONS = ("-r", "--requirement")
 _CONSTRAINT_OPTIONS = ("-c", "--constraint")
 _LIMIT = 4 * 1024 * 1024
+#: The longest logical line read (after joining, comments and ${NAME}): a requirement pinning ~800
+#: hashes. pip's own reading of a longer one is quadratic (shlex), and PEP 508 parsing is slow per
+#: character, so a longer line is refused quickly instead of being read for minutes.
+_MAX_LINE = 64 * 1024
 #: pip's own pattern for environment variables in requirement files (POSIX names, braces required).
 _VARIABLE = re.compile(r"(?P<var>\$\{(?P<name>[A-Z0-9_]+)\})")
-#: pip's comment pattern: "#" at the line start or after whitespace (a URL keeps its "#egg=").
-_COMMENT = re.compile(r"(^|\s+)#.*$")
+#: Where pip's comment pattern, ``(^|\s+)#.*$``, starts a comment: a "#" at the line start or
+#: after whitespace (a URL keeps its "#egg="). pip's pattern backtracks quadratically over long
+#: runs of whitespace; this one jumps from "#" to "#" and looks one character back.
+_COMMENT_AFTER_SPACE = re.compile(r"#(?<=\s#)")
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8"),
     (codecs.BOM_UTF32_LE, "utf-32"),
@@ -109,34 +115,69 @@ def _decode(data: bytes, path: str) -> str:
                          hint="save the requirements file as UTF-8") from None
 
 
-def _logical_lines(text: str, environ: Mapping[str, str]) -> list[tuple[int, str]]:
-    """(first line number, line): joined at a trailing backslash, comments removed, ``${NAME}`` expanded."""
+def _strip_comment(line: str) -> str:
+    """``line`` with what pip's comment pattern removes cut off: the comment and the whitespace before it."""
+    if line.startswith("#"):
+        return ""
+    found = _COMMENT_AFTER_SPACE.search(line) if "#" in line else None
+    return line if found is None else line[:found.start()].rstrip()
+
+
+def _too_long(where: str, length: int) -> UsageError:
+    return UsageError(f"{where}: a line of {length} characters, more than the {_MAX_LINE} cuda-pip reads",
+                      hint="a requirements line is one requirement and its options: split the line, or check the file is a requirements file")
+
+
+def _expand_variables(line: str, environ: Mapping[str, str], where: str) -> str:
+    """pip's ``${NAME}`` expansion: each variable that is set replaced everywhere in the line, in
+    the order the names first appear. One pass per distinct name that is set (never one per
+    occurrence), so a line of a million ``${A}`` is linear."""
+    if "${" not in line:
+        return line
+    names = dict.fromkeys(match.group("name") for match in _VARIABLE.finditer(line))
+    for name in names:
+        value = environ.get(name)
+        if value is not None:
+            if "://" in line and not value.startswith("/"):
+                # ${TOKEN} inside a URL is how pip's docs put credentials in these files: the
+                # value is masked wherever cuda-resolve prints or logs it (not a path: ${HOME}).
+                register_secret(value)
+            variable = "${" + name + "}"
+            grown = len(line) + line.count(variable) * (len(value) - len(variable))
+            if grown > _MAX_LINE:  # refused before it is built: ${A} a million times is not 1 GB
+                raise _too_long(where, grown)
+            line = line.replace(variable, value)
+    return line
+
+
+def _logical_lines(text: str, environ: Mapping[str, str], path: str) -> list[tuple[int, str]]:
+    """(first line number, line): joined at a trailing backslash, comments removed, ``${NAME}`` expanded.
+
+    Linear in the size of ``text``: no pattern that backtracks, no repeated concatenation; a
+    line longer than ``_MAX_LINE`` is refused naming ``path`` and its number."""
     joined: list[tuple[int, str]] = []
-    pending: str | None = None
+    pending: list[str] | None = None
     start = 0
     for number, raw in enumerate(text.splitlines(), start=1):
         if pending is None:
-            start, pending = number, ""
-        comment = _COMMENT.match(raw) is not None
+            if not raw or raw.isspace():
+                continue
+            start, pending = number, []
+        comment = raw.lstrip().startswith("#")  # pip: COMMENT_RE.match(line)
         if raw.endswith("\\") and not comment:
-            pending += raw.strip("\\")
+            pending.append(raw.strip("\\"))
             continue
-        joined.append((start, pending + (" " + raw if comment else raw)))
+        pending.append(" " + raw if comment else raw)
+        joined.append((start, "".join(pending)))
         pending = None
     if pending:
-        joined.append((start, pending))
+        joined.append((start, "".join(pending)))
     lines: list[tuple[int, str]] = []
     for number, line in joined:
-        line = _COMMENT.sub("", line)
-        for match in _VARIABLE.finditer(line):
-            value = environ.get(match.group("name"))
-            if value is not None:
-                if "://" in line and not value.startswith("/"):
-                    # ${TOKEN} inside a URL is how pip's docs put credentials in these files: the
-                    # value is masked wherever cuda-resolve prints or logs it (not a path: ${HOME}).
-                    register_secret(value)
-                line = line.replace(match.group("var"), value)
-        line = line.strip()
+        line = _strip_comment(line)
+        if len(line) > _MAX_LINE:
+            raise _too_long(f"{path}:{number}", len(line))
+        line = _expand_variables(line, environ, f"{path}:{number}").strip()
         if line:
             lines.append((number, line))
     return lines
@@ -183,10 +224,10 @@ def read_requirement_files(
         except OSError as exc:
             raise UsageError(f"{path}: cannot be read as a requirements file: {exc.strerror or exc}",
                              hint="give a regular text file to -r / -c") from None
-        for number, line in _logical_lines(_decode(data, str(path)), env):
+        for number, line in _logical_lines(_decode(data, str(path)), env, str(path)):
             if line.startswith("-"):
                 try:
-                    words = shlex.split(line)
+                    words = split_words(line)
                 except ValueError:
                     words = line.split()
                 # Options in any spelling pip's file parser takes (--requirem F, -rF, --constraint=F).
