@@ -212,6 +212,17 @@ def test_applying_a_plan_that_keeps_a_build_checks_it_is_still_installed_and_cov
         check_plan_facts(done, _env(gpus=("8.0", "9.0")))
 
 
+def test_a_lock_plans_the_build_an_installed_build_is_no_file_to_lock() -> None:
+    from cuda_resolve.config import load_config
+    from cuda_resolve.lock.make import profile_plan
+    from cuda_resolve.lock.profiles import LockProfile
+
+    env = _env()
+    plan, _ = profile_plan(LockProfile(name="a100", environment=env, source="a100.toml", digest="0" * 64),
+                           ["pointnet2_ops"], default_index(), Options(), load_config())
+    assert _item(plan)["kind"] == "build" and [b.key.arch_list for b in plan.builds] == ["8.0"]
+
+
 # -- the facts: profile and probe ------------------------------------------------------------
 
 

@@ -3,7 +3,8 @@
 A plan file (``cuda-resolve plan ... --json > plan.json``) records the Environment it was made
 for. Before it is executed here, :func:`check_plan_facts` compares the facts that decided it with
 this machine: the driver (no older than the plan's), every GPU covered by every build's arch list,
-each build's toolkit (major.minor), the Python tag, the platform, and the installed torch (exact).
+each build's toolkit (major.minor), the Python tag, the platform, the installed torch (exact), and
+each installed extension build the plan keeps (exact, and covering every GPU).
 Paths do not count: a toolkit or interpreter found elsewhere here is used in the plan's place.
 The first fact that changed is named, with the way out.
 """

@@ -64,7 +64,9 @@ def profile_plan(profile: LockProfile, requests: Sequence[str], index: Index, op
     from ..plan import make_plan
     from ..resolve import resolve
 
-    resolution = resolve(list(requests), profile.environment, index, options)
+    # A lock names files: an installed extension build the machine happens to hold (resolve.installed)
+    # is no file, so the lock plans the build (found in the wheelhouse) as if it were not there.
+    resolution = resolve(list(requests), profile.environment, index, replace(options, rebuild=True))
     plan = _installed_as_wheel(make_plan(resolution, profile.environment), resolution)
     install_options = InstallOptions(torch_index=config.pytorch.url if config.pytorch else None,
                                      torch_index_option=config.pytorch.pip_option if config.pytorch else "--index-url")

@@ -54,7 +54,7 @@ class Options:
     allow_torch_change: bool = False
     strict_driver: bool = False
     arch_list: tuple[ArchEntry, ...] | None = None  # override for source builds
-    rebuild: bool = False  # an installed build is never kept (--rebuild, `cuda-resolve build`)
+    rebuild: bool = False  # an installed extension build is never kept (--rebuild, `cuda-resolve build`, a lock)
     #: `cuda-resolve build --arch-list`: the wheel is for other machines, so the GPUs here need
     #: not be covered by the arch list (an install still needs them covered).
     for_other_machines: bool = False
