@@ -79,13 +79,13 @@ def main() -> None:
                 profiles.append(write_profile(scratch / f"class{number:02d}.toml", driver=driver, gpus=gpus))
             lock_seconds: dict[str, float] = {}
             for count in (int(n) for n in args.counts.split(",")):
-                words = ["lock", "torch==2.14.1", "tinyutil", "--index-url", f"{url}/simple", "-o", str(scratch / f"pylock-{count}.toml")]
+                words = ["lock", "torch==2.14.1", "tinyutil", "--index-url", f"{url}/simple", "-o", str(scratch / f"pylock.p{count}.toml")]
                 for path in profiles[:count]:
                     words += ["--profile", str(path)]
                 _cli(*words, env=env)  # warm: index pages and file facts cached
                 lock_seconds[str(count)] = round(statistics.median(_cli(*words, env=env) for _ in range(2)), 3)
             results["lock_seconds_by_profiles"] = lock_seconds
-            lock = scratch / "pylock-10.toml"
+            lock = scratch / "pylock.p10.toml"
             python = _venv(scratch / "synced")
             _cli("sync", str(lock), "--name", "class00", "--python", str(python), env=env)
             results["sync_check_seconds"] = round(statistics.median(

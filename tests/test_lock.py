@@ -222,9 +222,11 @@ def test_a_malformed_lock_names_the_path_in_the_document(locked: Path, tmp_path:
 
 def test_profile_names_that_clash_are_refused(configured: dict[str, Path | str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = Path(configured["root"])
-    assert _lock(configured, tmp_path / "x.toml", "a100.toml", "cpu=a100.toml", "cpu-box.toml") == 2
+    assert _lock(configured, tmp_path / "pylock.x.toml", "a100.toml", "cpu=a100.toml", "cpu-box.toml") == 2
     assert "two profiles are both named 'cpu'" in capsys.readouterr().err
-    assert not (tmp_path / "x.toml").exists()
+    assert not (tmp_path / "pylock.x.toml").exists()
+    assert _lock(configured, tmp_path / "lock.toml", "a100.toml") == 2
+    assert "a lock file is named pylock.toml or pylock.NAME.toml (PEP 751)" in capsys.readouterr().err
     assert root.exists()
 
 

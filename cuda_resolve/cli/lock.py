@@ -85,6 +85,12 @@ def handle(args: argparse.Namespace) -> int:
     if not args.profile:
         raise UsageError("which machines? give --profile FILE (repeatable) or --profile this",
                          hint="save one per machine class with `cuda-resolve detect --save-profile CLASS.toml`")
+    import re
+
+    if not re.fullmatch(r"pylock\.([^.]+\.)?toml", args.output.name):
+        # PEP 751's rule; uv refuses any other name, and tools look for these.
+        raise UsageError(f"-o {args.output}: a lock file is named pylock.toml or pylock.NAME.toml (PEP 751)",
+                         hint=f"-o {args.output.parent / 'pylock.toml'}")
     requests = _requests(args)
     profiles = tuple(load_lock_profile(spec, detect=lambda: detect_target(None)[0]) for spec in args.profile)
     config = load_config()
