@@ -12,17 +12,19 @@ the recipe, the file and the text it looked for, before anything compiles.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._bounded import run
-from ..errors import BuildError
+from ..errors import BuildError, UsageError
 from ..index.model import Patch, Recipe
 from .archive import open_archive, unpack_archive
 
@@ -38,8 +40,14 @@ __all__ = [
     "recipe_digest",
 ]
 
-#: Folders never copied from a --source tree: build leftovers that would leak into the wheel.
-_SKIPPED = ("build", "dist", "__pycache__", ".eggs", ".pytest_cache")
+#: Never copied from a --source tree, at any depth: caches and leftovers that would leak into the wheel.
+_SKIPPED_EVERYWHERE = frozenset({"__pycache__", ".eggs", ".pytest_cache"})
+#: A previous build's output: left out only where a build writes it (the tree's root and the
+#: recipe's build folder); a package named ``build`` deeper in the tree is source.
+_BUILD_OUTPUT = frozenset({"build", "dist"})
+#: A source tree deeper than this is a runaway folder or link, not a source tree.
+_MAX_DEPTH = 256
+_CHUNK = 1 << 20
 
 #: One git command's limit: a clone of kaolin takes seconds to minutes, never an hour.
 _GIT_TIMEOUT = 900.0
@@ -142,19 +150,129 @@ def _clone(recipe: Recipe, dest: Path, environ: Mapping[str, str], say: Callable
             )
 
 
-def _copy_tree(source: Path, dest: Path) -> None:
-    def ignore(folder: str, names: list[str]) -> set[str]:
-        skipped = {n for n in names if n in _SKIPPED or n.endswith(".egg-info")}
-        return skipped
+class _TreeCopy:
+    """A real copy of a ``--source`` tree: nothing in it leads back into the user's files.
 
-    shutil.copytree(source, dest, symlinks=True, ignore=ignore)
+    A symbolic link that stays inside the tree becomes a relative link to the same place in the
+    copy; one that leads outside is replaced by a copy of what it points at (so a patch or the
+    build writes the copy, never the user's file). Build output (``build``, ``dist``) is left out
+    only at the tree's root and at the recipe's build folder; caches and ``*.egg-info`` anywhere.
+    A FIFO, socket or device, an unreadable file, a link that leads into its own folder, a tree
+    deeper than :data:`_MAX_DEPTH` folders: one :class:`UsageError` naming the path."""
+
+    def __init__(self, source: Path, dest: Path, build_roots: frozenset[str]) -> None:
+        self.source = source
+        self.real_root = os.path.realpath(source)
+        self.dest = dest
+        self.build_roots = build_roots  # paths relative to the root ("" for the root itself)
+        self.notes: list[str] = []
+
+    def _refuse(self, path: str, why: str, hint: str) -> UsageError:
+        return UsageError(f"--source {self.source}: {path} {why}; nothing was built", hint=hint)
+
+    def _skipped(self, relative: str, name: str) -> bool:
+        if name in _SKIPPED_EVERYWHERE or name.endswith(".egg-info"):
+            return True
+        return name in _BUILD_OUTPUT and relative in self.build_roots
+
+    def copy(self) -> list[str]:
+        try:
+            self.dest.parent.mkdir(parents=True, exist_ok=True)
+            self._folder(self.real_root, self.dest, "", 0, frozenset())
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise BuildError(f"copying --source {self.source}: the disk holding {self.dest.parent} is full; the partial copy was removed",
+                                 hint=f"free space there, or point TMPDIR at a folder with room (the copy needs about as much as {self.source})") from None
+            raise
+        return self.notes
+
+    def _folder(self, real: str, dest: Path, relative: str, depth: int, ancestors: frozenset[tuple[int, int]]) -> None:
+        shown = relative or "."
+        if depth > _MAX_DEPTH:
+            raise self._refuse(shown, f"is more than {_MAX_DEPTH} folders deep", "that is not a source tree: check for a runaway folder or link")
+        try:
+            info = os.stat(real)
+            entries = sorted(os.scandir(real), key=lambda entry: entry.name)
+        except OSError as exc:
+            raise self._refuse(shown, f"cannot be read ({exc.strerror or exc})", "make the folder readable, or give a copy you can read") from None
+        ancestors = ancestors | {(info.st_dev, info.st_ino)}
+        dest.mkdir(mode=stat.S_IMODE(info.st_mode) | stat.S_IRWXU)
+        for entry in entries:
+            if self._skipped(relative, entry.name):
+                continue
+            self._entry(entry, dest / entry.name, f"{relative}/{entry.name}" if relative else entry.name, depth, ancestors)
+
+    def _entry(self, entry: os.DirEntry[str], dest: Path, relative: str, depth: int, ancestors: frozenset[tuple[int, int]]) -> None:
+        path = entry.path
+        if entry.is_symlink():
+            real = os.path.realpath(path)
+            if os.path.commonpath([self.real_root, real]) == self.real_root:
+                # The same place in the copy, by a relative link: writes through it stay in the copy.
+                os.symlink(os.path.relpath(self.dest / os.path.relpath(real, self.real_root), dest.parent), dest)
+                return
+            if not os.path.lexists(real):
+                # Outside and missing: a write through it would create the user's file. Left out.
+                self.notes.append(f"--source {self.source}: {relative} is a link to {os.readlink(path)}, "
+                                  "outside the tree and missing: left out of the copy")
+                return
+            path = real  # outside the tree: what it points at is copied, the link is not
+        try:
+            info = os.stat(path)
+        except OSError as exc:
+            raise self._refuse(relative, f"cannot be read ({exc.strerror or exc})", "make it readable, or remove it from the tree") from None
+        if stat.S_ISDIR(info.st_mode):
+            if (info.st_dev, info.st_ino) in ancestors:
+                raise self._refuse(relative, "is a link to a folder that holds it: the tree would never end",
+                                   "remove the link, or give a copy of the source without it")
+            self._folder(path, dest, relative, depth + 1, ancestors)
+        elif stat.S_ISREG(info.st_mode):
+            self._file(path, dest, relative, info)
+        else:
+            kind = ("a FIFO" if stat.S_ISFIFO(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode)
+                    else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "not a regular file")
+            raise self._refuse(relative, f"is {kind}, which a source tree never holds",
+                               "remove it from the tree, or give a clean copy of the source")
+
+    def _file(self, path: str, dest: Path, relative: str, info: os.stat_result) -> None:
+        try:
+            # Non-blocking: if it became a FIFO since it was looked at, opening it must not wait.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except OSError as exc:
+            raise self._refuse(relative, f"cannot be read ({exc.strerror or exc})", "make it readable, or remove it from the tree") from None
+        with os.fdopen(fd, "rb") as source:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise self._refuse(relative, "changed into something other than a file while it was copied", "retry once nothing else writes the tree")
+            out_fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                             stat.S_IMODE(info.st_mode) | stat.S_IRUSR | stat.S_IWUSR)
+            with os.fdopen(out_fd, "wb") as out:
+                try:
+                    shutil.copyfileobj(source, out, _CHUNK)
+                except OSError as exc:
+                    if exc.errno == errno.ENOSPC:
+                        raise
+                    raise self._refuse(relative, f"cannot be read ({exc.strerror or exc})", "make it readable, or remove it from the tree") from None
+        os.utime(dest, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
+def _copy_tree(source: Path, dest: Path, build_roots: frozenset[str] = frozenset({""})) -> list[str]:
+    """Copy ``source`` into the new folder ``dest`` (see :class:`_TreeCopy`); notes on what was
+    left out. On any failure ``dest`` is removed."""
+    try:
+        return _TreeCopy(source, dest, build_roots).copy()
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
 
 
 def apply_patches(recipe: Recipe, root: Path, patches: Sequence[Patch]) -> None:
     """Apply each literal substitution; every ``find`` must occur exactly ``count`` times."""
+    real_root = os.path.realpath(root)
     for number, patch in enumerate(patches, start=1):
         target = root / patch.file
         where = f"recipe {recipe.name}, patch {number} ({patch.file})"
+        if os.path.commonpath([real_root, os.path.realpath(target)]) != real_root:
+            raise BuildError(f"{where}: {patch.file} leads outside the source tree ({os.path.realpath(target)})",
+                             hint="a patch only ever changes the copy of the source: fix the recipe's patch file")
         try:
             text = target.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -200,12 +318,13 @@ def _copy_source_dir(recipe: Recipe, source_dir: Path, dest: Path, env: Mapping[
             hint=f"check out {recipe.revision} there (git -C {source_dir} checkout {recipe.revision}), so the patches and the wheelhouse key hold",
         )
     say(f"copying {source_dir}")
-    _copy_tree(source_dir, dest)
+    build_roots = frozenset({"", recipe.subdirectory.strip("/")} if recipe.subdirectory else {""})
+    copied = _copy_tree(source_dir, dest, build_roots)
     if recipe.revision is None:
-        return False, [f"{source_dir} was used as given: recipe {recipe.name} pins an archive by sha256, which a folder cannot be checked against"]
+        return False, [f"{source_dir} was used as given: recipe {recipe.name} pins an archive by sha256, which a folder cannot be checked against", *copied]
     if head is None:
-        return False, [f"{source_dir} is not a git checkout: its revision could not be checked against {recipe.revision[:12]}"]
-    return True, []
+        return False, [f"{source_dir} is not a git checkout: its revision could not be checked against {recipe.revision[:12]}", *copied]
+    return True, copied
 
 
 def prepare_source(

@@ -49,6 +49,8 @@ def parse_sources(values: Sequence[str]) -> tuple[tuple[str, Path], ...]:
         name, sep, folder = value.partition("=")
         if not sep or os.sep in name or not name:
             name, folder = "*", value
+        if not folder.strip():  # Path("") is the current folder: never build from it by accident
+            raise UsageError(f"--source {value!r}: no folder given", hint="give a folder holding a copy of the recipe's repository, e.g. --source pointnet2_ops=~/src/Pointnet2_PyTorch")
         path = Path(folder).expanduser()
         if not path.is_dir():
             raise UsageError(f"--source {value}: {path} is not a folder", hint="give a folder holding a copy of the recipe's repository, e.g. --source pointnet2_ops=~/src/Pointnet2_PyTorch")
