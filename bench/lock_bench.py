@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from test_lock_support import StaticIndex, make_wheel, serve, write_profile  # noqa: E402
+from test_lock_support import StaticIndex, make_wheel, serve, write_profile
 
 CLASSES = [
     ("535.183.01", [("NVIDIA A100-SXM4-80GB", "8.0")]),
