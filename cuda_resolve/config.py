@@ -12,6 +12,8 @@ against the canonical record, so a mirror can make a download faster but never d
 preset = "tuna"                       # written by `cuda-resolve mirror set`
 index_dirs = ["~/lab/index"]          # index overlays, relative to this file
 wheelhouse = "/nfs/lab/wheelhouse"    # built wheels, shared by a lab (CUDA_RESOLVE_WHEELHOUSE wins)
+wheelhouse_url = "https://pypi.lab.example/simple/"  # the lab's index server, asked before a build
+                                      # (CUDA_RESOLVE_WHEELHOUSE_URL wins); docs/wheelhouse.md
 
 [proxy]
 https = "http://proxy.example:3128"
@@ -262,6 +264,8 @@ class Config:
     proxies: Proxies = field(default_factory=Proxies)
     index_dirs: tuple[Path, ...] = ()
     wheelhouse: Path | None = None
+    #: The lab's index server (PEP 503 simple URL) asked for a built wheel before a build.
+    wheelhouse_url: str | None = None
 
     def rewrite(self, url: str) -> str:
         """The mirror URL for a canonical URL (longest matching prefix), else ``url`` itself."""
@@ -309,6 +313,7 @@ def _config(top: Table, *, path: Path | None) -> Config:
     )
     wheelhouse_text = top.string("wheelhouse", None)
     wheelhouse = _resolve_dir(wheelhouse_text, base_dir) if wheelhouse_text else None
+    wheelhouse_url = _url_field(top, "wheelhouse_url", required=False)
     proxies = _proxies(top.table("proxy"))
     pytorch = _pytorch(top.table("pytorch"))
     rewrites: list[Rewrite] = []
@@ -335,6 +340,7 @@ def _config(top: Table, *, path: Path | None) -> Config:
         proxies=proxies,
         index_dirs=index_dirs,
         wheelhouse=wheelhouse,
+        wheelhouse_url=wheelhouse_url,
     )
 
 
@@ -381,6 +387,8 @@ def config_to_dict(config: Config) -> dict[str, Any]:
         data["index_dirs"] = [str(path) for path in config.index_dirs]
     if config.wheelhouse is not None:
         data["wheelhouse"] = str(config.wheelhouse)
+    if config.wheelhouse_url is not None:
+        data["wheelhouse_url"] = config.wheelhouse_url
     proxy: dict[str, Any] = {}
     if config.proxies.http:
         proxy["http"] = config.proxies.http

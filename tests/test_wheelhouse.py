@@ -137,7 +137,7 @@ def test_publish_relabels_every_place_the_version_lives(house: Wheelhouse, tmp_p
     key = make_key()
     entry = house.publish(key, built)
 
-    assert key.local_label == "pt2141cu130.sm86.sm90ptx"
+    assert key.local_label == f"pt2141cu130.sm86.sm90ptx.r{RECIPE[:8]}"
     label = f"1.0+{key.local_label}"
     assert entry.version == label
     assert entry.path.name == f"demo_ext-{label}-{TAG}.whl"
@@ -157,6 +157,8 @@ def test_publish_relabels_every_place_the_version_lives(house: Wheelhouse, tmp_p
     rows = list(csv.reader(io.StringIO(record)))
     listed = {row[0]: row for row in rows}
     assert set(listed) == set(names)  # every file, RECORD itself included
+    carried = json.loads(contents[f"demo_ext-{label}.dist-info/cuda_resolve_key.json"])
+    assert carried == {"format": 1, "key": key.to_json()}  # the full key travels in the wheel
     record_name = f"demo_ext-{label}.dist-info/RECORD"
     assert listed[record_name][1:] == ["", ""]
     for name, row in listed.items():
@@ -372,13 +374,13 @@ def test_pages_link_every_complete_entry_with_its_hash_and_drop_removed_projects
     assert house.entries() == [second]
 
 
-def test_two_recipes_with_one_label_list_the_newest_wheel(house: Wheelhouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(store_module, "_now", lambda: "2026-02-01T00:00:00Z")
-    new = house.publish(make_key(recipe_digest="2" * 64), make_wheel(tmp_path / "a"))
-    monkeypatch.setattr(store_module, "_now", lambda: "2026-01-01T00:00:00Z")
-    old = house.publish(make_key(recipe_digest="1" * 64), make_wheel(tmp_path / "a"))
-    assert old.path.name == new.path.name and old.path != new.path
-    assert _links(house.simple_dir / "demo-ext" / "index.html") == [(new.path, new.sha256)]
+def test_two_recipes_of_one_version_have_two_file_names_and_both_are_listed(house: Wheelhouse, tmp_path: Path) -> None:
+    first = house.publish(make_key(recipe_digest="2" * 64), make_wheel(tmp_path / "a"))
+    second = house.publish(make_key(recipe_digest="1" * 64), make_wheel(tmp_path / "a"))
+    assert first.path.name != second.path.name  # the label's recipe word: no collision on a server
+    assert ".r22222222-" in first.path.name and ".r11111111-" in second.path.name
+    assert sorted(_links(house.simple_dir / "demo-ext" / "index.html")) == sorted(
+        [(first.path, first.sha256), (second.path, second.sha256)])
     assert len(house.entries()) == 2
 
 
@@ -665,7 +667,7 @@ def test_stored_wheel_json_carries_the_listing_fields(house: Wheelhouse, tmp_pat
     data = entry.to_json()
     assert isinstance(entry, StoredWheel)
     assert {k: data[k] for k in ("package", "version", "label", "torch", "variant", "python", "arch_list")} == {
-        "package": "demo_ext", "version": entry.version, "label": "pt2141cu130.sm86.sm90ptx",
+        "package": "demo_ext", "version": entry.version, "label": f"pt2141cu130.sm86.sm90ptx.r{RECIPE[:8]}",
         "torch": "2.14.1", "variant": "cu130", "python": PYTHON_TAG, "arch_list": "8.6;9.0+PTX",
     }
     assert data["path"] == str(entry.path) and data["size"] == entry.size

@@ -73,7 +73,7 @@ def test_list_empty_and_full(capsys: pytest.CaptureFixture[str], root: Path, tmp
     listed = {entry["path"]: entry for entry in data["entries"]}
     assert set(listed) == {str(old.path), str(new.path), str(other.path)}
     row = listed[str(new.path)]
-    assert row["label"] == "pt2141cu130.sm86.sm90ptx" and row["version"] == new.version
+    assert row["label"] == f"pt2141cu130.sm86.sm90ptx.{new.key.recipe_word}" and row["version"] == new.version
     assert (row["torch"], row["variant"], row["arch_list"]) == ("2.14.1", "cu130", "8.6;9.0+PTX")
     assert row["size"] == new.size and row["created"] == new.created
     assert data["total_size"] == old.size + new.size + other.size

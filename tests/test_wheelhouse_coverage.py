@@ -165,7 +165,7 @@ def test_a_wheel_for_more_gpus_is_found_where_it_covers_every_gpu(house: Wheelho
     assert house.lookup(make_key(arch_list="8.0")) is None  # the exact key still misses
     found = house.find_covering(QUERY, caps("8.0"))
     assert found is not None
-    assert found == (entry, "demo_ext 1.0+pt2141cu130.sm80.sm89 in the wheelhouse covers every GPU here (8.0: sm_80 exact)")
+    assert found == (entry, f"demo_ext 1.0+pt2141cu130.sm80.sm89.{entry.key.recipe_word} in the wheelhouse covers every GPU here (8.0: sm_80 exact)")
     found = house.find_covering(QUERY, caps("8.9 8.0 8.0"))
     assert found is not None and found[0] == entry and found[1].endswith("(8.0: sm_80 exact; 8.9: sm_89 exact)")
     assert house.find_covering(QUERY, caps("9.0")) is None

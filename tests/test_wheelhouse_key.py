@@ -29,12 +29,12 @@ def key(**changes: str) -> WheelKey:
 @pytest.mark.parametrize(
     ("changes", "label"),
     [
-        ({}, "pt2141cu130.sm86.sm90ptx"),
-        ({"torch": "2.1.0", "variant": "cu121", "arch_list": "7.0"}, "pt210cu121.sm70"),
-        ({"variant": "cpu", "arch_list": ""}, "pt2141cpu"),
-        ({"arch_list": "10.0a;12.0+PTX"}, "pt2141cu130.sm100a.sm120ptx"),
-        ({"torch": "2.15.0.dev20260101"}, "pt2150dev20260101cu130.sm86.sm90ptx"),
-        ({"torch": "2.15.0rc1", "variant": "rocm6.2", "arch_list": ""}, "pt2150rc1rocm62"),
+        ({}, "pt2141cu130.sm86.sm90ptx.rabababab"),
+        ({"torch": "2.1.0", "variant": "cu121", "arch_list": "7.0"}, "pt210cu121.sm70.rabababab"),
+        ({"variant": "cpu", "arch_list": ""}, "pt2141cpu.rabababab"),
+        ({"arch_list": "10.0a;12.0+PTX"}, "pt2141cu130.sm100a.sm120ptx.rabababab"),
+        ({"torch": "2.15.0.dev20260101"}, "pt2150dev20260101cu130.sm86.sm90ptx.rabababab"),
+        ({"torch": "2.15.0rc1", "variant": "rocm6.2", "arch_list": ""}, "pt2150rc1rocm62.rabababab"),
     ],
 )
 def test_local_label_is_pyg_style_and_valid_pep440(changes: dict[str, str], label: str) -> None:

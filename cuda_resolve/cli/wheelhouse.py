@@ -1,4 +1,5 @@
-"""``cuda-resolve wheelhouse list | prune | path``: the built wheels kept for the next install."""
+"""``cuda-resolve wheelhouse list | prune | path | publish``: the built wheels kept for the next
+install, and their upload to a lab's index server (pypiserver, devpi)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from ..errors import UsageError
 from . import _output
 from ._common import add_json_option
 
-__all__ = ["handle_list", "handle_path", "handle_prune", "register"]
+__all__ = ["handle_list", "handle_path", "handle_prune", "handle_publish", "register"]
 
 
 def register(subparsers: Any) -> None:
@@ -50,6 +51,20 @@ def register(subparsers: Any) -> None:
     p_path = sub.add_parser("path", help="print the wheelhouse folder (with --json: also where it came from)")
     _add_location(p_path)
     p_path.set_defaults(handler=handle_path)
+
+    p_publish = sub.add_parser(
+        "publish",
+        help="upload the built wheels to the lab's index server (pypiserver, devpi)",
+        description="Upload each wheel (with its key in .dist-info) through the legacy upload API. "
+        "--to: the index's upload URL (https://host/ for pypiserver, https://host/USER/INDEX/ for devpi) "
+        "or a ~/.pypirc section; by default the configured wheelhouse_url less its simple/. Credentials: "
+        "the URL, ~/.pypirc, ~/.netrc, keyring; never printed. A wheel the server already has is no error.",
+    )
+    p_publish.add_argument("--to", metavar="URL|NAME", help="the index's upload URL, or a ~/.pypirc section name")
+    p_publish.add_argument("--package", metavar="NAME", action="append", default=[],
+                           help="only wheels of this package (repeatable)")
+    _add_location(p_publish)
+    p_publish.set_defaults(handler=handle_publish)
 
 
 def _add_location(parser: argparse.ArgumentParser) -> None:
@@ -211,4 +226,49 @@ def handle_prune(args: argparse.Namespace) -> int:
         f"{verb} {count} wheel{'s' if count != 1 else ''}, "
         f"{'would free' if args.dry_run else 'freed'} {_size(freed)} in {house.root}"
     )
+    return 0
+
+
+# -- publish ----------------------------------------------------------------------------------
+
+
+def handle_publish(args: argparse.Namespace) -> int:
+    import os
+
+    from ..redaction import redact
+    from ..wheelhouse.publish import (
+        default_pypirc,
+        find_credentials,
+        publish_entries,
+        resolve_target,
+    )
+    from ..wheelhouse.served import served_index_from
+
+    house = _wheelhouse(args)
+    served = served_index_from(os.environ) if args.to is None else None
+    pypirc = default_pypirc(os.environ)
+    url, section = resolve_target(args.to, served_url=served.url if served else None, pypirc=pypirc)
+    credentials = find_credentials(url, section=section, pypirc=pypirc, netrc_file=None, environ=os.environ)
+    wanted = {canonicalize_name(name) for name in args.package}
+    entries = [e for e in house.entries() if not wanted or e.key.canonical_package in wanted]
+    shown = redact(url)
+    if not args.json:
+        who = f"as {credentials.username!r} (from {credentials.source})" if credentials else "without credentials"
+        _say(f"publishing {len(entries)} wheel{'s' if len(entries) != 1 else ''} from {house.root} to {shown} {who}")
+
+    def progress(outcome: Any) -> None:
+        if not args.json:
+            _say(f"{outcome.status}: {outcome.filename} ({_size(outcome.size)})")
+
+    from ..net.factory import client_from_config
+
+    with client_from_config(use_cache=False) as client:
+        outcomes = publish_entries(entries, client, url, credentials, progress=progress)
+    if args.json:
+        _output.print_json({"root": str(house.root), "to": shown,
+                            "credentials": credentials.source if credentials else None,
+                            "wheels": [o.to_json() for o in outcomes]})
+        return 0
+    uploaded = sum(o.status == "uploaded" for o in outcomes)
+    _say(f"{uploaded} uploaded, {len(outcomes) - uploaded} already there")
     return 0

@@ -141,6 +141,11 @@ def _planned_build(spec: BuildSpec, source: str, wheelhouse: Wheelhouse | None, 
         if covering is not None:
             stored, reason = covering
             return PlannedBuild(spec=spec, key=stored.key, source=source, reused=reason), stored.path
+    if wheelhouse.served is not None:  # the lab's index server: a fitting wheel is downloaded into the wheelhouse
+        served = wheelhouse.served.fetch_into(wheelhouse, key, capabilities, exact_arch_list=options.explicit_arch_list)
+        spec = replace(spec, notes=(*spec.notes, *served.notes)) if served.notes else spec
+        if served.stored is not None:
+            return PlannedBuild(spec=spec, key=served.stored.key, source=source, reused=served.reason), served.stored.path
     return PlannedBuild(spec=spec, key=key, source=source), None
 
 

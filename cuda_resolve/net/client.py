@@ -390,6 +390,30 @@ class HttpClient:
         return self._run("GET", url, fetched, {"Accept-Encoding": "identity"}, consume,
                          total=self.timeouts.download)
 
+    def post(self, url: str, *, body: bytes, headers: Mapping[str, str], max_bytes: int | None = None) -> HttpResponse:
+        """POST ``body`` to ``url`` once (an upload goes where it is told: no mirror rewrite, no
+        retry, no redirect followed) and return the answer whatever its status; the caller judges
+        it (an index server answers 409 for a file it already has). Network failures raise
+        FetchError as fetches do; the whole request ends within ``timeouts.download`` seconds."""
+        limit = self.limits.page if max_bytes is None else max_bytes
+        timeouts = self.timeouts
+        with Deadline(timeouts.download) as guard:
+            try:
+                started = time.monotonic()
+                resp = self._session.request("POST", url, data=body, headers=dict(headers),
+                                             timeout=(timeouts.connect, timeouts.read), stream=True, allow_redirects=False)
+                elapsed = time.monotonic() - started
+                try:
+                    content = _read_capped(resp, url, limit)
+                finally:
+                    resp.close()
+            except (requests.exceptions.RequestException, OSError) as exc:
+                if guard.fired:
+                    raise _too_slow(url, url, timeouts.download) from exc
+                raise self._describe(exc, url, timeouts.connect, timeouts.read, 1) from exc
+        return HttpResponse(url=url, fetched_url=url, final_url=url, status=resp.status_code,
+                            headers=dict(resp.headers), content=content, elapsed=elapsed)
+
     def inspect_tls(self, url: str) -> TlsReport:
         """Name the certificate chain ``url``'s host presents and which trust stores accept it."""
         fetched = self.resolve(url)

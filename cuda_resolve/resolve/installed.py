@@ -67,6 +67,8 @@ def parse_build_label(version: str) -> BuildLabel | None:
     head, *words = local.split(".")
     if not re.fullmatch(r"pt\d+[a-z0-9]*", head):
         return None
+    if words and re.fullmatch(r"r[0-9a-f]{8}", words[-1]):
+        words.pop()  # the recipe word (WheelKey.recipe_word); labels before it had none
     entries: list[ArchEntry] = []
     for word in words:
         match = _LABEL_ARCH.fullmatch(word)

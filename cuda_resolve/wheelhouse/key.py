@@ -2,7 +2,8 @@
 
 Two builds with equal keys are interchangeable; any difference in torch, CUDA variant, Python,
 platform, arch list or recipe makes a different key. The key gives the wheel its PEP 440 local
-version label (PyG style plus the arch list: ``3.0.0+pt2141cu130.sm86.sm90ptx``) and its folder
+version label (PyG style plus the arch list and a short recipe digest:
+``3.0.0+pt2141cu130.sm86.sm90ptx.r1a2b3c4d``; :func:`parse_local_label` reads it back) and its folder
 in the wheelhouse (:attr:`WheelKey.digest`).
 
 :class:`KeyQuery` is a key without its arch list, and :func:`covers` says whether (and how well) a
@@ -30,13 +31,17 @@ from .errors import WheelhouseError
 __all__ = [
     "KEY_FIELDS",
     "QUERY_FIELDS",
+    "RECIPE_WORD_DIGITS",
     "Coverage",
     "CoverageKind",
     "GpuCoverage",
     "KeyQuery",
+    "LabelParts",
     "WheelKey",
     "canonical_arch_list",
     "covers",
+    "parse_local_label",
+    "recipe_word",
 ]
 
 #: The key's fields, in the order they are written and hashed.
@@ -58,6 +63,11 @@ _VARIANT = re.compile(r"[a-z][a-z0-9]*(\.[0-9]+)*")
 _PYTHON_TAG = re.compile(r"[a-z]+[0-9]+[a-z]*")
 _PLATFORM = re.compile(r"[a-z0-9_]+")
 _HEX = re.compile(r"[0-9a-f]{8,128}")
+#: Hex digits of the recipe digest in the local label (:func:`recipe_word`).
+RECIPE_WORD_DIGITS = 8
+_RECIPE_WORD = re.compile(r"r[0-9a-f]{8}")
+_LABEL_HEAD = re.compile(r"pt\d+[a-z0-9]*")
+_LABEL_ARCH_WORD = re.compile(r"sm(\d{2,4})([af]?)(ptx)?")
 #: Bumped if the digest's input ever changes, so old and new folders never collide.
 _DIGEST_FORMAT = "cuda-resolve-wheelkey/1"
 
@@ -74,6 +84,42 @@ def canonical_arch_list(text: str) -> str:
         previous = merged.get(slot)
         merged[slot] = ArchEntry(cap, entry.ptx or (previous is not None and previous.ptx))
     return ";".join(str(merged[slot]) for slot in sorted(merged))
+
+
+def recipe_word(recipe_digest: str) -> str:
+    """The local label's recipe word: ``r`` and the digest's first :data:`RECIPE_WORD_DIGITS` hex
+    digits (a letter first, so PEP 440 never reads it as a number and drops leading zeros)."""
+    return "r" + recipe_digest.lower()[:RECIPE_WORD_DIGITS]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LabelParts:
+    """A labelled version's local label read back (:func:`parse_local_label`)."""
+
+    torch: str  # "pt2141cu130": compared, not split (the release digits are joined)
+    arch_list: str  # canonical_arch_list's form, "" for none
+    recipe: str | None  # "r1a2b3c4d"; None in labels written before the recipe word existed
+
+
+def parse_local_label(label: str) -> LabelParts | None:
+    """``pt2141cu130.sm86.sm90ptx.r1a2b3c4d`` (or the older form without the recipe word) read
+    back; None when it is not a label of that form."""
+    head, *words = label.lower().split(".")
+    if not _LABEL_HEAD.fullmatch(head):
+        return None
+    recipe = words.pop() if words and _RECIPE_WORD.fullmatch(words[-1]) else None
+    entries: list[str] = []
+    for word in words:
+        match = _LABEL_ARCH_WORD.fullmatch(word)
+        if match is None:
+            return None
+        digits, suffix, ptx = match.groups()
+        entries.append(f"{digits[:-1]}.{digits[-1]}{suffix}{'+PTX' if ptx else ''}")
+    try:
+        arch_list = canonical_arch_list(";".join(entries))
+    except ValueError:
+        return None
+    return LabelParts(torch=head, arch_list=arch_list, recipe=recipe)
 
 
 def _label_arch(entry: ArchEntry) -> str:
@@ -176,10 +222,16 @@ class WheelKey:
         return str(canonicalize_name(self.package))
 
     @property
+    def recipe_word(self) -> str:
+        """``r1a2b3c4d``: the label's last word, ``r`` and the recipe digest's first 8 hex digits."""
+        return recipe_word(self.recipe_digest)
+
+    @property
     def local_label(self) -> str:
-        """``pt2141cu130.sm86.sm90ptx``: torch's release digits and variant (PyG style), then
-        each arch (``ptx`` where PTX is embedded). A valid PEP 440 local label, already in
-        normal form."""
+        """``pt2141cu130.sm86.sm90ptx.r1a2b3c4d``: torch's release digits and variant (PyG
+        style), then each arch (``ptx`` where PTX is embedded), then :attr:`recipe_word`, so two
+        recipes of one version have two file names on an index server. A valid PEP 440 local
+        label, already in normal form."""
         torch = Version(self.torch)
         head = "pt" + "".join(str(part) for part in torch.release)
         if torch.pre is not None:
@@ -192,7 +244,7 @@ class WheelKey:
         archs = [
             _label_arch(parse_arch_entry(word)) for word in self.arch_list.split(";") if word
         ]
-        return ".".join([head + variant, *archs])
+        return ".".join([head + variant, *archs, self.recipe_word])
 
     @property
     def labelled_version(self) -> str:

@@ -1,7 +1,8 @@
 """Rewrite a built wheel for the wheelhouse: new local version label, debug info stripped.
 
 The version is changed everywhere a wheel carries it (the file name, the ``.dist-info`` and
-``.data`` folder names, ``METADATA``'s ``Version:``) and ``RECORD`` is regenerated with each
+``.data`` folder names, ``METADATA``'s ``Version:``), the full key is written to
+``.dist-info/cuda_resolve_key.json`` (:data:`KEY_FILE`), and ``RECORD`` is regenerated with each
 file's sha256 and size, so pip installs the result as an ordinary wheel. Shared objects are
 passed through binutils' ``strip --strip-debug`` where it exists: a CUDA extension built with
 ``-g`` is mostly DWARF (pointnet2_ops: 28 MB with it, 0.4 MB without), which is size only.
@@ -13,6 +14,7 @@ import base64
 import csv
 import hashlib
 import io
+import json
 import os
 import re
 import shutil
@@ -28,7 +30,46 @@ from packaging.version import Version
 from .errors import WheelhouseError
 from .key import WheelKey
 
-__all__ = ["RewrittenWheel", "find_strip", "rewrite_wheel"]
+__all__ = ["KEY_FILE", "RewrittenWheel", "find_strip", "key_document", "read_wheel_key", "rewrite_wheel"]
+
+#: The file in a relabelled wheel's ``.dist-info`` that carries its full :class:`WheelKey`
+#: (the local label holds only a short recipe digest): a served wheel is taken by it.
+KEY_FILE = "cuda_resolve_key.json"
+_KEY_FORMAT = 1
+_KEY_FILE_LIMIT = 64 * 1024
+
+
+def key_document(key: WheelKey) -> str:
+    """The text of :data:`KEY_FILE` for ``key``."""
+    return json.dumps({"format": _KEY_FORMAT, "key": key.to_json()}, indent=2, sort_keys=True) + "\n"
+
+
+def read_wheel_key(wheel: Path) -> WheelKey | None:
+    """The key a relabelled wheel carries in its ``.dist-info`` (:data:`KEY_FILE`); None when it
+    has none (a wheel relabelled before the file existed, or not one of ours). WheelhouseError
+    when the file is there and is not a valid key, or the wheel is not a zip archive."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            names = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(f".dist-info/{KEY_FILE}")]
+            if not names:
+                return None
+            if len(names) > 1 or archive.getinfo(names[0]).file_size > _KEY_FILE_LIMIT:
+                raise _bad_key(wheel, f"has {len(names)} {KEY_FILE} files or one too large to be a key")
+            text = archive.read(names[0]).decode("utf-8")
+    except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
+        raise _bad_key(wheel, f"cannot be read ({exc})") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise _bad_key(wheel, f"its {KEY_FILE} is not JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != _KEY_FORMAT:
+        raise _bad_key(wheel, f"its {KEY_FILE} is not format {_KEY_FORMAT}")
+    return WheelKey.from_json(data.get("key"), origin=f"{wheel.name}: {KEY_FILE}")
+
+
+def _bad_key(wheel: Path, why: str) -> WheelhouseError:
+    return WheelhouseError(f"wheel {wheel.name}: {why}",
+                           hint="it was not written by cuda-resolve's wheelhouse; it is not used")
 
 _SHARED_OBJECT = re.compile(r"\.so(\.\d+)*$")
 _ELF_MAGIC = b"\x7fELF"
@@ -175,8 +216,8 @@ def rewrite_wheel(
                     if info.is_dir():
                         out.writestr(_info_like(info, new_name), b"")
                         continue
-                    if top == old_dist_info and rest in ("RECORD", *_RECORD_SIGNATURES):
-                        continue
+                    if top == old_dist_info and rest in ("RECORD", *_RECORD_SIGNATURES, KEY_FILE):
+                        continue  # regenerated below (a wheel relabelled again gets its new key)
                     data = archive.read(info)
                     if info.filename == metadata_name:
                         text, requires_python = _rewrite_metadata(
@@ -190,6 +231,12 @@ def rewrite_wheel(
                             stripped.append(new_name)
                     out.writestr(_info_like(info, new_name), data)
                     records.append((new_name, _record_hash(data), str(len(data))))
+                key_name = f"{new_stem}.dist-info/{KEY_FILE}"
+                key_data = key_document(key).encode("utf-8")
+                key_info = zipfile.ZipInfo(key_name, date_time=infos[0].date_time if infos else (1980, 1, 1, 0, 0, 0))
+                key_info.external_attr = 0o644 << 16
+                out.writestr(key_info, key_data, zipfile.ZIP_DEFLATED)
+                records.append((key_name, _record_hash(key_data), str(len(key_data))))
                 buffer = io.StringIO()
                 writer = csv.writer(buffer, lineterminator="\n")
                 writer.writerows(records)

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import filelock
 
@@ -46,6 +46,9 @@ from . import simple
 from .errors import WheelhouseError
 from .key import Coverage, KeyQuery, WheelKey, covers
 from .rewrite import find_strip, rewrite_wheel
+
+if TYPE_CHECKING:
+    from .served import ServedIndex
 
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
@@ -301,8 +304,11 @@ class Wheelhouse:
     cannot write, see :meth:`default`): :meth:`lookup`, :meth:`find_covering`, :meth:`scan` and
     :meth:`entry_dir` see their entries first; everything written goes to ``root``."""
 
-    def __init__(self, root: Path, *, origin: str = "given", shared: Sequence[Wheelhouse] = ()) -> None:
+    def __init__(self, root: Path, *, origin: str = "given", shared: Sequence[Wheelhouse] = (),
+                 served: ServedIndex | None = None) -> None:
         self.root = Path(root).expanduser().absolute()
+        #: The lab's index server asked before a build (served.py); None: none is configured.
+        self.served = served
         #: Where the location came from, for messages: "$CUDA_RESOLVE_WHEELHOUSE", "the config file ...".
         self.origin = origin
         self.shared = tuple(shared)
@@ -318,7 +324,8 @@ class Wheelhouse:
     @classmethod
     def default(cls, environ: Mapping[str, str] | None = None) -> Wheelhouse:
         """``$CUDA_RESOLVE_WHEELHOUSE``, else the config file's ``wheelhouse``, else
-        ``<cuda-resolve's cache folder>/wheelhouse``. A named folder this process cannot write
+        ``<cuda-resolve's cache folder>/wheelhouse``; :attr:`served` from
+        ``$CUDA_RESOLVE_WHEELHOUSE_URL`` or the config's ``wheelhouse_url``. A named folder this process cannot write
         (a lab's share mounted read-only) still serves its wheels: it is searched first, and
         builds go to the wheelhouse under the user's own cache folder (:attr:`notes` says so)."""
         env = os.environ if environ is None else environ
@@ -333,7 +340,11 @@ class Wheelhouse:
 
             config = load_config(environ=env)
             chosen = cls(config.wheelhouse, origin=f"the config file {config.path}") if config.wheelhouse is not None else own
-        return chosen.with_writable_fallback(environ=env)
+        from .served import served_index_from
+
+        house = chosen.with_writable_fallback(environ=env)
+        house.served = served_index_from(env)
+        return house
 
     def with_writable_fallback(self, *, environ: Mapping[str, str] | None = None) -> Wheelhouse:
         """This wheelhouse where this process can write it; else a wheelhouse under the user's
