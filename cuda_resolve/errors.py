@@ -7,6 +7,7 @@ once and turns it into one ``error:`` line plus the hint.
 
 from __future__ import annotations
 
+from ._printable import printable
 from .redaction import redact_urls
 
 __all__ = [
@@ -29,9 +30,12 @@ class CudaResolveError(Exception):
     exit_code: int = 1
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
+        # A message often quotes another program's output: its control characters and escape
+        # sequences are shown, never obeyed by the terminal (cuda_resolve/_printable.py).
+        message = printable(message)
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.hint = None if hint is None else printable(hint)
 
     def __str__(self) -> str:
         return self.message

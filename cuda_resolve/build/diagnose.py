@@ -78,7 +78,9 @@ KNOWN_FAILURES: tuple[Diagnosis, ...] = (
     ),
 )
 
-_NOISE = re.compile(r"^\s*(?:note:|In file included from|\s*from |\s*\||\s*\^|\d+ \|)")
+#: Compiler context lines. One leading ``\s*`` only: a second inside the alternatives made a long
+#: run of blanks backtrack quadratically.
+_NOISE = re.compile(r"^\s*(?:note:|In file included from|from |\||\^|\d+ \|)")
 _ERRORISH = re.compile(r"(?i)\berror\b|fatal|undefined symbol|Killed|Traceback|Exception|No module named")
 
 

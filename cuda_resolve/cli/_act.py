@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._printable import printable
 from ..environment import Environment
 from ..errors import UsageError
 from . import _output
@@ -93,7 +94,7 @@ class TerminalReporter:
 
         first = f"- [{time.monotonic() - self._started:5.1f} s] "
         # A hanging indent: a long step (a log path, a URL) never wraps to column 0 or splits.
-        self.console.print(Text(_output.hanging(text, first=first, rest=" " * len(first), width=self.console.width)), soft_wrap=True)
+        self.console.print(Text(_output.hanging(printable(text), first=first, rest=" " * len(first), width=self.console.width)), soft_wrap=True)
 
     def note(self, text: str) -> None:
         if self.quiet:
@@ -101,7 +102,7 @@ class TerminalReporter:
         self._clear()
         from rich.text import Text
 
-        self.console.print(Text(_output.hanging(text, first="note: ", rest="      ", width=self.console.width)),
+        self.console.print(Text(_output.hanging(printable(text), first="note: ", rest="      ", width=self.console.width)),
                            style="yellow", soft_wrap=True)
 
     def progress(self, label: str, done: int | None, total: int | None, elapsed: float) -> None:

@@ -1,0 +1,113 @@
+"""The import check after an install: which module did not import, and why.
+
+The target's interpreter imports each module in turn and reports on its own channel: before each
+import, and for the first that fails, one line tagged with a fresh random marker, holding JSON
+(the module, the exception's type and message). The verdict is read from those lines only, never
+from the last line of the output: an import may print warnings (a CUDA driver too old, a
+deprecation), garbage or terminal escape sequences, on stdout or stderr, before or after
+failing. An interpreter that crashes (a segfault in an extension's initialiser) or ends itself
+while importing is named with the module it was importing. Everything shown is made printable.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .._bounded import run as bounded_run
+from .._printable import printable
+
+__all__ = ["ImportFailure", "import_failure", "verify_imports"]
+
+#: How much of an exception's message a failure shows (a message can be a whole traceback).
+_MESSAGE_LIMIT = 500
+
+_SCRIPT = """\
+import importlib, json, sys
+marker = sys.argv[1]
+def say(**fields):
+    # on a line of its own, whatever the import left unfinished on stdout
+    sys.__stdout__.write("\\n" + marker + " " + json.dumps(fields) + "\\n")
+    sys.__stdout__.flush()
+for name in sys.argv[2:]:
+    say(importing=name)
+    try:
+        importlib.import_module(name)
+    except BaseException as exc:
+        try:
+            message = str(exc)
+        except BaseException:
+            message = "(its message cannot be shown)"
+        say(failed=name, type=type(exc).__name__, message=message)
+        sys.exit(1)
+say(done=True)
+"""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ImportFailure:
+    module: str | None  # None: the check could not run at all
+    reason: str  # printable, one line
+
+    def __str__(self) -> str:
+        return f"{self.module}: {self.reason}" if self.module else self.reason
+
+
+def _reports(stdout: str, marker: str) -> list[dict[str, object]]:
+    found: list[dict[str, object]] = []
+    prefix = marker + " "
+    for line in stdout.splitlines():
+        if line.startswith(prefix):
+            try:
+                value = json.loads(line[len(prefix):])
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                found.append(value)
+    return found
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _shorten(text: str) -> str:
+    text = " / ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+    return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + " ..."
+
+
+def import_failure(stdout: str, returncode: int | None, marker: str, modules: Sequence[str]) -> ImportFailure | None:
+    """The verdict of one run of the check (its stdout, exit status and marker): None when every
+    module imported."""
+    reports = _reports(stdout, marker)
+    failed = next((r for r in reports if "failed" in r), None)
+    if failed is not None:
+        kind = printable(str(failed.get("type", "Exception")), one_line=True)
+        message = printable(_shorten(str(failed.get("message", ""))), one_line=True)
+        return ImportFailure(module=printable(str(failed["failed"]), one_line=True), reason=f"{kind}: {message}" if message else kind)
+    if returncode == 0 and any(r.get("done") is True for r in reports):
+        return None
+    importing = [str(r["importing"]) for r in reports if "importing" in r]
+    module = printable(importing[-1], one_line=True) if importing else None
+    where = "while importing it" if module else f"before importing anything ({', '.join(modules)})"
+    if returncode is None:
+        reason = f"the import check was stopped {where}: it ran too long or wrote too much"
+    elif returncode < 0:
+        reason = f"the interpreter crashed with {_signal_name(-returncode)} {where}"
+    else:
+        reason = f"the interpreter ended with exit {returncode} {where}"
+    return ImportFailure(module=module, reason=printable(reason, one_line=True))
+
+def verify_imports(python: str, modules: Sequence[str], environ: Mapping[str, str], *, timeout: float) -> ImportFailure | None:
+    """None when every module in ``modules`` imports in a fresh ``python``, else which did not and why."""
+    marker = f"cuda-resolve-import-check-{secrets.token_hex(8)}"
+    done = bounded_run([python, "-c", _SCRIPT, marker, *modules], timeout=timeout, env=environ, cwd="/")
+    if done is None:
+        return ImportFailure(module=None, reason=f"{printable(python, one_line=True)} could not be started for the import check")
+    return import_failure(done.stdout, done.returncode, marker, modules)
