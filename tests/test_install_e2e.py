@@ -127,3 +127,24 @@ def test_a_patch_that_no_longer_applies_fails_before_compiling(tmp_path: Path, t
     assert done.returncode == 1
     error = json.loads(done.stdout)["error"]
     assert "recipe cuext-fixture, patch 1 (setup.py)" in error and "found 0" in error
+
+
+def test_a_build_whose_setup_py_overrides_the_arch_list_is_refused_before_pip(tmp_path: Path, torch_python: Path) -> None:
+    """A setup.py that forces its own arch list after the one the recipe patches (a new upstream
+    line): the wheel has no kernel for this machine's GPU, and the install stops before pip."""
+    python = _fresh_target(tmp_path, torch_python)
+    forced = tmp_path / "forced-src"
+    shutil.copytree(FIXTURE, forced)
+    setup = forced / "setup.py"
+    setup.write_text(setup.read_text().replace("\nsetup(", '\nos.environ["TORCH_CUDA_ARCH_LIST"] = "8.0"\n\nsetup(', 1))
+    before = _freeze(python)
+    env = dict(os.environ, CUDA_RESOLVE_WHEELHOUSE=str(tmp_path / "wheelhouse"), CUDA_RESOLVE_CUDA_ARCH="9.0",
+               CUDA_RESOLVE_DRIVER="580.65.06")
+    env.pop("VIRTUAL_ENV", None)
+    done = _cli("install", "cuext", "--index", str(FIXTURE_INDEX), "--python", str(python), "--source", str(forced),
+                "--json", env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    error = json.loads(done.stdout)
+    assert "has no kernel for compute capability 9.0" in error["error"] and "sm_80" in error["error"]
+    assert "cuda-pip install --rebuild cuext" in error["hint"]
+    assert _freeze(python) == before

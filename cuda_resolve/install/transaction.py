@@ -267,6 +267,34 @@ class Phases:
         return tuple(self._seconds.items())
 
 
+def refuse_kernel_gaps(results: Sequence[BuildResult], env: Environment) -> list[str]:
+    """Refuse, before pip installs anything, a wheel that has no kernel for a GPU here: it would
+    import, then fail at its first kernel with "no kernel image is available for execution on the
+    device" (its fat binaries' SASS and PTX, read by :func:`~cuda_resolve.fatbin.kernel_gaps`
+    with the resolver's coverage rule). A wheel whose device code cannot be read is a note."""
+    import zipfile
+
+    from ..fatbin import kernel_gaps
+
+    notes: list[str] = []
+    capabilities = tuple(gpu.compute_capability for gpu in env.gpus)
+    for result in results:
+        try:
+            gaps = kernel_gaps(result.wheel.path, capabilities)
+        except (ValueError, OSError, zipfile.BadZipFile) as exc:  # FatbinError, ElfError: ValueErrors naming the file
+            notes.append(f"{result.wheel.path.name}: its device code could not be read ({exc}): kernels not checked")
+            continue
+        if gaps:
+            missing = ", ".join(sorted({str(gap.capability) for gap in gaps}))
+            raise InstallError(
+                f"{result.spec.package}: the wheel {result.wheel.path.name} has no kernel for compute capability {missing} "
+                f"of this machine ({gaps[0].describe()}); nothing was installed",
+                hint=f"build it for this machine: cuda-pip install --rebuild {result.spec.package} "
+                     f"(or give an --arch-list that includes {missing})",
+            )
+    return notes
+
+
 def _build_all(plan: Plan, wheelhouse: Wheelhouse, options: InstallOptions, pip: TargetPip, before: Mapping[str, str],
                environ: Mapping[str, str], report: Reporter, phases: Phases) -> list[BuildResult]:
     results: list[BuildResult] = []
@@ -318,6 +346,9 @@ def execute(
         with phases.timed("index check"):
             _check_reachable(_indexes_used(plan, pip, options), probe, report)
     results = _build_all(plan, wheelhouse, options, pip, before, base, report, phases)
+    if env.gpus and results:
+        with phases.timed("kernel check"):
+            notes.extend(refuse_kernel_gaps(results, env))
     # The builds never touch the target, so the snapshot taken before them still holds.
     if plan.skip_pip is not None:
         notes.append(plan.skip_pip)
