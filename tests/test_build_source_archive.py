@@ -417,7 +417,7 @@ def test_hostile_zip_members_are_refused(tmp_path: Path) -> None:
 
 def test_member_count_and_unpacked_size_are_bounded(tmp_path: Path) -> None:
     many = tarball(*((f"pkg/f{i}", b"x", None) for i in range(11)))
-    with pytest.raises(BuildError, match="has 11 members, more than the 10 allowed"):
+    with pytest.raises(BuildError, match="has more than the 10 members allowed"):
         unpack(many, tmp_path / "many", limits=ArchiveLimits(members=10))
     big = tarball(("pkg/a", b"x" * 600, None), ("pkg/b", b"x" * 600, None))
     with pytest.raises(BuildError, match="unpacks to 1200 bytes, more than the 1000 allowed"):

@@ -18,6 +18,7 @@ all are in place.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import posixpath
@@ -165,15 +166,39 @@ def _split(label: str, name: str) -> tuple[str, ...]:
     return parts
 
 
-def _tar_members(handle: IO[bytes], label: str) -> tuple[tarfile.TarFile, list[_Member]]:
+def _too_many(label: str, count: str, limits: ArchiveLimits) -> BuildError:
+    return BuildError(f"{label}: the source archive has {count} members, more than the {limits.members} allowed; nothing was unpacked",
+                      hint="that is not a source tree: check the recipe's archive url and sha256")
+
+
+def _tar_infos(tar: tarfile.TarFile, label: str, limits: ArchiveLimits) -> Iterator[tarfile.TarInfo]:
+    """The tar's members, read one header at a time: past ``limits.members`` it is refused
+    before the next header is read (``getmembers()`` would first list them all in memory)."""
+    count = 0
+    while True:
+        try:
+            info = tar.next()
+        except (tarfile.TarError, EOFError, OSError) as exc:
+            raise BuildError(f"{label}: the source archive is not a readable tar or zip archive: {exc}",
+                             hint="check the recipe's archive url (it must name a .tar.gz, .tar.bz2, .tar.xz or .zip)") from None
+        if info is None:
+            return
+        count += 1
+        if count > limits.members:
+            raise BuildError(f"{label}: the source archive has more than the {limits.members} members allowed "
+                             "(refused at the first one past the limit); nothing was unpacked",
+                             hint="that is not a source tree: check the recipe's archive url and sha256")
+        yield info
+
+
+def _tar_members(handle: IO[bytes], label: str, limits: ArchiveLimits) -> tuple[tarfile.TarFile, list[_Member]]:
     try:
         tar = tarfile.open(fileobj=handle, mode="r:*")  # closed by the caller
-        infos = tar.getmembers()
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise BuildError(f"{label}: the source archive is not a readable tar or zip archive: {exc}",
                          hint="check the recipe's archive url (it must name a .tar.gz, .tar.bz2, .tar.xz or .zip)") from None
     members: list[_Member] = []
-    for info in infos:
+    for info in _tar_infos(tar, label, limits):
         if info.isreg():
             kind: Kind = "file"
         elif info.isdir():
@@ -197,7 +222,47 @@ def _tar_members(handle: IO[bytes], label: str) -> tuple[tarfile.TarFile, list[_
     return tar, members
 
 
-def _zip_members(handle: IO[bytes], label: str) -> tuple[zipfile.ZipFile, list[_Member]]:
+#: A central directory entry is 46 bytes and a name; a source tree's average well under this.
+_CENTRAL_ENTRY_BYTES = 1024
+
+
+def _zip_directory_size(handle: IO[bytes]) -> tuple[int, int] | None:
+    """(members, central directory bytes) that the zip's end record declares (the zip64 record's
+    when there is one), read from the file's tail only; None when there is no end record."""
+    handle.seek(0, os.SEEK_END)
+    size = handle.tell()
+    tail_start = max(0, size - (22 + 65535 + 20))  # the end record, its comment, a zip64 locator
+    handle.seek(tail_start)
+    tail = handle.read()
+    handle.seek(0)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) < at + 22:
+        return None
+    entries = int.from_bytes(tail[at + 10:at + 12], "little")
+    directory = int.from_bytes(tail[at + 12:at + 16], "little")
+    locator = at - 20
+    if locator >= 0 and tail[locator:locator + 4] == b"PK\x06\x07":
+        record = int.from_bytes(tail[locator + 8:locator + 16], "little")
+        if record + 56 <= size:
+            handle.seek(record)
+            zip64 = handle.read(56)
+            handle.seek(0)
+            if zip64[:4] == b"PK\x06\x06":
+                entries = max(entries, int.from_bytes(zip64[32:40], "little"))
+                directory = max(directory, int.from_bytes(zip64[40:48], "little"))
+    return entries, directory
+
+
+def _zip_members(handle: IO[bytes], label: str, limits: ArchiveLimits) -> tuple[zipfile.ZipFile, list[_Member]]:
+    declared = _zip_directory_size(handle)
+    if declared is not None:
+        entries, directory = declared
+        # zipfile reads the whole central directory, then makes an object per entry: both are
+        # checked against the limit first, from the numbers the end record declares.
+        if entries > limits.members:
+            raise _too_many(label, str(entries), limits)
+        if directory > limits.members * _CENTRAL_ENTRY_BYTES:
+            raise _too_many(label, f"a {directory}-byte list of", limits)
     try:
         archive = zipfile.ZipFile(handle)
         infos = archive.infolist()
@@ -205,6 +270,8 @@ def _zip_members(handle: IO[bytes], label: str) -> tuple[zipfile.ZipFile, list[_
         raise BuildError(f"{label}: the source archive is not a readable zip archive: {exc}",
                          hint="check the recipe's archive url and sha256") from None
     members: list[_Member] = []
+    if len(infos) > limits.members:  # an end record that understated the count
+        raise _too_many(label, str(len(infos)), limits)
     for info in infos:
         mode = info.external_attr >> 16
         kind_bits = stat.S_IFMT(mode)
@@ -271,8 +338,7 @@ class _Planned:
 
 def _plan(members: list[_Member], strip: str | None, limits: ArchiveLimits, label: str) -> list[_Planned]:
     if len(members) > limits.members:
-        raise BuildError(f"{label}: the source archive has {len(members)} members, more than the {limits.members} allowed; nothing was unpacked",
-                         hint="that is not a source tree: check the recipe's archive url and sha256")
+        raise _too_many(label, str(len(members)), limits)
     declared = sum(m.size for m in members)
     if declared > limits.total_bytes:
         raise BuildError(f"{label}: the source archive unpacks to {declared} bytes, more than the {limits.total_bytes} allowed; nothing was unpacked",
@@ -374,7 +440,12 @@ def _write(root: Path, planned: list[_Planned], limits: ArchiveLimits, label: st
         name = "/".join(item.member.parts)
         try:
             link = _write_member(root, item, budget, label)
-        except (OSError, EOFError, tarfile.TarError, zipfile.BadZipFile) as exc:
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise BuildError(f"{label}: the disk holding {root} filled up while unpacking {name!r} ({exc.strerror}); the unpacked files were removed",
+                                 hint=f"free space in {root.parent}, or point TMPDIR at a folder with room") from None
+            raise _unpack_failed(label, name, f"could not be written: {exc}") from None
+        except (EOFError, tarfile.TarError, zipfile.BadZipFile) as exc:
             raise _unpack_failed(label, name, f"could not be written: {exc}") from None
         if link is not None:
             links.append((link, name))
@@ -385,6 +456,41 @@ def _write(root: Path, planned: list[_Planned], limits: ArchiveLimits, label: st
         real = os.path.realpath(path)
         if os.path.commonpath([real_root, real]) != real_root:
             raise _unpack_failed(label, name, f"leads to {real}, outside the tree (through another link)")
+
+
+def _free_bytes(folder: Path) -> tuple[Path, int, int] | None:
+    """(the nearest existing folder at or above ``folder``, its free bytes, its block size)."""
+    probe = folder
+    while True:
+        try:
+            info = os.statvfs(probe)
+        except FileNotFoundError:
+            if probe.parent == probe:
+                return None
+            probe = probe.parent
+            continue
+        except OSError:
+            return None
+        return probe, info.f_bavail * info.f_frsize, max(info.f_frsize, 512)
+
+
+def _check_free_space(dest: Path, planned: list[_Planned], label: str) -> None:
+    """Refuse, before writing anything, an archive whose declared sizes (each file rounded up to
+    whole blocks) do not fit in the free space of the folder it unpacks into."""
+    found = _free_bytes(dest)
+    if found is None:
+        return
+    folder, free, block = found
+    needed = sum(-(-item.member.size // block) * block + block for item in planned)
+    if needed > free:
+        raise BuildError(
+            f"{label}: unpacking the source archive needs about {_mib(needed)} in {folder}, which has {_mib(free)} free; nothing was unpacked",
+            hint=f"free space in {folder}, or point TMPDIR at a folder with room",
+        )
+
+
+def _mib(count: int) -> str:
+    return f"{count / (1 << 20):.1f} MiB"
 
 
 def unpack_archive(
@@ -404,11 +510,12 @@ def unpack_archive(
     handle.seek(0)
     opened: tarfile.TarFile | zipfile.ZipFile
     if head in (b"PK\x03\x04", b"PK\x05\x06"):
-        opened, members = _zip_members(handle, label)
+        opened, members = _zip_members(handle, label, bounds)
     else:
-        opened, members = _tar_members(handle, label)
+        opened, members = _tar_members(handle, label, bounds)
     with opened:
         planned = _plan(members, strip, bounds, label)
+        _check_free_space(dest, planned, label)
         dest.mkdir(mode=0o755, parents=True)
         try:
             _write(dest, planned, bounds, label)

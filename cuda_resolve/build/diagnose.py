@@ -23,6 +23,12 @@ class Diagnosis:
 
 KNOWN_FAILURES: tuple[Diagnosis, ...] = (
     Diagnosis(
+        "disk-full",
+        re.compile(r"No space left on device(?:: '([^'\n]{1,4096})')?|Disk quota exceeded"),
+        "the disk filled up during the build ({0})",
+        "free space in the temporary folder (TMPDIR; a CUDA build needs a few GB), or point TMPDIR at a folder with room, then build again",
+    ),
+    Diagnosis(
         "unsupported-arch",
         re.compile(r"Unsupported gpu architecture '(compute_\w+|sm_\w+)'"),
         "nvcc was asked for {1}, which this toolkit cannot target (setup.py may hard-code its own TORCH_CUDA_ARCH_LIST)",
