@@ -99,7 +99,7 @@ def test_a_zip_declaring_too_many_members_is_refused_from_its_end_record(
         raise AssertionError("zipfile read the central directory of an archive already known to be too big")
 
     if "150 members" not in message:
-        monkeypatch.setattr(archive_module.zipfile, "ZipFile", never)
+        monkeypatch.setattr(zipfile, "ZipFile", never)
     with pytest.raises(BuildError, match=message):
         unpack_archive(io.BytesIO(data), tmp_path / "out", strip=None, label="recipe demo", limits=ArchiveLimits(members=100))
     assert not (tmp_path / "out").exists()
@@ -115,7 +115,7 @@ def test_unpacking_checks_the_free_space_against_the_declared_sizes_first(tmp_pa
         values[1] = 4096  # f_frsize
         return os.statvfs_result(values)
 
-    monkeypatch.setattr(archive_module.os, "statvfs", nearly_full)
+    monkeypatch.setattr(os, "statvfs", nearly_full)
     with pytest.raises(BuildError) as info:
         unpack_archive(io.BytesIO(tar_of(4, size=50_000)), tmp_path / "work" / "src", strip=None, label="recipe demo")
     assert f"needs about 0.2 MiB in {tmp_path}, which has 0.0 MiB free; nothing was unpacked" in info.value.message
