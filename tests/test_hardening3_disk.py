@@ -180,3 +180,22 @@ def test_refusing_an_oversized_tar_is_fast() -> None:
     with pytest.raises(BuildError):
         unpack_archive(io.BytesIO(data), Path("/nonexistent/never"), strip=None, label="recipe demo", limits=ArchiveLimits(members=10))
     assert time.process_time() - started < 0.2
+
+
+def test_a_disk_that_fills_up_while_publishing_names_the_wheelhouse_and_keeps_no_entry(small_disk: Path, tmp_path: Path) -> None:
+    from test_wheelhouse import make_key, make_wheel
+
+    from cuda_resolve.wheelhouse.errors import WheelhouseError
+    from cuda_resolve.wheelhouse.store import Wheelhouse
+
+    built = make_wheel(tmp_path / "built", extension=os.urandom(400 * 1024))  # does not fit in 256 KiB
+    house = Wheelhouse(small_disk / "wheelhouse")
+    with pytest.raises(WheelhouseError) as info:
+        house.publish(make_key(), built, strip_debug=False)
+    assert f"cannot write to the wheelhouse {small_disk / 'wheelhouse'}" in info.value.message
+    assert "No space left on device" in info.value.message
+    assert house.lookup(make_key()) is None
+    # nothing half-written: no wheel, no entry, no staging folder; only the lock files
+    left = sorted(str(path.relative_to(house.root)) for path in house.root.rglob("*") if not path.is_dir())
+    assert all(name.startswith("locks/") for name in left), left
+    assert not [path for path in house.root.rglob(".tmp-*")]
