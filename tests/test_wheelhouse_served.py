@@ -102,6 +102,68 @@ def pypiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         process.wait(timeout=10)
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _json_put(url: str, user: str, password: str, body: dict[str, object]) -> None:
+    import base64
+    import urllib.request
+
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="PUT", headers={
+        "Content-Type": "application/json", "Accept": "application/json", "Authorization": f"Basic {token}"})
+    with urllib.request.urlopen(request, timeout=30) as answer:  # plain http on loopback: the test's own setup
+        assert answer.status in (200, 201)
+
+
+@pytest.fixture(scope="module")
+def devpi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """devpi-server on loopback (plain http) with user ``lab`` and its index ``lab/dev``."""
+    _needs("devpi_server")
+    import shutil
+    import urllib.request
+
+    init, serve = shutil.which("devpi-init", path=str(Path(sys.executable).parent)), shutil.which(
+        "devpi-server", path=str(Path(sys.executable).parent))
+    if init is None or serve is None:
+        pytest.skip("devpi-init / devpi-server are not installed beside this Python")
+    base = tmp_path_factory.mktemp("devpi")
+    done = subprocess.run([init, "--serverdir", str(base / "server"), "--root-passwd", "root-pw-1"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"devpi-init failed: {done.stderr[-500:]}")
+    port = _free_port()
+    with open(base / "devpi.log", "w") as log:
+        process = subprocess.Popen([serve, "--serverdir", str(base / "server"), "--host", "127.0.0.1", "--port", str(port)],
+                                   stdout=log, stderr=subprocess.STDOUT, text=True)
+    root = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            with urllib.request.urlopen(root, timeout=5):
+                break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                process.wait(timeout=10)
+                pytest.skip(f"devpi-server did not start: {(base / 'devpi.log').read_text()[-500:]}")
+            time.sleep(0.5)
+    try:
+        _json_put(f"{root}lab", "root", "root-pw-1", {"password": PASSWORD, "email": "lab@example.invalid"})
+        _json_put(f"{root}lab/dev", USER, PASSWORD, {"type": "stage", "bases": "", "volatile": False})
+        yield Server(upload_url=f"{root}lab/dev/", simple_url=f"{root}lab/dev/+simple/", ca_file=Path(), process=process)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
 def _machine(tmp_path: Path, name: str, server: Server | None, *, url: str | None = None) -> dict[str, str]:
     """The environment of one "machine": its own cache, wheelhouse and config; the test CA as
     its OS trust store (truststore reads SSL_CERT_FILE on Linux)."""
@@ -225,3 +287,26 @@ def test_a_server_that_is_down_means_a_local_build_said_in_one_line(tmp_path: Pa
     notes = [n for n in data["notes"] if "lab's wheelhouse" in n]
     assert len(notes) == 1 and notes[0].endswith("building locally") and "\n" not in notes[0]
     assert time.monotonic() - started < 60
+
+
+def test_devpi_user_index_credentials_in_the_url_and_the_url_in_the_config_file(devpi: Server, tmp_path: Path) -> None:
+    a = _machine(tmp_path, "a", None)
+    key = _plan_key(a)
+    covering = dataclasses.replace(key, arch_list="8.0;9.0")
+    _build_on_a(a, tmp_path, covering)
+    with_password = devpi.upload_url.replace("http://", f"http://{USER}:{PASSWORD}@")
+    published = _cli(a, "wheelhouse", "publish", "--to", with_password)
+    assert published.returncode == 0, published.stderr
+    assert f"uploaded: pointnet2_ops-{covering.labelled_version}" in published.stdout
+    assert "from the URL" in published.stdout and PASSWORD not in published.stdout + published.stderr
+    again = _cli(a, "wheelhouse", "publish", "--to", with_password, "--json")
+    assert again.returncode == 0, again.stderr
+    assert [w["status"] for w in json.loads(again.stdout)["wheels"]] in (["already there"], ["uploaded"])
+    assert PASSWORD not in again.stdout + again.stderr
+
+    b = _machine(tmp_path, "b", None)
+    Path(b["CUDA_RESOLVE_CONFIG"]).write_text(f'wheelhouse_url = "{devpi.simple_url}"\n')
+    build = _plan_on(b)
+    assert build["wheel_key"] == covering.to_json()
+    assert f"from the lab's wheelhouse {devpi.simple_url}" in str(build["reused"])
+    assert Wheelhouse(Path(b["CUDA_RESOLVE_WHEELHOUSE"])).lookup(covering) is not None
