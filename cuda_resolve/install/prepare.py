@@ -127,7 +127,9 @@ def _planned_build(spec: BuildSpec, source: str, wheelhouse: Wheelhouse | None, 
     Reuse by coverage: where the exact key is not there, a wheel of the same ABI (torch, variant,
     Python tag, platform, recipe) whose arch list covers every GPU here is used instead (exact
     SASS before lower-minor SASS before PTX, then fewer targets). Not when the user named the
-    arch list: they build for other machines too."""
+    arch list: they build for other machines too. Then the lab's index server, where one is
+    configured (wheelhouse/served.py): a fitting wheel it serves is downloaded into the
+    wheelhouse; its notes (the server down) become the build's."""
     key = wheel_key(spec)
     if wheelhouse is None or options.rebuild:
         return PlannedBuild(spec=spec, key=key, source=source), None
