@@ -35,19 +35,11 @@ def handle(args: argparse.Namespace) -> int:
     import os
     import tempfile
 
-    from ..config import load_config
     from ..index import default_cuda_facts
-    from ..install.options import InstallOptions
     from ..install.pip import pip_facts_and_distributions
-    from ..install.transaction import execute, planned_commands
     from ..lock.read import read_lock
     from ..lock.select import choose_profile, wanted_files
-    from ..lock.sync import drift, fetch_all, remove_extras, sync_plan
-    from ..net.factory import client_from_config
-    from ..paths import cache_root, new_log_path
-    from ..reporting import RedactingReporter
-    from ..wheelhouse.store import Wheelhouse
-    from ._act import TerminalReporter
+    from ..lock.sync import drift
     from ._common import detect_target
 
     lock = read_lock(args.lock)
@@ -74,6 +66,17 @@ def handle(args: argparse.Namespace) -> int:
             console.print(f"{len(drifted)} package(s) differ from the lock" if drifted else f"{python} matches profile {profile} of {args.lock}", highlight=False, soft_wrap=True)
             console.print(f"note: {satisfied_note}", highlight=False, soft_wrap=True)
         return 1 if drifted else 0
+    # Installing (or saying what would be installed) needs the acting layers; checking does not.
+    from ..config import load_config
+    from ..install.options import InstallOptions
+    from ..install.transaction import execute, planned_commands
+    from ..lock.sync import fetch_all, remove_extras, sync_plan
+    from ..net.factory import client_from_config
+    from ..paths import cache_root, new_log_path
+    from ..reporting import RedactingReporter
+    from ..wheelhouse.store import Wheelhouse
+    from ._act import TerminalReporter
+
     reporter = RedactingReporter(TerminalReporter(quiet=args.json))
     config = load_config()
     with tempfile.TemporaryDirectory(prefix="cuda-resolve-sync-") as scratch:

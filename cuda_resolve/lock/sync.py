@@ -15,17 +15,19 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..environment import Environment
 from ..errors import InstallError, LockError
-from ..net.client import HttpClient
-from ..plan import PipStep, Plan
 from ..reporting import NullReporter, Reporter
 from .select import Wanted
+
+if TYPE_CHECKING:  # `sync --check` imports none of the acting layers: it must answer within a second
+    from ..net.client import HttpClient
+    from ..plan import Plan
 
 __all__ = ["KEEP", "Drift", "drift", "fetch_all", "remove_extras", "sync_plan"]
 
@@ -99,6 +101,8 @@ def fetch_all(wanted: Sequence[Wanted], client: HttpClient, cache_dir: Path, rep
 
 def sync_plan(env: Environment, to_install: Sequence[Wanted], paths: Mapping[str, Path], requirements_file: Path) -> Plan:
     """The complete Plan the executor runs: one pip step over the locked files, hash-checked by pip too."""
+    from ..plan import PipStep, Plan
+
     lines = [f"{paths[w.name].as_uri()} --hash=sha256:{w.sha256}\n" for w in to_install]
     requirements_file.write_text("".join(lines), encoding="utf-8")
     steps = (PipStep(purpose="locked files", args=("--no-deps", "--no-index", "--require-hashes", "-r", str(requirements_file))),) if to_install else ()
