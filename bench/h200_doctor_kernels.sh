@@ -49,7 +49,7 @@ sm90)
 sm8086)
   venv t86
   run env VIRTUAL_ENV=/tmp/t86 CUDA_RESOLVE_CUDA_ARCH=8.0,8.6 python3 -m cuda_resolve build pointnet2_ops --source "$src" --arch-list '8.0;8.6'
-  wheel=$(ls "$CUDA_RESOLVE_WHEELHOUSE"/wheels/pointnet2-ops/*/pointnet2_ops-*sm80.sm86-*.whl | head -1)
+  wheel=$(ls "$CUDA_RESOLVE_WHEELHOUSE"/wheels/pointnet2-ops/*/pointnet2_ops-*sm80.sm86*.whl | head -1)
   log "kernel_gaps $wheel (9.0)"
   python3 -c 'import sys, pathlib; from cuda_resolve.fatbin import kernel_gaps; from cuda_resolve.versions import ComputeCapability as C; print([g.describe() for g in kernel_gaps(pathlib.Path(sys.argv[1]), [C.parse("9.0")])])' "$wheel" >> "$out/$step.log" 2>&1
   run /tmp/t86/bin/python -m pip install --no-index --no-deps "$wheel"
