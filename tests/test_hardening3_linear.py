@@ -16,10 +16,14 @@ import shlex
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from cuda_resolve.build.diagnose import diagnose, error_lines
+from cuda_resolve.detect.compilers import parse_compiler_version
 from cuda_resolve.errors import UsageError
 from cuda_resolve.install._words import split_words
 from cuda_resolve.install.reqfile import _strip_comment, read_requirement_files
@@ -53,7 +57,9 @@ UNDER_LIMIT = 60_000
 CHILD = textwrap.dedent("""
     import json, sys, time, tempfile
     from pathlib import Path
-    from cuda_resolve.errors import UsageError
+    from cuda_resolve.build.diagnose import diagnose, error_lines
+from cuda_resolve.detect.compilers import parse_compiler_version
+from cuda_resolve.errors import UsageError
     from cuda_resolve.install.reqfile import read_requirement_files
     cases, size = json.loads(sys.argv[1]), int(sys.argv[2])
     folder = Path(tempfile.mkdtemp())
@@ -135,3 +141,16 @@ def test_option_words_split_as_shlex_splits_them() -> None:
         except ValueError:
             got = None
         assert got == expected, repr(line)
+
+
+@pytest.mark.parametrize(("parse", "line"), [
+    # a build log line (a compiler or a user's setup.py wrote it): the out-of-memory pattern
+    (lambda text: diagnose([text]), "Killed " * 20_000 + "!"),
+    (lambda text: error_lines([text]), " " * 100_000 + "error: x"),
+    # the first line of a compiler's --version (any program named gcc on PATH)
+    (parse_compiler_version, "gcc " + "(" * 100_000),
+])
+def test_parsers_of_logs_and_program_output_stay_linear(parse: Callable[[str], object], line: str) -> None:
+    started = time.process_time()
+    parse(line)
+    assert time.process_time() - started < 0.5

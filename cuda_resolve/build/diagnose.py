@@ -60,7 +60,7 @@ KNOWN_FAILURES: tuple[Diagnosis, ...] = (
     ),
     Diagnosis(
         "out-of-memory",
-        re.compile(r"(?:cc1plus: out of memory|virtual memory exhausted|Killed signal terminated program|c\+\+: fatal error: Killed|\bKilled\b.*(?:cicc|ptxas|cc1plus))"),
+        re.compile(r"(?:cc1plus: out of memory|virtual memory exhausted|Killed signal terminated program|c\+\+: fatal error: Killed|\bKilled\b(?:(?!\bKilled\b).)*?(?:cicc|ptxas|cc1plus))"),  # each "Killed" looks only up to the next: linear
         "the compiler ran out of memory",
         "run again with fewer parallel jobs (MAX_JOBS=2 cuda-pip install ...); cuda-resolve sizes MAX_JOBS from free memory when it starts",
     ),

@@ -40,7 +40,9 @@ def parse_compiler_version(text: str) -> tuple[str, str] | None:
     if clang is not None:
         return "clang", clang.group(1)
     # "gcc (Debian 12.2.0-14) 12.2.0", "g++ (GCC) 8.5.0 20210514 (Red Hat 8.5.0-4)"
-    without_vendor = re.sub(r"\([^)]*\)", " ", first)
+    # Only up to the last ")": past it no "(" can close, and trying each would be quadratic.
+    closed = first.rfind(")") + 1
+    without_vendor = re.sub(r"\([^)]*\)", " ", first[:closed]) + first[closed:]
     match = _DOTTED.search(without_vendor)
     if match is None or "Copyright" in first:
         return None
