@@ -72,7 +72,7 @@ def test_concurrent_builds_then_install_then_cache_hit(tmp_path: Path, torch_pyt
     assert entry["arch_list"] == ARCH
     wheel = Path(entry["wheel"])
     assert wheel.is_file() and wheel.is_relative_to(wheelhouse)
-    assert "+pt2141cu130.sm90-" in wheel.name  # the ABI is in the local version label
+    assert "+pt2141cu130.sm90.r" in wheel.name  # the ABI (and the recipe word) is in the local version label
     # The build requirements (setuptools >= 77, ninja) went into a temporary overlay, not the target.
     assert _freeze(python) == before
     # Compiled without debug info (-g0 after Python's own -g), which the wheelhouse would strip anyway.
