@@ -154,3 +154,21 @@ def test_a_damaged_record_is_named(tmp_path: Path) -> None:
     (meta / "x-1-0.json").write_text('{"name": "x", "version": "1", "build": "0", "depends": "not a list"}')
     with pytest.raises(UsageError, match=r"x-1-0\.json: depends must be a list of strings"):
         torch_record(tmp_path)
+
+
+def test_building_into_the_channel_needs_a_cuda_torch_in_the_environment(tmp_path: Path) -> None:
+    from cuda_resolve.conda.channel import LocalChannel
+    from cuda_resolve.conda.convert import build_into_channel
+    from cuda_resolve.install.options import InstallOptions
+
+    channel = LocalChannel(tmp_path / "channel")
+    with pytest.raises(UsageError, match="has none") as no_torch:
+        build_into_channel(["pointnet2_ops"], tmp_path, channel=channel, index=INDEX, options=InstallOptions())
+    assert "conda install -p" in (no_torch.value.hint or "")
+    site = tmp_path / "lib" / "python3.12" / "site-packages"
+    (site / "torch-2.9.1+cpu.dist-info").mkdir(parents=True)
+    (site / "torch").mkdir()
+    (site / "torch" / "version.py").write_text("__version__ = '2.9.1+cpu'\ncuda: Optional[str] = None\n")
+    with pytest.raises(UsageError, match="CPU-only"):
+        build_into_channel(["pointnet2_ops"], tmp_path, channel=channel, index=INDEX, options=InstallOptions())
+    assert not channel.root.exists()
