@@ -67,7 +67,7 @@ def main() -> None:
             plan, _ = profile_plan(load_lock_profile(str(path)), ["torch", "pointnet2_ops"], default_index(), Options(), load_config(), house)
             key = plan.builds[0].key
             source = WHEELS / f"pointnet2_ops-3.0.0+pt2110cu130.{wheel}-cp312-cp312-linux_x86_64.whl"
-            assert key.labelled_version.endswith(wheel), (key.labelled_version, wheel)
+            assert f"cu130.{wheel}" in key.labelled_version, (key.labelled_version, wheel)
             house.publish(key, source, strip_debug=False)
         command = [sys.executable, "-m", "cuda_resolve", "lock", "torch", "pointnet2_ops", "--index-url", f"{url}/simple",
                    "--wheelhouse-url", "http://127.0.0.1:8765", "-o", str(out / "pylock.toml"),
