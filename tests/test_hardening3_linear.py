@@ -57,9 +57,7 @@ UNDER_LIMIT = 60_000
 CHILD = textwrap.dedent("""
     import json, sys, time, tempfile
     from pathlib import Path
-    from cuda_resolve.build.diagnose import diagnose, error_lines
-from cuda_resolve.detect.compilers import parse_compiler_version
-from cuda_resolve.errors import UsageError
+    from cuda_resolve.errors import UsageError
     from cuda_resolve.install.reqfile import read_requirement_files
     cases, size = json.loads(sys.argv[1]), int(sys.argv[2])
     folder = Path(tempfile.mkdtemp())
