@@ -213,3 +213,18 @@ def test_a_dry_run_says_what_would_be_built_and_builds_nothing(tmp_path: Path, s
     out, _, _ = conda_cli("install", "--dry-run", "-p", str(prefix), "--override-channels", "-c", empty.url, "cuext=0.1", raises=DryRunExit)  # type: ignore[operator]
     assert "would build cuext==0.1.* against pip's torch 2.14.1" in out
     assert not (tmp_path / "ours").exists() and not (tmp_path / "cache" / "wheelhouse").exists()
+
+
+def test_conda_cuda_commands_target_the_environment_conda_names(settings: pytest.MonkeyPatch, conda_cli: object, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    import sys
+
+    prefix = Path(sys.prefix)  # the environment running this conda: it has a python
+    code = actions.subcommand(("detect", "-p", str(prefix), "--json"))
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert Path(report["python"]["executable"]).parent.parent == prefix
+    with pytest.raises(CondaError, match="the target is the conda environment"):
+        actions.subcommand(("plan", "-p", str(prefix), "--python", sys.executable, "cuext"))
+    with pytest.raises(CondaError, match="no such command"):
+        actions.subcommand(("frobnicate",))
