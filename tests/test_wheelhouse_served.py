@@ -184,9 +184,9 @@ def _machine(tmp_path: Path, name: str, server: Server | None, *, url: str | Non
     return env
 
 
-def _cli(env: dict[str, str], *words: str) -> subprocess.CompletedProcess[str]:
+def _cli(env: dict[str, str], *words: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "cuda_resolve", *words], capture_output=True, text=True, env=env,
-                          timeout=180, check=False)
+                          timeout=timeout, check=False)
 
 
 def _plan_key(env: dict[str, str]) -> WheelKey:
@@ -310,3 +310,41 @@ def test_devpi_user_index_credentials_in_the_url_and_the_url_in_the_config_file(
     assert build["wheel_key"] == covering.to_json()
     assert f"from the lab's wheelhouse {devpi.simple_url}" in str(build["reused"])
     assert Wheelhouse(Path(b["CUDA_RESOLVE_WHEELHOUSE"])).lookup(covering) is not None
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_a_real_nvcc_build_published_by_a_is_installed_by_b_with_no_compile(
+    pypiserver: Server, tmp_path: Path, torch_python: Path
+) -> None:
+    """Machine A compiles the fixture extension with nvcc (tests/data/packages/cuext) and publishes
+    it; machine B, a fresh venv with an empty cache and wheelhouse, installs it from the server
+    (HTTPS, the test CA) with no compile, and imports it."""
+    import shutil
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc on PATH (CI has CUDA 13.0)")
+    from test_install_e2e import FIXTURE, FIXTURE_INDEX, _fresh_target
+
+    def action(verb: str, env: dict[str, str], python: Path) -> subprocess.CompletedProcess[str]:
+        return _cli(dict(env, CUDA_RESOLVE_DRIVER="580.65.06", CUDA_RESOLVE_CUDA_ARCH="9.0"), verb, "cuext",
+                    "--index", str(FIXTURE_INDEX), "--python", str(python), "--arch-list", "9.0", "--source", str(FIXTURE), "--json", timeout=900)
+
+    a = _machine(tmp_path, "a", pypiserver)
+    built = action("build", a, _fresh_target(tmp_path / "a", torch_python))
+    assert built.returncode == 0, built.stderr
+    assert json.loads(built.stdout)["builds"][0]["cache_hit"] is False  # A compiled it
+    published = _cli(a, "wheelhouse", "publish", "--to", pypiserver.upload_url.replace("https://", f"https://{USER}:{PASSWORD}@"))
+    assert published.returncode == 0 and "uploaded: cuext-0.1.0+" in published.stdout, published.stderr
+
+    b = _machine(tmp_path, "b", pypiserver, url=pypiserver.simple_url)
+    python = _fresh_target(tmp_path / "b", torch_python)
+    installed = action("install", b, python)
+    assert installed.returncode == 0, installed.stderr
+    result = json.loads(installed.stdout)["result"]
+    [build] = result["builds"]
+    assert build["cache_hit"] is True  # from the server: no compile on B
+    assert Path(build["wheel"]).is_relative_to(Path(b["CUDA_RESOLVE_WHEELHOUSE"]))
+    assert "cuext._ext" in result["verified_imports"]
+    probe = subprocess.run([str(python), "-c", "import cuext; print(cuext.add_one.__doc__)"], capture_output=True, text=True, check=False)
+    assert probe.returncode == 0 and "x + 1" in probe.stdout, probe.stderr
