@@ -15,13 +15,14 @@
 set -u
 step=$1; src=$2; out=${OUT:-/tmp/out}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1 NO_PROXY=127.0.0.1,localhost
-if [ ! -d /tmp/site/cuda_resolve ]; then
-  python3 -m pip install -q --no-index --find-links .wheels --target /tmp/site . > "$out/setup.log" 2>&1
+# Its own target folder: another run's /tmp/site may hold an older cuda-resolve.
+if [ ! -f /tmp/site18/cuda_resolve/wheelhouse/served.py ]; then
+  python3 -m pip install -q --no-index --find-links .wheels --target /tmp/site18 . > "$out/setup.log" 2>&1
 fi
 if [ ! -d /tmp/pypiserver-site/pypiserver ]; then
   python3 -m pip install -q --no-index --find-links .wheels --target /tmp/pypiserver-site pypiserver passlib >> "$out/setup.log" 2>&1
 fi
-export PYTHONPATH=/tmp/site
+export PYTHONPATH=/tmp/site18
 base=$(python3 -c 'import site; print(site.getsitepackages()[0])')
 venv() { [ -x "/tmp/$1/bin/python" ] || { python3 -m venv "/tmp/$1" && echo "$base" > "/tmp/$1/lib/python3.12/site-packages/base.pth"; }; }
 log() { echo "\$ $*" >> "$out/$step.log"; }
