@@ -223,3 +223,16 @@ def test_an_empty_source_is_an_error_not_the_current_folder(value: str, tmp_path
     with pytest.raises(UsageError, match="no folder given") as info:
         parse_sources([value])
     assert info.value.exit_code == 2
+
+
+def test_a_git_worktree_pointer_is_left_out_so_git_in_the_build_cannot_write_the_users_repository(tmp_path: Path) -> None:
+    repository = tmp_path / "main-checkout"
+    (repository / ".git" / "worktrees" / "cuext").mkdir(parents=True)
+    tree = user_tree(tmp_path)
+    (tree / ".git").write_text(f"gitdir: {repository / '.git' / 'worktrees' / 'cuext'}\n")
+    (tree / "third_party").mkdir()
+    (tree / "third_party" / ".git").write_text("gitdir: ../.git-modules/third_party\n")  # a pointer inside: kept
+    prepared = prepare_source(recipe(tmp_path), tmp_path / "work", torch_version=TORCH, source_dir=tree)
+    assert not os.path.lexists(prepared.root / ".git")
+    assert (prepared.root / "third_party" / ".git").read_text() == "gitdir: ../.git-modules/third_party\n"
+    assert any(".git points git at" in note and "left out of the copy" in note for note in prepared.notes)

@@ -220,6 +220,8 @@ class _TreeCopy:
             info = os.stat(path)
         except OSError as exc:
             raise self._refuse(relative, f"cannot be read ({exc.strerror or exc})", "make it readable, or remove it from the tree") from None
+        if entry.name == ".git" and stat.S_ISREG(info.st_mode) and self._git_pointer_outside(path, relative):
+            return
         if stat.S_ISDIR(info.st_mode):
             if (info.st_dev, info.st_ino) in ancestors:
                 raise self._refuse(relative, "is a link to a folder that holds it: the tree would never end",
@@ -232,6 +234,25 @@ class _TreeCopy:
                     else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "not a regular file")
             raise self._refuse(relative, f"is {kind}, which a source tree never holds",
                                "remove it from the tree, or give a clean copy of the source")
+
+    def _git_pointer_outside(self, path: str, relative: str) -> bool:
+        """Whether the ``.git`` file at ``path`` is a ``gitdir:`` pointer (a worktree's, a
+        submodule's) that leads outside the tree: git run by the build in the copy would write
+        there (its index, its locks), so it is left out, with a note."""
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(4096).decode("utf-8", "replace")
+        except OSError:
+            return False
+        pointer = head[len("gitdir:"):].strip().splitlines() if head.startswith("gitdir:") else []
+        if not pointer:
+            return False
+        real = os.path.realpath(os.path.join(os.path.dirname(path), pointer[0].strip()))
+        if os.path.commonpath([self.real_root, real]) == self.real_root:
+            return False
+        self.notes.append(f"--source {self.source}: {relative} points git at {real}, outside the tree: "
+                          "left out of the copy, so git run by the build cannot write there")
+        return True
 
     def _file(self, path: str, dest: Path, relative: str, info: os.stat_result) -> None:
         try:
