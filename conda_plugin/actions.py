@@ -202,8 +202,9 @@ def before_install(command: str) -> None:
     if not _active():
         return
     args = context._argparse_args
+    _keep_solvable(args)
     packages = args.get("packages") or []
-    if not packages:
+    if not packages or command == "remove":
         return
     from conda.models.match_spec import MatchSpec
 
@@ -212,6 +213,40 @@ def before_install(command: str) -> None:
     if not names:
         return
     _converted(lambda: _serve(command, args, packages, specs, index, names))
+
+
+def _keep_solvable(args: Any) -> None:
+    """Every later solve of an environment that has packages from the local channel sees that
+    channel (their records must have candidates) and pip's torch (their pin names it)."""
+    from cuda_resolve.conda.channel import LocalChannel
+    from cuda_resolve.conda.records import pip_distribution
+
+    prefix = Path(context.target_prefix)
+    meta = prefix / "conda-meta"
+    if not meta.is_dir():
+        return
+    channel = LocalChannel.default(_settings().cuda_resolve_channel)
+    ours = False
+    for path in meta.glob("*.json"):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        if channel.url in text:
+            ours = True
+            break
+    if not ours:
+        return
+    _add_channel(args, channel.url)
+    if pip_distribution(prefix, "torch") is not None:
+        _enable_pip_records()
+
+
+def _add_channel(args: Any, url: str) -> None:
+    cli_channels = list(args.get("channel") or ())
+    if url not in cli_channels:
+        args["channel"] = [*cli_channels, url]
+        context._set_argparse_args(args)
 
 
 def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], index: Any, names: list[str]) -> None:
@@ -275,10 +310,7 @@ def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], i
     for item in built:
         _pin(packages, item.package.name, item.package.version, item.package.build)
         _BUILT.append((prefix, item))
-    cli_channels = list(args.get("channel") or ())
-    if channel.url not in cli_channels:
-        args["channel"] = [*cli_channels, channel.url]
-        context._set_argparse_args(args)
+    _add_channel(args, channel.url)
 
 
 def _requirement(spec: Any) -> str:
@@ -365,11 +397,19 @@ def unset_build_variables(prefix: Path) -> None:
 def veto_solve(link_precs: Sequence[Any]) -> None:
     if not _active():
         return
-    from cuda_resolve.conda.serve import veto_cpu_torch
+    from cuda_resolve.conda.serve import veto_cpu_torch, veto_torch_swap
 
     pytorch = [record for record in link_precs if record.name == "pytorch"]
     if not pytorch:
         return
+    prefix = Path(context.target_prefix)
+    if (prefix / "conda-meta").is_dir():
+        from cuda_resolve.conda.records import read_prefix_records, torch_record
+
+        installed = read_prefix_records(prefix)
+        swap = veto_torch_swap([_as_record(record) for record in pytorch], installed, torch_record(prefix, installed))
+        if swap:
+            raise CudaResolvePluginError(swap, hint="conda remove those packages first (conda install builds them again for the new torch), or keep pip's torch")
     from cuda_resolve.detect import detect_environment
 
     reason = veto_cpu_torch(detect_environment(), [_as_record(record) for record in pytorch])

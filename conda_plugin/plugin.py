@@ -63,7 +63,7 @@ def conda_pre_commands() -> Iterator[Any]:
 
         before_install(command)
 
-    yield CondaPreCommand(name=NAME, action=action, run_for={"install", "create", "update"})
+    yield CondaPreCommand(name=NAME, action=action, run_for={"install", "create", "update", "remove"})
 
 
 @hookimpl

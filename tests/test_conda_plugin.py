@@ -125,7 +125,10 @@ def test_conda_refuses_what_the_record_does_not_allow(torch_version: str, cuda: 
     assert not (prefix / "lib" / "python3.11" / "site-packages" / "cuext").exists()
 
 
-def test_a_cpu_pytorch_is_vetoed_on_a_gpu_machine(settings: pytest.MonkeyPatch) -> None:
+def test_a_cpu_pytorch_is_vetoed_on_a_gpu_machine(settings: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    settings.setenv("CONDA_PREFIX", str(tmp_path))  # the solve's target: an environment of no packages
+    reset_context()
+    assert Path(context.target_prefix) == tmp_path
     cpu = PackageRecord(name="pytorch", version="2.5.1", build="cpu_generic_py311_h0_0", build_number=0,
                         channel="conda-forge", subdir="linux-64", fn="pytorch-2.5.1-cpu_generic_py311_h0_0.conda")
     cuda = PackageRecord(name="pytorch", version="2.5.1", build="cuda126_generic_py311_h0_300", build_number=300,
@@ -228,3 +231,41 @@ def test_conda_cuda_commands_target_the_environment_conda_names(settings: pytest
         actions.subcommand(("plan", "-p", str(prefix), "--python", sys.executable, "cuext"))
     with pytest.raises(CondaError, match="no such command"):
         actions.subcommand(("frobnicate",))
+
+
+def _other_channel(tmp_path: Path) -> LocalChannel:
+    """A channel with one unrelated package (no files), as any later install brings."""
+    import json as _json
+
+    from conda_package_handling import api
+
+    root = tmp_path / "other-pkg"
+    (root / "info").mkdir(parents=True)
+    (root / "info" / "index.json").write_text(_json.dumps({"name": "other", "version": "1.0", "build": "0", "build_number": 0, "depends": [], "subdir": "linux-64"}))
+    (root / "info" / "paths.json").write_text(_json.dumps({"paths": [], "paths_version": 1}))
+    api.create(str(root), ["info/index.json", "info/paths.json"], "other-1.0-0.conda", str(tmp_path))
+    channel = LocalChannel(tmp_path / "other")
+    channel.add(tmp_path / "other-1.0-0.conda", "linux-64")
+    return channel
+
+
+@pytest.mark.parametrize("solver", ["classic", "rattler"])
+def test_later_installs_still_solve_in_an_environment_with_our_packages(solver: str, tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object) -> None:
+    if solver == "rattler":
+        pytest.importorskip("conda_rattler_solver", reason="conda-rattler-solver is not installed")
+    channel = _channel_with_cuext(tmp_path)
+    other = _other_channel(tmp_path)
+    prefix = tmp_path / "env"
+    _pip_torch(prefix, "2.14.1")
+    settings.setenv("CONDA_SOLVER", solver)
+    settings.setenv("CONDA_OVERRIDE_CUDA", "13.0")
+    settings.setenv("CUDA_RESOLVE_CONDA_CHANNEL", str(channel.root))
+    settings.setenv("CONDA_PREFIX_DATA_INTEROPERABILITY", "true")
+    reset_context()
+    conda_cli("install", "-y", "-p", str(prefix), "--override-channels", "-c", channel.url, "cuext")  # type: ignore[operator]
+    # Later, with the plugin active and pip interop left off, an unrelated install: the plugin
+    # lets the solve see the local channel and pip's torch, which cuext's record needs.
+    settings.setenv("CONDA_PREFIX_DATA_INTEROPERABILITY", "false")
+    _active(settings, True)
+    conda_cli("install", "-y", "-p", str(prefix), "--override-channels", "-c", other.url, "other")  # type: ignore[operator]
+    assert {"cuext", "other"} <= {record.name for record in PrefixData(str(prefix), interoperability=False).iter_records()}

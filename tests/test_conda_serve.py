@@ -172,3 +172,16 @@ def test_building_into_the_channel_needs_a_cuda_torch_in_the_environment(tmp_pat
     with pytest.raises(UsageError, match="CPU-only"):
         build_into_channel(["pointnet2_ops"], tmp_path, channel=channel, index=INDEX, options=InstallOptions())
     assert not channel.root.exists()
+
+
+def test_a_channel_pytorch_over_pips_torch_is_vetoed_while_builds_pin_it() -> None:
+    from cuda_resolve.conda.serve import veto_torch_swap
+
+    pytorch = CondaRecord(name="pytorch", version="2.9.1", build="cuda130_generic_py312_h0_300")
+    built = CondaRecord(name="pointnet2_ops", version="3.0.0", build="cp312_pt291cu130_sm90_h0_0", depends=(PIP_TORCH.pin, "__cuda >=13"))
+    reason = veto_torch_swap([pytorch], [built], PIP_TORCH)
+    assert reason is not None and "pointnet2_ops" in reason and "pip's torch 2.9.1+cu130" in reason
+    assert veto_torch_swap([pytorch], [], PIP_TORCH) is None  # nothing pinned to pip's torch
+    assert veto_torch_swap([pytorch], [built], CHANNEL_TORCH) is None  # the torch is conda's already
+    assert veto_torch_swap([pytorch, built], [built], PIP_TORCH) is None  # the package is replaced in the same solve
+    assert veto_torch_swap([built], [built], PIP_TORCH) is None

@@ -30,7 +30,7 @@ from ..versions import ComputeCapability, CudaVersion
 from .matchspec import MatchSpec, compare_versions, parse_spec
 from .records import CondaRecord, TorchRecord, channel_torch_cuda
 
-__all__ = ["Fit", "arch_list_of", "best_fitting", "build_fits", "cuda_of", "veto_cpu_torch"]
+__all__ = ["Fit", "arch_list_of", "best_fitting", "build_fits", "cuda_of", "veto_cpu_torch", "veto_torch_swap"]
 
 _ARCH_WORD = re.compile(r"^sm(\d{2,3})(a|f)?(ptx)?$")
 
@@ -157,3 +157,19 @@ def veto_cpu_torch(env: Environment, installing: Sequence[CondaRecord]) -> str |
             return (f"this solve would install {torch.describe()} on a machine with {gpus}: "
                     "nothing would run on the GPU")
     return None
+
+
+def veto_torch_swap(installing: Sequence[CondaRecord], installed: Sequence[CondaRecord], torch: TorchRecord | None) -> str | None:
+    """The reason to refuse a solve that brings a channel's ``pytorch`` into an environment whose
+    torch is pip's while packages there were built against that pip torch (None: no objection).
+    The names differ (``pytorch`` vs ``torch``), so no solver sees the clash: conda's files
+    would land over pip's and the extensions' ABI would change underneath them."""
+    if torch is None or torch.source != "pip" or not any(record.name == "pytorch" for record in installing):
+        return None
+    leaving = {record.name for record in installing}
+    pinned = sorted(record.name for record in installed
+                    if record.name not in leaving and any(spec.build == torch.build for spec in record.dependency("torch")))
+    if not pinned:
+        return None
+    return (f"this solve would install a channel's pytorch over {torch.describe()}, which {', '.join(pinned)} "
+            "were built against: their compiled code would no longer match the torch they load")
