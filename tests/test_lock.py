@@ -244,3 +244,27 @@ def test_selection_without_packaging_26_1_equals_packagings_own(locked: Path) ->
         ours = [(str(p.name), w.filename) for p, w in select._select(lock, profile, env, markers)]
         theirs = [(str(p.name), w.filename) for p, w in lock.pylock.select(environment=markers, tags=env.wheel_tags(), extras={profile})]  # type: ignore[arg-type]
         assert ours == theirs and len(ours) >= 3
+
+
+def test_update_relocks_one_profile_and_leaves_the_others_entries_byte_identical(configured: dict[str, Path | str], locked: Path,
+                                                                                 tmp_path: Path) -> None:
+    root = Path(configured["root"])
+    output = tmp_path / "pylock.toml"
+    output.write_bytes(locked.read_bytes())
+    # The A100 node's driver moved to 550: only its profile is relocked.
+    changed = tmp_path / "a100.toml"
+    changed.write_text((root / "a100.toml").read_text().replace("535.183.01", "550.54.15"))
+    before = tomllib.loads(locked.read_text())
+    assert main(["lock", "torch==2.14.1", "tinyutil", "--index-url", f"{configured['url']}/simple", "-o", str(output),
+                 "--update", "--profile", str(changed)]) == 0
+    after = tomllib.loads(output.read_text())
+    assert after["tool"]["cuda-resolve"]["profiles"]["cpu"] == before["tool"]["cuda-resolve"]["profiles"]["cpu"]
+    assert after["tool"]["cuda-resolve"]["profiles"]["a100"]["driver"] == "550.54.15"
+
+    def packages(text: str) -> str:
+        return text.split("\n\n[tool.cuda-resolve]")[0]
+
+    # The A100's decision did not change (cu126 still), so every entry, the CPU box's included, is
+    # the same bytes; only its facts under [tool.cuda-resolve] moved.
+    assert "'cpu' in extras" in packages(locked.read_text()) and packages(output.read_text()) == packages(locked.read_text())
+    assert main(["lock", "torch", "-o", str(output), "--update", "--profile", str(changed)]) == 1  # other requests: refused

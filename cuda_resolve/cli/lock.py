@@ -33,6 +33,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--wheelhouse-url", metavar="URL", help="where the wheelhouse folder is served (`cuda-resolve wheelhouse path`; any static server): source-built wheels are locked at this URL")
     parser.add_argument("--refresh", action="store_true", help="ask the indexes and pip afresh (default: index pages and pip's answers less than an hour old are reused)")
     parser.add_argument("--skip-unfit", action="store_true", help="leave out a profile for which nothing fits, instead of failing")
+    parser.add_argument("--update", action="store_true", help="relock only the --profile(s) given in the lock at -o; the other profiles' entries stay byte-identical")
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 unless the lock at -o is current for these inputs")
     parser.add_argument("--index", metavar="DIR", type=Path, action="append", default=[], help="an index overlay directory (repeatable; later ones win)")
     parser.add_argument("--allow-torch-change", action="store_true", help="allow a profile's installed torch to be replaced")
@@ -102,8 +103,13 @@ def handle(args: argparse.Namespace) -> int:
     reporter = TerminalReporter(quiet=args.json)
     with client_from_config(config) as client:
         finder = FileFinder(client, cache_dir=cache_root() / "lock-files", page_seconds=0 if args.refresh else 3600)
+        keep = None
+        if args.update:
+            from ..lock.read import read_lock
+
+            keep = read_lock(args.output)
         document, skipped = make_lock(request, index_from_args(args), config, finder=finder, environ=os.environ,
-                                      wheelhouse=Wheelhouse.default(), reporter=reporter,
+                                      wheelhouse=Wheelhouse.default(), reporter=reporter, keep=keep,
                                       answers=PipAnswers(cache_root() / "lock-pip", seconds=0 if args.refresh else 3600))
     text = render(document)
     write_atomic(args.output, text, make_parents=False)

@@ -82,6 +82,8 @@ class FileFinder:
     def facts(self, fetched_url: str, *, project: str, index: str | None, sha256: str | None, size: int | None = None) -> FileFacts:
         url = self.canonical(fetched_url.split("#", 1)[0])
         name = file_name(url)
+        if sha256 and size is not None:  # a wheelhouse file, or one kept from the lock: nothing to ask
+            return FileFacts(url=url, size=size, sha256=sha256)
         if index:
             page_sha, page_size = self._page(index, project).get(name, (None, None))
             size = size if size is not None else page_size

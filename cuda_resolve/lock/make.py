@@ -27,6 +27,7 @@ from .closure import BuiltFile, PipAnswers, ResolvedFile, find_interpreter, pip_
 from .document import LockDocument, LockedFile, LockedPackage, ProfileRecord
 from .files import FileFinder, file_name
 from .profiles import LockProfile, refuse_clashes
+from .read import ReadLock
 
 __all__ = ["LockRequest", "make_lock", "profile_plan", "profile_record"]
 
@@ -147,8 +148,11 @@ def _canonical_from(config: Config) -> Callable[[str], str]:
 
 def make_lock(request: LockRequest, index: Index, config: Config, *, finder: FileFinder, environ: Mapping[str, str],
               wheelhouse: Wheelhouse | None = None, reporter: Reporter | None = None, created_by: str = "cuda-resolve",
-              answers: PipAnswers | None = None) -> tuple[LockDocument, tuple[str, ...]]:
-    """The lock document, and the profiles left out (``skip_unfit``) with the reason for each."""
+              answers: PipAnswers | None = None, keep: ReadLock | None = None) -> tuple[LockDocument, tuple[str, ...]]:
+    """The lock document, and the profiles left out (``skip_unfit``) with the reason for each.
+
+    With ``keep`` (``lock --profile X --update``), the profiles of that lock not given here are
+    carried over as they are: their files and facts, so their entries stay byte-identical."""
     from .. import __version__
 
     report = reporter or NullReporter()
@@ -182,6 +186,15 @@ def make_lock(request: LockRequest, index: Index, config: Config, *, finder: Fil
                                                     environ=environ, scratch=Path(scratch), name=profile.name, memo=memo,
                                                     built=built_files(plan, profile, wheelhouse, request.wheelhouse_url) if plan.builds and wheelhouse else None)
             records.append(profile_record(profile, plan, resolution, python))
+    if keep is not None:
+        if tuple(keep.requests) != tuple(request.requests):
+            raise LockError(f"{keep.origin} was made for {' '.join(keep.requests)}, not {' '.join(request.requests)}",
+                            hint="--update relocks profiles for the lock's own requests; to change them, lock every profile again")
+        relocked = {p.name for p in profiles}
+        for name, record in sorted(keep.profiles.items()):
+            if name not in relocked:
+                records.append(record)
+                per_profile[name] = _kept_files(keep, name)
     if not records:
         raise LockError("no profile fits: " + "; ".join(skipped), hint="see each profile's reason; `cuda-resolve plan REQ --profile FILE --explain` says more")
     finder.canonical = _canonical_from(config)
@@ -220,3 +233,30 @@ def _merge(per_profile: Mapping[str, list[ResolvedFile]], finder: FileFinder, re
             wheels=tuple(sorted(wheels, key=lambda w: w.name)), requested=bool(entry["requested"])))
     report.step(f"{len(packages)} packages locked")
     return tuple(packages)
+
+
+def _kept_files(lock: ReadLock, profile: str) -> list[ResolvedFile]:
+    """What ``profile`` installs in an existing lock, as the closure would have named it."""
+    from packaging.markers import Marker
+
+    found = []
+    for package in lock.pylock.packages:
+        marker: Marker | None = package.marker
+        if marker is not None and f"'{profile}' in extras" not in _our_marker_terms(marker):
+            continue
+        tool = (package.tool or {}).get("cuda-resolve", {})
+        for wheel in package.wheels or ():
+            sha = (wheel.hashes or {}).get("sha256")
+            if wheel.url is None or not sha or wheel.size is None:
+                raise LockError(f"{lock.origin}: {package.name} {package.version}: a wheel without url, size or sha256 cannot be kept",
+                                hint="lock every profile again (without --update)")
+            found.append(ResolvedFile(name=str(package.name), version=str(package.version), url=wheel.url, sha256=str(sha),
+                                      requested=bool(tool.get("requested")) if isinstance(tool, dict) else False,
+                                      index=package.index, size=wheel.size))
+    return found
+
+
+def _our_marker_terms(marker: object) -> set[str]:
+    """The ``'NAME' in extras`` terms of a marker this module wrote (``extras_marker``'s form)."""
+    text = str(marker).replace('"', "'")
+    return {term.strip() for term in text.split(" or ")}
