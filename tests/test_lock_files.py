@@ -4,10 +4,10 @@ nothing fits (the lock fails naming the profile, or --skip-unfit leaves it out).
 from __future__ import annotations
 
 import hashlib
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from test_lock_support import StaticIndex, make_wheel, serve, write_profile
 
 from cuda_resolve.cli import main
