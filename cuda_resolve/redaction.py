@@ -65,7 +65,13 @@ MIN_SECRET_LENGTH = 4
 # (``https://lab:pa/ss@mirror/``): a text up to the last "@" of the URL is the user info when the
 # part before its first "/" holds an "@", or a "user:password" whose password is not a port
 # number; otherwise it is a host and a path that happens to hold "@" (shown as it is).
-_URL = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^\s'\"<>()\[\],]*)@")
+# Linear on any text: a scheme is tried once per run of scheme characters (the run taken whole,
+# as an atomic group would), and the user info stops at the next "://" (two URLs, one after the
+# other, are two matches), so no character is scanned again from each of many starts.
+_URL = re.compile(
+    r"(?P<scheme>(?<![A-Za-z0-9+.\-])(?=(?P<run>[A-Za-z0-9+.\-]*[A-Za-z][A-Za-z0-9+.\-]*))(?P=run)://)"
+    r"(?P<userinfo>(?:[^\s'\"<>()\[\],:]|:(?!//))*)@"
+)
 # "?name=value", "&name=value" or "#name=value": the value runs to the next parameter, fragment,
 # space or quote (a "/" stays in it: pip appends "/project/" to an index URL with a query).
 _PARAMETER = re.compile(r"(?P<lead>[?&#;])(?P<name>[A-Za-z0-9_.\-]+)=(?P<value>[^&#;\s'\"<>)\]\x1b]*)")

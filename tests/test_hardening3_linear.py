@@ -27,6 +27,7 @@ from cuda_resolve.detect.compilers import parse_compiler_version
 from cuda_resolve.errors import UsageError
 from cuda_resolve.install._words import split_words
 from cuda_resolve.install.reqfile import _strip_comment, read_requirement_files
+from cuda_resolve.redaction import redact_urls
 
 MB3 = 3 * 1024 * 1024
 
@@ -147,6 +148,9 @@ def test_option_words_split_as_shlex_splits_them() -> None:
     (lambda text: error_lines([text]), " " * 100_000 + "error: x"),
     # the first line of a compiler's --version (any program named gcc on PATH)
     (parse_compiler_version, "gcc " + "(" * 100_000),
+    # everything cuda-resolve prints or logs is redacted: pip's and a compiler's lines too
+    (redact_urls, "x@ " + "a://" * 25_000),
+    (redact_urls, "user@host " + "a-" * 50_000 + "://"),
 ])
 def test_parsers_of_logs_and_program_output_stay_linear(parse: Callable[[str], object], line: str) -> None:
     started = time.process_time()
