@@ -131,3 +131,33 @@ def test_built_wheels_are_locked_from_the_wheelhouse_and_sync_installs_them_besi
     report = json.loads(capsys.readouterr().out)
     assert report["installed"] == [f"pointnet2-ops=={h200}"]
     assert main(["sync", str(lock), "--name", "h200", "--python", str(python), "--check"]) == 0
+
+
+@pytest.mark.parametrize("layout", ["pep691", "html"])
+def test_built_wheels_are_locked_where_the_labs_index_server_lists_them(built_bench: dict[str, object], tmp_path: Path,
+                                                                        layout: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """wheelhouse_url in the config (the lab's index server, where `wheelhouse publish` uploads):
+    the lock names the file where that index lists it, once its sha256 matches the wheelhouse's."""
+    import tomllib
+
+    from cuda_resolve.wheelhouse.store import Wheelhouse
+
+    _publish(built_bench, "h200")
+    _publish(built_bench, "a100-h200")
+    house = built_bench["house"]
+    assert isinstance(house, Wheelhouse)
+    lab = StaticIndex(tmp_path / "lab")
+    for entry in house.entries():
+        lab.add(entry.path, variant=None if layout == "pep691" else "lab")
+    with serve(tmp_path / "lab") as lab_url:
+        simple = f"{lab_url}/simple/" if layout == "pep691" else f"{lab_url}/whl/lab/"
+        config = Path(os.environ["CUDA_RESOLVE_CONFIG"])
+        config.write_text(config.read_text().replace("[pytorch]", f'wheelhouse_url = "{simple}"\n[pytorch]'))
+        words = [w for w in _lock_words(built_bench, tmp_path / "pylock.toml")]
+        at = words.index("--wheelhouse-url")
+        del words[at:at + 2]
+        assert main(words) == 0
+    packages = tomllib.loads((tmp_path / "pylock.toml").read_text())["packages"]
+    urls = [wheel["url"] for package in packages if package["name"] == "pointnet2-ops" for wheel in package["wheels"]]
+    prefix = f"{lab_url}/files/" if layout == "pep691" else f"{lab_url}/whl/lab/"
+    assert len(urls) == 2 and all(url.startswith(prefix) for url in urls)

@@ -42,6 +42,41 @@ class FileFinder:
         self.cache_dir = cache_dir
         self.canonical = canonical
         self._pages: dict[str, Mapping[str, tuple[str | None, int | None]]] = {}
+        self._links: dict[str, dict[str, tuple[str, str | None]]] = {}
+
+    def locate(self, index: str, project: str, filename: str) -> tuple[str, str | None] | None:
+        """(URL, sha256) of ``filename`` on ``index``'s page for ``project`` (PEP 691 JSON, else
+        the PEP 503 HTML page), None when the index does not list it."""
+        from html.parser import HTMLParser
+        from urllib.parse import urljoin
+
+        page = f"{index.rstrip('/')}/{project}/"
+        if page not in self._links:
+            links: dict[str, tuple[str, str | None]] = {}
+            try:
+                response = self.client.get(page, accept=f"{PEP691}, text/html;q=0.1", ttl=self.page_seconds)
+            except CudaResolveError:
+                response = None
+            if response is not None and response.status == 200 and "json" in response.headers.get("Content-Type", ""):
+                data = response.json()
+                for entry in data.get("files", []) if isinstance(data, dict) else []:
+                    if isinstance(entry, dict) and isinstance(entry.get("filename"), str) and isinstance(entry.get("url"), str):
+                        sha = (entry.get("hashes") or {}).get("sha256")
+                        links[entry["filename"]] = (urljoin(response.final_url, entry["url"]), sha if isinstance(sha, str) else None)
+            elif response is not None and response.status == 200:
+                final = response.final_url
+
+                class Anchors(HTMLParser):
+                    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+                        href = dict(attrs).get("href")
+                        if tag == "a" and href:
+                            address, _, fragment = urljoin(final, href).partition("#")
+                            sha = fragment[len("sha256="):] if fragment.startswith("sha256=") else None
+                            links[file_name(address)] = (address, sha)
+
+                Anchors().feed(response.text)
+            self._links[page] = links
+        return self._links[page].get(filename)
 
     def _page(self, index: str, project: str) -> Mapping[str, tuple[str | None, int | None]]:
         """{file name: (sha256, size)} from ``index``'s PEP 691 page for ``project`` (empty when it has none)."""

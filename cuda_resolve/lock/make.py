@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from ..compat import format_arch_list
 from ..config import Config
 from ..errors import LockError, ResolutionImpossible
@@ -75,9 +77,12 @@ def profile_plan(profile: LockProfile, requests: Sequence[str], index: Index, op
     return plan, resolution
 
 
-def built_files(plan: Plan, profile: LockProfile, wheelhouse: Wheelhouse, wheelhouse_url: str | None) -> dict[str, BuiltFile]:
-    """Each source build of ``plan`` as the wheelhouse holds it, at its served URL; an error
-    saying what to build (or serve) when it does not."""
+def built_files(plan: Plan, profile: LockProfile, wheelhouse: Wheelhouse, wheelhouse_url: str | None, *,
+                index_url: str | None = None, finder: FileFinder | None = None) -> dict[str, BuiltFile]:
+    """Each source build of ``plan`` as the wheelhouse holds it, at its served URL: under
+    ``wheelhouse_url`` where the wheelhouse folder itself is served, else where the lab's index
+    server (``index_url``, the config's ``wheelhouse_url``) lists the same file (same sha256); an
+    error saying what to build, publish or serve when neither holds."""
     from urllib.parse import quote
 
     found: dict[str, BuiltFile] = {}
@@ -86,11 +91,20 @@ def built_files(plan: Plan, profile: LockProfile, wheelhouse: Wheelhouse, wheelh
         if stored is None:
             raise LockError(f"profile {profile.name}: {build.spec.package} {build.key.labelled_version} is built from source and the wheelhouse ({wheelhouse.root}) has no wheel for it",
                             hint=f"build it for that profile first: cuda-resolve build {build.spec.package} --profile {profile.source} (a login node can: nvcc needs no GPU), then lock again")
-        if wheelhouse_url is None:
+        if wheelhouse_url is not None:
+            relative = stored.path.resolve().relative_to(wheelhouse.root.resolve())
+            url = wheelhouse_url.rstrip("/") + "/" + "/".join(quote(part) for part in relative.parts)
+        elif index_url is not None and finder is not None:
+            listed = finder.locate(index_url, canonicalize_name(build.key.package), stored.filename)
+            if listed is None or (listed[1] is not None and listed[1] != stored.sha256):
+                what = "does not list" if listed is None else "lists another file under the name of"
+                raise LockError(f"profile {profile.name}: the lab's index {index_url} {what} {stored.filename}",
+                                hint="publish it (cuda-resolve wheelhouse publish), or serve the wheelhouse folder and give --wheelhouse-url URL")
+            url = listed[0]
+        else:
             raise LockError(f"profile {profile.name}: {build.spec.package} is locked from the wheelhouse, and no URL serves it",
-                            hint="serve the wheelhouse folder (any static server; cuda-resolve wheelhouse path) and give --wheelhouse-url URL")
-        relative = stored.path.resolve().relative_to(wheelhouse.root.resolve())
-        url = wheelhouse_url.rstrip("/") + "/" + "/".join(quote(part) for part in relative.parts)
+                            hint="publish the wheelhouse to the lab's index (wheelhouse_url in the config; cuda-resolve wheelhouse publish), "
+                                 "or serve its folder (any static server; cuda-resolve wheelhouse path) and give --wheelhouse-url URL")
         found[build.key.digest] = BuiltFile(path=stored.path, url=url, sha256=stored.sha256, size=stored.size)
     return found
 
@@ -184,7 +198,8 @@ def make_lock(request: LockRequest, index: Index, config: Config, *, finder: Fil
             report.step(f"profile {profile.name}: pip resolves the closure for Python {profile.environment.python.short_version} ({python})")
             per_profile[profile.name] = pip_closure(plan, profile.environment, pip_python=python, index_url=request.index_url,
                                                     environ=environ, scratch=Path(scratch), name=profile.name, memo=memo,
-                                                    built=built_files(plan, profile, wheelhouse, request.wheelhouse_url) if plan.builds and wheelhouse else None)
+                                                    built=built_files(plan, profile, wheelhouse, request.wheelhouse_url, index_url=config.wheelhouse_url,
+                                                                      finder=finder) if plan.builds and wheelhouse else None)
             records.append(profile_record(profile, plan, resolution, python))
     if keep is not None:
         if tuple(keep.requests) != tuple(request.requests):
