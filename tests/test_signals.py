@@ -180,6 +180,9 @@ def test_a_signal_during_a_build_ends_every_process_and_removes_the_build_folder
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
     assert [line for line in stderr.splitlines() if line.startswith(("error:", "hint:"))] == [f"error: terminated by {NAME[signum]}"]
     assert not list((tmp_path / "tmp").glob("cuda-resolve-build-*")), "the build folder was left behind"
+    # pip's own temporary folders too (pip-unpack-*, pip-wheel-*: on the H200 they outlived a
+    # SIGTERM until pip and nvcc were given a TMPDIR inside the build folder).
+    assert not list((tmp_path / "tmp").iterdir()), "temporary files were left behind"
     wheelhouse = tmp_path / "wheelhouse"
     assert not list(wheelhouse.rglob("*.whl"))
     locks = list((wheelhouse / "locks").glob("*.lock"))

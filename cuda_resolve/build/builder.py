@@ -124,6 +124,11 @@ def build(
         report.step(f"{label}: building (full log: {log_path})")
         target_pip = pip or TargetPip(spec.python, environ=base_environ, log_path=log_path, runner=runner)
         workdir = Path(tempfile.mkdtemp(prefix=f"cuda-resolve-build-{spec.package}-"))
+        # pip's and nvcc's own temporary files go inside the build folder: a run ended by a signal
+        # (pip gets no time to clean up) leaves nothing behind once the folder is removed.
+        scratch = workdir / "tmp"
+        scratch.mkdir()
+        inside = {"TMPDIR": str(scratch), "TEMP": str(scratch), "TMP": str(scratch)}
         try:
             with open(log_path, "w", encoding="utf-8") as log:
                 log.write(f"cuda-resolve build of {label} (recipe {spec.recipe.name}) against torch {spec.torch_version}+{spec.variant}\n")
@@ -145,7 +150,7 @@ def build(
                     report.note(f"{label}: {text.removeprefix(NOTE_PREFIX)}")
 
             def pip_install(args: list[str], torch_index_only: bool) -> None:
-                status, tail = target_pip.install(args, environ=base_environ, log_path=log_path,
+                status, tail = target_pip.install(args, environ={**base_environ, **inside}, log_path=log_path,
                                                   torch_index_only=torch_index_only, on_line=runner_note)
                 if status != 0:
                     detail = next((line for line in reversed(tail) if "ERROR" in line), tail[-1] if tail else "")
@@ -169,7 +174,7 @@ def build(
                 report.progress(label, progress.done, progress.total, progress.elapsed)
 
             built = build_wheel(
-                target_pip, source.build_dir, workdir / "dist", environ=build_env.variables,
+                target_pip, source.build_dir, workdir / "dist", environ={**build_env.variables, **inside},
                 log_path=log_path, label=label, on_progress=on_progress,
             )
             stored = wheelhouse.publish(key, built)

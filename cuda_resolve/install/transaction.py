@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -225,20 +226,11 @@ def _run_check(python: str, args: Sequence[str], environ: Mapping[str, str], wha
 
 
 def _verify_imports(python: str, modules: Sequence[str], environ: Mapping[str, str]) -> str | None:
-    """None when every module imports in a fresh interpreter, else what failed."""
-    script = (
-        "import importlib, sys, traceback\n"
-        "for name in sys.argv[1:]:\n"
-        "    try:\n"
-        "        importlib.import_module(name)\n"
-        "    except BaseException as exc:\n"
-        "        print(f'{name}: {type(exc).__name__}: {exc}')\n"
-        "        sys.exit(1)\n"
-    )
-    status, lines = _run_check(python, ["-c", script, *modules], environ, "import check")
-    if status == 0:
-        return None
-    return lines[-1] if lines else f"exit {status}"
+    """None when every module imports in a fresh interpreter, else which did not and why (:mod:`.verify`)."""
+    from .verify import verify_imports
+
+    failure = verify_imports(python, modules, environ, timeout=_CHECK_SECONDS)
+    return None if failure is None else str(failure)
 
 
 def _run_smoke(python: str, script: str, environ: Mapping[str, str]) -> tuple[bool, str]:
@@ -378,11 +370,14 @@ def _install_and_check(plan: Plan, env: Environment, pip: TargetPip, options: In
     wheels = {b.key.digest: r.wheel.path for b, r in zip(plan.builds, results, strict=True)}
     started = time.monotonic()
     ran: list[tuple[str, ...]] = []
-    with phases.timed("pip install"):
+    # pip's temporary files (and those of a source build pip runs) go in a folder of this run,
+    # removed however the run ends: a signal gives pip no time to clean up after itself.
+    with phases.timed("pip install"), tempfile.TemporaryDirectory(prefix="cuda-resolve-install-") as scratch:
+        inside = {"TMPDIR": scratch, "TEMP": scratch, "TMP": scratch}
         for step in plan.steps:
             args = _step_args(step, wheels)
             ran.append(tuple(pip.install_command(args)))
-            status, tail = pip.install(args, torch_index_only=step.torch_index_only,
+            status, tail = pip.install(args, torch_index_only=step.torch_index_only, environ=inside,
                                        on_line=lambda line: report.progress("pip", None, None, time.monotonic() - started))
             if status != 0:
                 detail = [line for line in tail if line.startswith("ERROR")] or tail[-3:]

@@ -36,6 +36,9 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         return _write_wheel(wheel_directory)
     child = subprocess.Popen(["sleep", "300"])
     _record(os.getpid(), child.pid)
+    # As nvcc does: intermediate files in TMPDIR (tmpxft_*), which a killed compile leaves behind.
+    with open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"tmpxft_{os.getpid():08x}.cpp"), "w") as scratch:
+        scratch.write("// intermediate\n")
     print("compiling (this never ends by itself)", flush=True)
     time.sleep(300)
     raise SystemExit("the build was not stopped")
