@@ -202,22 +202,24 @@ def before_install(command: str) -> None:
     if not _active():
         return
     args = context._argparse_args
-    _keep_solvable(args)
-    packages = args.get("packages") or []
+    packages = list(args.get("packages") or args.get("package_names") or [])  # remove: package_names
+    _keep_solvable(args, command, packages)
     if not packages or command == "remove":
         return
     from conda.models.match_spec import MatchSpec
 
-    specs = [MatchSpec(text) for text in packages]
+    specs = [MatchSpec(text) for text in args.get("packages")]
     index, names = _curated([spec.name for spec in specs])
     if not names:
         return
-    _converted(lambda: _serve(command, args, packages, specs, index, names))
+    _converted(lambda: _serve(command, args, args.get("packages"), specs, index, names))
 
 
-def _keep_solvable(args: Any) -> None:
+def _keep_solvable(args: Any, command: str, packages: Sequence[str]) -> None:
     """Every later solve of an environment that has packages from the local channel sees that
-    channel (their records must have candidates) and pip's torch (their pin names it)."""
+    channel (their records must have candidates) and pip's torch (their pin names it), except
+    a remove of those packages themselves: there a solver counts pip's torch as a dependency
+    left over and plans to remove it too (and conda's own pypi records carry pip's files)."""
     from cuda_resolve.conda.channel import LocalChannel
     from cuda_resolve.conda.records import pip_distribution
 
@@ -226,28 +228,30 @@ def _keep_solvable(args: Any) -> None:
     if not meta.is_dir():
         return
     channel = LocalChannel.default(_settings().cuda_resolve_channel)
-    ours = False
+    ours = set()
     for path in meta.glob("*.json"):
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
             continue
-        if channel.url in text:
-            ours = True
-            break
+        if isinstance(data, dict) and str(data.get("url") or data.get("channel") or "").startswith(channel.url):
+            ours.add(str(data.get("name")))
     if not ours:
         return
     _add_channel(args, channel.url)
+    if command == "remove":
+        from conda.models.match_spec import MatchSpec
+
+        if {MatchSpec(text).name for text in packages} & ours or args.get("all"):
+            return
     if pip_distribution(prefix, "torch") is not None:
         _enable_pip_records()
-
 
 def _add_channel(args: Any, url: str) -> None:
     cli_channels = list(args.get("channel") or ())
     if url not in cli_channels:
         args["channel"] = [*cli_channels, url]
         context._set_argparse_args(args)
-
 
 def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], index: Any, names: list[str]) -> None:
     from cuda_resolve.conda.channel import LocalChannel
@@ -312,7 +316,6 @@ def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], i
         _BUILT.append((prefix, item))
     _add_channel(args, channel.url)
 
-
 def _requirement(spec: Any) -> str:
     """A conda spec's name and version as a PEP 508 requirement for cuda-resolve's resolver
     (``pointnet2_ops=3.0`` -> ``pointnet2_ops==3.0.*``); a build string has no PEP 440 meaning."""
@@ -329,7 +332,6 @@ def _requirement(spec: Any) -> str:
                                      hint=f"write it as {spec.name}=X.Y or '{spec.name}>=X.Y'") from None
     return f"{spec.name}{text}"
 
-
 def _pin(packages: list[str], name: str, version: str, build: str) -> None:
     """Replace the command's spec for ``name`` (in place: conda's install reads this list) by
     the exact record that was decided, so no other channel's build of it is taken instead."""
@@ -338,7 +340,6 @@ def _pin(packages: list[str], name: str, version: str, build: str) -> None:
     for position, text in enumerate(packages):
         if MatchSpec(text).name == name:
             packages[position] = f"{name}[version='=={version}',build={build}]"
-
 
 def after_install(command: str) -> None:
     """Conda environment variables for what was built into the environment: CUDA_HOME (the
@@ -360,17 +361,14 @@ def after_install(command: str) -> None:
     print("cuda-resolve: set " + ", ".join(f"{k}={v}" for k, v in variables.items()) + f" for {prefix} (conda env config vars list)")
     _BUILT.clear()
 
-
 def _env_vars_marker(prefix: Path) -> Path:
     """What the plugin set in the environment's conda variables (so that it unsets only that)."""
     return prefix / "conda-meta" / "cuda-resolve-env-vars"  # not *.json: conda reads those as records
-
 
 def after_remove(command: str) -> None:
     """Unset the variables a build set once no package of the local channel is left, unless the
     user changed them since."""
     unset_build_variables(Path(context.target_prefix))
-
 
 def unset_build_variables(prefix: Path) -> None:
     marker = _env_vars_marker(prefix)
@@ -393,7 +391,6 @@ def unset_build_variables(prefix: Path) -> None:
         print(f"cuda-resolve: unset {', '.join(names)} for {prefix} (nothing built by cuda-resolve is left)")
     marker.unlink()
 
-
 def veto_solve(link_precs: Sequence[Any]) -> None:
     if not _active():
         return
@@ -415,7 +412,6 @@ def veto_solve(link_precs: Sequence[Any]) -> None:
     reason = veto_cpu_torch(detect_environment(), [_as_record(record) for record in pytorch])
     if reason:
         raise CudaResolvePluginError(reason, hint="ask for a CUDA build: conda install 'pytorch=*=cuda*' (with conda-forge), or set CONDA_OVERRIDE_CUDA if __cuda is missing")
-
 
 def load_pip_torch(prefix: Any, records: dict[str, Any]) -> dict[str, Any]:
     """pip's torch as a record (name ``torch``, build ``pypi_0``), where conda's own pypi loader
@@ -442,7 +438,6 @@ def load_pip_torch(prefix: Any, records: dict[str, Any]) -> dict[str, Any]:
     records["torch"] = record
     return {"torch": record}
 
-
 def error_hints(error: Any) -> Iterator[Any]:
     from conda.exceptions import PackagesNotFoundError
     from conda.plugins.types import CondaErrorHint
@@ -458,7 +453,6 @@ def error_hints(error: Any) -> Iterator[Any]:
         yield CondaErrorHint(
             text=f"cuda-resolve can build {', '.join(curated)} for this environment's torch and GPUs, but its conda plugin is not active: {_ACTIVATE} (or: conda cuda activate), then run this command again",
             hint_code="cuda_resolve_inactive")
-
 
 def health_check(prefix: str, verbose: bool) -> None:
     from cuda_resolve.cli import main

@@ -269,3 +269,19 @@ def test_later_installs_still_solve_in_an_environment_with_our_packages(solver: 
     _active(settings, True)
     conda_cli("install", "-y", "-p", str(prefix), "--override-channels", "-c", other.url, "other")  # type: ignore[operator]
     assert {"cuext", "other"} <= {record.name for record in PrefixData(str(prefix), interoperability=False).iter_records()}
+    # Removing the unrelated package keeps cuext (its pin on pip's torch is met); removing cuext
+    # never takes pip's torch along as a dependency left over.
+    assert _would_remove(settings, conda_cli, prefix, "other") == ["other"]
+    assert _would_remove(settings, conda_cli, prefix, "cuext") == ["cuext"]
+
+
+def _would_remove(settings: pytest.MonkeyPatch, conda_cli: object, prefix: Path, name: str) -> list[str]:
+    import json as _json
+
+    from conda.exceptions import DryRunExit
+
+    settings.setenv("CONDA_PREFIX_DATA_INTEROPERABILITY", "false")  # a new conda command starts as configured
+    reset_context()
+
+    out, _, _ = conda_cli("remove", "--dry-run", "--json", "-p", str(prefix), name, raises=DryRunExit)  # type: ignore[operator]
+    return sorted(str(item["name"]) for item in _json.loads(out)["actions"]["UNLINK"])
