@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from _torch_env import copy_venv
+from test_lock_builds import CUDA_13, _lock_words, _publish, built_bench  # noqa: F401  (a fixture)
 from test_lock_support import StaticIndex, make_wheel, serve, write_profile
 
 from cuda_resolve.cli import main
@@ -107,3 +108,47 @@ def test_uv_installs_a_profile_of_the_lock_with_extra(tools: Path, two_variant_l
     assert done.returncode == 0, done.stderr
     subprocess.run([str(python), "-m", "ensurepip"], check=True, capture_output=True)  # sync reads the target through its pip
     assert main(["sync", str(two_variant_lock), "--name", "cpu", "--python", str(python), "--check"]) == 0
+
+
+def test_pypiserver_serving_the_wheelhouse_folder_is_where_built_wheels_are_locked(tools: Path, built_bench: dict[str, object],  # noqa: F811
+                                                                                    tmp_path: Path) -> None:
+    """pypiserver serves the wheelhouse folder as it is (wheelhouse_url in the config): lock names
+    each source-built wheel where pypiserver lists it, and sync installs it from there."""
+    import json
+    import os
+
+    import tomllib
+
+    if not CUDA_13.is_file():
+        pytest.skip("needs the CUDA 13.0 toolkit at /usr/local/cuda-13.0")
+    _publish(built_bench, "h200")
+    _publish(built_bench, "a100-h200")
+    port = _free_port()
+    server = subprocess.Popen([str(tools / "pypi-server"), "run", "-i", "127.0.0.1", "-p", str(port), str(Path(str(built_bench["root"])) / "wheelhouse" / "wheels")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        config = Path(os.environ["CUDA_RESOLVE_CONFIG"])
+        config.write_text(config.read_text().replace("[pytorch]", f'wheelhouse_url = "http://127.0.0.1:{port}/simple/"\n[pytorch]'))
+        words = _lock_words(built_bench, tmp_path / "pylock.toml")
+        at = words.index("--wheelhouse-url")
+        del words[at:at + 2]
+        assert main(words) == 0
+        packages = tomllib.loads((tmp_path / "pylock.toml").read_text())["packages"]
+        urls = [w["url"] for p in packages if p["name"] == "pointnet2-ops" for w in p["wheels"]]
+        assert len(urls) == 2 and all(url.startswith(f"http://127.0.0.1:{port}/packages/") for url in urls)
+        subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
+        python = tmp_path / "venv" / "bin" / "python"
+        torch_wheel = next((Path(str(built_bench["root"])) / "built").glob("torch-*.whl"))
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-index", str(torch_wheel)], check=True)
+        assert main(["sync", str(tmp_path / "pylock.toml"), "--name", "h200", "--python", str(python)]) == 0
+        listed = subprocess.run([str(python), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True, check=True).stdout
+        assert any(item["name"] == "pointnet2_ops" for item in json.loads(listed))
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
