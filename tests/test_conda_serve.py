@@ -101,9 +101,13 @@ def test_our_build_string_states_the_arch_list_and_every_gpu_must_be_covered() -
     assert not volta.ok and any("no kernels for GPU (7.0)" in reason for reason in volta.reasons)
 
 
-def test_a_build_stating_no_arch_list_does_not_fit_a_gpu_when_nothing_is_known() -> None:
-    fit = build_fits(_kaolin(), _env("580.65.06", "9.0"), CHANNEL_TORCH, INDEX)
-    assert not fit.ok and any("states no arch list" in reason for reason in fit.reasons)
+def test_a_build_stating_no_arch_list_is_taken_to_carry_its_cudas_archs() -> None:
+    fit = build_fits(_kaolin(), _env("580.65.06", "9.0"), CHANNEL_TORCH, INDEX)  # the index's CUDA 13.0 facts
+    assert fit.ok and any("taken as CUDA 13.0's full list" in reason for reason in fit.reasons)
+    pascal = build_fits(_kaolin(), _env("580.65.06", "6.1"), CHANNEL_TORCH, INDEX)  # CUDA 13 dropped sm_61
+    assert not pascal.ok and any("no kernels for GPU (6.1)" in reason for reason in pascal.reasons)
+    unknown = build_fits(_kaolin("h0_0", "pytorch * cuda*"), _env("580.65.06", "9.0"), CHANNEL_TORCH, INDEX)
+    assert not unknown.ok and any("states no arch list" in reason for reason in unknown.reasons)
 
 
 def test_a_cuda_arch_constraint_is_read_as_a_minimum() -> None:

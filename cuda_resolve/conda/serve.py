@@ -86,9 +86,9 @@ def build_fits(record: CondaRecord, env: Environment, torch: TorchRecord | None,
                *, toolkit_archs: Sequence[ComputeCapability] = ()) -> Fit:
     """Does ``record`` serve ``env`` (its driver and GPUs) and the environment's ``torch``?
 
-    ``toolkit_archs`` is the arch set assumed for a build that states no arch list (the
-    archs of the CUDA it was built with); empty means "cannot tell" and such a build fits only
-    where there is no GPU to cover."""
+    ``toolkit_archs`` is the arch set assumed for a build that states no arch list; by default
+    the SASS targets of the CUDA it was built with, from ``facts``. Where neither is known such
+    a build fits only where there is no GPU to cover."""
     reasons: list[str] = []
     ok = True
     cuda = cuda_of(record)
@@ -98,6 +98,9 @@ def build_fits(record: CondaRecord, env: Environment, torch: TorchRecord | None,
         reasons.append(verdict.reason)
     if env.gpus:
         stated = arch_list_of(record)
+        if not toolkit_archs and cuda is not None:
+            toolkit = facts.toolkit(cuda)
+            toolkit_archs = toolkit.archs if toolkit is not None else ()
         if stated is None and toolkit_archs:
             stated = tuple(ArchEntry(capability) for capability in toolkit_archs)
             reasons.append(f"no arch list stated: taken as CUDA {cuda}'s full list")
