@@ -24,6 +24,7 @@ import pytest
 
 from cuda_resolve.build.diagnose import diagnose, error_lines
 from cuda_resolve.detect.compilers import parse_compiler_version
+from cuda_resolve.detect.nvcc import script_nvcc_paths
 from cuda_resolve.errors import UsageError
 from cuda_resolve.install._words import split_words
 from cuda_resolve.install.reqfile import _strip_comment, read_requirement_files
@@ -148,6 +149,8 @@ def test_option_words_split_as_shlex_splits_them() -> None:
     (lambda text: error_lines([text]), " " * 100_000 + "error: x"),
     # the first line of a compiler's --version (any program named gcc on PATH)
     (parse_compiler_version, "gcc " + "(" * 100_000),
+    # a wrapper script named nvcc on PATH, read to find the nvcc it runs
+    (script_nvcc_paths, "NVCC" + "=/" * 40_000 + "/nvccX"),
     # everything cuda-resolve prints or logs is redacted: pip's and a compiler's lines too
     (redact_urls, "x@ " + "a://" * 25_000),
     (redact_urls, "user@host " + "a-" * 50_000 + "://"),
@@ -156,3 +159,14 @@ def test_parsers_of_logs_and_program_output_stay_linear(parse: Callable[[str], o
     started = time.process_time()
     parse(line)
     assert time.process_time() - started < 0.5
+
+
+def test_nvcc_paths_in_a_script_are_found_as_the_former_pattern_found_them() -> None:
+    former = re.compile(r"""(?:^|[\s"'=])((?:\$\{?\w+\}?|~|\.{1,2}|/)[^\s"';|&()]*/nvcc)(?=$|[\s"';|&)])""")
+    pieces = ["/nvcc", "/", "=", " ", "'", '"', "$", "${", "}", "A", "~", ".", "..", "(", ")", ";", "x", "\t", "é", "|", "1"]
+    rng = random.Random(15)
+    for _ in range(30_000):
+        line = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 9)))
+        assert script_nvcc_paths(line) == former.findall(line), repr(line)
+    assert script_nvcc_paths('exec "${CUDA_HOME}/bin/nvcc" "$@"') == ["${CUDA_HOME}/bin/nvcc"]
+    assert script_nvcc_paths("NVCC=/opt/cuda/bin/nvcc; exec $NVCC") == ["/opt/cuda/bin/nvcc"]

@@ -25,8 +25,8 @@ __all__ = [
 _RELEASE = re.compile(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)")
 _RELEASE_SHORT = re.compile(r"release (\d+\.\d+)")
 _ARCH = re.compile(r"^\s*compute_(\d+)([af]?)\s*$", re.MULTILINE)
-#: A path to an nvcc inside a script, possibly quoted or built from variables.
-_SCRIPT_NVCC = re.compile(r"""(?:^|[\s"'=])((?:\$\{?\w+\}?|~|\.{1,2}|/)[^\s"';|&()]*/nvcc)(?=$|[\s"';|&)])""")
+#: The words of a script line that a path can be part of: runs between blanks, quotes and ;|&().
+_SCRIPT_WORD = re.compile(r"""[^\s"';|&()]+""")
 _VARIABLE = re.compile(r"\$\{?(\w+)\}?")
 _MAX_WRAPPER_DEPTH = 5
 _SCRIPT_LIMIT = 64 * 1024
@@ -83,6 +83,46 @@ def _expand(text: str, environ: Mapping[str, str], script_dir: str) -> str | Non
     return os.path.normpath(expanded)
 
 
+def _word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _path_start(line: str, at: int, end: int) -> bool:
+    """Whether a path to nvcc can start at ``at``: ``/``, ``~``, ``.``, ``$NAME`` or ``${NAME``,
+    ending before the word's closing ``/nvcc`` (which starts at ``end``)."""
+    first = line[at]
+    if first in "/~.":
+        return at + 1 <= end
+    if first != "$":
+        return False
+    name = at + 2 if line[at + 1:at + 2] == "{" else at + 1
+    return name < end and _word_char(line[name])
+
+
+def script_nvcc_paths(line: str) -> list[str]:
+    """The paths to an nvcc in one script line, possibly quoted or built from variables: each word
+    that ends with ``/nvcc`` (not called as ``/nvcc(``), from its start (after a blank, a quote or
+    the line's start) or from just after an ``=`` in it (``NVCC=/opt/cuda/bin/nvcc``), whichever
+    comes first and starts like a path. One pass over the line: the regular expression this
+    replaces, ``(?:^|[\\s"'=])((?:\\$\\{?\\w+\\}?|~|\\.{1,2}|/)[^\\s"';|&()]*/nvcc)(?=$|[\\s"';|&)])``,
+    found the same paths but rescanned the word from every ``=`` in it (quadratic)."""
+    found: list[str] = []
+    for word in _SCRIPT_WORD.finditer(line):
+        start, end = word.span()
+        if not word.group().endswith("/nvcc") or line[end:end + 1] == "(":
+            continue
+        suffix = end - len("/nvcc")
+        starts = [start] if start == 0 or line[start - 1].isspace() or line[start - 1] in "\"'" else []
+        at = line.find("=", start, end)
+        while at != -1:
+            starts.append(at + 1)
+            at = line.find("=", at + 1, end)
+        first = next((at for at in starts if at < end and _path_start(line, at, suffix)), None)
+        if first is not None:
+            found.append(line[first:end])
+    return found
+
+
 def _script_target(script: str, environ: Mapping[str, str]) -> str | None:
     """The other nvcc a wrapper script runs, preferring lines that ``exec`` it."""
     if read_text(script, limit=2) != "#!":  # a binary nvcc: not read further
@@ -92,7 +132,7 @@ def _script_target(script: str, environ: Mapping[str, str]) -> str | None:
     lines.sort(key=lambda line: "exec" not in line)  # stable: exec lines first, else in order
     here = os.path.realpath(script)
     for line in lines:
-        for candidate in _SCRIPT_NVCC.findall(line):
+        for candidate in script_nvcc_paths(line):
             path = _expand(candidate, environ, os.path.dirname(script))
             if path and is_executable_file(path) and os.path.realpath(path) != here:
                 return path
