@@ -196,7 +196,7 @@ class _TreeCopy:
         except OSError as exc:
             raise self._refuse(shown, f"cannot be read ({exc.strerror or exc})", "make the folder readable, or give a copy you can read") from None
         ancestors = ancestors | {(info.st_dev, info.st_ino)}
-        dest.mkdir(mode=stat.S_IMODE(info.st_mode) | stat.S_IRWXU)
+        dest.mkdir(mode=info.st_mode & 0o777 | stat.S_IRWXU)
         for entry in entries:
             if self._skipped(relative, entry.name):
                 continue
@@ -264,7 +264,7 @@ class _TreeCopy:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise self._refuse(relative, "changed into something other than a file while it was copied", "retry once nothing else writes the tree")
             out_fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
-                             stat.S_IMODE(info.st_mode) | stat.S_IRUSR | stat.S_IWUSR)
+                             info.st_mode & 0o777 | stat.S_IRUSR | stat.S_IWUSR)  # no set-id bits in a copy
             with os.fdopen(out_fd, "wb") as out:
                 try:
                     shutil.copyfileobj(source, out, _CHUNK)
