@@ -215,8 +215,8 @@ def build_only(
     """``cuda-resolve build``: the plan's source builds into the wheelhouse; nothing is installed.
     With ``request.dry_run`` the plan is completed (pre-flight) and nothing is compiled."""
     from ..build.builder import build
-    from .pip import TargetPip, installed_distributions
-    from .prepare import complete_plan
+    from .pip import TargetPip, pip_facts_and_distributions, trust_options
+    from .prepare import complete_plan, options_for_torch_step
 
     report = reporter or NullReporter()
     base = dict(os.environ if environ is None else environ)
@@ -234,11 +234,16 @@ def build_only(
     if request.dry_run or not plan.builds:
         return plan, []
     python = plan.builds[0].spec.python
-    installed = installed_distributions(python, base)
-    pip = TargetPip(python, environ=base, log_path=new_log_path("build-overlay"))
+    # The same runner an install uses: the target's pip with its trust-store options.
+    facts, installed = pip_facts_and_distributions(python, base)
+    trust, trust_note = trust_options(facts)
+    if trust_note:
+        report.note(trust_note)
+    pip = TargetPip(python, environ=base, trust=trust, log_path=new_log_path("build-overlay"))
     results = [
         build(b.spec, house, source_dir=options.source_for(b.spec.package), installed=installed, reporter=report,
-              rebuild=options.rebuild, environ=base, pip=pip, key=b.key)
+              rebuild=options.rebuild, environ=base, pip=pip, key=b.key,
+              pip_options=options_for_torch_step(options.pip_args))
         for b in plan.builds
     ]
     return plan, results
