@@ -17,7 +17,7 @@ from ..errors import UsageError
 __all__ = ["ArgumentParser", "guarded", "interrupted", "main", "run", "split_debug"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
-COMMANDS = ("detect", "doctor", "plan", "install", "apply", "undo", "build", "wheelhouse", "mirror", "index", "lock", "sync")
+COMMANDS = ("detect", "doctor", "plan", "install", "apply", "undo", "build", "wheelhouse", "mirror", "index", "lock", "sync", "env")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -488,6 +488,9 @@ def check_slurm(env: Environment, index: CudaFactsSource) -> list[Finding]:
         missing.append(f"LD_LIBRARY_PATH (no {root}/lib64)")
     if env.gpus and not env.variables.cuda_visible_devices:
         missing.append("CUDA_VISIBLE_DEVICES (no GPUs allocated with --gres?)")
+    unloadable = sorted({name for ext in env.extensions for name in ext.missing})
+    if unloadable:
+        missing.append(f"the libraries its extensions need ({', '.join(unloadable)})")
     if not missing:
         return [Finding(check="slurm", status="ok", title="Slurm job",
                         found=f"job {env.scheduler.slurm_job_id}: CUDA variables are set")]
@@ -495,7 +498,8 @@ def check_slurm(env: Environment, index: CudaFactsSource) -> list[Finding]:
     return [Finding(
         check="slurm", status="warn", title="Slurm job",
         found=f"job {env.scheduler.slurm_job_id} lacks {', '.join(missing)}: Slurm resets the environment and Python-side changes come too late for the loader",
-        fix=f"in the job script, before python: {exports}",
+        # `cuda-resolve env` computes them from the extension scan; the hand-written line stays for a toolkit alone.
+        fix=f'in the job script, before python: eval "$(cuda-resolve env)" (or paste the lines `cuda-resolve env --slurm` prints); by hand: {exports}',
     )]
 
 

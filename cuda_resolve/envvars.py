@@ -1,0 +1,243 @@
+"""What a bare environment (a Slurm job under ``--export=NONE``, a Jupyter kernel) must be told
+for the target environment's extensions to import and its later builds to pick the right
+toolkit, and that text for each shell.
+
+The seeds' commonest failure: ``import pointnet2_ops`` works in the terminal and fails in a job
+with ``libcudart.so.12: cannot open shared object file``, because the terminal's
+LD_LIBRARY_PATH never reached the job. The exports come from the extension scan ``doctor`` uses,
+run as the loader would see a bare environment (no LD_LIBRARY_PATH): only libraries an
+extension needs and the loader would not find get a directory, the one where this terminal's
+LD_LIBRARY_PATH or a detected toolkit holds them.
+
+:func:`job_environment` is pure; :func:`bare_extension_scan` and :func:`library_locations`
+are the probes it takes its facts from. Every rendering is idempotent: evaluating it twice
+leaves the environment as evaluating it once did.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .environment import Environment, ExtensionBinary
+from .errors import UsageError
+
+__all__ = [
+    "SHELLS",
+    "JobEnvironment",
+    "bare_extension_scan",
+    "job_environment",
+    "kernel_spec",
+    "library_locations",
+    "render",
+    "slurm_lines",
+    "validate_kernel_name",
+]
+
+Shell = Literal["bash", "zsh", "fish", "csh"]
+SHELLS: tuple[Shell, ...] = ("bash", "zsh", "fish", "csh")
+_KERNEL_NAME = re.compile(r"^[A-Za-z0-9._-]+$")  # what jupyter_client accepts as a kernel name
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobEnvironment:
+    """The variables the target environment needs, as values to prepend or set."""
+
+    cuda_home: str | None = None
+    path: tuple[str, ...] = ()  # directories to put first on PATH (the toolkit's bin)
+    library_path: tuple[str, ...] = ()  # directories to put first on LD_LIBRARY_PATH
+    arch_list: str | None = None  # TORCH_CUDA_ARCH_LIST for later builds
+    needs: tuple[tuple[str, str, str], ...] = ()  # (extension, soname, directory) that explain library_path
+    unresolved: tuple[tuple[str, str], ...] = ()  # (extension, soname) found in no known directory
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "CUDA_HOME": self.cuda_home,
+            "PATH": list(self.path),
+            "LD_LIBRARY_PATH": list(self.library_path),
+            "TORCH_CUDA_ARCH_LIST": self.arch_list,
+            "needs": [{"extension": e, "library": s, "directory": d} for e, s, d in self.needs],
+            "unresolved": [{"extension": e, "library": s} for e, s in self.unresolved],
+            "notes": list(self.notes),
+        }
+
+
+def bare_extension_scan(env: Environment) -> tuple[ExtensionBinary, ...]:
+    """The doctor's extension scan of the target, as the loader sees it with no LD_LIBRARY_PATH."""
+    from .detect.extensions import find_extensions
+
+    torch_sites = (os.path.dirname(env.torch.location),) if env.torch is not None and env.torch.location else ()
+    return find_extensions(env.python.site_packages, torch_sites=torch_sites, environ={"PATH": os.defpath})
+
+
+def _toolkit_library_dirs(env: Environment) -> list[str]:
+    dirs: list[str] = []
+    for toolkit in env.toolkits:
+        if toolkit.root:
+            root = toolkit.root.rstrip("/")
+            dirs += [f"{root}/lib64", f"{root}/lib", f"{root}/targets/{env.machine.arch}-linux/lib"]
+    return dirs
+
+
+def library_locations(env: Environment, sonames: Iterable[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """Where each soname lies: the first of this terminal's LD_LIBRARY_PATH entries, then the
+    detected toolkits' library folders, that holds it. Sonames found nowhere are left out."""
+    candidates = [p for p in environ.get("LD_LIBRARY_PATH", "").split(":") if p] + _toolkit_library_dirs(env)
+    found: dict[str, str] = {}
+    for soname in sonames:
+        for directory in candidates:
+            if os.path.exists(os.path.join(directory, soname)):
+                found[soname] = os.path.normpath(directory)
+                break
+    return found
+
+
+def _arch_list(env: Environment) -> tuple[str | None, str | None]:
+    from .compat import arch_list_for_build, format_arch_list
+
+    capabilities = env.capabilities
+    if not capabilities:
+        return None, "no GPU detected here: TORCH_CUDA_ARCH_LIST is left to the build (cuda-resolve build sets it per profile)"
+    toolkit = env.primary_toolkit
+    if toolkit is None or not toolkit.gpu_archs:
+        return ";".join(str(c) for c in sorted(set(capabilities), key=lambda c: (c.major, c.minor))), None
+    entries, impossible = arch_list_for_build(capabilities, toolkit.gpu_archs)
+    note = f"nvcc {toolkit.version} has no target for {', '.join(map(str, impossible))}" if impossible else None
+    return (format_arch_list(entries) or None), note
+
+
+def job_environment(env: Environment, scan: Sequence[ExtensionBinary], locations: Mapping[str, str]) -> JobEnvironment:
+    """The exports for ``env`` from a bare-environment ``scan`` and where the missing libraries
+    lie (see :func:`library_locations`)."""
+    toolkit = env.primary_toolkit
+    notes: list[str] = []
+    root = toolkit.root.rstrip("/") if toolkit is not None and toolkit.root else None
+    if root is None:
+        notes.append("no CUDA toolkit found: CUDA_HOME and PATH are left as they are")
+    needs: list[tuple[str, str, str]] = []
+    unresolved: list[tuple[str, str]] = []
+    for ext in scan:
+        for soname in ext.missing:
+            if soname in locations:
+                needs.append((ext.path, soname, locations[soname]))
+            else:
+                unresolved.append((ext.path, soname))
+    for path, soname in unresolved:
+        notes.append(f"{path} needs {soname}, which is in no LD_LIBRARY_PATH entry here nor in a detected toolkit: rebuild it against the installed torch")
+    arch_list, arch_note = _arch_list(env)
+    if arch_note:
+        notes.append(arch_note)
+    return JobEnvironment(
+        cuda_home=root,
+        path=(f"{root}/bin",) if root else (),
+        library_path=tuple(dict.fromkeys(directory for _, _, directory in needs)),
+        arch_list=arch_list,
+        needs=tuple(needs),
+        unresolved=tuple(unresolved),
+        notes=tuple(notes),
+    )
+
+
+def _prepend_posix(name: str, dirs: Sequence[str]) -> str:
+    """Put ``dirs`` first unless they already are: a second evaluation finds them there."""
+    prefix = ":".join(dirs)
+    quoted = shlex.quote(prefix)
+    return (
+        f'case "${{{name}-}}" in {quoted}|{quoted}:*) ;; '
+        f'*) {name}={quoted}"${{{name}:+:${name}}}" ;; esac; export {name}'
+    )
+
+
+def _prepend_fish(name: str, dirs: Sequence[str]) -> str:
+    items = " ".join(shlex.quote(d) for d in dirs)
+    firsts = " ".join(f"$__cr[{i + 1}]" for i in range(len(dirs)))
+    # fish keeps PATH-like variables as lists: compare the first entries with ours.
+    return (
+        f'set -l __cr ${name}; if test (count $__cr) -lt {len(dirs)}; or test "{firsts}" != "{" ".join(dirs)}"; '
+        f"set -gx {name} {items} ${name}; end; set -e __cr"
+    )
+
+
+def _prepend_csh(name: str, dirs: Sequence[str]) -> str:
+    prefix = ":".join(dirs)
+    quoted = shlex.quote(prefix)
+    # csh cannot evaluate multi-line blocks: one-line ifs, in an order where each sees the last.
+    return (
+        f"if ( ! $?{name} ) setenv {name} {quoted}\n"
+        f'if ( "${name}" == "" ) setenv {name} {quoted}\n'
+        f'if ( "${name}" != {quoted} && "${name}" !~ {quoted}:* ) setenv {name} {quoted}:"${name}"'
+    )
+
+
+def _set(shell: Shell, name: str, value: str) -> str:
+    if shell == "fish":
+        return f"set -gx {name} {shlex.quote(value)}"
+    if shell == "csh":
+        return f"setenv {name} {shlex.quote(value)}"
+    return f"export {name}={shlex.quote(value)}"
+
+
+def render(job: JobEnvironment, shell: Shell, *, extra_path: Sequence[str] = ()) -> str:
+    """The lines to ``eval`` in ``shell``; ``extra_path`` goes first on PATH after the toolkit."""
+    prepend = {"fish": _prepend_fish, "csh": _prepend_csh}.get(shell, _prepend_posix)
+    lines: list[str] = []
+    if job.cuda_home:
+        lines.append(_set(shell, "CUDA_HOME", job.cuda_home))
+    path = tuple(dict.fromkeys((*job.path, *extra_path)))
+    if path:
+        lines.append(prepend("PATH", path))
+    if job.library_path:
+        lines.append(prepend("LD_LIBRARY_PATH", job.library_path))
+    if job.arch_list:
+        lines.append(_set(shell, "TORCH_CUDA_ARCH_LIST", job.arch_list))
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def slurm_lines(job: JobEnvironment, python: str) -> str:
+    """Lines for an sbatch script (bash): the exports, and the target's interpreter folder first
+    on PATH so ``python`` there is the target even when the job starts from a bare environment."""
+    header = f"# cuda-resolve env --slurm: the environment {python} needs (safe to evaluate twice)\n"
+    return header + render(job, "bash", extra_path=(os.path.dirname(python),))
+
+
+def validate_kernel_name(name: str) -> str:
+    if not _KERNEL_NAME.match(name):
+        raise UsageError(f"--jupyter {name!r}: a kernel name may hold only letters, digits, '.', '_' and '-'",
+                         hint="for example --jupyter pointnet-cu130")
+    return name
+
+
+def kernel_spec(job: JobEnvironment, name: str, python: str) -> dict[str, Any]:
+    """jupyter_client's kernel.json for ``python`` with the exports in ``env``. jupyter_client
+    replaces ``${VAR}`` in those values with the server's own, so PATH keeps what it had."""
+    env: dict[str, str] = {}
+    if job.cuda_home:
+        env["CUDA_HOME"] = job.cuda_home
+    path = tuple(dict.fromkeys((*job.path, os.path.dirname(python))))
+    env["PATH"] = ":".join((*path, "${PATH}"))
+    if job.library_path:
+        env["LD_LIBRARY_PATH"] = ":".join((*job.library_path, "${LD_LIBRARY_PATH}"))
+    if job.arch_list:
+        env["TORCH_CUDA_ARCH_LIST"] = job.arch_list
+    return {
+        "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": f"{name} (cuda-resolve)",
+        "language": "python",
+        "env": env,
+        "metadata": {"cuda_resolve": {"python": python}},
+    }
+
+
+def jupyter_data_dir(environ: Mapping[str, str]) -> str:
+    """Where jupyter looks for user kernel specs: JUPYTER_DATA_DIR, else the platform default."""
+    if environ.get("JUPYTER_DATA_DIR"):
+        return environ["JUPYTER_DATA_DIR"]
+    home = environ.get("HOME") or os.path.expanduser("~")
+    if os.uname().sysname == "Darwin":
+        return os.path.join(home, "Library", "Jupyter")
+    return os.path.join(environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share"), "jupyter")
