@@ -79,10 +79,9 @@ import glob
 served = ServedIndex(os.environ["CUDA_RESOLVE_WHEELHOUSE_URL"], origin="test")
 wheel = glob.glob("/tmp/pkgs/pointnet2_ops-*sm80.sm90.r*.whl")[0]
 key = read_wheel_key(__import__("pathlib").Path(wheel))
-page = served.client().get(served.project_url("pointnet2_ops"), ttl=0).text
-with open(wheel, "r+b") as f: f.seek(200); f.write(b"tampered")
 from cuda_resolve.wheelhouse import served as s
-listed = s._links(page, served.project_url("pointnet2_ops"))
+listed = s._links(s.project_files(served.client(), served.url, "pointnet2-ops", ttl=0))
+with open(wheel, "r+b") as f: f.seek(200); f.write(b"tampered")
 served.wheels = lambda package: listed  # the page as it was before the change
 from cuda_resolve.versions import ComputeCapability
 print(served.fetch_into(Wheelhouse.default(), key.query().with_arch_list("9.0"), [ComputeCapability(9, 0)]))'

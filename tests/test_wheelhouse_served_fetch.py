@@ -179,12 +179,12 @@ def test_a_wheel_that_does_not_fit_is_never_downloaded(
 
 
 def test_the_best_covering_wheel_is_chosen_and_an_explicit_arch_list_wants_it_exactly(tmp_path: Path) -> None:
-    from cuda_resolve.wheelhouse.served import _links
+    from cuda_resolve.wheelhouse.served import _links, parse_project_page
 
     names = [published(tmp_path, make_key(arch_list=archs), name=str(i)).name
              for i, archs in enumerate(["8.0+PTX", "8.0;9.0", "8.0;8.6;9.0", "8.0"])]
     page = "".join(f'<a href="/f/{n}#sha256={"0" * 64}">x</a>' for n in names)
-    wheels = _links(page, "http://127.0.0.1/simple/demo-ext/")
+    wheels = _links(parse_project_page(page, "text/html", "http://127.0.0.1/simple/demo-ext/"))
     ranked = [w.label.arch_list for w, _ in served_candidates(wheels, WANT, H200, exact_arch_list=False)]
     assert ranked == ["8.0;9.0", "8.0;8.6;9.0", "8.0+PTX"]  # exact SASS, fewer targets first; PTX last; 8.0 never
     exact = served_candidates(wheels, make_key(arch_list="8.0;9.0"), H200, exact_arch_list=True)

@@ -46,36 +46,15 @@ class FileFinder:
 
     def locate(self, index: str, project: str, filename: str) -> tuple[str, str | None] | None:
         """(URL, sha256) of ``filename`` on ``index``'s page for ``project`` (PEP 691 JSON, else
-        the PEP 503 HTML page), None when the index does not list it."""
-        from html.parser import HTMLParser
-        from urllib.parse import urljoin
+        the PEP 503 HTML page: the served wheelhouse's reader), None when the index does not list it."""
+        from ..wheelhouse.served import project_files
 
         page = f"{index.rstrip('/')}/{project}/"
         if page not in self._links:
-            links: dict[str, tuple[str, str | None]] = {}
             try:
-                response = self.client.get(page, accept=f"{PEP691}, text/html;q=0.1", ttl=self.page_seconds)
+                self._links[page] = project_files(self.client, index, project, ttl=self.page_seconds)
             except CudaResolveError:
-                response = None
-            if response is not None and response.status == 200 and "json" in response.headers.get("Content-Type", ""):
-                data = response.json()
-                for entry in data.get("files", []) if isinstance(data, dict) else []:
-                    if isinstance(entry, dict) and isinstance(entry.get("filename"), str) and isinstance(entry.get("url"), str):
-                        sha = (entry.get("hashes") or {}).get("sha256")
-                        links[entry["filename"]] = (urljoin(response.final_url, entry["url"]), sha if isinstance(sha, str) else None)
-            elif response is not None and response.status == 200:
-                final = response.final_url
-
-                class Anchors(HTMLParser):
-                    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-                        href = dict(attrs).get("href")
-                        if tag == "a" and href:
-                            address, _, fragment = urljoin(final, href).partition("#")
-                            sha = fragment[len("sha256="):] if fragment.startswith("sha256=") else None
-                            links[file_name(address)] = (address, sha)
-
-                Anchors().feed(response.text)
-            self._links[page] = links
+                self._links[page] = {}
         return self._links[page].get(filename)
 
     def _page(self, index: str, project: str) -> Mapping[str, tuple[str | None, int | None]]:

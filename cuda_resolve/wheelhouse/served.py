@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
@@ -37,10 +37,13 @@ if TYPE_CHECKING:
     from .store import StoredWheel, Wheelhouse
 
 __all__ = [
+    "PEP691",
     "WHEELHOUSE_URL_ENV",
     "ServedIndex",
     "ServedResult",
     "ServedWheel",
+    "parse_project_page",
+    "project_files",
     "served_candidates",
     "served_index_from",
 ]
@@ -72,13 +75,50 @@ class ServedResult:
     notes: tuple[str, ...] = ()
 
 
-def _links(html: str, base_url: str) -> list[ServedWheel]:
+#: The JSON form of the simple API (PEP 691); an index that does not speak it sends its HTML page.
+PEP691 = "application/vnd.pypi.simple.v1+json"
+
+
+def parse_project_page(text: str, content_type: str, base_url: str) -> dict[str, tuple[str, str | None]]:
+    """{file name: (absolute URL without its fragment, sha256 or None)} of one project page:
+    PEP 691 JSON when ``content_type`` says JSON, else the PEP 503 HTML page's links. Pure."""
+    import json
+
     from ..net.pages import page_links
 
+    files: dict[str, tuple[str, str | None]] = {}
+    if "json" in content_type:
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return files
+        entries = data.get("files") if isinstance(data, dict) else None
+        for entry in entries if isinstance(entries, list) else ():
+            if isinstance(entry, dict) and isinstance(entry.get("filename"), str) and isinstance(entry.get("url"), str):
+                hashes = entry.get("hashes")
+                sha = hashes.get("sha256") if isinstance(hashes, dict) else None
+                address = urljoin(base_url, entry["url"]).partition("#")[0]
+                files[entry["filename"]] = (address, sha.lower() if isinstance(sha, str) else None)
+        return files
+    for link in page_links(text, base_url):
+        address, _, fragment = link.partition("#")
+        values = dict(item.partition("=")[::2] for item in fragment.split("&") if item)
+        files[unquote(urlsplit(address).path.rsplit("/", 1)[-1])] = (address, values.get("sha256", "").lower() or None)
+    return files
+
+
+def project_files(client: HttpClient, index_url: str, project: str, *, ttl: float) -> dict[str, tuple[str, str | None]]:
+    """:func:`parse_project_page` of ``index_url``'s page for ``project`` (asked for PEP 691 JSON,
+    HTML accepted). The one reader of a served index's pages: the served wheelhouse's and the
+    lock's (lock/files.py). Raises FetchError as the client does (404 included)."""
+    response = client.get(f"{index_url.rstrip('/')}/{project}/", accept=f"{PEP691}, text/html;q=0.1", ttl=ttl)
+    return parse_project_page(response.text, response.headers.get("Content-Type", ""), response.final_url)
+
+
+def _links(files: Mapping[str, tuple[str, str | None]]) -> list[ServedWheel]:
+    """The wheels of a project page whose version carries a build label."""
     wheels: list[ServedWheel] = []
-    for link in page_links(html, base_url):
-        parts = urlsplit(link)
-        filename = unquote(parts.path.rsplit("/", 1)[-1])
+    for filename, (url, sha256) in files.items():
         if not filename.endswith(".whl"):
             continue
         try:
@@ -88,11 +128,8 @@ def _links(html: str, base_url: str) -> list[ServedWheel]:
         label = parse_local_label(version.local or "") if version.local else None
         if label is None:
             continue  # no build label: not a wheel of ours
-        fragment = dict(item.partition("=")[::2] for item in parts.fragment.split("&") if item)
-        sha256 = fragment.get("sha256", "").lower() or None
         wheels.append(ServedWheel(
-            url=urlunsplit((parts.scheme, parts.netloc, parts.path, parts.query, "")),
-            filename=filename, sha256=sha256, version=version.public,
+            url=url, filename=filename, sha256=sha256, version=version.public,
             python_tags=tuple(sorted({t.interpreter for t in tags})),
             platforms=tuple(sorted({t.platform for t in tags})), label=label,
         ))
@@ -164,14 +201,12 @@ class ServedIndex:
         such project). Raises FetchError when the index cannot be read."""
         from ..net.errors import FetchError
 
-        url = self.project_url(package)
         try:
-            page = self.client().get(url, ttl=0, accept="text/html")
+            return _links(project_files(self.client(), self.url, str(canonicalize_name(package)), ttl=0))
         except FetchError as exc:
             if exc.status == 404:
                 return []
             raise
-        return _links(page.text, page.final_url)
 
     def fetch_into(self, house: Wheelhouse, key: WheelKey, capabilities: Sequence[ComputeCapability], *,
                    exact_arch_list: bool = False) -> ServedResult:
