@@ -35,6 +35,12 @@ def split_arguments(words: Sequence[str]) -> tuple[list[str], list[str], list[st
 
     own_options = {**dict.fromkeys(OWN_VALUE_OPTIONS, True), **dict.fromkeys(OWN_FLAGS, False)}
     own, pip, requirements = split_command_line(words, own_options)
+    # pip has no --profile: handed to pip it would fail with pip's "no such option".
+    profile = next((w for w in pip if len(w.partition("=")[0]) >= 6 and "--profile".startswith(w.partition("=")[0])), None)
+    if profile is not None:
+        raise UsageError(f"cuda-pip install {profile}: a profile describes another machine, and install changes this one",
+                         hint="to build wheels for that machine: cuda-resolve build REQ... --profile FILE; "
+                              "to see its plan: cuda-resolve plan REQ... --profile FILE")
     for at, word in enumerate(own):
         value = own[at + 1] if word == "--index" and at + 1 < len(own) else word.partition("=")[2] if word.startswith("--index=") else ""
         if "://" in value:
@@ -75,6 +81,7 @@ def _pass_through(words: Sequence[str], python: str | None) -> int:
     from cuda_resolve.install.target import choose_target
 
     target = choose_target(python)
+    print(f"cuda-pip: {target.python} -m pip (target chosen by {target.how})", file=sys.stderr, flush=True)
     return subprocess.call([target.python, "-m", "pip", *words])
 
 

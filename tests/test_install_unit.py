@@ -78,12 +78,14 @@ def test_target_rule_order(tmp_path: Path) -> None:
     (conda / "bin" / "python").chmod(0o755)
     assert choose_target("/x/python", {"VIRTUAL_ENV": str(venv)}).how == "--python"
     assert choose_target(os.path.join(".venv", "bin", "python")).python == os.path.abspath(".venv/bin/python")
-    assert choose_target(None, {"VIRTUAL_ENV": str(venv), "CONDA_PREFIX": str(conda)}).python == str(python)
-    assert choose_target(None, {"CONDA_PREFIX": str(conda), "PATH": ""}).how == "CONDA_PREFIX"
+    # Run from a base interpreter (the venv it runs from comes first: tests/test_first_hour.py).
+    base = (sys.base_prefix, sys.base_prefix)
+    assert choose_target(None, {"VIRTUAL_ENV": str(venv), "CONDA_PREFIX": str(conda)}, running=base).python == str(python)
+    assert choose_target(None, {"CONDA_PREFIX": str(conda), "PATH": ""}, running=base).how == "CONDA_PREFIX"
     with pytest.raises(UsageError, match="no target environment"):
-        choose_target(None, {"PATH": str(tmp_path / "empty")})
+        choose_target(None, {"PATH": str(tmp_path / "empty")}, running=base)
     with pytest.raises(UsageError, match=r"VIRTUAL_ENV=.*no Python interpreter"):
-        choose_target(None, {"VIRTUAL_ENV": str(tmp_path / "gone")})
+        choose_target(None, {"VIRTUAL_ENV": str(tmp_path / "gone")}, running=base)
 
 
 @pytest.mark.parametrize(

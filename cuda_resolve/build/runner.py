@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["LINGER_SECONDS", "NOTE_PREFIX", "BuildProgress", "ProcessRunner", "build_wheel", "logged_runner", "run_logged"]
 
 _NINJA_STEP = re.compile(r"^\s*\[(\d+)/(\d+)\]")
+_COMPILED_SOURCE = re.compile(r"\s-c\s+(\S+)")
 _TAIL_LINES = 400  # what a failure is diagnosed from; the whole output is in the log
 #: How long a background process may keep a program's output open after the program exited.
 LINGER_SECONDS = 3.0
@@ -55,6 +56,7 @@ class BuildProgress:
     total: int | None
     elapsed: float
     line: str
+    unit: str = ""  # the compile unit most recently started (ninja's line names its source)
 
 
 class ProcessRunner(Protocol):
@@ -215,12 +217,15 @@ def build_wheel(
     args = ["--no-build-isolation", "--no-deps", "--no-cache-dir", "-v", "-w", str(out_dir), str(source_dir)]
     started = time.monotonic()
     step: list[int | None] = [None, None]
+    unit = [""]
 
     def on_line(text: str) -> None:
         match = _NINJA_STEP.match(text)
         if match:
             step[0], step[1] = int(match.group(1)), int(match.group(2))
-        on_progress(BuildProgress(step[0], step[1], time.monotonic() - started, text))
+            source = _COMPILED_SOURCE.search(text)
+            unit[0] = Path(source.group(1).strip("'\"")).name if source else unit[0]
+        on_progress(BuildProgress(step[0], step[1], time.monotonic() - started, text, unit[0]))
 
     status, tail = pip.wheel(args, environ=environ, log_path=log_path, cwd=source_dir, on_line=on_line)
     if status != 0:

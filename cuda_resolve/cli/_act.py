@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from .._printable import printable
 from ..environment import Environment
 from ..errors import UsageError
+from ..install.target import RULE
 from . import _output
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ __all__ = ["TerminalReporter", "add_action_options", "install_options", "parse_s
 def add_action_options(parser: argparse.ArgumentParser, *, install: bool) -> None:
     """The options of install-like actions; ``install`` adds those that only installing has."""
     group = parser.add_argument_group("cuda-resolve")
-    group.add_argument("--python", metavar="PATH", help="the environment to install into (default: the active virtualenv, else the active conda env, else python3 on PATH)")
+    group.add_argument("--python", metavar="PATH", help=f"the interpreter whose environment to install into; the target is: {RULE}")
     group.add_argument("--allow-torch-change", action="store_true", help="allow replacing the installed torch")
     group.add_argument("--strict-driver", action="store_true", help="require each CUDA toolkit's own driver")
     group.add_argument("--arch-list", metavar="LIST", help="TORCH_CUDA_ARCH_LIST for source builds (default: the GPUs here, or the --profile's)")
@@ -73,14 +74,25 @@ def install_options(args: argparse.Namespace, *, pip_args: Sequence[str] = (), s
 
 
 class TerminalReporter:
-    """One status line for long work (compile units done / total, elapsed), a line per step."""
+    """One status line for long work (compile units done / total, elapsed), a line per step.
+
+    The status line is redrawn every second while the work is silent (a compiler can print
+    nothing for minutes): the elapsed time keeps moving, so a stuck-looking screen is not."""
+
+    TICK_SECONDS = 1.0
 
     def __init__(self, *, quiet: bool = False) -> None:
+        import threading
+
         self.quiet = quiet
         self.console = _output.error_console()
         self._last_progress = 0.0
         self._live = sys.stderr.isatty()
         self._started = time.monotonic()
+        self._lock = threading.Lock()
+        # (label, done, total, elapsed minus the monotonic clock): elapsed now = clock + offset.
+        self._status: tuple[str, int | None, int | None, float] | None = None
+        self._ticker: threading.Thread | None = None
 
     def _clear(self) -> None:
         if self._live:
@@ -89,31 +101,54 @@ class TerminalReporter:
     def step(self, text: str) -> None:
         if self.quiet:
             return
-        self._clear()
         from rich.text import Text
 
-        first = f"- [{time.monotonic() - self._started:5.1f} s] "
-        # A hanging indent: a long step (a log path, a URL) never wraps to column 0 or splits.
-        self.console.print(Text(_output.hanging(printable(text), first=first, rest=" " * len(first), width=self.console.width)), soft_wrap=True)
+        with self._lock:
+            self._status = None  # a step ends the status line's work
+            self._clear()
+            first = f"- [{time.monotonic() - self._started:5.1f} s] "
+            # A hanging indent: a long step (a log path, a URL) never wraps to column 0 or splits.
+            self.console.print(Text(_output.hanging(printable(text), first=first, rest=" " * len(first), width=self.console.width)), soft_wrap=True)
 
     def note(self, text: str) -> None:
         if self.quiet:
             return
-        self._clear()
         from rich.text import Text
 
-        self.console.print(Text(_output.hanging(printable(text), first="note: ", rest="      ", width=self.console.width)),
-                           style="yellow", soft_wrap=True)
+        with self._lock:
+            self._clear()
+            self.console.print(Text(_output.hanging(printable(text), first="note: ", rest="      ", width=self.console.width)),
+                               style="yellow", soft_wrap=True)
+            self._last_progress = 0.0  # redraw the status line the note cleared
 
     def progress(self, label: str, done: int | None, total: int | None, elapsed: float) -> None:
         if self.quiet:
             return
+        with self._lock:
+            self._status = (label, done, total, elapsed - time.monotonic())
+            self._draw()
+        if self._ticker is None:
+            import threading
+
+            self._ticker = threading.Thread(target=self._tick, name="cuda-resolve-progress", daemon=True)
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        while True:
+            time.sleep(self.TICK_SECONDS)
+            with self._lock:
+                if self._status is not None:
+                    self._draw()
+
+    def _draw(self) -> None:
+        assert self._status is not None
         now = time.monotonic()
         if now - self._last_progress < (0.2 if self._live else 15.0):
             return
         self._last_progress = now
+        label, done, total, offset = self._status
         units = f"{done}/{total} compile units, " if done is not None and total else ""
-        text = f"  {label}: {units}{elapsed:.0f} s"
+        text = f"  {label}: {units}{now + offset:.0f} s"
         if self._live:
             sys.stderr.write("\r\033[K" + text[: max(20, self.console.width - 1)])
             sys.stderr.flush()
@@ -123,4 +158,13 @@ class TerminalReporter:
 
 def describe_target(env: Environment, how: str | None) -> str:
     python = env.python.executable or sys.executable
-    return f"target: {python} (Python {env.python.version}{', ' + how if how else ''})"
+    return f"target: {python} (Python {env.python.version}{', chosen by ' + how if how else ''})"
+
+
+def base_interpreter_warning(python: str) -> str | None:
+    """One line before anything else when the target is a Python installation itself."""
+    from ..install.target import is_base_interpreter
+
+    if not is_base_interpreter(python):
+        return None
+    return f"the target {python} is a base interpreter, not a virtual environment or conda env: packages go into its own site-packages"

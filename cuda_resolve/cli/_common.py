@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ..environment import Environment
 from ..errors import UsageError
 from ..index import default_index
+from ..install.target import RULE
 
 if TYPE_CHECKING:
     from ..index.model import Index
@@ -32,7 +33,7 @@ def add_environment_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--python",
         metavar="PATH",
-        help="the target interpreter to inspect and install into (default: the active virtualenv, else the active conda env, else python3 on PATH)",
+        help=f"the target interpreter to inspect and install into; the target is: {RULE}",
     )
     add_json_option(parser)
 

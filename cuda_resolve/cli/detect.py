@@ -40,6 +40,9 @@ def handle(args: argparse.Namespace) -> int:
         from ..doctor.render import render_environment
 
         render_environment(env, _output.console())
+        for note in env.notes:  # which interpreter, and which rule chose it
+            if note.startswith("target interpreter: "):
+                _output.console().print(note, markup=False, soft_wrap=True)
     else:
         _output.console().print(f"saved machine profile to {args.save_profile}", markup=False, soft_wrap=True)
     return 0

@@ -23,11 +23,18 @@ from ..install.run import InstallRequest
 from ..redaction import redact_urls
 from ..reporting import RedactingReporter, Reporter
 from . import _output
-from ._act import TerminalReporter, add_action_options, describe_target, install_options
+from ._act import (
+    TerminalReporter,
+    add_action_options,
+    base_interpreter_warning,
+    describe_target,
+    install_options,
+)
 from ._common import detect_target
 
 if TYPE_CHECKING:
     from ..build.builder import BuildResult
+    from ..index.model import Index
     from ..plan import Plan
 
 __all__ = ["add_action_options", "register", "register_build", "run_action"]
@@ -56,8 +63,11 @@ def register_build(subparsers: Any) -> None:
     build.set_defaults(handler=handle_build)
 
 
-def _environment(args: argparse.Namespace) -> tuple[Environment, str]:
+def _environment(args: argparse.Namespace) -> tuple[Environment, str, bool]:
+    """(the environment, the rule that chose the target, whether the wheels are for machines
+    whose driver is not known here: --arch-list, or a profile without [driver])."""
     env, choice = detect_target(args.python)
+    cross = bool(args.arch_list)
     profile_path = getattr(args, "profile", None)
     if profile_path is not None:
         from ..profile import load_profile
@@ -65,7 +75,27 @@ def _environment(args: argparse.Namespace) -> tuple[Environment, str]:
         target = load_profile(profile_path)
         # The machine to build for is the profile's; the toolkit, compiler and torch are here.
         env = replace(env, gpus=target.gpus, driver=target.driver or env.driver)
-    return env, choice.how
+        cross = cross or target.driver is None
+    return env, choice.how, cross
+
+
+def driver_needed(plan: Plan, index: Index) -> list[str]:
+    """For wheels that run elsewhere: the driver each build's torch CUDA needs there."""
+    lines: list[str] = []
+    for torch_build in sorted({(b.spec.torch_version, b.spec.variant) for b in plan.builds}):
+        release = index.torch_release(torch_build[0])
+        variant = next((v for v in release.variants if v.name == torch_build[1]), None) if release else None
+        if variant is None or variant.cuda is None:
+            continue
+        family = index.family(variant.cuda.major)
+        toolkit = index.toolkit(variant.cuda)
+        if family is None:
+            continue
+        own = (f" (>= {toolkit.driver_linux} with --strict-driver)"
+               if toolkit is not None and toolkit.driver_linux and toolkit.driver_linux != family.min_driver_linux else "")
+        lines.append(f"the machines that run these wheels need an NVIDIA driver >= {family.min_driver_linux} on Linux{own}: "
+                     f"torch {torch_build[0]}+{torch_build[1]} uses CUDA {variant.cuda}")
+    return lines
 
 
 def _ask(question: str) -> bool:
@@ -150,9 +180,12 @@ def run_action(
     from ..install.run import build_only, run
 
     started = time.monotonic()
-    env, how = _environment(args)
+    env, how, cross = _environment(args)
     detected = time.monotonic() - started
     reporter = RedactingReporter(TerminalReporter(quiet=args.json))
+    warning = base_interpreter_warning(env.python.executable or sys.executable)
+    if warning is not None:
+        reporter.note(warning)
     reporter.step(describe_target(env, how))
     from ._common import index_from_args
 
@@ -165,6 +198,8 @@ def run_action(
     python = env.python.executable or sys.executable
     if mode == "build":
         plan, results = build_only(request, env, index, options, reporter=reporter)
+        for line in driver_needed(plan, index) if cross else ():
+            reporter.note(line)
         if args.dry_run:
             return _render_dry_run(args, plan, [], python, mode)
         return _render_builds(args, plan, results, reporter)

@@ -70,13 +70,17 @@ def handle(args: argparse.Namespace) -> int:
             document["cannot_apply"] = incomplete
         _output.print_json(document)
     else:
+        for note in env.notes:  # which interpreter, and which rule chose it (stderr: not the plan)
+            if note.startswith("target interpreter: "):
+                _output.error_console().print(Text(note), soft_wrap=True)
         render_plan(plan, explain=args.explain)
         if incomplete:
             console = _output.error_console()
             text = f"this plan cannot be carried out as it stands: {incomplete}"
             console.print(Text(_output.hanging(text, first="note: ", rest="      ", width=console.width)), soft_wrap=True)
         where = "On that machine, carry it out with" if args.profile is not None else "Carry it out with"
-        _output.console().print(Text(f"{where}:\n  {shlex.join(command)}"))
+        # One line at any width: a wrapped command pasted into a shell runs half of itself.
+        _output.console().print(Text(f"{where}:\n  {shlex.join(command)}"), soft_wrap=True)
     return 0
 
 
@@ -121,11 +125,10 @@ def render_plan(plan: Plan, *, explain: bool) -> None:
     from rich.text import Text
 
     console = _output.console()
-    table = Table(title="Plan")
-    for column in ("package", "version", "variant", "kind"):
-        table.add_column(column)
-    # A narrow or piped console folds a long URL over several lines instead of cutting it short.
-    table.add_column("from", overflow="fold")
+    # Copyable output: a URL is never put in a cell that could wrap it. Each gets a number in the
+    # table and a line of its own under it; the table wraps its other columns at spaces.
+    urls: list[str] = []
+    rows: list[tuple[str, str, str, str, str]] = []
     from packaging.utils import canonicalize_name
 
     reused = {canonicalize_name(b.spec.package): b for b in plan.builds if b.reused}
@@ -142,12 +145,28 @@ def render_plan(plan: Plan, *, explain: bool) -> None:
             source = "already installed"
         else:
             source = item.url or item.find_links or item.index or ""
-        table.add_row(item.name, item.version, item.variant or "", item.kind, Text(source))
-    for text in plan.pass_through:
-        # Text, not markup: "requests[socks]" keeps its extras
-        table.add_row(Text(text), "", "", "pip", "passed through to pip")
-    console.print(table)
+            if source and " " not in source:
+                urls.append(source)
+                source = f"[{len(urls)}]"
+        rows.append((item.name, item.version, item.variant or "", item.kind, source))
+    rows.extend((text, "", "", "pip", "passed through to pip") for text in plan.pass_through)
     width = console.width
+    if width >= 80:
+        table = Table(title="Plan")
+        for column in ("package", "version", "variant", "kind", "from"):
+            # overflow="fold" only for a single token wider than its column (never a URL here).
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(*(Text(cell) for cell in row))  # Text, not markup: "requests[socks]" keeps its extras
+        console.print(table)
+    else:
+        # Too narrow for five columns: one item per line, broken at spaces only.
+        console.print("Plan:")
+        for name, version, variant, kind, source in rows:
+            line = " ".join(x for x in (name, version, f"({variant})" if variant else "", f"{kind}:", source) if x)
+            console.print(Text(_output.hanging(line, first="  ", rest="      ", width=width)), soft_wrap=True)
+    for number, url in enumerate(urls, start=1):
+        console.print(Text(f"  [{number}] {url}"), soft_wrap=True)
     console.print("Why:")
     for reason in plan.reasons:
         console.print(Text(_output.hanging(reason, first="  - ", rest="    ", width=width)), soft_wrap=True)
