@@ -9,10 +9,14 @@ executor undoes a failed install. ``--check`` changes nothing and exits 1 on dri
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _output
+
+if TYPE_CHECKING:
+    from ..lock.select import Wanted
 
 
 def register(subparsers: Any) -> None:
@@ -103,10 +107,11 @@ def handle(args: argparse.Namespace) -> int:
             reporter.step(f"--exact: will remove {', '.join(to_remove)} after installing")
         with client_from_config(config) as client:
             paths = fetch_all(to_install, client, cache_root() / "lock-wheels", reporter)
-        plan = sync_plan(env, to_install, paths, requirements)
+        plan = sync_plan(env, to_install, paths, requirements, imports=_imports_of(to_install))
         result = None
         if plan.steps:
-            result = execute(plan, env, wheelhouse=Wheelhouse.default(), options=InstallOptions(verify=False), environ=environ,
+            # After installing, the torch and curated extensions it installed must import (else undone).
+            result = execute(plan, env, wheelhouse=Wheelhouse.default(), options=InstallOptions(), environ=environ,
                              reporter=reporter, log_path=new_log_path("sync"))
         if to_remove:
             remove_extras(python, to_remove, environ, new_log_path("sync-remove"), reporter)
@@ -137,3 +142,18 @@ def _render(report: list[Any], profile: str, python: str, notes: tuple[str, ...]
     for item in report:
         table.add_row(item.name, item.locked or "", item.installed or "", item.state)
     console.print(table)
+
+
+def _imports_of(installed: Sequence[Wanted]) -> tuple[str, ...]:
+    """The modules to import after a sync: torch and the extensions the index curates."""
+    from ..index import default_index
+
+    index = default_index()
+    found: list[str] = []
+    for wanted in installed:
+        package = index.package(wanted.name)
+        if wanted.name == "torch":
+            found.append("torch")
+        elif package is not None:
+            found.append(package.import_name)
+    return tuple(dict.fromkeys(found))

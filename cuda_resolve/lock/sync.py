@@ -99,7 +99,8 @@ def fetch_all(wanted: Sequence[Wanted], client: HttpClient, cache_dir: Path, rep
     return paths
 
 
-def sync_plan(env: Environment, to_install: Sequence[Wanted], paths: Mapping[str, Path], requirements_file: Path) -> Plan:
+def sync_plan(env: Environment, to_install: Sequence[Wanted], paths: Mapping[str, Path], requirements_file: Path, *,
+              imports: Sequence[str] = ()) -> Plan:
     """The complete Plan the executor runs: one pip step over the locked files, hash-checked by pip too."""
     from ..plan import PipStep, Plan
 
@@ -107,7 +108,7 @@ def sync_plan(env: Environment, to_install: Sequence[Wanted], paths: Mapping[str
     requirements_file.write_text("".join(lines), encoding="utf-8")
     steps = (PipStep(purpose="locked files", args=("--no-deps", "--no-index", "--require-hashes", "-r", str(requirements_file))),) if to_install else ()
     return Plan(environment=env, items=(), pass_through=(), reasons=(), rejected=(), complete=True, steps=steps,
-                skip_pip=None if to_install else "everything locked is installed")
+                imports=tuple(imports), skip_pip=None if to_install else "everything locked is installed")
 
 
 def remove_extras(python: str, names: Sequence[str], environ: Mapping[str, str], log_path: Path, reporter: Reporter | None = None) -> None:
