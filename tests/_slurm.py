@@ -189,3 +189,17 @@ def running_slurm(root: Path) -> Iterator[Cluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+def cluster_fixture(tmp_path_factory: object) -> Iterator[Cluster]:
+    """The body of a module-scoped ``slurm`` fixture: a cluster, or a skip saying why not."""
+    import pytest
+
+    try:
+        cluster = start_slurm(tmp_path_factory.mktemp("slurm"))  # type: ignore[attr-defined]
+    except SlurmUnavailable as exc:
+        pytest.skip(f"Slurm cannot start here: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

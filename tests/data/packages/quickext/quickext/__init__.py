@@ -1,0 +1,1 @@
+"""tests/test_slurm_build.py: the fixture package a Slurm array task builds."""
