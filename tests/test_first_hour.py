@@ -248,3 +248,54 @@ def test_the_elapsed_time_moves_while_the_compiler_is_silent(silent_build: tuple
     # No gap of more than two seconds between redraws while the compiler was silent.
     times = [when for when, _ in silent]
     assert max(b - a for a, b in itertools.pairwise(times)) <= 2.0, silent
+
+
+# -- 4. a torch window, not Python, is why nothing fits ---------------------------------------------
+
+
+def _profile_with_torch(tmp_path: Path, torch: str, *, driver: bool = True) -> Path:
+    text = (PROFILES / "h200-healthy-handwritten.toml").read_text()
+    text = text.replace('version = "3.12.3"', 'version = "3.11.7"').replace("2.11.0+cu130", torch)
+    text = text.replace('version = "580.159.04"\ncuda = "13.0"', 'version = "595.45.04"\ncuda = "13.2"')
+    if not driver:
+        text = text.replace('[driver]\nversion = "595.45.04"\ncuda = "13.2"\n', "")
+    path = tmp_path / "machine.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("extra", [(), ("--arch-list", "9.0")], ids=["gpu-here", "arch-list"])
+def test_kaolin_on_a_torch_newer_than_every_recipe_names_the_window_and_the_torch_that_fits(
+        tmp_path: Path, extra: tuple[str, ...]) -> None:
+    profile = _profile_with_torch(tmp_path, "2.15.0+cu132", driver=not extra)
+    done = _run("plan", "kaolin", "--profile", str(profile), *extra)
+    assert done.returncode == 1, done.stderr
+    error, hint = done.stderr.splitlines()[-2:]
+    assert "use a Python" not in hint and "not 3.11" not in error, done.stderr
+    assert "<2.15,>=2.5.1 (kaolin-master-d52da9f)" in error and "installed torch 2.15.0+cu132 is outside" in error, error
+    assert "cuda-pip install torch==2.14.1" in hint and "--allow-torch-change" in hint, hint
+
+
+# -- 6. one name policy ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "meant"), [("kaolinn", "kaolin"), ("pointnet2_ops_lib", "pointnet2_ops")])
+def test_plan_and_cuda_pip_refuse_the_same_look_alikes(name: str, meant: str) -> None:
+    for module, args in (("cuda_resolve", ("plan", name)), ("pip_plugin", ("install", name, "--dry-run"))):
+        done = _run(*args, module=module)
+        assert done.returncode == 2, (module, done.stdout, done.stderr)
+        assert f"did you mean {meant}?" in done.stderr and f"--accept-name {name}" in done.stderr, done.stderr
+        assert "Carry it out with" not in done.stdout
+    accepted = _run("plan", name, "--accept-name", name)
+    assert accepted.returncode == 0, accepted.stderr
+    # The command plan prints is one cuda-pip accepts as it stands.
+    assert f"  cuda-pip install {name} --accept-name {name}" in accepted.stdout.splitlines(), accepted.stdout
+
+
+@pytest.mark.parametrize("spelling", [["--profile", "machine.toml"], ["--profile=machine.toml"], ["--prof", "machine.toml"]])
+def test_cuda_pip_install_with_a_profile_is_refused_by_cuda_pip_not_forwarded_to_pip(spelling: list[str]) -> None:
+    done = _run("install", "six", *spelling, "--dry-run", module="pip_plugin")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: cuda-pip install --prof"), done.stderr
+    assert "cuda-resolve build REQ... --profile FILE" in done.stderr
+    assert "no such option" not in done.stderr  # pip's own words: it was never asked

@@ -31,6 +31,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--strict-driver", action="store_true", help="require each CUDA toolkit's own driver (no minor-version compatibility)")
     parser.add_argument("--arch-list", metavar="LIST", help="TORCH_CUDA_ARCH_LIST for source builds (e.g. '8.0;8.6'); default: the GPUs here")
     parser.add_argument("--index", metavar="DIR", type=Path, action="append", default=[], help="an index overlay directory (repeatable; later ones win)")
+    parser.add_argument("--accept-name", metavar="NAME", action="append", default=[], help="plan NAME although it is a look-alike of a package cuda-resolve curates (as cuda-pip's --accept-name)")
     parser.set_defaults(handler=handle)
 
 
@@ -51,6 +52,11 @@ def handle(args: argparse.Namespace) -> int:
         arch_list=parse_arch_list(args.arch_list) if args.arch_list else None,
     )
     index = index_from_args(args)
+    from ..install.run import check_names
+
+    # The typo guard of cuda-pip, before anything else: never tell the user to run a command
+    # that cuda-pip would then refuse.
+    check_names(args.requests, index, args.accept_name, confirm=None)
     env = environment_from_args(args)
     try:
         resolution = resolve(args.requests, env, index, options)
@@ -117,6 +123,8 @@ def next_command(args: argparse.Namespace) -> list[str]:
         command += ["--arch-list", args.arch_list]
     for folder in args.index:
         command += ["--index", str(folder)]
+    for name in args.accept_name:
+        command += ["--accept-name", name]
     return command
 
 

@@ -40,11 +40,20 @@ def requirement_name(text: str) -> str | None:
         return None
 
 
+#: Suffixes that upstream folder names add to a curated package's name: pointnet2_ops' README
+#: installs from the folder ``pointnet2_ops_lib``, and ``pip install pointnet2_ops_lib`` asks a
+#: public index for a package nobody curates.
+FOLDER_SUFFIXES = ("-lib",)
+
+
 def near_miss(name: str, curated: Iterable[str]) -> str | None:
-    """The curated package ``name`` is one edit away from (and is not), else None."""
+    """The curated package ``name`` is one edit away from, or is with a folder suffix (and is
+    not), else None."""
     wanted = canonicalize_name(name)
     for candidate in curated:
         other = canonicalize_name(candidate)
-        if other != wanted and edit_distance_at_most_one(wanted, other):
+        if other == wanted:
+            continue
+        if edit_distance_at_most_one(wanted, other) or any(wanted == other + suffix for suffix in FOLDER_SUFFIXES):
             return candidate
     return None

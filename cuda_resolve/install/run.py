@@ -77,7 +77,7 @@ def refuse_hash_mode(origins: Sequence[str], pip_args: Sequence[str], *, where: 
 def check_names(requirements: Sequence[str], index: Index, accepted: Sequence[str], *, confirm: Callable[[str], bool] | None) -> None:
     """Refuse a name pip would get (a pass-through request, a line of a ``-r`` file) that is one
     edit away from a curated package, unless the user confirms it (``confirm`` None: no prompt)."""
-    from .names import near_miss, requirement_name
+    from .names import edit_distance_at_most_one, near_miss, requirement_name
 
     curated = [package.name for package in index.packages]
     ok = {canonicalize_name(name) for name in accepted}
@@ -90,8 +90,9 @@ def check_names(requirements: Sequence[str], index: Index, accepted: Sequence[st
             continue
         if confirm is not None and confirm(f"'{name}' is not {meant}, which cuda-resolve curates; a look-alike name on a public index can be a typosquatted package. Install '{name}' from your index anyway? [y/N] "):
             continue
+        close = edit_distance_at_most_one(canonicalize_name(name), canonicalize_name(meant))
         raise UsageError(
-            f"{name!r} is one letter away from {meant!r}: did you mean {meant}?",
+            f"{name!r} is {'one letter away from' if close else 'a look-alike of'} {meant!r}: did you mean {meant}?",
             hint=f"to install {meant}: cuda-pip install {meant}; to install {name!r} as written: add --accept-name {name}",
         )
 

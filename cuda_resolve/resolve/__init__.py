@@ -22,6 +22,7 @@ from ..compat import (
     driver_supports_cuda,
     format_arch_list,
     marker_environment,
+    python_matches,
 )
 from ..environment import Environment
 from ..errors import ResolutionImpossible, UsageError
@@ -401,6 +402,12 @@ def _hint(rejection: Rejection, catalogue: Catalogue) -> str:
     kind = rejection.kind
     if kind == "installed-unfit":
         return f"rerun with --allow-torch-change to let cuda-resolve replace the installed {fact('torch') or 'torch'}"
+    if kind == "installed-torch-window":
+        fits = fact("fits")
+        if not fits:
+            return f"no torch release in the index fits {fact('package')}'s recipes on this Python; see --explain"
+        return (f"install a torch {fact('package')}'s recipes accept first (cuda-pip install torch=={fits}), or rerun with "
+                f"--allow-torch-change to let cuda-resolve replace the installed {fact('torch')}")
     if kind == "installed-no-wheel":
         return f"rerun with --allow-torch-change to switch to a torch that {fact('package')} publishes wheels for"
     if kind == "driver-cuda":
@@ -457,6 +464,31 @@ def _toolkit_major_conflict(name: str, catalogue: Catalogue, torch: Candidate) -
     )
 
 
+def _torch_window_conflict(name: str, catalogue: Catalogue, torch: Candidate) -> Rejection | None:
+    """Every recipe of ``name`` builds against other torch releases than the kept one: the torch
+    window is the obstacle (not the Python of wheels made for older torch releases)."""
+    builds = [c for c in catalogue.candidates(name) if c.kind == "build" and c.torch_spec is not None]
+    if not builds or any(c.torch_spec is not None and c.torch_spec.contains(torch.base_version, prereleases=True) for c in builds):
+        return None
+    package = catalogue.index.package(name)
+    shown = package.name if package else name
+    windows = dict.fromkeys(f"{c.torch_spec} ({c.recipe.name if c.recipe else c.label})" for c in builds)
+    python = catalogue.env.python
+    fitting = sorted(
+        (r.version for r in catalogue.index.torch
+         if any(c.torch_spec is not None and c.torch_spec.contains(r.version, prereleases=True) for c in builds)
+         and python_matches(r.python, python.version, free_threaded=python.abi_tag.endswith("t"))),
+        reverse=True,
+    )
+    return Rejection(
+        name, f"{shown} source build",
+        f"{shown}'s recipes build against torch {', '.join(windows)}, and the installed {torch.label} is outside "
+        f"{'that window' if len(windows) == 1 else 'each window'}",
+        "installed-torch-window",
+        (("package", shown), ("torch", torch.label), ("fits", str(fitting[0]) if fitting else "")),
+    )
+
+
 def _conflict(exc: resolvelib.ResolutionImpossible[Req, Candidate], catalogue: Catalogue, requested: list[Req]) -> ResolutionImpossible:
     involved: list[str] = []
     for cause in exc.causes:
@@ -478,6 +510,10 @@ def _conflict(exc: resolvelib.ResolutionImpossible[Req, Candidate], catalogue: C
             major = _toolkit_major_conflict(name, catalogue, installed)
             if major is not None:
                 leading.append(major)
+                continue
+            window = _torch_window_conflict(name, catalogue, installed)
+            if window is not None:
+                leading.append(window)
                 continue
             if any(c.kind == "wheel" for c in catalogue.candidates(name)) and not any(
                 c.kind == "build" for c in catalogue.candidates(name)

@@ -129,6 +129,7 @@ CATEGORIES = ("installed", "driver", "gpu", "toolkit", "compiler", "python", "pl
 RULES: dict[str, str] = {
     "installed-unfit": "installed",  # the installed torch does not run here, and may not change
     "installed-no-wheel": "installed",  # an extension publishes no wheel for the kept torch
+    "installed-torch-window": "installed",  # every recipe builds against other torch releases than the kept one
     "driver-cuda": "driver",  # the driver cannot run this build's CUDA
     "toolkit-driver": "driver",  # the driver cannot run code the only toolkits compile
     "gpu-kernels": "gpu",  # the build has no kernels for a GPU here
