@@ -127,12 +127,22 @@ def test_cli_writes_kernel_spec_under_jupyter_data_dir(tmp_path: Path, monkeypat
         assert "cr-test" in json.loads(listed.stdout)["kernelspecs"]
 
 
+@pytest.mark.network
 def test_kernelspec_list_shows_it(tmp_path: Path) -> None:
-    pytest.importorskip("jupyter_client", reason="jupyter_client is not installed here")
+    """jupyter_client itself (from PyPI, in a venv of its own) lists the spec with its env."""
+    from _torch_env import copy_venv
+
+    python = copy_venv(tmp_path / "jupyter")
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "jupyter_client"],
+                   check=True, capture_output=True, timeout=600)
     environ = {**os.environ, "JUPYTER_DATA_DIR": str(tmp_path / "jd")}
     subprocess.run([CUDA_RESOLVE, "env", "--jupyter", "cr-listed"], env=environ, check=True, capture_output=True, timeout=120)
-    listed = subprocess.run([sys.executable, "-m", "jupyter_client.kernelspecapp", "list", "--json"], env=environ, capture_output=True, text=True, timeout=60)
-    assert "cr-listed" in json.loads(listed.stdout)["kernelspecs"]
+    listed = subprocess.run([str(python.with_name("jupyter-kernelspec")), "list", "--json"], env=environ,
+                            capture_output=True, text=True, timeout=120, check=True)
+    spec = json.loads(listed.stdout)["kernelspecs"]["cr-listed"]
+    assert spec["resource_dir"] == str(tmp_path / "jd" / "kernels" / "cr-listed")
+    assert spec["spec"]["display_name"] == "cr-listed (cuda-resolve)"
+    assert spec["spec"]["env"]["PATH"].endswith("${PATH}")
 
 
 def test_bad_kernel_name_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
