@@ -150,3 +150,39 @@ def test_a_signal_to_the_follower_never_cancels_the_job(slurm: Cluster, target: 
             process.kill()
         if job:
             slurm.run("scancel", job, check=False)
+
+
+@pytest.mark.parametrize(("answer", "cancelled"), [("y", True), ("n", False)], ids=["yes", "no"])
+def test_ctrl_c_on_a_terminal_asks_before_scancel(slurm: Cluster, target: tuple[Path, Path], tmp_path: Path,
+                                                   answer: str, cancelled: bool) -> None:
+    import pty
+
+    argv, env = _setup(slurm, target, tmp_path)
+    stderr = tmp_path / "stderr"
+    leader, follower = pty.openpty()
+    with open(stderr, "w") as err:
+        process = subprocess.Popen([*argv, "--sbatch-arg=--begin=now+600"], env=env, stdin=follower,
+                                   stdout=subprocess.DEVNULL, stderr=err, text=True, cwd="/")
+    os.close(follower)
+    job = ""
+    try:
+        deadline = time.monotonic() + 120
+        while "submitted slurm job" not in stderr.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
+            time.sleep(0.2)
+        job = stderr.read_text().split("submitted slurm job ", 1)[1].split(":", 1)[0]
+        process.send_signal(signal.SIGINT)
+        while f"cancel slurm job {job}" not in stderr.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
+            time.sleep(0.2)
+        assert slurm.run("squeue", "-h", "-j", job, "-o", "%T").stdout.strip(), "cancelled before the answer"
+        os.write(leader, f"{answer}\n".encode())
+        assert process.wait(timeout=30) == 130
+        queued = slurm.run("squeue", "-h", "-j", job, "-o", "%T", check=False).stdout.strip()
+        assert (queued == "") is cancelled, (queued, stderr.read_text())
+    finally:
+        os.close(leader)
+        if process.poll() is None:
+            process.kill()
+        if job:
+            slurm.run("scancel", job, check=False)
