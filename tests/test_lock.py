@@ -132,6 +132,26 @@ def test_sync_installs_a_profile_exactly_and_check_then_finds_no_drift(configure
     assert "matches profile a100" in capsys.readouterr().out
 
 
+def test_a_torch_from_pypi_counts_as_the_locked_build_its_version_py_names(configured: dict[str, Path | str], locked: Path,
+                                                                             tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On the H200, PyPI's torch says 2.11.0 to pip and 2.11.0+cu130 in torch/version.py: the lock
+    names the PyTorch index's 2.11.0+cu130, which is that build, not another."""
+    python = _venv(tmp_path / "venv")
+    assert main(["sync", str(locked), "--name", "a100", "--python", str(python)]) == 0
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    # Make the installed torch look like PyPI's: no local label in its metadata, the build in version.py.
+    dist = Path(site) / "torch-2.14.1+cu126.dist-info"
+    metadata = dist / "METADATA"
+    metadata.write_text(metadata.read_text().replace("Version: 2.14.1+cu126", "Version: 2.14.1"))
+    dist.rename(Path(site) / "torch-2.14.1.dist-info")
+    (Path(site) / "torch" / "version.py").write_text("__version__ = '2.14.1+cu126'\ncuda = '12.6'\n")
+    capsys.readouterr()
+    assert main(["sync", str(locked), "--name", "a100", "--python", str(python), "--check", "--json"]) == 0, capsys.readouterr().out
+    states = {p["name"]: p["state"] for p in json.loads(capsys.readouterr().out)["packages"]}
+    assert states["torch"] == "ok"
+
+
 def test_sync_switches_profile_and_exact_removes_what_the_lock_does_not_name(configured: dict[str, Path | str], locked: Path, tmp_path: Path,
                                                                               capsys: pytest.CaptureFixture[str]) -> None:
     python = _venv(tmp_path / "venv")

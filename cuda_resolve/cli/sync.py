@@ -53,6 +53,10 @@ def handle(args: argparse.Namespace) -> int:
     wanted = wanted_files(lock, profile, env)
     environ = dict(os.environ)
     _, installed = pip_facts_and_distributions(python, environ)
+    if env.torch is not None and installed.get("torch") == env.torch.base_version != env.torch.version:
+        # PyPI's torch carries no local label in its metadata (2.11.0), while its version.py names
+        # the build (2.11.0+cu130): that is the build a lock from the PyTorch index names.
+        installed = {**installed, "torch": env.torch.version}
     report = drift(wanted, installed, exact=args.exact)
     to_install = [w for w, d in zip(wanted, report, strict=False) if d.state != "ok"]
     to_remove = [d.name for d in report if d.state == "not locked"]
