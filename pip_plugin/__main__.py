@@ -56,7 +56,10 @@ def _install(words: Sequence[str]) -> int:
     from cuda_resolve.install.reqfile import read_requirement_files, requirement_file_options
 
     if any(w in ("-h", "--help") for w in words):
-        parser = ArgumentParser(prog="cuda-pip install", description=__doc__)
+        import re
+
+        # The docstring is reStructuredText; a terminal shows ``x`` as `x`, as the last line does.
+        parser = ArgumentParser(prog="cuda-pip install", description=re.sub(r"``([^`]+)``", r"`\1`", __doc__ or ""))
         add_action_options(parser, install=True)
         parser.print_help()
         print("\nEvery other option is pip's own and is passed to `python -m pip install` unchanged.")

@@ -299,3 +299,93 @@ def test_cuda_pip_install_with_a_profile_is_refused_by_cuda_pip_not_forwarded_to
     assert done.stderr.startswith("error: cuda-pip install --prof"), done.stderr
     assert "cuda-resolve build REQ... --profile FILE" in done.stderr
     assert "no such option" not in done.stderr  # pip's own words: it was never asked
+
+
+# -- 7. notes that are true ------------------------------------------------------------------------
+
+
+def _old_pip_wheel() -> Path | None:
+    """A pip older than 24.2 (its own CA bundle unless told otherwise) that ships with a Python here."""
+    roots = {Path(sys.base_prefix).parent, Path("/usr/lib")}
+    for root in roots:
+        for wheel in sorted(root.glob("*/lib/python3*/ensurepip/_bundled/pip-2[23].*-py3-none-any.whl")) + \
+                sorted(root.glob("python3*/ensurepip/_bundled/pip-2[23].*-py3-none-any.whl")):
+            return wheel
+    return None
+
+
+def test_with_pip_cert_set_an_old_pip_gets_no_ca_bundle_note_and_no_doctor_error(tmp_path: Path) -> None:
+    from packaging.version import Version
+
+    from cuda_resolve.doctor.network import pip_trust_finding
+
+    assert pip_trust_finding(Version("23.2.1"), (3, 11), intercepted=True, truststore_installed=False).status == "error"
+    trusted = pip_trust_finding(Version("23.2.1"), (3, 11), intercepted=True, truststore_installed=False, cert="/etc/ca.pem")
+    assert trusted.status == "ok" and "PIP_CERT=/etc/ca.pem" in trusted.found
+    wheel = _old_pip_wheel()
+    if wheel is None:
+        pytest.skip("no pip < 24.2 wheel on this machine to make a target with")
+    venv = tmp_path / "old-pip"
+    subprocess.run([os.path.join(sys.base_prefix, "bin", "python3"), "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k != "VIRTUAL_ENV"}
+    subprocess.run([str(python), f"{wheel}/pip", "install", "-q", "--no-index", str(wheel)], check=True, timeout=120, env=clean)
+    links = tmp_path / "links"
+    links.mkdir()
+    from test_install_unit import _wheel
+
+    _wheel(links, "tinypkg", "1.0", files={"tinypkg/__init__.py": "VALUE = 42\n"})
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text(Path("/etc/ssl/certs/ca-certificates.crt").read_text() if Path("/etc/ssl/certs/ca-certificates.crt").is_file() else "")
+    install = ("install", "tinypkg", "--no-index", "--find-links", str(links), "--python", str(python))
+    with_cert = _run(*install, module="pip_plugin", env={**clean, "PIP_CERT": str(bundle)})
+    assert with_cert.returncode == 0, with_cert.stderr
+    assert "own CA bundle" not in with_cert.stderr, with_cert.stderr
+    subprocess.run([str(python), "-m", "pip", "uninstall", "-y", "-q", "tinypkg"], check=True, timeout=120, env=clean)
+    without = _run(*install, module="pip_plugin", env=clean)
+    assert without.returncode == 0, without.stderr
+    assert "verifies TLS with its own CA bundle" in " ".join(without.stderr.split()), without.stderr  # the note still comes where true
+
+
+def test_a_profile_with_gpus_and_no_driver_is_valid_in_the_code_and_the_docs(tmp_path: Path) -> None:
+    from cuda_resolve.profile import load_profile
+
+    env = load_profile(_profile_with_torch(tmp_path, "2.14.1+cu130", driver=False))
+    assert env.driver is None and [g.compute_capability for g in env.gpus] == [g.compute_capability for g in load_profile(
+        PROFILES / "h200-healthy-handwritten.toml").gpus]
+    docs = (Path(__file__).parent.parent / "docs" / "profile-format.md").read_text(encoding="utf-8")
+    assert "GPUs without a `[driver]` table are accepted" in docs
+    errors = docs[docs.index("| problem | message"):]
+    assert "[driver] is missing" not in errors  # the error table lists no error the code never gives
+
+
+def _every_parser() -> list[tuple[str, object]]:
+    import argparse
+
+    from cuda_resolve.cli import build_parser
+
+    found: list[tuple[str, object]] = []
+    pending: list[tuple[str, argparse.ArgumentParser]] = [("cuda-resolve", build_parser())]
+    while pending:
+        name, parser = pending.pop()
+        found.append((name, parser))
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                pending.extend((f"{name} {sub}", child) for sub, child in action.choices.items())
+    return found
+
+
+def test_help_texts_carry_no_rst_markup() -> None:
+    rst = re.compile(r"``|:(?:mod|class|func|meth|attr):`")
+    for name, parser in _every_parser():
+        text = parser.format_help()  # type: ignore[attr-defined]
+        assert not rst.search(text), f"{name} --help:\n{text}"
+    for args in (("install", "--help"), ("--help",)):
+        shown = _run(*args, module="pip_plugin").stdout
+        assert shown and not rst.search(shown), shown
+
+
+def test_version_names_the_index_date() -> None:
+    done = _run("--version")
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(r"cuda-resolve \S+ \(index of 20\d\d-\d\d-\d\d: the newest date its sources cite\)\n", done.stdout), done.stdout

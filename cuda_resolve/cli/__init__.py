@@ -56,14 +56,23 @@ def _requested_command(argv: Sequence[str]) -> str | None:
     return first if first in COMMANDS else None
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    from .. import __version__
+class _VersionAction(argparse.Action):
+    """--version, read only when asked (it reads the shipped index's files)."""
 
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from .. import version_text
+
+        print(version_text())
+        parser.exit()
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="cuda-resolve",
         description="Detect this NVIDIA machine, decide the ABI-matched torch and CUDA-extension builds, and install them.",
     )
-    parser.add_argument("--version", action="version", version=f"cuda-resolve {__version__}")
+    parser.add_argument("--version", action=_VersionAction, nargs=0, help="show the version and the index's date, and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     # Importing every command module costs start-up time a single command never needs.
     for name in (only,) if only else COMMANDS:

@@ -346,13 +346,17 @@ def _interception_finding(host: str, report: TlsReport) -> Finding:
 
 def pip_trust_finding(
     pip: Version | None, python: tuple[int, int], *, intercepted: bool | None, truststore_installed: bool,
-    ip_literal_index: str | None = None,
+    ip_literal_index: str | None = None, cert: str | None = None,
 ) -> Finding:
-    """Will the target's pip verify with the system store? (pure; see the module docs)"""
+    """Will the target's pip verify with the system store? (pure; see the module docs)
+    ``cert``: the CA bundle PIP_CERT names (an existing file), which pip uses instead of its own."""
     title = "pip and the system trust store"
     bad: Status = "error" if intercepted else "warn"
     if pip is None:
         return Finding(check="pip-trust", status="info", title=title, found="no pip in the target environment")
+    if cert and (pip < PIP_SYSTEM_STORE or python < (3, 10)):
+        return Finding(check="pip-trust", status="ok", title=title,
+                       found=f"pip {pip} verifies with PIP_CERT={cert} instead of its own CA bundle")
     if pip >= PIP_SYSTEM_STORE and python >= (3, 10):
         if ip_literal_index and pip < PIP_IP_LITERAL_FIX:
             return Finding(
@@ -542,6 +546,7 @@ def network_findings(
         read_dist_version(site, "pip"), env.python.version_tuple, intercepted=intercepted,
         truststore_installed=read_dist_version(site, "truststore") is not None,
         ip_literal_index=_ip_literal(pypi_fetched) if pypi_fetched else None,
+        cert=environment.get("PIP_CERT") if os.path.isfile(environment.get("PIP_CERT") or "") else None,
     ))
     files = list(condarc_files) if condarc_files is not None else _condarc_files(environment, env.python.prefix)
     conda = _conda_finding(environment, files, intercepted)

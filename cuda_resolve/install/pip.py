@@ -52,8 +52,10 @@ for dist in metadata.distributions():
     name = dist.metadata["Name"]
     if name and name.lower() not in seen:
         seen[name.lower()] = [name, dist.version]
+cert = os.environ.get("PIP_CERT") or None
 print(json.dumps({"pip": pip_version, "truststore": has_truststore, "externally_managed": externally_managed,
-                  "prefix": sys.prefix, "distributions": sorted(seen.values())}))
+                  "prefix": sys.prefix, "distributions": sorted(seen.values()),
+                  "cert": cert if cert and os.path.isfile(cert) else None}))
 """
 
 MINIMUM_PIP = Version("22")
@@ -65,6 +67,7 @@ class PipFacts:
     truststore: bool
     externally_managed: bool = False  # PEP 668: the interpreter's distributor manages its packages
     prefix: str | None = None
+    cert: str | None = None  # the CA bundle PIP_CERT names (an existing file): pip verifies with it
 
 
 def _run_json(python: str, script: str, environ: Mapping[str, str], what: str) -> object:
@@ -103,8 +106,10 @@ def _parse_facts(python: str, data: object) -> PipFacts:
         raise InstallError(f"{python} has pip {version}; cuda-pip needs pip >= {MINIMUM_PIP}",
                            hint=f"{python} -m pip install -U pip")
     prefix = data.get("prefix")
+    cert = data.get("cert")
     return PipFacts(version=version, truststore=bool(data.get("truststore")),
-                    externally_managed=bool(data.get("externally_managed")), prefix=prefix if isinstance(prefix, str) else None)
+                    externally_managed=bool(data.get("externally_managed")), prefix=prefix if isinstance(prefix, str) else None,
+                    cert=cert if isinstance(cert, str) else None)
 
 
 def trust_options(facts: PipFacts) -> tuple[list[str], str | None]:
@@ -113,6 +118,8 @@ def trust_options(facts: PipFacts) -> tuple[list[str], str | None]:
         return [], None
     if facts.version >= Version("22.2") and facts.truststore:
         return ["--use-feature=truststore"], None
+    if facts.cert is not None:  # pip verifies with that bundle, not its own: nothing to say
+        return [], None
     return [], (
         f"pip {facts.version} verifies TLS with its own CA bundle, not the system trust store: behind a "
         "TLS-intercepting proxy upgrade it (python -m pip install -U pip) or set PIP_CERT"
