@@ -195,6 +195,9 @@ def render(job: JobEnvironment, shell: Shell, *, extra_path: Sequence[str] = ())
         lines.append(prepend("LD_LIBRARY_PATH", job.library_path))
     if job.arch_list:
         lines.append(_set(shell, "TORCH_CUDA_ARCH_LIST", job.arch_list))
+    if shell == "csh":
+        # `eval "`cuda-resolve env --shell csh`"` joins the lines into one: each ends its statement.
+        lines = [f"{statement};" for line in lines for statement in line.split("\n")]
     return "\n".join(lines) + ("\n" if lines else "")
 
 

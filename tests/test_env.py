@@ -213,3 +213,27 @@ def test_job_with_export_none_imports_only_with_the_slurm_lines(slurm: Cluster, 
     findings = {f["check"]: f for f in json.loads((tmp_path / "doctor.json").read_text())["findings"]}
     assert "libcudart.so.99" in findings["slurm"]["found"]
     assert 'eval "$(cuda-resolve env)"' in findings["slurm"]["fix"]
+
+
+EVAL_IDIOMS = {
+    "bash": (["bash", "--noprofile", "--norc", "-c"], 'eval "$({cli} env --shell bash)"'),
+    "zsh": (["zsh", "-f", "-c"], 'eval "$({cli} env --shell zsh)"'),
+    "fish": (["fish", "--no-config", "-c"], "{cli} env --shell fish | source"),
+    "csh": (["tcsh", "-f", "-c"], 'eval "`{cli} env --shell csh`"'),
+}
+
+
+@pytest.mark.parametrize("shell", list(EVAL_IDIOMS))
+def test_the_documented_eval_idiom_works_and_twice_changes_nothing(shell: str, capsys: pytest.CaptureFixture[str]) -> None:
+    argv, idiom = EVAL_IDIOMS[shell]
+    if shutil.which(argv[0]) is None:
+        pytest.skip(f"{argv[0]} is not installed")
+    assert main(["env", "--json"]) == 0
+    exports = json.loads(capsys.readouterr().out)["exports"]
+    line = idiom.format(cli=CUDA_RESOLVE)
+    base = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), "SHELL": "/bin/false"}
+    once = _shell_env(argv, f"{line}\nenv", base)
+    twice = _shell_env(argv, f"{line}\n{line}\nenv", base)
+    assert once == twice
+    assert once.get("CUDA_HOME") == exports["CUDA_HOME"]
+    assert once["PATH"] == ":".join([*exports["PATH"], "/usr/bin", "/bin"])
