@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _slurm import Cluster, SlurmUnavailable, start_slurm
+from _slurm import Cluster, cluster_fixture
 
 from cuda_resolve.cli import main
 from cuda_resolve.environment import Environment, ExtensionBinary, Machine, PythonInfo, Toolkit
@@ -154,14 +154,7 @@ def test_bad_kernel_name_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
 
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    try:
-        cluster = start_slurm(tmp_path_factory.mktemp("slurm"))
-    except SlurmUnavailable as exc:
-        pytest.skip(f"Slurm cannot start here: {exc}")
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    yield from cluster_fixture(tmp_path_factory)
 
 
 def _compile(tmp: Path) -> tuple[Path, Path]:

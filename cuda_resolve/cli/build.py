@@ -148,18 +148,23 @@ def _submit(args: argparse.Namespace, profiles: list[Path]) -> int:
     command = [sys.executable, "-m", "cuda_resolve", "build", "--json", *options]
     script = run.folder / "build.sbatch"
     script.write_text(fanout.job_script(run, command))
-    job_id = scheduler.submit(script, ["--export=ALL", *args.sbatch_arg], environ)
-    run = fanout.Run(folder=run.folder, tasks=run.tasks, already=run.already, job_id=job_id)
-    fanout.record_submission(run, environ)
-    _say(f"submitted slurm job {job_id}: {len(tasks)} task(s) ({', '.join(f'{t.package} for {Path(t.profile).name}' for t in tasks)}); logs in {run.folder}")
+    from .._signals import Terminated, deferred_interrupts
+
+    # Once sbatch has the job, its id is recorded and said before any interrupt is taken.
+    with deferred_interrupts(_say, doing="submitting the build job") as held:
+        job_id = scheduler.submit(script, ["--export=ALL", *args.sbatch_arg], environ)
+        run = fanout.Run(folder=run.folder, tasks=run.tasks, already=run.already, job_id=job_id)
+        fanout.record_submission(run, environ)
+        _say(f"submitted slurm job {job_id}: {len(tasks)} task(s) ({', '.join(f'{t.package} for {Path(t.profile).name}' for t in tasks)}); logs in {run.folder}")
+    if held:
+        _say(f"slurm job {job_id} keeps running: `cuda-resolve build --status {job_id}` reports on it, `scancel {job_id}` cancels it")
+        raise held[0]
     if args.no_wait:
         if args.json:
             _output.print_json({"job_id": job_id, "folder": str(run.folder), "tasks": len(tasks)})
         else:
             print(job_id, flush=True)
         return 0
-    from .._signals import Terminated
-
     try:
         found = fanout.follow(run, environ, say=_say, every=poll)
     except Terminated:
