@@ -186,3 +186,22 @@ def test_ctrl_c_on_a_terminal_asks_before_scancel(slurm: Cluster, target: tuple[
             process.kill()
         if job:
             slurm.run("scancel", job, check=False)
+
+
+@pytest.mark.parametrize(("words", "said"), [
+    (["quickext", "--profile", "a.toml", "--profile", "b.toml"], "2 --profile options"),
+    (["quickext", "--no-wait"], "--no-wait is an option of Slurm builds"),
+    (["quickext", "--sbatch-arg=--time=1"], "--sbatch-arg is an option of Slurm builds"),
+    (["quickext", "--slurm"], "--slurm builds for the node classes --profile FILE describes"),
+    (["quickext", "--slurm", "--profile", "/nonexistent/node.toml"], "--profile /nonexistent/node.toml: the build cannot be planned"),
+    (["--status", "abc"], "a Slurm job id is a number"),
+    (["--status", "12345"], "no build run of that job id is recorded"),
+    (["quickext", "--status", "12345"], "name no requirements"),
+    ([], "name at least one requirement"),
+], ids=["profiles-without-slurm", "no-wait", "sbatch-arg", "slurm-without-profile", "missing-profile", "status-not-a-number",
+        "status-unknown", "status-with-requirements", "nothing"])
+def test_bad_input_is_a_usage_error(words: list[str], said: str, tmp_path: Path) -> None:
+    env = {**os.environ, "CUDA_RESOLVE_SLURM_DIR": str(tmp_path / "runs")}
+    done = _run([sys.executable, "-m", "cuda_resolve", "build", *words], env)
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -112,7 +112,9 @@ def _dry_run(requests: Sequence[str], profile: Path, options: Sequence[str]) -> 
     if done.returncode != 0 or not isinstance(document, dict) or "prepared" not in document:
         said = document.get("error") if isinstance(document, dict) else None
         lines = [line for line in done.stderr.splitlines() if line.strip()]
-        raise BuildError(f"--profile {profile}: the build cannot be planned: {said or (lines[-1] if lines else f'exit status {done.returncode}')}",
+        # Exit status 2 is bad input (a missing or broken profile, a bad option): so is this.
+        error = UsageError if done.returncode == 2 else BuildError
+        raise error(f"--profile {profile}: the build cannot be planned: {said or (lines[-1] if lines else f'exit status {done.returncode}')}",
                          hint=f"run `cuda-resolve build {' '.join(requests)} --profile {profile} --dry-run` to see why")
     prepared: dict[str, Any] = document["prepared"]
     return prepared
