@@ -113,6 +113,14 @@ def test_the_real_command_line_targets_its_own_venv_and_says_so(tmp_path: Path) 
     assert "target interpreter: /usr/bin/python3 (from python3 on PATH)" in done.stdout, done.stdout
 
 
+def test_other_cuda_pip_commands_say_which_rule_chose_the_target() -> None:
+    done = _run("--version", module="pip_plugin")  # pip's own --version, run by the target's pip
+    assert done.returncode == 0, done.stderr
+    own = os.path.join(sys.prefix, "bin", "python")
+    assert done.stderr.splitlines()[0] == f"cuda-pip: {own} -m pip (target chosen by the venv it runs from)", done.stderr
+    assert done.stdout.startswith("pip "), done.stdout
+
+
 def test_installing_into_a_base_interpreter_says_so_first(tmp_path: Path) -> None:
     base = os.path.join(sys.base_prefix, "bin", "python3")
     assert is_base_interpreter(base) and not is_base_interpreter(sys.executable)
