@@ -8,6 +8,7 @@ against a stand-in torch and CUDA toolkit, so the numbers are Slurm's and cuda-r
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -77,3 +78,5 @@ with running_slurm(root / "slurm") as cluster:
     print(f"2 tasks, submit + follow to the end (poll 2 s): {both:5.1f} s")
     print(f"rerun, everything already there (submits 0):    {rerun:5.1f} s")
     print("node:", cluster.run("sinfo", "-h", "-N", "-o", "%N %c CPUs %m MiB").stdout.strip())
+
+shutil.rmtree(root, ignore_errors=True)
