@@ -397,3 +397,13 @@ def test_version_names_the_index_date() -> None:
     done = _run("--version")
     assert done.returncode == 0, done.stderr
     assert re.fullmatch(r"cuda-resolve \S+ \(index of 20\d\d-\d\d-\d\d: the newest date its sources cite\)\n", done.stdout), done.stdout
+
+
+@pytest.mark.parametrize("columns", [40, 200])
+def test_help_is_never_broken_inside_a_word(columns: int) -> None:
+    """argparse's default wraps at hyphens: `cuda-` at the end of one line, `pip` on the next."""
+    for module, args in (("pip_plugin", ("install", "--help")), ("cuda_resolve", ("build", "--help")),
+                         ("cuda_resolve", ("plan", "--help"))):
+        shown = _run(*args, module=module, columns=columns).stdout
+        broken = [line for line in shown.splitlines() if re.search(r"\w-$", line)]
+        assert shown and not broken, (module, args, broken)

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..errors import UsageError
 
@@ -20,8 +21,28 @@ __all__ = ["ArgumentParser", "guarded", "interrupted", "main", "run", "split_deb
 COMMANDS = ("detect", "doctor", "plan", "install", "apply", "undo", "build", "wheelhouse", "mirror", "index", "lock", "sync", "env")
 
 
+class _Formatter(argparse.HelpFormatter):
+    """Help wrapped at spaces only: a command, option or path in it is never split at a hyphen
+    (``cuda-`` / ``pip``) or inside a long word, so what a user copies from it runs."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False, break_long_words=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False, break_long_words=False)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so bad usage goes through the one boundary."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}", hint=f"run `{self.prog} --help` for usage")
