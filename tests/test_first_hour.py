@@ -407,3 +407,27 @@ def test_help_is_never_broken_inside_a_word(columns: int) -> None:
         shown = _run(*args, module=module, columns=columns).stdout
         broken = [line for line in shown.splitlines() if re.search(r"\w-$", line)]
         assert shown and not broken, (module, args, broken)
+
+
+def test_a_patch_reason_is_shown_whole_never_cut_inside_a_word(
+        tmp_path: Path, silent_build: tuple[list[str], dict[str, str]]) -> None:
+    argv, env = silent_build
+    index = tmp_path / "patched-index"
+    shutil.copytree(DATA / "index" / "sleepext", index)
+    recipe = index / "packages" / "sleepext.toml"
+    reason = ("torch 2.14 removed the named-tensor at::zeros(size, names, dtype, layout, device, pin) overload: "
+              "'no matching function for call to zeros(...)' in mise.cpp:107")
+    recipe.write_text(recipe.read_text() + f'''
+[[recipe.patch]]
+file = "pyproject.toml"
+find = "# tests/test_signals.py"
+replace = "# patched: tests/test_signals.py"
+reason = "{reason}"
+''')
+    argv = [*argv[:argv.index("--index") + 1], str(index), *argv[argv.index("--index") + 2:]]
+    done = subprocess.run(argv, capture_output=True, text=True, env={**env, "COLUMNS": "40", "SILENT_SECONDS": "0"},
+                          timeout=300, check=False, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert ("applied 1 recipe patch(es): torch 2.14 removed the named-tensor at::zeros(size, names, dtype, layout, "
+            "device, pin) overload") in said, done.stderr

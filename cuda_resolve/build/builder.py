@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import textwrap
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -144,7 +143,7 @@ def build(
             for note in source.notes:
                 report.note(note)
             if source.patches:
-                report.step(f"{label}: applied {len(source.patches)} recipe patch(es): " + "; ".join(textwrap.shorten(p.reason.split(':')[0], 80, placeholder=" ...") for p in source.patches))
+                report.step(f"{label}: applied {len(source.patches)} recipe patch(es): " + "; ".join(p.reason.split(": ")[0] for p in source.patches))
 
             def runner_note(text: str) -> None:  # unless the caller's pip says it already
                 if target_pip.on_note is None and text.startswith(NOTE_PREFIX):
