@@ -115,7 +115,7 @@ SKIP: dict[str, str] = {
 cuda-resolve sync pylock.toml --name auto    # on each machine""":
         "lock asks PyPI and the PyTorch index (network; the latter unreachable in CI) and sync installs torch; "
         "tests/test_lock*.py cover both",
-    """pip install cuda-resolve    # into conda's base environment
+    """conda run -n base python -m pip install .    # from this checkout, into conda's base environment
 conda cuda activate
 conda install pointnet2_ops""":
         "needs conda and changes its base environment; tests/test_conda_plugin.py runs the plugin in a real conda",
