@@ -232,3 +232,36 @@ def test_without_a_gpu_the_main_command_refuses_as_the_readme_says(tmp_path: Pat
     result = _bash("cuda-pip install torch pointnet2_ops --dry-run", tmp_path, _environ(tmp_path, NO_GPU))
     assert result.returncode == 1
     assert " ".join(quoted.group(1).split()) in " ".join((result.stdout + result.stderr).split())
+
+
+def _troubleshooting_rows() -> list[list[str]]:
+    readme = README.read_text(encoding="utf-8")
+    section = readme.split("\n## Troubleshooting\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| ---")]
+    return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows[1:]]
+
+
+def test_troubleshooting_names_real_checks_and_diagnoses() -> None:
+    """Each doctor check the table names exists, and each build diagnosis it names recognises the
+    message of its row (the table cannot drift from the code)."""
+    from cuda_resolve.build.diagnose import KNOWN_FAILURES
+
+    root = README.parent / "cuda_resolve" / "doctor"
+    checks = set(re.findall(r'check="([a-z-]+)"', "".join(p.read_text(encoding="utf-8") for p in root.glob("*.py"))))
+    diagnoses = {d.kind: d for d in KNOWN_FAILURES}
+    rows = _troubleshooting_rows()
+    assert len(rows) >= 8
+    checked_names = checked_kinds = 0
+    for message, catches, _fix in rows:
+        doctor_part, _, build_part = catches.partition("a failed build:")
+        named = re.findall(r"`([a-z-]+)`", doctor_part)
+        for name in named:
+            if "doctor" in doctor_part:
+                assert name in checks, f"{name!r} is not a doctor check"
+                checked_names += 1
+        for kind in re.findall(r"^\s*`([a-z-]+)`", build_part):
+            assert kind in diagnoses, f"{kind!r} is not a build diagnosis"
+            sample = re.sub(r"`", "", message.split(" at ")[0]).replace("...", "EEE")
+            assert diagnoses[kind].pattern.search(sample), f"{kind} does not recognise {sample!r}"
+            checked_kinds += 1
+    assert checked_names >= 6 and checked_kinds >= 4
