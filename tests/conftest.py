@@ -65,3 +65,12 @@ def _isolated_from_the_developer(tmp_path_factory: pytest.TempPathFactory, monke
     for name in _cleared_names():
         monkeypatch.delenv(name, raising=False)
     yield
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses the single-node Slurm fixture (``slurm``) is a ``slurm`` test: deselected by
+    default (it starts daemons), run by .ci/run's services stage. Runs before ``-m`` selects."""
+    for item in items:
+        if "slurm" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slurm)
