@@ -25,7 +25,7 @@ How each tool is told about the machine (nothing here has a GPU):
   so it cannot show what ltt would choose.
 
 download.pytorch.org cannot be reached here, so uv and ltt cannot finish. Their decision is read
-from their own output (uv's debug log names the PyTorch indexes in its priority order; ltt's own
+from their own output (uv's debug log names the PyTorch indexes it queries, newest CUDA first; ltt's own
 ``detect_compatible_computation_backends()`` gives the backends it would accept) and completed
 with each tool's documented rule against the same index facts cuda-resolve uses
 (``default_index()``): uv takes the first index in its order that carries torch (uv's default
@@ -303,7 +303,11 @@ def run_cuda_resolve(m: Machine, index: Index, proxy: CountingProxy) -> dict[str
         retry = [*cmd, "--allow-torch-change"]
         second = _run(retry, env, proxy)
         result["runs"].append(dict(second, shown=_shown(retry, shown_env)))
-        result["refused_first"] = (first["stderr"].strip().splitlines() or [""])[0]
+        try:
+            refusal = json.loads(first["stdout"])
+            result["refused_first"] = f"{refusal['error']} (hint: {refusal['hint']})"
+        except (ValueError, KeyError):
+            result["refused_first"] = (first["stderr"].strip().splitlines() or [""])[0]
         final = second
     else:
         final = first
@@ -329,6 +333,8 @@ def run_uv(m: Machine, index: Index, proxy: CountingProxy) -> dict[str, Any]:
     shown_env = {"UV_CUDA_DRIVER_VERSION": m.driver} if m.driver else {}
     env.update(shown_env)
     env["UV_HTTP_RETRIES"] = "0"
+    # --python-version needs no interpreter of that version; keep uv from fetching one.
+    env["UV_PYTHON_DOWNLOADS"] = "never"
     env["UV_NO_CACHE"] = "1"
     if m.installed_venv:
         cmd = [uv, "pip", "install", "torch", "--torch-backend=auto", "--dry-run",
@@ -340,10 +346,9 @@ def run_uv(m: Machine, index: Index, proxy: CountingProxy) -> dict[str, Any]:
                "--python-platform", "x86_64-manylinux_2_28", "-v"]
     run = _run(cmd, env, proxy)
     log = run["stdout"] + run["stderr"]
-    order: list[str] = []
-    for _, variant in UV_GET.findall(log):
-        if variant not in order:
-            order.append(variant)
+    # uv fetches its indexes concurrently, so the log's order varies from run to run; uv ranks
+    # them newest CUDA first (every run's first request is the newest), which is the order used.
+    order = sorted({variant for _, variant in UV_GET.findall(log)}, key=_cuda_key, reverse=True)
     detected = re.search(r"Detected CUDA driver version from `([^`]+)`: (\S+)", log)
     result: dict[str, Any] = {
         "run": dict(run, shown=_shown(cmd, shown_env).replace(str(req) if not m.installed_venv else "\0", "requirements.in")),
@@ -428,21 +433,22 @@ def _cell(tool: dict[str, Any]) -> str:
     pick = tool.get("pick", "no decision")
     kernels = tool.get("kernels", {})
     mark = {True: "yes", False: "**no**", None: "unknown"}[kernels.get("all_gpus_covered")] if kernels else "-"
-    return f"{pick}; kernels for all GPUs: {mark}"
+    prefix = "refuses to replace the CPU torch silently; with `--allow-torch-change`: " if "refused_first" in tool else ""
+    return f"{prefix}{pick}; kernels for all GPUs: {mark}"
 
 
 def markdown(doc: dict[str, Any]) -> str:
     lines = [
         f"# Side by side: which torch build each tool picks ({DATE})",
         "",
-        f"Tools: cuda-resolve {doc['versions']['cuda-resolve']}; {doc['versions']['uv']}; "
+        f"Tools: {doc['versions']['cuda-resolve']}; {doc['versions']['uv']}; "
         f"light-the-torch {doc['versions']['light-the-torch']} (pip {doc['versions']['ltt-pip']}). "
         "Produced by `.venv/bin/python bench/side_by_side.py`; raw output in "
         f"`side-by-side-{DATE}.json`.",
         "",
         "The PyTorch index cannot be reached from this machine: this compares decisions, not installs. "
-        "uv's pick is the first PyTorch index in the order its debug log shows (its default "
-        "first-index strategy) and the newest torch the cuda-resolve index lists there; ltt's pick is "
+        "uv's pick is the newest-CUDA index among those its debug log shows it querying (uv ranks "
+        "them newest first and its default strategy takes the first index that has torch) and the newest torch the cuda-resolve index lists there; ltt's pick is "
         "the highest backend among those its own detection accepts, then the newest torch. "
         "\"Kernels for all GPUs\" applies one rule to every pick: the build's arch list in the "
         "cuda-resolve index, checked with `compat.build_covers_gpu`.",
@@ -465,7 +471,7 @@ def markdown(doc: dict[str, Any]) -> str:
             lines.append(f"  - first run refused: {cr['refused_first']}")
         lines.append(f"  - picks {cr['pick']}: {cr['kernels']['verdict']}")
         lines.append(f"- uv: `{uv['run']['shown']}` (exit {uv['run']['rc']}); driver seen: {uv['driver_seen']}; "
-                     f"PyTorch indexes in order: {', '.join(uv['index_order']) or 'none'}")
+                     f"PyTorch indexes queried, newest CUDA first: {', '.join(uv['index_order']) or 'none'}")
         lines.append("  - printed: " + " / ".join(f"`{p[:160]}`" for p in uv["printed"]))
         lines.append(f"  - pick {uv.get('pick', 'none')}: {uv.get('kernels', {}).get('verdict', '-')}")
         lines.append(f"- ltt: `{ltt['run']['shown']}` (exit {ltt['run']['rc']}); nvidia-smi calls: "
@@ -473,6 +479,27 @@ def markdown(doc: dict[str, Any]) -> str:
         lines.append("  - printed: " + " / ".join(f"`{p[:160]}`" for p in ltt["printed"]))
         lines.append(f"  - pick {ltt.get('pick', 'none')}: {ltt.get('kernels', {}).get('verdict', '-')}")
         lines.append("")
+    lines += [
+        "## Notes", "",
+        "- uv's `--torch-backend=auto` reads only the driver version (here from `UV_CUDA_DRIVER_VERSION`; "
+        "the debug log says so); no GPU fact reaches its choice, so a Pascal card or a V100 next to an "
+        "H100 gets the newest CUDA index the driver allows. With no driver it uses the CPU index.",
+        "- light-the-torch reads only `nvidia-smi --query-gpu=driver_version` (the fake script logged "
+        "every call; `accepted backends` is ltt's own `detect_compatible_computation_backends()`). "
+        "Its real run always uses the scratch venv's Python 3.11; the modelled pick uses each machine's Python.",
+        "- With download.pytorch.org unreachable ltt falls back to PyPI for torch and its dry run "
+        "fetches whole torch wheels: without the bench's byte cap one run downloaded 6.7 GB and filled "
+        "this machine's disk. The sha256 lines it printed come from the bench cutting that download off.",
+        "- Installed CPU torch: uv and ltt see `torch` already satisfied and change nothing; cuda-resolve "
+        "refuses until told `--allow-torch-change`, then picks a CUDA build.",
+        "- Login node: uv and ltt can only see the login node itself (no driver), so they pick a CPU "
+        "build; cuda-resolve is given the nodes' GPU class in a profile and states the driver the "
+        "nodes need for the CUDA build it picks.",
+        "- Builds whose existence or arch list the cuda-resolve index marks unverified are flagged in "
+        "the JSON (`arch_list_unverified`; cuda-resolve itself prefers confirmed releases, which is why "
+        "it can pick an older version than the modelled uv/ltt picks).",
+        "",
+    ]
     lines += ["## Bytes downloaded with the PyTorch index unreachable", "",
               "Every command ran with HTTPS_PROXY/HTTP_PROXY set to a loopback CONNECT proxy that relays "
               "to the real host and counts the bytes coming back (a refused or unresolvable host is "
