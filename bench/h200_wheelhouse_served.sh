@@ -54,7 +54,7 @@ serve)
   run env $A python3 -m cuda_resolve wheelhouse publish --to "$url/"
   run env $A python3 -m cuda_resolve wheelhouse publish --to "http://builder:lab-pw-2026@127.0.0.1:8080/"
   # C: the server serves only 8.0;8.9: C plans a build (reused: null), takes nothing.
-  run env $C CUDA_RESOLVE_WHEELHOUSE_URL="$url/simple/" python3 -m cuda_resolve plan pointnet2_ops --json
+  run env $C CUDA_RESOLVE_WHEELHOUSE_URL="$url/simple/" python3 -m cuda_resolve plan pointnet2_ops --python /tmp/mc/bin/python --json
   run env $C python3 -m cuda_resolve wheelhouse list
   # A publishes everything: 8.0;9.0 uploaded, 8.0;8.9 already there.
   mv /tmp/a-wh-all/* /tmp/a-wh/wheels/pointnet2-ops/ 2>/dev/null
@@ -63,8 +63,8 @@ serve)
   run curl -s "$url/simple/pointnet2-ops/"
   # B: fresh; the server in its config file; installs with no compile, then the kernel runs.
   echo "wheelhouse_url = \"$url/simple/\"" > /tmp/b-home/config.toml
-  run env $B python3 -m cuda_resolve plan pointnet2_ops
-  run env $B python3 -m pip_plugin install pointnet2_ops --smoke
+  run env $B python3 -m cuda_resolve plan pointnet2_ops --python /tmp/mb/bin/python
+  run env $B python3 -m pip_plugin install pointnet2_ops --python /tmp/mb/bin/python --smoke
   run env $B python3 -m cuda_resolve wheelhouse list
   run /tmp/mb/bin/python -m pip show pointnet2_ops
   run /tmp/mb/bin/python -c 'import torch; from pointnet2_ops import pointnet2_utils as u; x = torch.rand(1, 128, 3, device="cuda"); print(u.furthest_point_sample(x, 16)); torch.cuda.synchronize()'
