@@ -15,7 +15,6 @@ one (compat's rule, ranked by :func:`~cuda_resolve.wheelhouse.key.covers`); with
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -24,15 +23,10 @@ from packaging.version import InvalidVersion, Version
 from ..compat import format_arch_list, uncovered_gpus
 from ..environment import Gpu, InstalledExtension
 from ..index.cuda import ArchEntry
-from ..index.model import TorchRelease
-from ..versions import ComputeCapability
-from ..wheelhouse.key import covers
+from ..index.model import TorchRelease, parse_arch_list
+from ..wheelhouse.key import covers, parse_local_label, torch_label
 
 __all__ = ["BuildLabel", "Kept", "Refused", "judge_installed", "parse_build_label", "torch_label"]
-
-#: One arch of a label: ``sm86``, ``sm90a``, ``sm100f``, ``sm86ptx`` (the minor is one digit).
-_LABEL_ARCH = re.compile(r"sm(\d{1,3}?)(\d)([af]?)(ptx)?")
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BuildLabel:
@@ -43,40 +37,17 @@ class BuildLabel:
     arch_list: tuple[ArchEntry, ...]
 
 
-def torch_label(torch: Version, variant: str) -> str:
-    """The label's torch part for a build against ``torch`` (its release) and ``variant``, as
-    :attr:`WheelKey.local_label` writes it: ``pt2141cu130``."""
-    head = "pt" + "".join(str(part) for part in torch.release)
-    if torch.pre is not None:
-        head += f"{torch.pre[0]}{torch.pre[1]}"
-    if torch.post is not None:
-        head += f"post{torch.post}"
-    if torch.dev is not None:
-        head += f"dev{torch.dev}"
-    return head + variant.replace(".", "").lower()
-
-
 def parse_build_label(version: str) -> BuildLabel | None:
-    """The label of ``3.0.0+pt2141cu130.sm80.sm86ptx``; None when the version has none of that form."""
+    """The label of ``3.0.0+pt2141cu130.sm80.sm86ptx`` (a recipe word after the archs or not),
+    read by the wheelhouse's own reader; None when the version has none of that form."""
     try:
         local = Version(version).local
     except InvalidVersion:
         return None
-    if local is None:
+    parts = parse_local_label(local) if local is not None else None
+    if parts is None:
         return None
-    head, *words = local.split(".")
-    if not re.fullmatch(r"pt\d+[a-z0-9]*", head):
-        return None
-    if words and re.fullmatch(r"r[0-9a-f]{8}", words[-1]):
-        words.pop()  # the recipe word (WheelKey.recipe_word); labels before it had none
-    entries: list[ArchEntry] = []
-    for word in words:
-        match = _LABEL_ARCH.fullmatch(word)
-        if match is None:
-            return None
-        capability = ComputeCapability(int(match.group(1)), int(match.group(2)), match.group(3))
-        entries.append(ArchEntry(capability, ptx=match.group(4) is not None))
-    return BuildLabel(torch=head, arch_list=tuple(entries))
+    return BuildLabel(torch=parts.torch, arch_list=parse_arch_list(parts.arch_list) if parts.arch_list else ())
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -101,6 +101,19 @@ class LabelParts:
     recipe: str | None  # "r1a2b3c4d"; None in labels written before the recipe word existed
 
 
+def torch_label(torch: Version, variant: str) -> str:
+    """A label's torch part for a build against ``torch`` (its release) and ``variant``:
+    ``pt2141cu130`` (PyG style: the release's digits joined, so it is compared, not split)."""
+    head = "pt" + "".join(str(part) for part in torch.release)
+    if torch.pre is not None:
+        head += f"{torch.pre[0]}{torch.pre[1]}"
+    if torch.post is not None:
+        head += f"post{torch.post}"
+    if torch.dev is not None:
+        head += f"dev{torch.dev}"
+    return head + variant.replace(".", "").lower()
+
+
 def parse_local_label(label: str) -> LabelParts | None:
     """``pt2141cu130.sm86.sm90ptx.r1a2b3c4d`` (or the older form without the recipe word) read
     back; None when it is not a label of that form."""
@@ -232,19 +245,10 @@ class WheelKey:
         style), then each arch (``ptx`` where PTX is embedded), then :attr:`recipe_word`, so two
         recipes of one version have two file names on an index server. A valid PEP 440 local
         label, already in normal form."""
-        torch = Version(self.torch)
-        head = "pt" + "".join(str(part) for part in torch.release)
-        if torch.pre is not None:
-            head += f"{torch.pre[0]}{torch.pre[1]}"
-        if torch.post is not None:
-            head += f"post{torch.post}"
-        if torch.dev is not None:
-            head += f"dev{torch.dev}"
-        variant = self.variant.replace(".", "")
         archs = [
             _label_arch(parse_arch_entry(word)) for word in self.arch_list.split(";") if word
         ]
-        return ".".join([head + variant, *archs, self.recipe_word])
+        return ".".join([torch_label(Version(self.torch), self.variant), *archs, self.recipe_word])
 
     @property
     def labelled_version(self) -> str:
