@@ -79,3 +79,32 @@ def torch_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert report["plan"]["install"][0]["index"] == "https://pypi.org/simple"
     assert "torch" in report["result"]["verified_imports"]
     return python
+
+
+def standin_torch_venv(folder: Path) -> Path:
+    """``folder/venv``: a venv holding a stand-in torch 2.14.1 built for CUDA 13.0 (two small
+    files, no libraries), for tests that drive the builder without a real torch."""
+    from test_install_unit import _wheel
+
+    links = folder / "links"
+    links.mkdir(parents=True)
+    _wheel(links, "torch", "2.14.1", files={"torch/__init__.py": "__version__ = '2.14.1'\nfrom . import version\n",
+                                            "torch/version.py": "__version__ = '2.14.1'\ncuda = '13.0'\n"})
+    python = copy_venv(folder / "venv")
+    environ = {name: value for name, value in os.environ.items() if not name.startswith("PIP_")}
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index", "--find-links",
+                    str(links), "torch==2.14.1"], check=True, env=environ, timeout=120)
+    return python
+
+
+def standin_cuda_toolkit(folder: Path) -> Path:
+    """``folder``, made a stand-in CUDA 13.0 toolkit: the headers the builder's pre-flight looks
+    for, and an ``nvcc`` that answers ``--version`` (and compiles nothing)."""
+    (folder / "bin").mkdir(parents=True)
+    (folder / "include").mkdir()
+    for header in ("cuda_runtime_api.h", "cusparse.h", "cublas_v2.h", "cusolverDn.h"):
+        (folder / "include" / header).write_text("/* stand-in */\n")
+    nvcc = folder / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\n[ \"$1\" = --version ] && printf 'Cuda compilation tools, release 13.0, V13.0.88\\n' && exit 0\nexit 1\n")
+    nvcc.chmod(0o755)
+    return folder

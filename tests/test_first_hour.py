@@ -183,7 +183,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 def silent_build(tmp_path: Path, torch_venv_template: Path) -> tuple[list[str], dict[str, str]]:  # noqa: F811
     """(argv of `cuda-resolve build sleepext`, its environment): a build whose compiler is silent
     for SILENT_SECONDS (5), against a stand-in torch 2.14.1+cu130 and a stand-in nvcc 13.0."""
-    from _torch_env import copy_venv
+    from _torch_env import copy_venv, standin_cuda_toolkit
 
     python = copy_venv(tmp_path / "a-target-folder-with-a-long-name-so-the-path-outgrows-forty-columns" / "venv",
                        torch_venv_template)
@@ -192,14 +192,7 @@ def silent_build(tmp_path: Path, torch_venv_template: Path) -> tuple[list[str], 
     (source / "silent_backend.py").write_text(BACKEND)
     pyproject = source / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace('build-backend = "sleepy_backend"', 'build-backend = "silent_backend"'))
-    cuda = tmp_path / "cuda"
-    (cuda / "bin").mkdir(parents=True)
-    (cuda / "include").mkdir()
-    for header in ("cuda_runtime_api.h", "cusparse.h", "cublas_v2.h", "cusolverDn.h"):
-        (cuda / "include" / header).write_text("/* stand-in */\n")
-    nvcc = cuda / "bin" / "nvcc"
-    nvcc.write_text("#!/bin/sh\n[ \"$1\" = --version ] && printf 'Cuda compilation tools, release 13.0, V13.0.88\\n' && exit 0\nexit 1\n")
-    nvcc.chmod(0o755)
+    cuda = standin_cuda_toolkit(tmp_path / "cuda")
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     env.update(CUDA_HOME=str(cuda), PATH=f"{cuda / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin",
                CUDA_RESOLVE_WHEELHOUSE=str(tmp_path / "wheelhouse"), SLEEPY_PIDS=str(tmp_path / "pids"))

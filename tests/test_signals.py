@@ -29,8 +29,8 @@ from pathlib import Path
 
 import filelock
 import pytest
-from _torch_env import copy_venv
-from test_install_unit import _env_with_torch_index, _freeze, _wheel, torch_index  # noqa: F401  (torch_index: a fixture)
+from _torch_env import copy_venv, standin_cuda_toolkit, standin_torch_venv
+from test_install_unit import _env_with_torch_index, _freeze, torch_index  # noqa: F401  (torch_index: a fixture)
 
 from cuda_resolve import _signals
 from cuda_resolve.build.runner import LINGER_SECONDS, run_logged
@@ -135,14 +135,7 @@ def _run_and_signal(argv: list[str], env: dict[str, str], tmp_path: Path, signum
 def torch_venv_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A venv holding a stand-in torch 2.14.1 built for CUDA 13.0 (two small files, no libraries)."""
     folder = tmp_path_factory.mktemp("torch-template")
-    links = folder / "links"
-    links.mkdir()
-    _wheel(links, "torch", "2.14.1", files={"torch/__init__.py": "__version__ = '2.14.1'\nfrom . import version\n",
-                                            "torch/version.py": "__version__ = '2.14.1'\ncuda = '13.0'\n"})
-    python = copy_venv(folder / "venv")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index", "--find-links",
-                    str(links), "torch==2.14.1"], check=True, env=env, timeout=120)
+    standin_torch_venv(folder)
     return folder / "venv"
 
 
@@ -150,14 +143,7 @@ def torch_venv_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def build_env(tmp_path: Path, torch_venv_template: Path) -> Iterator[tuple[list[str], dict[str, str], Path]]:
     """(argv of `cuda-resolve build sleepext`, its environment, the target's python)."""
     python = copy_venv(tmp_path / "target", torch_venv_template)
-    cuda = tmp_path / "cuda"
-    (cuda / "bin").mkdir(parents=True)
-    (cuda / "include").mkdir()
-    for header in ("cuda_runtime_api.h", "cusparse.h", "cublas_v2.h", "cusolverDn.h"):
-        (cuda / "include" / header).write_text("/* stand-in */\n")
-    nvcc = cuda / "bin" / "nvcc"
-    nvcc.write_text("#!/bin/sh\n[ \"$1\" = --version ] && printf 'Cuda compilation tools, release 13.0, V13.0.88\\n' && exit 0\nexit 1\n")
-    nvcc.chmod(0o755)
+    cuda = standin_cuda_toolkit(tmp_path / "cuda")
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 from _slurm import Cluster, cluster_fixture
-from _torch_env import copy_venv
-from test_install_unit import _wheel
+from _torch_env import standin_cuda_toolkit, standin_torch_venv
 
 DATA = Path(__file__).parent / "data"
 SOURCE = DATA / "packages" / "quickext"
@@ -36,23 +35,7 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def target(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(a venv holding a stand-in torch 2.14.1 for CUDA 13.0, a stand-in CUDA 13.0 toolkit)."""
     folder = tmp_path_factory.mktemp("target")
-    links = folder / "links"
-    links.mkdir()
-    _wheel(links, "torch", "2.14.1", files={"torch/__init__.py": "__version__ = '2.14.1'\nfrom . import version\n",
-                                            "torch/version.py": "__version__ = '2.14.1'\ncuda = '13.0'\n"})
-    python = copy_venv(folder / "venv")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index", "--find-links",
-                    str(links), "torch==2.14.1"], check=True, env=env, timeout=120)
-    cuda = folder / "cuda"
-    (cuda / "bin").mkdir(parents=True)
-    (cuda / "include").mkdir()
-    for header in ("cuda_runtime_api.h", "cusparse.h", "cublas_v2.h", "cusolverDn.h"):
-        (cuda / "include" / header).write_text("/* stand-in */\n")
-    nvcc = cuda / "bin" / "nvcc"
-    nvcc.write_text("#!/bin/sh\n[ \"$1\" = --version ] && printf 'Cuda compilation tools, release 13.0, V13.0.88\\n' && exit 0\nexit 1\n")
-    nvcc.chmod(0o755)
-    return python, cuda
+    return standin_torch_venv(folder), standin_cuda_toolkit(folder / "cuda")
 
 
 def _setup(slurm: Cluster, target: tuple[Path, Path], tmp_path: Path, **extra: str) -> tuple[list[str], dict[str, str]]:
