@@ -64,7 +64,7 @@ def _install(words: Sequence[str]) -> int:
         parser.print_help()
         print("\nEvery other option is pip's own and is passed to `python -m pip install` unchanged.")
         return 0
-    from cuda_resolve.install.prepare import names_requirements  # the planner: not for --help
+    from cuda_resolve.install.pipoptions import names_requirements
 
     own, pip_args, requirements = split_arguments(words)
     parser = ArgumentParser(prog="cuda-pip install", add_help=False)

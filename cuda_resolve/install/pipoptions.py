@@ -273,6 +273,12 @@ def find_options(pip_args: Sequence[str], *, lenient: bool = False) -> list[Foun
             if isinstance(item, Found)]
 
 
+def names_requirements(pip_args: Sequence[str]) -> bool:
+    """Whether pip's own options bring requirements of their own (``-r FILE``, ``-e PATH``), in
+    any spelling pip accepts."""
+    return any(found.option.name in ("--requirement", "--editable") for found in find_options(pip_args, lenient=True))
+
+
 def split_requirement_line(line: str) -> tuple[str, list[str]]:
     """pip's ``break_args_options``: the words before the first one starting with ``-`` are the
     requirement, the rest its options (split like a shell)."""

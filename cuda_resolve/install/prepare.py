@@ -34,7 +34,7 @@ from ..index.model import Index, Recipe
 from ..plan import PYPI_SIMPLE, PipStep, Plan, PlanItem, PlannedBuild
 from .options import InstallOptions
 from .pip import PipFacts, trust_options
-from .reqfile import option_value
+from .pipoptions import names_requirements
 
 if TYPE_CHECKING:
     from ..wheelhouse.store import Wheelhouse
@@ -43,11 +43,6 @@ __all__ = ["TORCH_FAMILY", "complete_plan", "names_requirements", "options_for_t
 
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 
-#: pip options that bring requirements of their own.
-_REQUIREMENT_OPTIONS = ("-r", "--requirement", "-e", "--editable")
-#: pip options that name indexes: the torch-family step asks its variant's index alone.
-_INDEX_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links")
-
 
 def options_for_torch_step(pip_args: Sequence[str]) -> list[str]:
     """The user's pip options that hold for the torch-family step too (``--proxy``, ``--target``,
@@ -55,13 +50,6 @@ def options_for_torch_step(pip_args: Sequence[str]) -> list[str]:
     from .pipoptions import options_for_torch_step as in_any_spelling
 
     return in_any_spelling(pip_args)
-
-
-def names_requirements(pip_args: Sequence[str]) -> bool:
-    """Whether pip's own options bring requirements of their own (``-r FILE``, ``-e PATH``)."""
-    words = list(pip_args)
-    return any(word in _REQUIREMENT_OPTIONS or option_value(words, i, _REQUIREMENT_OPTIONS) is not None
-               for i, word in enumerate(words))
 
 
 def _recipe(index: Index, item: PlanItem) -> tuple[Recipe, str]:
