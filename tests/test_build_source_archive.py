@@ -114,9 +114,11 @@ def unpack(data: bytes, dest: Path, *, strip: str | None = None, limits: Archive
 # -- recipe files --------------------------------------------------------------------------------
 
 
-def write_package(folder: Path, recipe_lines: str) -> Path:
-    """An index overlay folder holding packages/cuext.toml with one [[recipe]] (and its patch)."""
-    (folder / "packages").mkdir(parents=True)
+def write_package(folder: Path, recipe_lines: str, *, patched_file: str = "setup.py") -> Path:
+    """An index overlay folder holding packages/cuext.toml with one [[recipe]] (and its patch of
+    ``patched_file``, the fixture's setup.py relative to the source tree's top); written again
+    when called again."""
+    (folder / "packages").mkdir(parents=True, exist_ok=True)
     (folder / "packages" / "cuext.toml").write_text(f'''format = 1
 [sources]
 fixture = "tests/data/packages/cuext"
@@ -134,7 +136,7 @@ source = "[fixture]"
 {recipe_lines}
 
 [[recipe.patch]]
-file = "setup.py"
+file = "{patched_file}"
 find = 'os.environ["TORCH_CUDA_ARCH_LIST"] = "3.7+PTX;5.0;6.0;6.1;6.2;7.0;7.5"'
 replace = '{PATCHED}'
 reason = "setup.py assigns TORCH_CUDA_ARCH_LIST unconditionally"

@@ -16,11 +16,11 @@ import socket
 from pathlib import Path
 
 import pytest
+from test_build_source_archive import archive_lines, recipe_from, write_package
 
 from cuda_resolve.build.source import prepare_source
 from cuda_resolve.cli._act import parse_sources
 from cuda_resolve.errors import UsageError
-from cuda_resolve.index.load import load_index
 from cuda_resolve.index.model import Recipe
 
 DATA = Path(__file__).parent / "data"
@@ -33,37 +33,9 @@ PATCHED = 'os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "3.7+PTX;5.0;6.0;6.1;6.
 
 def recipe(tmp_path: Path, subdirectory: str = "") -> Recipe:
     """The fixture's recipe as an archive recipe (so a --source folder needs no git), patching setup.py."""
-    folder = tmp_path / "overlay"
-    (folder / "packages").mkdir(parents=True, exist_ok=True)
-    lines = f'subdirectory = "{subdirectory}"\n' if subdirectory else ""
-    (folder / "packages" / "cuext.toml").write_text(f'''format = 1
-[sources]
-fixture = "tests/data/packages/cuext"
-
-[package]
-name = "cuext"
-source = "[fixture]"
-
-[[recipe]]
-name = "cuext-fixture"
-version = "0.1.0"
-torch = ">=2.0"
-build_requires = ["setuptools>=77.0.3", "wheel", "ninja"]
-source = "[fixture]"
-{lines}
-[recipe.archive]
-url = "https://example.invalid/cuext.tar.gz"
-sha256 = "{"ab" * 32}"
-
-[[recipe.patch]]
-file = "{subdirectory + "/" if subdirectory else ""}setup.py"
-find = '{FIND}'
-replace = '{PATCHED}'
-reason = "setup.py assigns TORCH_CUDA_ARCH_LIST unconditionally"
-''', encoding="utf-8")
-    package = load_index([FIXTURE_INDEX, folder], include_shipped=False, include_user=False).package("cuext")
-    assert package is not None
-    return package.recipes[0]
+    lines = (f'subdirectory = "{subdirectory}"\n' if subdirectory else "") + archive_lines("https://example.invalid/cuext.tar.gz", "ab" * 32)
+    folder = write_package(tmp_path / "overlay", lines, patched_file=f"{subdirectory}/setup.py" if subdirectory else "setup.py")
+    return recipe_from(folder)
 
 
 def user_tree(tmp_path: Path) -> Path:
