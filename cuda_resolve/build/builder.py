@@ -173,8 +173,11 @@ def build(
                 runner_note(progress.line)
                 report.progress(f"{label} ({progress.unit})" if progress.unit else label, progress.done, progress.total, progress.elapsed)
 
+            # pip's hash-checking mode (PIP_REQUIRE_HASHES, pip.conf) cannot check a source folder and
+            # would refuse it: the source was checked against the recipe's pins, and the install
+            # that follows checks the built wheel's hash (see install.hashmode).
             built = build_wheel(
-                target_pip, source.build_dir, workdir / "dist", environ={**build_env.variables, **inside},
+                target_pip, source.build_dir, workdir / "dist", environ={**build_env.variables, **inside, "PIP_REQUIRE_HASHES": "0"},
                 log_path=log_path, label=label, on_progress=on_progress,
             )
             stored = wheelhouse.publish(key, built)

@@ -94,17 +94,20 @@ def _completed(plan: Plan, env: Environment, index: Index) -> tuple[Plan, str | 
     """The complete plan (builds, pip steps: what `cuda-pip install --plan` executes), or the
     decision alone and why it cannot be completed here (a build's pre-flight failed)."""
     import os
+    from dataclasses import replace
 
     from ..config import load_config
     from ..errors import CudaResolveError
     from ..install.options import InstallOptions
-    from ..install.run import complete_for_target
+    from ..install.run import InstallRequest, checked_hash_mode, complete_for_target
     from ..wheelhouse.store import Wheelhouse
 
     config = load_config()
     options = InstallOptions(torch_index=config.pytorch.url if config.pytorch else None,
                              torch_index_option=config.pytorch.pip_option if config.pytorch else "--index-url")
     try:
+        # pip's hash-checking mode from its configuration or PIP_*: the plan is made in it, as cuda-pip would.
+        options = replace(options, hash_mode=checked_hash_mode((), env, InstallRequest(), os.environ))
         return complete_for_target(plan, env, index, options, wheelhouse=Wheelhouse.default(), environ=os.environ), None
     except CudaResolveError as exc:
         return plan, str(exc)

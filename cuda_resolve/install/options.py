@@ -21,6 +21,7 @@ class InstallOptions:
     explicit_arch_list: bool = False  # --arch-list was given: no reuse of a wider wheel by coverage
     torch_index: str | None = None  # the configured PyTorch mirror base, "https://mirror/whl/"
     torch_index_option: str = "--index-url"  # or "--find-links" for a flat mirror
+    hash_mode: str | None = None  # where pip's hash-checking mode comes from (None: off): see .hashmode
 
     def source_for(self, package: str) -> Path | None:
         wanted = canonicalize_name(package)

@@ -32,6 +32,7 @@ from ..environment import Environment
 from ..errors import UsageError
 from ..index.model import Index, Recipe
 from ..plan import PYPI_SIMPLE, PipStep, Plan, PlanItem, PlannedBuild
+from .hashmode import REQUIRE_HASHES, refuse_unhashed, unhashed_before_build
 from .options import InstallOptions
 from .pip import PipFacts, trust_options
 from .pipoptions import names_requirements
@@ -91,21 +92,28 @@ def requires_dist(wheel: Path) -> list[str] | None:
 
 def requirements_met(lines: Sequence[str] | None, installed: Mapping[str, str], env: Environment) -> bool:
     """Every requirement in ``lines`` that applies to the target is installed at a fitting version."""
-    if lines is None:
-        return False
+    return lines is not None and not unmet_requirements(lines, installed, env)
+
+
+def unmet_requirements(lines: Sequence[str], installed: Mapping[str, str], env: Environment) -> list[str]:
+    """The requirements in ``lines`` that apply to the target and are not installed at a fitting
+    version (one with extras or a URL counts as unmet: what it pulls in is pip's to resolve)."""
     markers = dict(marker_environment(env), extra="")
+    unmet: list[str] = []
     applying: list[str] = []
     for line in lines:
         try:
             requirement = Requirement(line)
         except InvalidRequirement:
-            return False
+            unmet.append(line)
+            continue
         if requirement.marker is not None and not requirement.marker.evaluate(markers):
             continue
         if requirement.extras or requirement.url:
-            return False  # what an extra pulls in is not known here: let pip resolve
+            unmet.append(line)
+            continue
         applying.append(line)
-    return not unsatisfied(applying, installed)
+    return [*unmet, *unsatisfied(applying, installed)]
 
 
 def _planned_build(spec: BuildSpec, source: str, wheelhouse: Wheelhouse | None, options: InstallOptions,
@@ -248,6 +256,11 @@ def complete_plan(
                     or names_requirements(options.pip_args))
     only_built = (bool(builds) and not plan.pass_through and not options.pip_args and not from_torch_index
                   and all(item.kind in ("installed", "build") for item in plan.items))
+    if options.hash_mode is not None and installed is not None:
+        unmet = {b.key.digest: [*unmet_requirements(runtime[b.key.digest] or (), installed, env),
+                                *(unsatisfied(b.spec.build_requires, installed) if b.key.digest not in reused_files else ())]
+                 for b in builds}
+        refuse_unhashed(options.hash_mode, unhashed_before_build(plan, builds, unmet, TORCH_FAMILY))
     notes = [note for b in builds for note in b.spec.notes]
     skip_pip = None
     if (plan.items and not builds and not plan.pass_through and not options.pip_args and not options.smoke
@@ -265,6 +278,8 @@ def complete_plan(
                              built=digests, checked_urls=tuple(checked)))
     elif checked:
         steps[0] = replace(steps[0], checked_urls=(*steps[0].checked_urls, *checked))
+    if options.hash_mode is not None:  # pip checks every file of every step, dependencies included
+        steps = [replace(step, args=(REQUIRE_HASHES, *step.args)) for step in steps]
     if any(i.name == "torch" for i in plan.items):
         imports.insert(0, "torch")
     trust: tuple[str, ...] | None = None

@@ -256,7 +256,6 @@ class FileRequests:
     requests: tuple[str, ...]  # to plan with the command line's: curated names, and constraints on them
     unchecked: tuple[str, ...]  # pip's alone: only checked for look-alike names
     said: tuple[str, ...]  # one line each, for the terminal
-    hashed: tuple[str, ...]  # origins of lines that pin hashes (pip's hash-checking mode)
 
 
 def select_requests(
@@ -287,5 +286,4 @@ def select_requests(
         if item.constraint and curated(item.text) in planned and applies(Requirement(item.text)):
             requests.append(item.text)
             said.append(f"{item.origin}: constraint {item.text} is part of the plan")
-    hashed = tuple(item.origin for item in found if item.hashed)
-    return FileRequests(requests=tuple(requests), unchecked=tuple(unchecked), said=tuple(said), hashed=hashed)
+    return FileRequests(requests=tuple(requests), unchecked=tuple(unchecked), said=tuple(said))

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .pins import ReadPage
     from .transaction import InstallResult
 
-__all__ = ["InstallRequest", "build_only", "check_names", "complete_for_target", "decide", "run"]
+__all__ = ["InstallRequest", "build_only", "check_names", "checked_hash_mode", "complete_for_target", "decide", "run"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -61,19 +61,6 @@ def _curated_name(index: Index) -> Callable[[str], str | None]:
     return curated
 
 
-def refuse_hash_mode(origins: Sequence[str], pip_args: Sequence[str], *, where: str | None = None) -> None:
-    """pip's hash-checking mode needs a hash for every package: the pins and built wheels
-    cuda-resolve adds have none known in advance, so pip would refuse them after the builds.
-    ``where``: hash mode found in any form pip reads (:func:`.pipoptions.pip_settings`)."""
-    if where is None and not origins and "--require-hashes" not in pip_args:
-        return
-    where = where or (f"--hash at {origins[0]}" if origins else "--require-hashes")
-    raise UsageError(
-        f"pip's hash-checking mode ({where}) needs a hash for every package, and the torch pin and the wheels cuda-resolve builds or picks have none known in advance",
-        hint="install torch, kaolin and pointnet2_ops with their own cuda-pip install first, then the hashed requirements with pip",
-    )
-
-
 def check_names(requirements: Sequence[str], index: Index, accepted: Sequence[str], *, confirm: Callable[[str], bool] | None) -> None:
     """Refuse a name pip would get (a pass-through request, a line of a ``-r`` file) that is one
     edit away from a curated package, unless the user confirms it (``confirm`` None: no prompt)."""
@@ -98,7 +85,7 @@ def check_names(requirements: Sequence[str], index: Index, accepted: Sequence[st
 
 
 def decide(request: InstallRequest, env: Environment, index: Index, *, reporter: Reporter, install: bool,
-           pip_args: Sequence[str], confirm: Callable[[str], bool] | None, environ: Mapping[str, str] | None = None) -> Plan:
+           confirm: Callable[[str], bool] | None) -> Plan:
     """The decision for ``request`` (the requirements, and those read from -r/-c files)."""
     from ..plan import make_plan
     from ..resolve import Options, applies, resolve
@@ -110,16 +97,29 @@ def decide(request: InstallRequest, env: Environment, index: Index, *, reporter:
         reporter.step(line)
     plan = make_plan(resolve([*request.requirements, *from_files.requests], env, index, request.resolve or Options()), env)
     if install:
-        from .pipoptions import pip_settings, refuse_disabled_verification
-
-        # pip's options wherever pip reads them: command line, -r/-c files, its configuration, PIP_*.
-        settings = pip_settings(pip_args, python=env.python.executable if env.source == "detected" else None,
-                                environ=os.environ if environ is None else environ)
-        refuse_disabled_verification(settings)
-        if plan.items:
-            refuse_hash_mode(from_files.hashed, pip_args, where=settings.hash_mode)
         check_names([*plan.pass_through, *from_files.unchecked], index, request.accept_names, confirm=confirm)
     return plan
+
+
+def checked_hash_mode(pip_args: Sequence[str], env: Environment, request: InstallRequest, environ: Mapping[str, str]) -> str | None:
+    """Where pip's hash-checking mode comes from (None: off), after refusing what pip would do
+    without verifying TLS. pip's options are read wherever pip reads them: the command line,
+    -r/-c files, its configuration and ``PIP_*`` (:func:`.pipoptions.pip_settings`). A plan
+    written earlier is honoured in the mode it was made in, and refused in another."""
+    from .hashmode import REQUIRE_HASHES, refuse_unhashed, unhashed_file_lines
+    from .pipoptions import pip_settings, refuse_disabled_verification
+
+    settings = pip_settings(pip_args, python=env.python.executable if env.source == "detected" else None, environ=environ)
+    refuse_disabled_verification(settings)
+    if request.plan is not None:
+        made_in_mode = any(REQUIRE_HASHES in step.args for step in request.plan.steps)
+        if settings.hash_mode is not None and request.plan.steps and not made_in_mode:
+            raise UsageError(f"pip's hash-checking mode is on ({settings.hash_mode}), and this plan was made without it",
+                             hint="make the plan again with the same pip options and settings, then apply it")
+        return settings.hash_mode or ("the plan's --require-hashes" if made_in_mode else None)
+    if settings.hash_mode is not None:
+        refuse_unhashed(settings.hash_mode, unhashed_file_lines(request.file_requirements))
+    return settings.hash_mode
 
 
 def complete_for_target(plan: Plan, env: Environment, index: Index, options: InstallOptions, *, wheelhouse: Wheelhouse | None,
@@ -168,19 +168,25 @@ def run(
     for note in house.notes:  # a shared wheelhouse this process cannot write: builds go to the user's own
         report.note(note)
     phases = Phases()
+    hash_mode = checked_hash_mode(options.pip_args, environment, request, base)
+    if hash_mode is not None:
+        options = replace(options, hash_mode=hash_mode)
     if request.plan is not None:
         with phases.timed("plan check"):
             plan = check_plan_facts(request.plan, environment)
     else:
         with phases.timed("plan"):
-            plan = decide(request, environment, index, reporter=report, install=True, pip_args=options.pip_args, confirm=confirm,
-                          environ=base)
+            plan = decide(request, environment, index, reporter=report, install=True, confirm=confirm)
         with phases.timed("pre-flight"):
             plan = complete_for_target(plan, environment, index, options, wheelhouse=house, environ=base)
     python = environment.python.executable or "python3"
     if read_page is not None:
         with phases.timed("pin"):
             plan = _pinned(plan, environment, read_page, base)
+    if hash_mode is not None:
+        from .hashmode import refuse_unhashed, unhashed_wheels
+
+        refuse_unhashed(hash_mode, unhashed_wheels(plan))
     if request.dry_run:
         commands = planned_commands(plan, python, house)
         return InstallResult(plan=plan, builds=(), changed=(), verified=(), notes=plan.notes,
@@ -228,7 +234,7 @@ def build_only(
     house = wheelhouse or Wheelhouse.default()
     for note in house.notes:
         report.note(note)
-    plan = request.plan or decide(request, environment, index, reporter=report, install=False, pip_args=(), confirm=None)
+    plan = request.plan or decide(request, environment, index, reporter=report, install=False, confirm=None)
     if not plan.complete:
         plan = complete_plan(plan, environment, index, options, pip=None, installed=None, wheelhouse=house,
                              capacity=machine_capacity(), environ=base)

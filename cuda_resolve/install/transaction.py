@@ -33,6 +33,7 @@ from ..plan import PipStep, Plan, PlannedBuild
 from ..reporting import NullReporter, Reporter
 from ..wheelhouse.key import WheelKey
 from ..wheelhouse.store import Wheelhouse
+from .hashmode import REQUIRE_HASHES, built_wheel_requirement
 from .options import InstallOptions
 from .pip import (
     PipFacts,
@@ -102,15 +103,26 @@ def _pip_for(plan: Plan, python: str, environ: Mapping[str, str], log_path: Path
     return TargetPip(python, environ=environ, trust=trust, log_path=log_path), note
 
 
-def _step_args(step: PipStep, wheels: Mapping[str, Path]) -> list[str]:
-    return [*step.args, *(str(wheels[digest]) for digest in step.built)]
+#: In a dry run, where a wheel not built yet has its hash in a hash-checking-mode command.
+UNBUILT_SHA256 = "<sha256 of the built wheel>"
+
+
+def _step_args(step: PipStep, plan: Plan, wheels: Mapping[str, Path], hashes: Mapping[str, str]) -> list[str]:
+    """``step``'s words with its built wheels appended: their paths, or in hash-checking mode
+    ``name @ file:///...whl#sha256=H`` references pip checks (``hashes`` by wheel-key digest)."""
+    if REQUIRE_HASHES not in step.args:
+        return [*step.args, *(str(wheels[digest]) for digest in step.built)]
+    package = {b.key.digest: b.spec.package for b in plan.builds}
+    return [*step.args, *(built_wheel_requirement(package[digest], wheels[digest], hashes.get(digest, UNBUILT_SHA256))
+                          for digest in step.built)]
 
 
 def planned_commands(plan: Plan, python: str, wheelhouse: Wheelhouse, *, trust: Sequence[str] | None = None) -> list[list[str]]:
     """The exact pip commands :func:`execute` runs for ``plan`` (built wheels at their wheelhouse paths)."""
     pip = TargetPip(python, environ={}, trust=plan.trust if plan.trust is not None else tuple(trust or ()), log_path=Path(os.devnull))
     wheels = {b.key.digest: predicted_wheel_path(wheelhouse, b.key) for b in plan.builds}
-    return [pip.install_command(_step_args(step, wheels)) for step in plan.steps]
+    hashes = {b.key.digest: stored.sha256 for b in plan.builds if (stored := wheelhouse.lookup(b.key)) is not None}
+    return [pip.install_command(_step_args(step, plan, wheels, hashes)) for step in plan.steps]
 
 
 # -- execute --------------------------------------------------------------------------------
@@ -368,6 +380,7 @@ def _install_and_check(plan: Plan, env: Environment, pip: TargetPip, options: In
                        notes: list[str]) -> tuple[list[tuple[str, str | None, str | None]], list[str], list[tuple[str, str]], list[tuple[str, ...]]]:
     python = pip.python
     wheels = {b.key.digest: r.wheel.path for b, r in zip(plan.builds, results, strict=True)}
+    hashes = {b.key.digest: r.wheel.sha256 for b, r in zip(plan.builds, results, strict=True)}
     started = time.monotonic()
     ran: list[tuple[str, ...]] = []
     # pip's temporary files (and those of a source build pip runs) go in a folder of this run,
@@ -375,7 +388,7 @@ def _install_and_check(plan: Plan, env: Environment, pip: TargetPip, options: In
     with phases.timed("pip install"), tempfile.TemporaryDirectory(prefix="cuda-resolve-install-") as scratch:
         inside = {"TMPDIR": scratch, "TEMP": scratch, "TMP": scratch}
         for step in plan.steps:
-            args = _step_args(step, wheels)
+            args = _step_args(step, plan, wheels, hashes)
             ran.append(tuple(pip.install_command(args)))
             status, tail = pip.install(args, torch_index_only=step.torch_index_only, environ=inside,
                                        on_line=lambda line: report.progress("pip", None, None, time.monotonic() - started))
