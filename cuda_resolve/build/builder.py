@@ -178,7 +178,7 @@ def build(
             # that follows checks the built wheel's hash (see install.hashmode).
             built = build_wheel(
                 target_pip, source.build_dir, workdir / "dist", environ={**build_env.variables, **inside, "PIP_REQUIRE_HASHES": "0"},
-                log_path=log_path, label=label, on_progress=on_progress,
+                log_path=log_path, label=label, on_progress=on_progress, disks=[("TMPDIR, which holds the build folder", workdir.parent)],
             )
             stored = wheelhouse.publish(key, built)
         except subprocess.SubprocessError as exc:

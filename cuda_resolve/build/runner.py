@@ -18,6 +18,7 @@ import io
 import os
 import re
 import selectors
+import shutil
 import subprocess
 import time
 from collections import deque
@@ -210,9 +211,11 @@ def build_wheel(
     log_path: Path,
     label: str,
     on_progress: Callable[[BuildProgress], None] = lambda _: None,
+    disks: Sequence[tuple[str, Path]] = (),
 ) -> Path:
     """Build one wheel from ``source_dir`` into ``out_dir`` with ``pip`` (the target's pip, its
-    options, its log); ``environ`` is the build's variables. Return the wheel's path."""
+    options, its log); ``environ`` is the build's variables. Return the wheel's path. ``disks``:
+    (what, folder) to name first when the disk fills up (the folders the user chose)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     args = ["--no-build-isolation", "--no-deps", "--no-cache-dir", "-v", "-w", str(out_dir), str(source_dir)]
     started = time.monotonic()
@@ -229,7 +232,8 @@ def build_wheel(
 
     status, tail = pip.wheel(args, environ=environ, log_path=log_path, cwd=source_dir, on_line=on_line)
     if status != 0:
-        raise _failure(label, status, tail, log_path)
+        folders = [*disks, ("the build folder", source_dir), ("the wheel's output folder", out_dir), ("the build log's folder", log_path.parent)]
+        raise _failure(label, status, tail, log_path, folders)
     wheels = sorted(out_dir.glob("*.whl"))
     if len(wheels) != 1:
         raise BuildError(f"{label}: pip wheel succeeded but left {len(wheels)} wheels in {out_dir}",
@@ -237,7 +241,7 @@ def build_wheel(
     return wheels[0]
 
 
-def _failure(label: str, status: int, tail: list[str], log_path: Path) -> BuildError:
+def _failure(label: str, status: int, tail: list[str], log_path: Path, folders: Sequence[tuple[str, Path]] = ()) -> BuildError:
     lines = error_lines(tail)
     found = diagnose(tail)
     message = f"building {label} failed (exit {status})"
@@ -246,5 +250,29 @@ def _failure(label: str, status: int, tail: list[str], log_path: Path) -> BuildE
     if found is not None:
         kind, meaning, fix = found
         message += f"\ndiagnosis ({kind}): {meaning}"
+        if kind == "disk-full" and (fullest := fullest_disk(folders)) is not None:
+            # The compiler's or linker's line seldom names a path: the disk with the least room does.
+            message += f"; the disk holding {fullest}"
+            fix = "free space there or point TMPDIR at a folder on another disk with a few GB free, then build again"
         return BuildError(message, hint=f"{fix}. Full log: {log_path}")
     return BuildError(message, hint=f"read the full log: {log_path}")
+
+
+def fullest_disk(folders: Sequence[tuple[str, Path]]) -> str | None:
+    """``"PATH (WHAT) has N MB free"`` for the folder among ``folders`` (what, path) whose disk has
+    the least room left, or None where none can be measured (each disk is measured once)."""
+    measured: dict[int, tuple[int, str, Path]] = {}
+    for what, folder in folders:
+        path = folder
+        while not path.exists() and path != path.parent:  # a folder removed or never made: its disk
+            path = path.parent
+        try:
+            device = os.stat(path).st_dev
+            free = shutil.disk_usage(path).free
+        except OSError:
+            continue
+        measured.setdefault(device, (free, what, folder))
+    if not measured:
+        return None
+    free, what, folder = min(measured.values(), key=lambda entry: entry[0])
+    return f"{folder} ({what}) has {free / 2**20:.0f} MB free"

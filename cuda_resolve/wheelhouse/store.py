@@ -399,6 +399,16 @@ class Wheelhouse:
     # -- errors ------------------------------------------------------------------------------
 
     def _write_error(self, exc: OSError, what: str) -> WheelhouseError:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # nothing half-written stays: the caller removed its staging
+            try:
+                free = f"{shutil.disk_usage(self.root).free / 2**20:.0f} MB free now"
+            except OSError:
+                free = "its free space could not be read"
+            return WheelhouseError(
+                f"the disk holding the wheelhouse {self.root} is full ({what}: {exc.strerror or exc}); nothing was left half-written",
+                hint=f"free space on that disk ({free}), or choose a wheelhouse on another disk: set {WHEELHOUSE_ENV}=/path "
+                "or `wheelhouse = \"/path\"` in cuda-resolve's config file",
+            )
         return WheelhouseError(
             f"cannot write to the wheelhouse {self.root} ({what}): {exc.strerror or exc}"
             + (f": {exc.filename}" if exc.filename else ""),

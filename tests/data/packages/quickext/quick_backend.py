@@ -1,5 +1,6 @@
 """A PEP 517 backend standing in for a compile that takes a moment (tests/test_slurm_build.py).
 
+``QUICKEXT_FILL`` set makes the build fill its disk, as a link step on a full disk does.
 ``QUICKEXT_FAIL`` set to a profile's arch list (the build's TORCH_CUDA_ARCH_LIST) makes that
 build fail with a compiler-like error, as a task on a broken node would.
 """
@@ -14,6 +15,15 @@ import zipfile
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     arch_list = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
     print(f"compiling quickext for {arch_list or 'no arch list'}", flush=True)
+    if os.environ.get("QUICKEXT_FILL"):  # a link step that fills the disk (tests/test_disk_full.py)
+        try:
+            with open("filler.o", "wb") as out:
+                while True:
+                    out.write(b"\0" * 65536)
+                    out.flush()
+        except OSError as exc:
+            sys.stderr.write(f"/usr/bin/ld: final link failed: {exc.strerror}\n")
+            raise SystemExit(1) from None
     if arch_list and arch_list == os.environ.get("QUICKEXT_FAIL"):
         sys.stderr.write("quickext/ops.cu(1): error: identifier \"__nv_bfloat16\" is undefined\n")
         raise SystemExit(1)
