@@ -192,7 +192,8 @@ def test_a_disk_that_fills_up_while_publishing_names_the_wheelhouse_and_keeps_no
     house = Wheelhouse(small_disk / "wheelhouse")
     with pytest.raises(WheelhouseError) as info:
         house.publish(make_key(), built, strip_debug=False)
-    assert f"cannot write to the wheelhouse {small_disk / 'wheelhouse'}" in info.value.message
+    assert f"the disk holding the wheelhouse {small_disk / 'wheelhouse'} is full" in info.value.message
+    assert "MB free now" in (info.value.hint or "")
     assert "No space left on device" in info.value.message
     assert house.lookup(make_key()) is None
     # nothing half-written: no wheel, no entry, no staging folder; only the lock files
