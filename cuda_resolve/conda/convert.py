@@ -5,7 +5,9 @@ The environment's torch is what the build pairs with (a channel's ``pytorch`` or
 ``torch``); the builds go through the existing build path (:func:`cuda_resolve.install.run.build_only`,
 wheelhouse hits included); each wheel becomes a ``.conda`` package whose record pins that torch
 record and ``__cuda``; conda's own solver and transaction then install it (nothing here installs
-anything into the environment).
+anything into the environment). A prebuilt wheel the plan takes instead (kaolin from NVIDIA's
+find-links pages) is downloaded, checked against the sha256 its page lists
+(:mod:`cuda_resolve.conda.fetch`), and converted the same way, with the same pins.
 """
 
 from __future__ import annotations
@@ -17,11 +19,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..environment import Environment
 from ..errors import UsageError
 from ..index.model import Index
 from ..install.options import InstallOptions
+from ..net.client import HttpClient
+from ..plan import PlanItem
 from ..reporting import NullReporter, Reporter
 from .channel import LocalChannel
+from .fetch import FetchedWheel, fetch_wheel, prebuilt_key
 from .package import CondaPackage, package_for, wheel_to_conda
 from .records import read_prefix_records, torch_record
 
@@ -33,7 +39,8 @@ class ChannelBuild:
     package: CondaPackage
     path: Path  # the .conda file in the channel
     wheel: Path
-    cache_hit: bool  # the wheel came from the wheelhouse (no compile)
+    cache_hit: bool  # the wheel came from the wheelhouse (no compile) or the download cache
+    downloaded_from: str | None = None  # a prebuilt wheel's URL (None: built here)
 
 
 def prefix_python(prefix: Path) -> Path:
@@ -54,9 +61,12 @@ def build_into_channel(
     arch_list: str | None = None,
     reporter: Reporter | None = None,
     environ: Mapping[str, str] | None = None,
+    client: HttpClient | None = None,
 ) -> list[ChannelBuild]:
-    """Build ``names`` (packages cuda-resolve curates) against the environment's torch and put
-    them into ``channel``; returns the packages, which conda installs by name."""
+    """Build ``names`` (packages cuda-resolve curates) against the environment's torch, or fetch
+    the prebuilt wheels the plan takes for them (through ``client``, default: one from
+    cuda-resolve's configuration), and put them into ``channel``; returns the packages, which
+    conda installs by name."""
     from ..compat import format_arch_list
     from ..detect import detect_environment
     from ..install.prepare import TORCH_FAMILY
@@ -91,13 +101,21 @@ def build_into_channel(
     if changes:
         raise UsageError(f"{', '.join(names)} cannot be built for the environment's torch ({torch.describe()}): the plan would install {changes[0].requirement or changes[0].name}",
                          hint="conda cuda plan " + " ".join(names) + " shows why; install the torch it names into the environment first")
-    unbuilt = [item.name for item in plan.items if item.kind == "wheel" and item.name not in TORCH_FAMILY]
-    if unbuilt:
-        raise UsageError(f"{', '.join(unbuilt)}: the plan takes a prebuilt wheel, which the conda install path does not convert yet",
-                         hint=f"conda cuda install {' '.join(unbuilt)} installs it through the environment's pip")
+    prebuilt = [item for item in plan.items if item.kind == "wheel" and item.name not in TORCH_FAMILY]
+    fetched = _fetch(prebuilt, env, client, report) if prebuilt else []
     python_record = next((record for record in records if record.name == "python"), None)
     built = []
     with tempfile.TemporaryDirectory(prefix="cuda-resolve-conda-") as scratch:
+        for wheel in fetched:
+            key, known = prebuilt_key(wheel, torch, index)
+            package = package_for(key, torch=torch, python=python_record, python_version=env.python.short_version)
+            made = wheel_to_conda(wheel.path, package, Path(scratch), extra_info={
+                "downloaded_from": wheel.url, "toolkit": "",
+                "arch_list_source": ("the index's arch list of the torch build the wheel was made for (the wheel states none)"
+                                     if known else "unknown: the wheel states none and the index knows none for its torch build")})
+            path = channel.add(made, package.subdir)
+            report.step(f"{package.name} {package.version} ({package.build}, the prebuilt wheel from {wheel.url}) is in the local channel {channel.url}")
+            built.append(ChannelBuild(package=package, path=path, wheel=wheel.path, cache_hit=wheel.cache_hit, downloaded_from=wheel.url))
         for result in results:
             package = package_for(result.wheel.key, torch=torch, python=python_record, python_version=env.python.short_version)
             made = wheel_to_conda(result.wheel.path, package, Path(scratch),
@@ -106,3 +124,22 @@ def build_into_channel(
             report.step(f"{package.name} {package.version} ({package.build}) is in the local channel {channel.url}")
             built.append(ChannelBuild(package=package, path=path, wheel=result.wheel.path, cache_hit=result.cache_hit))
     return built
+
+
+def _fetch(items: Sequence[PlanItem], env: Environment, client: HttpClient | None, report: Reporter) -> list[FetchedWheel]:
+    from ..paths import cache_root
+
+    folder = cache_root() / "conda-downloads"
+    if client is not None:
+        return [_fetch_one(item, env, client, folder, report) for item in items]
+    from ..net.factory import client_from_config
+
+    with client_from_config(use_cache=False) as own:
+        return [_fetch_one(item, env, own, folder, report) for item in items]
+
+
+def _fetch_one(item: PlanItem, env: Environment, client: HttpClient, folder: Path, report: Reporter) -> FetchedWheel:
+    report.step(f"{item.name} {item.version}: the plan takes a prebuilt wheel{f' ({item.url})' if item.url else ''}: fetching it")
+    wheel = fetch_wheel(item, env, client=client, folder=folder)
+    report.step(f"{item.name} {item.version}: {wheel.path.name} {'was already downloaded' if wheel.cache_hit else 'downloaded'}, sha256 {wheel.sha256} as its page lists")
+    return wheel
