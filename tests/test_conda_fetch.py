@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import re
 import zipfile
 from collections.abc import Callable, Iterator
@@ -198,7 +197,7 @@ def test_the_download_honours_the_trust_store(served: WheelIndex, torch_venv: Pa
                                                cas: Cas, system_trust: SystemTrust) -> None:
     system_trust(cas.unrelated)  # the origin's CA is no longer trusted: nothing is fetched
     channel = LocalChannel(tmp_path / "channel")
-    with pytest.raises(CudaResolveError, match="(?i)certificate"):
+    with pytest.raises(CudaResolveError, match=r"(?i)certificate"):
         _into_channel(torch_venv, channel, make_client(use_cache=False))
     assert channel.packages() == []
 
