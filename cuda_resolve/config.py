@@ -14,6 +14,8 @@ index_dirs = ["~/lab/index"]          # index overlays, relative to this file
 wheelhouse = "/nfs/lab/wheelhouse"    # built wheels, shared by a lab (CUDA_RESOLVE_WHEELHOUSE wins)
 wheelhouse_url = "https://pypi.lab.example/simple/"  # the lab's index server, asked before a build
                                       # (CUDA_RESOLVE_WHEELHOUSE_URL wins); docs/wheelhouse.md
+lock_paths = ["~/lab/env/pylock.toml", "/nfs/lab/locks"]  # locks whose wheels `wheelhouse prune`
+                                      # keeps: a file, or a folder's pylock*.toml; docs/lockfiles.md
 
 [proxy]
 https = "http://proxy.example:3128"
@@ -266,6 +268,8 @@ class Config:
     wheelhouse: Path | None = None
     #: The lab's index server (PEP 503 simple URL) asked for a built wheel before a build.
     wheelhouse_url: str | None = None
+    #: Locks (files, or folders of pylock*.toml) whose wheels ``wheelhouse prune`` never removes.
+    lock_paths: tuple[Path, ...] = ()
 
     def rewrite(self, url: str) -> str:
         """The mirror URL for a canonical URL (longest matching prefix), else ``url`` itself."""
@@ -314,6 +318,7 @@ def _config(top: Table, *, path: Path | None) -> Config:
     wheelhouse_text = top.string("wheelhouse", None)
     wheelhouse = _resolve_dir(wheelhouse_text, base_dir) if wheelhouse_text else None
     wheelhouse_url = _url_field(top, "wheelhouse_url", required=False)
+    lock_paths = tuple(_resolve_dir(text, base_dir) for text in top.strings("lock_paths", ()))
     proxies = _proxies(top.table("proxy"))
     pytorch = _pytorch(top.table("pytorch"))
     rewrites: list[Rewrite] = []
@@ -341,6 +346,7 @@ def _config(top: Table, *, path: Path | None) -> Config:
         index_dirs=index_dirs,
         wheelhouse=wheelhouse,
         wheelhouse_url=wheelhouse_url,
+        lock_paths=lock_paths,
     )
 
 
@@ -389,6 +395,8 @@ def config_to_dict(config: Config) -> dict[str, Any]:
         data["wheelhouse"] = str(config.wheelhouse)
     if config.wheelhouse_url is not None:
         data["wheelhouse_url"] = config.wheelhouse_url
+    if config.lock_paths:
+        data["lock_paths"] = [str(path) for path in config.lock_paths]
     proxy: dict[str, Any] = {}
     if config.proxies.http:
         proxy["http"] = config.proxies.http

@@ -38,13 +38,18 @@ def register(subparsers: Any) -> None:
         "prune",
         help="remove wheels: by package, by age, or all (one selector at least)",
         description="Remove the selected wheels and refresh the index pages. --package and "
-        "--older-than combine (both must match); --all selects everything.",
+        "--older-than combine (both must match); --all selects everything. A wheel that a lock names "
+        "(by file name or sha256) is never removed: the locks read are the config file's lock_paths, "
+        "each --keep-locked, and the pylock.toml / pylock.*.toml in the current folder; a lock that "
+        "cannot be read stops the prune.",
     )
     p_prune.add_argument("--package", metavar="NAME", action="append", default=[],
                          help="wheels of this package (repeatable)")
     p_prune.add_argument("--older-than", metavar="DAYS", help="wheels created more than DAYS days ago")
     p_prune.add_argument("--all", action="store_true", help="every wheel")
-    p_prune.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
+    p_prune.add_argument("--keep-locked", metavar="LOCK", action="append", default=[], type=Path,
+                         help="keep every wheel this pylock.toml names (a file, or a folder of pylock*.toml; repeatable)")
+    p_prune.add_argument("--dry-run", action="store_true", help="say what would be removed and what locks keep; remove nothing")
     _add_location(p_prune)
     p_prune.set_defaults(handler=handle_prune)
 
@@ -173,8 +178,68 @@ def _days(text: str) -> float:
     return days
 
 
+def _lock_places(args: argparse.Namespace) -> list[tuple[Path, str]]:
+    """The places named for locks, each with where it came from: the config file's
+    ``lock_paths`` (relative to that file), then each ``--keep-locked``."""
+    from ..config import load_config
+
+    config = load_config()
+    places = [(path, f"lock_paths in {config.path}") for path in config.lock_paths]
+    places += [(path, "--keep-locked") for path in args.keep_locked]
+    return places
+
+
+def _is_lock_name(name: str) -> bool:
+    """PEP 751's file names: ``pylock.toml`` and ``pylock.NAME.toml``."""
+    return name == "pylock.toml" or (name.startswith("pylock.") and name.endswith(".toml") and len(name) > len("pylock..toml"))
+
+
+def _locks_in(folder: Path) -> list[Path]:
+    try:
+        return sorted(child for child in folder.iterdir() if _is_lock_name(child.name) and child.is_file())
+    except OSError as exc:
+        raise UsageError(f"wheelhouse prune: cannot read the folder {folder} for locks: {exc.strerror or exc}; nothing was removed",
+                         hint="make it readable, or take it out of lock_paths / --keep-locked") from None
+
+
+def _find_locks(args: argparse.Namespace) -> list[tuple[Path, str]]:
+    """Every lock file to honour, once each, with where it came from. A named place that does
+    not exist stops the prune: the wheels its lock names cannot be told apart from the others."""
+    found: dict[Path, tuple[Path, str]] = {}
+    for place, origin in _lock_places(args):
+        path = place.expanduser()
+        if path.is_dir():
+            files = _locks_in(path)
+        elif path.exists():
+            files = [path]
+        else:
+            where = "the config file" if origin.startswith("lock_paths") else "the command line"
+            raise UsageError(f"wheelhouse prune: the lock {path} ({origin}) does not exist; nothing was removed",
+                             hint=f"restore the lock, or take it off {where}: prune keeps the wheels every named lock uses")
+        for file in files:
+            found.setdefault(file.absolute(), (file, origin))
+    for file in _locks_in(Path.cwd()):
+        found.setdefault(file.absolute(), (file, "the current folder"))
+    return list(found.values())
+
+
+def _read_locks(locks: list[tuple[Path, str]]) -> dict[str, Any]:
+    from ..errors import CudaResolveError
+    from ..lock.read import read_locked_files
+
+    read: dict[str, Any] = {}
+    for path, origin in locks:
+        try:
+            read[str(path)] = read_locked_files(path)
+        except CudaResolveError as exc:
+            raise type(exc)(f"wheelhouse prune: the lock {path} ({origin}) cannot be read, so nothing was removed: {exc.message}",
+                            hint=f"fix or restore the lock, or take it off {'lock_paths' if origin.startswith('lock_paths') else origin}; "
+                            f"{exc.hint or ''}".rstrip("; ")) from None
+    return read
+
+
 def handle_prune(args: argparse.Namespace) -> int:
-    from ..wheelhouse.store import parse_created
+    from ..wheelhouse.store import parse_created, referenced_by_locks
 
     if args.all and (args.package or args.older_than is not None):
         raise UsageError(
@@ -200,6 +265,10 @@ def handle_prune(args: argparse.Namespace) -> int:
             if created is None or created >= cutoff:
                 continue
         selected.append(entry)
+    locks = _find_locks(args)
+    named = referenced_by_locks(selected, _read_locks(locks))
+    kept = [entry for entry in selected if entry.path in named]
+    selected = [entry for entry in selected if entry.path not in named]
     if not args.dry_run:
         for entry in selected:
             house.remove(entry)
@@ -213,10 +282,17 @@ def handle_prune(args: argparse.Namespace) -> int:
                 "removed": [entry.to_json() for entry in selected],
                 "freed_bytes": freed,
                 "unknown_packages": unmatched,
+                "kept_by_locks": [{**entry.to_json(), "locks": [ref.to_json() for ref in named[entry.path]]} for entry in kept],
+                "locks": [{"path": str(path), "from": origin} for path, origin in locks],
             }
         )
         return 0
     verb = "would remove" if args.dry_run else "removed"
+    for path, origin in locks:
+        _say(f"lock {path} ({origin}): its wheels are kept")
+    for entry in kept:
+        refs = ", ".join(f"{ref.lock} ({ref.match})" for ref in named[entry.path])
+        _say(f"kept {_entry_line(entry)}: named by {refs}")
     for entry in selected:
         _say(f"{verb} {_entry_line(entry)}")
     for name in unmatched:

@@ -8,6 +8,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 from packaging.version import InvalidVersion, Version
 
@@ -19,7 +20,7 @@ from .document import ProfileRecord
 if TYPE_CHECKING:
     from packaging.pylock import Pylock
 
-__all__ = ["LockFormatError", "ReadLock", "parse_lock", "read_lock"]
+__all__ = ["LockFormatError", "LockedFile", "ReadLock", "locked_files", "parse_lock", "read_lock", "read_locked_files"]
 
 _HINT = "write it again with `cuda-resolve lock ... -o pylock.toml`, or restore it from version control"
 
@@ -66,7 +67,8 @@ def _lock_version(data: dict[str, Any], origin: str) -> tuple[Version, list[str]
     return version, notes
 
 
-def parse_lock(text: str, *, origin: str = "<lock>") -> ReadLock:
+def _validated(text: str, origin: str) -> tuple[dict[str, Any], Pylock, list[str]]:
+    """The TOML document, checked by ``packaging.pylock`` (any PEP 751 lock), and its notes."""
     try:
         from packaging.pylock import Pylock, PylockValidationError
     except ImportError:
@@ -86,6 +88,11 @@ def parse_lock(text: str, *, origin: str = "<lock>") -> ReadLock:
     except PylockValidationError as exc:
         where = f"{exc.context}: " if exc.context else ""
         raise LockFormatError(f"{origin}: {where}{exc.message}", hint=_HINT) from None
+    return data, pylock, notes
+
+
+def parse_lock(text: str, *, origin: str = "<lock>") -> ReadLock:
+    data, pylock, notes = _validated(text, origin)
     tool = Table(data, origin=origin, path="", error=LockFormatError, hint=_HINT)
     tool_table = tool.table("tool")
     ours = tool_table.table("cuda-resolve") if tool_table is not None else None
@@ -115,3 +122,48 @@ def _record(name: str, table: Table) -> ProfileRecord:
         decision=table.strings("decision", ()), interpreter=table.string("interpreter", ""), builds=table.strings("builds", ()),
     )
     return record
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LockedFile:
+    """A wheel or archive a lock names: enough to tell whether a stored file is that one."""
+
+    package: str  # canonical
+    version: str | None
+    filename: str
+    sha256: str | None
+    url: str | None  # or the lock's relative ``path``
+
+
+def read_locked_files(path: Path) -> tuple[LockedFile, ...]:
+    """Every wheel and archive the lock at ``path`` names. Any PEP 751 lock will do (one written
+    by uv or pip too: ``[tool.cuda-resolve]`` is not needed); one that cannot be read or is not
+    valid raises :class:`LockFormatError` naming the file (and the path in the document)."""
+    from .._bounded import read_user_text
+
+    text = read_user_text(path, error=LockFormatError, hint=_HINT, what="a lock file")
+    _, pylock, _ = _validated(text, str(path))
+    return locked_files(pylock, origin=str(path))
+
+
+def locked_files(pylock: Pylock, *, origin: str = "<lock>") -> tuple[LockedFile, ...]:
+    from packaging.pylock import PylockValidationError
+
+    found: list[LockedFile] = []
+    for position, package in enumerate(pylock.packages):
+        version = None if package.version is None else str(package.version)
+        for number, wheel in enumerate(package.wheels or ()):
+            try:
+                filename = wheel.filename
+            except PylockValidationError:
+                raise LockFormatError(f"{origin}: packages[{position}].wheels[{number}]: names no file (no name, path or url)",
+                                      hint=_HINT) from None
+            found.append(LockedFile(package=str(package.name), version=version, filename=filename,
+                                    sha256=(wheel.hashes or {}).get("sha256"), url=wheel.url or wheel.path))
+        archive = package.archive
+        if archive is not None:
+            where = archive.url or archive.path or ""
+            filename = unquote(urlsplit(where).path.rsplit("/", 1)[-1])
+            found.append(LockedFile(package=str(package.name), version=version, filename=filename,
+                                    sha256=(archive.hashes or {}).get("sha256"), url=where or None))
+    return tuple(found)

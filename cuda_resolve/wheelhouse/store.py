@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import filelock
 
@@ -55,12 +55,14 @@ __all__ = [
     "ENTRY_FILE",
     "LEFTOVER_MIN_AGE_S",
     "WHEELHOUSE_ENV",
+    "LockReference",
     "StoredWheel",
     "Wheelhouse",
     "best_covering",
     "covering_reason",
     "parse_created",
     "rank_covering",
+    "referenced_by_locks",
 ]
 
 #: Environment variable naming the wheelhouse (wins over the config file's ``wheelhouse``).
@@ -293,6 +295,54 @@ def covering_reason(entry: StoredWheel, coverage: Coverage) -> str:
     """``pointnet2_ops 3.0.0+pt2110cu130.sm80.sm89 in the wheelhouse covers every GPU here
     (8.0: sm_80 exact)``."""
     return f"{entry.key.package} {entry.version} in the wheelhouse covers every GPU here ({coverage.describe()})"
+
+
+class _LockedFile(Protocol):
+    """What a lock says of one file (:class:`cuda_resolve.lock.read.LockedFile`)."""
+
+    @property
+    def package(self) -> str: ...
+    @property
+    def filename(self) -> str: ...
+    @property
+    def sha256(self) -> str | None: ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LockReference:
+    """Why ``wheelhouse prune`` keeps an entry: ``lock`` names its file."""
+
+    lock: str  # the lock file's path
+    package: str
+    match: str  # "sha256" (the locked hash is the entry's) or "file name" (no hash, or another one)
+
+    def to_json(self) -> dict[str, str]:
+        return {"lock": self.lock, "package": self.package, "match": self.match}
+
+
+def referenced_by_locks(entries: Iterable[StoredWheel],
+                        locks: Mapping[str, Iterable[_LockedFile]]) -> dict[Path, tuple[LockReference, ...]]:
+    """The entries some lock names, by wheel path, with each lock that does. A lock names an
+    entry by its sha256 or by its file name, wherever its URL points (the served wheelhouse,
+    the lab's index server, a mirror, a file path): a wheel of the same name with another hash
+    is kept too, since it may be the one a node installs from this wheelhouse's pages. Pure."""
+    by_hash: dict[str, list[tuple[str, _LockedFile]]] = {}
+    by_name: dict[str, list[tuple[str, _LockedFile]]] = {}
+    for lock, files in locks.items():
+        for item in files:
+            if item.sha256:
+                by_hash.setdefault(item.sha256.lower(), []).append((lock, item))
+            by_name.setdefault(item.filename, []).append((lock, item))
+    kept: dict[Path, tuple[LockReference, ...]] = {}
+    for entry in entries:
+        found: dict[str, LockReference] = {}
+        for lock, item in by_hash.get(entry.sha256, ()):
+            found.setdefault(lock, LockReference(lock=lock, package=item.package, match="sha256"))
+        for lock, item in by_name.get(entry.filename, ()):
+            found.setdefault(lock, LockReference(lock=lock, package=item.package, match="file name"))
+        if found:
+            kept[entry.path] = tuple(found[lock] for lock in sorted(found))
+    return kept
 
 
 class Wheelhouse:
