@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import os
+import sys
+from typing import TYPE_CHECKING, Any
 
 from ..doctor.checks import run_checks
 from ..doctor.findings import worst
@@ -11,12 +13,17 @@ from ..index import default_cuda_facts, default_index
 from . import _output
 from ._common import add_environment_options, environment_from_args
 
+if TYPE_CHECKING:
+    from ..doctor.findings import Finding
+    from ..doctor.kernel import KernelContext
+    from ..environment import Environment
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "doctor",
         help="diagnose why CUDA extensions fail to build, load or run here",
-        description="Show the machine and run checks (driver, torch build, arch coverage, toolkit, compiler, headers, extensions, Slurm). Exit 0 when nothing is an error, 1 otherwise, 2 on bad input.",
+        description="Show the machine and run checks (driver, torch build, arch coverage, toolkit, compiler, headers, extensions, Slurm; inside a Jupyter kernel, the variables the kernel started with against what `cuda-resolve env` says the target needs). Exit 0 when nothing is an error, 1 otherwise, 2 on bad input.",
     )
     add_environment_options(parser)
     parser.add_argument(
@@ -27,9 +34,29 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=handle)
 
 
+def _kernel_findings(env: Environment) -> tuple[KernelContext, list[Finding]] | None:
+    """Inside a Jupyter kernel: what it started without, of what `cuda-resolve env` prints for
+    the target (the same computation: the bare-environment extension scan, then where this
+    process's LD_LIBRARY_PATH or a toolkit holds each missing library)."""
+    from ..doctor.kernel import check_kernel, detect_kernel
+    from ..envvars import bare_extension_scan, job_environment, library_locations
+
+    kernel = detect_kernel(os.environ)
+    if kernel is None:
+        return None
+    scan = bare_extension_scan(env)
+    missing = sorted({soname for ext in scan for soname in ext.missing})
+    job = job_environment(env, scan, library_locations(env, missing, os.environ))
+    python = env.python.executable or sys.executable
+    return kernel, check_kernel(kernel, job, python)
+
+
 def handle(args: argparse.Namespace) -> int:
     env = environment_from_args(args)
     findings = run_checks(env, default_cuda_facts())  # not the package catalogue: see index/cuda.py
+    kernel = _kernel_findings(env) if args.profile is None else None
+    if kernel is not None:
+        findings.extend(kernel[1])
     network: list[Any] = []
     if args.network:
         from ..doctor.network import network_findings
@@ -47,6 +74,7 @@ def handle(args: argparse.Namespace) -> int:
                 "status": status,
                 "environment": environment_to_dict(env),
                 "findings": [finding.to_json() for finding in findings],
+                **({"jupyter_kernel": kernel[0].to_json()} if kernel is not None else {}),
             }
         )
     else:

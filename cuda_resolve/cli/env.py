@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..doctor.kernel import KERNEL_SPEC_VARIABLE
 from ..envvars import (
     SHELLS,
     bare_extension_scan,
@@ -70,6 +71,8 @@ def handle(args: argparse.Namespace) -> int:
     if name is not None:
         kernel_file = Path(jupyter_data_dir(os.environ)) / "kernels" / name / "kernel.json"
         spec = kernel_spec(job, name, python)
+        # Which spec started a kernel: doctor inside it names this spec in its fix.
+        spec["env"][KERNEL_SPEC_VARIABLE] = name
         try:
             write_atomic(kernel_file, json.dumps(spec, indent=1) + "\n")
         except OSError as exc:
