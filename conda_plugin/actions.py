@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,21 @@ from conda.exceptions import CondaError
 
 #: What this process built into the local channel for the command being run (prefix, packages).
 _BUILT: list[tuple[Path, Any]] = []
+
+
+@dataclass(frozen=True)
+class _Deferred:
+    """Names taken out of a command's specs, to be built against the torch the command brings and
+    installed after it (``conda create -n x pytorch kaolin``)."""
+
+    command: str
+    prefix: Path
+    specs: tuple[str, ...]  # as the user wrote them (the command that finishes the job names them)
+    requirements: tuple[str, ...]  # the same as PEP 508 requirements for cuda-resolve's planner
+
+
+#: The command's deferred names (at most one entry: one conda command per process).
+_DEFERRED: list[_Deferred] = []
 _ACTIVATE = "conda config --set plugins.cuda_resolve_active true"
 _PASS_THROUGH = ("doctor", "detect", "plan", "install", "build", "lock", "sync")
 
@@ -145,7 +161,8 @@ def _installed_from(channel: Any) -> set[str]:
 
 
 def _curated(names: Sequence[str]) -> tuple[Any, list[str]]:
-    """cuda-resolve's index, and the names in it that are extensions it builds (not torch)."""
+    """cuda-resolve's index, and the names in it that are extensions it builds or whose prebuilt
+    wheels it knows (not torch)."""
     from cuda_resolve.index import default_index
     from cuda_resolve.install.prepare import TORCH_FAMILY
 
@@ -153,7 +170,7 @@ def _curated(names: Sequence[str]) -> tuple[Any, list[str]]:
     picked = []
     for name in names:
         package = index.package(name)
-        if package is not None and name not in (*TORCH_FAMILY, "pytorch") and getattr(package, "recipes", None):
+        if package is not None and name not in (*TORCH_FAMILY, "pytorch") and (package.recipes or package.wheels):
             picked.append(name)
     return index, picked
 
@@ -248,22 +265,28 @@ def _keep_solvable(args: Any, command: str, packages: Sequence[str]) -> None:
         _enable_pip_records()
 
 def _add_channel(args: Any, url: str) -> None:
-    cli_channels = list(args.get("channel") or ())
-    if url not in cli_channels:
-        args["channel"] = [*cli_channels, url]
-        context._set_argparse_args(args)
+    cli_channels = args.get("channel")
+    if cli_channels and url in cli_channels:
+        return
+    if isinstance(cli_channels, list):
+        cli_channels.append(url)  # in place: conda's install reads the parsed namespace's own list
+    else:
+        args["channel"] = [url]
+    context._set_argparse_args(args)
 
 def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], index: Any, names: list[str]) -> None:
     from cuda_resolve.conda.channel import LocalChannel
-    from cuda_resolve.conda.convert import build_into_channel
     from cuda_resolve.conda.records import torch_record
     from cuda_resolve.conda.serve import best_fitting, build_fits
     from cuda_resolve.detect import detect_environment
-    from cuda_resolve.install.options import InstallOptions
-    from cuda_resolve.reporting import Reporter
 
     prefix = Path(context.target_prefix)
     torch = torch_record(prefix) if prefix.is_dir() else None
+    # The torch the build pairs with comes with this command (a new environment, none yet, or a
+    # torch spec in the command): channel builds are judged without it, ours wait for it.
+    torch_changes = (command == "create" or torch is None
+                     or any(spec.name in ("pytorch", "torch") for spec in map(_spec, packages)))
+    judged = None if torch_changes else torch
     python = (prefix / "bin" / "python") if (prefix / "bin" / "python").exists() else None
     running = python is not None and Path(sys.executable).absolute() == python.absolute()
     env = detect_environment(python=None if running or python is None else str(python))
@@ -273,7 +296,7 @@ def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], i
     for spec in specs:
         if spec.name not in names:
             continue
-        fits = [build_fits(_as_record(r), env, torch, index) for r in _channel_records(spec)
+        fits = [build_fits(_as_record(r), env, judged, index) for r in _channel_records(spec)
                 if not str(r.channel.base_url or "").startswith(channel.url)]
         best = best_fitting(fits)
         if best is not None:
@@ -287,34 +310,66 @@ def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], i
         _enable_pip_records()  # the pin of a fitting build, or of ours, names pip's torch
     if not to_build:
         return
-    if torch is None:
-        raise CudaResolvePluginError(
-            f"no channel build of {', '.join(to_build)} fits this machine, and the environment {prefix} has no torch to build against",
-            hint=f"create the environment with torch first (conda create -p {prefix} python pytorch), then conda install {' '.join(to_build)}")
     requirements = [_requirement(spec) for spec in specs if spec.name in to_build]
+    if torch_changes:
+        _defer(command, prefix, packages, to_build, requirements)
+        return
+    assert torch is not None
     if args.get("dry_run"):
         from conda.exceptions import DryRunExit
 
         print(f"cuda-resolve: would build {', '.join(requirements)} against {torch.describe()} into the local channel "
               f"{channel.url} (conda cuda plan -p {prefix} {' '.join(to_build)} shows the build)")
         raise DryRunExit()
+    for item in _build(prefix, requirements, index, channel):
+        _pin(packages, item.package.name, item.package.version, item.package.build)
+        _BUILT.append((prefix, item))
+    _add_channel(args, channel.url)
+
+
+def _build(prefix: Path, requirements: Sequence[str], index: Any, channel: Any) -> list[Any]:
+    """Build (or fetch) ``requirements`` for the environment's torch into the local channel."""
+    from cuda_resolve.conda.convert import build_into_channel
+    from cuda_resolve.install.options import InstallOptions
+    from cuda_resolve.reporting import NullReporter
+
     _refuse_insecure_tls()
 
-    class _Printer(Reporter):  # type: ignore[misc]
+    class _Printer(NullReporter):
         def step(self, text: str) -> None:
             print(f"cuda-resolve: {text}", flush=True)
 
         def note(self, text: str) -> None:
             print(f"cuda-resolve: note: {text}", flush=True)
 
+    settings = _settings()
     sources = tuple((name, Path(folder).expanduser()) for name, folder in (settings.cuda_resolve_sources or {}).items())
     options = InstallOptions(source_dirs=sources, explicit_arch_list=bool(settings.cuda_resolve_arch_list))
-    built = build_into_channel(requirements, prefix, channel=channel, index=index, options=options,
-                               arch_list=settings.cuda_resolve_arch_list or None, reporter=_Printer())
-    for item in built:
-        _pin(packages, item.package.name, item.package.version, item.package.build)
-        _BUILT.append((prefix, item))
-    _add_channel(args, channel.url)
+    return build_into_channel(list(requirements), prefix, channel=channel, index=index, options=options,
+                              arch_list=settings.cuda_resolve_arch_list or None, reporter=_Printer())
+
+def _spec(text: str) -> Any:
+    from conda.models.match_spec import MatchSpec
+
+    return MatchSpec(text)
+
+
+def _defer(command: str, prefix: Path, packages: list[str], names: Sequence[str], requirements: Sequence[str]) -> None:
+    """Take ``names`` out of the command's specs (in place: conda's install reads this list):
+    conda solves and installs the rest, torch included; :func:`after_install` then builds them
+    against that torch and installs them through conda. :func:`veto_solve` refuses, before
+    anything is installed, a solve that brings no CUDA torch to build against."""
+    taken = [text for text in packages if _spec(text).name in names]
+    for text in taken:
+        packages.remove(text)
+    if not packages:
+        raise CudaResolvePluginError(
+            f"{', '.join(names)} must be built against the torch this command installs, and it installs nothing else: nothing was changed",
+            hint=f"name the torch too: conda {command} -p {prefix} pytorch {' '.join(taken)}")
+    _DEFERRED.append(_Deferred(command=command, prefix=prefix, specs=tuple(taken), requirements=tuple(requirements)))
+    print(f"cuda-resolve: no channel build of {', '.join(names)} fits this machine; conda installs the rest first, "
+          "then cuda-resolve builds them against the torch it brought and installs them through conda", flush=True)
+
 
 def _requirement(spec: Any) -> str:
     """A conda spec's name and version as a PEP 508 requirement for cuda-resolve's resolver
@@ -344,22 +399,85 @@ def _pin(packages: list[str], name: str, version: str, build: str) -> None:
 def after_install(command: str) -> None:
     """Conda environment variables for what was built into the environment: CUDA_HOME (the
     toolkit it was built with) and TORCH_CUDA_ARCH_LIST (what it was built for), so a later
-    build in the environment and a Slurm job see the same."""
+    build in the environment and a Slurm job see the same.
+
+    First, names a pre-command deferred (:func:`_defer`) are built against the torch the command
+    just installed and installed through conda's own solver and transaction."""
+    if _DEFERRED:
+        _finish(_DEFERRED.pop())
     if not _BUILT:
         return
     from conda.core.prefix_data import PrefixData
 
     prefix, item = _BUILT[-1]
+    _BUILT.clear()
     from cuda_resolve.conda.package import read_package_info
 
     _, ours = read_package_info(item.path)
+    if ours.get("downloaded_from"):
+        return  # a prebuilt wheel: nothing was compiled here, no toolkit or arch list to pass on
     variables = {"TORCH_CUDA_ARCH_LIST": str(ours.get("built_for") or item.package.arch_list)}
     if ours.get("toolkit"):
         variables["CUDA_HOME"] = str(ours["toolkit"])
     PrefixData(str(prefix)).set_environment_env_vars(variables)
     _env_vars_marker(prefix).write_text(json.dumps(variables, indent=1, sort_keys=True))
     print("cuda-resolve: set " + ", ".join(f"{k}={v}" for k, v in variables.items()) + f" for {prefix} (conda env config vars list)")
-    _BUILT.clear()
+
+
+def _finish(deferred: _Deferred) -> None:
+    """Build the deferred names against the torch the environment now has and install them
+    through conda (its solver, whichever the user runs, and its transaction, which undoes
+    itself on failure). If that fails, the environment holds what the command installed and
+    nothing of ours: the error says so and names the one command that finishes the job."""
+    from cuda_resolve.conda.channel import LocalChannel
+    from cuda_resolve.conda.records import read_prefix_records, torch_record
+    from cuda_resolve.errors import CudaResolveError
+    from cuda_resolve.index import default_index
+
+    prefix = deferred.prefix
+    channel = LocalChannel.default(_settings().cuda_resolve_channel)
+    finish = f"conda install -p {prefix} " + " ".join(_quoted(text) for text in deferred.specs)
+    try:
+        built = _build(prefix, deferred.requirements, default_index(), channel)
+        specs = [f"{b.package.name}[version='=={b.package.version}',build={b.package.build}]" for b in built]
+        torch = torch_record(prefix)
+        if torch is not None and torch.source == "pip":
+            _enable_pip_records()
+        _install_through_conda(prefix, [channel.url, *context.channels], specs)
+    except (CudaResolveError, CondaError, OSError) as error:
+        message = error.message if isinstance(error, CudaResolveError) else str(error).strip()
+        hint = error.hint if isinstance(error, CudaResolveError) else None
+        records = read_prefix_records(prefix) if (prefix / "conda-meta").is_dir() else ()
+        torch = torch_record(prefix, records) if records else None
+        raise CudaResolvePluginError(
+            f"conda {deferred.command} finished: {prefix} exists with {len(records)} conda package(s)"
+            f"{f', {torch.describe()} among them' if torch else ''}; but {', '.join(deferred.specs)} "
+            f"{'is' if len(deferred.specs) == 1 else 'are'} not installed in it: {message}",
+            hint=(f"{hint}; then finish with: {finish}" if hint else f"finish with: {finish}")) from None
+    for item in built:
+        _BUILT.append((prefix, item))
+
+
+def _quoted(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def _install_through_conda(prefix: Path, channels: Sequence[str], specs: Sequence[str]) -> None:
+    """``conda install -p PREFIX SPECS`` through conda's public API: the user's solver backend
+    (``conda.api.Solver``), conda's transaction (with its own rollback), the specs recorded in
+    the environment's history, the installed packages frozen."""
+    from conda.api import Solver
+    from conda.base.constants import UpdateModifier
+    from conda.models.match_spec import MatchSpec
+
+    solver = Solver(str(prefix), list(dict.fromkeys(channels)), context.subdirs, specs_to_add=[MatchSpec(text) for text in specs])
+    transaction = solver.solve_for_transaction(update_modifier=UpdateModifier.FREEZE_INSTALLED)
+    if not context.json:
+        transaction.print_transaction_summary()
+    transaction.download_and_extract()
+    transaction.execute()
 
 def _env_vars_marker(prefix: Path) -> Path:
     """What the plugin set in the environment's conda variables (so that it unsets only that)."""
@@ -391,9 +509,11 @@ def unset_build_variables(prefix: Path) -> None:
         print(f"cuda-resolve: unset {', '.join(names)} for {prefix} (nothing built by cuda-resolve is left)")
     marker.unlink()
 
-def veto_solve(link_precs: Sequence[Any]) -> None:
+def veto_solve(link_precs: Sequence[Any], unlink_precs: Sequence[Any] = ()) -> None:
     if not _active():
         return
+    if _DEFERRED:
+        _check_deferred(_DEFERRED[-1], link_precs, unlink_precs)
     from cuda_resolve.conda.serve import veto_cpu_torch, veto_torch_swap
 
     pytorch = [record for record in link_precs if record.name == "pytorch"]
@@ -412,6 +532,34 @@ def veto_solve(link_precs: Sequence[Any]) -> None:
     reason = veto_cpu_torch(detect_environment(), [_as_record(record) for record in pytorch])
     if reason:
         raise CudaResolvePluginError(reason, hint="ask for a CUDA build: conda install 'pytorch=*=cuda*' (with conda-forge), or set CONDA_OVERRIDE_CUDA if __cuda is missing")
+
+def _check_deferred(deferred: _Deferred, link_precs: Sequence[Any], unlink_precs: Sequence[Any]) -> None:
+    """Before conda changes anything: the solve must leave a CUDA torch in the environment for
+    the deferred names to be built against (else they could never be installed, and the
+    command would stop half-way)."""
+    from cuda_resolve.conda.records import TorchRecord, torch_record
+
+    incoming = [record for record in link_precs if record.name == "pytorch"]
+    torch: TorchRecord | None
+    if incoming:
+        torch = TorchRecord.from_channel_record(_as_record(incoming[-1]))
+    else:
+        current = torch_record(deferred.prefix) if (deferred.prefix / "conda-meta").is_dir() else None
+        leaving = {record.name for record in unlink_precs}
+        torch = current if current is not None and current.name not in leaving else None
+    names = " ".join(_quoted(text) for text in deferred.specs)
+    if torch is None:
+        raise CudaResolvePluginError(
+            f"{', '.join(deferred.specs)} must be built against the environment's torch, and this solve leaves none in {deferred.prefix}: nothing was changed",
+            hint=f"add a CUDA build of pytorch to the command: conda {deferred.command} -p {deferred.prefix} 'pytorch=*=cuda*' {names}")
+    if torch.is_cpu_only:
+        raise CudaResolvePluginError(
+            f"{', '.join(deferred.specs)} must be built against a CUDA torch, and this solve gives {deferred.prefix} {torch.describe()}: nothing was changed",
+            hint=f"ask for a CUDA build: conda {deferred.command} -p {deferred.prefix} 'pytorch=*=cuda*' {names}")
+    if context.dry_run:
+        print(f"cuda-resolve: after this, {', '.join(deferred.specs)} would be built against {torch.describe()} "
+              "and installed through conda", flush=True)
+
 
 def load_pip_torch(prefix: Any, records: dict[str, Any]) -> dict[str, Any]:
     """pip's torch as a record (name ``torch``, build ``pypi_0``), where conda's own pypi loader

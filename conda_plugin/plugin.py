@@ -10,6 +10,9 @@ What is registered, and why, is in docs/conda.md:
   makes plain ``conda install`` use cuda-resolve);
 - a pre-command for ``install``/``create``/``update``: where no channel build fits, build into
   the local channel and point the command at it (conda's solver and transaction do the rest);
+  where the torch to build against comes with the command (``conda create -n x pytorch
+  kaolin``), take the names out of it and build and install them in the post-command, through
+  conda's own solver and transaction;
 - a post-solve veto: no CPU-only pytorch on a GPU machine;
 - a prefix-data loader: pip's torch visible to the solve (the pin of a package built against it);
 - an error hint when the plugin is installed but not active;
@@ -92,7 +95,7 @@ def conda_post_solves() -> Iterator[Any]:
     def action(repodata_fn: str, unlink_precs: Any, link_precs: Any) -> None:
         from .actions import veto_solve
 
-        veto_solve(link_precs)
+        veto_solve(link_precs, unlink_precs)
 
     yield CondaPostSolve(name=NAME, action=action)
 
