@@ -6,8 +6,9 @@ A loopback index of small wheels (tests/test_lock_support.py) stands in for PyPI
 PyTorch index. Measured: ``cuda-resolve lock`` for 1, 10 and 50 profiles (machine classes
 cycling through A100/V100/H100 on 535/550, RTX 4090/3090 on 580, CPU boxes) with the index pages
 cached (a warm-up lock first); ``sync --check`` on a venv that matches; ``sync`` of a profile
-whose files are all cached, beside plain ``pip install --no-deps`` of the same files and ``uv
-pip install -r pylock.toml --extra P`` (with --uv), each into a fresh venv, median of 3.
+whose files are all cached, beside plain ``pip install --no-deps`` of the same files, the same
+with pip's hash-checking mode (``--require-hashes -r``, as sync runs pip), and ``uv pip install -r
+pylock.toml --extra P`` (with --uv), each into a fresh venv, interleaved, median of --runs.
 """
 
 from __future__ import annotations
@@ -53,12 +54,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--uv", help="a uv binary to compare with")
     parser.add_argument("--counts", default="1,10,50", help="numbers of profiles to lock")
+    parser.add_argument("--runs", type=int, default=5, help="runs of each sync measurement (median)")
+    parser.add_argument("--scratch", type=Path, help="build the index, profiles, locks and venvs here and keep them (for profiling)")
     parser.add_argument("--out", type=Path, default=Path("bench/results") / f"lock-{time.strftime('%Y-%m-%d')}.json")
     args = parser.parse_args()
     results: dict[str, object] = {"machine": os.uname().nodename, "cpus": os.cpu_count(), "python": sys.version.split()[0],
                                   "load_average_at_start": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory() as scratch_text:
-        scratch = Path(scratch_text)
+        scratch = Path(scratch_text) if args.scratch is None else args.scratch.absolute()
+        scratch.mkdir(parents=True, exist_ok=True)
         index = StaticIndex(scratch / "index")
         built = scratch / "built"
         index.add(make_wheel(built, "filelock", "3.20.0"))
@@ -90,10 +94,14 @@ def main() -> None:
             python = _venv(scratch / "synced")
             _cli("sync", str(lock), "--name", "class00", "--python", str(python), env=env)
             results["sync_check_seconds"] = round(statistics.median(
-                _cli("sync", str(lock), "--name", "class00", "--python", str(python), "--check", env=env) for _ in range(5)), 3)
+                _cli("sync", str(lock), "--name", "class00", "--python", str(python), "--check", env=env) for _ in range(args.runs)), 3)
             files = sorted((scratch / "cache" / "lock-wheels").rglob("*.whl"))
-            sync_runs, pip_runs, uv_runs = [], [], []
-            for attempt in range(3):
+            hashed = scratch / "hashed.txt"
+            hashed.write_text("".join(f"{path.as_uri()} --hash=sha256:{path.parent.name}\n" for path in files))
+            sync_runs, pip_runs, hashed_runs, uv_runs = [], [], [], []
+            loads = []
+            for attempt in range(args.runs):
+                loads.append(os.getloadavg()[0])
                 fresh = _venv(scratch / f"fresh{attempt}")
                 sync_runs.append(_cli("sync", str(lock), "--name", "class00", "--python", str(fresh), env=env))
                 plain = _venv(scratch / f"plain{attempt}")
@@ -101,6 +109,11 @@ def main() -> None:
                 subprocess.run([str(plain), "-m", "pip", "install", "--disable-pip-version-check", "--no-deps", "--no-index", "--quiet",
                                 *map(str, files)], check=True, env=env)
                 pip_runs.append(time.perf_counter() - started)
+                checked = _venv(scratch / f"hashed{attempt}")
+                started = time.perf_counter()
+                subprocess.run([str(checked), "-m", "pip", "install", "--disable-pip-version-check", "--no-deps", "--no-index", "--quiet",
+                                "--require-hashes", "-r", str(hashed)], check=True, env=env)
+                hashed_runs.append(time.perf_counter() - started)
                 if args.uv:
                     # uv knows nothing of cuda-resolve's mirror rules: it gets the lock with the
                     # mirror's prefix written in, as a lab behind that mirror would hand it.
@@ -117,7 +130,12 @@ def main() -> None:
                         raise SystemExit(f"uv failed: {done.stderr[-500:]}")
             results["sync_seconds"] = round(statistics.median(sync_runs), 3)
             results["pip_install_no_deps_seconds"] = round(statistics.median(pip_runs), 3)
+            results["pip_install_require_hashes_seconds"] = round(statistics.median(hashed_runs), 3)
             results["sync_over_pip"] = round(statistics.median(sync_runs) / statistics.median(pip_runs), 2)
+            results["sync_over_pip_require_hashes"] = round(statistics.median(sync_runs) / statistics.median(hashed_runs), 2)
+            results["runs"] = {"sync": [round(t, 3) for t in sync_runs], "pip": [round(t, 3) for t in pip_runs],
+                               "pip_require_hashes": [round(t, 3) for t in hashed_runs], "uv": [round(t, 3) for t in uv_runs],
+                               "load_average_before_each": [round(x, 2) for x in loads]}
             if uv_runs:
                 results["uv_pip_install_extra_seconds"] = round(statistics.median(uv_runs), 3)
             results["files_in_profile"] = len(files)

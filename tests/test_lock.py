@@ -288,3 +288,41 @@ def test_update_relocks_one_profile_and_leaves_the_others_entries_byte_identical
     # the same bytes; only its facts under [tool.cuda-resolve] moved.
     assert "'cpu' in extras" in packages(locked.read_text()) and packages(output.read_text()) == packages(locked.read_text())
     assert main(["lock", "torch", "-o", str(output), "--update", "--profile", str(changed)]) == 1  # other requests: refused
+
+
+def test_a_cached_sync_loads_no_http_layer_and_a_cached_file_that_changed_is_checked_again(
+        configured: dict[str, Path | str], locked: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import sys
+
+    from cuda_resolve.net.client import HttpClient
+    from cuda_resolve.paths import cache_root
+
+    assert main(["sync", str(locked), "--name", "a100", "--python", str(_venv(tmp_path / "first"))]) == 0
+    # Every file is cached and was checked: the next sync hashes none of them and never loads requests.
+    second = _venv(tmp_path / "second")
+    script = ("import sys\nfrom cuda_resolve.cli import main\n"
+              f"code = main(['sync', {str(locked)!r}, '--name', 'a100', '--python', {str(second)!r}])\n"
+              "sys.exit(code if code else 3 if 'requests' in sys.modules else 0)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert _installed(second)["torch"] == "2.14.1+cu126"
+    # A cached file changed since (same size, its mtime put back: only its ctime tells) is not
+    # trusted: it is fetched and checked again.
+    wheel = next((cache_root() / "lock-wheels").rglob("torch-2.14.1+cu126-py3-none-any.whl"))
+    good = wheel.read_bytes()
+    before = wheel.stat()
+    wheel.write_bytes(bytes(len(good)))
+    os.utime(wheel, ns=(before.st_atime_ns, before.st_mtime_ns))
+    fetched: list[str] = []
+    download = HttpClient.download
+
+    def recording(self: HttpClient, url: str, dest: Path | str, **kwargs: object) -> Path:
+        fetched.append(Path(dest).name)
+        return download(self, url, dest, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(HttpClient, "download", recording)
+    third = _venv(tmp_path / "third")
+    assert main(["sync", str(locked), "--name", "a100", "--python", str(third)]) == 0
+    assert fetched == ["torch-2.14.1+cu126-py3-none-any.whl"] and wheel.read_bytes() == good
+    assert _installed(third)["torch"] == "2.14.1+cu126"

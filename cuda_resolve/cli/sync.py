@@ -38,21 +38,31 @@ def register(subparsers: Any) -> None:
 def handle(args: argparse.Namespace) -> int:
     import os
     import tempfile
+    from concurrent.futures import ThreadPoolExecutor
 
     from ..index import default_cuda_facts
     from ..install.pip import pip_facts_and_distributions
+    from ..install.target import choose_target
     from ..lock.read import read_lock
     from ..lock.select import choose_profile, wanted_files
     from ..lock.sync import drift
     from ._common import detect_target
 
-    lock = read_lock(args.lock)
-    env, choice = detect_target(args.python)
-    python = env.python.executable or choice.python
+    environ = dict(os.environ)
+    _load_for_workers()
+    # Three independent waits at once: the lock is read and validated while the target's
+    # interpreter answers twice (its facts for the profile, its installed distributions).
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="sync") as pool:
+        lock_job = pool.submit(read_lock, args.lock)
+        installed_job = pool.submit(pip_facts_and_distributions, choose_target(args.python).python, environ)
+        try:
+            env, choice = detect_target(args.python)
+        finally:
+            lock = lock_job.result()  # a lock that cannot be read is the first thing to say
+        python = env.python.executable or choice.python
+        _, installed = installed_job.result()
     profile = choose_profile(lock, env, default_cuda_facts(), args.name)
     wanted = wanted_files(lock, profile, env)
-    environ = dict(os.environ)
-    _, installed = pip_facts_and_distributions(python, environ)
     if env.torch is not None and installed.get("torch") == env.torch.base_version != env.torch.version:
         # PyPI's torch carries no local label in its metadata (2.11.0), while its version.py names
         # the build (2.11.0+cu130): that is the build a lock from the PyTorch index names.
@@ -78,8 +88,7 @@ def handle(args: argparse.Namespace) -> int:
     from ..config import load_config
     from ..install.options import InstallOptions
     from ..install.transaction import execute, planned_commands
-    from ..lock.sync import fetch_all, remove_extras, sync_plan
-    from ..net.factory import client_from_config
+    from ..lock.sync import cache_path, cached_files, fetch_all, remove_extras, sync_plan
     from ..paths import cache_root, new_log_path
     from ..reporting import RedactingReporter
     from ..wheelhouse.store import Wheelhouse
@@ -90,7 +99,7 @@ def handle(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="cuda-resolve-sync-") as scratch:
         requirements = Path(scratch) / "locked.txt"
         if args.dry_run:
-            paths = {w.name: cache_root() / "lock-wheels" / w.sha256[:2] / w.sha256 / w.file for w in to_install}
+            paths = {w.name: cache_path(cache_root() / "lock-wheels", w) for w in to_install}
             plan = sync_plan(env, to_install, paths, requirements)
             commands = planned_commands(plan, python, Wheelhouse.default())
             document.update({"install": [w.name + "==" + w.version for w in to_install], "remove": to_remove,
@@ -109,8 +118,12 @@ def handle(args: argparse.Namespace) -> int:
             return 0
         if to_remove:
             reporter.step(f"--exact: will remove {', '.join(to_remove)} after installing")
-        with client_from_config(config) as client:
-            paths = fetch_all(to_install, client, cache_root() / "lock-wheels", reporter)
+        paths, missing = cached_files(to_install, cache_root() / "lock-wheels")
+        if missing:  # the HTTP layer (requests and all) is loaded only when something is fetched
+            from ..net.factory import client_from_config
+
+            with client_from_config(config) as client:
+                paths.update(fetch_all(missing, client, cache_root() / "lock-wheels", reporter))
         plan = sync_plan(env, to_install, paths, requirements, imports=_imports_of(to_install))
         result = None
         if plan.steps:
@@ -132,6 +145,18 @@ def handle(args: argparse.Namespace) -> int:
         for w in to_install:
             console.print(f"installed {w.name} {w.version}", highlight=False, soft_wrap=True)
     return 0
+
+
+def _load_for_workers() -> None:
+    """Load what the worker threads run, here in the main thread: a module imported by two
+    threads at once can be met half-initialised where imports are circular."""
+    import contextlib
+    import encodings.utf_8_sig  # noqa: F401 - how a lock's text is decoded
+
+    from .. import _bounded, _toml  # noqa: F401
+
+    with contextlib.suppress(ImportError):  # read_lock says which packaging is needed
+        import packaging.pylock  # noqa: F401
 
 
 def _render(report: list[Any], profile: str, python: str, notes: tuple[str, ...]) -> None:

@@ -3,7 +3,9 @@
 No resolution happens here: the lock names every file. An installed distribution with the
 locked name, version and local label counts as satisfied (its files' hashes are not re-read).
 Every file to install is fetched (through the configured mirror, by rewriting the locked URL's
-prefix) and its sha256 and size checked before anything is installed; then the executor runs
+prefix) and its sha256 and size checked before anything is installed; a file already in the cache
+was checked when it came and is not hashed again while its stamp (size, mtime, ctime, inode
+recorded then) still holds, so a cached sync opens no connection; then the executor runs
 one pip step, in hash-checking mode with ``--no-deps --no-index`` over those files, with its
 stash and undo: all or nothing. ``--exact`` then removes what the lock does not name, in a
 second all-or-nothing step of its own (never pip, setuptools, wheel or cuda-resolve).
@@ -11,6 +13,7 @@ second all-or-nothing step of its own (never pip, setuptools, wheel or cuda-reso
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,7 +32,7 @@ if TYPE_CHECKING:  # `sync --check` imports none of the acting layers: it must a
     from ..net.client import HttpClient
     from ..plan import Plan
 
-__all__ = ["KEEP", "Drift", "drift", "fetch_all", "remove_extras", "sync_plan"]
+__all__ = ["KEEP", "Drift", "cache_path", "cached_files", "drift", "fetch_all", "remove_extras", "sync_plan"]
 
 #: Never removed by ``--exact``: the tools that install.
 KEEP = frozenset({"pip", "setuptools", "wheel", "cuda-resolve"})
@@ -75,14 +78,69 @@ def drift(wanted: Sequence[Wanted], installed: Mapping[str, str], *, exact: bool
     return found
 
 
+def cache_path(cache_dir: Path, item: Wanted) -> Path:
+    """Where ``item``'s file is kept: under its sha256, so two locks never share a wrong file."""
+    return cache_dir / item.sha256[:2] / item.sha256 / item.file
+
+
+def _stamp_path(path: Path) -> Path:
+    return path.with_name(path.name + ".verified")
+
+
+def _stat_facts(path: Path) -> dict[str, int]:
+    info = path.stat()
+    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "ctime_ns": info.st_ctime_ns, "ino": info.st_ino, "dev": info.st_dev}
+
+
+def _stamp(path: Path, sha256: str) -> None:
+    """Record that ``path`` was found to have ``sha256``, with the file's stat as it was then."""
+    from ..paths import write_atomic
+
+    try:
+        write_atomic(_stamp_path(path), json.dumps({"sha256": sha256, **_stat_facts(path)}) + "\n")
+    except OSError:
+        pass  # no stamp: the next sync hashes the file again
+
+
+def _stamped(path: Path, item: Wanted) -> bool:
+    """True when ``path`` was checked against ``item``'s sha256 and is unchanged since: same size,
+    mtime, ctime (which no write can leave as it was), inode and device. pip's hash-checking mode
+    still hashes the file before installing anything, so a stamp saves our pass, not the check."""
+    try:
+        recorded = json.loads(_stamp_path(path).read_text(encoding="utf-8"))
+        now = _stat_facts(path)
+    except (OSError, ValueError):
+        return False
+    if not isinstance(recorded, dict) or recorded.get("sha256") != item.sha256:
+        return False
+    if item.size is not None and now["size"] != item.size:
+        return False
+    return all(recorded.get(key) == value for key, value in now.items())
+
+
+def cached_files(wanted: Sequence[Wanted], cache_dir: Path) -> tuple[dict[str, Path], list[Wanted]]:
+    """The files already in the cache and checked (by name), and the items still to fetch or check.
+    Reads no file's content: a sync whose files are all here opens no connection and hashes nothing."""
+    paths: dict[str, Path] = {}
+    missing: list[Wanted] = []
+    for item in wanted:
+        target = cache_path(cache_dir, item)
+        if _stamped(target, item):
+            paths[item.name] = target
+        else:
+            missing.append(item)
+    return paths, missing
+
+
 def fetch_all(wanted: Sequence[Wanted], client: HttpClient, cache_dir: Path, reporter: Reporter | None = None) -> dict[str, Path]:
-    """Every file in the cache, its sha256 (and size) checked; one failure stops before any install."""
+    """Every file in the cache, its sha256 (and size) checked and stamped (:func:`cached_files`);
+    one failure stops before any install."""
     from ..errors import NetworkError
 
     report = reporter or NullReporter()
     paths: dict[str, Path] = {}
     for item in wanted:
-        target = cache_dir / item.sha256[:2] / item.sha256 / item.file
+        target = cache_path(cache_dir, item)
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.is_file():
             report.step(f"fetching {item.file}")
@@ -95,6 +153,7 @@ def fetch_all(wanted: Sequence[Wanted], client: HttpClient, cache_dir: Path, rep
             target.unlink()
             raise LockError(f"{item.file}: {target.stat().st_size if target.exists() else 'other'} bytes, the lock says {item.size}; nothing was installed",
                             hint="the index serves another file than the one locked: lock again")
+        _stamp(target, item.sha256)
         paths[item.name] = target
     return paths
 
