@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the TOML reader is imported only when a profile is read
     from ._toml import Table
     from .index.cuda import CudaFactsSource
 
-__all__ = ["dump_profile", "environment_from_dict", "environment_to_dict", "load_profile", "parse_profile"]
+__all__ = ["dump_profile", "environment_from_dict", "environment_to_dict", "load_profile", "load_sbatch_resources", "parse_profile"]
 
 FORMAT_VERSION = 1
 _HINT = "see docs/profile-format.md for the profile keys, or write one with `cuda-resolve detect --save-profile FILE`"
@@ -122,6 +122,7 @@ def _environment(top: Table, *, source: str, index: CudaFactsSource | None) -> E
     extensions = tuple(_extension(table) for table in top.tables("extension"))
     installed_extensions = tuple(_installed_extension(table) for table in top.tables("installed_extension"))
     notes = top.strings("notes", ())
+    _sbatch_resources(top.table("slurm"))  # checked with the rest; `build --slurm` reads it (load_sbatch_resources)
     top.finish()
     return Environment(
         machine=machine,
@@ -377,6 +378,26 @@ def _scheduler(table: Table | None) -> Scheduler:
     )
     table.finish()
     return scheduler
+
+
+def _sbatch_resources(table: Table | None) -> tuple[str, ...]:
+    """``[slurm] sbatch = ["--partition=a100", ...]``: the sbatch options of this node class's
+    build tasks under ``cuda-resolve build --slurm``."""
+    if table is None:
+        return ()
+    from .slurm.resources import check_sbatch_arg
+
+    options = _checked_strings(table, "sbatch", check_sbatch_arg)
+    table.finish()
+    return options
+
+
+def load_sbatch_resources(path: str | Path) -> tuple[str, ...]:
+    """The ``[slurm] sbatch`` options of a profile file (empty when it has none)."""
+    from ._toml import load_toml_file
+
+    table = load_toml_file(Path(path), error=ProfileError, hint=_HINT)
+    return _sbatch_resources(table.table("slurm"))
 
 
 def _variables(table: Table | None) -> Variables:

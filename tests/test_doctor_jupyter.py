@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +70,8 @@ def _start_kernel(tmp: Path, python: Path, environ: dict[str, str], *, late: dic
 def _kernel_finding(document: dict[str, Any]) -> dict[str, Any]:
     found = [f for f in document["findings"] if f["check"] == "jupyter-kernel"]
     assert len(found) == 1, document["findings"]
-    return found[0]
+    finding: dict[str, Any] = found[0]
+    return finding
 
 
 def test_a_value_set_in_the_notebook_is_too_late_and_doctor_says_so(tmp_path: Path) -> None:

@@ -176,7 +176,7 @@ def test_ctrl_c_on_a_terminal_asks_before_scancel(slurm: Cluster, target: tuple[
     (["quickext", "--no-wait"], "--no-wait is an option of Slurm builds"),
     (["quickext", "--sbatch-arg=--time=1"], "--sbatch-arg is an option of Slurm builds"),
     (["quickext", "--slurm"], "--slurm builds for the node classes --profile FILE describes"),
-    (["quickext", "--slurm", "--profile", "/nonexistent/node.toml"], "--profile /nonexistent/node.toml: the build cannot be planned"),
+    (["quickext", "--slurm", "--profile", "/nonexistent/node.toml"], "/nonexistent/node.toml: no such file"),
     (["--status", "abc"], "a Slurm job id is a number"),
     (["--status", "12345"], "no build run of that job id is recorded"),
     (["quickext", "--status", "12345"], "name no requirements"),

@@ -1,8 +1,9 @@
 """``cuda-resolve build REQ...``: the source builds of a plan, into the wheelhouse (see :mod:`.install`).
 
 With ``--slurm`` the builds for several node classes (``--profile A.toml --profile B.toml``)
-are one Slurm job array, a task per (package, profile) not yet in the wheelhouse
-(:mod:`cuda_resolve.slurm`); ``--status JOBID`` reports on such a job later.
+are Slurm job arrays, a task per (package, profile) not yet in the wheelhouse, one array per
+distinct set of sbatch options (a profile's ``[slurm]`` table, ``--sbatch-arg``,
+``--sbatch-arg-for``; :mod:`cuda_resolve.slurm`); ``--status JOBID`` reports on such a run later.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .install import handle_build, register_build
 __all__ = ["register"]
 
 #: Options of `build` that the array's tasks and the dry runs must not inherit.
-_OWN = frozenset({"requests", "profile", "slurm", "sbatch_arg", "no_wait", "status", "json", "dry_run", "help", "handler", "debug"})
+_OWN = frozenset({"requests", "profile", "slurm", "sbatch_arg", "sbatch_arg_for", "no_wait", "status", "json", "dry_run", "help", "handler", "debug"})
 
 
 def register(subparsers: Any) -> None:
@@ -39,9 +40,13 @@ def register(subparsers: Any) -> None:
     slurm.add_argument("--slurm", action="store_true",
                        help="build on the cluster: one Slurm array task per (package, --profile) not already in the wheelhouse, each into the shared wheelhouse; follow them and end with a table")
     slurm.add_argument("--sbatch-arg", metavar="ARG", action="append", default=[],
-                       help="an option for sbatch (repeatable): --sbatch-arg=--partition=cpu --sbatch-arg=--time=1:00:00")
-    slurm.add_argument("--no-wait", action="store_true", help="with --slurm: submit, print the job id and return")
-    slurm.add_argument("--status", metavar="JOBID", help="report on a job `build --slurm` submitted earlier")
+                       help="an option for sbatch, for every task (repeatable): --sbatch-arg=--partition=cpu --sbatch-arg=--time=1:00:00")
+    slurm.add_argument("--sbatch-arg-for", metavar="PROFILE=ARG", action="append", default=[],
+                       help="an option for sbatch for one profile's tasks (repeatable; PROFILE is its file name without .toml, or its path): "
+                            "--sbatch-arg-for h100=--time=4:00:00. A profile's own [slurm] sbatch = [...] list comes first, then --sbatch-arg, "
+                            "then these (sbatch takes the last of an option given twice); tasks with different options are separate job arrays")
+    slurm.add_argument("--no-wait", action="store_true", help="with --slurm: submit, print the job id (one per line: one per array) and return")
+    slurm.add_argument("--status", metavar="JOBID", help="report on a run `build --slurm` submitted earlier (any of its job ids)")
     parser.set_defaults(handler=handle, build_parser=parser)
 
 
@@ -55,7 +60,8 @@ def handle(args: argparse.Namespace) -> int:
     if not args.requests:
         raise UsageError("cuda-resolve build: name at least one requirement (REQ)", hint="for example: cuda-resolve build pointnet2_ops")
     if not args.slurm:
-        for flag, given in (("--no-wait", args.no_wait), ("--sbatch-arg", bool(args.sbatch_arg))):
+        for flag, given in (("--no-wait", args.no_wait), ("--sbatch-arg", bool(args.sbatch_arg)),
+                            ("--sbatch-arg-for", bool(args.sbatch_arg_for))):
             if given:
                 raise UsageError(f"{flag} is an option of Slurm builds", hint="add --slurm, or drop it")
         if len(profiles) > 1:
@@ -133,14 +139,31 @@ def _ask(question: str) -> bool:
         return False
 
 
+def _resources(args: argparse.Namespace, profiles: list[Path]) -> dict[Path, tuple[str, ...]]:
+    """Each profile's sbatch options (slurm.resources); bad values are UsageErrors naming them."""
+    from ..profile import load_sbatch_resources
+    from ..slurm.resources import profile_resources
+
+    return profile_resources(profiles, {profile: load_sbatch_resources(profile) for profile in profiles},
+                             args.sbatch_arg, args.sbatch_arg_for)
+
+
+def _keeps_running(run: Any) -> str:
+    ids = " ".join(run.job_ids)
+    return f"{run.label} keep{'' if len(run.jobs) > 1 else 's'} running: `cuda-resolve build --status {run.job_ids[0]}` reports on it, `scancel {ids}` cancels it"
+
+
 def _submit(args: argparse.Namespace, profiles: list[Path]) -> int:
+    from dataclasses import replace
+
     from ..slurm import fanout, scheduler
 
     parser: argparse.ArgumentParser = args.build_parser
     options = _passthrough(parser, args)
     environ = dict(os.environ)
+    resources = _resources(args, profiles)  # bad sbatch options fail before any dry run
     prepared = {str(profile): _dry_run(args.requests, profile, options) for profile in profiles}
-    tasks, already = fanout.plan_tasks(args.requests, prepared)
+    tasks, already = fanout.plan_tasks(args.requests, prepared, {str(p): r for p, r in resources.items()})
     if not tasks:
         run = fanout.Run(folder=Path(), tasks=(), already=tuple(already))
         _say("nothing to submit: every (package, profile) build is already in the wheelhouse")
@@ -148,37 +171,55 @@ def _submit(args: argparse.Namespace, profiles: list[Path]) -> int:
     poll = fanout.poll_seconds(environ)  # a bad CUDA_RESOLVE_SLURM_POLL fails before anything is submitted
     run = fanout.prepare_run(tasks, already, environ)
     command = [sys.executable, "-m", "cuda_resolve", "build", "--json", *options]
-    script = run.folder / "build.sbatch"
-    script.write_text(fanout.job_script(run, command))
+    arrays = fanout.groups(run.tasks)
+    scripts = []
+    for number, (_, members) in enumerate(arrays):
+        script = run.folder / ("build.sbatch" if len(arrays) == 1 else f"build-{number}.sbatch")
+        script.write_text(fanout.job_script(run, command, tasks=members))
+        scripts.append(script)
     from .._signals import Terminated, deferred_interrupts
 
-    # Once sbatch has the job, its id is recorded and said before any interrupt is taken.
-    with deferred_interrupts(_say, doing="submitting the build job") as held:
-        job_id = scheduler.submit(script, ["--export=ALL", *args.sbatch_arg], environ)
-        run = fanout.Run(folder=run.folder, tasks=run.tasks, already=run.already, job_id=job_id)
-        fanout.record_submission(run, environ)
-        _say(f"submitted slurm job {job_id}: {len(tasks)} task(s) ({', '.join(f'{t.package} for {Path(t.profile).name}' for t in tasks)}); logs in {run.folder}")
+    # Once sbatch has a job, its id is recorded and said before any interrupt is taken.
+    with deferred_interrupts(_say, doing="submitting the build jobs") as held:
+        for script, (sbatch, members) in zip(scripts, arrays, strict=True):
+            try:
+                job_id = scheduler.submit(script, ["--export=ALL", *sbatch], environ)
+            except BuildError as exc:
+                if not run.jobs:
+                    raise
+                # The run is what was submitted: --status must not wait for tasks no array holds.
+                unsubmitted = [t for t in run.tasks if run.job_of(t) is None]
+                run = replace(run, tasks=tuple(t for t in run.tasks if run.job_of(t) is not None))
+                fanout.record_submission(run, environ)
+                names = ", ".join(f"{t.package} for {Path(t.profile).name}" for t in unsubmitted)
+                raise BuildError(f"{exc} (not submitted: {names}); {_keeps_running(run)}", hint=exc.hint) from None
+            job = fanout.ArrayJob(job_id=job_id, tasks=tuple(t.index for t in members), sbatch=sbatch)
+            run = replace(run, jobs=(*run.jobs, job))
+            fanout.record_submission(run, environ)
+            resources_said = f" with {' '.join(sbatch)}" if sbatch else ""
+            _say(f"submitted slurm job {job_id}: {len(members)} task(s) ({', '.join(f'{t.package} for {Path(t.profile).name}' for t in members)})"
+                 f"{resources_said}; logs in {run.folder}")
     if held:
-        _say(f"slurm job {job_id} keeps running: `cuda-resolve build --status {job_id}` reports on it, `scancel {job_id}` cancels it")
+        _say(_keeps_running(run))
         raise held[0]
     if args.no_wait:
         if args.json:
-            _output.print_json({"job_id": job_id, "folder": str(run.folder), "tasks": len(tasks)})
+            _output.print_json({"job_id": run.job_ids[0], "job_ids": list(run.job_ids), "folder": str(run.folder), "tasks": len(tasks)})
         else:
-            print(job_id, flush=True)
+            print("\n".join(run.job_ids), flush=True)
         return 0
     try:
         found = fanout.follow(run, environ, say=_say, every=poll)
     except Terminated:
         # A scheduler's kill or a closed terminal ends this follower, never the builds.
-        _say(f"slurm job {job_id} keeps running: `cuda-resolve build --status {job_id}` reports on it")
+        _say(_keeps_running(run))
         raise
     except KeyboardInterrupt:
-        if sys.stdin.isatty() and _ask(f"cancel slurm job {job_id} ({len(tasks)} build task(s))? [y/N]"):
-            failed = scheduler.cancel(job_id, environ)
-            _say(f"scancel {job_id}: {failed}" if failed else f"cancelled slurm job {job_id}")
+        if sys.stdin.isatty() and _ask(f"cancel {run.label} ({len(tasks)} build task(s))? [y/N]"):
+            failed = scheduler.cancel(run.job_ids, environ)
+            _say(f"scancel {' '.join(run.job_ids)}: {failed}" if failed else f"cancelled {run.label}")
         else:
-            _say(f"slurm job {job_id} keeps running: `cuda-resolve build --status {job_id}` reports on it, `scancel {job_id}` cancels it")
+            _say(_keeps_running(run))
         raise
     return _report(args, run, found)
 
@@ -190,7 +231,7 @@ def _status(args: argparse.Namespace) -> int:
     run = fanout.load_run(str(args.status), environ)
     found = fanout.outcomes(run, environ)
     if found is None:
-        raise BuildError(f"squeue did not answer about job {run.job_id}", hint="try again in a few seconds")
+        raise BuildError(f"squeue did not answer about {run.label}", hint="try again in a few seconds")
     return _report(args, run, found)
 
 
@@ -198,14 +239,16 @@ def _report(args: argparse.Namespace, run: Any, found: Sequence[Any]) -> int:
     failed = [o for o in found if o.state == "failed"]
     if args.json:
         _output.print_json({
-            "job_id": run.job_id, "folder": str(run.folder) if run.tasks else None,
-            "tasks": [o.to_json() for o in found],
+            "job_id": run.job_ids[0] if run.jobs else None, "job_ids": list(run.job_ids),
+            "jobs": [{"job_id": j.job_id, "tasks": list(j.tasks), "sbatch": list(j.sbatch)} for j in run.jobs],
+            "folder": str(run.folder) if run.tasks else None,
+            "tasks": [{**o.to_json(), "job_id": run.job_of(o.task)} for o in found],
             "already": [{"package": a.package, "profile": a.profile, "wheel": a.wheel} for a in run.already],
         })
         return 1 if failed else 0
     from rich.table import Table
 
-    table = Table(title=f"slurm job {run.job_id}" if run.job_id else None, show_lines=False)
+    table = Table(title=run.label if run.jobs else None, show_lines=False)
     for column in ("package", "profile", "result", "wheel / log"):
         table.add_column(column, overflow="fold")
     for a in run.already:

@@ -1,4 +1,9 @@
-"""Decide the array's tasks, write the job script and the run's folder, follow the job.
+"""Decide the array's tasks, write the job scripts and the run's folder, follow the jobs.
+
+Tasks with the same sbatch options (a profile's ``[slurm]`` table and the command line's, see
+:mod:`.resources`) are one job array; each distinct set of options is an array of its own. A
+task keeps its index across the run's arrays (``--array=0,2``), so its files are named alike
+whichever array runs it.
 
 The run's folder (under ``$CUDA_RESOLVE_SLURM_DIR``, else the user's cache folder's
 ``slurm/``; a cluster's home is shared, so the tasks write there from any node) holds the job
@@ -27,11 +32,13 @@ from . import scheduler
 
 __all__ = [
     "MIN_POLL_SECONDS",
+    "ArrayJob",
     "Outcome",
     "Run",
     "Task",
     "already_built",
     "follow",
+    "groups",
     "job_script",
     "load_run",
     "outcomes",
@@ -54,6 +61,14 @@ class Task:
     package: str
     requirement: str
     profile: str  # absolute path of the profile file
+    sbatch: tuple[str, ...] = ()  # its sbatch options (resources): tasks with equal ones share an array
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ArrayJob:
+    job_id: str
+    tasks: tuple[int, ...]  # the run's task indices this array runs
+    sbatch: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,7 +83,19 @@ class Run:
     folder: Path
     tasks: tuple[Task, ...]
     already: tuple[Already, ...] = ()
-    job_id: str | None = None
+    jobs: tuple[ArrayJob, ...] = ()  # one per distinct set of sbatch options, in submission order
+
+    @property
+    def job_ids(self) -> tuple[str, ...]:
+        return tuple(job.job_id for job in self.jobs)
+
+    @property
+    def label(self) -> str:
+        """``slurm job 12`` or ``slurm jobs 12, 13``."""
+        return f"slurm job{'s' if len(self.jobs) > 1 else ''} {', '.join(self.job_ids)}"
+
+    def job_of(self, task: Task) -> str | None:
+        return next((job.job_id for job in self.jobs if task.index in job.tasks), None)
 
     def log(self, task: Task) -> Path:
         return self.folder / f"task-{task.index}.log"
@@ -90,7 +117,7 @@ class Outcome:
 
     def to_json(self) -> dict[str, Any]:
         return {"package": self.task.package, "profile": self.task.profile, "task": self.task.index, "state": self.state,
-                "wheel": self.wheel, "log": self.log, "diagnosis": self.diagnosis}
+                "sbatch": list(self.task.sbatch), "wheel": self.wheel, "log": self.log, "diagnosis": self.diagnosis}
 
 
 def poll_seconds(environ: Mapping[str, str]) -> float:
@@ -126,9 +153,11 @@ def already_built(profile: str, prepared: Mapping[str, Any]) -> list[Already]:
             for b in prepared.get("builds", []) if b.get("reused")]
 
 
-def plan_tasks(requests: Sequence[str], prepared_by_profile: Mapping[str, Mapping[str, Any]]) -> tuple[list[Task], list[Already]]:
+def plan_tasks(requests: Sequence[str], prepared_by_profile: Mapping[str, Mapping[str, Any]],
+               resources: Mapping[str, tuple[str, ...]] | None = None) -> tuple[list[Task], list[Already]]:
     """One task per (package, profile) whose build the profile's dry run did not find in the
-    wheelhouse. ``prepared_by_profile``: each profile's ``build --dry-run --json`` "prepared"."""
+    wheelhouse. ``prepared_by_profile``: each profile's ``build --dry-run --json`` "prepared";
+    ``resources``: each profile's sbatch options (:func:`.resources.profile_resources`)."""
     tasks: list[Task] = []
     already: list[Already] = []
     for profile, prepared in prepared_by_profile.items():
@@ -137,22 +166,41 @@ def plan_tasks(requests: Sequence[str], prepared_by_profile: Mapping[str, Mappin
             if build.get("reused"):
                 continue
             package = str(build["package"])
-            tasks.append(Task(index=len(tasks), package=package, requirement=_requirement_for(package, requests), profile=profile))
+            tasks.append(Task(index=len(tasks), package=package, requirement=_requirement_for(package, requests), profile=profile,
+                              sbatch=(resources or {}).get(profile, ())))
     return tasks, already
 
 
-def job_script(run: Run, command: Sequence[str], *, job_name: str = "cuda-resolve-build") -> str:
-    """A bash array script: task N runs ``command REQ --profile P`` (its --json answer, log and
-    exit status into the run's folder)."""
+def groups(tasks: Sequence[Task]) -> list[tuple[tuple[str, ...], tuple[Task, ...]]]:
+    """The tasks by their sbatch options, each set once, in the order the tasks first name it."""
+    found: dict[tuple[str, ...], list[Task]] = {}
+    for task in tasks:
+        found.setdefault(task.sbatch, []).append(task)
+    return [(options, tuple(members)) for options, members in found.items()]
+
+
+def _array(indices: Sequence[int]) -> str:
+    """``0-3`` for a run of indices, else ``0,2,5``: the --array list Slurm reads."""
+    ordered = sorted(indices)
+    if ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"{ordered[0]}-{ordered[-1]}" if len(ordered) > 1 else str(ordered[0])
+    return ",".join(map(str, ordered))
+
+
+def job_script(run: Run, command: Sequence[str], *, tasks: Sequence[Task] | None = None,
+               job_name: str = "cuda-resolve-build") -> str:
+    """A bash array script for ``tasks`` (default: all the run's): task N runs ``command REQ
+    --profile P`` (its --json answer, log and exit status into the run's folder)."""
+    chosen = run.tasks if tasks is None else tuple(tasks)
     lines = [
         "#!/bin/bash",
         f"#SBATCH --job-name={job_name}",
-        f"#SBATCH --array=0-{len(run.tasks) - 1}",
+        f"#SBATCH --array={_array([t.index for t in chosen])}",
         f"#SBATCH --output={run.folder}/task-%a.log",
         "# Written by cuda-resolve build --slurm: one task per (package, profile) not yet in the wheelhouse.",
         'case "$SLURM_ARRAY_TASK_ID" in',
     ]
-    for task in run.tasks:
+    for task in chosen:
         argv = [*command[:1], *command[1:], task.requirement, "--profile", task.profile]
         lines.append(f"  {task.index}) {shlex.join(argv)} > {shlex.quote(str(run.result(task)))} ;;")
     lines += [
@@ -178,16 +226,20 @@ def prepare_run(tasks: Sequence[Task], already: Sequence[Already], environ: Mapp
 
 def _manifest(run: Run) -> dict[str, Any]:
     return {
-        "format": 1, "job_id": run.job_id, "folder": str(run.folder),
-        "tasks": [{"index": t.index, "package": t.package, "requirement": t.requirement, "profile": t.profile} for t in run.tasks],
+        "format": 2, "folder": str(run.folder),
+        "jobs": [{"job_id": j.job_id, "tasks": list(j.tasks), "sbatch": list(j.sbatch)} for j in run.jobs],
+        "tasks": [{"index": t.index, "package": t.package, "requirement": t.requirement, "profile": t.profile,
+                   "sbatch": list(t.sbatch)} for t in run.tasks],
         "already": [{"package": a.package, "profile": a.profile, "wheel": a.wheel} for a in run.already],
     }
 
 
 def record_submission(run: Run, environ: Mapping[str, str]) -> None:
-    """The manifest in the run's folder, and ``jobs/JOBID`` naming that folder (for --status)."""
+    """The manifest in the run's folder, and ``jobs/JOBID`` naming that folder for each of its
+    jobs (for --status); written again after each array is submitted."""
     write_atomic(run.folder / "manifest.json", json.dumps(_manifest(run), indent=1) + "\n")
-    write_atomic(runs_root(environ) / "jobs" / f"{run.job_id}", str(run.folder) + "\n")
+    for job_id in run.job_ids:
+        write_atomic(runs_root(environ) / "jobs" / job_id, str(run.folder) + "\n")
 
 
 def load_run(job_id: str, environ: Mapping[str, str]) -> Run:
@@ -198,16 +250,21 @@ def load_run(job_id: str, environ: Mapping[str, str]) -> Run:
         folder = Path(read_text(pointer, limit=4096).strip())
         document = json.loads(read_text(folder / "manifest.json", limit=_LOG_LIMIT))
         tasks = tuple(Task(index=int(t["index"]), package=str(t["package"]), requirement=str(t["requirement"]),
-                           profile=str(t["profile"])) for t in document["tasks"])
+                           profile=str(t["profile"]), sbatch=tuple(map(str, t.get("sbatch", ())))) for t in document["tasks"])
         already = tuple(Already(package=str(a["package"]), profile=str(a["profile"]), wheel=str(a["wheel"]))
                         for a in document["already"])
+        if "jobs" in document:
+            jobs = tuple(ArrayJob(job_id=str(j["job_id"]), tasks=tuple(int(i) for i in j["tasks"]),
+                                  sbatch=tuple(map(str, j["sbatch"]))) for j in document["jobs"])
+        else:  # format 1: one array of every task
+            jobs = (ArrayJob(job_id=str(document["job_id"]), tasks=tuple(t.index for t in tasks)),)
     except (OSError, UnicodeDecodeError):
         raise UsageError(f"--status {job_id}: no build run of that job id is recorded under {runs_root(environ)}",
                          hint="give the id `build --slurm` printed, as the same user (or with the same CUDA_RESOLVE_SLURM_DIR)") from None
     except (ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"--status {job_id}: {folder / 'manifest.json'} is damaged ({exc})",
                          hint="look at the task logs in that folder") from None
-    return Run(folder=folder, tasks=tasks, already=already, job_id=job_id)
+    return Run(folder=folder, tasks=tasks, already=already, jobs=jobs)
 
 
 def _diagnosis(log: str, ended: str | None) -> str:
@@ -276,12 +333,16 @@ def outcome(run: Run, task: Task, queued: Mapping[int, str], ended: Mapping[int,
 
 def outcomes(run: Run, environ: Mapping[str, str]) -> list[Outcome] | None:
     """Every task's outcome now; None when the queue could not be read."""
-    assert run.job_id is not None
-    queued = scheduler.queued_states(run.job_id, environ)
+    assert run.jobs
+    # One squeue for all the run's arrays: task indices are the run's, unique across them.
+    queued = scheduler.queued_states(",".join(run.job_ids), environ)
     if queued is None:
         return None
     pending = [t for t in run.tasks if t.index not in queued and not _read(run.status_file(t))]
-    ended = scheduler.final_states(run.job_id, environ) if pending else {}
+    ended: dict[int, str] = {}
+    for job in run.jobs:
+        if any(t.index in job.tasks for t in pending):
+            ended.update(scheduler.final_states(job.job_id, environ))
     found = [outcome(run, task, queued, ended) for task in run.tasks]
     if pending and not ended and all(o.state == "running" for o in found if o.task in pending):
         # Neither queued nor remembered by scontrol, and no exit status: the job is long gone.
@@ -304,7 +365,7 @@ def follow(run: Run, environ: Mapping[str, str], *, say: Callable[[str], None],
     while True:
         found = outcomes(run, environ)
         if found is not None:
-            line = f"slurm job {run.job_id}: {counts(found)}"
+            line = f"{run.label}: {counts(found)}"
             if line != last:
                 say(line)
                 last = line

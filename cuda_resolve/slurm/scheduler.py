@@ -39,8 +39,9 @@ def submit(script: Path, sbatch_args: Sequence[str], environ: Mapping[str, str])
 
 
 def queued_states(job_id: str, environ: Mapping[str, str]) -> dict[int, str] | None:
-    """The array's tasks still in the queue, by task index (``PENDING``, ``RUNNING`` ...);
-    None when squeue did not answer (the controller busy: ask again later)."""
+    """The arrays' tasks still in the queue, by task index (``PENDING``, ``RUNNING`` ...);
+    ``job_id`` may be a comma-separated list. None when squeue did not answer (the controller
+    busy: ask again later)."""
     ran = _run(["squeue", "-h", "-r", "-j", job_id, "-o", "%K|%T"], environ)
     if not ran.ok:
         # A job that left the controller's memory is an error for squeue, not an empty answer.
@@ -68,7 +69,7 @@ def final_states(job_id: str, environ: Mapping[str, str]) -> dict[int, str]:
     return states
 
 
-def cancel(job_id: str, environ: Mapping[str, str]) -> str | None:
-    """``scancel JOBID``; what it said when it failed, else None."""
-    ran = _run(["scancel", job_id], environ)
+def cancel(job_ids: Sequence[str], environ: Mapping[str, str]) -> str | None:
+    """``scancel JOBID...``; what it said when it failed, else None."""
+    ran = _run(["scancel", *job_ids], environ)
     return None if ran.ok else _said(ran)
