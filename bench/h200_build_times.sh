@@ -62,9 +62,13 @@ outcome_of() {
   local log=$1 rc=$2
   if [ "$rc" = 0 ]; then echo ok; return; fi
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo "timed out at the budget"; return; fi
-  local line
-  line=$(grep -m1 -E "nvcc fatal|Unsupported gpu architecture|No module named|ModuleNotFoundError|ImportError|Unknown CUDA arch|^error:|^ERROR:|fatal error|error: " "$log" 2>/dev/null \
-    | sed -e 's/\x1b\[[0-9;]*m//g' -e 's/^[[:space:]]*//' | cut -c1-300)
+  local line="" pattern
+  # Most telling first: pip's own "error: subprocess-exited-with-error" comes before the cause.
+  for pattern in 'nvcc fatal' 'Unsupported gpu architecture' 'fatal error:' 'No module named' \
+      'Unknown CUDA arch' 'ImportError|ModuleNotFoundError' '[^ ]+:[0-9]+:[0-9]+: error:' '^error: ' '^ERROR: ' 'rror'; do
+    line=$(grep -m1 -E "$pattern" "$log" 2>/dev/null | sed -e 's/\x1b\[[0-9;]*m//g' -e 's/^[[:space:]]*//' | cut -c1-300)
+    [ -n "$line" ] && break
+  done
   echo "failed (exit $rc): ${line:-see the log}"
 }
 
@@ -173,6 +177,7 @@ pointnet2)
   wh=$W/wheelhouse
   # 1. Upstream as its README says (pip install of the folder): pip's build isolation has no torch.
   fresh_venv "$W/t0"
+  [ "$dry" = 1 ] || echo "README step's venv: $("$W/t0/bin/python" -m pip --version | cut -d' ' -f1-2); setuptools, wheel importable there: $("$W/t0/bin/python" -c 'import importlib.util as u; print([m for m in ("setuptools", "wheel") if u.find_spec(m)])')" >>"$out/machine-$part.txt"
   copy_src "$pn2_src/$lib" "$W/pn2-readme"
   step upstream-readme 7 "3.7+PTX;5.0;6.0;6.1;6.2;7.0;7.5" "$W/t0/bin/python" -m pip install "$W/pn2-readme"
   # 2. Upstream's setup.py unmodified, built the way issue #180 says (no isolation): it assigns
@@ -213,7 +218,7 @@ kaolin)
   # 1. cuda-resolve build, cold (the recipe kaolin-master-d52da9f, detected arch).
   STDOUT_TO=$out/logs-$part/cuda-resolve-build.json step cuda-resolve-build 1 "$gpu_arch" \
     env PYTHONPATH="$CR_SITE" CUDA_RESOLVE_WHEELHOUSE="$wh" \
-    "$CR_PY" -m cuda_resolve build kaolin --source "$kaolin_src" --json
+    "$CR_PY" -m cuda_resolve build kaolin --source "$kaolin_src" --python "$(command -v "$PY")" --json
   # 2. Hand-tuned pip wheel at the one arch, as kaolin's docs build it (FORCE_CUDA, no isolation).
   copy_src "$kaolin_src" "$W/kaolin-hand"
   hand_wheel hand-tuned-1 1 "$gpu_arch" "$W/kaolin-hand" FORCE_CUDA=1
@@ -223,6 +228,11 @@ kaolin)
   step cuda-pip-cache-hit 1 "$gpu_arch" env PYTHONPATH="$CR_SITE" CUDA_RESOLVE_WHEELHOUSE="$wh" \
     "$CR_PY" -m pip_plugin install kaolin --source "$kaolin_src" --python "$W/t1/bin/python" --no-deps --no-verify
   step kaolin-c-check 1 "$gpu_arch" "$W/t1/bin/python" "$repo/bench/kaolin_c_check.py"
+  # 4. kaolin's setup.py left to its defaults (no FORCE_CUDA, no TORCH_CUDA_ARCH_LIST): on a GPU
+  # machine torch picks the GPU's arch and adds PTX. Last, as the budget allows.
+  copy_src "$kaolin_src" "$W/kaolin-defaults"
+  step upstream-defaults 1 "$gpu_arch+PTX" env MAX_JOBS="$JOBS" \
+    "$PY" -m pip wheel --no-build-isolation --no-deps --no-cache-dir -w "$W/dist-upstream-defaults" "$W/kaolin-defaults"
   ;;
 *) echo "unknown part $part (pointnet2 or kaolin)" >&2; exit 2 ;;
 esac

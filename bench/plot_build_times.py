@@ -28,6 +28,7 @@ STEPS = {
     "cuda-pip-installed-again": "`cuda-pip install` again into that venv: already installed, kept",
     "cuda-pip-smoke": "the same with `--smoke`: the recipe's GPU test of the installed kernels",
     "cuda-resolve-build": "`cuda-resolve build` (cold wheelhouse): source copied, built, published",
+    "upstream-defaults": "kaolin's setup.py with its defaults (no FORCE_CUDA, no TORCH_CUDA_ARCH_LIST: torch picks the GPU's arch, plus PTX), `pip wheel --no-build-isolation`",
     "kaolin-c-check": "kaolin._C of the installed wheel on the GPU (bench/kaolin_c_check.py)",
 }
 HAND_TUNED = re.compile(r"hand-tuned-(\d+)$")
