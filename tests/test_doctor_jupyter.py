@@ -84,7 +84,7 @@ def test_a_value_set_in_the_notebook_is_too_late_and_doctor_says_so(tmp_path: Pa
     # The library's folder is known (the notebook set it), but the kernel did not start with it.
     assert f"{libdir} on LD_LIBRARY_PATH (for libcudart.so.99)" in finding["found"]
     assert "too late" in finding["found"]
-    assert f"`cuda-resolve env --jupyter cuda-env --python {python}`" in finding["fix"]
+    assert f"`cuda-resolve env --jupyter {tmp_path.name} --python {python}`" in finding["fix"]  # the folder holding venv/
     assert "restart it" in finding["fix"] and "Change Kernel" in finding["fix"]
     kernel = document["jupyter_kernel"]
     assert kernel["pid"] == pid and kernel["variables_from"].startswith(f"/proc/{pid}/environ")
@@ -226,8 +226,10 @@ def test_the_comparison_names_each_missing_value() -> None:
 
 def test_without_library_needs_it_is_a_warning() -> None:
     needed = JobEnvironment(cuda_home="/opt/cuda", path=("/opt/cuda/bin",))
-    [finding] = check_kernel(_kernel(PATH="/usr/bin", CUDA_HOME="/opt/cuda"), needed, "/e/.venv/bin/python")
+    [finding] = check_kernel(_kernel(PATH="/usr/bin", CUDA_HOME="/opt/cuda"), needed, "/work/my project/.venv/bin/python")
     assert finding.status == "warn" and "too late" not in finding.found
+    assert finding.fix is not None and "--jupyter my-project " in finding.fix
+    [finding] = check_kernel(_kernel(PATH="/usr/bin"), needed, "/usr/bin/python3")
     assert finding.fix is not None and "--jupyter cuda-env " in finding.fix
 
 

@@ -126,8 +126,8 @@ def detect_kernel(environ: Mapping[str, str], *, pid: int | None = None, proc: P
     else:
         return None
     variables = started if started is not None else environ
-    where = (f"/proc/{kernel}/environ (what the kernel started with)" if started is not None
-             else "this process's environment (the kernel's start environment could not be read)")
+    where = (f"/proc/{kernel}/environ, what the kernel started with" if started is not None
+             else "this process's environment, as the kernel's start environment could not be read")
     return KernelContext(
         pid=kernel, evidence=evidence, variables_from=where,
         variables=tuple((name, variables[name]) for name in _COMPARED if name in variables),
@@ -141,10 +141,12 @@ def _entries(value: str | None) -> list[str]:
 
 
 def suggested_name(python: str) -> str:
-    """A kernel name for the environment of ``python`` (``/x/lab-env/bin/python`` -> ``lab-env``)."""
-    folder = Path(python).parent.parent.name
+    """A kernel name for the environment of ``python``: ``/x/lab-env/bin/python`` -> ``lab-env``,
+    ``/x/project/.venv/bin/python`` -> ``project`` (the folder holding a generically named venv)."""
+    prefix = Path(python).parent.parent
+    folder = prefix.parent.name if prefix.name in (".venv", "venv", "env", ".env") else prefix.name
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", folder).strip("-.")
-    return name if name and name not in (".venv", "venv", "env", "usr") else "cuda-env"
+    return name if name and name not in ("usr", "local", "opt") else "cuda-env"
 
 
 def check_kernel(kernel: KernelContext, job: JobEnvironment, python: str) -> list[Finding]:
