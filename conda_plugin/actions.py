@@ -330,6 +330,15 @@ def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], i
 def _build(prefix: Path, requirements: Sequence[str], index: Any, channel: Any) -> list[Any]:
     """Build (or fetch) ``requirements`` for the environment's torch into the local channel."""
     from cuda_resolve.conda.convert import build_into_channel
+
+    report, options, arch_list = _build_setup()
+    return build_into_channel(list(requirements), prefix, channel=channel, index=index, options=options,
+                              arch_list=arch_list, reporter=report)
+
+
+def _build_setup() -> tuple[Any, Any, str | None]:
+    """The reporter that prints as conda does, the build options and arch list from the settings
+    (TLS and proxies checked first: a build downloads)."""
     from cuda_resolve.install.options import InstallOptions
     from cuda_resolve.reporting import NullReporter
 
@@ -345,8 +354,7 @@ def _build(prefix: Path, requirements: Sequence[str], index: Any, channel: Any) 
     settings = _settings()
     sources = tuple((name, Path(folder).expanduser()) for name, folder in (settings.cuda_resolve_sources or {}).items())
     options = InstallOptions(source_dirs=sources, explicit_arch_list=bool(settings.cuda_resolve_arch_list))
-    return build_into_channel(list(requirements), prefix, channel=channel, index=index, options=options,
-                              arch_list=settings.cuda_resolve_arch_list or None, reporter=_Printer())
+    return _Printer(), options, settings.cuda_resolve_arch_list or None
 
 def _spec(text: str) -> Any:
     from conda.models.match_spec import MatchSpec
@@ -416,7 +424,7 @@ def after_install(command: str) -> None:
     _, ours = read_package_info(item.path)
     if ours.get("downloaded_from"):
         return  # a prebuilt wheel: nothing was compiled here, no toolkit or arch list to pass on
-    variables = {"TORCH_CUDA_ARCH_LIST": str(ours.get("built_for") or item.package.arch_list)}
+    variables = {"TORCH_CUDA_ARCH_LIST": str(ours.get("built_for") or ours.get("arch_list"))}
     if ours.get("toolkit"):
         variables["CUDA_HOME"] = str(ours["toolkit"])
     PrefixData(str(prefix)).set_environment_env_vars(variables)
@@ -438,12 +446,7 @@ def _finish(deferred: _Deferred) -> None:
     channel = LocalChannel.default(_settings().cuda_resolve_channel)
     finish = f"conda install -p {prefix} " + " ".join(_quoted(text) for text in deferred.specs)
     try:
-        built = _build(prefix, deferred.requirements, default_index(), channel)
-        specs = [f"{b.package.name}[version='=={b.package.version}',build={b.package.build}]" for b in built]
-        torch = torch_record(prefix)
-        if torch is not None and torch.source == "pip":
-            _enable_pip_records()
-        _install_through_conda(prefix, [channel.url, *context.channels], specs)
+        _install_with_backend(prefix, deferred.requirements, default_index(), channel)
     except (CudaResolveError, CondaError, OSError) as error:
         message = error.message if isinstance(error, CudaResolveError) else str(error).strip()
         hint = error.hint if isinstance(error, CudaResolveError) else None
@@ -454,8 +457,39 @@ def _finish(deferred: _Deferred) -> None:
             f"{f', {torch.describe()} among them' if torch else ''}; but {', '.join(deferred.specs)} "
             f"{'is' if len(deferred.specs) == 1 else 'are'} not installed in it: {message}",
             hint=(f"{hint}; then finish with: {finish}" if hint else f"finish with: {finish}")) from None
-    for item in built:
-        _BUILT.append((prefix, item))
+
+
+def _install_with_backend(prefix: Path, requirements: Sequence[str], index: Any, channel: Any) -> None:
+    """Plan ``requirements`` against the torch ``prefix`` has and carry the plan out with the
+    conda-channel backend (builds or downloads, conversion, conda's own transaction)."""
+    from cuda_resolve.conda.backend import CondaChannelBackend
+    from cuda_resolve.conda.convert import channel_plan, environment_torch, prefix_python
+    from cuda_resolve.detect import detect_environment
+
+    torch, _ = environment_torch(prefix, requirements)
+    if torch.source == "pip":
+        _enable_pip_records()  # the packages' pin names pip's torch
+    python = prefix_python(prefix)
+    running = Path(sys.executable).absolute() == python.absolute()
+    env = detect_environment(python=None if running else str(python))
+    report, options, arch_list = _build_setup()
+    report.step(f"building {', '.join(requirements)} against {torch.describe()} in {prefix}")
+    plan = channel_plan(requirements, env, torch, index, options, arch_list=arch_list, reporter=report)
+    backend = CondaChannelBackend(prefix=prefix, channel=channel, install=_install_through_conda, channels=tuple(context.channels))
+    result = backend.execute(plan, env, index=index, options=options, reporter=report)
+    from cuda_resolve.conda.records import read_prefix_records
+
+    ours = {name for name, _, after in result.changed if after is not None}
+    for record in read_prefix_records(prefix):
+        if record.name in ours:
+            _BUILT.append((prefix, _InstalledFromChannel(channel.root / record.subdir / record.fn)))
+
+
+@dataclass(frozen=True)
+class _InstalledFromChannel:
+    """What :func:`after_install` needs of a package the backend installed: its channel file."""
+
+    path: Path
 
 
 def _quoted(text: str) -> str:

@@ -24,14 +24,15 @@ from ..errors import UsageError
 from ..index.model import Index
 from ..install.options import InstallOptions
 from ..net.client import HttpClient
-from ..plan import PlanItem
+from ..plan import Plan, PlanItem
 from ..reporting import NullReporter, Reporter
+from ..wheelhouse.store import Wheelhouse
 from .channel import LocalChannel
 from .fetch import FetchedWheel, fetch_wheel, prebuilt_key
 from .package import CondaPackage, package_for, wheel_to_conda
-from .records import read_prefix_records, torch_record
+from .records import CondaRecord, TorchRecord, read_prefix_records, torch_record
 
-__all__ = ["ChannelBuild", "build_into_channel", "prefix_python"]
+__all__ = ["ChannelBuild", "build_into_channel", "channel_plan", "environment_torch", "package_plan", "prefix_python"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -51,6 +52,20 @@ def prefix_python(prefix: Path) -> Path:
     raise UsageError(f"the environment {prefix} has no python", hint=f"conda install -p {prefix} python, then try again")
 
 
+def environment_torch(prefix: Path, names: Sequence[str]) -> tuple[TorchRecord, tuple[CondaRecord, ...]]:
+    """The torch ``prefix`` has, which ``names`` are built against (refused: none, or CPU-only),
+    and the prefix's records."""
+    records = read_prefix_records(prefix)
+    torch = torch_record(prefix, records)
+    if torch is None:
+        raise UsageError(f"{', '.join(names)} must be built against the environment's torch, and {prefix} has none",
+                         hint=f"install torch first (conda install -p {prefix} pytorch, or pip install torch), then conda install {' '.join(names)}")
+    if torch.is_cpu_only:
+        raise UsageError(f"the environment's torch is {torch.describe()}: a CUDA extension cannot be built against it",
+                         hint="install a CUDA build of torch (conda install pytorch=*=cuda*), then try again")
+    return torch, records
+
+
 def build_into_channel(
     names: Sequence[str],
     prefix: Path,
@@ -67,26 +82,27 @@ def build_into_channel(
     the prebuilt wheels the plan takes for them (through ``client``, default: one from
     cuda-resolve's configuration), and put them into ``channel``; returns the packages, which
     conda installs by name."""
-    from ..compat import format_arch_list
+    report = reporter or NullReporter()
+    base = dict(os.environ if environ is None else environ)
+    torch, _ = environment_torch(prefix, names)
+    python = prefix_python(prefix)
+    running = Path(sys.executable).absolute() == python.absolute()
     from ..detect import detect_environment
+
+    env = detect_environment(python=None if running else str(python), environ=base)
+    report.step(f"building {', '.join(names)} against {torch.describe()} in {prefix}")
+    plan = channel_plan(names, env, torch, index, options, arch_list=arch_list, reporter=report, environ=base)
+    return package_plan(plan, env, prefix, channel=channel, index=index, options=options, reporter=report, environ=base, client=client)
+
+
+def channel_plan(names: Sequence[str], env: Environment, torch: TorchRecord, index: Index, options: InstallOptions, *,
+                 arch_list: str | None = None, reporter: Reporter | None = None, environ: Mapping[str, str] | None = None) -> Plan:
+    """The complete plan for ``names`` against the environment's torch (nothing built yet):
+    refused where it would change that torch (conda owns it, or its pin does)."""
     from ..install.prepare import TORCH_FAMILY
     from ..install.run import InstallRequest, build_only
     from ..resolve import Options
 
-    report = reporter or NullReporter()
-    base = dict(os.environ if environ is None else environ)
-    records = read_prefix_records(prefix)
-    torch = torch_record(prefix, records)
-    if torch is None:
-        raise UsageError(f"{', '.join(names)} must be built against the environment's torch, and {prefix} has none",
-                         hint=f"install torch first (conda install -p {prefix} pytorch, or pip install torch), then conda install {' '.join(names)}")
-    if torch.is_cpu_only:
-        raise UsageError(f"the environment's torch is {torch.describe()}: a CUDA extension cannot be built against it",
-                         hint="install a CUDA build of torch (conda install pytorch=*=cuda*), then try again")
-    python = prefix_python(prefix)
-    running = Path(sys.executable).absolute() == python.absolute()
-    env = detect_environment(python=None if running else str(python), environ=base)
-    report.step(f"building {', '.join(names)} against {torch.describe()} in {prefix}")
     entries = None
     if arch_list:
         from ..index.model import parse_arch_list
@@ -95,12 +111,28 @@ def build_into_channel(
             entries = parse_arch_list(arch_list)
         except ValueError as exc:
             raise UsageError(f"arch list {arch_list!r}: {exc}", hint="write compute capabilities such as '8.0;9.0'") from None
-    request = InstallRequest(requirements=tuple(names), resolve=Options(arch_list=entries))
-    plan, results = build_only(request, env, index, options, reporter=report, environ=base)
+    request = InstallRequest(requirements=tuple(names), resolve=Options(arch_list=entries), dry_run=True)
+    plan, _ = build_only(request, env, index, options, reporter=reporter, environ=environ)
     changes = [item for item in plan.items if item.name in TORCH_FAMILY and item.kind != "installed"]
     if changes:
         raise UsageError(f"{', '.join(names)} cannot be built for the environment's torch ({torch.describe()}): the plan would install {changes[0].requirement or changes[0].name}",
                          hint="conda cuda plan " + " ".join(names) + " shows why; install the torch it names into the environment first")
+    return plan
+
+
+def package_plan(plan: Plan, env: Environment, prefix: Path, *, channel: LocalChannel, index: Index, options: InstallOptions,
+                 reporter: Reporter | None = None, environ: Mapping[str, str] | None = None, client: HttpClient | None = None,
+                 wheelhouse: Wheelhouse | None = None) -> list[ChannelBuild]:
+    """Carry out the complete ``plan``'s builds (the wheelhouse's hits included) and fetch its
+    prebuilt wheels, and put each into ``channel`` as a package pinned to the torch record
+    ``prefix`` has; nothing is installed."""
+    from ..install.prepare import TORCH_FAMILY
+    from ..install.run import InstallRequest, build_only
+
+    report = reporter or NullReporter()
+    names = [item.name for item in plan.items if item.name not in TORCH_FAMILY]
+    torch, records = environment_torch(prefix, names)
+    _, results = build_only(InstallRequest(plan=plan), env, index, options, reporter=report, environ=environ, wheelhouse=wheelhouse)
     prebuilt = [item for item in plan.items if item.kind == "wheel" and item.name not in TORCH_FAMILY]
     fetched = _fetch(prebuilt, env, client, report) if prebuilt else []
     python_record = next((record for record in records if record.name == "python"), None)
@@ -119,7 +151,7 @@ def build_into_channel(
         for result in results:
             package = package_for(result.wheel.key, torch=torch, python=python_record, python_version=env.python.short_version)
             made = wheel_to_conda(result.wheel.path, package, Path(scratch),
-                                  extra_info={"toolkit": result.spec.toolkit.root or "", "built_for": format_arch_list(entries) if entries else result.wheel.key.arch_list})
+                                  extra_info={"toolkit": result.spec.toolkit.root or "", "built_for": result.wheel.key.arch_list})
             path = channel.add(made, package.subdir)
             report.step(f"{package.name} {package.version} ({package.build}) is in the local channel {channel.url}")
             built.append(ChannelBuild(package=package, path=path, wheel=result.wheel.path, cache_hit=result.cache_hit))
