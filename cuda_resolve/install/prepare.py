@@ -147,6 +147,13 @@ def _planned_build(spec: BuildSpec, source: str, wheelhouse: Wheelhouse | None, 
     return PlannedBuild(spec=spec, key=key, source=source), None
 
 
+def _gpu_smoke(index: Index, name: str) -> str | None:
+    """The GPU smoke test of the first of ``name``'s recipes that has one (None: none has)."""
+    package = index.package(name)
+    found = next((r.smoke for r in package.recipes if r.smoke and r.smoke.gpu_script), None) if package else None
+    return found.gpu_script if found else None
+
+
 def _installed_as_planned(item: PlanItem, installed: Mapping[str, str]) -> bool:
     """``item`` is kept as installed, and the target still has it (torch's metadata may lack the
     local tag its version.py has: the release decides)."""
@@ -219,7 +226,12 @@ def complete_plan(
             if item.name in TORCH_FAMILY:
                 # Hold what is installed where it is: pip must not move torch to satisfy a dependency.
                 main_requirements.append(f"{item.name}=={item.version.split('+', 1)[0]}")
-            # An installed extension build that fits is kept as it is: nothing asks pip to move it.
+            else:
+                # An installed extension build that fits is kept as it is: nothing asks pip to
+                # move it; --smoke still runs its GPU test.
+                kept_smoke = _gpu_smoke(index, item.name)
+                if kept_smoke:
+                    smoke.append((item.name, kept_smoke))
         elif item.name in TORCH_FAMILY:
             if item.index and item.index.rstrip("/") != PYPI_SIMPLE:
                 from_torch_index.append(item)
@@ -237,9 +249,9 @@ def complete_plan(
             else:
                 main_requirements.append(item.requirement or f"{item.name}=={item.version}")
             imports.append(package.import_name if package else item.name.replace("-", "_"))
-            recipe_smoke = next((r.smoke for r in package.recipes if r.smoke), None) if package else None
-            if recipe_smoke and recipe_smoke.gpu_script:
-                smoke.append((item.name, recipe_smoke.gpu_script))
+            wheel_smoke = _gpu_smoke(index, item.name)
+            if wheel_smoke:
+                smoke.append((item.name, wheel_smoke))
     steps: list[PipStep] = []
     if from_torch_index:
         option, url = _torch_index_for(from_torch_index[0].variant, from_torch_index[0].index or "", options)
@@ -263,10 +275,10 @@ def complete_plan(
         refuse_unhashed(options.hash_mode, unhashed_before_build(plan, builds, unmet, TORCH_FAMILY))
     notes = [note for b in builds for note in b.spec.notes]
     skip_pip = None
-    if (plan.items and not builds and not plan.pass_through and not options.pip_args and not options.smoke
+    if (plan.items and not builds and not plan.pass_through and not options.pip_args
             and installed is not None and all(_installed_as_planned(item, installed) for item in plan.items)):
         skip_pip = "every planned package is installed at the planned version: pip is not run"
-    elif (only_built and installed is not None and not options.smoke and len(reused_files) == len(builds)
+    elif (only_built and installed is not None and len(reused_files) == len(builds)
             and all(installed.get(canonicalize_name(b.spec.package)) == b.key.labelled_version for b in builds)):
         skip_pip = "every planned package is installed at the planned version: pip is not run"
     elif only_built and installed is not None and all(requirements_met(runtime[d], installed, env) for d in digests):

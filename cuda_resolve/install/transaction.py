@@ -356,7 +356,10 @@ def execute(
     # The builds never touch the target, so the snapshot taken before them still holds.
     if plan.skip_pip is not None:
         notes.append(plan.skip_pip)
-        return InstallResult(plan=plan, builds=tuple(results), changed=(), verified=(), notes=tuple(notes), timings=phases.items())
+        # Nothing changes, so nothing needs undoing: the GPU tests run on what is installed.
+        kept_smoke = _smoke_tests(plan, env, python, options, base, report, phases, notes, log_path)
+        return InstallResult(plan=plan, builds=tuple(results), changed=(), verified=(), smoke=tuple(kept_smoke), notes=tuple(notes),
+                             timings=phases.items())
     if trust_note:
         notes.append(trust_note)
     report.step(f"installing into {python}")
@@ -410,16 +413,26 @@ def _install_and_check(plan: Plan, env: Environment, pip: TargetPip, options: In
                 raise InstallError(f"installed, but the import check failed: {failure}",
                                    hint=f"the environment was restored as it was; full log: {log_path}")
             verified = list(plan.imports)
-    smoke_results: list[tuple[str, str]] = []
-    if options.smoke:
-        if not env.gpus:
-            notes.append("--smoke: no GPU here, the GPU smoke tests were not run")
-        for package, script in plan.smoke if env.gpus else ():
-            report.step(f"running {package}'s smoke test on the GPU")
-            with phases.timed("smoke test"):
-                ok, output = _run_smoke(python, script, base)
-            if not ok:
-                raise InstallError(f"{package}'s smoke test failed: {output}",
-                                   hint=f"the environment was restored as it was; if the GPU is busy or missing, install without --smoke; log: {log_path}")
-            smoke_results.append((package, output))
+    smoke_results = _smoke_tests(plan, env, python, options, base, report, phases, notes, log_path,
+                                 restored="the environment was restored as it was; ")
     return changed, verified, smoke_results, ran
+
+
+def _smoke_tests(plan: Plan, env: Environment, python: str, options: InstallOptions, base: Mapping[str, str], report: Reporter,
+                 phases: Phases, notes: list[str], log_path: Path, *, restored: str = "") -> list[tuple[str, str]]:
+    """With ``--smoke``, each planned package's GPU test, in order; the first failure raises."""
+    results: list[tuple[str, str]] = []
+    if not options.smoke:
+        return results
+    if not env.gpus:
+        notes.append("--smoke: no GPU here, the GPU smoke tests were not run")
+        return results
+    for package, script in plan.smoke:
+        report.step(f"running {package}'s smoke test on the GPU")
+        with phases.timed("smoke test"):
+            ok, output = _run_smoke(python, script, base)
+        if not ok:
+            raise InstallError(f"{package}'s smoke test failed: {output}",
+                               hint=f"{restored}if the GPU is busy or missing, install without --smoke; log: {log_path}")
+        results.append((package, output))
+    return results
