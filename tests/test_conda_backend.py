@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from test_conda_fetch import WheelIndex, served, torch_venv  # noqa: F401 (fixtures)
+from test_conda_fetch import SITE, TAG, WheelIndex, served, torch_venv  # noqa: F401 (fixtures)
 from test_net_support import ClientFactory
 
 from cuda_resolve.conda.backend import CondaChannelBackend
@@ -74,11 +74,11 @@ def test_the_plan_is_carried_out_through_the_install_function(
                                   channels=(standins.url,), client=make_client(use_cache=False))
     result = backend.execute(plan, env, index=index, options=InstallOptions())  # type: ignore[arg-type]
     changed = {name: after for name, before, after in result.changed if before is None}
-    assert changed["wheelext"] is not None and changed["wheelext"].startswith("0.2.0 cp311_pt2141cu130_")
+    assert changed["wheelext"] is not None and changed["wheelext"].startswith(f"0.2.0 {TAG}_pt2141cu130_")
     [package] = ours.records()
     assert changed["wheelext"] == f"0.2.0 {package.build}"  # exactly the record converted for this torch
     assert result.notes[0].endswith(f"the prebuilt wheel {served.wheel_url}")
-    assert (prefix / "lib" / "python3.11" / "site-packages" / "wheelext" / "__init__.py").is_file()
+    assert (prefix / SITE / "wheelext" / "__init__.py").is_file()
 
 
 def test_a_failed_install_leaves_the_records_as_they_were(
@@ -119,4 +119,4 @@ def test_the_executors_entry_point_carries_the_plan_out_through_the_backend(
     result = run(request, env, default_index(), InstallOptions(), backend=backend)  # type: ignore[arg-type,call-arg]
     assert [name for name, before, after in result.changed if before is None and after] == ["torch", "wheelext"]
     assert not result.pip_runs  # nothing went through pip
-    assert (prefix / "lib" / "python3.11" / "site-packages" / "wheelext" / "__init__.py").is_file()
+    assert (prefix / SITE / "wheelext" / "__init__.py").is_file()

@@ -30,7 +30,7 @@ pytest.importorskip("conda.plugins.types", reason="needs a conda with plugin hoo
 from conda.base.context import reset_context
 from conda.core.prefix_data import PrefixData
 from conda.exceptions import CondaError, DryRunExit
-from test_conda_fetch import WHEEL_NAME, WheelIndex, serve_wheel_index
+from test_conda_fetch import EXTENSION, SITE, TAG, WHEEL_NAME, WheelIndex, serve_wheel_index
 from test_net_support import BenchServer, Cas, SystemTrust
 
 from conda_plugin import actions
@@ -39,8 +39,8 @@ from cuda_resolve.conda.channel import LocalChannel
 pytest_plugins = ("conda.testing.fixtures", "test_net_support")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::PendingDeprecationWarning")
 
-TORCH_BUILD = "cuda130_py311_h0_300"  # conda-forge ranks its CUDA builds first by build number
-SITE = f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
+PY = TAG.replace("cp", "py")
+TORCH_BUILD = f"cuda130_{PY}_h0_300"  # conda-forge ranks its CUDA builds first by build number
 
 
 def _package(channel: LocalChannel, scratch: Path, *, name: str, version: str, build: str, depends: list[str],
@@ -78,9 +78,11 @@ def standin_channel(folder: Path) -> LocalChannel:
     base = Path(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))
     version = ".".join(map(str, sys.version_info[:3]))
     _package(channel, scratch, name="python", version=version, build="0", depends=[],
-             files={"pyvenv.cfg": f"home = {base.parent}\ninclude-system-site-packages = false\nversion = {version}\n".encode()},
+             # site-packages exists from the start, as conda-forge's python ships a README in it
+             files={"pyvenv.cfg": f"home = {base.parent}\ninclude-system-site-packages = false\nversion = {version}\n".encode(),
+                    f"{SITE}/README.txt": b"This directory exists so that 3rd party packages can be installed here.\n"},
              links={"bin/python": str(base)})
-    for build, cuda in ((TORCH_BUILD, "'13.0'"), ("cpu_py311_h0_0", "None")):
+    for build, cuda in ((TORCH_BUILD, "'13.0'"), (f"cpu_{PY}_h0_0", "None")):
         _package(channel, scratch, name="pytorch", version="2.14.1", build=build, build_number=int(build.rsplit("_", 1)[1]), depends=["python"], files={
             f"{SITE}/torch/__init__.py": b"__version__ = '2.14.1'\nfrom . import version\n",
             f"{SITE}/torch/version.py": f"__version__ = '2.14.1'\ncuda = {cuda}\n".encode(),
@@ -136,7 +138,7 @@ def test_create_with_pytorch_and_the_extension_in_one_command(solver: str, setup
     ours = records["wheelext"]
     assert str(ours.channel.base_url).startswith((tmp_path / "ours").as_uri())  # type: ignore[attr-defined]
     assert f"pytorch ==2.14.1 {TORCH_BUILD}" in ours.depends and "__cuda >=13" in ours.depends  # type: ignore[attr-defined]
-    assert (prefix / SITE / "wheelext" / "_C.cpython-311-x86_64-linux-gnu.so").is_file()
+    assert (prefix / SITE / "wheelext" / EXTENSION).is_file()
     assert "wheelext" in (prefix / "conda-meta" / "history").read_text()  # a request conda remembers
     # conda's own remove takes it out again, and leaves the torch it pinned.
     conda_cli("remove", "-y", "-p", str(prefix), "wheelext")  # type: ignore[operator]
@@ -185,3 +187,15 @@ def test_a_failure_after_the_environment_exists_names_it_and_the_command_that_fi
     served.set_page(good_page)
     conda_cli(*finish.split()[1:], "-y", "--override-channels", "-c", standins.url)  # type: ignore[operator]
     assert "wheelext" in _records(prefix)
+
+
+def test_install_with_a_torch_spec_builds_against_the_torch_the_command_leaves(setup: tuple[WheelIndex, LocalChannel], tmp_path: Path,
+                                                                                conda_cli: object) -> None:
+    _, standins = setup
+    prefix = tmp_path / "env"
+    conda_cli("create", "-y", "-p", str(prefix), "--override-channels", "-c", standins.url, "python")  # type: ignore[operator]
+    # No torch yet: the build waits for the one this install brings.
+    out, _, _ = conda_cli("install", "-y", "-p", str(prefix), "--override-channels", "-c", standins.url, "pytorch", "wheelext")  # type: ignore[operator]
+    assert "conda installs the rest first" in out
+    records = _records(prefix)
+    assert f"pytorch ==2.14.1 {TORCH_BUILD}" in records["wheelext"].depends  # type: ignore[attr-defined]

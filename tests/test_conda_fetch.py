@@ -5,7 +5,8 @@ with the same pins (the environment's exact torch record, ``__cuda``), and solve
 by py-rattler. A page whose hash differs, or that lists none, leaves the channel unchanged.
 
 The served index is a fixture package, ``wheelext``, named and laid out as kaolin's: a
-per-(torch, CUDA) find-links page and a wheel tagged ``cp311-cp311-linux_x86_64``.
+per-(torch, CUDA) find-links page and a wheel tagged for the running Python
+(``cp311-cp311-linux_x86_64`` here).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
+import sys
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -33,7 +35,10 @@ pytest.importorskip("conda_package_handling", reason="conda-package-handling (th
 
 pytest_plugins = ["test_net_support"]
 
-WHEEL_NAME = "wheelext-0.2.0-cp311-cp311-linux_x86_64.whl"
+TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"  # the stand-in torch's venv runs this Python
+SITE = f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
+EXTENSION = f"_C.cpython-{sys.version_info.major}{sys.version_info.minor}-x86_64-linux-gnu.so"
+WHEEL_NAME = f"wheelext-0.2.0-{TAG}-{TAG}-linux_x86_64.whl"
 SO_BYTES = b"\x7fELF stands in for wheelext's compiled extension"
 
 
@@ -44,9 +49,9 @@ def fixture_wheel() -> bytes:
     dist = "wheelext-0.2.0.dist-info"
     files = {
         "wheelext/__init__.py": b"from . import _C\n",
-        "wheelext/_C.cpython-311-x86_64-linux-gnu.so": SO_BYTES,
+        f"wheelext/{EXTENSION}": SO_BYTES,
         f"{dist}/METADATA": b"Metadata-Version: 2.1\nName: wheelext\nVersion: 0.2.0\nRequires-Dist: torch\nRequires-Dist: scipy\n",
-        f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n",
+        f"{dist}/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {TAG}-{TAG}-linux_x86_64\n".encode(),
         f"{dist}/RECORD": b"",
     }
     buffer = io.BytesIO()
@@ -159,7 +164,7 @@ def test_the_planned_wheel_is_fetched_checked_and_packaged_with_the_torch_pin(
     assert index["depends"] == ["torch ==2.14.1 pypi_0", "__cuda >=13"]  # the same pins as a built package
     sha = hashlib.sha256(served.wheel).hexdigest()
     # The torch build's arch list (the index's cu130 list), and the file's hash in the recipe word.
-    assert re.fullmatch(rf"cp311_pt2141cu130(_sm\d+)+_r{sha[:8]}_h[0-9a-f]{{8}}_0", str(index["build"])), index["build"]
+    assert re.fullmatch(rf"{TAG}_pt2141cu130(_sm\d+)+_r{sha[:8]}_h[0-9a-f]{{8}}_0", str(index["build"])), index["build"]
     assert ours["downloaded_from"] == served.wheel_url and ours["wheel_sha256"] == sha
     assert "arch list of the torch build" in str(ours["arch_list_source"])
     assert item.downloaded_from == served.wheel_url  # type: ignore[attr-defined]
@@ -171,7 +176,7 @@ def test_the_planned_wheel_is_fetched_checked_and_packaged_with_the_torch_pin(
                                         platforms=["linux-64", "noarch"], virtual_packages=virtual))
     prefix = tmp_path / "prefix"
     asyncio.run(rattler.install(records, prefix, cache_dir=tmp_path / "pkgs", show_progress=False))
-    assert (prefix / "lib" / "python3.11" / "site-packages" / "wheelext" / "_C.cpython-311-x86_64-linux-gnu.so").read_bytes() == SO_BYTES
+    assert (prefix / SITE / "wheelext" / EXTENSION).read_bytes() == SO_BYTES
     # Converting it again (a later environment, a pruned channel) needs no download.
     before = len(origin.requests_to(f"/torch-2.14.1_cu130/{WHEEL_NAME}"))
     [again] = _into_channel(torch_venv, LocalChannel(tmp_path / "other"), make_client(use_cache=False))
@@ -181,7 +186,7 @@ def test_the_planned_wheel_is_fetched_checked_and_packaged_with_the_torch_pin(
 @pytest.mark.parametrize("page, refusal", [
     (f'<a href="torch-2.14.1_cu130/{WHEEL_NAME}#sha256={"0" * 64}">w</a>', "sha256"),  # the served file differs
     (f'<a href="torch-2.14.1_cu130/{WHEEL_NAME}">w</a>', "without a sha256"),
-    ('<a href="torch-2.14.1_cu130/wheelext-0.2.0-cp312-cp312-linux_x86_64.whl#sha256=00">w</a>', "does not list"),
+    (f'<a href="torch-2.14.1_cu130/{WHEEL_NAME.replace(TAG, "cp39")}#sha256=00">w</a>', "does not list"),
 ])
 def test_a_wheel_that_cannot_be_checked_never_reaches_the_channel(
         served: WheelIndex, torch_venv: Path, make_client: ClientFactory, tmp_path: Path, page: str, refusal: str) -> None:
