@@ -9,6 +9,7 @@ executor undoes a failed install. ``--check`` changes nothing and exits 1 on dri
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,8 +39,8 @@ def register(subparsers: Any) -> None:
 def handle(args: argparse.Namespace) -> int:
     import os
     import tempfile
-    from concurrent.futures import ThreadPoolExecutor
 
+    from ..detect._run import Background
     from ..index import default_cuda_facts
     from ..install.pip import pip_facts_and_distributions
     from ..install.target import choose_target
@@ -50,17 +51,18 @@ def handle(args: argparse.Namespace) -> int:
 
     environ = dict(os.environ)
     _load_for_workers()
-    # Three independent waits at once: the lock is read and validated while the target's
-    # interpreter answers twice (its facts for the profile, its installed distributions).
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="sync") as pool:
-        lock_job = pool.submit(read_lock, args.lock)
-        installed_job = pool.submit(pip_facts_and_distributions, choose_target(args.python).python, environ)
-        try:
-            env, choice = detect_target(args.python)
-        finally:
-            lock = lock_job.result()  # a lock that cannot be read is the first thing to say
-        python = env.python.executable or choice.python
-        _, installed = installed_job.result()
+    # Three waits at once: the lock is read and validated while the target's interpreter
+    # answers twice (its facts for the profile, its installed distributions). Plain threads:
+    # importing concurrent.futures costs more than the overlap saves.
+    lock_job = Background(lambda: read_lock(args.lock))
+    python_now = choose_target(args.python).python
+    installed_job = Background(lambda: pip_facts_and_distributions(python_now, environ))
+    try:
+        env, choice = detect_target(args.python)
+    finally:
+        lock = lock_job.result()  # a lock that cannot be read is the first thing to say
+    python = env.python.executable or choice.python
+    _, installed = installed_job.result()
     profile = choose_profile(lock, env, default_cuda_facts(), args.name)
     wanted = wanted_files(lock, profile, env)
     if env.torch is not None and installed.get("torch") == env.torch.base_version != env.torch.version:
@@ -80,9 +82,8 @@ def handle(args: argparse.Namespace) -> int:
             _output.print_json(document)
         else:
             _render(report, profile, python, lock.notes)
-            console = _output.console()
-            console.print(f"{len(drifted)} package(s) differ from the lock" if drifted else f"{python} matches profile {profile} of {args.lock}", highlight=False, soft_wrap=True)
-            console.print(f"note: {satisfied_note}", highlight=False, soft_wrap=True)
+            _say(f"{len(drifted)} package(s) differ from the lock" if drifted else f"{python} matches profile {profile} of {args.lock}")
+            _say(f"note: {satisfied_note}")
         return 1 if drifted else 0
     # Installing (or saying what would be installed) needs the acting layers; checking does not.
     from ..config import load_config
@@ -108,13 +109,12 @@ def handle(args: argparse.Namespace) -> int:
                 _output.print_json(document)
             else:
                 _render(report, profile, python, lock.notes)
-                console = _output.console()
                 for name in to_remove:
-                    console.print(f"would remove {name}", highlight=False, soft_wrap=True)
+                    _say(f"would remove {name}")
                 for w in to_install:
-                    console.print(f"would install {w.name} {w.version} ({w.file}, sha256 {w.sha256[:12]}...)", highlight=False, soft_wrap=True)
+                    _say(f"would install {w.name} {w.version} ({w.file}, sha256 {w.sha256[:12]}...)")
                 for command in commands:
-                    console.print("would run: " + " ".join(command), highlight=False, soft_wrap=True)
+                    _say("would run: " + " ".join(command))
             return 0
         if to_remove:
             reporter.step(f"--exact: will remove {', '.join(to_remove)} after installing")
@@ -137,13 +137,12 @@ def handle(args: argparse.Namespace) -> int:
     if args.json:
         _output.print_json(document)
     else:
-        console = _output.console()
         if not to_install and not to_remove:
-            console.print(f"{python} already matches profile {profile} of {args.lock}", highlight=False, soft_wrap=True)
+            _say(f"{python} already matches profile {profile} of {args.lock}")
         for name in to_remove:
-            console.print(f"removed {name}", highlight=False, soft_wrap=True)
+            _say(f"removed {name}")
         for w in to_install:
-            console.print(f"installed {w.name} {w.version}", highlight=False, soft_wrap=True)
+            _say(f"installed {w.name} {w.version}")
     return 0
 
 
@@ -159,18 +158,24 @@ def _load_for_workers() -> None:
         import packaging.pylock  # noqa: F401
 
 
-def _render(report: list[Any], profile: str, python: str, notes: tuple[str, ...]) -> None:
-    from rich.table import Table
+def _say(text: str) -> None:
+    """One line on stdout, redacted, control characters shown as escapes; plain text (rich's
+    import and table rendering cost more than a whole ``sync --check`` may take on a busy node)."""
+    from .._printable import printable
+    from ..redaction import redact_urls
 
-    console = _output.console()
+    sys.stdout.write(printable(redact_urls(text), one_line=True) + "\n")
+
+
+def _render(report: list[Any], profile: str, python: str, notes: tuple[str, ...]) -> None:
     for note in notes:
-        console.print(f"note: {note}", highlight=False, soft_wrap=True)
-    table = Table(title=f"profile {profile} -> {python}")
-    for column in ("package", "locked", "installed", "state"):
-        table.add_column(column)
-    for item in report:
-        table.add_row(item.name, item.locked or "", item.installed or "", item.state)
-    console.print(table)
+        _say(f"note: {note}")
+    rows = [("package", "locked", "installed", "state"),
+            *((item.name, item.locked or "-", item.installed or "-", item.state) for item in report)]
+    widths = [max(len(row[column]) for row in rows) for column in range(3)]
+    _say(f"profile {profile} -> {python}")
+    for row in rows:
+        _say("  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "  " + row[3])
 
 
 def _imports_of(installed: Sequence[Wanted]) -> tuple[str, ...]:
