@@ -90,14 +90,20 @@ def _lock_words(bench: dict[str, object], output: Path) -> list[str]:
     return words
 
 
-def test_a_build_the_wheelhouse_lacks_is_refused_with_the_build_command(built_bench: dict[str, object], tmp_path: Path,
+def test_a_build_the_wheelhouse_lacks_is_refused_with_the_build_command_or_the_missing_interpreter(built_bench: dict[str, object], tmp_path: Path,
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
     # (A wheel for the A100+H200 node would do for the H200 too: it covers every GPU there.)
-    assert main(_lock_words(built_bench, tmp_path / "pylock.toml")) == 1
+    assert main([*_lock_words(built_bench, tmp_path / "pylock.toml"), "--no-build"]) == 1
     err = " ".join(capsys.readouterr().err.split())
     h200 = built_bench["keys"]["h200"].labelled_version  # type: ignore[index]
-    assert f"profile h200: pointnet2_ops {h200} is built from source and the wheelhouse" in err
-    assert "cuda-resolve build pointnet2_ops --profile" in err
+    assert "has no wheel for these source builds: profile " in err and f"profile h200: pointnet2_ops {h200}" in err
+    assert "profile a100: pointnet2_ops" in err
+    assert f"cuda-resolve build torch pointnet2_ops --profile {built_bench['profiles'][0]} --python PYTHON" in err  # type: ignore[index]
+    # Without --no-build the lock builds them, with an interpreter of the profile's Python and torch: none here.
+    assert main(_lock_words(built_bench, tmp_path / "pylock.toml")) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"profile h200 needs pointnet2_ops {h200} built, which needs Python" in err and "with torch 2.11.0+cu130 installed" in err
+    assert "--python-for h200=PATH" in err and not (tmp_path / "pylock.toml").exists()
 
 
 def test_built_wheels_are_locked_from_the_wheelhouse_and_sync_installs_them_beside_the_installed_torch(

@@ -5,6 +5,11 @@ whole closure resolved by pip for the profile's Python and platform, every file 
 size and sha256; stock installers select a profile as an extra (``pip install -r
 'pylock.toml[a100]'``, ``uv pip install -r pylock.toml --extra a100``), ``cuda-resolve sync``
 installs it exactly.
+
+Source builds the wheelhouse lacks are built first, by ``cuda-resolve build REQ... --profile FILE
+--python PY`` run as a child (its progress on this terminal), with an interpreter of each
+profile's Python and torch (``--python-for``, or found); ``--no-build`` prints those commands
+instead.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("-r", "--requirement", metavar="FILE", type=Path, action="append", default=[], help="read requirements from FILE (one a line; comments and options are not taken)")
     parser.add_argument("--profile", metavar="[NAME=]FILE", action="append", default=[], help="a machine profile to lock for (repeatable); `this` is the machine lock runs on; the name is the file's stem unless given")
     parser.add_argument("-o", "--output", metavar="FILE", type=Path, default=Path("pylock.toml"), help="where to write the lock (default: pylock.toml)")
-    parser.add_argument("--python-for", metavar="NAME=PATH", action="append", default=[], help="the interpreter that resolves profile NAME's closure (default: one of its Python version found here: PATH, pyenv, uv)")
+    parser.add_argument("--python-for", metavar="NAME=PATH", action="append", default=[], help="the interpreter that resolves profile NAME's closure and builds its source builds (default: one of its Python version found here: PATH, pyenv, uv; a build needs the profile's torch installed in it)")
+    parser.add_argument("--no-build", action="store_true", help="build nothing: a source build the wheelhouse lacks fails the lock with the `cuda-resolve build` commands to run")
     parser.add_argument("--index-url", metavar="URL", default=None, help="the package index the closure comes from (default: https://pypi.org/simple); the PyTorch index comes from the plan and the config's mirror")
     parser.add_argument("--wheelhouse-url", metavar="URL", help="where the wheelhouse folder is served (`cuda-resolve wheelhouse path`; any static server): source-built wheels are locked at this URL")
     parser.add_argument("--refresh", action="store_true", help="ask the indexes and pip afresh (default: index pages and pip's answers less than an hour old are reused)")
@@ -110,7 +116,8 @@ def handle(args: argparse.Namespace) -> int:
             keep = read_lock(args.output)
         document, skipped = make_lock(request, index_from_args(args), config, finder=finder, environ=os.environ,
                                       wheelhouse=Wheelhouse.default(), reporter=reporter, keep=keep,
-                                      answers=PipAnswers(cache_root() / "lock-pip", seconds=0 if args.refresh else 3600))
+                                      answers=PipAnswers(cache_root() / "lock-pip", seconds=0 if args.refresh else 3600),
+                                      builder=None if args.no_build else _builder(args, requests))
     text = render(document)
     write_atomic(args.output, text, make_parents=False)
     if args.json:
@@ -121,6 +128,49 @@ def handle(args: argparse.Namespace) -> int:
         for line in skipped:
             _output.console().print(f"left out: {line}", highlight=False, soft_wrap=True)
     return 0
+
+
+def _builder(args: argparse.Namespace, requests: tuple[str, ...]) -> Any:
+    """Runs ``cuda-resolve build`` for a profile: the same command, builder and wheelhouse as a
+    user's; its progress goes to stderr (stdout stays the lock's, for --json)."""
+
+    def build(profile: Any, interpreter: str) -> None:
+        import subprocess
+        import sys
+
+        from ..errors import BuildError
+        from ..lock.make import build_words
+
+        words = build_words(profile, requests, interpreter)
+        for folder in args.index:
+            words += ["--index", str(folder)]
+        if args.json:
+            words.append("--json")
+        argv = [sys.executable, "-m", "cuda_resolve", *words]
+        try:
+            out = sys.stderr.fileno()
+        except (AttributeError, OSError, ValueError):
+            out = None
+        if out is not None and not args.json:
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=out, check=False)
+            said = ""
+        else:  # stderr is no file (captured): pass the build's output on as it comes
+            with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as child:
+                lines = []
+                assert child.stdout is not None
+                for line in child.stdout:
+                    lines.append(line)
+                    if not args.json:
+                        sys.stderr.write(line)
+                        sys.stderr.flush()
+            done = subprocess.CompletedProcess(argv, child.returncode)
+            said = "".join(lines[-5:]).strip()
+        if done.returncode != 0:
+            raise BuildError(f"profile {profile.name}: `cuda-resolve {' '.join(words)}` failed (exit status {done.returncode})"
+                             + (f": {said}" if said else ""),
+                             hint="its output above says why (its log is named there); fix that and lock again, or lock --no-build")
+
+    return build
 
 
 def _check(args: argparse.Namespace, request: Any, config: Any) -> int:

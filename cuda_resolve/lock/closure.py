@@ -5,8 +5,12 @@ it would install, with each file's URL and, where the index gives it, its sha256
 
 pip runs as ``--isolated`` with every index named on its command line, so a lock never depends
 on the locking user's pip configuration (a ``find-links`` folder of theirs, a ``file://`` index).
-It runs pip's own code under an interpreter of the profile's Python version (``pip --python``),
-so environment markers are evaluated for that Python, not the one running the lock.
+It runs pip's own code under an interpreter of the profile's Python version, as ``pip --python``
+does, with the environment markers of the profile's machine (:func:`marker_environment`:
+``sys_platform``, ``platform_machine``, ``python_full_version``, ...): pip's ``--platform``
+options choose wheel tags only, and pip evaluates every other marker with the interpreter's own
+values, so without them a closure for an aarch64 or Windows profile locked here would be this
+machine's closure.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from ..environment import Environment
 from ..errors import LockError, UsageError
 from ..plan import Plan
 
-__all__ = ["BuiltFile", "PipAnswers", "ResolvedFile", "find_interpreter", "pip_closure", "platform_options"]
+__all__ = ["BuiltFile", "PipAnswers", "ResolvedFile", "find_interpreter", "interpreter_candidates", "marker_environment", "pip_closure",
+           "platform_options"]
 
 #: pip resolving a large closure (torch and its nvidia-* wheels) from metadata takes seconds.
 PIP_SECONDS = 600
@@ -49,6 +54,30 @@ def _runs_as(python: str, minor: str, environ: Mapping[str, str]) -> bool:
     return done is not None and done.ok and done.stdout.strip() == minor
 
 
+def interpreter_candidates(version: str, environ: Mapping[str, str]) -> list[str]:
+    """Interpreters that may be Python ``version``'s minor, most likely first: this one, pyenv's
+    (``$PYENV_ROOT/versions/X.Y.*``), ``pythonX.Y`` on PATH, ``uv python find X.Y``, uv's own
+    folder. Not yet checked: :func:`_runs_as` says whether one is."""
+    minor = ".".join(version.split(".")[:2])
+    candidates: list[str] = []
+    if "{}.{}".format(*sys.version_info[:2]) == minor:
+        candidates.append(sys.executable)
+    root = environ.get("PYENV_ROOT") or os.path.join(environ.get("HOME", "~"), ".pyenv")
+    candidates += sorted(glob.glob(os.path.join(os.path.expanduser(root), "versions", f"{minor}.*", "bin", "python")), reverse=True)
+    on_path = shutil.which(f"python{minor}", path=environ.get("PATH"))
+    if on_path:
+        candidates.append(on_path)
+    uv = shutil.which("uv", path=environ.get("PATH"))
+    if uv is not None:
+        # Finds what uv installed or found (its own folder, a project's venv); downloads nothing.
+        done = run([uv, "python", "find", "--no-config", minor], timeout=30, env=dict(environ))
+        if done is not None and done.ok and done.stdout.strip():
+            candidates.append(done.stdout.strip().splitlines()[0])
+    uv_root = os.path.join(environ.get("HOME", "~"), ".local", "share", "uv", "python")
+    candidates += sorted(glob.glob(os.path.join(os.path.expanduser(uv_root), f"cpython-{minor}.*", "bin", "python3")), reverse=True)
+    return list(dict.fromkeys(candidates))
+
+
 def find_interpreter(version: str, given: str | None, environ: Mapping[str, str]) -> str | None:
     """A Python of ``version``'s minor: ``given``, this one, pyenv's, ``pythonX.Y`` on PATH, uv's."""
     if given:
@@ -56,15 +85,70 @@ def find_interpreter(version: str, given: str | None, environ: Mapping[str, str]
     minor = ".".join(version.split(".")[:2])
     if "{}.{}".format(*sys.version_info[:2]) == minor:
         return sys.executable
-    candidates: list[str] = []
-    root = environ.get("PYENV_ROOT") or os.path.join(environ.get("HOME", "~"), ".pyenv")
-    candidates += sorted(glob.glob(os.path.join(os.path.expanduser(root), "versions", f"{minor}.*", "bin", "python")), reverse=True)
-    on_path = shutil.which(f"python{minor}", path=environ.get("PATH"))
-    if on_path:
-        candidates.append(on_path)
-    uv_root = os.path.join(environ.get("HOME", "~"), ".local", "share", "uv", "python")
-    candidates += sorted(glob.glob(os.path.join(os.path.expanduser(uv_root), f"cpython-{minor}.*", "bin", "python3")), reverse=True)
-    return next((c for c in candidates if _runs_as(c, minor, environ)), None)
+    return next((c for c in interpreter_candidates(version, environ) if _runs_as(c, minor, environ)), None)
+
+
+def marker_environment(env: Environment) -> dict[str, str]:
+    """The PEP 508 marker values of ``env``'s machine and Python, from the profile's facts.
+
+    ``platform_release`` and ``platform_version`` (the kernel's) are in no profile: they stay
+    those of the machine running the lock."""
+    system = {"linux": "Linux", "darwin": "Darwin", "windows": "Windows"}.get(env.machine.os, env.machine.os)
+    platform = {"linux": "linux", "darwin": "darwin", "windows": "win32"}.get(env.machine.os, env.machine.os)
+    machine = env.machine.arch
+    if env.machine.os == "windows" and machine in ("x86_64", "amd64"):
+        machine = "AMD64"  # platform.machine() on 64-bit Windows
+    elif env.machine.os == "darwin" and machine == "aarch64":
+        machine = "arm64"
+    implementation = env.python.implementation.lower()
+    full = env.python.version
+    values = {
+        "implementation_name": implementation,
+        "os_name": "nt" if env.machine.os == "windows" else "posix",
+        "platform_machine": machine,
+        "platform_python_implementation": {"cpython": "CPython", "pypy": "PyPy"}.get(implementation, env.python.implementation),
+        "platform_system": system,
+        "python_full_version": full,
+        "python_version": env.python.short_version,
+        "sys_platform": platform,
+    }
+    if implementation == "cpython":  # PyPy's own version is in no profile
+        values["implementation_version"] = full
+    return values
+
+
+#: Runs this process's pip under another interpreter as ``pip --python`` does (pip's
+#: ``__pip-runner__.py``: only the name ``pip`` is looked up in pip's folder), with the marker
+#: values given: pip evaluates markers through its vendored ``packaging.markers.default_environment``.
+_PIP_WITH_MARKERS = """
+import json, runpy, sys
+from importlib.machinery import PathFinder
+root, values = sys.argv[1], json.loads(sys.argv[2])
+del sys.argv[1:3]
+class PipFinder:
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        return PathFinder.find_spec(fullname, [root], target) if fullname == "pip" else None
+sys.meta_path.insert(0, PipFinder)
+from pip._vendor.packaging import markers
+default_environment = markers.default_environment
+def profile_environment():
+    found = default_environment()
+    found.update(values)
+    return found
+markers.default_environment = profile_environment
+runpy.run_module("pip", run_name="__main__", alter_sys=True)
+"""
+
+
+def _pip_root() -> str:
+    """The folder holding the ``pip`` package this process would run (found, not imported)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pip")
+    if spec is None or spec.origin is None:
+        raise LockError("pip is not installed beside cuda-resolve", hint=f"{sys.executable} -m pip --version; reinstall cuda-resolve")
+    return os.path.dirname(os.path.dirname(spec.origin))
 
 
 def platform_options(env: Environment) -> list[str]:
@@ -90,11 +174,11 @@ def _index_of(args: Sequence[str]) -> list[str]:
     return urls
 
 
-def _report(python: str, pip_python: str, words: Sequence[str], environ: Mapping[str, str], what: str,
+def _report(pip_python: str, markers: Mapping[str, str], words: Sequence[str], environ: Mapping[str, str], what: str,
             report_path: Path) -> list[dict[str, object]]:
-    # pip's own code under the profile's interpreter; this one needs no second start.
-    target = [] if pip_python == python else ["--python", pip_python]
-    command = [python, "-m", "pip", *target, "--isolated", "--disable-pip-version-check", "install",
+    # This process's pip under the profile's interpreter, with the profile's marker values.
+    command = [pip_python, "-c", _PIP_WITH_MARKERS, _pip_root(), json.dumps(dict(markers), sort_keys=True),
+               "--isolated", "--disable-pip-version-check", "install",
                "--dry-run", "--ignore-installed", "--report", str(report_path), "--quiet", "--only-binary=:all:", *words]
     done = run(command, timeout=PIP_SECONDS, env=dict(environ))
     if done is None or done.returncode is None:
@@ -210,8 +294,8 @@ def pip_closure(plan: Plan, env: Environment, *, pip_python: str, index_url: str
     results (a constraints file pins them) and may see that index too, as the torch pin they
     repeat is only there. ``memo`` keeps each pip answer for the lock's run: profiles of one
     Python, platform and plan (machine classes that differ only in GPUs or driver) ask pip once."""
-    python = sys.executable
     target = platform_options(env)
+    markers = marker_environment(env)
     found: dict[str, ResolvedFile] = {}
     torch_indexes: list[str] = []
     constraints = scratch / f"{name}-constraints.txt"
@@ -237,10 +321,10 @@ def pip_closure(plan: Plan, env: Environment, *, pip_python: str, index_url: str
             indexes = [index_url.rstrip("/")]
         # The constraints' text, not the scratch file's name, is what pip was asked.
         key = [pip_python, *(w for w in words if w != str(constraints)), constraints.read_text(encoding="utf-8") if "-c" in words else "",
-               *(f"{f.path.name}:{f.sha256}" for f in local.values())]
+               *(f"{f.path.name}:{f.sha256}" for f in local.values()), json.dumps(markers, sort_keys=True)]
         entries = memo.get(key) if memo is not None else None
         if entries is None:
-            entries = _report(python, pip_python, words, environ, what, scratch / f"{name}-{number}.json")
+            entries = _report(pip_python, markers, words, environ, what, scratch / f"{name}-{number}.json")
             if memo is not None:
                 memo.put(key, entries)
         for entry in entries:

@@ -6,10 +6,17 @@ wheel from its variant's index. Its pip steps (:func:`~cuda_resolve.install.prep
 are then resolved by pip for the profile's Python and platform (:mod:`.closure`), every file's
 facts read from the index (:mod:`.files`), and the profiles merged: one entry per (name, version),
 marked with the profiles that install it where not all do.
+
+A source build the wheelhouse lacks is built first (:func:`build_missing`) by ``cuda-resolve
+build REQ... --profile FILE --python PY`` (the caller's ``builder``), with an interpreter of the
+profile's Python holding the profile's torch build (:func:`build_interpreter`): the build then
+decides the same wheel key as the lock's plan, and the lock names the wheel it made.
 """
 
 from __future__ import annotations
 
+import shlex
+import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -25,13 +32,25 @@ from ..plan import Plan, PlanItem, PlannedBuild
 from ..reporting import NullReporter, Reporter
 from ..resolve import Options, Resolution
 from ..wheelhouse.store import Wheelhouse
-from .closure import BuiltFile, PipAnswers, ResolvedFile, find_interpreter, pip_closure
+from .closure import (
+    BuiltFile,
+    PipAnswers,
+    ResolvedFile,
+    find_interpreter,
+    interpreter_candidates,
+    pip_closure,
+)
 from .document import LockDocument, LockedFile, LockedPackage, ProfileRecord
 from .files import FileFinder, file_name
 from .profiles import LockProfile, refuse_clashes
 from .read import ReadLock
 
-__all__ = ["LockRequest", "make_lock", "profile_plan", "profile_record"]
+__all__ = ["Builder", "LockRequest", "build_interpreter", "build_missing", "build_words", "make_lock", "profile_plan", "profile_record",
+           "unbuilt"]
+
+#: Builds ``profile``'s source builds into the wheelhouse with the interpreter given (``cuda-resolve
+#: build REQ... --profile FILE --python PY``); raises a CudaResolveError when the build fails.
+Builder = Callable[["LockProfile", str], None]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -109,6 +128,151 @@ def built_files(plan: Plan, profile: LockProfile, wheelhouse: Wheelhouse, wheelh
     return found
 
 
+def unbuilt(plan: Plan, wheelhouse: Wheelhouse) -> tuple[PlannedBuild, ...]:
+    """The source builds of ``plan`` the wheelhouse has no wheel for."""
+    return tuple(build for build in plan.builds if wheelhouse.lookup(build.key) is None)
+
+
+def build_words(profile: LockProfile, requests: Sequence[str], interpreter: str | None) -> list[str]:
+    """``build REQ... --profile FILE --python PY``: the build that makes ``profile``'s wheels
+    (the words after ``cuda-resolve``); ``this`` is the machine itself, so no ``--profile``."""
+    words = ["build", *requests]
+    if profile.source != "this":
+        words += ["--profile", profile.source]
+    return [*words, "--python", interpreter or f"PYTHON{profile.environment.python.short_version}-WITH-ITS-TORCH"]
+
+
+def _here() -> tuple[str, str]:
+    """(os, arch) of this machine, in a profile's words."""
+    import platform
+
+    system = {"win32": "windows", "darwin": "darwin"}.get(sys.platform, "linux" if sys.platform.startswith("linux") else sys.platform)
+    machine = platform.machine().lower()
+    return system, {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+
+
+def _torch_wanted(builds: Sequence[PlannedBuild]) -> str:
+    spec = builds[0].spec
+    return f"{spec.torch_version}+{spec.variant}"
+
+
+def build_interpreter(profile: LockProfile, builds: Sequence[PlannedBuild], given: str | None,
+                      environ: Mapping[str, str]) -> tuple[str | None, str]:
+    """An interpreter that can build ``builds`` for ``profile``: the profile's Python minor, with
+    the torch build they are built against installed (so ``cuda-resolve build --python`` keeps it
+    and decides the lock's wheel key). ``given`` (``--python-for``) is the only one tried when
+    given; else this one, pyenv's, ``pythonX.Y`` on PATH, uv's. (the interpreter, what was found
+    instead: a line for the error when there is none)."""
+    from ..detect.target import probe_target
+    from ..errors import CudaResolveError
+
+    minor = profile.environment.python.short_version
+    spec = builds[0].spec
+    if given:
+        candidates = [given]
+    else:
+        own = profile.environment.python.executable if profile.source == "this" else None
+        candidates = list(dict.fromkeys([*([own] if own else []), *interpreter_candidates(minor, environ)]))
+    seen: list[str] = []
+    for candidate in candidates:
+        try:
+            facts = probe_target(candidate, environ=environ, timeout=60, extension_names=())
+        except CudaResolveError as exc:
+            seen.append(f"{candidate} ({exc})")
+            continue
+        if facts.python.short_version != minor:
+            seen.append(f"{candidate} (Python {facts.python.version})")
+            continue
+        torch = facts.torch
+        if torch is None:
+            seen.append(f"{candidate} (Python {facts.python.version}, no torch)")
+            continue
+        variant = torch.local or (torch.cuda.variant if torch.cuda else "cpu")
+        if torch.base_version != spec.torch_version or variant != spec.variant:
+            seen.append(f"{candidate} (torch {torch.base_version}+{variant})")
+            continue
+        return candidate, ""
+    return None, ("found " + ", ".join(seen)) if seen else f"no Python {minor} was found"
+
+
+def build_missing(planned: Sequence[tuple[LockProfile, Plan, Resolution]], request: LockRequest, index: Index, options: Options,
+                  config: Config, wheelhouse: Wheelhouse, *, builder: Builder | None, environ: Mapping[str, str],
+                  report: Reporter) -> tuple[list[tuple[LockProfile, Plan, Resolution]], list[str]]:
+    """Each profile's plan with every source build in the wheelhouse: what is missing is built
+    (``builder``) and the profile planned again, so the lock names the wheel made. Interpreters
+    are found for every profile before anything is built; a profile without one (or of another
+    OS or CPU architecture) fails the lock naming what it lacks, or with ``skip_unfit`` is left
+    out (the second value: why). ``builder=None`` (``lock --no-build``) fails with the build
+    commands to run instead."""
+    needs = [(profile, plan, resolution, missing) for profile, plan, resolution in planned
+             if (missing := unbuilt(plan, wheelhouse))]
+    if not needs:
+        return list(planned), []
+    if builder is None:
+        lines = [f"profile {profile.name}: " + ", ".join(f"{b.spec.package} {b.key.labelled_version}" for b in missing)
+                 for profile, _, _, missing in needs]
+        commands = ["cuda-resolve " + shlex.join(build_words(profile, request.requests, (request.python_for or {}).get(profile.name)))
+                    for profile, _, _, _ in needs]
+        raise LockError(f"the wheelhouse ({wheelhouse.root}) has no wheel for these source builds: " + "; ".join(lines),
+                        hint="build them first, each with an interpreter of the profile's Python and torch (a login node can: nvcc needs no GPU), "
+                             "then lock again (or lock without --no-build, which builds them): " + " ; ".join(commands))
+    here = _here()
+    chosen: dict[str, str] = {}
+    lacking: dict[str, str] = {}
+    for profile, _, _, missing in needs:
+        machine = profile.environment.machine
+        what = ", ".join(f"{b.spec.package} {b.key.labelled_version}" for b in missing)
+        if (machine.os, machine.arch) != here:
+            lacking[profile.name] = (f"profile {profile.name} ({machine.os} {machine.arch}) needs {what} built, "
+                                     f"and this machine ({here[0]} {here[1]}) cannot build for it: build on a {machine.os} {machine.arch} machine "
+                                     f"(cuda-resolve {shlex.join(build_words(profile, request.requests, None))}) into the wheelhouse, then lock again")
+            continue
+        given = (request.python_for or {}).get(profile.name)
+        interpreter, found = build_interpreter(profile, missing, given, environ)
+        if interpreter is None:
+            minor = profile.environment.python.short_version
+            lacking[profile.name] = (f"profile {profile.name} needs {what} built, which needs Python {minor} with torch {_torch_wanted(missing)} "
+                                     f"installed; {found}: give one with --python-for {profile.name}=PATH "
+                                     f"(a venv of Python {minor} where `pip install torch=={missing[0].spec.torch_version}` from the "
+                                     f"{missing[0].spec.variant} index was run)")
+            continue
+        chosen[profile.name] = interpreter
+    skipped = []
+    if lacking:
+        if not request.skip_unfit:
+            raise LockError("; ".join(lacking.values()),
+                            hint="give each such profile an interpreter (--python-for NAME=PATH), build its wheels elsewhere "
+                                 "(lock --no-build prints the commands), or leave it out (--skip-unfit)")
+        for name, line in lacking.items():
+            skipped.append(f"{name}: {line}")
+            report.note(f"profile {name} left out: {line}")
+    done: list[tuple[LockProfile, Plan, Resolution]] = []
+    for profile, plan, resolution in planned:
+        if profile.name in lacking:
+            continue
+        interpreter = chosen.get(profile.name)
+        if interpreter is None:
+            done.append((profile, plan, resolution))
+            continue
+        missing = unbuilt(plan, wheelhouse)
+        report.step(f"profile {profile.name}: building {', '.join(b.spec.package + ' ' + b.key.labelled_version for b in missing)} "
+                    f"with {interpreter}: cuda-resolve {shlex.join(build_words(profile, request.requests, interpreter))}")
+        builder(profile, interpreter)
+        plan, resolution = profile_plan(profile, request.requests, index, options, config, wheelhouse)
+        still = unbuilt(plan, wheelhouse)
+        if still:
+            raise LockError(f"profile {profile.name}: the build with {interpreter} made no wheel for "
+                            + ", ".join(f"{b.spec.package} {b.key.labelled_version}" for b in still)
+                            + " (it decided another build: its torch or Python is not the profile's)",
+                            hint=f"run it to see what it decides: cuda-resolve {shlex.join([*build_words(profile, request.requests, interpreter), '--dry-run'])}")
+        for build in plan.builds:
+            stored = wheelhouse.lookup(build.key)
+            if stored is not None:
+                report.step(f"profile {profile.name}: {stored.path.name} (sha256 {stored.sha256[:16]}...)")
+        done.append((profile, plan, resolution))
+    return done, skipped
+
+
 def profile_record(profile: LockProfile, plan: Plan, resolution: Resolution, interpreter: str) -> ProfileRecord:
     env = profile.environment
     torch = resolution.get("torch")
@@ -162,8 +326,12 @@ def _canonical_from(config: Config) -> Callable[[str], str]:
 
 def make_lock(request: LockRequest, index: Index, config: Config, *, finder: FileFinder, environ: Mapping[str, str],
               wheelhouse: Wheelhouse | None = None, reporter: Reporter | None = None, created_by: str = "cuda-resolve",
-              answers: PipAnswers | None = None, keep: ReadLock | None = None) -> tuple[LockDocument, tuple[str, ...]]:
+              answers: PipAnswers | None = None, keep: ReadLock | None = None,
+              builder: Builder | None = None) -> tuple[LockDocument, tuple[str, ...]]:
     """The lock document, and the profiles left out (``skip_unfit``) with the reason for each.
+
+    Source builds the wheelhouse lacks are made with ``builder`` first (:func:`build_missing`);
+    without one the lock fails with the build commands to run.
 
     With ``keep`` (``lock --profile X --update``), the profiles of that lock not given here are
     carried over as they are: their files and facts, so their entries stay byte-identical."""
@@ -179,17 +347,24 @@ def make_lock(request: LockRequest, index: Index, config: Config, *, finder: Fil
     per_profile: dict[str, list[ResolvedFile]] = {}
     skipped: list[str] = []
     memo = answers or PipAnswers(None)
+    planned: list[tuple[LockProfile, Plan, Resolution]] = []
+    for profile in profiles:
+        report.step(f"profile {profile.name}: resolving {' '.join(request.requests)}")
+        try:
+            plan, resolution = profile_plan(profile, request.requests, index, options, config, wheelhouse)
+        except ResolutionImpossible as exc:
+            if request.skip_unfit:
+                skipped.append(f"{profile.name}: {exc}")
+                report.note(f"profile {profile.name} left out: {exc}")
+                continue
+            raise ResolutionImpossible(f"profile {profile.name} ({profile.source}): {exc}", hint=exc.hint, reasons=exc.reasons) from None
+        planned.append((profile, plan, resolution))
+    if wheelhouse is not None:
+        planned, unbuildable = build_missing(planned, request, index, options, config, wheelhouse, builder=builder,
+                                             environ=environ, report=report)
+        skipped.extend(unbuildable)
     with tempfile.TemporaryDirectory(prefix="cuda-resolve-lock-") as scratch:
-        for profile in profiles:
-            report.step(f"profile {profile.name}: resolving {' '.join(request.requests)}")
-            try:
-                plan, resolution = profile_plan(profile, request.requests, index, options, config, wheelhouse)
-            except ResolutionImpossible as exc:
-                if request.skip_unfit:
-                    skipped.append(f"{profile.name}: {exc}")
-                    report.note(f"profile {profile.name} left out: {exc}")
-                    continue
-                raise ResolutionImpossible(f"profile {profile.name} ({profile.source}): {exc}", hint=exc.hint, reasons=exc.reasons) from None
+        for profile, plan, resolution in planned:
             given = (request.python_for or {}).get(profile.name)
             python = find_interpreter(profile.environment.python.version, given, environ)
             if python is None:
