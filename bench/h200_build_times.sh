@@ -13,7 +13,8 @@
 # (default 540 s, under the device's 600 s a command) would be exceeded, and records those
 # steps as skipped; a running step is stopped at the budget's end (exit 124, "timed out").
 # --dry-run prints each command and records it with status "dry", running nothing.
-# Overrides for trying it elsewhere: PY (the torch interpreter, default python3), CR_PY (the
+# ONLY=REGEX runs only the steps whose names match (e.g. ONLY='hand-tuned-[0-9]+' in a later
+# session, when the budget cut the widest build). Overrides for trying it elsewhere: PY (the torch interpreter, default python3), CR_PY (the
 # interpreter that runs cuda-resolve; set it and CR_SITE to skip installing cuda-resolve into
 # /tmp/site), JOBS (default: the cores).
 set -u
@@ -78,6 +79,7 @@ outcome_of() {
 step() {
   local name=$1 narch=$2 archs=$3; shift 3
   local log=$out/logs-$part/$name.log shown left t0 t1 rc wall
+  if [ -n "${ONLY:-}" ] && ! [[ $name =~ ^($ONLY)$ ]]; then return 0; fi
   shown=$(printf '%q ' "$@"); shown=${shown% }
   [ -n "${STDOUT_TO:-}" ] && shown="$shown > $STDOUT_TO"
   left=$(( started + BUDGET_S - $(date +%s) ))

@@ -1,9 +1,10 @@
 """The H200 build-time results (bench/h200_build_times.sh) as a markdown page and a PNG plot.
 
-    python bench/plot_build_times.py DIR [--out bench/results] [--date YYYY-MM-DD]
+    python bench/plot_build_times.py DIR [DIR ...] [--out bench/results] [--date YYYY-MM-DD]
 
 DIR holds what the script wrote under $OUT: build-times-pointnet2.tsv, build-times-kaolin.tsv
-(either may be missing) and machine-*.txt. Writes OUT/h200-build-times-DATE.md and
+(either may be missing) and machine-*.txt. With several DIRs (sessions), a step that ran in a
+later one (not skipped) replaces the same step of an earlier one. Writes OUT/h200-build-times-DATE.md and
 OUT/h200-build-times-DATE.png (pointnet2_ops' build time against the number of archs, from the
 hand-tuned builds, with cuda-pip's cold install at its one arch). The date is the run's own (the
 ``date:`` line of machine-*.txt) unless given. matplotlib is needed for the PNG only; it is not a
@@ -170,15 +171,24 @@ def plot(rows: list[Row], png: Path, date: str) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folder", type=Path, help="the run's output folder (the TSVs and machine-*.txt)")
+    parser.add_argument("folders", type=Path, nargs="+", help="the runs' output folders (the TSVs and machine-*.txt)")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--date", help="the date in the file names (default: the run's)")
     args = parser.parse_args()
-    tsvs = sorted(args.folder.glob("build-times-*.tsv"))
-    if not tsvs:
-        parser.error(f"{args.folder} has no build-times-*.tsv")
-    rows = [row for path in tsvs for row in read_rows(path)]
-    facts, run_date = machine_facts(args.folder)
+    merged: dict[tuple[str, str], Row] = {}
+    facts: list[str] = []
+    run_date = None
+    for folder in args.folders:
+        tsvs = sorted(folder.glob("build-times-*.tsv"))
+        if not tsvs:
+            parser.error(f"{folder} has no build-times-*.tsv")
+        for row in (row for path in tsvs for row in read_rows(path)):
+            if row.rc or (row.part, row.step) not in merged:
+                merged[(row.part, row.step)] = row
+        more, date_here = machine_facts(folder)
+        facts += [line for line in more if line not in facts]
+        run_date = run_date or date_here
+    rows = list(merged.values())
     date = args.date or run_date
     if date is None:
         parser.error("the run's date is not in machine-*.txt: give --date")
