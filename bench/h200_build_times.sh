@@ -14,9 +14,9 @@
 # steps as skipped; a running step is stopped at the budget's end (exit 124, "timed out").
 # --dry-run prints each command and records it with status "dry", running nothing.
 # ONLY=REGEX runs only the steps whose names match (e.g. ONLY='hand-tuned-[0-9]+' in a later
-# session, when the budget cut the widest build). Overrides for trying it elsewhere: PY (the torch interpreter, default python3), CR_PY (the
-# interpreter that runs cuda-resolve; set it and CR_SITE to skip installing cuda-resolve into
-# /tmp/site), JOBS (default: the cores).
+# session, when the budget cut the widest build). Overrides for trying it elsewhere: PY (the
+# torch interpreter, default python3), CR_PY (the interpreter that runs cuda-resolve; set it and
+# CR_SITE to skip installing cuda-resolve into /tmp/site), JOBS (default: the cores), GPU_ARCH.
 set -u
 part=${1:?usage: $0 pointnet2|kaolin [--dry-run]}
 dry=0; [ "${2:-}" = --dry-run ] && dry=1
