@@ -154,6 +154,10 @@ print(";".join(sorted(ok, key=lambda a: tuple(int(x) for x in a.split(".")))))
 PY
 )
 echo "archs nvcc lists: $nvcc_archs; of them torch's cpp_extension accepts: $torch_archs" | tee -a "$out/machine-$part.txt"
+if [ -z "$torch_archs" ]; then  # torch could not be asked: every arch nvcc lists
+  torch_archs=$(echo "$nvcc_archs" | xargs | tr ' ' ';')
+  echo "torch's cpp_extension could not be asked: the widest build names every arch nvcc lists" | tee -a "$out/machine-$part.txt"
+fi
 gpu_arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' ')
 gpu_arch=${GPU_ARCH:-${gpu_arch:-9.0}}
 
