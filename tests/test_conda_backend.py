@@ -94,15 +94,6 @@ def test_a_failed_install_leaves_the_records_as_they_were(
     assert [record.name for record in ours.records()] == ["wheelext"]
 
 
-def _run_takes_a_backend() -> bool:
-    import inspect
-
-    from cuda_resolve.install.run import run
-
-    return "backend" in inspect.signature(run).parameters
-
-
-@pytest.mark.skipif(not _run_takes_a_backend(), reason="cuda_resolve.install.run.run has no backend= yet (the hook of issue 17's report)")
 def test_the_executors_entry_point_carries_the_plan_out_through_the_backend(
         served: WheelIndex, torch_venv: Path, make_client: ClientFactory, tmp_path: Path) -> None:  # noqa: F811
     from cuda_resolve.index import default_index
@@ -113,10 +104,10 @@ def test_the_executors_entry_point_carries_the_plan_out_through_the_backend(
     backend = CondaChannelBackend(prefix=prefix, channel=ours, install=rattler_install(tmp_path / "pkgs", "13.0"),
                                   channels=(standins.url,), client=make_client(use_cache=False))
     request = InstallRequest(requirements=("wheelext",))
-    dry = run(InstallRequest(requirements=("wheelext",), dry_run=True), env, default_index(), InstallOptions(), backend=backend)  # type: ignore[arg-type,call-arg]
+    dry = run(InstallRequest(requirements=("wheelext",), dry_run=True), env, default_index(), InstallOptions(), backend=backend)  # type: ignore[arg-type]
     assert [item.name for item in dry.plan.items if item.kind == "wheel"] == ["wheelext"] and not dry.pip_runs
     assert ours.packages() == [] and read_prefix_records(prefix) == ()  # a dry run changes nothing
-    result = run(request, env, default_index(), InstallOptions(), backend=backend)  # type: ignore[arg-type,call-arg]
+    result = run(request, env, default_index(), InstallOptions(), backend=backend)  # type: ignore[arg-type]
     assert [name for name, before, after in result.changed if before is None and after] == ["torch", "wheelext"]
     assert not result.pip_runs  # nothing went through pip
     assert (prefix / SITE / "wheelext" / "__init__.py").is_file()

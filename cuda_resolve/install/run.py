@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -31,7 +31,18 @@ if TYPE_CHECKING:
     from .pins import ReadPage
     from .transaction import InstallResult
 
-__all__ = ["InstallRequest", "build_only", "check_names", "checked_hash_mode", "complete_for_target", "decide", "run"]
+__all__ = ["InstallBackend", "InstallRequest", "build_only", "check_names", "checked_hash_mode", "complete_for_target", "decide", "run"]
+
+
+class InstallBackend(Protocol):
+    """Carries out a complete plan in place of pip (:func:`.transaction.execute`), with its own
+    undo: :class:`cuda_resolve.conda.backend.CondaChannelBackend` installs through conda's
+    transaction."""
+
+    name: str
+
+    def execute(self, plan: Plan, env: Environment, *, index: Index, options: InstallOptions, wheelhouse: Wheelhouse | None = None,
+                reporter: Reporter | None = None, environ: Mapping[str, str] | None = None) -> InstallResult: ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -150,8 +161,11 @@ def run(
     read_page: ReadPage | None = None,
     wheelhouse: Wheelhouse | None = None,
     environ: Mapping[str, str] | None = None,
+    backend: InstallBackend | None = None,
 ) -> InstallResult:
     """Decide (or take ``request.plan``), complete and carry out the install; see the module doc.
+    ``backend`` carries the complete plan out instead of the target's pip (the target's pip is
+    then not probed; a dry run returns the plan alone).
 
     ``read_page`` reads an index page (the network): with it, the plan's wheels are pinned to
     exact files and hashes first (:func:`.pins.pin_plan`), for a dry run too, so both print the
@@ -178,7 +192,8 @@ def run(
         with phases.timed("plan"):
             plan = decide(request, environment, index, reporter=report, install=True, confirm=confirm)
         with phases.timed("pre-flight"):
-            plan = complete_for_target(plan, environment, index, options, wheelhouse=house, environ=base)
+            plan = complete_for_target(plan, environment, index, options, wheelhouse=house, environ=base,
+                                       probe_target=backend is None)
     python = environment.python.executable or "python3"
     if read_page is not None:
         with phases.timed("pin"):
@@ -187,6 +202,11 @@ def run(
         from .hashmode import refuse_unhashed, unhashed_wheels
 
         refuse_unhashed(hash_mode, unhashed_wheels(plan))
+    if backend is not None:
+        if request.dry_run:
+            return InstallResult(plan=plan, builds=(), changed=(), verified=(), notes=plan.notes, timings=phases.items())
+        done = backend.execute(plan, environment, index=index, options=options, wheelhouse=house, reporter=report, environ=base)
+        return replace(done, timings=(*phases.items(), *done.timings))
     if request.dry_run:
         commands = planned_commands(plan, python, house)
         return InstallResult(plan=plan, builds=(), changed=(), verified=(), notes=plan.notes,
