@@ -152,11 +152,26 @@ def test_lock_builds_what_the_wheelhouse_lacks_and_locks_it_at_the_wheelhouse_ur
     assert {w: w.stat().st_mtime_ns for w in _wheels(bench)} == stamps
 
 
-def test_an_interpreter_with_the_profiles_python_and_torch_is_found_on_path(bench: dict[str, object], tmp_path: Path,
-                                                                              monkeypatch: pytest.MonkeyPatch,
-                                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    """No --python-for: python3.X on PATH (the stand-in venv's, as when it is active) holds the profile's torch."""
-    monkeypatch.setenv("PATH", f"{Path(str(bench['python'])).parent}:{os.environ['PATH']}")
+@pytest.mark.parametrize("where", ["path", "pyenv", "uv"])
+def test_an_interpreter_with_the_profiles_python_and_torch_is_found(bench: dict[str, object], tmp_path: Path, where: str,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """No --python-for: the stand-in venv (holding the profile's torch) is python3.X on PATH (as
+    when it is active), a pyenv version, or what `uv python find 3.X` answers."""
+    venv = Path(str(bench["python"])).parent.parent
+    if where == "path":
+        monkeypatch.setenv("PATH", f"{venv / 'bin'}:{os.environ['PATH']}")
+    elif where == "pyenv":
+        (tmp_path / "pyenv" / "versions").mkdir(parents=True)
+        (tmp_path / "pyenv" / "versions" / f"{MINOR}.99").symlink_to(venv, target_is_directory=True)
+        monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    else:
+        tools = tmp_path / "tools"
+        tools.mkdir()
+        uv = tools / "uv"
+        uv.write_text(f'#!/bin/sh\n[ "$1 $2" = "python find" ] && [ "$4" = "{MINOR}" ] && echo {venv / "bin" / "python"} && exit 0\nexit 2\n')
+        uv.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
     h100 = _profile(tmp_path / "h100.toml", [("NVIDIA H100 80GB HBM3", "9.0")])
     assert main(_words(bench, tmp_path / "pylock.toml", h100)) == 0, capsys.readouterr().err
     assert "profile h100: building quickext" in capsys.readouterr().err
@@ -202,3 +217,17 @@ def test_no_build_prints_the_build_commands_and_builds_nothing(bench: dict[str, 
     assert "has no wheel for these source builds: profile a100: quickext 0.1.0+pt2141cu130.sm80." in err
     assert f"cuda-resolve build quickext --profile {a100} --python {bench['python']}" in err
     assert not lock.exists() and _wheels(bench) == []
+
+
+def test_a_profile_of_another_cpu_architecture_is_not_built_here(bench: dict[str, object], tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    import platform
+
+    other = "x86_64" if platform.machine().lower() in ("aarch64", "arm64") else "aarch64"
+    grace = _profile(tmp_path / "grace.toml", [("NVIDIA GH200 480GB", "9.0")])
+    grace.write_text(grace.read_text().replace('arch = "x86_64"', f'arch = "{other}"'))
+    assert main([*_words(bench, tmp_path / "pylock.toml", grace), "--python-for", f"grace={bench['python']}"]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"profile grace (linux {other}) needs quickext 0.1.0+pt2141cu130.sm90." in err
+    assert f"this machine (linux {platform.machine().lower()}) cannot build for it: build on a linux {other} machine" in err
+    assert _wheels(bench) == []

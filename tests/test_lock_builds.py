@@ -98,7 +98,8 @@ def test_a_build_the_wheelhouse_lacks_is_refused_with_the_build_command_or_the_m
     h200 = built_bench["keys"]["h200"].labelled_version  # type: ignore[index]
     assert "has no wheel for these source builds: profile " in err and f"profile h200: pointnet2_ops {h200}" in err
     assert "profile a100: pointnet2_ops" in err
-    assert f"cuda-resolve build torch pointnet2_ops --profile {built_bench['profiles'][0]} --python PYTHON" in err  # type: ignore[index]
+    minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert f"cuda-resolve build torch pointnet2_ops --profile {built_bench['profiles'][0]} --python PYTHON{minor}-WITH-TORCH-2.11.0+cu130" in err  # type: ignore[index]
     # Without --no-build the lock builds them, with an interpreter of the profile's Python and torch: none here.
     assert main(_lock_words(built_bench, tmp_path / "pylock.toml")) == 1
     err = " ".join(capsys.readouterr().err.split())

@@ -133,13 +133,15 @@ def unbuilt(plan: Plan, wheelhouse: Wheelhouse) -> tuple[PlannedBuild, ...]:
     return tuple(build for build in plan.builds if wheelhouse.lookup(build.key) is None)
 
 
-def build_words(profile: LockProfile, requests: Sequence[str], interpreter: str | None) -> list[str]:
+def build_words(profile: LockProfile, requests: Sequence[str], interpreter: str | None, torch: str | None = None) -> list[str]:
     """``build REQ... --profile FILE --python PY``: the build that makes ``profile``'s wheels
-    (the words after ``cuda-resolve``); ``this`` is the machine itself, so no ``--profile``."""
+    (the words after ``cuda-resolve``); ``this`` is the machine itself, so no ``--profile``.
+    Without ``interpreter`` a placeholder says what it must be (``torch``: the build it holds)."""
     words = ["build", *requests]
     if profile.source != "this":
         words += ["--profile", profile.source]
-    return [*words, "--python", interpreter or f"PYTHON{profile.environment.python.short_version}-WITH-ITS-TORCH"]
+    placeholder = f"PYTHON{profile.environment.python.short_version}" + (f"-WITH-TORCH-{torch}" if torch else "")
+    return [*words, "--python", interpreter or placeholder]
 
 
 def _here() -> tuple[str, str]:
@@ -211,8 +213,9 @@ def build_missing(planned: Sequence[tuple[LockProfile, Plan, Resolution]], reque
     if builder is None:
         lines = [f"profile {profile.name}: " + ", ".join(f"{b.spec.package} {b.key.labelled_version}" for b in missing)
                  for profile, _, _, missing in needs]
-        commands = ["cuda-resolve " + shlex.join(build_words(profile, request.requests, (request.python_for or {}).get(profile.name)))
-                    for profile, _, _, _ in needs]
+        commands = ["cuda-resolve " + shlex.join(build_words(profile, request.requests, (request.python_for or {}).get(profile.name),
+                                                             _torch_wanted(missing)))
+                    for profile, _, _, missing in needs]
         raise LockError(f"the wheelhouse ({wheelhouse.root}) has no wheel for these source builds: " + "; ".join(lines),
                         hint="build them first, each with an interpreter of the profile's Python and torch (a login node can: nvcc needs no GPU), "
                              "then lock again (or lock without --no-build, which builds them): " + " ; ".join(commands))
@@ -225,7 +228,7 @@ def build_missing(planned: Sequence[tuple[LockProfile, Plan, Resolution]], reque
         if (machine.os, machine.arch) != here:
             lacking[profile.name] = (f"profile {profile.name} ({machine.os} {machine.arch}) needs {what} built, "
                                      f"and this machine ({here[0]} {here[1]}) cannot build for it: build on a {machine.os} {machine.arch} machine "
-                                     f"(cuda-resolve {shlex.join(build_words(profile, request.requests, None))}) into the wheelhouse, then lock again")
+                                     f"(cuda-resolve {shlex.join(build_words(profile, request.requests, None, _torch_wanted(missing)))}) into the wheelhouse, then lock again")
             continue
         given = (request.python_for or {}).get(profile.name)
         interpreter, found = build_interpreter(profile, missing, given, environ)
