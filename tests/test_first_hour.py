@@ -268,13 +268,26 @@ def _profile_with_torch(tmp_path: Path, torch: str, *, driver: bool = True) -> P
 @pytest.mark.parametrize("extra", [(), ("--arch-list", "9.0")], ids=["gpu-here", "arch-list"])
 def test_kaolin_on_a_torch_newer_than_every_recipe_names_the_window_and_the_torch_that_fits(
         tmp_path: Path, extra: tuple[str, ...]) -> None:
-    profile = _profile_with_torch(tmp_path, "2.15.0+cu132", driver=not extra)
+    profile = _profile_with_torch(tmp_path, "2.16.0+cu132", driver=not extra)
     done = _run("plan", "kaolin", "--profile", str(profile), *extra)
     assert done.returncode == 1, done.stderr
     error, hint = done.stderr.splitlines()[-2:]
     assert "use a Python" not in hint and "not 3.11" not in error, done.stderr
-    assert "<2.15,>=2.5.1 (kaolin-master-d52da9f)" in error and "installed torch 2.15.0+cu132 is outside" in error, error
-    assert "cuda-pip install torch==2.14.1" in hint and "--allow-torch-change" in hint, hint
+    assert "<2.16,>=2.5.1 (kaolin-master-d52da9f)" in error and "installed torch 2.16.0+cu132 is outside" in error, error
+    assert "cuda-pip install torch==2.15.0" in hint and "--allow-torch-change" in hint, hint
+
+
+@pytest.mark.parametrize("extra", [(), ("--arch-list", "9.0")], ids=["gpu-here", "arch-list"])
+def test_kaolin_on_the_torch_pip_installs_today_is_a_source_build_of_the_master_recipe(
+        tmp_path: Path, extra: tuple[str, ...]) -> None:
+    # torch 2.15.0 is what a plain `pip install torch` gives (PyPI, 2026-10-28); the master
+    # recipe was built against it (docs/evidence/kaolin-torch-2.15-*.md), so it is kept.
+    profile = _profile_with_torch(tmp_path, "2.15.0+cu132", driver=not extra)
+    done = _run("plan", "kaolin", "--profile", str(profile), *extra)
+    assert done.returncode == 0, done.stderr
+    assert "torch 2.15.0+cu132: already installed" in done.stdout, done.stdout
+    assert "source build against torch 2.15.0+cu132" in done.stdout and "(recipe kaolin-master-d52da9f)" in done.stdout, done.stdout
+    assert "torchvision 0.29.2+cu132: the release paired with torch 2.15.0+cu132" in done.stdout, done.stdout
 
 
 # -- 6. one name policy ----------------------------------------------------------------------------
