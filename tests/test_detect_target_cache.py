@@ -262,3 +262,19 @@ def test_a_path_file_that_adds_a_torch_is_seen(tmp_path: Path) -> None:
     _settle(site / "lab.pth")
     after = probe_target(str(python), environ={"PATH": "/usr/bin:/bin"}, timeout=20, cache=cache)
     assert after.torch is not None and after.torch.version == "2.13.0a0+gitabc"
+
+
+def test_a_site_packages_folder_made_after_the_first_probe_is_seen(tmp_path: Path) -> None:
+    """A fresh prefix may have no site-packages yet (a conda environment before its python's
+    packages are linked); the folder and the torch installed into it must not hide behind the
+    report remembered before it existed."""
+    python, site = _venv(tmp_path)
+    site.rmdir()
+    _settle(site.parent, tmp_path / "venv")
+    cache = ProbeCache(tmp_path / "cache")
+    environ = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home")}
+    assert probe_target(str(python), environ=environ, timeout=20, cache=cache).torch is None
+    site.mkdir()
+    _install_torch(site, "2.11.0+cu130")
+    after = probe_target(str(python), environ=environ, timeout=20, cache=cache)
+    assert after.torch is not None and after.torch.version == "2.11.0+cu130"

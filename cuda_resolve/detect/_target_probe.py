@@ -86,8 +86,10 @@ def _glibc():
     return match.group(1) if match else None
 
 
-def _site_packages():
-    # type: () -> List[str]
+def _site_packages(existing=True):
+    # type: (bool) -> List[str]
+    """The interpreter's site-packages folders that exist (``existing``), or those that do not
+    exist yet (a fresh prefix: the report cache watches for their creation)."""
     import sysconfig
 
     found = []
@@ -105,7 +107,7 @@ def _site_packages():
     found.append(_user_site())
     result = []
     for path in found:
-        if path and os.path.isdir(path) and path not in result:
+        if path and os.path.isdir(path) == existing and path not in result:
             result.append(path)
     return result
 
@@ -349,6 +351,7 @@ def probe(extension_names=()):
         "search_path": search_path,
         "user_site": _user_site(),
         "site_packages": _site_packages(),
+        "absent_site_packages": _site_packages(existing=False),
         "conda": os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
         "venv": sys.prefix != base_prefix or hasattr(sys, "real_prefix"),
         "platform": sys.platform,

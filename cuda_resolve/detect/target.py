@@ -269,15 +269,15 @@ def _interpreter_key(python: str, environ: Mapping[str, str]) -> str | None:
 
 
 def _watched_folders(report: dict[str, Any]) -> list[str] | None:
-    """The report's import path, plus the user site folder when it is enabled but absent (so not
-    on the path yet): the first ``pip install --user`` creates it, and must be seen."""
+    """The report's import path, plus the site-packages folders that are not on it because they
+    do not exist yet (the user site folder, or a fresh prefix's own site-packages, which conda or
+    the first ``pip install`` creates): their creation must be seen."""
     path = report.get("search_path")
     if not isinstance(path, list) or not all(isinstance(entry, str) for entry in path):
         return None
-    user_site = report.get("user_site")
-    if isinstance(user_site, str) and user_site not in path:
-        return [*path, user_site]
-    return list(path)
+    absent = [folder for folder in (report.get("user_site"), *(report.get("absent_site_packages") or ()))
+              if isinstance(folder, str) and folder not in path]
+    return [*path, *dict.fromkeys(absent)]
 
 
 #: A report is remembered only when nothing it depends on changed this close to its start: a
