@@ -39,11 +39,13 @@ def _kernel_findings(env: Environment) -> tuple[KernelContext, list[Finding]] | 
     the target (the same computation: the bare-environment extension scan, then where this
     process's LD_LIBRARY_PATH or a toolkit holds each missing library)."""
     from ..doctor.kernel import check_kernel, detect_kernel
-    from ..envvars import bare_extension_scan, job_environment, library_locations
 
     kernel = detect_kernel(os.environ)
     if kernel is None:
         return None
+    # Only inside a kernel: envvars imports shlex, which a warm doctor elsewhere never needs.
+    from ..envvars import bare_extension_scan, job_environment, library_locations
+
     scan = bare_extension_scan(env)
     missing = sorted({soname for ext in scan for soname in ext.missing})
     job = job_environment(env, scan, library_locations(env, missing, os.environ))

@@ -26,10 +26,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..envvars import JobEnvironment
 from .findings import Finding
+
+if TYPE_CHECKING:  # envvars imports shlex: doctor outside a kernel must not pay for it
+    from ..envvars import JobEnvironment
 
 __all__ = ["KERNEL_SPEC_VARIABLE", "KernelContext", "check_kernel", "detect_kernel", "is_ipykernel"]
 
