@@ -133,3 +133,27 @@ def test_a_plan_made_without_hash_mode_is_not_applied_in_it(tmp_path: Path, mach
     assert done.returncode == 2, done.stdout + done.stderr
     assert "this plan was made without it" in done.stderr, done.stderr
     assert not list((tmp_path / "wheelhouse").rglob("*.whl"))
+
+
+def test_a_plan_for_another_machine_made_in_the_mode_names_the_torch_install(tmp_path: Path) -> None:
+    """Without the target's distributions (``--profile``) what is known still counts: a torch
+    install (its nvidia-* dependencies would come unhashed) cannot be carried out in the mode."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    env["PIP_REQUIRE_HASHES"] = "1"
+    profile = Path(__file__).parent / "data" / "profiles" / "gtx1080ti-driver580-torch211cu130.toml"
+    done = subprocess.run([sys.executable, "-m", "cuda_resolve", "plan", "torch", "--profile", str(profile), "--allow-torch-change",
+                           "--json"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert "pip would resolve its dependencies" in document.get("cannot_apply", ""), document.get("cannot_apply")
+    assert "steps" not in document
+
+
+def test_a_requirements_line_pinned_by_url_and_hash_needs_no_hash_option() -> None:
+    from cuda_resolve.install.hashmode import unhashed_file_lines
+    from cuda_resolve.install.reqfile import FileRequirement
+
+    lines = [FileRequirement(text="six @ https://files.example/six-1.17.0-py3-none-any.whl#sha256=" + "a" * 64, origin="r.txt:1"),
+             FileRequirement(text="numpy==2.0", origin="r.txt:2"),
+             FileRequirement(text="scipy<2", origin="c.txt:1", constraint=True)]
+    assert unhashed_file_lines(lines) == ["r.txt:2: numpy==2.0 has no --hash"]

@@ -13,7 +13,8 @@ that would have none:
   of the file the wheelhouse holds;
 * every pip step runs with ``--require-hashes``, so pip itself refuses anything else;
 * what pip would fetch with no hash to give it is refused here: a torch-family install (pip
-  resolves torch's dependencies, the ``nvidia-*`` wheels and triton, from the index), a build's
+  resolves torch's dependencies, the ``nvidia-*`` wheels and triton, from the index), a prebuilt
+  wheel beside a build (its dependencies are known only once pip resolves them), a build's
   known runtime or build requirement that is not installed, a requirement given on the command line
   without ``@ URL#sha256=``, and a requirements-file line without ``--hash``.
 
@@ -66,10 +67,16 @@ def unhashed_before_build(plan: Plan, builds: Sequence[PlannedBuild], unmet: Map
     wheel-key digest."""
     problems: list[str] = []
     for item in plan.items:
+        label = item.requirement or f"{item.name} {item.version}"
         if item.kind == "wheel" and item.name in torch_family:
-            label = item.requirement or f"{item.name} {item.version}"
             problems.append(f"{label}: pip would resolve its dependencies (the nvidia-* wheels, triton, ...) "
                             "from the index with no hash to check")
+        elif item.kind == "wheel" and builds:
+            # A prebuilt wheel's dependencies are not known before pip resolves them; alone, pip's
+            # own --require-hashes check costs a download at most, but beside a build it would
+            # waste the build.
+            problems.append(f"{label}: its dependencies are not known before pip resolves them, after the build of "
+                            f"{', '.join(b.spec.package for b in builds)}: install it in its own cuda-pip run first")
     for build in builds:
         # A build whose runtime requirements are not known (a recipe that does not list them)
         # is left to pip's own check: --require-hashes refuses an unhashed one before installing.
@@ -83,7 +90,8 @@ def unhashed_before_build(plan: Plan, builds: Sequence[PlannedBuild], unmet: Map
 
 def unhashed_file_lines(requirements: Sequence[FileRequirement]) -> list[str]:
     """Requirement lines of ``-r`` files without ``--hash`` (constraints need none)."""
-    return [f"{item.origin}: {item.text} has no --hash" for item in requirements if not item.hashed and not item.constraint]
+    return [f"{item.origin}: {item.text} has no --hash" for item in requirements
+            if not (item.hashed or hashed_requirement(item.text)) and not item.constraint]
 
 
 def unhashed_wheels(plan: Plan) -> list[str]:

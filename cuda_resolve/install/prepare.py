@@ -268,10 +268,12 @@ def complete_plan(
                     or names_requirements(options.pip_args))
     only_built = (bool(builds) and not plan.pass_through and not options.pip_args and not from_torch_index
                   and all(item.kind in ("installed", "build") for item in plan.items))
-    if options.hash_mode is not None and installed is not None:
+    if options.hash_mode is not None:
+        # Without the target's distributions (a plan for another machine) what a build needs is
+        # checked when the plan is applied; the rest is known now.
         unmet = {b.key.digest: [*unmet_requirements(runtime[b.key.digest] or (), installed, env),
                                 *(unsatisfied(b.spec.build_requires, installed) if b.key.digest not in reused_files else ())]
-                 for b in builds}
+                 for b in builds} if installed is not None else {}
         refuse_unhashed(options.hash_mode, unhashed_before_build(plan, builds, unmet, TORCH_FAMILY))
     notes = [note for b in builds for note in b.spec.notes]
     skip_pip = None

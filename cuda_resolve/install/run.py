@@ -188,6 +188,11 @@ def run(
     if request.plan is not None:
         with phases.timed("plan check"):
             plan = check_plan_facts(request.plan, environment)
+        if hash_mode is not None:  # made in the mode, maybe for another machine: what it fetches unhashed
+            from .hashmode import refuse_unhashed, unhashed_before_build
+            from .prepare import TORCH_FAMILY
+
+            refuse_unhashed(hash_mode, unhashed_before_build(plan, plan.builds, {}, TORCH_FAMILY))
     else:
         with phases.timed("plan"):
             plan = decide(request, environment, index, reporter=report, install=True, confirm=confirm)
