@@ -200,3 +200,28 @@ def test_a_disk_that_fills_up_while_publishing_names_the_wheelhouse_and_keeps_no
     left = sorted(str(path.relative_to(house.root)) for path in house.root.rglob("*") if not path.is_dir())
     assert all(name.startswith("locks/") for name in left), left
     assert not [path for path in house.root.rglob(".tmp-*")]
+
+
+def test_a_quota_is_its_own_diagnosis_not_a_full_disk() -> None:
+    found = diagnose(["ld: final link failed: Disk quota exceeded"])
+    assert found is not None and found[0] == "disk-quota" and "quota -s" in found[2]
+
+
+def test_a_full_disk_while_writing_the_pages_says_the_wheel_is_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from test_wheelhouse import make_key, make_wheel
+
+    from cuda_resolve.wheelhouse import store
+    from cuda_resolve.wheelhouse.errors import WheelhouseError
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store, "write_atomic", full)
+    house = store.Wheelhouse(tmp_path / "wheelhouse")
+    with pytest.raises(WheelhouseError) as info:
+        house.publish(make_key(), make_wheel(tmp_path / "built"), strip_debug=False)
+    assert "writing the index pages" in info.value.message and "the wheels are stored" in info.value.message
+    assert "nothing was left half-written" not in info.value.message
+    assert house.lookup(make_key()) is not None

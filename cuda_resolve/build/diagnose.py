@@ -24,9 +24,15 @@ class Diagnosis:
 KNOWN_FAILURES: tuple[Diagnosis, ...] = (
     Diagnosis(
         "disk-full",
-        re.compile(r"No space left on device(?:: '([^'\n]{1,4096})')?|Disk quota exceeded"),
+        re.compile(r"No space left on device(?:: '([^'\n]{1,4096})')?"),
         "the disk filled up during the build ({0})",
         "free space in the temporary folder (TMPDIR; a CUDA build needs a few GB), or point TMPDIR at a folder with room, then build again",
+    ),
+    Diagnosis(
+        "disk-quota",
+        re.compile(r"Disk quota exceeded(?:: '([^'\n]{1,4096})')?"),
+        "your disk quota ran out during the build ({0})",
+        "free space within your quota (`quota -s` shows it), or point TMPDIR at a folder outside it, then build again",
     ),
     Diagnosis(
         "unsupported-arch",

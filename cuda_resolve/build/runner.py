@@ -250,8 +250,9 @@ def _failure(label: str, status: int, tail: list[str], log_path: Path, folders: 
     if found is not None:
         kind, meaning, fix = found
         message += f"\ndiagnosis ({kind}): {meaning}"
-        if kind == "disk-full" and (fullest := fullest_disk(folders)) is not None:
-            # The compiler's or linker's line seldom names a path: the disk with the least room does.
+        if kind == "disk-full" and ": '" not in meaning and (fullest := fullest_disk(folders)) is not None:
+            # The compiler's or linker's line seldom names a path: then the disk with the least
+            # room does (a quota is another diagnosis: free space says nothing of it).
             message += f"; the disk holding {fullest}"
             fix = "free space there or point TMPDIR at a folder on another disk with a few GB free, then build again"
         return BuildError(message, hint=f"{fix}. Full log: {log_path}")

@@ -74,6 +74,8 @@ DEFAULT_LOCK_TIMEOUT = 3600.0
 _PAGES_LOCK_TIMEOUT = 300.0
 _FORMAT = 1
 _TMP = ".tmp-"
+#: The step named when writing the index pages fails (see Wheelhouse._write_error).
+_PAGES_STEP = "writing the index pages"
 _OLD = ".old-"
 #: A leftover folder made on another host is removed only once it is this old (see
 #: Wheelhouse._clean_leftovers).
@@ -454,8 +456,12 @@ class Wheelhouse:
                 free = f"{shutil.disk_usage(self.root).free / 2**20:.0f} MB free now"
             except OSError:
                 free = "its free space could not be read"
+            # Pages are each replaced atomically, after the entries: a full disk there leaves the
+            # wheels stored and some pages older than them.
+            outcome = ("the wheels are stored; some index pages were not updated (the next publish or prune rewrites them)"
+                       if what == _PAGES_STEP else "nothing was left half-written")
             return WheelhouseError(
-                f"the disk holding the wheelhouse {self.root} is full ({what}: {exc.strerror or exc}); nothing was left half-written",
+                f"the disk holding the wheelhouse {self.root} is full ({what}: {exc.strerror or exc}); {outcome}",
                 hint=f"free space on that disk ({free}), or choose a wheelhouse on another disk: set {WHEELHOUSE_ENV}=/path "
                 "or `wheelhouse = \"/path\"` in cuda-resolve's config file",
             )
@@ -777,7 +783,7 @@ class Wheelhouse:
                     with contextlib.suppress(OSError):
                         page.parent.rmdir()
             except OSError as exc:
-                raise self._write_error(exc, "writing the index pages") from None
+                raise self._write_error(exc, _PAGES_STEP) from None
 
     def _clean_leftovers(self, *, own: str) -> None:
         """Remove ``.tmp-``/``.old-`` folders that killed publishes and removals left.
