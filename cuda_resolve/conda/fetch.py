@@ -5,7 +5,8 @@ The file's sha256 comes from the same page pip would read (a ``#sha256=`` fragme
 JSON); a file the page lists without one is refused: what goes into the local channel is a file
 cuda-resolve has checked. The download goes through cuda-resolve's HTTP client (the system's
 trust store, its mirrors and proxies), lands only when complete with that hash, and is kept by
-hash in cuda-resolve's cache folder, so converting it again (after a prune) needs no request.
+hash in cuda-resolve's cache folder, so converting it again (after a prune) needs no second
+download; the page is read again each time (a changed page must be seen).
 
 The wheel states no arch list; its package's arch list is the one the index gives the torch
 build it was made for (NVIDIA builds kaolin for that torch), and the record says it was assumed.
