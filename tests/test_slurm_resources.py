@@ -181,6 +181,67 @@ def test_help_names_the_flag_and_the_profile_table() -> None:
     assert "--sbatch-arg-for PROFILE=ARG" in text and "[slurm] sbatch = [...]" in text, done.stdout
 
 
+# --- Ctrl-C while the arrays are submitted (a stand-in sbatch) ----------------------------------
+
+_FAKE_SBATCH = """#!/bin/sh
+# A stand-in sbatch: job 101, 102 ... in turn; the first submission is followed by Ctrl-C (SIGINT
+# to cuda-resolve, its parent), as a user pressing it while sbatch runs.
+count=$(( $(cat "$FAKE_SLURM/count" 2>/dev/null || echo 0) + 1 ))
+echo "$count" > "$FAKE_SLURM/count"
+echo "$*" >> "$FAKE_SLURM/sbatch.log"
+[ "$count" = 1 ] && kill -INT "$PPID"
+echo "$(( 100 + count ))"
+"""
+
+
+def _fake_slurm(folder: Path) -> Path:
+    bin_dir = folder / "bin"
+    bin_dir.mkdir()
+    for name, text in (("sbatch", _FAKE_SBATCH), ("scancel", '#!/bin/sh\necho "$*" >> "$FAKE_SLURM/scancel.log"\n')):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+@pytest.mark.parametrize("answer", ["y", "n"])
+def test_ctrl_c_during_submission_submits_no_further_array_and_asks_about_those_submitted(answer: str, tmp_path: Path) -> None:
+    import pty
+
+    env = {**os.environ, "PATH": f"{_fake_slurm(tmp_path)}:{os.environ['PATH']}", "FAKE_SLURM": str(tmp_path),
+           "CUDA_RESOLVE_SLURM_DIR": str(tmp_path / "runs"), "CUDA_RESOLVE_WHEELHOUSE": str(tmp_path / "wheelhouse")}
+    argv = [sys.executable, "-m", "cuda_resolve", "build", "quickext", "--index", str(INDEX), "--source", str(SOURCE),
+            "--profile", str(PROFILES[0]), "--profile", str(PROFILES[1]), "--slurm", "--sbatch-arg-for", "node-h100=--comment=h100"]
+    stderr = tmp_path / "stderr"
+    leader, follower = pty.openpty()
+    with open(stderr, "w") as err:
+        process = subprocess.Popen(argv, env=env, stdin=follower, stdout=subprocess.DEVNULL, stderr=err, cwd="/")
+    os.close(follower)
+    try:
+        deadline = time.monotonic() + 60
+        while "? [y/N]" not in stderr.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
+            time.sleep(0.1)
+        os.write(leader, answer.encode() + b"\n")
+        assert process.wait(timeout=30) == 130, stderr.read_text()
+    finally:
+        os.close(leader)
+        if process.poll() is None:
+            process.kill()
+    said = stderr.read_text()
+    assert (tmp_path / "sbatch.log").read_text().count("\n") == 1, said  # the second array was never submitted
+    assert "submitted slurm job 101: 1 task(s) (quickext for node-a100.toml)" in said, said
+    assert "not submitted: quickext for node-h100.toml" in said and "cancel slurm job 101 (1 build task(s))? [y/N]" in said, said
+    assert "Traceback" not in said, said
+    cancelled = (tmp_path / "scancel.log").read_text() if (tmp_path / "scancel.log").exists() else ""
+    if answer == "y":
+        assert cancelled == "101\n" and "cancelled slurm job 101" in said, said
+    else:
+        assert cancelled == "" and "slurm job 101 keeps running: `cuda-resolve build --status 101`" in said, said
+    # The run is what was submitted: --status waits for no task that no array holds.
+    run = fanout.load_run("101", {"CUDA_RESOLVE_SLURM_DIR": str(tmp_path / "runs")})
+    assert [Path(t.profile).name for t in run.tasks] == ["node-a100.toml"] and run.job_ids == ("101",)
+
+
 # --- the real Slurm --------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

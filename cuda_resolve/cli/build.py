@@ -15,7 +15,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import BuildError, UsageError
 from . import _output
@@ -177,11 +177,14 @@ def _submit(args: argparse.Namespace, profiles: list[Path]) -> int:
         script = run.folder / ("build.sbatch" if len(arrays) == 1 else f"build-{number}.sbatch")
         script.write_text(fanout.job_script(run, command, tasks=members))
         scripts.append(script)
-    from .._signals import Terminated, deferred_interrupts
+    from .._signals import deferred_interrupts
 
-    # Once sbatch has a job, its id is recorded and said before any interrupt is taken.
-    with deferred_interrupts(_say, doing="submitting the build jobs") as held:
+    # Once sbatch has a job, its id is recorded and said before any interrupt is taken; an
+    # interrupt then stops the submission: no further array is queued.
+    with deferred_interrupts(_say, doing="submitting a build job") as held:
         for script, (sbatch, members) in zip(scripts, arrays, strict=True):
+            if held:
+                break
             try:
                 job_id = scheduler.submit(script, ["--export=ALL", *sbatch], environ)
             except BuildError as exc:
@@ -200,8 +203,16 @@ def _submit(args: argparse.Namespace, profiles: list[Path]) -> int:
             _say(f"submitted slurm job {job_id}: {len(members)} task(s) ({', '.join(f'{t.package} for {Path(t.profile).name}' for t in members)})"
                  f"{resources_said}; logs in {run.folder}")
     if held:
-        _say(_keeps_running(run))
-        raise held[0]
+        if not run.jobs:
+            raise held[0]
+        unsubmitted = [t for t in run.tasks if run.job_of(t) is None]
+        if unsubmitted:
+            # As when sbatch refuses: the run is what was submitted.
+            run = replace(run, tasks=tuple(t for t in run.tasks if run.job_of(t) is not None))
+            fanout.record_submission(run, environ)
+            names = ", ".join(f"{t.package} for {Path(t.profile).name}" for t in unsubmitted)
+            _say(f"{_interrupt_name(held[0])} received: no further array submitted (not submitted: {names})")
+        _cancel_or_keep(run, held[0], environ)
     if args.no_wait:
         if args.json:
             _output.print_json({"job_id": run.job_ids[0], "job_ids": list(run.job_ids), "folder": str(run.folder), "tasks": len(tasks)})
@@ -210,18 +221,29 @@ def _submit(args: argparse.Namespace, profiles: list[Path]) -> int:
         return 0
     try:
         found = fanout.follow(run, environ, say=_say, every=poll)
-    except Terminated:
-        # A scheduler's kill or a closed terminal ends this follower, never the builds.
-        _say(_keeps_running(run))
-        raise
-    except KeyboardInterrupt:
-        if sys.stdin.isatty() and _ask(f"cancel {run.label} ({len(tasks)} build task(s))? [y/N]"):
-            failed = scheduler.cancel(run.job_ids, environ)
-            _say(f"scancel {' '.join(run.job_ids)}: {failed}" if failed else f"cancelled {run.label}")
-        else:
-            _say(_keeps_running(run))
-        raise
+    except KeyboardInterrupt as interrupt:
+        _cancel_or_keep(run, interrupt, environ)
     return _report(args, run, found)
+
+
+def _interrupt_name(interrupt: KeyboardInterrupt) -> str:
+    from .._signals import Terminated
+
+    return interrupt.name if isinstance(interrupt, Terminated) else "Ctrl-C"
+
+
+def _cancel_or_keep(run: Any, interrupt: KeyboardInterrupt, environ: dict[str, str]) -> NoReturn:
+    """Ctrl-C at a terminal asks before cancelling the run's arrays; otherwise they keep running.
+    A scheduler's kill or a closed terminal (Terminated) ends this process, never the builds."""
+    from .._signals import Terminated
+    from ..slurm import scheduler
+
+    if not isinstance(interrupt, Terminated) and sys.stdin.isatty() and _ask(f"cancel {run.label} ({len(run.tasks)} build task(s))? [y/N]"):
+        failed = scheduler.cancel(run.job_ids, environ)
+        _say(f"scancel {' '.join(run.job_ids)}: {failed}" if failed else f"cancelled {run.label}")
+    else:
+        _say(_keeps_running(run))
+    raise interrupt
 
 
 def _status(args: argparse.Namespace) -> int:
