@@ -265,13 +265,15 @@ def _keep_solvable(args: Any, command: str, packages: Sequence[str]) -> None:
         _enable_pip_records()
 
 def _add_channel(args: Any, url: str) -> None:
-    cli_channels = args.get("channel")
-    if cli_channels and url in cli_channels:
+    """The local channel after the command's own channels (a list, a tuple or one name: kept)."""
+    given = args.get("channel")
+    channels = [given] if isinstance(given, str) else list(given or ())
+    if url in channels:
         return
-    if isinstance(cli_channels, list):
-        cli_channels.append(url)  # in place: conda's install reads the parsed namespace's own list
+    if isinstance(given, list):
+        given.append(url)  # in place: conda's install reads the parsed namespace's own list
     else:
-        args["channel"] = [url]
+        args["channel"] = [*channels, url]
     context._set_argparse_args(args)
 
 def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], index: Any, names: list[str]) -> None:

@@ -57,6 +57,21 @@ def settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPa
     return monkeypatch
 
 
+@pytest.mark.parametrize(("given", "expected"), [
+    (None, ["LOCAL"]), ([], ["LOCAL"]), (["conda-forge"], ["conda-forge", "LOCAL"]),
+    (("conda-forge", "nvidia"), ["conda-forge", "nvidia", "LOCAL"]), ("conda-forge", ["conda-forge", "LOCAL"]),
+    (["LOCAL", "conda-forge"], ["LOCAL", "conda-forge"]),
+], ids=["none", "empty", "list", "tuple", "str", "already-there"])
+def test_the_local_channel_is_added_after_the_users_channels(given: object, expected: list[str], tmp_path: Path, settings: pytest.MonkeyPatch) -> None:
+    url = (tmp_path / "channel").as_uri()
+    context._set_argparse_args({"channel": [url if c == "LOCAL" else c for c in given] if isinstance(given, list) else given})
+    args = context._argparse_args  # what the plugin's hooks are given
+    actions._add_channel(args, url)
+    assert args["channel"] == [url if c == "LOCAL" else c for c in expected]
+    assert context._argparse_args["channel"] == args["channel"]  # conda's solve reads them from there
+    reset_context()
+
+
 def _active(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
     monkeypatch.setenv("CONDA_PLUGINS_CUDA_RESOLVE_ACTIVE", "true" if on else "false")
     reset_context()
