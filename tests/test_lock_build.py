@@ -231,3 +231,22 @@ def test_a_profile_of_another_cpu_architecture_is_not_built_here(bench: dict[str
     assert f"profile grace (linux {other}) needs quickext 0.1.0+pt2141cu130.sm90." in err
     assert f"this machine (linux {platform.machine().lower()}) cannot build for it: build on a linux {other} machine" in err
     assert _wheels(bench) == []
+
+
+def test_a_profile_whose_arch_is_written_amd64_or_arm64_is_built_on_that_machine(bench: dict[str, object], tmp_path: Path,
+                                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A profile accepts ``amd64``/``arm64`` as written; they are this machine's x86_64/aarch64."""
+    import platform
+
+    alias = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine().lower())
+    if alias is None:
+        pytest.skip(f"no alias of {platform.machine()} for a profile")
+    h100 = _profile(tmp_path / "h100.toml", [("NVIDIA H100 80GB HBM3", "9.0")])
+    h100.write_text(h100.read_text().replace('arch = "x86_64"', f'arch = "{alias}"'))
+    lock = tmp_path / "pylock.toml"
+    assert main([*_words(bench, lock, h100), "--python-for", f"h100={bench['python']}"]) == 0, capsys.readouterr().err
+    assert "profile h100: building quickext" in capsys.readouterr().err
+    assert [".sm90." in w.name for w in _wheels(bench)] == [True]
+    data = tomllib.loads(lock.read_text())
+    assert data["extras"] == ["h100"]
+    assert data["tool"]["cuda-resolve"]["profiles"]["h100"]["arch"] == platform.machine().lower()  # as an install here detects it
