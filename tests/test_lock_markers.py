@@ -68,18 +68,25 @@ def test_each_profiles_closure_follows_its_own_markers(tmp_path: Path, monkeypat
     assert installs["x86"] == {"tinyutil", "x86dep", "linuxdep", "cpythondep", "newpatchdep"}
 
 
-def test_marker_environment_is_the_profiles() -> None:
+def test_pips_markers_are_the_profiles() -> None:
+    """compat's marker values (the one mapping of win32/AMD64, darwin/arm64, CPython), less ``extra``."""
+    from cuda_resolve.compat import marker_environment
     from cuda_resolve.environment import Environment, Machine, PythonInfo
-    from cuda_resolve.lock.closure import marker_environment
+    from cuda_resolve.lock.closure import pip_markers
 
-    def env(os: str, arch: str) -> Environment:
-        return Environment(machine=Machine(os=os, arch=arch, glibc="2.35" if os == "linux" else None), python=PythonInfo(version="3.12.4"))
+    def env(os: str, arch: str, implementation: str = "cpython") -> Environment:
+        return Environment(machine=Machine(os=os, arch=arch, glibc="2.35" if os == "linux" else None),
+                           python=PythonInfo(version="3.12.4", implementation=implementation))
 
-    assert marker_environment(env("linux", "aarch64")) == {
+    assert pip_markers(env("linux", "aarch64")) == {
         "implementation_name": "cpython", "implementation_version": "3.12.4", "os_name": "posix", "platform_machine": "aarch64",
         "platform_python_implementation": "CPython", "platform_system": "Linux", "python_full_version": "3.12.4",
         "python_version": "3.12", "sys_platform": "linux"}
-    windows = marker_environment(env("windows", "x86_64"))
+    windows = pip_markers(env("windows", "x86_64"))
     assert (windows["sys_platform"], windows["platform_system"], windows["os_name"], windows["platform_machine"]) == ("win32", "Windows", "nt", "AMD64")
-    mac = marker_environment(env("darwin", "aarch64"))
+    mac = pip_markers(env("darwin", "aarch64"))
     assert (mac["sys_platform"], mac["platform_system"], mac["platform_machine"]) == ("darwin", "Darwin", "arm64")
+    for machine in (env("linux", "x86_64"), env("windows", "x86_64"), env("darwin", "aarch64")):
+        assert pip_markers(machine) == {k: v for k, v in marker_environment(machine).items() if k != "extra"}
+    pypy = pip_markers(env("linux", "x86_64", "pypy"))
+    assert pypy["platform_python_implementation"] == "PyPy" and "implementation_version" not in pypy

@@ -6,7 +6,7 @@ it would install, with each file's URL and, where the index gives it, its sha256
 pip runs as ``--isolated`` with every index named on its command line, so a lock never depends
 on the locking user's pip configuration (a ``find-links`` folder of theirs, a ``file://`` index).
 It runs pip's own code under an interpreter of the profile's Python version, as ``pip --python``
-does, with the environment markers of the profile's machine (:func:`marker_environment`:
+does, with the environment markers of the profile's machine (:func:`pip_markers`:
 ``sys_platform``, ``platform_machine``, ``python_full_version``, ...): pip's ``--platform``
 options choose wheel tags only, and pip evaluates every other marker with the interpreter's own
 values, so without them a closure for an aarch64 or Windows profile locked here would be this
@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._bounded import run
+from ..compat import marker_environment
 from ..environment import Environment
 from ..errors import LockError, UsageError
 from ..plan import Plan
 
-__all__ = ["BuiltFile", "PipAnswers", "ResolvedFile", "find_interpreter", "interpreter_candidates", "marker_environment", "pip_closure",
+__all__ = ["BuiltFile", "PipAnswers", "ResolvedFile", "find_interpreter", "interpreter_candidates", "pip_closure", "pip_markers",
            "platform_options"]
 
 #: pip resolving a large closure (torch and its nvidia-* wheels) from metadata takes seconds.
@@ -88,32 +89,15 @@ def find_interpreter(version: str, given: str | None, environ: Mapping[str, str]
     return next((c for c in interpreter_candidates(version, environ) if _runs_as(c, minor, environ)), None)
 
 
-def marker_environment(env: Environment) -> dict[str, str]:
-    """The PEP 508 marker values of ``env``'s machine and Python, from the profile's facts.
-
-    ``platform_release`` and ``platform_version`` (the kernel's) are in no profile: they stay
-    those of the machine running the lock."""
-    system = {"linux": "Linux", "darwin": "Darwin", "windows": "Windows"}.get(env.machine.os, env.machine.os)
-    platform = {"linux": "linux", "darwin": "darwin", "windows": "win32"}.get(env.machine.os, env.machine.os)
-    machine = env.machine.arch
-    if env.machine.os == "windows" and machine in ("x86_64", "amd64"):
-        machine = "AMD64"  # platform.machine() on 64-bit Windows
-    elif env.machine.os == "darwin" and machine == "aarch64":
-        machine = "arm64"
-    implementation = env.python.implementation.lower()
-    full = env.python.version
-    values = {
-        "implementation_name": implementation,
-        "os_name": "nt" if env.machine.os == "windows" else "posix",
-        "platform_machine": machine,
-        "platform_python_implementation": {"cpython": "CPython", "pypy": "PyPy"}.get(implementation, env.python.implementation),
-        "platform_system": system,
-        "python_full_version": full,
-        "python_version": env.python.short_version,
-        "sys_platform": platform,
-    }
-    if implementation == "cpython":  # PyPy's own version is in no profile
-        values["implementation_version"] = full
+def pip_markers(env: Environment) -> dict[str, str]:
+    """The PEP 508 marker values pip is given for ``env``'s machine and Python: compat's
+    :func:`~cuda_resolve.compat.marker_environment`, less ``extra`` (pip sets it per requirement)
+    and, for PyPy, less ``implementation_version`` (PyPy's own version is in no profile: pip keeps
+    the interpreter's). ``platform_release`` and ``platform_version`` (the kernel's) are in no
+    profile either: they stay those of the machine running the lock."""
+    values = {key: value for key, value in marker_environment(env).items() if key != "extra"}
+    if env.python.implementation.lower() != "cpython":
+        del values["implementation_version"]
     return values
 
 
@@ -295,7 +279,7 @@ def pip_closure(plan: Plan, env: Environment, *, pip_python: str, index_url: str
     repeat is only there. ``memo`` keeps each pip answer for the lock's run: profiles of one
     Python, platform and plan (machine classes that differ only in GPUs or driver) ask pip once."""
     target = platform_options(env)
-    markers = marker_environment(env)
+    markers = pip_markers(env)
     found: dict[str, ResolvedFile] = {}
     torch_indexes: list[str] = []
     constraints = scratch / f"{name}-constraints.txt"

@@ -9,12 +9,12 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 from ..errors import CudaResolveError, LockError
 from ..net.client import HttpClient
+from ..net.pages import file_name
 
-__all__ = ["FileFacts", "FileFinder", "file_name"]
+__all__ = ["FileFacts", "FileFinder"]
 
 PEP691 = "application/vnd.pypi.simple.v1+json"
 #: How long an index page read for a lock is reused (the bench locks with the metadata cached).
@@ -26,10 +26,6 @@ class FileFacts:
     url: str
     size: int
     sha256: str
-
-
-def file_name(url: str) -> str:
-    return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
 
 
 class FileFinder:

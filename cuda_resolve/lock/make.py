@@ -28,6 +28,7 @@ from ..config import Config
 from ..detect.host import machine_facts, normalize_arch, normalize_os
 from ..errors import LockError, ResolutionImpossible
 from ..index.model import Index
+from ..net.pages import file_name
 from ..plan import Plan, PlanItem, PlannedBuild
 from ..reporting import NullReporter, Reporter
 from ..resolve import Options, Resolution
@@ -41,7 +42,7 @@ from .closure import (
     pip_closure,
 )
 from .document import LockDocument, LockedFile, LockedPackage, ProfileRecord
-from .files import FileFinder, file_name
+from .files import FileFinder
 from .profiles import LockProfile, refuse_clashes
 from .read import ReadLock
 

@@ -8,7 +8,6 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
 
 from packaging.version import InvalidVersion, Version
 
@@ -149,6 +148,9 @@ def read_locked_files(path: Path) -> tuple[LockedFile, ...]:
 def locked_files(pylock: Pylock, *, origin: str = "<lock>") -> tuple[LockedFile, ...]:
     from packaging.pylock import PylockValidationError
 
+    # Imported here: the net package loads requests, which a cached sync never needs.
+    from ..net.pages import file_name
+
     found: list[LockedFile] = []
     for position, package in enumerate(pylock.packages):
         version = None if package.version is None else str(package.version)
@@ -163,7 +165,7 @@ def locked_files(pylock: Pylock, *, origin: str = "<lock>") -> tuple[LockedFile,
         archive = package.archive
         if archive is not None:
             where = archive.url or archive.path or ""
-            filename = unquote(urlsplit(where).path.rsplit("/", 1)[-1])
+            filename = file_name(where)
             found.append(LockedFile(package=str(package.name), version=version, filename=filename,
                                     sha256=(archive.hashes or {}).get("sha256"), url=where or None))
     return tuple(found)
