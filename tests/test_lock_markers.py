@@ -5,6 +5,7 @@ and an x86_64 node locked here, on x86_64 Linux). Loopback index of small wheels
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 from pathlib import Path
@@ -90,3 +91,30 @@ def test_pips_markers_are_the_profiles() -> None:
         assert pip_markers(machine) == {k: v for k, v in marker_environment(machine).items() if k != "extra"}
     pypy = pip_markers(env("linux", "x86_64", "pypy"))
     assert pypy["platform_python_implementation"] == "PyPy" and "implementation_version" not in pypy
+
+
+@pytest.mark.parametrize("markers_module", ["def something_else():\n    return {}\n", None])
+def test_a_pip_without_the_marker_hook_fails_the_lock_naming_that_pip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      markers_module: str | None) -> None:
+    """A pip release that moved ``pip._vendor.packaging.markers.default_environment`` (or its
+    vendored packaging): one clear error naming that pip, not a traceback from the child."""
+    from cuda_resolve.errors import LockError
+    from cuda_resolve.lock import closure
+
+    stand_in = tmp_path / "site"
+    vendored = stand_in / "pip" / "_vendor" / "packaging"
+    vendored.mkdir(parents=True)
+    (stand_in / "pip" / "__init__.py").write_text('__version__ = "99.1"\n', encoding="utf-8")
+    (stand_in / "pip" / "__main__.py").write_text('raise SystemExit("the stand-in pip must not run")\n', encoding="utf-8")
+    (stand_in / "pip" / "_vendor" / "__init__.py").write_text("", encoding="utf-8")
+    if markers_module is not None:
+        (vendored / "__init__.py").write_text("", encoding="utf-8")
+        (vendored / "markers.py").write_text(markers_module, encoding="utf-8")
+    monkeypatch.setattr(closure, "_pip_root", lambda: str(stand_in))
+    with pytest.raises(LockError) as raised:
+        closure._report(sys.executable, {"sys_platform": "win32"}, ["tinyutil"], dict(os.environ), "profile win (tinyutil)",
+                        tmp_path / "report.json")
+    error = raised.value
+    assert f"pip 99.1 at {stand_in / 'pip'} has no pip._vendor.packaging.markers.default_environment" in str(error)
+    assert "profiles of another platform cannot be closed with it (resolving profile win (tinyutil))" in str(error)
+    assert "Traceback" not in str(error) and "pip install pip==" in (error.hint or "")

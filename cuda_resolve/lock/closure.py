@@ -101,6 +101,9 @@ def pip_markers(env: Environment) -> dict[str, str]:
     return values
 
 
+#: The line the script below ends with when pip has no vendored ``default_environment`` to replace.
+_NO_MARKERS = "cuda-resolve: no pip._vendor.packaging.markers.default_environment in "
+
 #: Runs this process's pip under another interpreter as ``pip --python`` does (pip's
 #: ``__pip-runner__.py``: only the name ``pip`` is looked up in pip's folder), with the marker
 #: values given: pip evaluates markers through its vendored ``packaging.markers.default_environment``.
@@ -114,7 +117,13 @@ class PipFinder:
     def find_spec(cls, fullname, path=None, target=None):
         return PathFinder.find_spec(fullname, [root], target) if fullname == "pip" else None
 sys.meta_path.insert(0, PipFinder)
-from pip._vendor.packaging import markers
+try:
+    from pip._vendor.packaging import markers
+except ImportError:
+    markers = None
+if not hasattr(markers, "default_environment"):
+    import pip
+    sys.exit(f"{NO_MARKERS}pip {getattr(pip, '__version__', '(unknown version)')} at {pip.__path__[0]}")
 default_environment = markers.default_environment
 def profile_environment():
     found = default_environment()
@@ -122,7 +131,7 @@ def profile_environment():
     return found
 markers.default_environment = profile_environment
 runpy.run_module("pip", run_name="__main__", alter_sys=True)
-"""
+""".replace("{NO_MARKERS}", _NO_MARKERS)
 
 
 def _pip_root() -> str:
@@ -167,6 +176,15 @@ def _report(pip_python: str, markers: Mapping[str, str], words: Sequence[str], e
     done = run(command, timeout=PIP_SECONDS, env=dict(environ))
     if done is None or done.returncode is None:
         raise LockError(f"pip did not finish resolving {what} within {PIP_SECONDS} s", hint="check the index answers (cuda-resolve doctor --network)")
+    missing = next((line for line in done.stderr.splitlines() if line.startswith(_NO_MARKERS)), None) if not done.ok else None
+    if missing is not None:
+        # pip has no public option to evaluate markers for another machine: without this hook a
+        # profile of another platform would get this machine's closure.
+        pip = missing[len(_NO_MARKERS):]
+        raise LockError(f"{pip} has no pip._vendor.packaging.markers.default_environment, so profiles of another platform "
+                        f"cannot be closed with it (resolving {what})",
+                        hint=f"install a pip release that has it beside cuda-resolve (pip 26.3 does: {sys.executable} -m pip install pip==26.3), "
+                             "then lock again")
     if not done.ok:
         errors = [line.strip() for line in done.stderr.splitlines() if line.startswith("ERROR")] or done.stderr.strip().splitlines()[-3:]
         raise LockError(f"pip could not resolve {what}: {' / '.join(errors)}",
