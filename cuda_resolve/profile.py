@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .detect.host import normalize_arch
 from .environment import (
     Compiler,
     Driver,
@@ -146,7 +147,9 @@ def _machine(table: Table | None) -> Machine:
         return Machine()
     machine = Machine(
         os=table.parsed("os", _choice(_OSES), "linux"),
-        arch=table.parsed("arch", _choice(_ARCHES), "x86_64"),
+        # One spelling, as detection writes it (amd64 -> x86_64, arm64 -> aarch64): wheel tags,
+        # wheelhouse keys and locks then agree with a machine that detected itself.
+        arch=normalize_arch(table.parsed("arch", _choice(_ARCHES), "x86_64")),
         glibc=table.parsed("glibc", _glibc, None),
     )
     table.finish()

@@ -605,3 +605,12 @@ def test_impossible_driver_cuda_is_refused() -> None:
         parse_profile(_PY + '[driver]\nversion = "535.104.05"\ncuda = "13.0"\n')
     # a driver newer than the index knows may still claim a newer CUDA of a family it meets
     assert str(parse_profile(_PY + '[driver]\nversion = "640.10"\ncuda = "13.9"\n').driver.cuda) == "13.9"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("written", "read"), [("amd64", "x86_64"), ("arm64", "aarch64"), ("x86_64", "x86_64")])
+def test_a_profiles_arch_is_read_in_the_spelling_detection_writes(tmp_path: Path, written: str, read: str) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text(f'format = 1\n[machine]\nos = "linux"\narch = "{written}"\n[python]\nversion = "3.11"\n', encoding="utf-8")
+    machine = load_profile(path).machine
+    assert machine.arch == read
+    assert any(tag.platform.endswith(read) for tag in load_profile(path).wheel_tags()[:3])
