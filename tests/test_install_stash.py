@@ -319,3 +319,28 @@ def test_a_journal_without_its_stash_changes_nothing(venv: Path, links: Path, jo
     assert _freeze(python) == after and pending(journal_dir) == []
     Stash.begin(str(python), environ=os.environ, journal_dir=journal_dir).commit()
     assert _stash_folders(venv) == []  # the next begin removed the leftover
+
+
+def test_a_stash_for_named_distributions_links_only_theirs_and_reports_a_change_to_another(
+        venv: Path, links: Path, journal_dir: Path) -> None:
+    """``only``: what a --no-deps install of named files (sync) can replace. The other
+    distributions' files are not linked (linking torch's 20,000 files costs most of a small
+    install) but kept by identity: a change to one of them is reported, never hidden."""
+    python, site = _python(venv), _site(venv)
+    _pip(python, "install", "--no-index", "--find-links", str(links), "bar")
+    before = _freeze(python)
+    stash = Stash.begin(str(python), environ=os.environ, journal_dir=journal_dir, only=["Bar"])
+    stashed = sorted(str(p.relative_to(stash.folder)) for p in stash.folder.rglob("*") if p.is_file())
+    assert stashed and all("bar" in name for name in stashed), stashed
+    assert (site / "torch" / "__init__.py").stat().st_nlink == 1  # torch's files were not linked
+    unstashed = {path for path, _why, _identity in stash.journal.unstashed}
+    assert str(site / "torch" / "__init__.py") in unstashed
+
+    (site / "bar.py").unlink()
+    (site / "bar.py").write_text("B = 2\n")  # bar replaced: put back from the stash
+    (site / "torch" / "only_in_one.py").write_text("X = 2\n")  # another distribution's file: only reported
+    report = stash.restore()
+    assert (site / "bar.py").read_text() == "B = 1\n"
+    (line,) = report.not_restored
+    assert "only_in_one.py was not stashed: this run was to change only Bar" in line and "reinstall torch==1.0" in line
+    assert _freeze(python) == before

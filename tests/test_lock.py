@@ -326,3 +326,25 @@ def test_a_cached_sync_loads_no_http_layer_and_a_cached_file_that_changed_is_che
     assert main(["sync", str(locked), "--name", "a100", "--python", str(third)]) == 0
     assert fetched == ["torch-2.14.1+cu126-py3-none-any.whl"] and wheel.read_bytes() == good
     assert _installed(third)["torch"] == "2.14.1+cu126"
+
+
+def test_sync_stashes_only_what_it_installs_or_removes(configured: dict[str, Path | str], locked: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The undo of a sync links only the files of the names its --no-deps run (or --exact's
+    uninstall) can change: linking every file of a torch environment cost it most of a small sync."""
+    from cuda_resolve.install.stash import Stash
+
+    asked: list[list[str] | None] = []
+    begin = Stash.begin.__func__  # type: ignore[attr-defined]
+
+    def spying(cls: type[Stash], python: str, **kwargs: object) -> Stash:
+        only = kwargs.get("only")
+        asked.append(sorted(only) if only is not None else None)  # type: ignore[call-overload]
+        return begin(cls, python, **kwargs)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(Stash, "begin", classmethod(spying))
+    python = _venv(tmp_path / "venv")
+    assert main(["sync", str(locked), "--name", "a100", "--python", str(python)]) == 0
+    assert main(["sync", str(locked), "--name", "cpu", "--python", str(python), "--exact"]) == 0
+    assert asked == [["filelock", "nvidia-cuda-runtime-cu12", "tinyutil", "torch"], ["torch"], ["nvidia-cuda-runtime-cu12"]]
+    assert _installed(python)["torch"] == "2.14.1+cpu"

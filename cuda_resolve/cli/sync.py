@@ -128,7 +128,9 @@ def handle(args: argparse.Namespace) -> int:
         result = None
         if plan.steps:
             # After installing, the torch and curated extensions it installed must import (else undone).
-            result = execute(plan, env, wheelhouse=Wheelhouse.default(), options=InstallOptions(), environ=environ,
+            # One --no-deps pip run over the locked files: only those names can change.
+            options = InstallOptions(replaces=tuple(w.name for w in to_install))
+            result = execute(plan, env, wheelhouse=Wheelhouse.default(), options=options, environ=environ,
                              reporter=reporter, log_path=new_log_path("sync"))
         if to_remove:
             remove_extras(python, to_remove, environ, new_log_path("sync-remove"), reporter)

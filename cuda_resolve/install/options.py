@@ -22,6 +22,9 @@ class InstallOptions:
     torch_index: str | None = None  # the configured PyTorch mirror base, "https://mirror/whl/"
     torch_index_option: str = "--index-url"  # or "--find-links" for a flat mirror
     hash_mode: str | None = None  # where pip's hash-checking mode comes from (None: off): see .hashmode
+    #: The only distributions the run can replace (a ``--no-deps`` install of named files, as
+    #: ``sync`` runs); None: any. Only their files are stashed for the undo (see Stash.begin).
+    replaces: tuple[str, ...] | None = None
 
     def source_for(self, package: str) -> Path | None:
         wanted = canonicalize_name(package)

@@ -53,7 +53,7 @@ import shutil
 import socket
 import stat
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -120,12 +120,17 @@ class Stash:
         self._finished = False
 
     @classmethod
-    def begin(cls, python: str, *, environ: Mapping[str, str], journal_dir: Path) -> Stash:
+    def begin(cls, python: str, *, environ: Mapping[str, str], journal_dir: Path, only: Collection[str] | None = None) -> Stash:
         """List the target's distributions, write the journal, link their files into the stash.
 
         Call it before the first pip run that changes the target, holding :func:`target_lock`.
-        Raises :class:`InstallError` when the target cannot be read or its prefix or the journal
-        folder cannot be written; a failure or Ctrl-C while linking leaves nothing behind."""
+        ``only``: the names the run can replace or remove (a ``--no-deps`` install of named
+        files, an uninstall); the other distributions' files are not linked but kept in the
+        journal by identity, so a change to one (a file two distributions share) is reported by
+        the restore, never hidden. Linking each file of a big environment (torch's: 20,000)
+        costs most of a small install. Raises :class:`InstallError` when the target cannot be
+        read or its prefix or the journal folder cannot be written; a failure or Ctrl-C while
+        linking leaves nothing behind."""
         before = read_state(python, environ)
         _remove_discarded(before.prefix)
         ident = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}-{secrets.token_hex(4)}"
@@ -143,7 +148,7 @@ class Stash:
             raise InstallError(f"cannot make the stash folder {journal.stash}: {exc.strerror or exc}",
                                hint=f"the install could not be undone: make {before.prefix} writable (pip needs that too)") from None
         try:
-            unstashed = _link_all(before, journal.stash)
+            unstashed = _link_all(before, journal.stash, only)
             journal = replace(journal, unstashed=tuple(unstashed), ready=True)
             write_journal(journal)
         except BaseException as exc:
@@ -268,12 +273,15 @@ def target_lock(python: str, lock_dir: Path, *, timeout: float, environ: Mapping
 # -- stashing -------------------------------------------------------------------------------------
 
 
-def _link_all(before: State, stash: str) -> list[tuple[str, str, str]]:
-    """Link every file of ``before`` into ``stash``; the files kept out, with why and identity."""
+def _link_all(before: State, stash: str, only: Collection[str] | None = None) -> list[tuple[str, str, str]]:
+    """Link every file of ``before`` (of the distributions named in ``only``, when given) into
+    ``stash``; the files kept out, with why and identity."""
     made: set[str] = set()
     seen: set[str] = set()
     left: list[tuple[str, str, str]] = []
+    replaceable = None if only is None else {canonicalize_name(name) for name in only}
     for dist in before.distributions:
+        kept_out = replaceable is not None and canonicalize_name(dist.name) not in replaceable
         for path in dist.files:
             if path in seen or _in_pycache(path):
                 continue
@@ -281,6 +289,9 @@ def _link_all(before: State, stash: str) -> list[tuple[str, str, str]]:
             info = _lstat(path)
             if info is None or stat.S_ISDIR(info.st_mode):
                 continue  # listed but not there (a .pyc never compiled): nothing to keep
+            if kept_out:
+                left.append((path, "was not stashed: this run was to change only " + ", ".join(sorted(only or ())), _identity(info)))
+                continue
             if not _inside(path, before.prefix):
                 left.append((path, f"outside the prefix {before.prefix}", _identity(info)))
                 continue

@@ -366,7 +366,7 @@ def execute(
     with target_lock(python, default_lock_dir(), timeout=TARGET_LOCK_SECONDS, environ=base) as prefix:
         _recover_pending(prefix, base, default_journal_dir(), report)
         with phases.timed("stash"):
-            stash = Stash.begin(python, environ=base, journal_dir=default_journal_dir())
+            stash = Stash.begin(python, environ=base, journal_dir=default_journal_dir(), only=options.replaces)
         try:
             changed, verified, smoke_results, ran = _install_and_check(plan, env, pip, options, results, before, base, log_path,
                                                                         report, phases, notes)

@@ -182,7 +182,7 @@ def remove_extras(python: str, names: Sequence[str], environ: Mapping[str, str],
         raise InstallError(f"refusing to remove {', '.join(keep)}", hint="these install everything else")
     pip = TargetPip(python, environ=environ, log_path=log_path)
     with target_lock(python, default_lock_dir(), timeout=TARGET_LOCK_SECONDS, environ=environ):
-        stash = Stash.begin(python, environ=environ, journal_dir=default_journal_dir())
+        stash = Stash.begin(python, environ=environ, journal_dir=default_journal_dir(), only=names)
         try:
             report.step(f"removing {', '.join(names)}")
             started = time.monotonic()
