@@ -12,6 +12,7 @@ stand-in CUDA 13.0 toolkit (tests/_torch_env.py): no compiler, no network, no GP
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -145,11 +146,22 @@ def test_lock_builds_what_the_wheelhouse_lacks_and_locks_it_at_the_wheelhouse_ur
 
     first = lock.read_bytes()
     stamps = {w: w.stat().st_mtime_ns for w in wheels}
-    assert main(words) == 0
-    again = capsys.readouterr().err
+    assert main([*words, "--json"]) == 0
+    out, again = capsys.readouterr()
+    assert json.loads(out)["built"] == []
     assert "building" not in again and "TORCH_CUDA_ARCH_LIST" not in again
     assert lock.read_bytes() == first
     assert {w: w.stat().st_mtime_ns for w in _wheels(bench)} == stamps
+    # --json names what a lock built: here the h100 wheel, removed from the wheelhouse first.
+    from cuda_resolve.wheelhouse.store import Wheelhouse
+
+    house = Wheelhouse(Path(str(bench["root"])) / "wheelhouse")
+    (h100_entry,) = [entry for entry in house.entries() if ".sm90." in entry.path.name]
+    house.remove(h100_entry)
+    assert main([*words, "--json"]) == 0
+    (rebuilt,) = json.loads(capsys.readouterr().out)["built"]
+    assert rebuilt["package"] == "quickext" and ".sm90." in rebuilt["wheel"]
+    assert rebuilt["sha256"] == hashlib.sha256(Path(rebuilt["wheel"]).read_bytes()).hexdigest()
 
 
 @pytest.mark.parametrize("where", ["path", "pyenv", "uv"])

@@ -107,6 +107,8 @@ def handle(args: argparse.Namespace) -> int:
     if args.check:
         return _check(args, request, config)
     reporter = TerminalReporter(quiet=args.json)
+    house = Wheelhouse.default()
+    present = {entry.sha256 for entry in house.entries()}  # what the lock builds is what is new after it
     with client_from_config(config) as client:
         finder = FileFinder(client, cache_dir=cache_root() / "lock-files", page_seconds=0 if args.refresh else 3600)
         keep = None
@@ -115,14 +117,16 @@ def handle(args: argparse.Namespace) -> int:
 
             keep = read_lock(args.output)
         document, skipped = make_lock(request, index_from_args(args), config, finder=finder, environ=os.environ,
-                                      wheelhouse=Wheelhouse.default(), reporter=reporter, keep=keep,
+                                      wheelhouse=house, reporter=reporter, keep=keep,
                                       answers=PipAnswers(cache_root() / "lock-pip", seconds=0 if args.refresh else 3600),
                                       builder=None if args.no_build else _builder(args, requests))
     text = render(document)
     write_atomic(args.output, text, make_parents=False)
     if args.json:
+        built = [{"package": entry.key.package, "wheel": str(entry.path), "sha256": entry.sha256}
+                 for entry in house.entries() if entry.sha256 not in present]
         _output.print_json({"lock": str(args.output), "profiles": list(document.names), "packages": len(document.packages),
-                            "skipped": list(skipped)})
+                            "skipped": list(skipped), "built": built})
     else:
         _output.console().print(f"wrote {args.output}: {len(document.packages)} packages for profiles {', '.join(document.names)}", highlight=False, soft_wrap=True)
         for line in skipped:
