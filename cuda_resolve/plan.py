@@ -20,11 +20,11 @@ from .environment import Environment
 from .errors import UsageError
 from .index.urls import expand_pattern
 from .profile import environment_from_dict, environment_to_dict
-from .resolve import Alternative, Candidate, Rejection, Resolution
 from .wheelhouse.key import WheelKey
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the resolver is imported only where a plan is resolved (not for a lock's sync)
     from ._toml import Table
+    from .resolve import Alternative, Candidate, Rejection, Resolution
 
 __all__ = ["PLAN_FORMAT", "PYPI_SIMPLE", "PipStep", "Plan", "PlanFormatError", "PlanItem", "PlannedBuild", "make_plan"]
 
