@@ -97,6 +97,15 @@ def standin_torch_venv(folder: Path) -> Path:
     return python
 
 
+@pytest.fixture(scope="module")
+def torch_venv_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv holding a stand-in torch 2.14.1 built for CUDA 13.0 (two small files, no
+    libraries), made once per module that imports this fixture; tests copy it (copy_venv)."""
+    folder = tmp_path_factory.mktemp("torch-template")
+    standin_torch_venv(folder)
+    return folder / "venv"
+
+
 def standin_cuda_toolkit(folder: Path) -> Path:
     """``folder``, made a stand-in CUDA 13.0 toolkit: the headers the builder's pre-flight looks
     for, and an ``nvcc`` that answers ``--version`` (and compiles nothing)."""

@@ -8,6 +8,7 @@ a linker does, with a line that names no path.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -15,14 +16,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _torch_env import copy_venv, standin_cuda_toolkit, standin_torch_venv
+from _torch_env import copy_venv, standin_cuda_toolkit, torch_venv_template  # noqa: F401  (a fixture)
 
 DATA = Path(__file__).parent / "data"
 SOURCE = DATA / "packages" / "quickext"
 INDEX = DATA / "index" / "quickext"
 
 
-def _small_disk(folder: Path, size: str) -> Iterator[Path]:
+@contextlib.contextmanager
+def small_tmpfs(folder: Path, size: str) -> Iterator[Path]:
+    """``folder``, a tmpfs of ``size`` (``256k``, ``16m``) while the block runs; the test skips,
+    saying why, where it cannot be mounted (not root, or no mount permission)."""
     folder.mkdir(parents=True, exist_ok=True)
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True, text=True, check=False)
     if mounted.returncode != 0:
@@ -33,17 +37,10 @@ def _small_disk(folder: Path, size: str) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
-@pytest.fixture(scope="module")
-def torch_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("disk-torch")
-    standin_torch_venv(folder)
-    return folder / "venv"
-
-
 @pytest.fixture
-def build(tmp_path: Path, torch_template: Path) -> tuple[list[str], dict[str, str]]:
+def build(tmp_path: Path, torch_venv_template: Path) -> tuple[list[str], dict[str, str]]:  # noqa: F811
     """(argv of `cuda-resolve build quickext` for an H200, its environment)."""
-    python = copy_venv(tmp_path / "target", torch_template)
+    python = copy_venv(tmp_path / "target", torch_venv_template)
     cuda = standin_cuda_toolkit(tmp_path / "cuda")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
     env.update(CUDA_HOME=str(cuda), PATH=f"{cuda / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin",
@@ -59,7 +56,7 @@ def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
 
 def test_a_build_that_fills_tmpdir_names_it_and_leaves_nothing(tmp_path: Path, build: tuple[list[str], dict[str, str]]) -> None:
     argv, env = build
-    for disk in _small_disk(tmp_path / "small-tmp", "16m"):
+    with small_tmpfs(tmp_path / "small-tmp", "16m") as disk:
         done = _run(argv, dict(env, TMPDIR=str(disk), QUICKEXT_FILL="1"))
         assert done.returncode == 1, done.stdout + done.stderr
         assert "diagnosis (disk-full)" in done.stderr, done.stderr
@@ -73,7 +70,7 @@ def test_a_build_that_fills_tmpdir_names_it_and_leaves_nothing(tmp_path: Path, b
 
 def test_a_publish_into_a_full_wheelhouse_names_it_and_leaves_nothing(tmp_path: Path, build: tuple[list[str], dict[str, str]]) -> None:
     argv, env = build
-    for disk in _small_disk(tmp_path / "small-wheelhouse", "1m"):
+    with small_tmpfs(tmp_path / "small-wheelhouse", "1m") as disk:
         wheelhouse = disk / "wheelhouse"
         wheelhouse.mkdir()
         filler = disk / "filler"

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_signals import torch_venv_template  # noqa: F401  (a fixture: a venv with a stand-in torch 2.14.1+cu130)
+from _torch_env import torch_venv_template  # noqa: F401  (a fixture: a venv with a stand-in torch 2.14.1+cu130)
 
 from cuda_resolve.install.target import (
     RULE,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
 import tarfile
 import time
 import zipfile
@@ -129,15 +128,10 @@ def test_unpacking_checks_the_free_space_against_the_declared_sizes_first(tmp_pa
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 256 KiB tmpfs, mounted for the test (root only)."""
-    mount = tmp_path / "small-disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (not root, or no mount permission): {done.stderr.decode().strip()}")
-    try:
+    from test_disk_full import small_tmpfs
+
+    with small_tmpfs(tmp_path / "small-disk", "256k") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_a_disk_that_fills_up_while_unpacking_names_the_folder_and_keeps_nothing(

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _torch_env import copy_venv, standin_cuda_toolkit, standin_torch_venv
+from _torch_env import copy_venv, standin_cuda_toolkit, torch_venv_template  # noqa: F401  (a fixture)
 from test_install_unit import _env_with_torch_index, torch_index  # noqa: F401  (torch_index: a fixture)
 
 DATA = Path(__file__).parent / "data"
@@ -26,18 +26,11 @@ SOURCE = DATA / "packages" / "quickext"
 INDEX = DATA / "index" / "quickext"
 
 
-@pytest.fixture(scope="module")
-def torch_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("hash-torch")
-    standin_torch_venv(folder)
-    return folder / "venv"
-
-
 @pytest.fixture
-def machine(tmp_path: Path, torch_template: Path) -> tuple[Path, dict[str, str]]:
+def machine(tmp_path: Path, torch_venv_template: Path) -> tuple[Path, dict[str, str]]:  # noqa: F811
     """(the target's python: a venv with a stand-in torch 2.14.1+cu130, the environment of an
     H200-class machine with a stand-in CUDA 13.0 toolkit, in hash-checking mode from PIP_REQUIRE_HASHES)."""
-    python = copy_venv(tmp_path / "target", torch_template)
+    python = copy_venv(tmp_path / "target", torch_venv_template)
     cuda = standin_cuda_toolkit(tmp_path / "cuda")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
     env.update(CUDA_HOME=str(cuda), PATH=f"{cuda / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin",

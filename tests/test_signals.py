@@ -29,7 +29,7 @@ from pathlib import Path
 
 import filelock
 import pytest
-from _torch_env import copy_venv, standin_cuda_toolkit, standin_torch_venv
+from _torch_env import copy_venv, standin_cuda_toolkit, torch_venv_template  # noqa: F401  (a fixture)
 from test_install_unit import _env_with_torch_index, _freeze, torch_index  # noqa: F401  (torch_index: a fixture)
 
 from cuda_resolve import _signals
@@ -131,16 +131,8 @@ def _run_and_signal(argv: list[str], env: dict[str, str], tmp_path: Path, signum
 # -- a build, signalled while the fake compiler runs -----------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def torch_venv_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv holding a stand-in torch 2.14.1 built for CUDA 13.0 (two small files, no libraries)."""
-    folder = tmp_path_factory.mktemp("torch-template")
-    standin_torch_venv(folder)
-    return folder / "venv"
-
-
 @pytest.fixture
-def build_env(tmp_path: Path, torch_venv_template: Path) -> Iterator[tuple[list[str], dict[str, str], Path]]:
+def build_env(tmp_path: Path, torch_venv_template: Path) -> Iterator[tuple[list[str], dict[str, str], Path]]:  # noqa: F811
     """(argv of `cuda-resolve build sleepext`, its environment, the target's python)."""
     python = copy_venv(tmp_path / "target", torch_venv_template)
     cuda = standin_cuda_toolkit(tmp_path / "cuda")

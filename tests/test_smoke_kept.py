@@ -12,7 +12,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_hash_mode import SOURCE, _cuda_pip, machine, torch_template  # noqa: F401  (fixtures)
+from _torch_env import torch_venv_template  # noqa: F401  (a fixture)
+from test_hash_mode import SOURCE, _cuda_pip, machine  # noqa: F401  (machine: a fixture)
 
 INDEX = Path(__file__).parent / "data" / "index" / "quickext"
 
