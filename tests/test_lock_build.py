@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import tomllib
 from _torch_env import standin_cuda_toolkit, standin_torch_venv
-from test_lock_support import StaticIndex, make_wheel, serve
+from test_lock_support import StaticIndex, make_wheel, serve, write_profile
 
 from cuda_resolve.cli import main
 
@@ -58,25 +58,8 @@ def _overlay(folder: Path, repository: Path, revision: str) -> Path:
 
 
 def _profile(path: Path, gpus: list[tuple[str, str]], *, torch: str = "2.14.1+cu130") -> Path:
-    gpu_tables = "".join(f'[[gpu]]\nindex = {i}\nname = "{n}"\ncompute_capability = "{c}"\n' for i, (n, c) in enumerate(gpus))
-    path.write_text(f"""[machine]
-os = "linux"
-arch = "x86_64"
-glibc = "2.39"
-[python]
-version = "{MINOR}.0"
-[driver]
-version = "580.159.04"
-{gpu_tables}[[toolkit]]
-version = "13.0"
-root = "/usr/local/cuda-13.0"
-nvcc = "/usr/local/cuda-13.0/bin/nvcc"
-[compiler]
-gcc = "13.3.0"
-[torch]
-version = "{torch}"
-""")
-    return path
+    return write_profile(path, python=f"{MINOR}.0", driver="580.159.04", gpus=gpus, torch=torch, glibc="2.39", toolkit="13.0",
+                         gcc="13.3.0")
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_lock_support import StaticIndex, make_wheel, serve
+from test_lock_support import StaticIndex, make_wheel, serve, write_profile
 
 from cuda_resolve.cli import main
 
@@ -21,26 +21,9 @@ pytestmark = pytest.mark.skipif(not CUDA_13.is_file(), reason="needs the CUDA 13
 
 
 def _profile(path: Path, gpus: list[tuple[str, str]]) -> Path:
-    gpu_tables = "".join(f'[[gpu]]\nindex = {i}\nname = "{n}"\ncompute_capability = "{c}"\n' for i, (n, c) in enumerate(gpus))
-    path.write_text(f"""[machine]
-os = "linux"
-arch = "x86_64"
-glibc = "2.39"
-[python]
-version = "{sys.version_info[0]}.{sys.version_info[1]}.0"
-[driver]
-version = "580.159.04"
-{gpu_tables}[[toolkit]]
-version = "13.0"
-root = "/usr/local/cuda-13.0"
-nvcc = "/usr/local/cuda-13.0/bin/nvcc"
-[compiler]
-gcc = "13.3.0"
-[torch]
-version = "2.11.0+cu130"
-arch_list = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
-""")
-    return path
+    return write_profile(path, python=f"{sys.version_info[0]}.{sys.version_info[1]}.0", driver="580.159.04", gpus=gpus,
+                         torch="2.11.0+cu130", glibc="2.39", toolkit="13.0", gcc="13.3.0",
+                         arch_list=["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"])
 
 
 @pytest.fixture

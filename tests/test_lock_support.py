@@ -120,14 +120,23 @@ def serve(root: Path) -> Iterator[str]:
 
 
 def write_profile(path: Path, *, python: str = "3.11.7", driver: str | None = None, gpus: Sequence[tuple[str, str]] = (),
-                  torch: str | None = None, glibc: str = "2.35", name: str | None = None) -> Path:
+                  torch: str | None = None, glibc: str = "2.35", name: str | None = None, toolkit: str | None = None,
+                  gcc: str | None = None, arch_list: Sequence[str] = ()) -> Path:
+    """A profile file; ``toolkit`` ("13.0") is one at /usr/local/cuda-13.0, ``arch_list`` torch's."""
     lines = [f'name = "{name}"'] if name else []
     lines += ["[machine]", 'os = "linux"', 'arch = "x86_64"', f'glibc = "{glibc}"', "[python]", f'version = "{python}"']
     if driver:
         lines += ["[driver]", f'version = "{driver}"']
     for gpu, capability in gpus:
         lines += ["[[gpu]]", f'name = "{gpu}"', f'compute_capability = "{capability}"']
+    if toolkit:
+        root = f"/usr/local/cuda-{toolkit}"
+        lines += ["[[toolkit]]", f'version = "{toolkit}"', f'root = "{root}"', f'nvcc = "{root}/bin/nvcc"']
+    if gcc:
+        lines += ["[compiler]", f'gcc = "{gcc}"']
     if torch:
         lines += ["[torch]", f'version = "{torch}"']
+        if arch_list:
+            lines.append("arch_list = [" + ", ".join(f'"{arch}"' for arch in arch_list) + "]")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
