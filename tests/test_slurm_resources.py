@@ -13,11 +13,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _slurm import Cluster, cluster_fixture
+import test_slurm_build
+from _slurm import Cluster
 from test_slurm_build import INDEX, PROFILES, SOURCE, _jobs, _run
 
 from cuda_resolve.errors import ProfileError, UsageError
@@ -244,17 +244,9 @@ def test_ctrl_c_during_submission_submits_no_further_array_and_asks_about_those_
 
 # --- the real Slurm --------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    yield from cluster_fixture(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    from _torch_env import standin_cuda_toolkit, standin_torch_venv
-
-    folder = tmp_path_factory.mktemp("target")
-    return standin_torch_venv(folder), standin_cuda_toolkit(folder / "cuda")
+# test_slurm_build's fixtures: the single-node Slurm and the stand-in torch venv and toolkit.
+slurm = test_slurm_build.slurm
+target = test_slurm_build.target
 
 
 def _setup(slurm: Cluster, target: tuple[Path, Path], tmp_path: Path, profiles: list[Path]) -> tuple[list[str], dict[str, str]]:
