@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from test_wheelhouse import make_key, make_wheel
+from test_wheelhouse_cli import run
 
-from cuda_resolve.cli import main
 from cuda_resolve.wheelhouse import StoredWheel, Wheelhouse
 
 
@@ -67,12 +67,6 @@ wheels = [{{ url = "{served}", size = {by_name.size}, hashes = {{ sha256 = "{"0"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
