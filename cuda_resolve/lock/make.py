@@ -25,7 +25,7 @@ from packaging.utils import canonicalize_name
 
 from ..compat import format_arch_list
 from ..config import Config
-from ..detect.host import machine_facts, normalize_arch, normalize_os
+from ..detect.host import machine_facts
 from ..errors import LockError, ResolutionImpossible
 from ..index.model import Index
 from ..net.pages import file_name
@@ -211,7 +211,7 @@ def build_missing(planned: Sequence[tuple[LockProfile, Plan, Resolution]], reque
         raise LockError(f"the wheelhouse ({wheelhouse.root}) has no wheel for these source builds: " + "; ".join(lines),
                         hint="build them first, each with an interpreter of the profile's Python and torch (a login node can: nvcc needs no GPU), "
                              "then lock again (or lock without --no-build, which builds them): " + " ; ".join(commands))
-    # A profile keeps its arch as written (amd64, arm64): both sides are compared in one spelling.
+    # Profiles are read in detection's spelling (amd64 is x86_64): the two compare as they are.
     this_machine = machine_facts(platform=None, machine=None, glibc=None)
     here = (this_machine.os, this_machine.arch)
     chosen: dict[str, str] = {}
@@ -219,7 +219,7 @@ def build_missing(planned: Sequence[tuple[LockProfile, Plan, Resolution]], reque
     for profile, _, _, missing in needs:
         machine = profile.environment.machine
         what = ", ".join(f"{b.spec.package} {b.key.labelled_version}" for b in missing)
-        if (normalize_os(machine.os), normalize_arch(machine.arch)) != here:
+        if (machine.os, machine.arch) != here:
             lacking[profile.name] = (f"profile {profile.name} ({machine.os} {machine.arch}) needs {what} built, "
                                      f"and this machine ({here[0]} {here[1]}) cannot build for it: build on a {machine.os} {machine.arch} machine "
                                      f"(cuda-resolve {shlex.join(build_words(profile, request.requests, None, _torch_wanted(missing)))}) into the wheelhouse, then lock again")
@@ -321,17 +321,6 @@ def _canonical_from(config: Config) -> Callable[[str], str]:
     return canonical
 
 
-def _in_one_spelling(profile: LockProfile) -> LockProfile:
-    """``profile`` with its OS and arch as detection writes them: a profile keeps ``amd64`` or
-    ``arm64`` as written, and wheel tags, wheelhouse keys and the lock's platform marker would
-    otherwise name a platform no machine reports (``linux_amd64``)."""
-    machine = profile.environment.machine
-    spelled = replace(machine, os=normalize_os(machine.os), arch=normalize_arch(machine.arch))
-    if spelled == machine:
-        return profile
-    return replace(profile, environment=replace(profile.environment, machine=spelled))
-
-
 def make_lock(request: LockRequest, index: Index, config: Config, *, finder: FileFinder, environ: Mapping[str, str],
               wheelhouse: Wheelhouse | None = None, reporter: Reporter | None = None, created_by: str = "cuda-resolve",
               answers: PipAnswers | None = None, keep: ReadLock | None = None,
@@ -346,7 +335,7 @@ def make_lock(request: LockRequest, index: Index, config: Config, *, finder: Fil
     from .. import __version__
 
     report = reporter or NullReporter()
-    profiles = [_in_one_spelling(profile) for profile in request.profiles]
+    profiles = list(request.profiles)
     refuse_clashes(profiles)
     if not profiles:
         raise LockError("a lock needs at least one profile", hint="--profile FILE (from `cuda-resolve detect --save-profile FILE`), or --profile this")
