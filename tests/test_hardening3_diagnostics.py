@@ -94,6 +94,29 @@ def test_errors_steps_and_notes_show_a_childs_output_printable(capsys: pytest.Ca
     assert not RAW.search(shown.replace("\r\x1b[K", "")), repr(shown)  # the reporter's own line clearing aside
 
 
+def test_the_status_ticker_ends_with_the_reporter_that_started_it(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A command done with its reporter leaves no thread redrawing its last status line (in one
+    process running commands one after another, that line landed in the next one's stderr)."""
+    import gc
+    import threading
+
+    monkeypatch.setattr(TerminalReporter, "TICK_SECONDS", 0.05)
+    reporter = TerminalReporter()
+    reporter._live = False
+    reporter.progress("pip", None, None, 0.0)
+    ticker = reporter._ticker
+    assert ticker is not None and ticker.is_alive()
+    time.sleep(0.2)
+    assert ticker.is_alive()  # ticking while the reporter is in use
+    del reporter
+    gc.collect()
+    ticker.join(timeout=2)
+    assert not ticker.is_alive()
+    assert "cuda-resolve-progress" not in [thread.name for thread in threading.enumerate()]
+    capsys.readouterr()
+
+
 def test_printable_keeps_text_and_escapes_only_controls() -> None:
     text = "ümlaut 日本 tab\there\nnext line"
     assert printable(text) == text

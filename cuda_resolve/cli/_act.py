@@ -18,6 +18,8 @@ from ..install.target import RULE
 from . import _output
 
 if TYPE_CHECKING:
+    import weakref
+
     from ..install.options import InstallOptions
 
 __all__ = ["TerminalReporter", "add_action_options", "install_options", "parse_sources"]
@@ -129,16 +131,19 @@ class TerminalReporter:
             self._draw()
         if self._ticker is None:
             import threading
+            import weakref
 
-            self._ticker = threading.Thread(target=self._tick, name="cuda-resolve-progress", daemon=True)
+            # The ticker holds the reporter weakly: when the command that made it is done with it,
+            # the ticker ends instead of redrawing a finished status line wherever stderr points
+            # by then (a test runner's capture, the next command run in the same process).
+            self._ticker = threading.Thread(target=_tick, args=(weakref.ref(self), self.TICK_SECONDS),
+                                            name="cuda-resolve-progress", daemon=True)
             self._ticker.start()
 
-    def _tick(self) -> None:
-        while True:
-            time.sleep(self.TICK_SECONDS)
-            with self._lock:
-                if self._status is not None:
-                    self._draw()
+    def _redraw(self) -> None:
+        with self._lock:
+            if self._status is not None:
+                self._draw()
 
     def _draw(self) -> None:
         assert self._status is not None
@@ -154,6 +159,16 @@ class TerminalReporter:
             sys.stderr.flush()
         else:
             sys.stderr.write(text + "\n")
+
+
+def _tick(reporter: weakref.ref[TerminalReporter], seconds: float) -> None:
+    while True:
+        time.sleep(seconds)
+        alive = reporter()
+        if alive is None:
+            return
+        alive._redraw()
+        del alive  # only the command keeps the reporter alive, not this loop
 
 
 def describe_target(env: Environment, how: str | None) -> str:
