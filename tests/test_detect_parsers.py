@@ -245,16 +245,23 @@ def test_torch_cxx11_abi_from_cmake() -> None:
 
 
 def test_target_probe_parses_as_python_3_7() -> None:
-    """The probe runs under the target interpreter: no syntax newer than 3.7 may creep in."""
-    tree = ast.parse(inspect.getsource(_target_probe), feature_version=(3, 7))
+    """The probe runs under the target interpreter (the text sent: _dist_metadata's, then the
+    probe's): no syntax newer than 3.7 may creep in, and it imports the standard library only
+    (the one relative import is the in-process path to _dist_metadata, whose text comes first)."""
+    from cuda_resolve.detect.target import _probe_source
+
+    tree = ast.parse(_probe_source(), feature_version=(3, 7))
     imported = {
         alias.name.split(".")[0]
         for node in ast.walk(tree)
-        if isinstance(node, ast.Import | ast.ImportFrom)
+        if isinstance(node, ast.Import | ast.ImportFrom) and not (isinstance(node, ast.ImportFrom) and node.level)
         for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])
     }
+    relative = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level}
     assert "torch" not in imported
-    assert imported <= {"sys", "json", "os", "re", "stat", "sysconfig", "site", "typing", "importlib"}  # stdlib only
+    assert imported <= {"sys", "json", "os", "re", "stat", "sysconfig", "site", "typing"}  # stdlib only
+    assert relative == {"_dist_metadata"}
+    assert inspect.getsource(_target_probe) in _probe_source()
 
 
 def test_libcuda_uuid_formatting() -> None:

@@ -25,6 +25,9 @@ import os
 import re
 import stat
 
+if __name__ != "__main__":  # imported in process; run as source, _dist_metadata's text comes first
+    from .._dist_metadata import installed_distributions
+
 MYPY = False
 if MYPY:  # type comments, not annotations: this file must parse on any Python
     from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -125,72 +128,17 @@ def _search_path():
 def _distributions(search_path, wanted):
     # type: (List[str], Callable[[str], bool]) -> Distributions
     """{normalized name: (name, version, directory, RECORD text)} for names that *wanted* accepts;
-    the RECORD is read for CUDA wheels only (its one use), else it is "".
-
-    ``importlib.metadata`` reads them (first occurrence on the search path wins, egg-info
-    included); only the names it is asked for are read, guessed from the directory names so
-    that an environment of hundreds of packages costs a directory listing. Python 3.7 has no
-    ``importlib.metadata``: there, and only there, :func:`_distributions_py37` reads the files.
-    """
-    try:
-        from importlib import metadata
-    except ImportError:
-        return _distributions_py37(search_path, wanted)
-
-    names = []  # type: List[str]
-    for directory in search_path:
-        try:
-            entries = sorted(os.listdir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.endswith((".dist-info", ".egg-info")):
-                guessed = _normalize(entry.rsplit(".", 1)[0].split("-", 1)[0])
-                if wanted(guessed) and guessed not in names:
-                    names.append(guessed)
-    found = {}
-    for guessed in names:
-        for dist in metadata.distributions(name=guessed, path=search_path):
-            name = dist.metadata["Name"]
-            version = dist.version
-            if name and version and _normalize(name) not in found:
-                directory = str(dist.locate_file(""))
-                record = ""
-                if _is_cuda_wheel_name(_normalize(name)):  # torch's RECORD lists thousands of files
-                    record = dist.read_text("RECORD") or ""
-                found[_normalize(name)] = (name, version, directory, record)
-            break  # the first on the search path is the one import would find
-    return found
-
-
-def _distributions_py37(search_path, wanted):
-    # type: (List[str], Callable[[str], bool]) -> Distributions
-    """:func:`_distributions` for Python 3.7: the METADATA headers read as importlib.metadata would."""
+    the RECORD is read for CUDA wheels only (its one use), else it is "". The metadata headers
+    are read by :mod:`cuda_resolve._dist_metadata` (first occurrence on the search path wins,
+    egg-info included), only for the names asked for, guessed from the entries' file names."""
     found = {}  # type: Distributions
-    for directory in search_path:
-        try:
-            entries = sorted(os.listdir(directory))
-        except OSError:
+    for key, (name, version, meta) in installed_distributions(search_path, wanted).items():
+        if not version:
             continue
-        for entry in entries:
-            if not entry.endswith(".dist-info"):
-                continue
-            guessed = _normalize(entry.rsplit(".", 1)[0].split("-", 1)[0])
-            if not wanted(guessed) or guessed in found:
-                continue
-            fields = {}  # type: Dict[str, str]
-            for line in (_read(os.path.join(directory, entry, "METADATA")) or "").splitlines():
-                if not line.strip():
-                    break  # the headers end at the first blank line
-                if ":" in line and not line.startswith((" ", "\t")):
-                    key, value = line.split(":", 1)
-                    fields.setdefault(key.strip().lower(), value.strip())
-            name, version = fields.get("name"), fields.get("version")
-            if name and version and _normalize(name) not in found:
-                record = ""
-                if _is_cuda_wheel_name(_normalize(name)):
-                    record = _read(os.path.join(directory, entry, "RECORD")) or ""
-                found[_normalize(name)] = (name, version, directory, record)
+        record = ""
+        if _is_cuda_wheel_name(key):  # torch's RECORD lists thousands of files
+            record = _read(os.path.join(meta, "RECORD")) or ""
+        found[key] = (name, version, os.path.dirname(meta), record)
     return found
 
 

@@ -74,7 +74,9 @@ def resolve_python(python: str, environ: Mapping[str, str]) -> str:
 def _probe_source() -> str:
     from importlib.resources import files
 
-    return files(__package__).joinpath("_target_probe.py").read_text(encoding="utf-8")
+    from .._dist_metadata import source_text
+
+    return source_text() + files(__package__).joinpath("_target_probe.py").read_text(encoding="utf-8")
 
 
 #: The report's shape, part of every cache key: a report cached by an older cuda-resolve (without

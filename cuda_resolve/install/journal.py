@@ -44,13 +44,13 @@ _FORMAT = 1
 _JOURNAL_LIMIT = 512 * 1024 * 1024
 _LISTING_SECONDS = 120.0
 
-# Run by the target interpreter (any Python >= 3.8, stdlib only). With no arguments it asks
-# sysconfig where pip installs (purelib, platlib); with arguments it reads those folders (the
-# restore passes the journal's folders, so it needs nothing from the target's site machinery).
-_LISTING_SCRIPT = r"""
-import csv, json, os, sys
-from importlib import metadata
-from pathlib import Path
+# Run by the target interpreter (any Python >= 3.8, stdlib only), after the text of
+# cuda_resolve/_dist_metadata.py (names and versions from the metadata headers: importing
+# importlib.metadata would cost more than the listing). With no arguments it asks sysconfig
+# where pip installs (purelib, platlib); with arguments it reads those folders (the restore
+# passes the journal's folders, so it needs nothing from the target's site machinery).
+_LISTING_BODY = r"""
+import csv, json, sys
 
 def record_files(meta):
     site = os.path.dirname(meta)
@@ -69,12 +69,9 @@ def distribution(meta, entry):
     stem = entry.rsplit(".", 1)[0]
     name, _, version = stem.partition("-")
     version = version.split("-")[0]
-    try:
-        found = metadata.PathDistribution(Path(meta))
-        name = found.metadata["Name"] or name
-        version = found.version or version
-    except Exception:
-        pass
+    found_name, found_version = name_and_version(metadata_file(os.path.dirname(meta), entry))
+    name = found_name or name
+    version = found_version or version
     listed = record_files(meta)
     files = set(listed or [])
     for root, _dirs, names in os.walk(meta):
@@ -183,7 +180,9 @@ def default_journal_dir() -> Path:
 def read_state(python: str, environ: Mapping[str, str], *, sites: Sequence[str] = (), prefix: str | None = None) -> State:
     """The target's distributions. With ``sites`` (and ``prefix``) those folders are read by the
     target started without its site machinery (``-S``: a half-installed ``.pth`` cannot stop it)."""
-    argv = [python, *(["-S"] if sites else []), "-c", _LISTING_SCRIPT, *sites]
+    from .._dist_metadata import source_text
+
+    argv = [python, *(["-S"] if sites else []), "-c", source_text() + _LISTING_BODY, *sites]
     done = bounded_run(argv, timeout=_LISTING_SECONDS, env=environ, output_limit=_JOURNAL_LIMIT, cwd="/")
     if done is None or not done.ok:
         why = "could not be started" if done is None else (done.first_line or f"exit {done.returncode}")
