@@ -6,27 +6,32 @@
 
 ``importlib.metadata`` gives the same answers, but importing it (email, zipfile, csv, pathlib)
 costs 40-50 ms per interpreter start, and an install starts the target's interpreter several
-times: this reads only the ``Name:`` and ``Version:`` headers of each ``*.dist-info/METADATA``
-or ``*.egg-info`` (``PKG-INFO`` inside, or the file itself), as ``importlib.metadata`` would:
-headers end at the first blank line, header names are case-insensitive, the first of each
-counts; the first distribution of a name on the search path wins. Zip files on the search path
-(zipped eggs) are not read.
+times: this reads only the ``Name:`` and ``Version:`` headers of each ``*.dist-info`` (its
+``METADATA``, else ``PKG-INFO``), ``*.egg-info`` (``PKG-INFO`` inside, or the file itself) and
+egg (``EGG-INFO/PKG-INFO`` of a ``.egg`` folder or zip on the search path), as
+``importlib.metadata`` and pip read them: entries in directory order, names compared without
+case, headers end at the first blank line, header names are case-insensitive, the first of each
+counts; the first distribution of a name on the search path wins. Where importlib.metadata
+would stop (bytes that are not UTF-8), this reads on.
 """
 
 import os
+import stat
 
 MYPY = False
 if MYPY:  # type comments, not annotations: this file must parse on any Python
-    from typing import Callable, Dict, List, Optional, Tuple
+    from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 
 def metadata_file(folder, entry):
     # type: (str, str) -> Optional[str]
     """The file holding the headers of the metadata entry ``entry`` of ``folder``, or None."""
     path = os.path.join(folder, entry)
-    if entry.endswith(".dist-info"):
-        return os.path.join(path, "METADATA")
-    if entry.endswith(".egg-info"):
+    low = entry.lower()
+    if low.endswith(".dist-info"):
+        found = os.path.join(path, "METADATA")
+        return found if os.path.exists(found) else os.path.join(path, "PKG-INFO")
+    if low.endswith(".egg-info"):
         return os.path.join(path, "PKG-INFO") if os.path.isdir(path) else path
     return None
 
@@ -34,24 +39,45 @@ def metadata_file(folder, entry):
 def name_and_version(path):
     # type: (str) -> Tuple[Optional[str], Optional[str]]
     """The ``Name`` and ``Version`` headers of a METADATA or PKG-INFO file (None where absent)."""
-    fields = {}  # type: Dict[str, str]
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None, None  # a FIFO would block, a device never end
         with open(path, "rb") as stream:
-            for raw in stream:
-                line = raw.decode("utf-8", "replace").rstrip("\r\n")
-                if not line.strip():
-                    break  # the headers end at the first blank line
-                if line[0] in " \t" or ":" not in line:
-                    continue  # a folded continuation, or not a header
-                key, value = line.split(":", 1)
-                key = key.strip().lower()
-                if key in ("name", "version") and key not in fields:
-                    fields[key] = value.strip()
-                    if len(fields) == 2:
-                        break
+            return _headers(stream)
     except (IOError, OSError):
-        pass
+        return None, None
+
+
+def _headers(lines):
+    # type: (Iterable[bytes]) -> Tuple[Optional[str], Optional[str]]
+    fields = {}  # type: Dict[str, str]
+    for raw in lines:
+        line = raw.decode("utf-8", "replace").rstrip("\r\n")
+        if not line.strip():
+            break  # the headers end at the first blank line
+        if line[0] in " \t" or ":" not in line:
+            continue  # a folded continuation, or not a header
+        key, value = line.split(":", 1)
+        key = key.strip().lower()
+        if key in ("name", "version") and key not in fields:
+            fields[key] = value.strip()
+            if len(fields) == 2:
+                break
     return fields.get("name"), fields.get("version")
+
+
+def _egg_headers(egg):
+    # type: (str) -> Tuple[Optional[str], Optional[str]]
+    """The headers of an egg on the search path: a folder, or a zip (read only where one is)."""
+    if os.path.isdir(egg):
+        return name_and_version(os.path.join(egg, "EGG-INFO", "PKG-INFO"))
+    try:
+        import zipfile
+
+        with zipfile.ZipFile(egg) as archive:
+            return _headers(archive.read("EGG-INFO/PKG-INFO").splitlines())
+    except Exception:
+        return None, None
 
 
 def normalized_name(name):
@@ -74,9 +100,20 @@ def installed_distributions(search_path, wanted=None):
     callable given the normalised name guessed from the entry's file name) only those are read,
     so an environment of hundreds of packages costs a directory listing."""
     found = {}  # type: Dict[str, Tuple[str, Optional[str], str]]
+
+    def add(name, version, meta):
+        # type: (Optional[str], Optional[str], str) -> None
+        if name and normalized_name(name) not in found:
+            found[normalized_name(name)] = (name, version, meta)
+
     for folder in search_path:
+        if folder.lower().endswith(".egg"):
+            name, version = _egg_headers(folder)
+            if wanted is None or (name and wanted(normalized_name(name))):
+                add(name, version, os.path.join(folder, "EGG-INFO"))
+            continue
         try:
-            entries = sorted(os.listdir(folder or "."))
+            entries = os.listdir(folder or ".")  # directory order, as importlib.metadata and pip read it
         except (IOError, OSError):
             continue
         for entry in entries:
@@ -86,13 +123,22 @@ def installed_distributions(search_path, wanted=None):
             if wanted is not None and not wanted(normalized_name(entry.rsplit(".", 1)[0].split("-", 1)[0])):
                 continue
             name, version = name_and_version(headers)
-            if name and normalized_name(name) not in found:
-                found[normalized_name(name)] = (name, version, os.path.join(folder, entry))
+            add(name, version, os.path.join(folder, entry))
     return found
+
+
+_SOURCE = []  # type: List[str]
 
 
 def source_text():
     # type: () -> str
-    """This file's text, to put before a script that a target interpreter runs."""
-    with open(os.path.splitext(__file__)[0] + ".py", "rb") as stream:
-        return stream.read().decode("utf-8")
+    """This file's text, to put before a script that a target interpreter runs (read as package
+    data: a zipped or sourceless install has no file beside ``__file__``)."""
+    if not _SOURCE:
+        import pkgutil
+
+        data = pkgutil.get_data("cuda_resolve", "_dist_metadata.py")
+        if data is None:
+            raise OSError("cuda_resolve/_dist_metadata.py cannot be read from the installed package")
+        _SOURCE.append(data.decode("utf-8"))
+    return _SOURCE[0]

@@ -259,7 +259,7 @@ def test_target_probe_parses_as_python_3_7() -> None:
     }
     relative = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level}
     assert "torch" not in imported
-    assert imported <= {"sys", "json", "os", "re", "stat", "sysconfig", "site", "typing"}  # stdlib only
+    assert imported <= {"sys", "json", "os", "re", "stat", "sysconfig", "site", "typing", "zipfile", "pkgutil"}  # stdlib only
     assert relative == {"_dist_metadata"}
     assert inspect.getsource(_target_probe) in _probe_source()
 

@@ -328,6 +328,32 @@ def test_a_cached_sync_loads_no_http_layer_and_a_cached_file_that_changed_is_che
     assert _installed(third)["torch"] == "2.14.1+cu126"
 
 
+def test_a_sync_asks_the_target_for_its_facts_once(configured: dict[str, Path | str], locked: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The executor takes what sync's own probe of the target read (pip's facts, the installed
+    distributions, the resolved prefix) instead of asking again: each interpreter start is a
+    tenth of a small sync. pip runs once, quietly (its console output cost it 0.15 s)."""
+    import subprocess
+
+    python = _venv(tmp_path / "venv")
+    started: list[list[str]] = []
+    original = subprocess.Popen.__init__
+
+    def recording(self: subprocess.Popen[bytes], args: list[str], *rest: object, **kwargs: object) -> None:
+        if isinstance(args, list) and args and str(args[0]) == str(python):
+            started.append([str(word) for word in args])
+        original(self, args, *rest, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", recording)
+    assert main(["sync", str(locked), "--name", "a100", "--python", str(python)]) == 0
+    scripts = [words[words.index("-c") + 1] for words in started if "-c" in words]
+    pip_runs = [words for words in started if words[1:3] == ["-m", "pip"]]
+    assert sum("externally_managed" in script for script in scripts) == 2  # sync's probe, and the listing after pip
+    assert not any("realpath(sys.prefix))" in script and len(script) < 100 for script in scripts)
+    assert len(pip_runs) == 1 and "--quiet" in pip_runs[0]
+    assert _installed(python)["torch"] == "2.14.1+cu126"
+
+
 def test_sync_stashes_only_what_it_installs_or_removes(configured: dict[str, Path | str], locked: Path, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The undo of a sync links only the files of the names its --no-deps run (or --exact's

@@ -62,7 +62,8 @@ def handle(args: argparse.Namespace) -> int:
     finally:
         lock = lock_job.result()  # a lock that cannot be read is the first thing to say
     python = env.python.executable or choice.python
-    _, installed = installed_job.result()
+    probed = installed_job.result()
+    installed = probed[1]
     profile = choose_profile(lock, env, default_cuda_facts(), args.name)
     wanted = wanted_files(lock, profile, env)
     if env.torch is not None and installed.get("torch") == env.torch.base_version != env.torch.version:
@@ -92,7 +93,6 @@ def handle(args: argparse.Namespace) -> int:
     from ..lock.sync import cache_path, cached_files, fetch_all, remove_extras, sync_plan
     from ..paths import cache_root, new_log_path
     from ..reporting import RedactingReporter
-    from ..wheelhouse.store import Wheelhouse
     from ._act import TerminalReporter
 
     reporter = RedactingReporter(TerminalReporter(quiet=args.json))
@@ -100,6 +100,8 @@ def handle(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="cuda-resolve-sync-") as scratch:
         requirements = Path(scratch) / "locked.txt"
         if args.dry_run:
+            from ..wheelhouse.store import Wheelhouse
+
             paths = {w.name: cache_path(cache_root() / "lock-wheels", w) for w in to_install}
             plan = sync_plan(env, to_install, paths, requirements)
             commands = planned_commands(plan, python, Wheelhouse.default())
@@ -130,8 +132,8 @@ def handle(args: argparse.Namespace) -> int:
             # After installing, the torch and curated extensions it installed must import (else undone).
             # One --no-deps pip run over the locked files: only those names can change.
             options = InstallOptions(replaces=tuple(w.name for w in to_install))
-            result = execute(plan, env, wheelhouse=Wheelhouse.default(), options=options, environ=environ,
-                             reporter=reporter, log_path=new_log_path("sync"))
+            result = execute(plan, env, wheelhouse=None, options=options, environ=environ,
+                             reporter=reporter, log_path=new_log_path("sync"), probed=probed)
         if to_remove:
             remove_extras(python, to_remove, environ, new_log_path("sync-remove"), reporter)
     document.update({"installed": [w.name + "==" + w.version for w in to_install], "removed": to_remove,

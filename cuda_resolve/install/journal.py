@@ -44,7 +44,7 @@ _FORMAT = 1
 _JOURNAL_LIMIT = 512 * 1024 * 1024
 _LISTING_SECONDS = 120.0
 
-# Run by the target interpreter (any Python >= 3.8, stdlib only), after the text of
+# Run by the target interpreter (any Python >= 3.6, stdlib only), after the text of
 # cuda_resolve/_dist_metadata.py (names and versions from the metadata headers: importing
 # importlib.metadata would cost more than the listing). With no arguments it asks sysconfig
 # where pip installs (purelib, platlib); with arguments it reads those folders (the restore

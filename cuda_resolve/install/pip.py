@@ -28,35 +28,36 @@ __all__ = [
 ]
 
 # One interpreter start answers everything cuda-pip asks of the target: each start of a big
-# environment costs a few 100 ms.
-_PROBE_SCRIPT = """
-import json
-from importlib import metadata
-try:
-    pip_version = metadata.version("pip")
-except Exception:
-    pip_version = None
+# environment costs a few 100 ms. The distributions are read by _dist_metadata (its text comes
+# first): importing importlib.metadata would cost more than the rest of the probe.
+_PROBE_BODY = """
+import json, sys
 try:
     import truststore  # noqa: F401
     has_truststore = True
 except Exception:
     has_truststore = False
-import os, sys, sysconfig
+import sysconfig
 try:
     externally_managed = sys.prefix == sys.base_prefix and os.path.isfile(
         os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
 except Exception:
     externally_managed = False
-seen = {}
-for dist in metadata.distributions():
-    name = dist.metadata["Name"]
-    if name and name.lower() not in seen:
-        seen[name.lower()] = [name, dist.version]
+found = installed_distributions(sys.path)
+pip = found.get("pip")
 cert = os.environ.get("PIP_CERT") or None
-print(json.dumps({"pip": pip_version, "truststore": has_truststore, "externally_managed": externally_managed,
-                  "prefix": sys.prefix, "distributions": sorted(seen.values()),
+print(json.dumps({"pip": pip[1] if pip else None, "truststore": has_truststore, "externally_managed": externally_managed,
+                  "prefix": sys.prefix, "real_prefix": os.path.realpath(sys.prefix),
+                  "distributions": sorted([name, version] for name, version, _ in found.values()),
                   "cert": cert if cert and os.path.isfile(cert) else None}))
 """
+
+
+def _probe_script() -> str:
+    from .._dist_metadata import source_text
+
+    return source_text() + _PROBE_BODY
+
 
 MINIMUM_PIP = Version("22")
 
@@ -67,11 +68,14 @@ class PipFacts:
     truststore: bool
     externally_managed: bool = False  # PEP 668: the interpreter's distributor manages its packages
     prefix: str | None = None
+    real_prefix: str | None = None  # sys.prefix with links resolved: what the target lock is keyed by
     cert: str | None = None  # the CA bundle PIP_CERT names (an existing file): pip verifies with it
 
 
 def _run_json(python: str, script: str, environ: Mapping[str, str], what: str) -> object:
-    done = run([python, "-c", script], timeout=60, env=environ)
+    # From "/": "-c" puts the working directory on the path, and a source checkout's *.egg-info
+    # there is not installed.
+    done = run([python, "-c", script], timeout=60, env=environ, cwd="/")
     if done is not None and done.ok:
         try:
             return json.loads(done.stdout)
@@ -81,7 +85,7 @@ def _run_json(python: str, script: str, environ: Mapping[str, str], what: str) -
 
 
 def _probe(python: str, environ: Mapping[str, str]) -> dict[str, object]:
-    data = _run_json(python, _PROBE_SCRIPT, environ, "its pip version and installed packages")
+    data = _run_json(python, _probe_script(), environ, "its pip version and installed packages")
     if not isinstance(data, dict):
         raise InstallError(f"{python} gave an unreadable answer about its packages", hint="check that the target interpreter runs")
     return data
@@ -106,9 +110,11 @@ def _parse_facts(python: str, data: object) -> PipFacts:
         raise InstallError(f"{python} has pip {version}; cuda-pip needs pip >= {MINIMUM_PIP}",
                            hint=f"{python} -m pip install -U pip")
     prefix = data.get("prefix")
+    real_prefix = data.get("real_prefix")
     cert = data.get("cert")
     return PipFacts(version=version, truststore=bool(data.get("truststore")),
                     externally_managed=bool(data.get("externally_managed")), prefix=prefix if isinstance(prefix, str) else None,
+                    real_prefix=real_prefix if isinstance(real_prefix, str) and real_prefix.startswith("/") else None,
                     cert=cert if isinstance(cert, str) else None)
 
 

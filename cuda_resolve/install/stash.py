@@ -238,10 +238,12 @@ def target_prefix(python: str, environ: Mapping[str, str] | None = None) -> str:
 
 
 @contextlib.contextmanager
-def target_lock(python: str, lock_dir: Path, *, timeout: float, environ: Mapping[str, str] | None = None) -> Iterator[str]:
+def target_lock(python: str, lock_dir: Path, *, timeout: float, environ: Mapping[str, str] | None = None,
+                prefix: str | None = None) -> Iterator[str]:
     """Hold the lock of ``python``'s environment (one cuda-pip install at a time); yields its
-    resolved prefix. Waiting more than ``timeout`` seconds is an :class:`InstallError`."""
-    prefix = target_prefix(python, environ)
+    resolved prefix (``prefix``: already known, else asked of ``python``). Waiting more than
+    ``timeout`` seconds is an :class:`InstallError`."""
+    prefix = prefix or target_prefix(python, environ)
     path = lock_dir / f"target-{hashlib.sha256(prefix.encode()).hexdigest()[:16]}.lock"
     owner = path.with_suffix(".owner")
     try:

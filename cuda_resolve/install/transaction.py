@@ -21,18 +21,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
 from .._bounded import run as _bounded_run
-from ..build.builder import BuildResult, build, wheel_key
 from ..environment import Environment
 from ..errors import CudaResolveError, InstallError
 from ..plan import PipStep, Plan, PlannedBuild
 from ..reporting import NullReporter, Reporter
-from ..wheelhouse.key import WheelKey
-from ..wheelhouse.store import Wheelhouse
 from .hashmode import REQUIRE_HASHES, built_wheel_requirement
 from .options import InstallOptions
 from .pip import (
@@ -43,12 +40,16 @@ from .pip import (
     refuse_externally_managed,
     trust_options,
 )
-from .prepare import TORCH_FAMILY, names_requirements, options_for_torch_step
+from .pipoptions import options_for_torch_step
 from .stash import Stash, default_journal_dir, default_lock_dir, target_lock
 
+if TYPE_CHECKING:  # a plan without builds (a sync, a plain install) loads none of the build layer
+    from ..build.builder import BuildResult
+    from ..wheelhouse.key import WheelKey
+    from ..wheelhouse.store import Wheelhouse
+
 __all__ = [
-    "TORCH_FAMILY", "InstallOptions", "InstallResult", "Phases", "execute", "names_requirements", "options_for_torch_step",
-    "planned_commands", "predicted_wheel_path",
+    "InstallOptions", "InstallResult", "Phases", "execute", "planned_commands", "predicted_wheel_path",
 ]
 
 #: An index that does not answer within this is reported before anything is installed.
@@ -310,6 +311,8 @@ def _build_all(plan: Plan, wheelhouse: Wheelhouse, options: InstallOptions, pip:
 
 def _build_one(planned: PlannedBuild, wheelhouse: Wheelhouse, options: InstallOptions, pip: TargetPip,
                before: Mapping[str, str], environ: Mapping[str, str], report: Reporter) -> BuildResult:
+    from ..build.builder import build, wheel_key
+
     if planned.key != wheel_key(planned.spec) and wheelhouse.lookup(planned.key) is None:
         # The plan reuses a wheel built for more GPUs; it is gone (pruned, another machine's plan).
         raise InstallError(
@@ -325,14 +328,18 @@ def execute(
     plan: Plan,
     env: Environment,
     *,
-    wheelhouse: Wheelhouse,
+    wheelhouse: Wheelhouse | None,
     options: InstallOptions,
     probe: Callable[[str], tuple[bool, str]] | None = None,
     environ: Mapping[str, str] | None = None,
     reporter: Reporter | None = None,
     log_path: Path,
+    probed: tuple[PipFacts, Mapping[str, str]] | None = None,
 ) -> InstallResult:
-    """Carry out the complete ``plan`` in ``env``'s target; see the module's docstring."""
+    """Carry out the complete ``plan`` in ``env``'s target; see the module's docstring.
+    ``probed``: what :func:`~.pip.pip_facts_and_distributions` answered for the target moments
+    ago (``sync`` reads it to decide what to install): then it is not asked again. ``wheelhouse``
+    None: the default one, loaded only when the plan builds."""
     if not plan.complete:
         raise InstallError("the plan is not complete (no builds or pip steps decided)",
                            hint="complete it with cuda_resolve.install.prepare.complete_plan before executing it")
@@ -340,8 +347,10 @@ def execute(
     phases = Phases()
     base = dict(os.environ if environ is None else environ)
     python = env.python.executable or sys.executable
-    with phases.timed("target probe"):
-        facts, before = pip_facts_and_distributions(python, base)
+    if probed is None:
+        with phases.timed("target probe"):
+            probed = pip_facts_and_distributions(python, base)
+    facts, before = probed
     refuse_externally_managed(python, facts, options.pip_args, base)
     pip, trust_note = _pip_for(plan, python, base, log_path, facts)
     pip.on_note = report.note  # a background process ended because it held pip's output open
@@ -349,7 +358,11 @@ def execute(
     if probe is not None:
         with phases.timed("index check"):
             _check_reachable(_indexes_used(plan, pip, options), probe, report)
-    results = _build_all(plan, wheelhouse, options, pip, before, base, report, phases)
+    if wheelhouse is None and plan.builds:
+        from ..wheelhouse.store import Wheelhouse
+
+        wheelhouse = Wheelhouse.default()
+    results = _build_all(plan, wheelhouse, options, pip, before, base, report, phases) if wheelhouse is not None else []
     if env.gpus and results:
         with phases.timed("kernel check"):
             notes.extend(refuse_kernel_gaps(results, env))
@@ -363,7 +376,7 @@ def execute(
     if trust_note:
         notes.append(trust_note)
     report.step(f"installing into {python}")
-    with target_lock(python, default_lock_dir(), timeout=TARGET_LOCK_SECONDS, environ=base) as prefix:
+    with target_lock(python, default_lock_dir(), timeout=TARGET_LOCK_SECONDS, environ=base, prefix=facts.real_prefix) as prefix:
         _recover_pending(prefix, base, default_journal_dir(), report)
         with phases.timed("stash"):
             stash = Stash.begin(python, environ=base, journal_dir=default_journal_dir(), only=options.replaces)

@@ -10,6 +10,8 @@ docs/wheelhouse.md describes the layout and how to share one.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .errors import WheelhouseError
 from .key import (
     Coverage,
@@ -20,15 +22,30 @@ from .key import (
     canonical_arch_list,
     covers,
 )
-from .store import (
-    DEFAULT_LOCK_TIMEOUT,
-    WHEELHOUSE_ENV,
-    StoredWheel,
-    Wheelhouse,
-    best_covering,
-    covering_reason,
-    rank_covering,
-)
+
+if TYPE_CHECKING:
+    from .store import (
+        DEFAULT_LOCK_TIMEOUT,
+        WHEELHOUSE_ENV,
+        StoredWheel,
+        Wheelhouse,
+        best_covering,
+        covering_reason,
+        rank_covering,
+    )
+
+#: Loaded on first use: a plan names wheel keys, and the store (file locks, page rendering) is
+#: only needed where wheels are published or looked up.
+_FROM_STORE = frozenset({"DEFAULT_LOCK_TIMEOUT", "WHEELHOUSE_ENV", "StoredWheel", "Wheelhouse", "best_covering",
+                         "covering_reason", "rank_covering"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_STORE:
+        from . import store
+
+        return getattr(store, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
