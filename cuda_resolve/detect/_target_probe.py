@@ -26,7 +26,7 @@ import re
 import stat
 
 if __name__ != "__main__":  # imported in process; run as source, _dist_metadata's text comes first
-    from .._dist_metadata import installed_distributions
+    from .._dist_metadata import installed_distributions, normalized_name
 
 MYPY = False
 if MYPY:  # type comments, not annotations: this file must parse on any Python
@@ -52,11 +52,6 @@ def _read(path, limit=_READ_LIMIT):
             return handle.read(limit).decode("utf-8", "replace")
     except (IOError, OSError):
         return None
-
-
-def _normalize(name):
-    # type: (str) -> str
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _abi_tag():
@@ -276,7 +271,7 @@ def probe(extension_names=()):
     # Each part reports its own failure: one odd file must not cost the whole report.
     search_path = _search_path()
     errors = []
-    extensions = sorted(set(_normalize(name) for name in extension_names))
+    extensions = sorted(set(normalized_name(name) for name in extension_names))
     distributions = {}  # type: Distributions
     try:
         distributions = _distributions(
