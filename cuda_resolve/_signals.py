@@ -18,9 +18,9 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
-__all__ = ["Terminated", "deferred_interrupts", "exit_status", "terminate_as_interrupt"]
+__all__ = ["Terminated", "deferred_interrupts", "exit_status", "exit_with", "terminate_as_interrupt"]
 
 #: The signals that mean "stop", other than SIGINT (Ctrl-C): a scheduler's kill, a closed terminal.
 TERMINATING = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None)
@@ -41,6 +41,18 @@ class Terminated(KeyboardInterrupt):
 def exit_status(exc: KeyboardInterrupt) -> int:
     """130 for Ctrl-C, 128 + the signal's number for :class:`Terminated` (SIGTERM 143, SIGHUP 129)."""
     return 128 + exc.signum if isinstance(exc, Terminated) else 130
+
+
+def exit_with(code: int) -> NoReturn:
+    """``raise SystemExit(code)``, with ``code`` kept as the exit status after a handled Ctrl-C.
+
+    CPython marks a KeyboardInterrupt as unhandled when it ends an ``eval()`` of a string, even
+    one caught later, and ``namedtuple`` builds each ``__new__`` that way, so a Ctrl-C during an
+    import can land there. Under ``python -m`` the mark makes the process kill itself with SIGINT
+    at exit instead of exiting with ``code`` (a parent then sees -2, not 130). An ``eval()`` of a
+    string that completes clears the mark."""
+    eval("None")  # noqa: S307 - a constant; see the docstring
+    raise SystemExit(code)
 
 
 def _raise_terminated(signum: int, frame: FrameType | None) -> None:

@@ -116,13 +116,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
+    from cuda_resolve._signals import exit_with
     from cuda_resolve.cli import interrupted
 
     try:
         code = main()
     except KeyboardInterrupt:  # before main's boundary was entered
         code = interrupted()
-    raise SystemExit(code)
+    exit_with(code)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,6 @@ if not sys.platform.startswith("linux"):
     pytest.skip("reads /proc to find the build's processes", allow_module_level=True)
 
 _MARKER_NAME = "CUDA_RESOLVE_TEST_INTERRUPT_RUN"
-_COMPILING = frozenset({"nvcc", "cicc"})  # CUDA compilation under way, not just pip starting up
 _START_SECONDS = 300.0  # resolve, overlay install (setuptools, ninja), then ninja starts nvcc
 _GONE_SECONDS = 5.0  # what "a few seconds later" allows for killed processes to disappear
 
@@ -47,6 +46,13 @@ class Proc:
     pid: int
     name: str
     session: int
+    compiling: bool  # CUDA compilation under way: cicc, or nvcc given a .cu file
+
+
+def _compiles(name: str, argv: list[bytes]) -> bool:
+    # Detection runs `nvcc --version` and `nvcc --list-gpu-arch` before any build: a Ctrl-C
+    # there tests detection, not "while nvcc compiles". Only a compile names a .cu source.
+    return name == "cicc" or (name == "nvcc" and any(arg.endswith(b".cu") for arg in argv))
 
 
 def _processes() -> list[tuple[Proc, bytes]]:
@@ -58,12 +64,13 @@ def _processes() -> list[tuple[Proc, bytes]]:
         try:
             stat = Path(entry.path, "stat").read_text()
             environ = Path(entry.path, "environ").read_bytes()
+            argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
         except OSError:  # gone meanwhile, or another user's
             continue
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
         state, _ppid, _pgrp, session = stat[stat.rindex(")") + 2 :].split()[:4]
         if state != "Z":
-            found.append((Proc(int(entry.name), name, int(session)), environ))
+            found.append((Proc(int(entry.name), name, int(session), _compiles(name, argv)), environ))
     return found
 
 
@@ -115,7 +122,7 @@ def test_ctrl_c_while_nvcc_compiles_stops_everything_and_changes_nothing(tmp_pat
                 pytest.fail(f"nvcc did not start within {_START_SECONDS:.0f} s:\n{stderr.read_text()}")
             running = _of_run(marker, sessions)
             sessions.update(proc.session for proc in running if proc.session != os.getsid(0))
-            compiling = [proc for proc in running if proc.name in _COMPILING]
+            compiling = [proc for proc in running if proc.compiling]
             time.sleep(0.1)
 
         os.killpg(process.pid, signal.SIGINT)

@@ -320,3 +320,39 @@ def test_exit_statuses() -> None:
     assert _signals.exit_status(KeyboardInterrupt()) == 130
     assert _signals.exit_status(_signals.Terminated(signal.SIGTERM)) == 143
     assert _signals.exit_status(_signals.Terminated(signal.SIGHUP)) == 129
+
+
+# A program whose command body is interrupted inside an eval() of a string, as a Ctrl-C during an
+# import can land inside namedtuple's; run with "python -m", as `python -m cuda_resolve` is.
+_INTERRUPTED_IN_EVAL = """
+import os
+import signal
+
+import contextlib
+import io
+
+import {entry} as entry
+from cuda_resolve.cli import guarded, interrupted
+
+with contextlib.redirect_stderr(io.StringIO()):
+    interrupted()  # its imports now, so that no later eval() of its own clears the mark
+
+
+def body():
+    eval("os.kill(os.getpid(), signal.SIGINT) or [i for i in range(10 ** 8)]")
+    return 0
+
+
+entry.main = lambda argv=None: guarded(body, wants_json=False, debug=False)
+entry.run()
+"""
+
+
+@pytest.mark.parametrize("entry", ["cuda_resolve.cli", "pip_plugin.__main__"])
+def test_ctrl_c_inside_an_eval_still_exits_130_under_python_m(tmp_path: Path, entry: str) -> None:
+    # CPython marks such an interrupt as unhandled even when it is handled; under -m the process
+    # would then kill itself with SIGINT at exit (status -2) after printing its error line.
+    (tmp_path / "interrupted_in_eval.py").write_text(_INTERRUPTED_IN_EVAL.format(entry=entry))
+    done = subprocess.run([sys.executable, "-m", "interrupted_in_eval"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert (done.returncode, done.stderr) == (130, "error: interrupted\n")

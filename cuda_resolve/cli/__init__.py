@@ -139,7 +139,9 @@ def run() -> None:
         code = main()
     except KeyboardInterrupt as exc:  # between entering run() and main()'s boundary, or inside a handler
         code = _interrupted(by=exc)
-    raise SystemExit(code)
+    from .._signals import exit_with
+
+    exit_with(code)
 
 
 def _restore_interrupts() -> None:
