@@ -49,10 +49,16 @@ class Proc:
     compiling: bool  # CUDA compilation under way: cicc, or nvcc given a .cu file
 
 
-def _compiles(name: str, argv: list[bytes]) -> bool:
+def _compiles(name: str, pid_folder: str) -> bool:
     # Detection runs `nvcc --version` and `nvcc --list-gpu-arch` before any build: a Ctrl-C
     # there tests detection, not "while nvcc compiles". Only a compile names a .cu source.
-    return name == "cicc" or (name == "nvcc" and any(arg.endswith(b".cu") for arg in argv))
+    if name != "nvcc":
+        return name == "cicc"
+    try:
+        argv = Path(pid_folder, "cmdline").read_bytes().split(b"\0")
+    except OSError:  # gone meanwhile
+        return False
+    return any(arg.endswith(b".cu") for arg in argv)
 
 
 def _processes() -> list[tuple[Proc, bytes]]:
@@ -64,13 +70,12 @@ def _processes() -> list[tuple[Proc, bytes]]:
         try:
             stat = Path(entry.path, "stat").read_text()
             environ = Path(entry.path, "environ").read_bytes()
-            argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
         except OSError:  # gone meanwhile, or another user's
             continue
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
         state, _ppid, _pgrp, session = stat[stat.rindex(")") + 2 :].split()[:4]
         if state != "Z":
-            found.append((Proc(int(entry.name), name, int(session), _compiles(name, argv)), environ))
+            found.append((Proc(int(entry.name), name, int(session), _compiles(name, entry.path)), environ))
     return found
 
 

@@ -325,11 +325,10 @@ def test_exit_statuses() -> None:
 # A program whose command body is interrupted inside an eval() of a string, as a Ctrl-C during an
 # import can land inside namedtuple's; run with "python -m", as `python -m cuda_resolve` is.
 _INTERRUPTED_IN_EVAL = """
-import os
-import signal
-
 import contextlib
 import io
+import os
+import signal
 
 import {entry} as entry
 from cuda_resolve.cli import guarded, interrupted
