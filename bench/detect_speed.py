@@ -55,11 +55,17 @@ def _phases(python: str | None, cache_dir: Path, runs: int) -> None:
     target = probe_target(target_python, environ=environ, timeout=5.0)
     site = target.python.site_packages
     phases: dict[str, Callable[[], Any]] = {
-        "driver + GPUs": lambda: probe_nvidia(root=Path("/"), environ=environ, timeout=5.0, cache=cache),
-        "driver + GPUs, no cache": lambda: probe_nvidia(root=Path("/"), environ=environ, timeout=5.0, cache=ProbeCache(None)),
+        "driver + GPUs": lambda: probe_nvidia(
+            root=Path("/"), environ=environ, timeout=5.0, cache=cache
+        ),
+        "driver + GPUs, no cache": lambda: probe_nvidia(
+            root=Path("/"), environ=environ, timeout=5.0, cache=ProbeCache(None)
+        ),
         "target interpreter": lambda: probe_target(target_python, environ=environ, timeout=5.0),
         "compilers": lambda: find_compilers(environ=environ, timeout=5.0, cache=cache),
-        "toolkits": lambda: find_toolkits(environ=environ, root=Path("/"), site_packages=site, timeout=5.0, cache=cache),
+        "toolkits": lambda: find_toolkits(
+            environ=environ, root=Path("/"), site_packages=site, timeout=5.0, cache=cache
+        ),
         "extension scan, full": lambda: find_extensions(site, environ=environ),
         "extension scan, cached": lambda: _find_extensions(site, environ, cache),
     }
@@ -73,7 +79,12 @@ def _pynvml_import(runs: int) -> list[float]:
     """Seconds ``import pynvml`` took in each of *runs* fresh interpreters (``-X importtime``)."""
     seconds: list[float] = []
     for _ in range(runs):
-        ran = subprocess.run([sys.executable, "-X", "importtime", "-c", "import pynvml"], capture_output=True, text=True, check=False)
+        ran = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", "import pynvml"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         for line in ran.stderr.splitlines():
             fields = [field.strip() for field in line.removeprefix("import time:").split("|")]
             if len(fields) == 3 and fields[2] == "pynvml" and fields[1].isdigit():
@@ -86,16 +97,24 @@ def _command(arguments: list[str], runs: int, cache_home: str) -> float | None:
     argv = [sys.executable, "-m", "cuda_resolve", *arguments]
     first = subprocess.run(argv, capture_output=True, env=environ, check=False)
     if first.returncode not in (0, 1):
-        print(f"  {' '.join(arguments)}: exit {first.returncode}: {first.stderr.decode(errors='replace').strip()[:200]}")
+        print(
+            f"  {' '.join(arguments)}: exit {first.returncode}: {first.stderr.decode(errors='replace').strip()[:200]}"
+        )
         return None
-    return _median_of(runs, lambda: subprocess.run(argv, capture_output=True, env=environ, check=False))
+    return _median_of(
+        runs, lambda: subprocess.run(argv, capture_output=True, env=environ, check=False)
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--python", help="target interpreter (default: this one, probed in process)")
+    parser.add_argument(
+        "--python", help="target interpreter (default: this one, probed in process)"
+    )
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--collect-env", action="store_true", help="also time python -m torch.utils.collect_env")
+    parser.add_argument(
+        "--collect-env", action="store_true", help="also time python -m torch.utils.collect_env"
+    )
     args = parser.parse_args()
 
     import_time, _ = _timed(lambda: __import__("cuda_resolve.detect"))
@@ -106,15 +125,25 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         cache_dir = Path(scratch) / "cache"
         cold, env = _timed(lambda: detect_environment(python=args.python, cache_dir=cache_dir))
-        warm = _median_of(args.runs, lambda: detect_environment(python=args.python, cache_dir=cache_dir))
-        driver = f"driver {env.driver.version} (CUDA {env.driver.cuda}, via {env.driver.source})" if env.driver else "no driver"
-        print(f"machine: {driver}; {len(env.gpus)} GPU(s); {len(env.toolkits)} toolkit(s); torch {env.torch.version if env.torch else 'absent'}")
+        warm = _median_of(
+            args.runs, lambda: detect_environment(python=args.python, cache_dir=cache_dir)
+        )
+        driver = (
+            f"driver {env.driver.version} (CUDA {env.driver.cuda}, via {env.driver.source})"
+            if env.driver
+            else "no driver"
+        )
+        print(
+            f"machine: {driver}; {len(env.gpus)} GPU(s); {len(env.toolkits)} toolkit(s); torch {env.torch.version if env.torch else 'absent'}"
+        )
         print(f"detect_environment, cold cache {_ms(cold)}")
         print(f"detect_environment, warm       {_ms(warm)}   (median of {args.runs})")
         _phases(args.python, cache_dir, args.runs)
         imports = _pynvml_import(args.runs + 1)
         if imports:
-            print(f"import pynvml (only on an NVML cache miss), fresh interpreter: first {_ms(imports[0]).strip()}, then {_ms(statistics.median(imports[1:] or imports)).strip()} (median)")
+            print(
+                f"import pynvml (only on an NVML cache miss), fresh interpreter: first {_ms(imports[0]).strip()}, then {_ms(statistics.median(imports[1:] or imports)).strip()} (median)"
+            )
         else:
             print("import pynvml: not importable here (NVML is then skipped)")
 
@@ -124,11 +153,17 @@ def main() -> int:
             wall = _command([*arguments, *python_arguments], args.runs, scratch)
             if wall is not None:
                 print(f"  cuda-resolve {' '.join(arguments):<16}{_ms(wall)}")
-        startup = _median_of(args.runs, lambda: subprocess.run([sys.executable, "-c", "pass"], check=False))
+        startup = _median_of(
+            args.runs, lambda: subprocess.run([sys.executable, "-c", "pass"], check=False)
+        )
         print(f"  (python -c pass               {_ms(startup)})")
         if args.collect_env:
             target = args.python or sys.executable
-            seconds, _ = _timed(lambda: subprocess.run([target, "-m", "torch.utils.collect_env"], capture_output=True, check=False))
+            seconds, _ = _timed(
+                lambda: subprocess.run(
+                    [target, "-m", "torch.utils.collect_env"], capture_output=True, check=False
+                )
+            )
             print(f"  python -m torch.utils.collect_env {_ms(seconds)}")
     return 0
 

@@ -41,11 +41,15 @@ def _child_environment() -> dict[str, str]:
     return environ
 
 
-def _timed(argv: list[str], environ: dict[str, str], *, timeout: float) -> tuple[float, subprocess.CompletedProcess[bytes]]:
+def _timed(
+    argv: list[str], environ: dict[str, str], *, timeout: float
+) -> tuple[float, subprocess.CompletedProcess[bytes]]:
     # From "/": in a checkout, `-m cuda_resolve` would import the working directory's copy
     # (without index_data, which only an install maps) instead of the installed package.
     started = time.perf_counter()
-    ran = subprocess.run(argv, capture_output=True, env=environ, check=False, timeout=timeout, cwd="/")
+    ran = subprocess.run(
+        argv, capture_output=True, env=environ, check=False, timeout=timeout, cwd="/"
+    )
     return time.perf_counter() - started, ran
 
 
@@ -84,14 +88,19 @@ def _collect_env(runs: int, environ: dict[str, str]) -> dict[str, Any]:
         seconds, ran = _timed(argv, environ, timeout=600)
         if ran.returncode != 0:
             said = ran.stderr.decode(errors="replace").strip().splitlines()
-            return {"available": False, "why": f"collect_env exited {ran.returncode}: {said[-1] if said else ''}"[:300]}
+            return {
+                "available": False,
+                "why": f"collect_env exited {ran.returncode}: {said[-1] if said else ''}"[:300],
+            }
         samples.append(seconds)
     return {"available": True, **_summary(samples)}
 
 
 def _machine(report: dict[str, Any]) -> dict[str, Any]:
     env = report.get("environment", {})
-    target = next((note for note in env.get("notes", ()) if note.startswith("target interpreter:")), None)
+    target = next(
+        (note for note in env.get("notes", ()) if note.startswith("target interpreter:")), None
+    )
     return {
         "python": sys.version.split()[0],
         "executable": sys.executable,
@@ -107,18 +116,33 @@ def _machine(report: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=15, help="timed doctor --json runs after the warm-up (default 15)")
-    parser.add_argument("--collect-env-runs", type=int, default=3, help="collect_env runs (default 3; 0 skips it)")
-    parser.add_argument("--json", metavar="FILE", type=Path, help="also write the numbers as JSON to FILE")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=15,
+        help="timed doctor --json runs after the warm-up (default 15)",
+    )
+    parser.add_argument(
+        "--collect-env-runs", type=int, default=3, help="collect_env runs (default 3; 0 skips it)"
+    )
+    parser.add_argument(
+        "--json", metavar="FILE", type=Path, help="also write the numbers as JSON to FILE"
+    )
     args = parser.parse_args(argv)
 
     environ = _child_environment()
     doctor, report = _doctor(args.runs, environ)
-    startup = _summary([_timed([sys.executable, "-c", "pass"], environ, timeout=60)[0] for _ in range(args.runs)])
+    startup = _summary(
+        [_timed([sys.executable, "-c", "pass"], environ, timeout=60)[0] for _ in range(args.runs)]
+    )
     collect_env = _collect_env(args.collect_env_runs, environ)
-    ratio = round(collect_env["median_s"] / doctor["median_s"], 1) if collect_env["available"] else None
+    ratio = (
+        round(collect_env["median_s"] / doctor["median_s"], 1) if collect_env["available"] else None
+    )
     # collect_env's first run, with cold caches, is far slower than the next: show both ends.
-    ratio_warm = round(collect_env["min_s"] / doctor["median_s"], 1) if collect_env["available"] else None
+    ratio_warm = (
+        round(collect_env["min_s"] / doctor["median_s"], 1) if collect_env["available"] else None
+    )
     budget_met = doctor["median_s"] <= BUDGET_S
     ratio_met = None if ratio is None else ratio >= RATIO_GOAL
     machine = _machine(report or {})
@@ -138,13 +162,23 @@ def main(argv: list[str] | None = None) -> int:
             "ratio_met": ratio_met,
         },
     }
-    print(f"python {machine['python']} at {machine['executable']}; {machine['cpus']} CPUs; cuda_resolve from {machine['cuda_resolve']}")
-    print(f"doctor described: {machine['doctor_target'] or '?'}; GPUs: {', '.join(machine['gpus']) or 'none'}; torch {machine['torch'] or 'absent'}")
-    print(f"doctor --json       median {doctor['median_s']:.3f} s  (min {doctor['min_s']:.3f}, max {doctor['max_s']:.3f}, {doctor['runs']} runs; budget {BUDGET_S} s: {'met' if budget_met else 'NOT met'})")
+    print(
+        f"python {machine['python']} at {machine['executable']}; {machine['cpus']} CPUs; cuda_resolve from {machine['cuda_resolve']}"
+    )
+    print(
+        f"doctor described: {machine['doctor_target'] or '?'}; GPUs: {', '.join(machine['gpus']) or 'none'}; torch {machine['torch'] or 'absent'}"
+    )
+    print(
+        f"doctor --json       median {doctor['median_s']:.3f} s  (min {doctor['min_s']:.3f}, max {doctor['max_s']:.3f}, {doctor['runs']} runs; budget {BUDGET_S} s: {'met' if budget_met else 'NOT met'})"
+    )
     print(f"python -c pass      median {startup['median_s']:.3f} s")
     if collect_env["available"]:
-        print(f"collect_env         median {collect_env['median_s']:.3f} s  (min {collect_env['min_s']:.3f}, max {collect_env['max_s']:.3f}, {collect_env['runs']} runs)")
-        print(f"ratio               {ratio}x at collect_env's median, {ratio_warm}x at its fastest run  (goal {RATIO_GOAL:g}x at the median: {'met' if ratio_met else 'NOT met'})")
+        print(
+            f"collect_env         median {collect_env['median_s']:.3f} s  (min {collect_env['min_s']:.3f}, max {collect_env['max_s']:.3f}, {collect_env['runs']} runs)"
+        )
+        print(
+            f"ratio               {ratio}x at collect_env's median, {ratio_warm}x at its fastest run  (goal {RATIO_GOAL:g}x at the median: {'met' if ratio_met else 'NOT met'})"
+        )
     else:
         print(f"collect_env         unavailable: {collect_env['why']}")
     if args.json is not None:

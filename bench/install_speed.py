@@ -31,7 +31,9 @@ import time
 from pathlib import Path
 
 
-def _timed(command: list[str], env: dict[str, str], log: Path, stdout: Path | None = None) -> tuple[float, int]:
+def _timed(
+    command: list[str], env: dict[str, str], log: Path, stdout: Path | None = None
+) -> tuple[float, int]:
     started = time.monotonic()
     with open(log, "a", encoding="utf-8") as stream:
         stream.write(f"$ {' '.join(command)}\n")
@@ -45,13 +47,19 @@ def _timed(command: list[str], env: dict[str, str], log: Path, stdout: Path | No
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("package")
     parser.add_argument("--source", type=Path, required=True)
     parser.add_argument("--five-archs", default="7.5;8.0;8.6;8.9;9.0")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--log", type=Path, default=Path("install_speed.log"))
-    parser.add_argument("--debug-variant", action="store_true", help="also time a fresh install with CPPFLAGS=-g (debug info on)")
+    parser.add_argument(
+        "--debug-variant",
+        action="store_true",
+        help="also time a fresh install with CPPFLAGS=-g (debug info on)",
+    )
     args = parser.parse_args()
 
     from cuda_resolve.build.source import prepare_source
@@ -71,43 +79,94 @@ def main() -> int:
     assert package is not None and package.recipes, f"no recipe for {args.package}"
     recipe = package.recipes[0]
     cores = len(os.sched_getaffinity(0))
-    results: dict[str, object] = {"target": target.python, "archs": archs, "cores": cores, "torch": torch.version}
+    results: dict[str, object] = {
+        "target": target.python,
+        "archs": archs,
+        "cores": cores,
+        "torch": torch.version,
+    }
     base_env = dict(os.environ)
 
-    for label, arch_list in (("hand_tuned_detected_arch_s", archs), ("hand_tuned_five_archs_s", args.five_archs)):
+    for label, arch_list in (
+        ("hand_tuned_detected_arch_s", archs),
+        ("hand_tuned_five_archs_s", args.five_archs),
+    ):
         with tempfile.TemporaryDirectory() as work:
-            source = prepare_source(recipe, Path(work), torch_version=torch.base_version, source_dir=args.source)
-            env = dict(base_env, TORCH_CUDA_ARCH_LIST=arch_list, MAX_JOBS=str(cores), FORCE_CUDA="1")
+            source = prepare_source(
+                recipe, Path(work), torch_version=torch.base_version, source_dir=args.source
+            )
+            env = dict(
+                base_env, TORCH_CUDA_ARCH_LIST=arch_list, MAX_JOBS=str(cores), FORCE_CUDA="1"
+            )
             seconds, status = _timed(
-                [target.python, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-cache-dir",
-                 "-w", str(Path(work) / "dist"), str(source.build_dir)], env, args.log)
+                [
+                    target.python,
+                    "-m",
+                    "pip",
+                    "wheel",
+                    "--no-build-isolation",
+                    "--no-deps",
+                    "--no-cache-dir",
+                    "-w",
+                    str(Path(work) / "dist"),
+                    str(source.build_dir),
+                ],
+                env,
+                args.log,
+            )
             results[label] = round(seconds, 1) if status == 0 else f"failed ({status})"
             print(f"{label}: {results[label]}", flush=True)
 
     with tempfile.TemporaryDirectory() as wheelhouse:
         env = dict(base_env, CUDA_RESOLVE_WHEELHOUSE=wheelhouse)
-        cuda_pip = [sys.executable, "-m", "pip_plugin", "install", args.package, "--source", str(args.source)]
+        cuda_pip = [
+            sys.executable,
+            "-m",
+            "pip_plugin",
+            "install",
+            args.package,
+            "--source",
+            str(args.source),
+        ]
         # A fresh install (--rebuild) starts with the package absent from the target, else pip has nothing to do.
         runs: list[tuple[str, list[str], dict[str, str]]] = [
-            ("cuda_pip_fresh_s", ["--rebuild"], env), ("cuda_pip_cache_hit_s", [], env)]
+            ("cuda_pip_fresh_s", ["--rebuild"], env),
+            ("cuda_pip_cache_hit_s", [], env),
+        ]
         if args.debug_variant:
             # The same fresh install with debug info asked for (CPPFLAGS=-g): what -g0 saves.
-            runs.append(("cuda_pip_fresh_with_debug_info_s", ["--rebuild"], dict(env, CPPFLAGS="-g")))
+            runs.append(
+                ("cuda_pip_fresh_with_debug_info_s", ["--rebuild"], dict(env, CPPFLAGS="-g"))
+            )
         for label, extra, run_env in runs:
             report = Path(wheelhouse) / f"{label}.json"
             if extra:
-                subprocess.call([target.python, "-m", "pip", "uninstall", "-y", args.package], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            seconds, status = _timed([*cuda_pip, *extra, "--json"], run_env, args.log, stdout=report)
+                subprocess.call(
+                    [target.python, "-m", "pip", "uninstall", "-y", args.package],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            seconds, status = _timed(
+                [*cuda_pip, *extra, "--json"], run_env, args.log, stdout=report
+            )
             results[label] = round(seconds, 2) if status == 0 else f"failed ({status})"
             if status == 0:
                 # Where the time went, as cuda-pip itself measured it (detect, plan, build, pip ...).
-                results[label.replace("_s", "_phases")] = json.loads(report.read_text())["result"]["timings"]
+                results[label.replace("_s", "_phases")] = json.loads(report.read_text())["result"][
+                    "timings"
+                ]
             print(f"{label}: {results[label]}", flush=True)
         seconds, status = _timed([*cuda_pip, "--arch-list", "3.7"], env, args.log)
         results["impossible_refused_s"] = round(seconds, 2)
         results["impossible_exit"] = status
-        print(f"impossible_refused_s: {results['impossible_refused_s']} (exit {status})", flush=True)
-    fresh, tuned, five = results["cuda_pip_fresh_s"], results["hand_tuned_detected_arch_s"], results["hand_tuned_five_archs_s"]
+        print(
+            f"impossible_refused_s: {results['impossible_refused_s']} (exit {status})", flush=True
+        )
+    fresh, tuned, five = (
+        results["cuda_pip_fresh_s"],
+        results["hand_tuned_detected_arch_s"],
+        results["hand_tuned_five_archs_s"],
+    )
     if isinstance(fresh, float) and isinstance(tuned, float) and isinstance(five, float):
         results["fresh_over_hand_tuned"] = round(fresh / tuned, 3)
         results["five_archs_over_fresh"] = round(five / fresh, 3)

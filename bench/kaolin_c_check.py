@@ -17,7 +17,11 @@ import sys
 
 import torch
 
-paths = [p for d in site.getsitepackages() + sys.path for p in glob.glob(os.path.join(d, "kaolin", "_C*.so"))]
+paths = [
+    p
+    for d in site.getsitepackages() + sys.path
+    for p in glob.glob(os.path.join(d, "kaolin", "_C*.so"))
+]
 if not paths:
     raise SystemExit("kaolin/_C*.so not found on this interpreter's path")
 spec = importlib.util.spec_from_file_location("kaolin._C", paths[0])
@@ -36,4 +40,6 @@ err = (dist - ref_min).abs().max().item()
 assert err < 1e-4, f"sided_distance differs from torch.cdist by {err}"
 picked = ref.gather(-1, idx.long().unsqueeze(-1)).squeeze(-1)
 assert (picked - ref_min).abs().max().item() < 1e-4, "sided_distance returned a non-nearest index"
-print(f"kaolin._C ({paths[0]}) sided_distance_forward_cuda ok on {torch.cuda.get_device_name()} (max error {err:.2e})")
+print(
+    f"kaolin._C ({paths[0]}) sided_distance_forward_cuda ok on {torch.cuda.get_device_name()} (max error {err:.2e})"
+)

@@ -45,7 +45,9 @@ CLASSES = [
 
 def _cli(*words: str, env: dict[str, str], expect: tuple[int, ...] = (0,)) -> float:
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "cuda_resolve", *words], env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "cuda_resolve", *words], env=env, capture_output=True, text=True
+    )
     elapsed = time.perf_counter() - started
     if done.returncode not in expect:
         raise SystemExit(f"cuda-resolve {' '.join(words)} failed: {done.stderr}")
@@ -66,54 +68,142 @@ def _timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command[:6])} failed: {done.stdout[-800:]} {done.stderr[-800:]}")
+        raise SystemExit(
+            f"{' '.join(command[:6])} failed: {done.stdout[-800:]} {done.stderr[-800:]}"
+        )
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def _compare_sync(scratch: Path, lock: Path, profile: str, env: dict[str, str], url: str, runs: int, uv: str | None) -> dict[str, object]:
+def _compare_sync(
+    scratch: Path,
+    lock: Path,
+    profile: str,
+    env: dict[str, str],
+    url: str,
+    runs: int,
+    uv: str | None,
+) -> dict[str, object]:
     """``sync`` of ``profile`` (its files all cached) into fresh venvs, beside pip and uv given the
     same files, interleaved; medians of wall and CPU seconds, and every run."""
     scratch.mkdir(parents=True, exist_ok=True)
     cache = Path(env["CUDA_RESOLVE_CACHE_DIR"]) / "lock-wheels"
-    _cli("sync", str(lock), "--name", profile, "--python", str(_venv(scratch / "warm")), env=env)  # fills the cache
+    _cli(
+        "sync", str(lock), "--name", profile, "--python", str(_venv(scratch / "warm")), env=env
+    )  # fills the cache
     files = sorted(cache.rglob("*.whl"))  # the cache holds this profile's files only
     hashed = scratch / "hashed.txt"
-    hashed.write_text("".join(f"{path.as_uri()} --hash=sha256:{path.parent.name}\n" for path in files))
+    hashed.write_text(
+        "".join(f"{path.as_uri()} --hash=sha256:{path.parent.name}\n" for path in files)
+    )
     mirrored = scratch / "pylock.mirrored.toml"  # uv knows nothing of cuda-resolve's mirror rules
-    mirrored.write_text(lock.read_text().replace("https://download.pytorch.org/whl/", f"{url}/whl/"))
+    mirrored.write_text(
+        lock.read_text().replace("https://download.pytorch.org/whl/", f"{url}/whl/")
+    )
     uv_env = dict(env, UV_CACHE_DIR=str(scratch / "uv-cache"))
 
     def uv_install(folder: Path) -> list[str]:
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
-        return [str(uv), "pip", "install", "--python", str(folder / "bin" / "python"), "-r", str(mirrored), "--extra", profile]
+        return [
+            str(uv),
+            "pip",
+            "install",
+            "--python",
+            str(folder / "bin" / "python"),
+            "-r",
+            str(mirrored),
+            "--extra",
+            profile,
+        ]
 
     if uv:
         _timed(uv_install(scratch / "uv-warm"), uv_env)  # uv's own cache gets the files first
-    measured: dict[str, list[tuple[float, float]]] = {"sync": [], "pip": [], "pip_require_hashes": [], "uv": []}
+    measured: dict[str, list[tuple[float, float]]] = {
+        "sync": [],
+        "pip": [],
+        "pip_require_hashes": [],
+        "uv": [],
+    }
     loads = []
     for attempt in range(runs):
         loads.append(round(os.getloadavg()[0], 2))
         fresh = _venv(scratch / f"sync{attempt}")
-        measured["sync"].append(_timed([sys.executable, "-m", "cuda_resolve", "sync", str(lock), "--name", profile, "--python", str(fresh)], env))
+        measured["sync"].append(
+            _timed(
+                [
+                    sys.executable,
+                    "-m",
+                    "cuda_resolve",
+                    "sync",
+                    str(lock),
+                    "--name",
+                    profile,
+                    "--python",
+                    str(fresh),
+                ],
+                env,
+            )
+        )
         plain = _venv(scratch / f"pip{attempt}")
-        measured["pip"].append(_timed([str(plain), "-m", "pip", "install", "--disable-pip-version-check", "--no-deps", "--no-index", "--quiet",
-                                       *map(str, files)], env))
+        measured["pip"].append(
+            _timed(
+                [
+                    str(plain),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                    "--no-index",
+                    "--quiet",
+                    *map(str, files),
+                ],
+                env,
+            )
+        )
         checked = _venv(scratch / f"hashed{attempt}")
-        measured["pip_require_hashes"].append(_timed([str(checked), "-m", "pip", "install", "--disable-pip-version-check", "--no-deps",
-                                                      "--no-index", "--quiet", "--require-hashes", "-r", str(hashed)], env))
+        measured["pip_require_hashes"].append(
+            _timed(
+                [
+                    str(checked),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                    "--no-index",
+                    "--quiet",
+                    "--require-hashes",
+                    "-r",
+                    str(hashed),
+                ],
+                env,
+            )
+        )
         if uv:
             measured["uv"].append(_timed(uv_install(scratch / f"uv{attempt}"), uv_env))
         for folder in ("sync", "pip", "hashed", "uv"):  # a real torch is 1 GB installed
             shutil.rmtree(scratch / f"{folder}{attempt}", ignore_errors=True)
-    out: dict[str, object] = {"files": len(files), "bytes": sum(path.stat().st_size for path in files), "load_average_before_each": loads}
+    out: dict[str, object] = {
+        "files": len(files),
+        "bytes": sum(path.stat().st_size for path in files),
+        "load_average_before_each": loads,
+    }
     for name, pairs in measured.items():
         if pairs:
             out[f"{name}_wall_seconds"] = round(statistics.median(w for w, _ in pairs), 3)
             out[f"{name}_cpu_seconds"] = round(statistics.median(c for _, c in pairs), 3)
             out[f"{name}_runs"] = [[round(w, 3), round(c, 3)] for w, c in pairs]
     for base in ("pip", "pip_require_hashes"):
-        out[f"sync_over_{base}_wall"] = round(statistics.median(w for w, _ in measured["sync"]) / statistics.median(w for w, _ in measured[base]), 2)
-        out[f"sync_over_{base}_cpu"] = round(statistics.median(c for _, c in measured["sync"]) / statistics.median(c for _, c in measured[base]), 2)
+        out[f"sync_over_{base}_wall"] = round(
+            statistics.median(w for w, _ in measured["sync"])
+            / statistics.median(w for w, _ in measured[base]),
+            2,
+        )
+        out[f"sync_over_{base}_cpu"] = round(
+            statistics.median(c for _, c in measured["sync"])
+            / statistics.median(c for _, c in measured[base]),
+            2,
+        )
     return out
 
 
@@ -132,18 +222,53 @@ def _real_torch(args: argparse.Namespace, *, scratch_base: Path) -> dict[str, ob
     python = f"{sys.version_info[0]}.{sys.version_info[1]}.{sys.version_info[2]}"
     profile = write_profile(scratch / "cpu.toml", name="cpu", python=python)
     with serve(scratch / "index") as url:
-        env = dict(os.environ, CUDA_RESOLVE_CONFIG=str(scratch / "config.toml"), CUDA_RESOLVE_CACHE_DIR=str(scratch / "cache"))
+        env = dict(
+            os.environ,
+            CUDA_RESOLVE_CONFIG=str(scratch / "config.toml"),
+            CUDA_RESOLVE_CACHE_DIR=str(scratch / "cache"),
+        )
         env.pop("PIP_FIND_LINKS", None)
-        (scratch / "config.toml").write_text(f'[pytorch]\nlayout = "simple"\nurl = "{url}/whl/"\n'
-                                             f'[[rewrite]]\ncanonical = "https://download.pytorch.org/whl/"\nmirror = "{url}/whl/"\n')
+        (scratch / "config.toml").write_text(
+            f'[pytorch]\nlayout = "simple"\nurl = "{url}/whl/"\n'
+            f'[[rewrite]]\ncanonical = "https://download.pytorch.org/whl/"\nmirror = "{url}/whl/"\n'
+        )
         lock = scratch / "pylock.toml"
-        _cli("lock", f"torch=={version}", "--index-url", f"{url}/simple", "--profile", str(profile), "-o", str(lock), env=env)
+        _cli(
+            "lock",
+            f"torch=={version}",
+            "--index-url",
+            f"{url}/simple",
+            "--profile",
+            str(profile),
+            "-o",
+            str(lock),
+            env=env,
+        )
         python_path = _venv(scratch / "checked")
         _cli("sync", str(lock), "--name", "cpu", "--python", str(python_path), env=env)
-        check = [_timed([sys.executable, "-m", "cuda_resolve", "sync", str(lock), "--name", "cpu", "--python", str(python_path), "--check"], env)
-                 for _ in range(args.runs)]
-        out = {"torch": args.real_torch.name, "sync_check_wall_seconds": round(statistics.median(w for w, _ in check), 3),
-               "sync_check_cpu_seconds": round(statistics.median(c for _, c in check), 3)}
+        check = [
+            _timed(
+                [
+                    sys.executable,
+                    "-m",
+                    "cuda_resolve",
+                    "sync",
+                    str(lock),
+                    "--name",
+                    "cpu",
+                    "--python",
+                    str(python_path),
+                    "--check",
+                ],
+                env,
+            )
+            for _ in range(args.runs)
+        ]
+        out = {
+            "torch": args.real_torch.name,
+            "sync_check_wall_seconds": round(statistics.median(w for w, _ in check), 3),
+            "sync_check_cpu_seconds": round(statistics.median(c for _, c in check), 3),
+        }
         out.update(_compare_sync(scratch / "runs", lock, "cpu", env, url, args.runs, args.uv))
         return out
 
@@ -152,14 +277,36 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--uv", help="a uv binary to compare with")
     parser.add_argument("--counts", default="1,10,50", help="numbers of profiles to lock")
-    parser.add_argument("--runs", type=int, default=5, help="runs of each sync measurement (median)")
-    parser.add_argument("--real-torch", type=Path, metavar="WHEEL", help="also sync a CPU profile of this real torch wheel (and --real-deps)")
-    parser.add_argument("--real-deps", type=Path, metavar="DIR", help="the wheels of that torch's closure (pip download ... -d DIR)")
-    parser.add_argument("--scratch", type=Path, help="build the index, profiles, locks and venvs here and keep them (for profiling)")
-    parser.add_argument("--out", type=Path, default=Path("bench/results") / f"lock-{time.strftime('%Y-%m-%d')}.json")
+    parser.add_argument(
+        "--runs", type=int, default=5, help="runs of each sync measurement (median)"
+    )
+    parser.add_argument(
+        "--real-torch",
+        type=Path,
+        metavar="WHEEL",
+        help="also sync a CPU profile of this real torch wheel (and --real-deps)",
+    )
+    parser.add_argument(
+        "--real-deps",
+        type=Path,
+        metavar="DIR",
+        help="the wheels of that torch's closure (pip download ... -d DIR)",
+    )
+    parser.add_argument(
+        "--scratch",
+        type=Path,
+        help="build the index, profiles, locks and venvs here and keep them (for profiling)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("bench/results") / f"lock-{time.strftime('%Y-%m-%d')}.json"
+    )
     args = parser.parse_args()
-    results: dict[str, object] = {"machine": os.uname().nodename, "cpus": os.cpu_count(), "python": sys.version.split()[0],
-                                  "load_average_at_start": os.getloadavg()[0]}
+    results: dict[str, object] = {
+        "machine": os.uname().nodename,
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "load_average_at_start": os.getloadavg()[0],
+    }
     with tempfile.TemporaryDirectory() as scratch_text:
         scratch = Path(scratch_text) if args.scratch is None else args.scratch.absolute()
         if args.real_torch and args.scratch is None:
@@ -174,33 +321,81 @@ def main() -> None:
             for n in range(8):  # a closure of some size: torch needs a dozen runtime wheels
                 index.add(make_wheel(built / variant, f"nvidia-lib{n}", "1.0"), variant=variant)
             requires = ["filelock", *(f"nvidia-lib{n}==1.0" for n in range(8))]
-            index.add(make_wheel(built, "torch", f"2.14.1+{variant}", requires=requires), variant=variant)
+            index.add(
+                make_wheel(built, "torch", f"2.14.1+{variant}", requires=requires), variant=variant
+            )
         with serve(scratch / "index") as url:
-            env = dict(os.environ, CUDA_RESOLVE_CONFIG=str(scratch / "config.toml"), CUDA_RESOLVE_CACHE_DIR=str(scratch / "cache"))
+            env = dict(
+                os.environ,
+                CUDA_RESOLVE_CONFIG=str(scratch / "config.toml"),
+                CUDA_RESOLVE_CACHE_DIR=str(scratch / "cache"),
+            )
             env.pop("PIP_FIND_LINKS", None)
-            (scratch / "config.toml").write_text(f'[pytorch]\nlayout = "simple"\nurl = "{url}/whl/"\n'
-                                                 f'[[rewrite]]\ncanonical = "https://download.pytorch.org/whl/"\nmirror = "{url}/whl/"\n')
+            (scratch / "config.toml").write_text(
+                f'[pytorch]\nlayout = "simple"\nurl = "{url}/whl/"\n'
+                f'[[rewrite]]\ncanonical = "https://download.pytorch.org/whl/"\nmirror = "{url}/whl/"\n'
+            )
             profiles = []
             for number in range(50):
                 driver, gpus = CLASSES[number % len(CLASSES)]
-                profiles.append(write_profile(scratch / f"class{number:02d}.toml", driver=driver, gpus=gpus))
+                profiles.append(
+                    write_profile(scratch / f"class{number:02d}.toml", driver=driver, gpus=gpus)
+                )
             lock_seconds: dict[str, float] = {}
             for count in (int(n) for n in args.counts.split(",") if n):
-                words = ["lock", "torch==2.14.1", "tinyutil", "--index-url", f"{url}/simple", "-o", str(scratch / f"pylock.p{count}.toml")]
+                words = [
+                    "lock",
+                    "torch==2.14.1",
+                    "tinyutil",
+                    "--index-url",
+                    f"{url}/simple",
+                    "-o",
+                    str(scratch / f"pylock.p{count}.toml"),
+                ]
                 for path in profiles[:count]:
                     words += ["--profile", str(path)]
                 _cli(*words, env=env)  # warm: index pages and file facts cached
-                lock_seconds[str(count)] = round(statistics.median(_cli(*words, env=env) for _ in range(2)), 3)
+                lock_seconds[str(count)] = round(
+                    statistics.median(_cli(*words, env=env) for _ in range(2)), 3
+                )
             results["lock_seconds_by_profiles"] = lock_seconds
             lock = scratch / "pylock.p10.toml"
             if not lock.is_file():  # the sync measurements use the 10-profile lock
-                words = ["lock", "torch==2.14.1", "tinyutil", "--index-url", f"{url}/simple", "-o", str(lock)]
-                _cli(*words, *(word for path in profiles[:10] for word in ("--profile", str(path))), env=env)
+                words = [
+                    "lock",
+                    "torch==2.14.1",
+                    "tinyutil",
+                    "--index-url",
+                    f"{url}/simple",
+                    "-o",
+                    str(lock),
+                ]
+                _cli(
+                    *words,
+                    *(word for path in profiles[:10] for word in ("--profile", str(path))),
+                    env=env,
+                )
             python = _venv(scratch / "synced")
             _cli("sync", str(lock), "--name", "class00", "--python", str(python), env=env)
-            results["sync_check_seconds"] = round(statistics.median(
-                _cli("sync", str(lock), "--name", "class00", "--python", str(python), "--check", env=env) for _ in range(args.runs)), 3)
-            results["small_profile"] = _compare_sync(scratch / "small", lock, "class00", env, url, args.runs, args.uv)
+            results["sync_check_seconds"] = round(
+                statistics.median(
+                    _cli(
+                        "sync",
+                        str(lock),
+                        "--name",
+                        "class00",
+                        "--python",
+                        str(python),
+                        "--check",
+                        env=env,
+                    )
+                    for _ in range(args.runs)
+                ),
+                3,
+            )
+            results["small_profile"] = _compare_sync(
+                scratch / "small", lock, "class00", env, url, args.runs, args.uv
+            )
     if args.real_torch:
         results["real_torch_profile"] = _real_torch(args, scratch_base=args.scratch)
     results["load_average_at_end"] = os.getloadavg()[0]

@@ -57,18 +57,28 @@ def read_rows(path: Path) -> list[Row]:
         for record in csv.DictReader(stream, delimiter="\t", quoting=csv.QUOTE_NONE):
             wall = record.get("wall_s") or ""
             n = record.get("n_archs") or ""
-            rows.append(Row(part=record["part"], step=record["step"], n_archs=int(n) if n.isdigit() else None,
-                            archs=record.get("archs") or "", rc=record.get("rc") or "",
-                            wall_s=float(wall) if wall else None, outcome=record.get("outcome") or "",
-                            command=record.get("command") or ""))
+            rows.append(
+                Row(
+                    part=record["part"],
+                    step=record["step"],
+                    n_archs=int(n) if n.isdigit() else None,
+                    archs=record.get("archs") or "",
+                    rc=record.get("rc") or "",
+                    wall_s=float(wall) if wall else None,
+                    outcome=record.get("outcome") or "",
+                    command=record.get("command") or "",
+                )
+            )
     return rows
 
 
 def describe(step: str) -> str:
     match = HAND_TUNED.match(step)
     if match:
-        return (f"hand-tuned `pip wheel --no-build-isolation`, {match.group(1)} arch(s), "
-                "setup.py's arch line made a default (issue #180's fix)")
+        return (
+            f"hand-tuned `pip wheel --no-build-isolation`, {match.group(1)} arch(s), "
+            "setup.py's arch line made a default (issue #180's fix)"
+        )
     return STEPS.get(step, step)
 
 
@@ -87,8 +97,15 @@ def machine_facts(folder: Path) -> tuple[list[str], str | None]:
 
 def hand_tuned_series(rows: list[Row]) -> list[tuple[int, float, str]]:
     """(number of archs, seconds, arch list) of the successful hand-tuned pointnet2_ops builds."""
-    points = [(r.n_archs, r.wall_s, r.archs) for r in rows
-              if r.part == "pointnet2" and HAND_TUNED.match(r.step) and r.ok and r.n_archs is not None and r.wall_s is not None]
+    points = [
+        (r.n_archs, r.wall_s, r.archs)
+        for r in rows
+        if r.part == "pointnet2"
+        and HAND_TUNED.match(r.step)
+        and r.ok
+        and r.n_archs is not None
+        and r.wall_s is not None
+    ]
     return sorted(points)
 
 
@@ -97,26 +114,45 @@ def _cell(text: str) -> str:
 
 
 def markdown(rows: list[Row], facts: list[str], date: str, png_name: str | None) -> str:
-    out = [f"# Build times on the H200 ({date})", "",
-           "What a source build of pointnet2_ops and kaolin costs through cuda-resolve, by hand, and as "
-           "upstream documents it, and how pointnet2_ops' build time grows with the number of archs "
-           "(issue 19). Produced by `bench/h200_build_times.sh pointnet2` and `... kaolin` on the lent "
-           "H200, then `bench/plot_build_times.py`. Wall-clock times of single runs: earlier runs on "
-           "these machines moved by up to a quarter between sessions "
-           "(docs/evidence/h200-install-2026-12-02.md).", "", "Machine:", ""]
+    out = [
+        f"# Build times on the H200 ({date})",
+        "",
+        "What a source build of pointnet2_ops and kaolin costs through cuda-resolve, by hand, and as "
+        "upstream documents it, and how pointnet2_ops' build time grows with the number of archs "
+        "(issue 19). Produced by `bench/h200_build_times.sh pointnet2` and `... kaolin` on the lent "
+        "H200, then `bench/plot_build_times.py`. Wall-clock times of single runs: earlier runs on "
+        "these machines moved by up to a quarter between sessions "
+        "(docs/evidence/h200-install-2026-12-02.md).",
+        "",
+        "Machine:",
+        "",
+    ]
     out += [f"- {_cell(line)}" for line in facts]
     for part, title in (("pointnet2", "pointnet2_ops"), ("kaolin", "kaolin (master d52da9f)")):
         mine = [r for r in rows if r.part == part]
         if not mine:
             continue
-        out += ["", f"## {title}", "", "| step | what | archs | wall | result |", "| --- | --- | --- | --- | --- |"]
+        out += [
+            "",
+            f"## {title}",
+            "",
+            "| step | what | archs | wall | result |",
+            "| --- | --- | --- | --- | --- |",
+        ]
         for r in mine:
             wall = f"{r.wall_s:.1f} s" if r.wall_s is not None else ""
             archs = f"{r.n_archs}: `{r.archs}`" if r.n_archs is not None else r.archs
-            out.append(f"| {r.step} | {_cell(describe(r.step))} | {_cell(archs)} | {wall} | {_cell(r.outcome)} |")
-        tuned: dict[int, Row] = {r.n_archs: r for r in mine
-                                 if HAND_TUNED.match(r.step) and r.ok and r.n_archs is not None}
-        cold = next((r for r in mine if r.step in ("cuda-pip-cold", "cuda-resolve-build") and r.ok), None)
+            out.append(
+                f"| {r.step} | {_cell(describe(r.step))} | {_cell(archs)} | {wall} | {_cell(r.outcome)} |"
+            )
+        tuned: dict[int, Row] = {
+            r.n_archs: r
+            for r in mine
+            if HAND_TUNED.match(r.step) and r.ok and r.n_archs is not None
+        }
+        cold = next(
+            (r for r in mine if r.step in ("cuda-pip-cold", "cuda-resolve-build") and r.ok), None
+        )
         notes = []
         one = tuned.get(1)
         if cold is not None and one is not None and cold.wall_s and one.wall_s:
@@ -125,7 +161,9 @@ def markdown(rows: list[Row], facts: list[str], date: str, png_name: str | None)
             most = max(tuned)
             widest = tuned[most]
             if widest.wall_s:
-                notes.append(f"{most} archs / one arch (hand-tuned): {widest.wall_s / one.wall_s:.2f}")
+                notes.append(
+                    f"{most} archs / one arch (hand-tuned): {widest.wall_s / one.wall_s:.2f}"
+                )
         if notes:
             out += ["", "Ratios: " + "; ".join(notes) + "."]
         out += ["", "Commands, exactly as run (from /tmp):", "", "```"]
@@ -150,9 +188,13 @@ def plot(rows: list[Row], png: Path, date: str) -> bool:
     ys = [p[1] for p in points]
     ax.plot(xs, ys, marker="o", label="hand-tuned pip wheel (TORCH_CUDA_ARCH_LIST)")
     for x, y in zip(xs, ys, strict=True):
-        ax.annotate(f"{y:.0f} s", (x, y), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=8)
-    for step, marker, label in (("cuda-pip-cold", "s", "cuda-pip install, cold (total)"),
-                                ("cuda-pip-cold-build", "^", "of which cuda-pip's build")):
+        ax.annotate(
+            f"{y:.0f} s", (x, y), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=8
+        )
+    for step, marker, label in (
+        ("cuda-pip-cold", "s", "cuda-pip install, cold (total)"),
+        ("cuda-pip-cold-build", "^", "of which cuda-pip's build"),
+    ):
         hit = next((r for r in rows if r.part == "pointnet2" and r.step == step and r.ok), None)
         if hit is not None and hit.wall_s is not None:
             ax.plot([1], [hit.wall_s], marker=marker, linestyle="none", label=label)
@@ -170,8 +212,15 @@ def plot(rows: list[Row], png: Path, date: str) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folders", type=Path, nargs="+", help="the runs' output folders (the TSVs and machine-*.txt)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "folders",
+        type=Path,
+        nargs="+",
+        help="the runs' output folders (the TSVs and machine-*.txt)",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--date", help="the date in the file names (default: the run's)")
     args = parser.parse_args()

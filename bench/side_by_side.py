@@ -84,29 +84,54 @@ class Machine:
 
 MACHINES = (
     Machine(
-        "pascal-580", "GTX 1080 Ti (Pascal, sm_61), driver 580", "3.11", "580.95.05",
-        (("GTX 1080 Ti", "6.1"),), "tests/data/profiles/gtx1080ti-driver580-torch211cu130.toml",
+        "pascal-580",
+        "GTX 1080 Ti (Pascal, sm_61), driver 580",
+        "3.11",
+        "580.95.05",
+        (("GTX 1080 Ti", "6.1"),),
+        "tests/data/profiles/gtx1080ti-driver580-torch211cu130.toml",
     ),
     Machine(
-        "v100-h100", "V100 + H100 in one box, driver 570", "3.12", "570.124.06",
-        (("V100", "7.0"), ("H100", "9.0")), "tests/data/profiles/v100-h100-torch211cu128.toml",
+        "v100-h100",
+        "V100 + H100 in one box, driver 570",
+        "3.12",
+        "570.124.06",
+        (("V100", "7.0"), ("H100", "9.0")),
+        "tests/data/profiles/v100-h100-torch211cu128.toml",
     ),
     Machine(
-        "driver-470", "A100 on a 470 driver (CUDA 11.4)", "3.8", "470.82.01",
-        (("A100", "8.0"),), "tests/data/profiles/driver470-torch21cu121.toml",
+        "driver-470",
+        "A100 on a 470 driver (CUDA 11.4)",
+        "3.8",
+        "470.82.01",
+        (("A100", "8.0"),),
+        "tests/data/profiles/driver470-torch21cu121.toml",
     ),
     Machine(
-        "rtx5090-570", "RTX 5090 (Blackwell, sm_120), driver 570", "3.12", "570.133.07",
-        (("RTX 5090", "12.0"),), "bench/profiles/rtx5090-driver570.toml",
+        "rtx5090-570",
+        "RTX 5090 (Blackwell, sm_120), driver 570",
+        "3.12",
+        "570.133.07",
+        (("RTX 5090", "12.0"),),
+        "bench/profiles/rtx5090-driver570.toml",
     ),
     Machine(
-        "cpu-torch-a100", "CPU torch already installed, A100, driver 535", "3.11", "535.104.05",
-        (("A100", "8.0"),), None, installed_venv=CPU_TORCH_VENV,
+        "cpu-torch-a100",
+        "CPU torch already installed, A100, driver 535",
+        "3.11",
+        "535.104.05",
+        (("A100", "8.0"),),
+        None,
+        installed_venv=CPU_TORCH_VENV,
         note="a real venv with torch 2.13.0+cpu; each tool is asked to install torch into it",
     ),
     Machine(
-        "login-a100", "GPU-less login node building for A100 nodes", "3.11", None,
-        (("A100 (on the compute nodes)", "8.0"),), "bench/profiles/login-node-for-a100.toml",
+        "login-a100",
+        "GPU-less login node building for A100 nodes",
+        "3.11",
+        None,
+        (("A100 (on the compute nodes)", "8.0"),),
+        "bench/profiles/login-node-for-a100.toml",
         note="the login node has no driver and no GPU; the A100s are where the torch will run",
     ),
 )
@@ -136,8 +161,11 @@ class CountingProxy:
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
-            return {"bytes_downloaded": self.bytes_down, "cut_off_at_cap": self.cut_off,
-                    "proxy_requests": list(self.requests)}
+            return {
+                "bytes_downloaded": self.bytes_down,
+                "cut_off_at_cap": self.cut_off,
+                "proxy_requests": list(self.requests),
+            }
 
     def _serve(self) -> None:
         while True:
@@ -197,21 +225,29 @@ class CountingProxy:
 
 
 def _base_env(proxy: CountingProxy, path_prefix: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "LTT_", "CUDA_RESOLVE_"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("UV_", "LTT_", "CUDA_RESOLVE_"))
+    }
     url = f"http://127.0.0.1:{proxy.port}"
     env.update(HTTPS_PROXY=url, HTTP_PROXY=url, https_proxy=url, http_proxy=url)
     env.pop("NO_PROXY", None)
     env.pop("no_proxy", None)
     # No nvidia-smi from anywhere but our fake folder (there is none on this machine; be sure).
-    dirs = [d for d in env.get("PATH", "").split(":") if d and not (Path(d) / "nvidia-smi").exists()]
+    dirs = [
+        d for d in env.get("PATH", "").split(":") if d and not (Path(d) / "nvidia-smi").exists()
+    ]
     env["PATH"] = ":".join(([path_prefix] if path_prefix else []) + dirs)
     return env
 
 
-def _run(cmd: list[str], env: dict[str, str], proxy: CountingProxy, timeout: int = UV_TIMEOUT_S) -> dict[str, Any]:
+def _run(
+    cmd: list[str], env: dict[str, str], proxy: CountingProxy, timeout: int = UV_TIMEOUT_S
+) -> dict[str, Any]:
     proxy.reset()
     try:
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(
+            cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
         rc: int | None = done.returncode
         out, err = done.stdout, done.stderr
     except subprocess.TimeoutExpired as exc:
@@ -224,7 +260,11 @@ def _run(cmd: list[str], env: dict[str, str], proxy: CountingProxy, timeout: int
 def _shown(cmd: list[str], env_shown: dict[str, str]) -> str:
     prefix = " ".join(f"{k}={v}" for k, v in env_shown.items())
     text = " ".join(str(c) for c in cmd)
-    for old, new in ((str(REPO) + "/", ""), (str(SBS_VENV) + "/bin/", ""), (str(REPO / ".venv/bin") + "/", "")):
+    for old, new in (
+        (str(REPO) + "/", ""),
+        (str(SBS_VENV) + "/bin/", ""),
+        (str(REPO / ".venv/bin") + "/", ""),
+    ):
         text = text.replace(old, new)
     return (prefix + " " + text).strip()
 
@@ -234,7 +274,9 @@ def _fake_nvidia_smi(folder: Path, driver: str) -> None:
     script.write_text(
         "#!/bin/sh\n"
         f'echo "$@" >> "{folder}/calls.log"\n'
-        'case "$*" in *driver_version*) echo driver_version; echo ' + driver + ";; *) exit 9;; esac\n"
+        'case "$*" in *driver_version*) echo driver_version; echo '
+        + driver
+        + ";; *) exit 9;; esac\n"
     )
     script.chmod(0o755)
 
@@ -247,20 +289,33 @@ def _releases_for(index: Index, python: str, variant: str) -> list[TorchRelease]
     return sorted(found, key=lambda r: r.version, reverse=True)
 
 
-def judge(index: Index, version: str, variant: str, gpus: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+def judge(
+    index: Index, version: str, variant: str, gpus: tuple[tuple[str, str], ...]
+) -> dict[str, Any]:
     """Kernels for every GPU? ``compat.build_covers_gpu`` on the index's arch list of the build."""
     release = index.torch_release(version)
     build = release.variant(variant) if release else None
     if variant == "cpu":
         return {"arch_list": "", "all_gpus_covered": False, "verdict": "CPU build: no CUDA kernels"}
     if build is None or not build.arch_list:
-        return {"arch_list": "", "all_gpus_covered": None, "verdict": "arch list unknown to the index"}
-    missing = [f"{name} (sm_{cc.replace('.', '')})" for name, cc in gpus
-               if not build_covers_gpu(build.arch_list, ComputeCapability.parse(cc))]
+        return {
+            "arch_list": "",
+            "all_gpus_covered": None,
+            "verdict": "arch list unknown to the index",
+        }
+    missing = [
+        f"{name} (sm_{cc.replace('.', '')})"
+        for name, cc in gpus
+        if not build_covers_gpu(build.arch_list, ComputeCapability.parse(cc))
+    ]
     arch = ";".join(str(e) for e in build.arch_list)
     verdict = "kernels for every GPU" if not missing else "no kernels for " + ", ".join(missing)
-    return {"arch_list": arch, "all_gpus_covered": not missing, "verdict": verdict,
-            "arch_list_unverified": "arch_list" in build.unverified}
+    return {
+        "arch_list": arch,
+        "all_gpus_covered": not missing,
+        "verdict": verdict,
+        "arch_list_unverified": "arch_list" in build.unverified,
+    }
 
 
 def pick_by_order(index: Index, python: str, order: list[str]) -> tuple[str, str] | None:
@@ -293,7 +348,10 @@ def run_cuda_resolve(m: Machine, index: Index, proxy: CountingProxy) -> dict[str
             cmd.append("--allow-torch-change")
     else:
         assert m.installed_venv and m.driver
-        shown_env = {"CUDA_RESOLVE_DRIVER": m.driver, "CUDA_RESOLVE_CUDA_ARCH": ",".join(cc for _, cc in m.gpus)}
+        shown_env = {
+            "CUDA_RESOLVE_DRIVER": m.driver,
+            "CUDA_RESOLVE_CUDA_ARCH": ",".join(cc for _, cc in m.gpus),
+        }
         env.update(shown_env)
         cmd = [cli, "plan", "torch", "--python", str(m.installed_venv / "bin/python"), "--json"]
     first = _run(cmd, env, proxy)
@@ -317,14 +375,23 @@ def run_cuda_resolve(m: Machine, index: Index, proxy: CountingProxy) -> dict[str
     result["kernels"] = judge(index, torch_item["version"], torch_item["variant"], m.gpus)
     result["reason"] = plan["reasons"][0] if plan["reasons"] else ""
     if m.installed_venv:
-        dry = [str(REPO / ".venv/bin/cuda-pip"), "install", "torch", "--dry-run", "--allow-torch-change",
-               "--python", str(m.installed_venv / "bin/python")]
+        dry = [
+            str(REPO / ".venv/bin/cuda-pip"),
+            "install",
+            "torch",
+            "--dry-run",
+            "--allow-torch-change",
+            "--python",
+            str(m.installed_venv / "bin/python"),
+        ]
         run = _run(dry, env, proxy)
         result["cuda_pip_dry_run"] = dict(run, shown=_shown(dry, shown_env))
     return result
 
 
-UV_GET = re.compile(r"(?:GET request for|Fetching|for url \()[: ]*(https://download\.pytorch\.org/whl/([a-z0-9.]+)/torch/)")
+UV_GET = re.compile(
+    r"(?:GET request for|Fetching|for url \()[: ]*(https://download\.pytorch\.org/whl/([a-z0-9.]+)/torch/)"
+)
 
 
 def run_uv(m: Machine, index: Index, proxy: CountingProxy) -> dict[str, Any]:
@@ -337,13 +404,32 @@ def run_uv(m: Machine, index: Index, proxy: CountingProxy) -> dict[str, Any]:
     env["UV_PYTHON_DOWNLOADS"] = "never"
     env["UV_NO_CACHE"] = "1"
     if m.installed_venv:
-        cmd = [uv, "pip", "install", "torch", "--torch-backend=auto", "--dry-run",
-               "--python", str(m.installed_venv / "bin/python"), "-v"]
+        cmd = [
+            uv,
+            "pip",
+            "install",
+            "torch",
+            "--torch-backend=auto",
+            "--dry-run",
+            "--python",
+            str(m.installed_venv / "bin/python"),
+            "-v",
+        ]
     else:
         req = Path(tempfile.mkdtemp(prefix="sbs-uv-")) / "requirements.in"
         req.write_text("torch\n")
-        cmd = [uv, "pip", "compile", str(req), "--torch-backend=auto", "--python-version", m.python,
-               "--python-platform", "x86_64-manylinux_2_28", "-v"]
+        cmd = [
+            uv,
+            "pip",
+            "compile",
+            str(req),
+            "--torch-backend=auto",
+            "--python-version",
+            m.python,
+            "--python-platform",
+            "x86_64-manylinux_2_28",
+            "-v",
+        ]
     run = _run(cmd, env, proxy)
     log = run["stdout"] + run["stderr"]
     # uv fetches its indexes concurrently, so the log's order varies from run to run; uv ranks
@@ -351,7 +437,12 @@ def run_uv(m: Machine, index: Index, proxy: CountingProxy) -> dict[str, Any]:
     order = sorted({variant for _, variant in UV_GET.findall(log)}, key=_cuda_key, reverse=True)
     detected = re.search(r"Detected CUDA driver version from `([^`]+)`: (\S+)", log)
     result: dict[str, Any] = {
-        "run": dict(run, shown=_shown(cmd, shown_env).replace(str(req) if not m.installed_venv else "\0", "requirements.in")),
+        "run": dict(
+            run,
+            shown=_shown(cmd, shown_env).replace(
+                str(req) if not m.installed_venv else "\0", "requirements.in"
+            ),
+        ),
         "driver_seen": f"{detected.group(2)} (from {detected.group(1)})" if detected else "none",
         "index_order": order,
         "printed": _last_lines(log, 3),
@@ -377,9 +468,16 @@ def run_ltt(m: Machine, index: Index, proxy: CountingProxy) -> dict[str, Any]:
     env = _base_env(proxy, str(fake) if m.driver else None)
     env["PIP_RETRIES"] = "0"
     env["PIP_DEFAULT_TIMEOUT"] = "10"
-    probe = _run([str(venv / "bin/python"), "-c",
-                  "from light_the_torch._cb import detect_compatible_computation_backends as d;"
-                  "print(' '.join(sorted(str(b) for b in d())))"], env, proxy)
+    probe = _run(
+        [
+            str(venv / "bin/python"),
+            "-c",
+            "from light_the_torch._cb import detect_compatible_computation_backends as d;"
+            "print(' '.join(sorted(str(b) for b in d())))",
+        ],
+        env,
+        proxy,
+    )
     accepted = probe["stdout"].split()
     cmd = [str(venv / "bin/ltt"), "install", "torch", "--dry-run", "-v"]
     if not m.installed_venv:
@@ -387,7 +485,11 @@ def run_ltt(m: Machine, index: Index, proxy: CountingProxy) -> dict[str, Any]:
     run = _run(cmd, env, proxy, timeout=120)
     log = run["stdout"] + run["stderr"]
     calls = (fake / "calls.log").read_text().split("\n") if (fake / "calls.log").exists() else []
-    shown_env = {"PATH": "<folder with a fake nvidia-smi printing " + m.driver + ">:$PATH"} if m.driver else {}
+    shown_env = (
+        {"PATH": "<folder with a fake nvidia-smi printing " + m.driver + ">:$PATH"}
+        if m.driver
+        else {}
+    )
     result: dict[str, Any] = {
         "run": dict(run, shown=_shown(cmd, shown_env).replace(str(venv) + "/bin/", "")),
         "nvidia_smi_calls": [c for c in calls if c],
@@ -402,7 +504,9 @@ def run_ltt(m: Machine, index: Index, proxy: CountingProxy) -> dict[str, Any]:
         shutil.rmtree(fake, ignore_errors=True)
         return result
     # ltt's sort key is (computation backend, version): the highest backend wins, then the newest.
-    order = sorted((b for b in accepted if b == "cpu" or b.startswith("cu")), key=_cuda_key, reverse=True)
+    order = sorted(
+        (b for b in accepted if b == "cpu" or b.startswith("cu")), key=_cuda_key, reverse=True
+    )
     picked = pick_by_order(index, m.python, order)
     if picked:
         result["pick"] = f"{picked[0]}+{picked[1]}"
@@ -412,18 +516,34 @@ def run_ltt(m: Machine, index: Index, proxy: CountingProxy) -> dict[str, Any]:
 
 
 def _installed_torch(venv: Path) -> str:
-    out = subprocess.run([str(venv / "bin/python"), "-c", "import importlib.metadata as m; print(m.version('torch'))"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            str(venv / "bin/python"),
+            "-c",
+            "import importlib.metadata as m; print(m.version('torch'))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout.strip()
 
 
 def _last_lines(text: str, n: int) -> list[str]:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith(("DEBUG", "TRACE"))]
+    lines = [
+        ln.strip()
+        for ln in text.splitlines()
+        if ln.strip() and not ln.startswith(("DEBUG", "TRACE"))
+    ]
     return lines[-n:]
 
 
 def _version(cmd: list[str]) -> str:
-    return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip().splitlines()[0]
+    return (
+        subprocess.run(cmd, capture_output=True, text=True, check=False)
+        .stdout.strip()
+        .splitlines()[0]
+    )
 
 
 # -- report --------------------------------------------------------------------------------------
@@ -432,8 +552,16 @@ def _version(cmd: list[str]) -> str:
 def _cell(tool: dict[str, Any]) -> str:
     pick = tool.get("pick", "no decision")
     kernels = tool.get("kernels", {})
-    mark = {True: "yes", False: "**no**", None: "unknown"}[kernels.get("all_gpus_covered")] if kernels else "-"
-    prefix = "refuses to replace the CPU torch silently; with `--allow-torch-change`: " if "refused_first" in tool else ""
+    mark = (
+        {True: "yes", False: "**no**", None: "unknown"}[kernels.get("all_gpus_covered")]
+        if kernels
+        else "-"
+    )
+    prefix = (
+        "refuses to replace the CPU torch silently; with `--allow-torch-change`: "
+        if "refused_first" in tool
+        else ""
+    )
     return f"{prefix}{pick}; kernels for all GPUs: {mark}"
 
 
@@ -450,14 +578,16 @@ def markdown(doc: dict[str, Any]) -> str:
         "uv's pick is the newest-CUDA index among those its debug log shows it querying (uv ranks "
         "them newest first and its default strategy takes the first index that has torch) and the newest torch the cuda-resolve index lists there; ltt's pick is "
         "the highest backend among those its own detection accepts, then the newest torch. "
-        "\"Kernels for all GPUs\" applies one rule to every pick: the build's arch list in the "
+        '"Kernels for all GPUs" applies one rule to every pick: the build\'s arch list in the '
         "cuda-resolve index, checked with `compat.build_covers_gpu`.",
         "",
         "| Machine | cuda-resolve | uv `--torch-backend=auto` | light-the-torch |",
         "|---|---|---|---|",
     ]
     for row in doc["machines"]:
-        lines.append(f"| {row['title']} | {_cell(row['cuda_resolve'])} | {_cell(row['uv'])} | {_cell(row['ltt'])} |")
+        lines.append(
+            f"| {row['title']} | {_cell(row['cuda_resolve'])} | {_cell(row['uv'])} | {_cell(row['ltt'])} |"
+        )
     lines += ["", "## What each tool saw and printed", ""]
     for row in doc["machines"]:
         cr, uv, ltt = row["cuda_resolve"], row["uv"], row["ltt"]
@@ -470,17 +600,26 @@ def markdown(doc: dict[str, Any]) -> str:
         if "refused_first" in cr:
             lines.append(f"  - first run refused: {cr['refused_first']}")
         lines.append(f"  - picks {cr['pick']}: {cr['kernels']['verdict']}")
-        lines.append(f"- uv: `{uv['run']['shown']}` (exit {uv['run']['rc']}); driver seen: {uv['driver_seen']}; "
-                     f"PyTorch indexes queried, newest CUDA first: {', '.join(uv['index_order']) or 'none'}")
+        lines.append(
+            f"- uv: `{uv['run']['shown']}` (exit {uv['run']['rc']}); driver seen: {uv['driver_seen']}; "
+            f"PyTorch indexes queried, newest CUDA first: {', '.join(uv['index_order']) or 'none'}"
+        )
         lines.append("  - printed: " + " / ".join(f"`{p[:160]}`" for p in uv["printed"]))
-        lines.append(f"  - pick {uv.get('pick', 'none')}: {uv.get('kernels', {}).get('verdict', '-')}")
-        lines.append(f"- ltt: `{ltt['run']['shown']}` (exit {ltt['run']['rc']}); nvidia-smi calls: "
-                     f"{ltt['nvidia_smi_calls'] or 'none'}; accepted backends: {' '.join(ltt['accepted_backends'])}")
+        lines.append(
+            f"  - pick {uv.get('pick', 'none')}: {uv.get('kernels', {}).get('verdict', '-')}"
+        )
+        lines.append(
+            f"- ltt: `{ltt['run']['shown']}` (exit {ltt['run']['rc']}); nvidia-smi calls: "
+            f"{ltt['nvidia_smi_calls'] or 'none'}; accepted backends: {' '.join(ltt['accepted_backends'])}"
+        )
         lines.append("  - printed: " + " / ".join(f"`{p[:160]}`" for p in ltt["printed"]))
-        lines.append(f"  - pick {ltt.get('pick', 'none')}: {ltt.get('kernels', {}).get('verdict', '-')}")
+        lines.append(
+            f"  - pick {ltt.get('pick', 'none')}: {ltt.get('kernels', {}).get('verdict', '-')}"
+        )
         lines.append("")
     lines += [
-        "## Notes", "",
+        "## Notes",
+        "",
         "- uv's `--torch-backend=auto` reads only the driver version (here from `UV_CUDA_DRIVER_VERSION`; "
         "the debug log says so); no GPU fact reaches its choice, so a Pascal card or a V100 next to an "
         "H100 gets the newest CUDA index the driver allows. With no driver it uses the CPU index.",
@@ -500,11 +639,16 @@ def markdown(doc: dict[str, Any]) -> str:
         "it can pick an older version than the modelled uv/ltt picks).",
         "",
     ]
-    lines += ["## Bytes downloaded with the PyTorch index unreachable", "",
-              "Every command ran with HTTPS_PROXY/HTTP_PROXY set to a loopback CONNECT proxy that relays "
-              "to the real host and counts the bytes coming back (a refused or unresolvable host is "
-              f"counted as a request with 0 bytes); it cuts a run off after {BYTE_CAP:,} bytes.", "",
-              "| Command | Exit | Proxy requests | Bytes downloaded |", "|---|---|---|---|"]
+    lines += [
+        "## Bytes downloaded with the PyTorch index unreachable",
+        "",
+        "Every command ran with HTTPS_PROXY/HTTP_PROXY set to a loopback CONNECT proxy that relays "
+        "to the real host and counts the bytes coming back (a refused or unresolvable host is "
+        f"counted as a request with 0 bytes); it cuts a run off after {BYTE_CAP:,} bytes.",
+        "",
+        "| Command | Exit | Proxy requests | Bytes downloaded |",
+        "|---|---|---|---|",
+    ]
     for entry in doc["bytes"]:
         reqs = ", ".join(sorted(set(entry["proxy_requests"]))) or "none"
         size = f"{entry['bytes_downloaded']:,}"
@@ -517,7 +661,10 @@ def markdown(doc: dict[str, Any]) -> str:
 def main() -> int:
     for needed in (SBS_VENV / "bin/uv", SBS_VENV / "bin/ltt", CPU_TORCH_VENV / "bin/ltt"):
         if not needed.exists():
-            print(f"missing {needed}: see this script's docstring for the scratch venvs", file=sys.stderr)
+            print(
+                f"missing {needed}: see this script's docstring for the scratch venvs",
+                file=sys.stderr,
+            )
             return 2
     os.chdir(REPO)
     index = default_index()
@@ -525,8 +672,16 @@ def main() -> int:
     versions = {
         "cuda-resolve": _version([str(REPO / ".venv/bin/cuda-resolve"), "--version"]),
         "uv": _version([str(SBS_VENV / "bin/uv"), "--version"]),
-        "light-the-torch": _version([str(SBS_VENV / "bin/python"), "-c", "import light_the_torch as l; print(l.__version__)"]),
-        "ltt-pip": _version([str(SBS_VENV / "bin/python"), "-c", "import pip; print(pip.__version__)"]),
+        "light-the-torch": _version(
+            [
+                str(SBS_VENV / "bin/python"),
+                "-c",
+                "import light_the_torch as l; print(l.__version__)",
+            ]
+        ),
+        "ltt-pip": _version(
+            [str(SBS_VENV / "bin/python"), "-c", "import pip; print(pip.__version__)"]
+        ),
     }
     rows = []
     byte_rows = []
@@ -537,11 +692,30 @@ def main() -> int:
         uv = run_uv(m, index, proxy)
         print(f"{m.key}: ltt", file=sys.stderr)
         ltt = run_ltt(m, index, proxy)
-        rows.append({"key": m.key, "title": m.title, "note": m.note, "python": m.python, "driver": m.driver,
-                     "gpus": [{"name": n, "compute_capability": c} for n, c in m.gpus],
-                     "cuda_resolve": cr, "uv": uv, "ltt": ltt})
-        for run in cr["runs"] + ([cr["cuda_pip_dry_run"]] if "cuda_pip_dry_run" in cr else []) + [uv["run"], ltt["run"]]:
-            byte_rows.append({k: run[k] for k in ("shown", "rc", "proxy_requests", "bytes_downloaded", "cut_off_at_cap")})
+        rows.append(
+            {
+                "key": m.key,
+                "title": m.title,
+                "note": m.note,
+                "python": m.python,
+                "driver": m.driver,
+                "gpus": [{"name": n, "compute_capability": c} for n, c in m.gpus],
+                "cuda_resolve": cr,
+                "uv": uv,
+                "ltt": ltt,
+            }
+        )
+        for run in (
+            cr["runs"]
+            + ([cr["cuda_pip_dry_run"]] if "cuda_pip_dry_run" in cr else [])
+            + [uv["run"], ltt["run"]]
+        ):
+            byte_rows.append(
+                {
+                    k: run[k]
+                    for k in ("shown", "rc", "proxy_requests", "bytes_downloaded", "cut_off_at_cap")
+                }
+            )
     doc = {"date": DATE, "versions": versions, "machines": rows, "bytes": byte_rows}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"side-by-side-{DATE}.json").write_text(json.dumps(doc, indent=2) + "\n")

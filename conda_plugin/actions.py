@@ -76,8 +76,15 @@ def _split_target(argv: Sequence[str]) -> tuple[Path, list[str]]:
             if word in (short, long) or word.startswith(long + "="):
                 value = word.split("=", 1)[1] if "=" in word else (words.pop(0) if words else "")
                 if not value:
-                    raise CudaResolvePluginError(f"{word} needs a value", hint=f"conda cuda doctor {short} <{'name' if short == '-n' else 'path'}>")
-                prefix = Path(locate_prefix_by_name(value)) if short == "-n" else Path(value).expanduser().absolute()
+                    raise CudaResolvePluginError(
+                        f"{word} needs a value",
+                        hint=f"conda cuda doctor {short} <{'name' if short == '-n' else 'path'}>",
+                    )
+                prefix = (
+                    Path(locate_prefix_by_name(value))
+                    if short == "-n"
+                    else Path(value).expanduser().absolute()
+                )
                 break
         else:
             rest.append(word)
@@ -103,23 +110,37 @@ def subcommand(argv: tuple[str, ...]) -> int:
     if verb in ("activate", "deactivate"):
         from conda.cli.main import main_subshell
 
-        main_subshell("config", "--set", "plugins.cuda_resolve_active", "true" if verb == "activate" else "false")
-        print(f"cuda-resolve is {'active' if verb == 'activate' else 'inactive'} for conda install/create/update "
-              f"(plugins.cuda_resolve_active in {Path('~/.condarc').expanduser()})")
+        main_subshell(
+            "config",
+            "--set",
+            "plugins.cuda_resolve_active",
+            "true" if verb == "activate" else "false",
+        )
+        print(
+            f"cuda-resolve is {'active' if verb == 'activate' else 'inactive'} for conda install/create/update "
+            f"(plugins.cuda_resolve_active in {Path('~/.condarc').expanduser()})"
+        )
         return 0
     if verb == "channel":
         return _channel(rest)
     if verb not in _PASS_THROUGH:
-        raise CudaResolvePluginError(f"conda cuda {verb}: no such command", hint="conda cuda --help lists them")
+        raise CudaResolvePluginError(
+            f"conda cuda {verb}: no such command", hint="conda cuda --help lists them"
+        )
     prefix, words = _split_target(rest)
     from cuda_resolve.cli import main
     from cuda_resolve.conda.convert import prefix_python
 
     python = _converted(lambda: prefix_python(prefix))
     if "--python" in words or ("--profile" in words and verb not in ("build", "lock")):
-        raise CudaResolvePluginError(f"conda cuda {verb}: the target is the conda environment", hint="name it with -n NAME or -p PATH")
+        raise CudaResolvePluginError(
+            f"conda cuda {verb}: the target is the conda environment",
+            hint="name it with -n NAME or -p PATH",
+        )
     if verb == "lock":  # the environment is the machine class `this`, resolved by its interpreter
-        profiles = [] if any(word.startswith("--profile") for word in words) else ["--profile", "this"]
+        profiles = (
+            [] if any(word.startswith("--profile") for word in words) else ["--profile", "this"]
+        )
         return main([verb, *words, *profiles, "--python-for", f"this={python}"])
     return main([verb, *words, "--python", str(python)])
 
@@ -152,7 +173,9 @@ def _installed_from(channel: Any) -> set[str]:
                 data = json.loads(meta.read_text())
             except (OSError, ValueError):
                 continue
-            if str(data.get("url", "")).startswith(channel.url) or str(data.get("channel", "")).startswith(channel.url):
+            if str(data.get("url", "")).startswith(channel.url) or str(
+                data.get("channel", "")
+            ).startswith(channel.url):
                 used.add(str(data.get("fn", "")))
     return used
 
@@ -170,7 +193,11 @@ def _curated(names: Sequence[str]) -> tuple[Any, list[str]]:
     picked = []
     for name in names:
         package = index.package(name)
-        if package is not None and name not in (*TORCH_FAMILY, "pytorch") and (package.recipes or package.wheels):
+        if (
+            package is not None
+            and name not in (*TORCH_FAMILY, "pytorch")
+            and (package.recipes or package.wheels)
+        ):
             picked.append(name)
     return index, picked
 
@@ -179,8 +206,13 @@ def _refuse_insecure_tls() -> None:
     if context.ssl_verify is False:
         raise CudaResolvePluginError(
             "ssl_verify is false in your conda configuration: cuda-resolve never downloads without verifying TLS",
-            hint="set ssl_verify: truststore (the system's trust store) or the path of your CA bundle: conda config --set ssl_verify truststore")
-    if isinstance(context.ssl_verify, str) and context.ssl_verify not in ("truststore",) and Path(context.ssl_verify).exists():
+            hint="set ssl_verify: truststore (the system's trust store) or the path of your CA bundle: conda config --set ssl_verify truststore",
+        )
+    if (
+        isinstance(context.ssl_verify, str)
+        and context.ssl_verify not in ("truststore",)
+        and Path(context.ssl_verify).exists()
+    ):
         # A CA path from .condarc reaches the builds' downloads (requests and pip read these).
         os.environ.setdefault("REQUESTS_CA_BUNDLE", context.ssl_verify)
         os.environ.setdefault("PIP_CERT", context.ssl_verify)
@@ -202,9 +234,16 @@ def _channel_records(spec: Any) -> list[Any]:
 def _as_record(record: Any) -> Any:
     from cuda_resolve.conda.records import CondaRecord
 
-    return CondaRecord(name=record.name, version=str(record.version), build=record.build,
-                       build_number=int(record.build_number or 0), depends=tuple(record.depends or ()),
-                       constrains=tuple(record.constrains or ()), subdir=record.subdir or "", fn=record.fn or "")
+    return CondaRecord(
+        name=record.name,
+        version=str(record.version),
+        build=record.build,
+        build_number=int(record.build_number or 0),
+        depends=tuple(record.depends or ()),
+        constrains=tuple(record.constrains or ()),
+        subdir=record.subdir or "",
+        fn=record.fn or "",
+    )
 
 
 def _enable_pip_records() -> None:
@@ -219,7 +258,9 @@ def before_install(command: str) -> None:
     if not _active():
         return
     args = context._argparse_args
-    packages = list(args.get("packages") or args.get("package_names") or [])  # remove: package_names
+    packages = list(
+        args.get("packages") or args.get("package_names") or []
+    )  # remove: package_names
     _keep_solvable(args, command, packages)
     if not packages or command == "remove":
         return
@@ -251,7 +292,9 @@ def _keep_solvable(args: Any, command: str, packages: Sequence[str]) -> None:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(data, dict) and str(data.get("url") or data.get("channel") or "").startswith(channel.url):
+        if isinstance(data, dict) and str(data.get("url") or data.get("channel") or "").startswith(
+            channel.url
+        ):
             ours.add(str(data.get("name")))
     if not ours:
         return
@@ -263,6 +306,7 @@ def _keep_solvable(args: Any, command: str, packages: Sequence[str]) -> None:
             return
     if pip_distribution(prefix, "torch") is not None:
         _enable_pip_records()
+
 
 def _add_channel(args: Any, url: str) -> None:
     """The local channel after the command's own channels (a list, a tuple or one name: kept)."""
@@ -276,7 +320,10 @@ def _add_channel(args: Any, url: str) -> None:
         args["channel"] = [*channels, url]
     context._set_argparse_args(args)
 
-def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], index: Any, names: list[str]) -> None:
+
+def _serve(
+    command: str, args: Any, packages: list[str], specs: Sequence[Any], index: Any, names: list[str]
+) -> None:
     from cuda_resolve.conda.channel import LocalChannel
     from cuda_resolve.conda.records import torch_record
     from cuda_resolve.conda.serve import best_fitting, build_fits
@@ -286,8 +333,11 @@ def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], i
     torch = torch_record(prefix) if prefix.is_dir() else None
     # The torch the build pairs with comes with this command (a new environment, none yet, or a
     # torch spec in the command): channel builds are judged without it, ours wait for it.
-    torch_changes = (command == "create" or torch is None
-                     or any(spec.name in ("pytorch", "torch") for spec in map(_spec, packages)))
+    torch_changes = (
+        command == "create"
+        or torch is None
+        or any(spec.name in ("pytorch", "torch") for spec in map(_spec, packages))
+    )
     judged = None if torch_changes else torch
     python = (prefix / "bin" / "python") if (prefix / "bin" / "python").exists() else None
     running = python is not None and Path(sys.executable).absolute() == python.absolute()
@@ -298,8 +348,11 @@ def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], i
     for spec in specs:
         if spec.name not in names:
             continue
-        fits = [build_fits(_as_record(r), env, judged, index) for r in _channel_records(spec)
-                if not str(r.channel.base_url or "").startswith(channel.url)]
+        fits = [
+            build_fits(_as_record(r), env, judged, index)
+            for r in _channel_records(spec)
+            if not str(r.channel.base_url or "").startswith(channel.url)
+        ]
         best = best_fitting(fits)
         if best is not None:
             print(f"cuda-resolve: the channel build {best.describe()}")
@@ -320,8 +373,10 @@ def _serve(command: str, args: Any, packages: list[str], specs: Sequence[Any], i
     if args.get("dry_run"):
         from conda.exceptions import DryRunExit
 
-        print(f"cuda-resolve: would build {', '.join(requirements)} against {torch.describe()} into the local channel "
-              f"{channel.url} (conda cuda plan -p {prefix} {' '.join(to_build)} shows the build)")
+        print(
+            f"cuda-resolve: would build {', '.join(requirements)} against {torch.describe()} into the local channel "
+            f"{channel.url} (conda cuda plan -p {prefix} {' '.join(to_build)} shows the build)"
+        )
         raise DryRunExit()
     for item in _build(prefix, requirements, index, channel):
         _pin(packages, item.package.name, item.package.version, item.package.build)
@@ -334,8 +389,15 @@ def _build(prefix: Path, requirements: Sequence[str], index: Any, channel: Any) 
     from cuda_resolve.conda.convert import build_into_channel
 
     report, options, arch_list = _build_setup()
-    return build_into_channel(list(requirements), prefix, channel=channel, index=index, options=options,
-                              arch_list=arch_list, reporter=report)
+    return build_into_channel(
+        list(requirements),
+        prefix,
+        channel=channel,
+        index=index,
+        options=options,
+        arch_list=arch_list,
+        reporter=report,
+    )
 
 
 def _build_setup() -> tuple[Any, Any, str | None]:
@@ -354,9 +416,15 @@ def _build_setup() -> tuple[Any, Any, str | None]:
             print(f"cuda-resolve: note: {text}", flush=True)
 
     settings = _settings()
-    sources = tuple((name, Path(folder).expanduser()) for name, folder in (settings.cuda_resolve_sources or {}).items())
-    options = InstallOptions(source_dirs=sources, explicit_arch_list=bool(settings.cuda_resolve_arch_list))
+    sources = tuple(
+        (name, Path(folder).expanduser())
+        for name, folder in (settings.cuda_resolve_sources or {}).items()
+    )
+    options = InstallOptions(
+        source_dirs=sources, explicit_arch_list=bool(settings.cuda_resolve_arch_list)
+    )
     return _Printer(), options, settings.cuda_resolve_arch_list or None
+
 
 def _spec(text: str) -> Any:
     from conda.models.match_spec import MatchSpec
@@ -364,7 +432,13 @@ def _spec(text: str) -> Any:
     return MatchSpec(text)
 
 
-def _defer(command: str, prefix: Path, packages: list[str], names: Sequence[str], requirements: Sequence[str]) -> None:
+def _defer(
+    command: str,
+    prefix: Path,
+    packages: list[str],
+    names: Sequence[str],
+    requirements: Sequence[str],
+) -> None:
     """Take ``names`` out of the command's specs (in place: conda's install reads this list):
     conda solves and installs the rest, torch included; :func:`after_install` then builds them
     against that torch and installs them through conda. :func:`veto_solve` refuses, before
@@ -375,10 +449,18 @@ def _defer(command: str, prefix: Path, packages: list[str], names: Sequence[str]
     if not packages:
         raise CudaResolvePluginError(
             f"{', '.join(names)} must be built against the torch this command installs, and it installs nothing else: nothing was changed",
-            hint=f"name the torch too: conda {command} -p {prefix} pytorch {' '.join(taken)}")
-    _DEFERRED.append(_Deferred(command=command, prefix=prefix, specs=tuple(taken), requirements=tuple(requirements)))
-    print(f"cuda-resolve: no channel build of {', '.join(names)} fits this machine; conda installs the rest first, "
-          "then cuda-resolve builds them against the torch it brought and installs them through conda", flush=True)
+            hint=f"name the torch too: conda {command} -p {prefix} pytorch {' '.join(taken)}",
+        )
+    _DEFERRED.append(
+        _Deferred(
+            command=command, prefix=prefix, specs=tuple(taken), requirements=tuple(requirements)
+        )
+    )
+    print(
+        f"cuda-resolve: no channel build of {', '.join(names)} fits this machine; conda installs the rest first, "
+        "then cuda-resolve builds them against the torch it brought and installs them through conda",
+        flush=True,
+    )
 
 
 def _requirement(spec: Any) -> str:
@@ -393,9 +475,12 @@ def _requirement(spec: Any) -> str:
     try:
         SpecifierSet(text)
     except InvalidSpecifier:
-        raise CudaResolvePluginError(f"{spec}: cuda-resolve cannot read the version {version!r} as a PEP 440 specifier",
-                                     hint=f"write it as {spec.name}=X.Y or '{spec.name}>=X.Y'") from None
+        raise CudaResolvePluginError(
+            f"{spec}: cuda-resolve cannot read the version {version!r} as a PEP 440 specifier",
+            hint=f"write it as {spec.name}=X.Y or '{spec.name}>=X.Y'",
+        ) from None
     return f"{spec.name}{text}"
+
 
 def _pin(packages: list[str], name: str, version: str, build: str) -> None:
     """Replace the command's spec for ``name`` (in place: conda's install reads this list) by
@@ -405,6 +490,7 @@ def _pin(packages: list[str], name: str, version: str, build: str) -> None:
     for position, text in enumerate(packages):
         if MatchSpec(text).name == name:
             packages[position] = f"{name}[version='=={version}',build={build}]"
+
 
 def after_install(command: str) -> None:
     """Conda environment variables for what was built into the environment: CUDA_HOME (the
@@ -431,7 +517,11 @@ def after_install(command: str) -> None:
         variables["CUDA_HOME"] = str(ours["toolkit"])
     PrefixData(str(prefix)).set_environment_env_vars(variables)
     _env_vars_marker(prefix).write_text(json.dumps(variables, indent=1, sort_keys=True))
-    print("cuda-resolve: set " + ", ".join(f"{k}={v}" for k, v in variables.items()) + f" for {prefix} (conda env config vars list)")
+    print(
+        "cuda-resolve: set "
+        + ", ".join(f"{k}={v}" for k, v in variables.items())
+        + f" for {prefix} (conda env config vars list)"
+    )
 
 
 def _finish(deferred: _Deferred) -> None:
@@ -458,10 +548,13 @@ def _finish(deferred: _Deferred) -> None:
             f"conda {deferred.command} finished: {prefix} exists with {len(records)} conda package(s)"
             f"{f', {torch.describe()} among them' if torch else ''}; but {', '.join(deferred.specs)} "
             f"{'is' if len(deferred.specs) == 1 else 'are'} not installed in it: {message}",
-            hint=(f"{hint}; then finish with: {finish}" if hint else f"finish with: {finish}")) from None
+            hint=(f"{hint}; then finish with: {finish}" if hint else f"finish with: {finish}"),
+        ) from None
 
 
-def _install_with_backend(prefix: Path, requirements: Sequence[str], index: Any, channel: Any) -> None:
+def _install_with_backend(
+    prefix: Path, requirements: Sequence[str], index: Any, channel: Any
+) -> None:
     """Plan ``requirements`` against the torch ``prefix`` has and carry the plan out with the
     conda-channel backend (builds or downloads, conversion, conda's own transaction)."""
     from cuda_resolve.conda.backend import CondaChannelBackend
@@ -476,8 +569,15 @@ def _install_with_backend(prefix: Path, requirements: Sequence[str], index: Any,
     env = detect_environment(python=None if running else str(python))
     report, options, arch_list = _build_setup()
     report.step(f"building {', '.join(requirements)} against {torch.describe()} in {prefix}")
-    plan = channel_plan(requirements, env, torch, index, options, arch_list=arch_list, reporter=report)
-    backend = CondaChannelBackend(prefix=prefix, channel=channel, install=_install_through_conda, channels=tuple(context.channels))
+    plan = channel_plan(
+        requirements, env, torch, index, options, arch_list=arch_list, reporter=report
+    )
+    backend = CondaChannelBackend(
+        prefix=prefix,
+        channel=channel,
+        install=_install_through_conda,
+        channels=tuple(context.channels),
+    )
     result = backend.execute(plan, env, index=index, options=options, reporter=report)
     from cuda_resolve.conda.records import read_prefix_records
 
@@ -508,21 +608,31 @@ def _install_through_conda(prefix: Path, channels: Sequence[str], specs: Sequenc
     from conda.base.constants import UpdateModifier
     from conda.models.match_spec import MatchSpec
 
-    solver = Solver(str(prefix), list(dict.fromkeys(channels)), context.subdirs, specs_to_add=[MatchSpec(text) for text in specs])
+    solver = Solver(
+        str(prefix),
+        list(dict.fromkeys(channels)),
+        context.subdirs,
+        specs_to_add=[MatchSpec(text) for text in specs],
+    )
     transaction = solver.solve_for_transaction(update_modifier=UpdateModifier.FREEZE_INSTALLED)
     if not context.json:
         transaction.print_transaction_summary()
     transaction.download_and_extract()
     transaction.execute()
 
+
 def _env_vars_marker(prefix: Path) -> Path:
     """What the plugin set in the environment's conda variables (so that it unsets only that)."""
-    return prefix / "conda-meta" / "cuda-resolve-env-vars"  # not *.json: conda reads those as records
+    return (
+        prefix / "conda-meta" / "cuda-resolve-env-vars"
+    )  # not *.json: conda reads those as records
+
 
 def after_remove(command: str) -> None:
     """Unset the variables a build set once no package of the local channel is left, unless the
     user changed them since."""
     unset_build_variables(Path(context.target_prefix))
+
 
 def unset_build_variables(prefix: Path) -> None:
     marker = _env_vars_marker(prefix)
@@ -535,15 +645,20 @@ def unset_build_variables(prefix: Path) -> None:
     channel = LocalChannel.default(_settings().cuda_resolve_channel)
     data = PrefixData(str(prefix), interoperability=False)
     data.reload()
-    if any(str(record.get("url", "") or "").startswith(channel.url) for record in data.iter_records()):
+    if any(
+        str(record.get("url", "") or "").startswith(channel.url) for record in data.iter_records()
+    ):
         return
     ours = json.loads(marker.read_text())
     current = data.get_environment_env_vars()
     names = [name for name, value in ours.items() if current.get(name) == value]
     if names:
         data.unset_environment_env_vars(names)
-        print(f"cuda-resolve: unset {', '.join(names)} for {prefix} (nothing built by cuda-resolve is left)")
+        print(
+            f"cuda-resolve: unset {', '.join(names)} for {prefix} (nothing built by cuda-resolve is left)"
+        )
     marker.unlink()
+
 
 def veto_solve(link_precs: Sequence[Any], unlink_precs: Sequence[Any] = ()) -> None:
     if not _active():
@@ -560,16 +675,27 @@ def veto_solve(link_precs: Sequence[Any], unlink_precs: Sequence[Any] = ()) -> N
         from cuda_resolve.conda.records import read_prefix_records, torch_record
 
         installed = read_prefix_records(prefix)
-        swap = veto_torch_swap([_as_record(record) for record in pytorch], installed, torch_record(prefix, installed))
+        swap = veto_torch_swap(
+            [_as_record(record) for record in pytorch], installed, torch_record(prefix, installed)
+        )
         if swap:
-            raise CudaResolvePluginError(swap, hint="conda remove those packages first (conda install builds them again for the new torch), or keep pip's torch")
+            raise CudaResolvePluginError(
+                swap,
+                hint="conda remove those packages first (conda install builds them again for the new torch), or keep pip's torch",
+            )
     from cuda_resolve.detect import detect_environment
 
     reason = veto_cpu_torch(detect_environment(), [_as_record(record) for record in pytorch])
     if reason:
-        raise CudaResolvePluginError(reason, hint="ask for a CUDA build: conda install 'pytorch=*=cuda*' (with conda-forge), or set CONDA_OVERRIDE_CUDA if __cuda is missing")
+        raise CudaResolvePluginError(
+            reason,
+            hint="ask for a CUDA build: conda install 'pytorch=*=cuda*' (with conda-forge), or set CONDA_OVERRIDE_CUDA if __cuda is missing",
+        )
 
-def _check_deferred(deferred: _Deferred, link_precs: Sequence[Any], unlink_precs: Sequence[Any]) -> None:
+
+def _check_deferred(
+    deferred: _Deferred, link_precs: Sequence[Any], unlink_precs: Sequence[Any]
+) -> None:
     """Before conda changes anything: the solve must leave a CUDA torch in the environment for
     the deferred names to be built against (else they could never be installed, and the
     command would stop half-way)."""
@@ -580,21 +706,28 @@ def _check_deferred(deferred: _Deferred, link_precs: Sequence[Any], unlink_precs
     if incoming:
         torch = TorchRecord.from_channel_record(_as_record(incoming[-1]))
     else:
-        current = torch_record(deferred.prefix) if (deferred.prefix / "conda-meta").is_dir() else None
+        current = (
+            torch_record(deferred.prefix) if (deferred.prefix / "conda-meta").is_dir() else None
+        )
         leaving = {record.name for record in unlink_precs}
         torch = current if current is not None and current.name not in leaving else None
     names = " ".join(_quoted(text) for text in deferred.specs)
     if torch is None:
         raise CudaResolvePluginError(
             f"{', '.join(deferred.specs)} must be built against the environment's torch, and this solve leaves none in {deferred.prefix}: nothing was changed",
-            hint=f"add a CUDA build of pytorch to the command: conda {deferred.command} -p {deferred.prefix} 'pytorch=*=cuda*' {names}")
+            hint=f"add a CUDA build of pytorch to the command: conda {deferred.command} -p {deferred.prefix} 'pytorch=*=cuda*' {names}",
+        )
     if torch.is_cpu_only:
         raise CudaResolvePluginError(
             f"{', '.join(deferred.specs)} must be built against a CUDA torch, and this solve gives {deferred.prefix} {torch.describe()}: nothing was changed",
-            hint=f"ask for a CUDA build: conda {deferred.command} -p {deferred.prefix} 'pytorch=*=cuda*' {names}")
+            hint=f"ask for a CUDA build: conda {deferred.command} -p {deferred.prefix} 'pytorch=*=cuda*' {names}",
+        )
     if context.dry_run:
-        print(f"cuda-resolve: after this, {', '.join(deferred.specs)} would be built against {torch.describe()} "
-              "and installed through conda", flush=True)
+        print(
+            f"cuda-resolve: after this, {', '.join(deferred.specs)} would be built against {torch.describe()} "
+            "and installed through conda",
+            flush=True,
+        )
 
 
 def load_pip_torch(prefix: Any, records: dict[str, Any]) -> dict[str, Any]:
@@ -611,16 +744,26 @@ def load_pip_torch(prefix: Any, records: dict[str, Any]) -> dict[str, Any]:
     from conda.models.enums import PackageType
     from conda.models.records import PrefixRecord
 
-    record = PrefixRecord(name="torch", version=found.version, build=PIP_BUILD, build_number=0,
-                          # fn in conda's archive form: solvers that convert installed records
-                          # (conda-rattler-solver) parse it; the record stays in memory only
-                          # and the platform's subdir, so that a solver's record for it round-trips
-                          # to this one (conda-rattler-solver rebuilds <channel>/<subdir>)
-                          channel=Channel("pypi"), subdir=context.subdir, fn=f"torch-{found.version}-{PIP_BUILD}.conda",
-                          package_type=PackageType.VIRTUAL_PYTHON_WHEEL, files=(), paths_data=None,
-                          url=found.dist_info.as_uri())
+    record = PrefixRecord(
+        name="torch",
+        version=found.version,
+        build=PIP_BUILD,
+        build_number=0,
+        # fn in conda's archive form: solvers that convert installed records
+        # (conda-rattler-solver) parse it; the record stays in memory only
+        # and the platform's subdir, so that a solver's record for it round-trips
+        # to this one (conda-rattler-solver rebuilds <channel>/<subdir>)
+        channel=Channel("pypi"),
+        subdir=context.subdir,
+        fn=f"torch-{found.version}-{PIP_BUILD}.conda",
+        package_type=PackageType.VIRTUAL_PYTHON_WHEEL,
+        files=(),
+        paths_data=None,
+        url=found.dist_info.as_uri(),
+    )
     records["torch"] = record
     return {"torch": record}
+
 
 def error_hints(error: Any) -> Iterator[Any]:
     from conda.exceptions import PackagesNotFoundError
@@ -636,7 +779,9 @@ def error_hints(error: Any) -> Iterator[Any]:
     if curated:
         yield CondaErrorHint(
             text=f"cuda-resolve can build {', '.join(curated)} for this environment's torch and GPUs, but its conda plugin is not active: {_ACTIVATE} (or: conda cuda activate), then run this command again",
-            hint_code="cuda_resolve_inactive")
+            hint_code="cuda_resolve_inactive",
+        )
+
 
 def health_check(prefix: str, verbose: bool) -> None:
     from cuda_resolve.cli import main

@@ -38,8 +38,11 @@ def conda_subcommands() -> Iterator[Any]:
 
         return subcommand(argv)
 
-    yield CondaSubcommand(name="cuda", summary="cuda-resolve: CUDA-aware torch and extension builds for this environment",
-                          action=action)
+    yield CondaSubcommand(
+        name="cuda",
+        summary="cuda-resolve: CUDA-aware torch and extension builds for this environment",
+        action=action,
+    )
 
 
 @hookimpl
@@ -47,14 +50,26 @@ def conda_settings() -> Iterator[Any]:
     from conda.common.configuration import MapParameter, PrimitiveParameter
     from conda.plugins.types import CondaSetting
 
-    yield CondaSetting(name="cuda_resolve_active", parameter=PrimitiveParameter(False, element_type=bool),
-                       description="conda install/create/update build the CUDA extensions cuda-resolve curates (pointnet2_ops, kaolin) into a local channel where no channel build fits")
-    yield CondaSetting(name="cuda_resolve_channel", parameter=PrimitiveParameter("", element_type=str),
-                       description="the folder of cuda-resolve's local conda channel (default: conda-channel in cuda-resolve's cache folder)")
-    yield CondaSetting(name="cuda_resolve_arch_list", parameter=PrimitiveParameter("", element_type=str),
-                       description="build for these compute capabilities ('8.0;9.0') instead of this machine's GPUs")
-    yield CondaSetting(name="cuda_resolve_sources", parameter=MapParameter(PrimitiveParameter("", element_type=str)),
-                       description="package -> a local source folder or archive to build it from (as --source PACKAGE=DIR)")
+    yield CondaSetting(
+        name="cuda_resolve_active",
+        parameter=PrimitiveParameter(False, element_type=bool),
+        description="conda install/create/update build the CUDA extensions cuda-resolve curates (pointnet2_ops, kaolin) into a local channel where no channel build fits",
+    )
+    yield CondaSetting(
+        name="cuda_resolve_channel",
+        parameter=PrimitiveParameter("", element_type=str),
+        description="the folder of cuda-resolve's local conda channel (default: conda-channel in cuda-resolve's cache folder)",
+    )
+    yield CondaSetting(
+        name="cuda_resolve_arch_list",
+        parameter=PrimitiveParameter("", element_type=str),
+        description="build for these compute capabilities ('8.0;9.0') instead of this machine's GPUs",
+    )
+    yield CondaSetting(
+        name="cuda_resolve_sources",
+        parameter=MapParameter(PrimitiveParameter("", element_type=str)),
+        description="package -> a local source folder or archive to build it from (as --source PACKAGE=DIR)",
+    )
 
 
 @hookimpl
@@ -66,7 +81,9 @@ def conda_pre_commands() -> Iterator[Any]:
 
         before_install(command)
 
-    yield CondaPreCommand(name=NAME, action=action, run_for={"install", "create", "update", "remove"})
+    yield CondaPreCommand(
+        name=NAME, action=action, run_for={"install", "create", "update", "remove"}
+    )
 
 
 @hookimpl
@@ -128,5 +145,8 @@ def conda_health_checks() -> Iterator[Any]:
 
         health_check(prefix, verbose)
 
-    yield CondaHealthCheck(name=NAME, action=action,
-                           summary="torch vs the driver, kernels for every GPU, the CUDA toolkit, extension libraries that will not load")
+    yield CondaHealthCheck(
+        name=NAME,
+        action=action,
+        summary="torch vs the driver, kernels for every GPU, the CUDA toolkit, extension libraries that will not load",
+    )

@@ -26,6 +26,8 @@ def version_text() -> str:
             if entry.is_dir():
                 pending.append(entry)
             elif entry.name.endswith(".toml"):
-                dates.update(re.findall(r"\b(20\d\d-[01]\d-[0-3]\d)\b", entry.read_text(encoding="utf-8")))
+                dates.update(
+                    re.findall(r"\b(20\d\d-[01]\d-[0-3]\d)\b", entry.read_text(encoding="utf-8"))
+                )
     dated = f"index of {max(dates)}" if dates else "index without a date"
     return f"cuda-resolve {__version__} ({dated}: the newest date its sources cite)"

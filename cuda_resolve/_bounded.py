@@ -85,15 +85,25 @@ def check_regular(path: str | os.PathLike[str], mode: int) -> None:
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(errno.EISDIR, "is a directory, expected a file", os.fspath(path))
     if not stat.S_ISREG(mode):
-        raise NotRegularFileError(errno.EINVAL, f"is {_kind(mode)}, not a regular file", os.fspath(path))
+        raise NotRegularFileError(
+            errno.EINVAL, f"is {_kind(mode)}, not a regular file", os.fspath(path)
+        )
 
 
 def _too_large(path: str | os.PathLike[str], limit: int) -> FileTooLargeError:
-    return FileTooLargeError(errno.EFBIG, f"is larger than {_size(limit)}, too large to be what is expected", os.fspath(path))
+    return FileTooLargeError(
+        errno.EFBIG,
+        f"is larger than {_size(limit)}, too large to be what is expected",
+        os.fspath(path),
+    )
 
 
 def _size(count: int) -> str:
-    return f"{count // (1024 * 1024)} MiB" if count >= 1024 * 1024 and count % (1024 * 1024) == 0 else f"{count} bytes"
+    return (
+        f"{count // (1024 * 1024)} MiB"
+        if count >= 1024 * 1024 and count % (1024 * 1024) == 0
+        else f"{count} bytes"
+    )
 
 
 def read_bytes(path: str | os.PathLike[str], *, limit: int = DEFAULT_READ_LIMIT) -> bytes:
@@ -112,7 +122,12 @@ def read_head(path: str | os.PathLike[str], count: int) -> bytes:
     """The first *count* bytes of the regular file *path* (all of it if shorter); raises as
     :func:`read_bytes` does, except that a longer file is not an error."""
     check_regular(path, os.stat(path).st_mode)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+    flags = (
+        os.O_RDONLY
+        | getattr(os, "O_NONBLOCK", 0)
+        | getattr(os, "O_NOCTTY", 0)
+        | getattr(os, "O_BINARY", 0)
+    )
     descriptor = os.open(path, flags)
     with os.fdopen(descriptor, "rb", buffering=0) as handle:
         check_regular(path, os.fstat(descriptor).st_mode)  # swapped for a FIFO since the stat
@@ -150,7 +165,9 @@ def read_user_text(
     except FileNotFoundError:
         raise error(f"{path}: no such file", hint=hint) from None
     except UnicodeDecodeError as exc:
-        raise error(f"{path}: cannot be read: not UTF-8 text (byte {exc.start})", hint=hint) from None
+        raise error(
+            f"{path}: cannot be read: not UTF-8 text (byte {exc.start})", hint=hint
+        ) from None
     except (IsADirectoryError, NotRegularFileError, FileTooLargeError) as exc:
         raise error(f"{path}: {exc.strerror}; expected {what}", hint=hint) from None
     except OSError as exc:
@@ -197,7 +214,9 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
         if _POSIX:
             os.killpg(process.pid, signal.SIGKILL)  # its own session: pid == process group id
         else:  # pragma: no cover - Windows
-            subprocess.run(["taskkill", "/F", "/T", "/PID", str(process.pid)], capture_output=True, check=False)
+            subprocess.run(
+                ["taskkill", "/F", "/T", "/PID", str(process.pid)], capture_output=True, check=False
+            )
     except OSError:
         pass  # the group is gone already
     try:
@@ -227,8 +246,14 @@ atexit.register(_at_exit)
 class _Collector:
     """Reads one pipe in a thread, keeping at most the shared limit; says when it is over."""
 
-    def __init__(self, stream: BinaryIO, budget: list[int], over: threading.Event, wake: threading.Event,
-                 lock: threading.Lock) -> None:
+    def __init__(
+        self,
+        stream: BinaryIO,
+        budget: list[int],
+        over: threading.Event,
+        wake: threading.Event,
+        lock: threading.Lock,
+    ) -> None:
         self.chunks: list[bytes] = []
         self._stream = stream
         self._budget = budget
@@ -242,7 +267,11 @@ class _Collector:
     def _read(self) -> None:
         try:
             while True:
-                chunk = self._stream.read1(65536) if hasattr(self._stream, "read1") else self._stream.read(65536)
+                chunk = (
+                    self._stream.read1(65536)
+                    if hasattr(self._stream, "read1")
+                    else self._stream.read(65536)
+                )
                 if not chunk:
                     break
                 with self._lock:
@@ -306,7 +335,9 @@ def run(
     if exiting:  # started by a worker thread while the interpreter exits: not kept
         _kill(process)
     try:
-        return _collect(process, timeout=timeout, output_limit=output_limit, stdin=stdin, started=started)
+        return _collect(
+            process, timeout=timeout, output_limit=output_limit, stdin=stdin, started=started
+        )
     except BaseException:
         _kill(process)  # Ctrl-C (or anything else): never leave the program behind
         raise
@@ -321,7 +352,12 @@ def run(
 
 
 def _collect(
-    process: subprocess.Popen[bytes], *, timeout: float, output_limit: int, stdin: bytes | None, started: float
+    process: subprocess.Popen[bytes],
+    *,
+    timeout: float,
+    output_limit: int,
+    stdin: bytes | None,
+    started: float,
 ) -> Ran:
     assert process.stdout is not None and process.stderr is not None
     budget = [output_limit]
@@ -331,7 +367,9 @@ def _collect(
     out = _Collector(process.stdout, budget, over, wake, lock)  # type: ignore[arg-type]
     err = _Collector(process.stderr, budget, over, wake, lock)  # type: ignore[arg-type]
     if stdin is not None and process.stdin is not None:
-        threading.Thread(target=_feed, args=(process.stdin, stdin), name="cuda-resolve-stdin", daemon=True).start()
+        threading.Thread(
+            target=_feed, args=(process.stdin, stdin), name="cuda-resolve-stdin", daemon=True
+        ).start()
     deadline = started + max(timeout, 0.0)
     killed = False
     # Wait for both pipes to close (the program and any child holding them are done), for the

@@ -113,14 +113,18 @@ def installed_distributions(search_path, wanted=None):
                 add(name, version, os.path.join(folder, "EGG-INFO"))
             continue
         try:
-            entries = os.listdir(folder or ".")  # directory order, as importlib.metadata and pip read it
+            entries = os.listdir(
+                folder or "."
+            )  # directory order, as importlib.metadata and pip read it
         except (IOError, OSError):
             continue
         for entry in entries:
             headers = metadata_file(folder or ".", entry)
             if headers is None:
                 continue
-            if wanted is not None and not wanted(normalized_name(entry.rsplit(".", 1)[0].split("-", 1)[0])):
+            if wanted is not None and not wanted(
+                normalized_name(entry.rsplit(".", 1)[0].split("-", 1)[0])
+            ):
                 continue
             name, version = name_and_version(headers)
             add(name, version, os.path.join(folder, entry))
@@ -139,6 +143,8 @@ def source_text():
 
         data = pkgutil.get_data("cuda_resolve", "_dist_metadata.py")
         if data is None:
-            raise OSError("cuda_resolve/_dist_metadata.py cannot be read from the installed package")
+            raise OSError(
+                "cuda_resolve/_dist_metadata.py cannot be read from the installed package"
+            )
         _SOURCE.append(data.decode("utf-8"))
     return _SOURCE[0]

@@ -23,7 +23,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Member", "end", "end_session", "orphans_holding_output", "pipe_holders", "session_members"]
+__all__ = [
+    "Member",
+    "end",
+    "end_session",
+    "orphans_holding_output",
+    "pipe_holders",
+    "session_members",
+]
 
 _PROC = Path("/proc")
 _LINUX = sys.platform.startswith("linux")
@@ -174,7 +181,9 @@ def _wait_for(process: subprocess.Popen[bytes] | None, pids: Iterable[int], seco
         time.sleep(0.02)
 
 
-def end_session(process: subprocess.Popen[bytes], *, also: Iterable[Member] = (), gentle: bool = True) -> list[Member]:
+def end_session(
+    process: subprocess.Popen[bytes], *, also: Iterable[Member] = (), gentle: bool = True
+) -> list[Member]:
     """End ``process`` (started with ``start_new_session``), every process of its session and
     ``also``; returns the processes that were still running besides the leader.
 

@@ -20,10 +20,18 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any, NoReturn
 
-__all__ = ["Terminated", "deferred_interrupts", "exit_status", "exit_with", "terminate_as_interrupt"]
+__all__ = [
+    "Terminated",
+    "deferred_interrupts",
+    "exit_status",
+    "exit_with",
+    "terminate_as_interrupt",
+]
 
 #: The signals that mean "stop", other than SIGINT (Ctrl-C): a scheduler's kill, a closed terminal.
-TERMINATING = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None)
+TERMINATING = tuple(
+    s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None
+)
 
 
 class Terminated(KeyboardInterrupt):
@@ -93,8 +101,9 @@ def _interrupt_for(signum: int) -> KeyboardInterrupt:
 
 
 @contextmanager
-def deferred_interrupts(say: Callable[[str], None] = lambda _: None, *,
-                        doing: str = "restoring the environment") -> Iterator[list[KeyboardInterrupt]]:
+def deferred_interrupts(
+    say: Callable[[str], None] = lambda _: None, *, doing: str = "restoring the environment"
+) -> Iterator[list[KeyboardInterrupt]]:
     """Ctrl-C, SIGTERM and SIGHUP arriving inside the block wait until it is done.
 
     Each one is said (``say``: the reporter's note) as it arrives; the block then runs to its end,
@@ -109,7 +118,9 @@ def deferred_interrupts(say: Callable[[str], None] = lambda _: None, *,
 
     def hold(signum: int, frame: FrameType | None) -> None:
         pending.append(_interrupt_for(signum))
-        with contextlib.suppress(OSError, ValueError):  # a closed terminal (SIGHUP) must not stop it
+        with contextlib.suppress(
+            OSError, ValueError
+        ):  # a closed terminal (SIGHUP) must not stop it
             say(f"{signal.Signals(signum).name} received while {doing}: finishing that first")
 
     ours = (signal.default_int_handler, _raise_terminated)

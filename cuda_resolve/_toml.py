@@ -39,8 +39,12 @@ def parse_toml_text(
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{origin}: not valid TOML: {exc}", hint=hint) from None
     except RecursionError:
-        raise error(f"{origin}: not valid TOML: arrays or tables nested too deeply", hint=hint) from None
-    except ValueError as exc:  # int() past Python's digit limit: "Exceeds the limit (4300 digits)..."
+        raise error(
+            f"{origin}: not valid TOML: arrays or tables nested too deeply", hint=hint
+        ) from None
+    except (
+        ValueError
+    ) as exc:  # int() past Python's digit limit: "Exceeds the limit (4300 digits)..."
         raise error(f"{origin}: not valid TOML: {shorten(str(exc))}", hint=hint) from None
     return Table(data, origin=origin, path="", error=error, hint=hint)
 

@@ -59,7 +59,9 @@ class Verdict:
 # -- driver ---------------------------------------------------------------------------------
 
 
-def cuda_for_driver(version: DriverVersion, index: CudaFactsSource, *, os: str = "linux") -> CudaVersion | None:
+def cuda_for_driver(
+    version: DriverVersion, index: CudaFactsSource, *, os: str = "linux"
+) -> CudaVersion | None:
     """The highest CUDA a driver supports, from the toolkits' own driver minimums (S1 Table 3)."""
     best: CudaVersion | None = None
     for facts in index.toolkits:
@@ -106,7 +108,10 @@ def driver_supports_cuda(
         )
     need = f"driver >= {own}" if own else f"a driver for CUDA {cuda}"
     mode = " (--strict-driver)" if strict and cuda.major >= 11 else ""
-    return Verdict(False, f"driver {driver.version} supports CUDA <= {driver.cuda}; CUDA {cuda} needs {need}{mode}")
+    return Verdict(
+        False,
+        f"driver {driver.version} supports CUDA <= {driver.cuda}; CUDA {cuda} needs {need}{mode}",
+    )
 
 
 # -- GPU architectures ----------------------------------------------------------------------
@@ -125,7 +130,12 @@ def build_covers_gpu(arch_list: Iterable[ArchEntry], gpu: ComputeCapability) -> 
         plain = ComputeCapability(cap.major, cap.minor)
         if plain == plain_gpu:
             return True
-        if entry.ptx and not cap.suffix and plain <= plain_gpu and plain_gpu not in JETSON_CAPABILITIES:
+        if (
+            entry.ptx
+            and not cap.suffix
+            and plain <= plain_gpu
+            and plain_gpu not in JETSON_CAPABILITIES
+        ):
             return True
         if cap.suffix or plain in JETSON_CAPABILITIES or plain_gpu in JETSON_CAPABILITIES:
             continue
@@ -165,7 +175,9 @@ def parse_torch_arch_names(names: Iterable[str]) -> tuple[ArchEntry, ...]:
     return tuple(entries)
 
 
-def torch_arch_list(env: Environment, index: CudaFactsSource) -> tuple[tuple[ArchEntry, ...] | None, str]:
+def torch_arch_list(
+    env: Environment, index: CudaFactsSource
+) -> tuple[tuple[ArchEntry, ...] | None, str]:
     """The installed torch's arch list: its own report, else the index's facts; and where from."""
     torch = env.torch
     if torch is None or torch.cuda is None:
@@ -182,7 +194,9 @@ def torch_arch_list(env: Environment, index: CudaFactsSource) -> tuple[tuple[Arc
 # -- toolkits and compilers -----------------------------------------------------------------
 
 
-def toolkit_archs(toolkit: Toolkit | None, facts: ToolkitFacts | None) -> tuple[ComputeCapability, ...]:
+def toolkit_archs(
+    toolkit: Toolkit | None, facts: ToolkitFacts | None
+) -> tuple[ComputeCapability, ...]:
     """What an nvcc can target: what it said itself, else the index's facts for its version."""
     if toolkit is not None and toolkit.gpu_archs:
         return toolkit.gpu_archs
@@ -223,7 +237,9 @@ def compiler_within_toolkit(gcc: str | None, facts: ToolkitFacts | None) -> Verd
     if facts is None:
         return Verdict(True, f"gcc {gcc}: no facts for this toolkit")
     if facts.gcc_max is not None and major > facts.gcc_max:
-        return Verdict(False, f"gcc {gcc} is newer than CUDA {facts.version} accepts (gcc <= {facts.gcc_max})")
+        return Verdict(
+            False, f"gcc {gcc} is newer than CUDA {facts.version} accepts (gcc <= {facts.gcc_max})"
+        )
     bound = facts.torch_gcc_max_exclusive
     if bound is not None and major >= bound:
         return Verdict(
@@ -244,8 +260,14 @@ def host_compiler_for(compiler: Compiler, facts: ToolkitFacts | None) -> tuple[V
     if verdict.ok:
         return verdict, None
     # Only versions count: detection may have recorded a bare program name ("gcc-12").
-    usable = [v for v in compiler.other_gcc if v.split(".")[0].isdigit() and compiler_within_toolkit(v, facts).ok]
-    newest = max(usable, key=lambda v: tuple(int(p) for p in v.split(".") if p.isdigit()), default=None)
+    usable = [
+        v
+        for v in compiler.other_gcc
+        if v.split(".")[0].isdigit() and compiler_within_toolkit(v, facts).ok
+    ]
+    newest = max(
+        usable, key=lambda v: tuple(int(p) for p in v.split(".") if p.isdigit()), default=None
+    )
     return verdict, newest
 
 
@@ -270,7 +292,8 @@ def arch_list_for_build(
             continue
         # Same-major SASS that actually runs here: not 10.1 code on 10.3, not 8.6 on Jetson 8.7.
         same_major = [
-            a for a in plain
+            a
+            for a in plain
             if a.major == target.major and a < target and build_covers_gpu((ArchEntry(a),), target)
         ]
         if same_major:
@@ -284,7 +307,11 @@ def arch_list_for_build(
                 continue
         impossible.append(gpu)
     # "9.0+PTX" already carries the 9.0 SASS: don't list 9.0 twice.
-    merged = {entry for entry in chosen if entry.ptx or ArchEntry(entry.capability, ptx=True) not in chosen}
+    merged = {
+        entry
+        for entry in chosen
+        if entry.ptx or ArchEntry(entry.capability, ptx=True) not in chosen
+    }
     return tuple(sorted(merged)), tuple(impossible)
 
 
@@ -315,7 +342,9 @@ def marker_environment(env: Environment) -> dict[str, str]:
         "python_full_version": python.version,
         "implementation_name": python.implementation,
         "implementation_version": python.version,
-        "platform_python_implementation": _IMPLEMENTATION.get(python.implementation, python.implementation),
+        "platform_python_implementation": _IMPLEMENTATION.get(
+            python.implementation, python.implementation
+        ),
         "sys_platform": _SYS_PLATFORM.get(machine.os, machine.os),
         "platform_system": _PLATFORM_SYSTEM.get(machine.os, machine.os),
         "os_name": "nt" if machine.os == "windows" else "posix",

@@ -126,7 +126,9 @@ def parse_mirror_url(text: str, *, prefix: bool = True) -> str:
         port = parts.port
         host = parts.hostname
     except ValueError as exc:
-        raise ValueError(f"the host or port is not valid ({_without_url(str(exc))}); a port is a number from 1 to 65535") from None
+        raise ValueError(
+            f"the host or port is not valid ({_without_url(str(exc))}); a port is a number from 1 to 65535"
+        ) from None
     if not host:
         raise ValueError("the URL names no host")
     if port == 0:
@@ -312,9 +314,7 @@ def parse_config(text: str, *, origin: str = "<config>", base_dir: Path | None =
 def _config(top: Table, *, path: Path | None) -> Config:
     preset = top.string("preset", None)
     base_dir = path.parent if path is not None else Path.cwd()
-    index_dirs = tuple(
-        _resolve_dir(text, base_dir) for text in top.strings("index_dirs", ())
-    )
+    index_dirs = tuple(_resolve_dir(text, base_dir) for text in top.strings("index_dirs", ()))
     wheelhouse_text = top.string("wheelhouse", None)
     wheelhouse = _resolve_dir(wheelhouse_text, base_dir) if wheelhouse_text else None
     wheelhouse_url = _url_field(top, "wheelhouse_url", required=False)
@@ -410,7 +410,11 @@ def config_to_dict(config: Config) -> dict[str, Any]:
         data["pytorch"] = {"layout": config.pytorch.layout, "url": config.pytorch.url}
     if config.rewrites:
         data["rewrite"] = [
-            {"canonical": rule.canonical, "mirror": rule.mirror, "artifacts_only": rule.artifacts_only}
+            {
+                "canonical": rule.canonical,
+                "mirror": rule.mirror,
+                "artifacts_only": rule.artifacts_only,
+            }
             for rule in config.rewrites
         ]
     return data

@@ -16,7 +16,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DynamicInfo", "ElfError", "ElfImage", "Section", "open_elf", "parse_dynamic", "read_dynamic"]
+__all__ = [
+    "DynamicInfo",
+    "ElfError",
+    "ElfImage",
+    "Section",
+    "open_elf",
+    "parse_dynamic",
+    "read_dynamic",
+]
 
 _PT_LOAD = 1
 _PT_DYNAMIC = 2
@@ -68,7 +76,9 @@ def _parse(data: bytes | mmap.mmap) -> DynamicInfo | None:
     dynamic: tuple[int, int] | None = None
     for number in range(phnum):
         base = phoff + number * phentsize
-        p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = struct.unpack_from(endian + "IIQQQQ", data, base)
+        p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = struct.unpack_from(
+            endian + "IIQQQQ", data, base
+        )
         if p_type == _PT_LOAD:
             loads.append((p_vaddr, p_offset, p_filesz))
         elif p_type == _PT_DYNAMIC:
@@ -97,8 +107,12 @@ def _parse(data: bytes | mmap.mmap) -> DynamicInfo | None:
         return data[start:end].decode("utf-8")
 
     needed = tuple(string(value) for tag, value in entries if tag == _DT_NEEDED)
-    rpath = tuple(p for tag, value in entries if tag == _DT_RPATH for p in string(value).split(":") if p)
-    runpath = tuple(p for tag, value in entries if tag == _DT_RUNPATH for p in string(value).split(":") if p)
+    rpath = tuple(
+        p for tag, value in entries if tag == _DT_RPATH for p in string(value).split(":") if p
+    )
+    runpath = tuple(
+        p for tag, value in entries if tag == _DT_RUNPATH for p in string(value).split(":") if p
+    )
     return DynamicInfo(needed, rpath, runpath)
 
 
@@ -172,12 +186,16 @@ class ElfImage:
         sections = []
         for name_at, kind, _flags, address, offset, size, link, _info in raw:
             name = self._string(names_offset, names_size, name_at) if names_size else ""
-            sections.append(Section(name=name, type=kind, address=address, offset=offset, size=size, link=link))
+            sections.append(
+                Section(name=name, type=kind, address=address, offset=offset, size=size, link=link)
+            )
         self.sections = tuple(sections)
 
     def _check(self, offset: int, size: int, what: str) -> None:
         if offset < 0 or size < 0 or offset + size > len(self.data):
-            raise ElfError(f"{what} (bytes {offset}..{offset + size}) runs past the end of the file ({len(self.data)} bytes)")
+            raise ElfError(
+                f"{what} (bytes {offset}..{offset + size}) runs past the end of the file ({len(self.data)} bytes)"
+            )
 
     def _string(self, table: int, table_size: int, at: int) -> str:
         if at >= table_size:
@@ -204,7 +222,11 @@ class ElfImage:
     def file_offset(self, address: int) -> int | None:
         """Where the byte loaded at virtual ``address`` lies in the file (by section)."""
         for section in self.sections:
-            if section.type != 8 and section.address and section.address <= address < section.address + section.size:
+            if (
+                section.type != 8
+                and section.address
+                and section.address <= address < section.address + section.size
+            ):
                 return address - section.address + section.offset
         return None
 
@@ -220,7 +242,9 @@ class ElfImage:
         self._check(dynsym.offset, dynsym.size, "the dynamic symbol table")
         self._check(strtab.offset, strtab.size, "the dynamic string table")
         if dynsym.size // _SYMBOL_SIZE > _MAX_SYMBOLS:
-            raise ElfError(f"{dynsym.size // _SYMBOL_SIZE} dynamic symbols (more than {_MAX_SYMBOLS})")
+            raise ElfError(
+                f"{dynsym.size // _SYMBOL_SIZE} dynamic symbols (more than {_MAX_SYMBOLS})"
+            )
         return dynsym, strtab
 
     def undefined_symbols(self) -> tuple[str, ...]:
@@ -233,7 +257,9 @@ class ElfImage:
         names: list[str] = []
         end = dynsym.offset + dynsym.size - dynsym.size % _SYMBOL_SIZE
         fmt = self.endian + "IBBHQQ"
-        for name_at, info, _other, shndx, _value, _size in struct.iter_unpack(fmt, self.data[dynsym.offset:end]):
+        for name_at, info, _other, shndx, _value, _size in struct.iter_unpack(
+            fmt, self.data[dynsym.offset : end]
+        ):
             if shndx == _SHN_UNDEF and name_at and info >> 4 == _STB_GLOBAL:
                 names.append(self._string(strtab.offset, strtab.size, name_at))
         return tuple(names)
@@ -252,21 +278,29 @@ class ElfImage:
         count = dynsym.size // _SYMBOL_SIZE
         gnu_hash = next((s for s in self.sections if s.type == _SHT_GNU_HASH), None)
         if gnu_hash is not None:
-            return frozenset(name for name in wanted if self._gnu_lookup(gnu_hash, dynsym, strtab, count, name))
+            return frozenset(
+                name for name in wanted if self._gnu_lookup(gnu_hash, dynsym, strtab, count, name)
+            )
         found: set[str] = set()
         fmt = self.endian + "IBBHQQ"
         end = dynsym.offset + count * _SYMBOL_SIZE
-        for name_at, info, _other, shndx, _value, _size in struct.iter_unpack(fmt, self.data[dynsym.offset:end]):
+        for name_at, info, _other, shndx, _value, _size in struct.iter_unpack(
+            fmt, self.data[dynsym.offset : end]
+        ):
             if shndx != _SHN_UNDEF and name_at and info >> 4 in (_STB_GLOBAL, _STB_WEAK):
                 name = self._string(strtab.offset, strtab.size, name_at)
                 if name in wanted:
                     found.add(name)
         return frozenset(found)
 
-    def _gnu_lookup(self, table: Section, dynsym: Section, strtab: Section, count: int, name: str) -> bool:
+    def _gnu_lookup(
+        self, table: Section, dynsym: Section, strtab: Section, count: int, name: str
+    ) -> bool:
         self._check(table.offset, table.size, "the GNU hash table")
         data, endian, base = self.data, self.endian, table.offset
-        nbuckets, symoffset, bloom_size, bloom_shift = struct.unpack_from(endian + "IIII", data, base)
+        nbuckets, symoffset, bloom_size, bloom_shift = struct.unpack_from(
+            endian + "IIII", data, base
+        )
         if nbuckets == 0 or nbuckets > _MAX_BUCKETS or bloom_size > _MAX_BUCKETS:
             raise ElfError(f"GNU hash table with {nbuckets} buckets and {bloom_size} bloom words")
         bloom_at = base + 16
@@ -279,7 +313,9 @@ class ElfImage:
         for byte in encoded:
             digest = (digest * 33 + byte) & 0xFFFFFFFF
         if bloom_size:
-            (word,) = struct.unpack_from(endian + "Q", data, bloom_at + 8 * ((digest // 64) % bloom_size))
+            (word,) = struct.unpack_from(
+                endian + "Q", data, bloom_at + 8 * ((digest // 64) % bloom_size)
+            )
             mask = (1 << (digest % 64)) | (1 << ((digest >> bloom_shift) % 64))
             if word & mask != mask:
                 return False
@@ -292,7 +328,9 @@ class ElfImage:
                 raise ElfError("a GNU hash chain runs past its table")
             (chained,) = struct.unpack_from(endian + "I", data, chain_at)
             if chained | 1 == digest | 1:
-                name_at, info, _other, shndx = struct.unpack_from(endian + "IBBH", data, dynsym.offset + index * _SYMBOL_SIZE)
+                name_at, info, _other, shndx = struct.unpack_from(
+                    endian + "IBBH", data, dynsym.offset + index * _SYMBOL_SIZE
+                )
                 if (
                     shndx != _SHN_UNDEF
                     and info >> 4 in (_STB_GLOBAL, _STB_WEAK)

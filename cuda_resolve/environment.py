@@ -109,7 +109,9 @@ class Compiler:
     gcc: str | None = None
     gxx: str | None = None
     clang: str | None = None
-    nvcc_host: str | None = None  # the host compiler nvcc would call (NVCC_CCBIN/CUDAHOSTCXX or c++)
+    nvcc_host: str | None = (
+        None  # the host compiler nvcc would call (NVCC_CCBIN/CUDAHOSTCXX or c++)
+    )
     nvcc_host_version: str | None = None
     other_gcc: tuple[str, ...] = ()  # other installed gcc versions (gcc-11, g++-12 ...)
 
@@ -166,7 +168,9 @@ class ExtensionBinary:
     missing_symbols: tuple[str, ...] = ()
     demangled: tuple[str, ...] = ()
     distribution: str | None = None  # "pointnet2_ops 3.0.0+pt2141cu130.sm90": what installed it
-    notes: tuple[str, ...] = ()  # what could not be read in it (a corrupt fat binary or symbol table)
+    notes: tuple[
+        str, ...
+    ] = ()  # what could not be read in it (a corrupt fat binary or symbol table)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -212,7 +216,9 @@ class Environment:
     scheduler: Scheduler = field(default_factory=Scheduler)
     variables: Variables = field(default_factory=Variables)
     extensions: tuple[ExtensionBinary, ...] = ()
-    installed_extensions: tuple[InstalledExtension, ...] = ()  # the index's packages installed in the target
+    installed_extensions: tuple[
+        InstalledExtension, ...
+    ] = ()  # the index's packages installed in the target
     notes: tuple[str, ...] = ()  # what probes reported instead of crashing (NVML mismatch ...)
     source: str = "profile"  # "detected" or the profile path
 
@@ -262,5 +268,7 @@ class Environment:
         platforms = self.platform_tags()
         if self.python.implementation != "cpython":
             return list(tags.compatible_tags((major, minor), platforms=platforms))
-        cpython = tags.cpython_tags((major, minor), [self.python.abi_tag, "abi3", "none"], platforms)
+        cpython = tags.cpython_tags(
+            (major, minor), [self.python.abi_tag, "abi3", "none"], platforms
+        )
         return [*cpython, *tags.compatible_tags((major, minor), platforms=platforms)]

@@ -51,7 +51,9 @@ class JobEnvironment:
     path: tuple[str, ...] = ()  # directories to put first on PATH (the toolkit's bin)
     library_path: tuple[str, ...] = ()  # directories to put first on LD_LIBRARY_PATH
     arch_list: str | None = None  # TORCH_CUDA_ARCH_LIST for later builds
-    needs: tuple[tuple[str, str, str], ...] = ()  # (extension, soname, directory) that explain library_path
+    needs: tuple[
+        tuple[str, str, str], ...
+    ] = ()  # (extension, soname, directory) that explain library_path
     unresolved: tuple[tuple[str, str], ...] = ()  # (extension, soname) found in no known directory
     notes: tuple[str, ...] = ()
 
@@ -71,8 +73,14 @@ def bare_extension_scan(env: Environment) -> tuple[ExtensionBinary, ...]:
     """The doctor's extension scan of the target, as the loader sees it with no LD_LIBRARY_PATH."""
     from .detect.extensions import find_extensions
 
-    torch_sites = (os.path.dirname(env.torch.location),) if env.torch is not None and env.torch.location else ()
-    return find_extensions(env.python.site_packages, torch_sites=torch_sites, environ={"PATH": os.defpath})
+    torch_sites = (
+        (os.path.dirname(env.torch.location),)
+        if env.torch is not None and env.torch.location
+        else ()
+    )
+    return find_extensions(
+        env.python.site_packages, torch_sites=torch_sites, environ={"PATH": os.defpath}
+    )
 
 
 def _toolkit_library_dirs(env: Environment) -> list[str]:
@@ -84,10 +92,14 @@ def _toolkit_library_dirs(env: Environment) -> list[str]:
     return dirs
 
 
-def library_locations(env: Environment, sonames: Iterable[str], environ: Mapping[str, str]) -> dict[str, str]:
+def library_locations(
+    env: Environment, sonames: Iterable[str], environ: Mapping[str, str]
+) -> dict[str, str]:
     """Where each soname lies: the first of this terminal's LD_LIBRARY_PATH entries, then the
     detected toolkits' library folders, that holds it. Sonames found nowhere are left out."""
-    candidates = [p for p in environ.get("LD_LIBRARY_PATH", "").split(":") if p] + _toolkit_library_dirs(env)
+    candidates = [
+        p for p in environ.get("LD_LIBRARY_PATH", "").split(":") if p
+    ] + _toolkit_library_dirs(env)
     found: dict[str, str] = {}
     for soname in sonames:
         for directory in candidates:
@@ -102,16 +114,27 @@ def _arch_list(env: Environment) -> tuple[str | None, str | None]:
 
     capabilities = env.capabilities
     if not capabilities:
-        return None, "no GPU detected here: TORCH_CUDA_ARCH_LIST is left to the build (cuda-resolve build sets it per profile)"
+        return (
+            None,
+            "no GPU detected here: TORCH_CUDA_ARCH_LIST is left to the build (cuda-resolve build sets it per profile)",
+        )
     toolkit = env.primary_toolkit
     if toolkit is None or not toolkit.gpu_archs:
-        return ";".join(str(c) for c in sorted(set(capabilities), key=lambda c: (c.major, c.minor))), None
+        return ";".join(
+            str(c) for c in sorted(set(capabilities), key=lambda c: (c.major, c.minor))
+        ), None
     entries, impossible = arch_list_for_build(capabilities, toolkit.gpu_archs)
-    note = f"nvcc {toolkit.version} has no target for {', '.join(map(str, impossible))}" if impossible else None
+    note = (
+        f"nvcc {toolkit.version} has no target for {', '.join(map(str, impossible))}"
+        if impossible
+        else None
+    )
     return (format_arch_list(entries) or None), note
 
 
-def job_environment(env: Environment, scan: Sequence[ExtensionBinary], locations: Mapping[str, str]) -> JobEnvironment:
+def job_environment(
+    env: Environment, scan: Sequence[ExtensionBinary], locations: Mapping[str, str]
+) -> JobEnvironment:
     """The exports for ``env`` from a bare-environment ``scan`` and where the missing libraries
     lie (see :func:`library_locations`)."""
     toolkit = env.primary_toolkit
@@ -128,7 +151,9 @@ def job_environment(env: Environment, scan: Sequence[ExtensionBinary], locations
             else:
                 unresolved.append((ext.path, soname))
     for path, soname in unresolved:
-        notes.append(f"{path} needs {soname}, which is in no LD_LIBRARY_PATH entry here nor in a detected toolkit: rebuild it against the installed torch")
+        notes.append(
+            f"{path} needs {soname}, which is in no LD_LIBRARY_PATH entry here nor in a detected toolkit: rebuild it against the installed torch"
+        )
     arch_list, arch_note = _arch_list(env)
     if arch_note:
         notes.append(arch_note)
@@ -204,14 +229,18 @@ def render(job: JobEnvironment, shell: Shell, *, extra_path: Sequence[str] = ())
 def slurm_lines(job: JobEnvironment, python: str) -> str:
     """Lines for an sbatch script (bash): the exports, and the target's interpreter folder first
     on PATH so ``python`` there is the target even when the job starts from a bare environment."""
-    header = f"# cuda-resolve env --slurm: the environment {python} needs (safe to evaluate twice)\n"
+    header = (
+        f"# cuda-resolve env --slurm: the environment {python} needs (safe to evaluate twice)\n"
+    )
     return header + render(job, "bash", extra_path=(os.path.dirname(python),))
 
 
 def validate_kernel_name(name: str) -> str:
     if not _KERNEL_NAME.match(name):
-        raise UsageError(f"--jupyter {name!r}: a kernel name may hold only letters, digits, '.', '_' and '-'",
-                         hint="for example --jupyter pointnet-cu130")
+        raise UsageError(
+            f"--jupyter {name!r}: a kernel name may hold only letters, digits, '.', '_' and '-'",
+            hint="for example --jupyter pointnet-cu130",
+        )
     return name
 
 
@@ -243,4 +272,6 @@ def jupyter_data_dir(environ: Mapping[str, str]) -> str:
     home = environ.get("HOME") or os.path.expanduser("~")
     if os.uname().sysname == "Darwin":
         return os.path.join(home, "Library", "Jupyter")
-    return os.path.join(environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share"), "jupyter")
+    return os.path.join(
+        environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share"), "jupyter"
+    )

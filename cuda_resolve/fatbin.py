@@ -87,7 +87,9 @@ def _ptx_name(capability: ComputeCapability) -> str:
     return f"compute_{capability.major}{capability.minor}{capability.suffix}"
 
 
-def gpu_kernel(sass: Iterable[ComputeCapability], ptx: Iterable[ComputeCapability], gpu: ComputeCapability) -> KernelKind | None:
+def gpu_kernel(
+    sass: Iterable[ComputeCapability], ptx: Iterable[ComputeCapability], gpu: ComputeCapability
+) -> KernelKind | None:
     """How a GPU of capability ``gpu`` runs this code: ``"sass"`` (compiled for it, or for
     its major at a lower minor), ``"ptx"`` (JIT-compiled by the driver at first use) or None
     (``no kernel image is available for execution on the device``). The rule is
@@ -110,7 +112,13 @@ def _capability(number: int, flags: int, where: int) -> ComputeCapability:
     return ComputeCapability(number // 10, number % 10, suffix)
 
 
-def _entries(data: bytes | mmap.mmap, start: int, end: int, found: list[tuple[int, ComputeCapability]], budget: list[int]) -> int:
+def _entries(
+    data: bytes | mmap.mmap,
+    start: int,
+    end: int,
+    found: list[tuple[int, ComputeCapability]],
+    budget: list[int],
+) -> int:
     """Read the fat binary at ``start`` (which must lie below ``end``); append each entry's
     (kind, capability) to ``found``; return where the fat binary ends."""
     if start + _HEADER.size > end:
@@ -119,14 +127,18 @@ def _entries(data: bytes | mmap.mmap, start: int, end: int, found: list[tuple[in
     if magic != FATBIN_MAGIC:
         raise FatbinError(f"no fat binary magic at byte {start} (found {magic:#x})")
     if header_size < _HEADER.size or start + header_size + size > end:
-        raise FatbinError(f"the fat binary at byte {start} claims {size} bytes, past the end of its section")
+        raise FatbinError(
+            f"the fat binary at byte {start} claims {size} bytes, past the end of its section"
+        )
     position, stop = start + int(header_size), start + int(header_size) + int(size)
     while position < stop:
         if position + _ENTRY_MIN > stop:
             raise FatbinError(f"an entry header at byte {position} is cut short")
         kind, _entry_version, entry_header, payload = _ENTRY.unpack_from(data, position)
         if entry_header < _ENTRY_MIN or position + entry_header + payload > stop:
-            raise FatbinError(f"the entry at byte {position} claims {entry_header}+{payload} bytes, past the end of its fat binary")
+            raise FatbinError(
+                f"the entry at byte {position} claims {entry_header}+{payload} bytes, past the end of its fat binary"
+            )
         (number,) = struct.unpack_from("<I", data, position + 28)
         (flags,) = struct.unpack_from("<Q", data, position + 40)
         if kind in (_KIND_PTX, _KIND_ELF):
@@ -138,20 +150,30 @@ def _entries(data: bytes | mmap.mmap, start: int, end: int, found: list[tuple[in
     return stop
 
 
-def _section_fatbins(image: ElfImage, offset: int, size: int, found: list[tuple[int, ComputeCapability]], budget: list[int]) -> None:
+def _section_fatbins(
+    image: ElfImage,
+    offset: int,
+    size: int,
+    found: list[tuple[int, ComputeCapability]],
+    budget: list[int],
+) -> None:
     """Every fat binary in a ``.nv_fatbin`` section: they follow one another, each aligned
     (the gap between them is zero padding)."""
     data, end = image.data, offset + size
     position, count = offset, 0
     while position < end:
-        if data[position:position + 4] != b"\x50\xed\x55\xba":
+        if data[position : position + 4] != b"\x50\xed\x55\xba":
             following = data.find(b"\x50\xed\x55\xba", position, end)
             if following < 0:
-                if any(data[position:end]):  # trailing alignment is zeros; anything else is not a fatbin
+                if any(
+                    data[position:end]
+                ):  # trailing alignment is zeros; anything else is not a fatbin
                     raise FatbinError(f"bytes {position}..{end} of .nv_fatbin are not a fat binary")
                 return
             if any(data[position:following]):
-                raise FatbinError(f"bytes {position}..{following} of .nv_fatbin are not a fat binary")
+                raise FatbinError(
+                    f"bytes {position}..{following} of .nv_fatbin are not a fat binary"
+                )
             position = following
         position = _entries(data, position, end, found, budget)
         count += 1
@@ -159,7 +181,9 @@ def _section_fatbins(image: ElfImage, offset: int, size: int, found: list[tuple[
             raise FatbinError(f"more than {_MAX_FATBINS} fat binaries")
 
 
-def _wrapper_fatbins(image: ElfImage, found: list[tuple[int, ComputeCapability]], budget: list[int]) -> None:
+def _wrapper_fatbins(
+    image: ElfImage, found: list[tuple[int, ComputeCapability]], budget: list[int]
+) -> None:
     """Follow ``.nvFatBinSegment``'s wrappers (magic, version, data pointer, filename) to the
     fat binaries they point at, wherever those lie in the file."""
     segment = image.section(".nvFatBinSegment")
@@ -172,7 +196,9 @@ def _wrapper_fatbins(image: ElfImage, found: list[tuple[int, ComputeCapability]]
             continue
         target = image.file_offset(address)
         if target is None:
-            raise FatbinError(f"the wrapper at byte {position} points at {address:#x}, outside the file's sections")
+            raise FatbinError(
+                f"the wrapper at byte {position} points at {address:#x}, outside the file's sections"
+            )
         _entries(data, target, len(data), found, budget)
 
 
@@ -251,12 +277,17 @@ def _source_kernel_images(source: Path) -> list[tuple[str, KernelImages]]:
         import tempfile
         import zipfile
 
-        with zipfile.ZipFile(source) as wheel, tempfile.TemporaryDirectory(prefix="cuda-resolve-fatbin-") as scratch:
+        with (
+            zipfile.ZipFile(source) as wheel,
+            tempfile.TemporaryDirectory(prefix="cuda-resolve-fatbin-") as scratch,
+        ):
             for member in wheel.infolist():
                 if member.is_dir() or not _is_shared_object(member.filename):
                     continue
                 if member.file_size > _MAX_WHEEL_MEMBER:
-                    raise FatbinError(f"{source}: {member.filename} is {member.file_size} bytes (more than {_MAX_WHEEL_MEMBER})")
+                    raise FatbinError(
+                        f"{source}: {member.filename} is {member.file_size} bytes (more than {_MAX_WHEEL_MEMBER})"
+                    )
                 copy = Path(scratch) / "member.so"
                 with wheel.open(member) as data, copy.open("wb") as out:
                     shutil.copyfileobj(data, out)
@@ -267,11 +298,15 @@ def _source_kernel_images(source: Path) -> list[tuple[str, KernelImages]]:
                 if images is not None:
                     found.append((member.filename, images))
         return found
-    files = [source] if source.is_file() else sorted(
-        Path(directory) / name
-        for directory, _dirs, names in os.walk(source)
-        for name in names
-        if _is_shared_object(name)
+    files = (
+        [source]
+        if source.is_file()
+        else sorted(
+            Path(directory) / name
+            for directory, _dirs, names in os.walk(source)
+            for name in names
+            if _is_shared_object(name)
+        )
     )
     for path in files:
         try:

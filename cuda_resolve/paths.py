@@ -193,7 +193,9 @@ def write_atomic(
 
 
 @contextlib.contextmanager
-def atomic_writer(path: Path, *, make_parents: bool = True, private: bool = False) -> Iterator[BinaryIO]:
+def atomic_writer(
+    path: Path, *, make_parents: bool = True, private: bool = False
+) -> Iterator[BinaryIO]:
     """``with atomic_writer(path) as stream: stream.write(...)``: :func:`write_atomic` for data
     that arrives in pieces (a download). The guarantees are the same: what is at ``path`` is
     refused before anything is written unless it is a regular file (or absent), the new file
@@ -260,7 +262,9 @@ def _new_temporary(target: Path) -> tuple[int, Path]:
     import tempfile  # only a run that writes pays for it (and for random, which it imports)
 
     remove_leftovers(target)
-    handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp")
+    handle, name = tempfile.mkstemp(
+        dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp"
+    )
     return handle, Path(name)
 
 

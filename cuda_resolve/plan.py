@@ -26,7 +26,16 @@ if TYPE_CHECKING:  # the resolver is imported only where a plan is resolved (not
     from ._toml import Table
     from .resolve import Alternative, Candidate, Rejection, Resolution
 
-__all__ = ["PLAN_FORMAT", "PYPI_SIMPLE", "PipStep", "Plan", "PlanFormatError", "PlanItem", "PlannedBuild", "make_plan"]
+__all__ = [
+    "PLAN_FORMAT",
+    "PYPI_SIMPLE",
+    "PipStep",
+    "Plan",
+    "PlanFormatError",
+    "PlanItem",
+    "PlannedBuild",
+    "make_plan",
+]
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 
@@ -59,8 +68,26 @@ class PlanItem:
     sha256: str | None = None  # the file's hash, read from its index when the plan is applied
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"name": self.name, "version": self.version, "variant": self.variant, "kind": self.kind}
-        for key in ("requirement", "url", "sha256", "index", "find_links", "recipe", "repository", "revision", "arch_list", "toolkit", "toolkit_root", "torch"):
+        data: dict[str, Any] = {
+            "name": self.name,
+            "version": self.version,
+            "variant": self.variant,
+            "kind": self.kind,
+        }
+        for key in (
+            "requirement",
+            "url",
+            "sha256",
+            "index",
+            "find_links",
+            "recipe",
+            "repository",
+            "revision",
+            "arch_list",
+            "toolkit",
+            "toolkit_root",
+            "torch",
+        ):
             value = getattr(self, key)
             if value is not None:
                 data[key] = value
@@ -76,10 +103,27 @@ class PlanItem:
         if kind not in ("wheel", "build", "installed"):
             raise table.fail("kind", f"= {kind!r}: expected wheel, build or installed")
         item = cls(
-            name=table.string("name"), version=table.string("version"), kind=kind,  # type: ignore[arg-type]
-            **{key: table.string(key, None) for key in (
-                "variant", "requirement", "url", "sha256", "index", "find_links", "recipe", "repository", "revision",
-                "arch_list", "toolkit", "toolkit_root", "torch")},
+            name=table.string("name"),
+            version=table.string("version"),
+            kind=kind,  # type: ignore[arg-type]
+            **{
+                key: table.string(key, None)
+                for key in (
+                    "variant",
+                    "requirement",
+                    "url",
+                    "sha256",
+                    "index",
+                    "find_links",
+                    "recipe",
+                    "repository",
+                    "revision",
+                    "arch_list",
+                    "toolkit",
+                    "toolkit_root",
+                    "torch",
+                )
+            },
         )
         table.finish(allowed_extra=("hashes",))
         return item
@@ -99,13 +143,23 @@ class PipStep:
     torch_index_only: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"purpose": self.purpose, "args": list(self.args), "built": list(self.built),
-                "checked_urls": list(self.checked_urls), "torch_index_only": self.torch_index_only}
+        return {
+            "purpose": self.purpose,
+            "args": list(self.args),
+            "built": list(self.built),
+            "checked_urls": list(self.checked_urls),
+            "torch_index_only": self.torch_index_only,
+        }
 
     @classmethod
     def from_table(cls, table: Table) -> PipStep:
-        step = cls(purpose=table.string("purpose"), args=table.strings("args"), built=table.strings("built", ()),
-                   checked_urls=table.strings("checked_urls", ()), torch_index_only=table.boolean("torch_index_only", False))
+        step = cls(
+            purpose=table.string("purpose"),
+            args=table.strings("args"),
+            built=table.strings("built", ()),
+            checked_urls=table.strings("checked_urls", ()),
+            torch_index_only=table.boolean("torch_index_only", False),
+        )
         table.finish()
         return step
 
@@ -171,23 +225,36 @@ class Plan:
             "reasons": list(self.reasons),
         }
         if self.complete:
-            data.update({
-                "builds": [build.to_json() for build in self.builds],
-                "steps": [step.to_json() for step in self.steps],
-                "imports": list(self.imports),
-                "smoke": [{"package": package, "script": script} for package, script in self.smoke],
-                "notes": list(self.notes),
-                "pip_version": self.pip_version,
-                "trust": "decided when applied" if self.trust is None else list(self.trust),
-                "trust_note": self.trust_note,
-                "skip_pip": self.skip_pip,
-            })
+            data.update(
+                {
+                    "builds": [build.to_json() for build in self.builds],
+                    "steps": [step.to_json() for step in self.steps],
+                    "imports": list(self.imports),
+                    "smoke": [
+                        {"package": package, "script": script} for package, script in self.smoke
+                    ],
+                    "notes": list(self.notes),
+                    "pip_version": self.pip_version,
+                    "trust": "decided when applied" if self.trust is None else list(self.trust),
+                    "trust_note": self.trust_note,
+                    "skip_pip": self.skip_pip,
+                }
+            )
         if explain:
             data["rejected"] = [
-                {"name": r.name, "candidate": r.label, "category": r.category, "kind": r.kind, "reason": r.reason}
+                {
+                    "name": r.name,
+                    "candidate": r.label,
+                    "category": r.category,
+                    "kind": r.kind,
+                    "reason": r.reason,
+                }
                 for r in self.rejected
             ]
-            data["alternatives"] = [{"name": a.name, "candidate": a.label, "reason": a.reason} for a in self.alternatives]
+            data["alternatives"] = [
+                {"name": a.name, "candidate": a.label, "reason": a.reason}
+                for a in self.alternatives
+            ]
         return data
 
     @classmethod
@@ -198,17 +265,26 @@ class Plan:
         hint = "write the plan with `cuda-resolve plan REQ... --json > plan.json` (this version of cuda-resolve), then apply it"
         if not isinstance(data, dict):
             raise PlanFormatError(f"{origin}: not a plan (expected a JSON object)", hint=hint)
-        table = Table(_without_nulls(data), origin=origin, path="", error=PlanFormatError, hint=hint)
+        table = Table(
+            _without_nulls(data), origin=origin, path="", error=PlanFormatError, hint=hint
+        )
         version = table.integer("format", 1)
         if version != PLAN_FORMAT:
             newer = version > PLAN_FORMAT
-            raise table.fail("format", f"= {version}: this cuda-resolve applies plan format {PLAN_FORMAT}",
-                             hint="upgrade cuda-resolve" if newer else hint)
+            raise table.fail(
+                "format",
+                f"= {version}: this cuda-resolve applies plan format {PLAN_FORMAT}",
+                hint="upgrade cuda-resolve" if newer else hint,
+            )
         if "builds" not in table or "steps" not in table:
-            raise table.fail(None, "is a decision only (no builds or steps): it cannot be applied", hint=hint)
+            raise table.fail(
+                None, "is a decision only (no builds or steps): it cannot be applied", hint=hint
+            )
         environment_table = table.table("environment", required=True)
         assert environment_table is not None
-        environment = environment_from_dict(environment_table.data, origin=environment_table.where())
+        environment = environment_from_dict(
+            environment_table.data, origin=environment_table.where()
+        )
         items = tuple(PlanItem.from_table(t) for t in table.tables("install"))
         trust_value = table.data.get("trust")
         table.data.pop("trust", None)
@@ -217,7 +293,10 @@ class Plan:
         elif isinstance(trust_value, list) and all(isinstance(word, str) for word in trust_value):
             trust = tuple(trust_value)
         else:
-            raise table.fail("trust", f"= {trust_value!r}: expected a list of pip options or 'decided when applied'")
+            raise table.fail(
+                "trust",
+                f"= {trust_value!r}: expected a list of pip options or 'decided when applied'",
+            )
         smoke: list[tuple[str, str]] = []
         for smoke_table in table.tables("smoke"):
             smoke.append((smoke_table.string("package"), smoke_table.string("script")))
@@ -252,7 +331,9 @@ class Plan:
             shown = 1 if members[0].category in ("python", "cpu", "platform") else per_group
             lines.extend(member.reason for member in members[:shown])
             if len(members) > shown:
-                lines.append(f"  ... and {len(members) - shown} more {members[0].name} option(s) ruled out alike")
+                lines.append(
+                    f"  ... and {len(members) - shown} more {members[0].name} option(s) ruled out alike"
+                )
         return lines
 
 
@@ -269,13 +350,24 @@ def _with_extras(name: str, extras: tuple[str, ...]) -> str:
     return f"{name}[{','.join(extras)}]" if extras else name
 
 
-def _torch_family_item(candidate: Candidate, torch: Candidate | None, env: Environment, extras: tuple[str, ...] = ()) -> PlanItem:
+def _torch_family_item(
+    candidate: Candidate, torch: Candidate | None, env: Environment, extras: tuple[str, ...] = ()
+) -> PlanItem:
     if candidate.kind == "installed":
-        return PlanItem(name=candidate.name, version=str(candidate.version), kind="installed", variant=candidate.variant)
+        return PlanItem(
+            name=candidate.name,
+            version=str(candidate.version),
+            kind="installed",
+            variant=candidate.variant,
+        )
     source = candidate if candidate.name == "torch" else torch
     on_pypi = source is not None and _on_pypi(source, env)
     variant = candidate.variant
-    index = PYPI_SIMPLE if on_pypi else (source.torch_variant.index_url if source and source.torch_variant else None)
+    index = (
+        PYPI_SIMPLE
+        if on_pypi
+        else (source.torch_variant.index_url if source and source.torch_variant else None)
+    )
     local = "" if on_pypi or not variant else f"+{variant}"
     return PlanItem(
         name=candidate.name,
@@ -287,7 +379,9 @@ def _torch_family_item(candidate: Candidate, torch: Candidate | None, env: Envir
     )
 
 
-def _extension_item(candidate: Candidate, torch: Candidate | None, env: Environment, extras: tuple[str, ...] = ()) -> PlanItem:
+def _extension_item(
+    candidate: Candidate, torch: Candidate | None, env: Environment, extras: tuple[str, ...] = ()
+) -> PlanItem:
     torch_label = f"{torch.version}" if torch else None
     name = candidate.package.name if candidate.package else candidate.name
     if candidate.kind == "installed":
@@ -298,7 +392,9 @@ def _extension_item(candidate: Candidate, torch: Candidate | None, env: Environm
             kind="installed",
             variant=candidate.variant,
             arch_list=format_arch_list(candidate.arch_list) or None,
-            torch=f"{candidate.torch_version}+{candidate.variant}" if candidate.torch_version is not None else torch_label,
+            torch=f"{candidate.torch_version}+{candidate.variant}"
+            if candidate.torch_version is not None
+            else torch_label,
         )
     if candidate.kind == "build":
         toolkit = candidate.toolkit
@@ -325,8 +421,12 @@ def _extension_item(candidate: Candidate, torch: Candidate | None, env: Environm
         if pattern is None or candidate.torch_version is None:
             return None
         return expand_pattern(
-            pattern, torch=str(candidate.torch_version), variant=variant, python=env.python.short_version,
-            version=str(candidate.version), platform=platform,
+            pattern,
+            torch=str(candidate.torch_version),
+            variant=variant,
+            python=env.python.short_version,
+            version=str(candidate.version),
+            platform=platform,
         )
 
     return PlanItem(
@@ -346,9 +446,13 @@ def make_plan(resolution: Resolution, env: Environment) -> Plan:
     items: list[PlanItem] = []
     for candidate in resolution.chosen:
         if candidate.name in ("torch", "torchvision", "torchaudio"):
-            items.append(_torch_family_item(candidate, torch, env, resolution.extras_of(candidate.name)))
+            items.append(
+                _torch_family_item(candidate, torch, env, resolution.extras_of(candidate.name))
+            )
         else:
-            items.append(_extension_item(candidate, torch, env, resolution.extras_of(candidate.name)))
+            items.append(
+                _extension_item(candidate, torch, env, resolution.extras_of(candidate.name))
+            )
     return Plan(
         environment=env,
         items=tuple(items),

@@ -35,7 +35,14 @@ if TYPE_CHECKING:  # the TOML reader is imported only when a profile is read
     from ._toml import Table
     from .index.cuda import CudaFactsSource
 
-__all__ = ["dump_profile", "environment_from_dict", "environment_to_dict", "load_profile", "load_sbatch_resources", "parse_profile"]
+__all__ = [
+    "dump_profile",
+    "environment_from_dict",
+    "environment_to_dict",
+    "load_profile",
+    "load_sbatch_resources",
+    "parse_profile",
+]
 
 FORMAT_VERSION = 1
 _HINT = "see docs/profile-format.md for the profile keys, or write one with `cuda-resolve detect --save-profile FILE`"
@@ -51,18 +58,26 @@ def load_profile(path: str | Path, *, index: CudaFactsSource | None = None) -> E
     return _environment(table, source=str(path), index=index)
 
 
-def parse_profile(text: str, *, origin: str = "<profile>", index: CudaFactsSource | None = None) -> Environment:
+def parse_profile(
+    text: str, *, origin: str = "<profile>", index: CudaFactsSource | None = None
+) -> Environment:
     from ._toml import parse_toml_text
 
     table = parse_toml_text(text, origin=origin, error=ProfileError, hint=_HINT)
     return _environment(table, source=origin, index=index)
 
 
-def environment_from_dict(data: dict[str, Any], *, origin: str, index: CudaFactsSource | None = None) -> Environment:
+def environment_from_dict(
+    data: dict[str, Any], *, origin: str, index: CudaFactsSource | None = None
+) -> Environment:
     """The Environment :func:`environment_to_dict` wrote (inside a plan document, say)."""
     from ._toml import Table
 
-    return _environment(Table(data, origin=origin, path="", error=ProfileError, hint=_HINT), source=origin, index=index)
+    return _environment(
+        Table(data, origin=origin, path="", error=ProfileError, hint=_HINT),
+        source=origin,
+        index=index,
+    )
 
 
 def _python_version(text: str) -> str:
@@ -83,7 +98,9 @@ def _compiler_version(text: str) -> str:
 def _torch_arch(text: str) -> str:
     # what torch.cuda.get_arch_list() prints: sm_86, sm_90a, compute_90 (PTX)
     if not re.fullmatch(r"(sm|compute)_\d{2,3}[af]?", text):
-        raise ValueError("expected an entry of torch.cuda.get_arch_list() such as 'sm_86' or 'compute_90'")
+        raise ValueError(
+            "expected an entry of torch.cuda.get_arch_list() such as 'sm_86' or 'compute_90'"
+        )
     return text
 
 
@@ -121,9 +138,13 @@ def _environment(top: Table, *, source: str, index: CudaFactsSource | None) -> E
     scheduler = _scheduler(top.table("scheduler"))
     variables = _variables(top.table("variables"))
     extensions = tuple(_extension(table) for table in top.tables("extension"))
-    installed_extensions = tuple(_installed_extension(table) for table in top.tables("installed_extension"))
+    installed_extensions = tuple(
+        _installed_extension(table) for table in top.tables("installed_extension")
+    )
     notes = top.strings("notes", ())
-    _sbatch_resources(top.table("slurm"))  # checked with the rest; `build --slurm` reads it (load_sbatch_resources)
+    _sbatch_resources(
+        top.table("slurm")
+    )  # checked with the rest; `build --slurm` reads it (load_sbatch_resources)
     top.finish()
     return Environment(
         machine=machine,
@@ -188,7 +209,11 @@ def _driver(table: Table | None, index: CudaFactsSource | None) -> Driver | None
 
         cuda = cuda_for_driver(version, index)
         if cuda is None:
-            raise table.fail("version", f"= {version.text!r}: cannot derive the CUDA version it supports", hint="add cuda = \"12.2\" to [driver]")
+            raise table.fail(
+                "version",
+                f"= {version.text!r}: cannot derive the CUDA version it supports",
+                hint='add cuda = "12.2" to [driver]',
+            )
     else:
         # A driver below its CUDA family's minimum cannot support that CUDA at all (a 535 driver
         # reporting CUDA 13.0 is a typo); a driver newer than the index knows may claim more.
@@ -277,7 +302,9 @@ def _torch(table: Table | None) -> TorchInfo | None:
     except Exception:
         from ._toml import shown
 
-        raise table.fail("version", f"= {shown(version)}: not a valid version such as '2.1.0+cu121'") from None
+        raise table.fail(
+            "version", f"= {shown(version)}: not a valid version such as '2.1.0+cu121'"
+        ) from None
     cuda = table.parsed("cuda", CudaVersion.parse, None)
     local = version.split("+", 1)[1] if "+" in version else None
     tagged: CudaVersion | None = None
@@ -287,23 +314,37 @@ def _torch(table: Table | None) -> TorchInfo | None:
         cuda = tagged
     elif (tagged is not None and tagged != cuda) or local == "cpu":
         built = f"a CUDA {tagged}" if tagged else "a CPU"
-        raise table.fail("cuda", f"= '{cuda}' but version {version!r} is {built} build", hint="torch.version.cuda matches the local tag; fix one of them")
+        raise table.fail(
+            "cuda",
+            f"= '{cuda}' but version {version!r} is {built} build",
+            hint="torch.version.cuda matches the local tag; fix one of them",
+        )
     torch = TorchInfo(
         version=version,
         cuda=cuda,
         hip=table.string("hip", None),
         git_version=table.string("git_version", None),
         cxx11_abi=table.boolean("cxx11_abi", None),
-        arch_list=_checked_strings(table, "arch_list", _torch_arch) if "arch_list" in table else None,
+        arch_list=_checked_strings(table, "arch_list", _torch_arch)
+        if "arch_list" in table
+        else None,
         location=table.string("location", None),
         nvidia_wheels=tuple(_nvidia_wheel(t) for t in table.tables("nvidia_wheels")),
         torchvision=table.parsed("torchvision", _package_version, None),
         torchaudio=table.parsed("torchaudio", _package_version, None),
     )
-    build = table.parsed("build", _choice(("cpu", "cuda", "rocm")), None)  # derived; written by dump_profile
+    build = table.parsed(
+        "build", _choice(("cpu", "cuda", "rocm")), None
+    )  # derived; written by dump_profile
     if build is not None and build != torch.build:
-        need = {"cuda": "cuda = \"12.1\"", "rocm": "hip = \"6.2\"", "cpu": "neither cuda nor hip"}[build]
-        raise table.fail("build", f"= {build!r} but the table describes a {torch.build} build", hint=f"a {build} build needs {need} in [torch]")
+        need = {"cuda": 'cuda = "12.1"', "rocm": 'hip = "6.2"', "cpu": "neither cuda nor hip"}[
+            build
+        ]
+        raise table.fail(
+            "build",
+            f"= {build!r} but the table describes a {torch.build} build",
+            hint=f"a {build} build needs {need} in [torch]",
+        )
     table.finish()
     return torch
 
@@ -356,7 +397,11 @@ def _extension(table: Table) -> ExtensionBinary:
 
 def _extension_to_dict(ext: ExtensionBinary) -> dict[str, Any]:
     """The facts doctor read from one extension; those it did not find are left out."""
-    item: dict[str, Any] = {"path": ext.path, "needed": list(ext.needed), "missing": list(ext.missing)}
+    item: dict[str, Any] = {
+        "path": ext.path,
+        "needed": list(ext.needed),
+        "missing": list(ext.missing),
+    }
     for name in ("sass", "ptx", "missing_symbols", "demangled", "notes"):
         if getattr(ext, name):
             item[name] = list(getattr(ext, name))
@@ -367,7 +412,9 @@ def _extension_to_dict(ext: ExtensionBinary) -> dict[str, Any]:
 
 def _installed_extension(table: Table) -> InstalledExtension:
     # The version keeps its local label: "3.0.0+pt2141cu130.sm80" says what it was built for.
-    installed = InstalledExtension(name=table.string("name"), version=table.parsed("version", _package_version))
+    installed = InstalledExtension(
+        name=table.string("name"), version=table.parsed("version", _package_version)
+    )
     table.finish()
     return installed
 
@@ -427,7 +474,9 @@ def _drop_empty(data: dict[str, Any]) -> dict[str, Any]:
 def environment_to_dict(env: Environment) -> dict[str, Any]:
     """The profile/JSON form of an Environment: plain strings, lists and tables."""
     data: dict[str, Any] = {"format": FORMAT_VERSION}
-    data["machine"] = _drop_empty({"os": env.machine.os, "arch": env.machine.arch, "glibc": env.machine.glibc})
+    data["machine"] = _drop_empty(
+        {"os": env.machine.os, "arch": env.machine.arch, "glibc": env.machine.glibc}
+    )
     py = env.python
     data["python"] = _drop_empty(
         {
@@ -442,7 +491,11 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
         }
     )
     if env.driver:
-        data["driver"] = {"version": env.driver.version.text, "cuda": str(env.driver.cuda), "source": env.driver.source}
+        data["driver"] = {
+            "version": env.driver.version.text,
+            "cuda": str(env.driver.cuda),
+            "source": env.driver.source,
+        }
     if env.gpus:
         data["gpu"] = [
             _drop_empty(
@@ -499,7 +552,14 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
                 "torchvision": torch.torchvision,
                 "torchaudio": torch.torchaudio,
                 "nvidia_wheels": [
-                    _drop_empty({"name": w.name, "version": w.version, "include_dir": w.include_dir, "lib_dir": w.lib_dir})
+                    _drop_empty(
+                        {
+                            "name": w.name,
+                            "version": w.version,
+                            "include_dir": w.include_dir,
+                            "lib_dir": w.lib_dir,
+                        }
+                    )
                     for w in torch.nvidia_wheels
                 ],
             }
@@ -507,7 +567,10 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
         if torch.arch_list == ():  # known to be empty (a CPU build), not unknown
             data["torch"]["arch_list"] = []
     scheduler = _drop_empty(
-        {"slurm_job_id": env.scheduler.slurm_job_id, "slurm_variables": list(env.scheduler.slurm_variables)}
+        {
+            "slurm_job_id": env.scheduler.slurm_job_id,
+            "slurm_variables": list(env.scheduler.slurm_variables),
+        }
     )
     if scheduler:
         data["scheduler"] = scheduler
@@ -525,7 +588,9 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
     if env.extensions:
         data["extension"] = [_extension_to_dict(ext) for ext in env.extensions]
     if env.installed_extensions:
-        data["installed_extension"] = [{"name": ext.name, "version": ext.version} for ext in env.installed_extensions]
+        data["installed_extension"] = [
+            {"name": ext.name, "version": ext.version} for ext in env.installed_extensions
+        ]
     if env.notes:
         data["notes"] = list(env.notes)
     return data

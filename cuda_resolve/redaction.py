@@ -50,12 +50,45 @@ __all__ = [
 MASK = "***"
 
 #: Query and fragment parameters whose value is a credential (lower case, ``-`` as ``_``).
-SECRET_PARAMETERS = frozenset({
-    "access_token", "api_key", "apikey", "auth", "auth_token", "authorization", "credential",
-    "credentials", "id_token", "jwt", "key", "pass", "passwd", "password", "pw", "pwd", "refresh_token", "secret",
-    "session", "session_id", "sessionid", "sig", "signature", "token",
-})
-_SECRET_SUFFIXES = ("token", "secret", "signature", "password", "passwd", "credential", "credentials", "apikey", "_key")
+SECRET_PARAMETERS = frozenset(
+    {
+        "access_token",
+        "api_key",
+        "apikey",
+        "auth",
+        "auth_token",
+        "authorization",
+        "credential",
+        "credentials",
+        "id_token",
+        "jwt",
+        "key",
+        "pass",
+        "passwd",
+        "password",
+        "pw",
+        "pwd",
+        "refresh_token",
+        "secret",
+        "session",
+        "session_id",
+        "sessionid",
+        "sig",
+        "signature",
+        "token",
+    }
+)
+_SECRET_SUFFIXES = (
+    "token",
+    "secret",
+    "signature",
+    "password",
+    "passwd",
+    "credential",
+    "credentials",
+    "apikey",
+    "_key",
+)
 
 #: Values shorter than this are not registered: masking "1" or "abc" everywhere would garble
 #: every message, and a secret that short protects nothing.
@@ -74,18 +107,23 @@ _URL = re.compile(
 )
 # "?name=value", "&name=value" or "#name=value": the value runs to the next parameter, fragment,
 # space or quote (a "/" stays in it: pip appends "/project/" to an index URL with a query).
-_PARAMETER = re.compile(r"(?P<lead>[?&#;])(?P<name>[A-Za-z0-9_.\-]+)=(?P<value>[^&#;\s'\"<>)\]\x1b]*)")
+_PARAMETER = re.compile(
+    r"(?P<lead>[?&#;])(?P<name>[A-Za-z0-9_.\-]+)=(?P<value>[^&#;\s'\"<>)\]\x1b]*)"
+)
 # A scheme-less proxy after the options and variables that name one (its user info runs to the
 # last "@" of the value: a password may hold one).
 _PROXY_OPTION = re.compile(
-    r"(?P<lead>(?:--proxy|\b[A-Za-z_]*proxy)(?:\s*=\s*|\s*:\s+|\s+)['\"]?)(?P<info>[^\s'\"]+)@", re.IGNORECASE
+    r"(?P<lead>(?:--proxy|\b[A-Za-z_]*proxy)(?:\s*=\s*|\s*:\s+|\s+)['\"]?)(?P<info>[^\s'\"]+)@",
+    re.IGNORECASE,
 )
 # A whole value that is "user:password@host[:port][/]" (pip's --proxy form).
 _BARE_CREDENTIALS = re.compile(
     r"(?P<lead>\s*['\"]?)(?P<info>[^\s'\"/:@]+:[^\s'\"]*)@(?P<host>(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d+)?/?['\"]?\s*)"
 )
-_AUTH_HEADER = re.compile(r"(?P<lead>\b(?:proxy-)?authorization\s*:\s*(?:(?:basic|bearer|token|digest)\s+)?)(?P<value>[^\s'\"]+)",
-                          re.IGNORECASE)
+_AUTH_HEADER = re.compile(
+    r"(?P<lead>\b(?:proxy-)?authorization\s*:\s*(?:(?:basic|bearer|token|digest)\s+)?)(?P<value>[^\s'\"]+)",
+    re.IGNORECASE,
+)
 
 _lock = threading.Lock()
 _secrets: tuple[str, ...] = ()  # longest first: a secret holding another is masked whole
@@ -111,7 +149,9 @@ def clear_secrets() -> None:
         _secrets = ()
 
 
-def secret_values_from_environment(names: Iterable[str], environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+def secret_values_from_environment(
+    names: Iterable[str], environ: Mapping[str, str] | None = None
+) -> tuple[str, ...]:
     """The values of the variables ``names`` that are set in ``environ`` (default: the process's),
     each once, in order, those shorter than :data:`MIN_SECRET_LENGTH` left out: what to pass to
     :func:`register_secret` for the ``${NAME}`` a requirements file expands."""
@@ -213,12 +253,15 @@ def redact_data(value: Any) -> Any:
     if isinstance(value, str):
         return redact_urls(value)
     if isinstance(value, dict):
-        return {redact_urls(key) if isinstance(key, str) else key: redact_data(item) for key, item in value.items()}
+        return {
+            redact_urls(key) if isinstance(key, str) else key: redact_data(item)
+            for key, item in value.items()
+        }
     if isinstance(value, (list, tuple)):
         shown: list[Any] = []
         for item in value:
             if isinstance(item, str) and shown and shown[-1] == "--proxy":
-                item = redact_urls(f"--proxy {item}")[len("--proxy "):]
+                item = redact_urls(f"--proxy {item}")[len("--proxy ") :]
             shown.append(redact_data(item))
         return shown
     return value

@@ -45,7 +45,9 @@ class DriverVersion:
     def parse(cls, text: str) -> DriverVersion:
         parts = parse_dotted(text, what="driver version")
         if parts[0] < 100:  # every driver since CUDA 2 is >= 180; "12.2" is nvidia-smi's CUDA
-            raise ValueError(f"driver version {_quoted(text)} looks like a CUDA version, not a driver")
+            raise ValueError(
+                f"driver version {_quoted(text)} looks like a CUDA version, not a driver"
+            )
         return cls(parts, text.strip())
 
     @property
@@ -69,8 +71,12 @@ class CudaVersion:
         cleaned = text.strip()
         if match := re.fullmatch(r"[cC][uU](\d{2,3})", cleaned):
             digits = match.group(1)
-            if len(digits) == 2 and int(digits[0]) < 7:  # "cu12" is not CUDA 1.2; cu80/cu92 are real
-                raise ValueError(f"CUDA variant {text!r} is ambiguous; write e.g. 'cu121' or '12.1'")
+            if (
+                len(digits) == 2 and int(digits[0]) < 7
+            ):  # "cu12" is not CUDA 1.2; cu80/cu92 are real
+                raise ValueError(
+                    f"CUDA variant {text!r} is ambiguous; write e.g. 'cu121' or '12.1'"
+                )
             return cls(int(digits[:-1]), int(digits[-1]))
         cleaned = cleaned.removeprefix("V").removeprefix("v")
         parts = parse_dotted(cleaned, what="CUDA version")

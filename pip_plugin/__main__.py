@@ -18,9 +18,21 @@ __all__ = ["main", "run", "split_arguments"]
 
 #: cuda-pip's own options for install: those add_action_options(install=True) defines (a test
 #: keeps the two in step). They share one namespace with pip's (cuda_resolve.install.pipoptions).
-OWN_VALUE_OPTIONS = frozenset({"--python", "--arch-list", "--source", "--accept-name", "--index", "--plan"})
-OWN_FLAGS = frozenset({"--allow-torch-change", "--strict-driver", "--ptx", "--rebuild", "--json", "--smoke",
-                       "--no-verify", "--dry-run"})
+OWN_VALUE_OPTIONS = frozenset(
+    {"--python", "--arch-list", "--source", "--accept-name", "--index", "--plan"}
+)
+OWN_FLAGS = frozenset(
+    {
+        "--allow-torch-change",
+        "--strict-driver",
+        "--ptx",
+        "--rebuild",
+        "--json",
+        "--smoke",
+        "--no-verify",
+        "--dry-run",
+    }
+)
 
 
 def split_arguments(words: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
@@ -36,16 +48,33 @@ def split_arguments(words: Sequence[str]) -> tuple[list[str], list[str], list[st
     own_options = {**dict.fromkeys(OWN_VALUE_OPTIONS, True), **dict.fromkeys(OWN_FLAGS, False)}
     own, pip, requirements = split_command_line(words, own_options)
     # pip has no --profile: handed to pip it would fail with pip's "no such option".
-    profile = next((w for w in pip if len(w.partition("=")[0]) >= 6 and "--profile".startswith(w.partition("=")[0])), None)
+    profile = next(
+        (
+            w
+            for w in pip
+            if len(w.partition("=")[0]) >= 6 and "--profile".startswith(w.partition("=")[0])
+        ),
+        None,
+    )
     if profile is not None:
-        raise UsageError(f"cuda-pip install {profile}: a profile describes another machine, and install changes this one",
-                         hint="to build wheels for that machine: cuda-resolve build REQ... --profile FILE; "
-                              "to see its plan: cuda-resolve plan REQ... --profile FILE")
+        raise UsageError(
+            f"cuda-pip install {profile}: a profile describes another machine, and install changes this one",
+            hint="to build wheels for that machine: cuda-resolve build REQ... --profile FILE; "
+            "to see its plan: cuda-resolve plan REQ... --profile FILE",
+        )
     for at, word in enumerate(own):
-        value = own[at + 1] if word == "--index" and at + 1 < len(own) else word.partition("=")[2] if word.startswith("--index=") else ""
+        value = (
+            own[at + 1]
+            if word == "--index" and at + 1 < len(own)
+            else word.partition("=")[2]
+            if word.startswith("--index=")
+            else ""
+        )
         if "://" in value:
-            raise UsageError(f"--index {value}: cuda-pip's --index is an index overlay folder, not a package index",
-                             hint=f"for pip's package index write --index-url {value}")
+            raise UsageError(
+                f"--index {value}: cuda-pip's --index is an index overlay folder, not a package index",
+                hint=f"for pip's package index write --index-url {value}",
+            )
     return own, pip, requirements
 
 
@@ -59,10 +88,14 @@ def _install(words: Sequence[str]) -> int:
         import re
 
         # The docstring is reStructuredText; a terminal shows ``x`` as `x`, as the last line does.
-        parser = ArgumentParser(prog="cuda-pip install", description=re.sub(r"``([^`]+)``", r"`\1`", __doc__ or ""))
+        parser = ArgumentParser(
+            prog="cuda-pip install", description=re.sub(r"``([^`]+)``", r"`\1`", __doc__ or "")
+        )
         add_action_options(parser, install=True)
         parser.print_help()
-        print("\nEvery other option is pip's own and is passed to `python -m pip install` unchanged.")
+        print(
+            "\nEvery other option is pip's own and is passed to `python -m pip install` unchanged."
+        )
         return 0
     from cuda_resolve.install.pipoptions import names_requirements
 
@@ -73,18 +106,31 @@ def _install(words: Sequence[str]) -> int:
     # pip reads -r files itself; cuda-pip reads them too, for the names it must plan or check.
     reading = read_requirement_files(requirement_file_options(pip_args))
     if not requirements and not names_requirements(pip_args) and args.plan is None:
-        raise UsageError("cuda-pip install: name at least one requirement", hint="e.g. cuda-pip install pointnet2_ops")
+        raise UsageError(
+            "cuda-pip install: name at least one requirement",
+            hint="e.g. cuda-pip install pointnet2_ops",
+        )
     # Even with nothing cuda-resolve decides (an editable, a file of paths), the install runs as
     # one: --dry-run and --json hold, the environment is restored on failure.
-    return run_action(args, requirements, pip_args=pip_args, mode="install", file_requirements=reading.requirements,
-                      file_notes=reading.notes)
+    return run_action(
+        args,
+        requirements,
+        pip_args=pip_args,
+        mode="install",
+        file_requirements=reading.requirements,
+        file_notes=reading.notes,
+    )
 
 
 def _pass_through(words: Sequence[str], python: str | None) -> int:
     from cuda_resolve.install.target import choose_target
 
     target = choose_target(python)
-    print(f"cuda-pip: {target.python} -m pip (target chosen by {target.how})", file=sys.stderr, flush=True)
+    print(
+        f"cuda-pip: {target.python} -m pip (target chosen by {target.how})",
+        file=sys.stderr,
+        flush=True,
+    )
     return subprocess.call([target.python, "-m", "pip", *words])
 
 
@@ -97,9 +143,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # --js, --jso: prefixes of --json are cuda-pip's too (no pip option starts so).
     wants_json = any(len(w) >= 4 and "--json".startswith(w) for w in words)
     if not words or words[0] in ("-h", "--help"):
-        print("usage: cuda-pip install [cuda-pip options] [pip options] REQ...\n"
-              "       cuda-pip COMMAND ...   (any other pip command, run by the target's pip)\n\n"
-              "cuda-pip install --help lists cuda-pip's own options.")
+        print(
+            "usage: cuda-pip install [cuda-pip options] [pip options] REQ...\n"
+            "       cuda-pip COMMAND ...   (any other pip command, run by the target's pip)\n\n"
+            "cuda-pip install --help lists cuda-pip's own options."
+        )
         return 0 if words else 2
     if words[0] == "install":
         # --debug is cuda-pip's here (pip's own --debug has no meaning for the install it drives).

@@ -13,7 +13,9 @@ from pathlib import Path
 
 __all__ = ["NVIDIA_DRIVER_FILES", "NVIDIA_DRIVER_HERE", "NVIDIA_DRIVER_REASON"]
 
-NVIDIA_DRIVER_FILES = Path("/sys/module/nvidia/version").exists() or Path("/proc/driver/nvidia/version").exists()
+NVIDIA_DRIVER_FILES = (
+    Path("/sys/module/nvidia/version").exists() or Path("/proc/driver/nvidia/version").exists()
+)
 
 
 def _loadable(soname: str) -> bool:
@@ -24,5 +26,7 @@ def _loadable(soname: str) -> bool:
     return True
 
 
-NVIDIA_DRIVER_HERE = NVIDIA_DRIVER_FILES or _loadable("libnvidia-ml.so.1") or _loadable("libcuda.so.1")
+NVIDIA_DRIVER_HERE = (
+    NVIDIA_DRIVER_FILES or _loadable("libnvidia-ml.so.1") or _loadable("libcuda.so.1")
+)
 NVIDIA_DRIVER_REASON = "this machine has an NVIDIA driver (kernel module or driver libraries)"

@@ -40,8 +40,12 @@ class Cluster:
     environ: dict[str, str]
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
-    def run(self, *argv: str, check: bool = True, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(argv, env=self.environ, capture_output=True, text=True, check=check, timeout=timeout)
+    def run(
+        self, *argv: str, check: bool = True, timeout: float = 30.0
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            argv, env=self.environ, capture_output=True, text=True, check=check, timeout=timeout
+        )
 
     def logs(self) -> str:
         parts = []
@@ -91,15 +95,21 @@ def _node_line() -> tuple[str, int, int]:
     try:
         return fields["NodeName"], int(fields["CPUs"]), int(fields["RealMemory"])
     except (KeyError, ValueError):
-        raise SlurmUnavailable(f"`slurmd -C` did not describe this node: {out.strip()[:200]!r}") from None
+        raise SlurmUnavailable(
+            f"`slurmd -C` did not describe this node: {out.strip()[:200]!r}"
+        ) from None
 
 
-def _wait_for(check: Callable[[], bool], what: str, cluster: Cluster, timeout: float = _START_SECONDS) -> None:
+def _wait_for(
+    check: Callable[[], bool], what: str, cluster: Cluster, timeout: float = _START_SECONDS
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for process in cluster.processes:
             if process.poll() is not None:
-                raise SlurmUnavailable(f"{process.args!r} exited with {process.returncode} while waiting for {what}\n{cluster.logs()}")
+                raise SlurmUnavailable(
+                    f"{process.args!r} exited with {process.returncode} while waiting for {what}\n{cluster.logs()}"
+                )
         if check():
             return
         time.sleep(0.5)
@@ -108,13 +118,21 @@ def _wait_for(check: Callable[[], bool], what: str, cluster: Cluster, timeout: f
 
 def _spawn(argv: list[str], environ: dict[str, str], err: Path) -> subprocess.Popen[bytes]:
     with open(err, "wb") as stream:
-        return subprocess.Popen(argv, env=environ, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stream)
+        return subprocess.Popen(
+            argv, env=environ, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stream
+        )
 
 
 def start_slurm(root: Path) -> Cluster:
-    missing = [name for name in _PROGRAMS if shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None]
+    missing = [
+        name
+        for name in _PROGRAMS
+        if shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None
+    ]
     if missing:
-        raise SlurmUnavailable(f"Slurm is not installed ({', '.join(missing)} missing; apt-get install slurm-wlm munge)")
+        raise SlurmUnavailable(
+            f"Slurm is not installed ({', '.join(missing)} missing; apt-get install slurm-wlm munge)"
+        )
     user = getpass.getuser()
     node, cpus, memory = _node_line()
     for name in ("state", "spool", "munge"):
@@ -159,17 +177,31 @@ NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={max(memory - 512, 256
 PartitionName={partition} Nodes={node} Default=YES MaxTime=INFINITE State=UP
 """
     )
-    environ = {**os.environ, "SLURM_CONF": str(conf), "PATH": os.environ.get("PATH", "") + ":/usr/sbin:/sbin"}
+    environ = {
+        **os.environ,
+        "SLURM_CONF": str(conf),
+        "PATH": os.environ.get("PATH", "") + ":/usr/sbin:/sbin",
+    }
     cluster = Cluster(root=root, conf=conf, partition=partition, node=node, environ=environ)
     try:
         munged = [
-            "munged", "--foreground", "--force", f"--socket={munge_socket}", f"--key-file={key}",
-            f"--pid-file={root}/munge/munged.pid", f"--log-file={root}/munged.log", f"--seed-file={root}/munge/seed",
+            "munged",
+            "--foreground",
+            "--force",
+            f"--socket={munge_socket}",
+            f"--key-file={key}",
+            f"--pid-file={root}/munge/munged.pid",
+            f"--log-file={root}/munged.log",
+            f"--seed-file={root}/munge/seed",
         ]
         cluster.processes.append(_spawn(munged, environ, root / "munged.err"))
         _wait_for(munge_socket.exists, "munged's socket", cluster)
-        cluster.processes.append(_spawn(["slurmctld", "-D", "-i", "-f", str(conf)], environ, root / "slurmctld.err"))
-        cluster.processes.append(_spawn(["slurmd", "-D", "-f", str(conf)], environ, root / "slurmd.err"))
+        cluster.processes.append(
+            _spawn(["slurmctld", "-D", "-i", "-f", str(conf)], environ, root / "slurmctld.err")
+        )
+        cluster.processes.append(
+            _spawn(["slurmd", "-D", "-f", str(conf)], environ, root / "slurmd.err")
+        )
 
         def idle() -> bool:
             shown = cluster.run("sinfo", "-h", "-N", "-o", "%T", check=False, timeout=15)

@@ -29,9 +29,20 @@ import pytest
 __all__ = ["_cli", "_venv", "copy_venv", "template_venv", "torch_python"]
 
 
-def _cli(*args: str, env: dict[str, str] | None = None, module: str = "cuda_resolve", timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
-                          env=env if env is not None else dict(os.environ), timeout=timeout, check=False)
+def _cli(
+    *args: str,
+    env: dict[str, str] | None = None,
+    module: str = "cuda_resolve",
+    timeout: float = 900,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        env=env if env is not None else dict(os.environ),
+        timeout=timeout,
+        check=False,
+    )
 
 
 @functools.cache
@@ -41,8 +52,14 @@ def template_venv() -> Path:
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     template = folder / "venv"
     # pip's variables (these machines set PIP_FIND_LINKS) must not reach ensurepip's pip.
-    environ = {name: value for name, value in os.environ.items() if not name.startswith("PIP_") and name != "VIRTUAL_ENV"}
-    subprocess.run([sys.executable, "-m", "venv", str(template)], check=True, timeout=300, env=environ)
+    environ = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("PIP_") and name != "VIRTUAL_ENV"
+    }
+    subprocess.run(
+        [sys.executable, "-m", "venv", str(template)], check=True, timeout=300, env=environ
+    )
     return template
 
 
@@ -70,9 +87,22 @@ def torch_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     python = _venv(tmp_path_factory.mktemp("torch-env") / "venv")
     # The overrides describe an H200 on driver 580 (CI has no GPU); --strict-driver keeps the
     # choice on CUDA 13.0, the variant PyPI serves: the real path through the default index.
-    env = dict(os.environ, CUDA_RESOLVE_DRIVER="580.65.06", CUDA_RESOLVE_CUDA_ARCH="9.0",
-               CUDA_RESOLVE_CONFIG=str(tmp_path_factory.mktemp("cfg") / "none.toml"))
-    done = _cli("install", "torch==2.14.1", "--strict-driver", "--python", str(python), "--json", module="pip_plugin", env=env)
+    env = dict(
+        os.environ,
+        CUDA_RESOLVE_DRIVER="580.65.06",
+        CUDA_RESOLVE_CUDA_ARCH="9.0",
+        CUDA_RESOLVE_CONFIG=str(tmp_path_factory.mktemp("cfg") / "none.toml"),
+    )
+    done = _cli(
+        "install",
+        "torch==2.14.1",
+        "--strict-driver",
+        "--python",
+        str(python),
+        "--json",
+        module="pip_plugin",
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert [i["requirement"] for i in report["plan"]["install"]] == ["torch==2.14.1"]
@@ -88,12 +118,34 @@ def standin_torch_venv(folder: Path) -> Path:
 
     links = folder / "links"
     links.mkdir(parents=True)
-    _wheel(links, "torch", "2.14.1", files={"torch/__init__.py": "__version__ = '2.14.1'\nfrom . import version\n",
-                                            "torch/version.py": "__version__ = '2.14.1'\ncuda = '13.0'\n"})
+    _wheel(
+        links,
+        "torch",
+        "2.14.1",
+        files={
+            "torch/__init__.py": "__version__ = '2.14.1'\nfrom . import version\n",
+            "torch/version.py": "__version__ = '2.14.1'\ncuda = '13.0'\n",
+        },
+    )
     python = copy_venv(folder / "venv")
     environ = {name: value for name, value in os.environ.items() if not name.startswith("PIP_")}
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index", "--find-links",
-                    str(links), "torch==2.14.1"], check=True, env=environ, timeout=120)
+    subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--no-index",
+            "--find-links",
+            str(links),
+            "torch==2.14.1",
+        ],
+        check=True,
+        env=environ,
+        timeout=120,
+    )
     return python
 
 
@@ -114,6 +166,8 @@ def standin_cuda_toolkit(folder: Path) -> Path:
     for header in ("cuda_runtime_api.h", "cusparse.h", "cublas_v2.h", "cusolverDn.h"):
         (folder / "include" / header).write_text("/* stand-in */\n")
     nvcc = folder / "bin" / "nvcc"
-    nvcc.write_text("#!/bin/sh\n[ \"$1\" = --version ] && printf 'Cuda compilation tools, release 13.0, V13.0.88\\n' && exit 0\nexit 1\n")
+    nvcc.write_text(
+        "#!/bin/sh\n[ \"$1\" = --version ] && printf 'Cuda compilation tools, release 13.0, V13.0.88\\n' && exit 0\nexit 1\n"
+    )
     nvcc.chmod(0o755)
     return folder

@@ -58,7 +58,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_from_the_developer(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _isolated_from_the_developer(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
     root = tmp_path_factory.mktemp("home")
     for name, value in _private_values(root).items():
         monkeypatch.setenv(name, value)

@@ -67,11 +67,20 @@ class FakePip:
 
     runs: list[Ran] = field(default_factory=list)
     fail: str | None = None  # "install" or "wheel": that command exits 1 with an ERROR line
-    during_wheel: Callable[[], None] = lambda: None  # runs inside `pip wheel` (a wait, an interrupt)
+    during_wheel: Callable[[], None] = lambda: (
+        None
+    )  # runs inside `pip wheel` (a wait, an interrupt)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def __call__(self, command: Sequence[str], *, environ: Mapping[str, str], log_path: Path, cwd: Path | None = None,
-                 on_line: Callable[[str], None] = lambda _: None) -> tuple[int, list[str]]:
+    def __call__(
+        self,
+        command: Sequence[str],
+        *,
+        environ: Mapping[str, str],
+        log_path: Path,
+        cwd: Path | None = None,
+        on_line: Callable[[str], None] = lambda _: None,
+    ) -> tuple[int, list[str]]:
         with self.lock:
             self.runs.append(Ran(list(command), dict(environ), log_path, cwd))
         verb = command[3]
@@ -79,7 +88,10 @@ class FakePip:
             log.write(f"$ {' '.join(command)}\n")
         if self.fail == verb:
             on_line("ERROR: No matching distribution found for ninja")
-            return 1, ["Looking in indexes: https://mirror.example/simple", "ERROR: No matching distribution found for ninja"]
+            return 1, [
+                "Looking in indexes: https://mirror.example/simple",
+                "ERROR: No matching distribution found for ninja",
+            ]
         if verb == "install":
             Path(_value(command, "--target")).mkdir(parents=True, exist_ok=True)
         elif verb == "wheel":
@@ -108,7 +120,9 @@ def _write_wheel(path: Path) -> None:
     }
     record = []
     for name, text in contents.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        digest = (
+            base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        )
         record.append(f"{name},sha256={digest},{len(text.encode())}")
     contents[f"{dist}/RECORD"] = "\n".join([*record, f"{dist}/RECORD,,"]) + "\n"
     buffer = io.BytesIO()
@@ -118,14 +132,34 @@ def _write_wheel(path: Path) -> None:
     path.write_bytes(buffer.getvalue())
 
 
-def _spec(*, build_requires: tuple[str, ...] = ("setuptools>=77", "ninja"), torch_requirement: str | None = "torch==2.14.1") -> BuildSpec:
-    recipe = Recipe(name="fakeext-test", package="fakeext", version=Version("1.0"),
-                    repository="https://example.invalid/fakeext", revision="0" * 40, build_requires=build_requires)
+def _spec(
+    *,
+    build_requires: tuple[str, ...] = ("setuptools>=77", "ninja"),
+    torch_requirement: str | None = "torch==2.14.1",
+) -> BuildSpec:
+    recipe = Recipe(
+        name="fakeext-test",
+        package="fakeext",
+        version=Version("1.0"),
+        repository="https://example.invalid/fakeext",
+        revision="0" * 40,
+        build_requires=build_requires,
+    )
     return BuildSpec(
-        recipe=recipe, package="fakeext", import_name="fakeext", python=PYTHON, python_tag="cp311", platform="linux_x86_64",
-        torch_version="2.14.1", torch_requirement=torch_requirement, torch_index=TORCH_INDEX if torch_requirement else None,
-        variant="cu130", toolkit=Toolkit(version=CudaVersion(13, 0), root="/usr/local/cuda-13.0"), arch_list="9.0",
-        variables=(("CUDA_HOME", "/usr/local/cuda-13.0"), ("TORCH_CUDA_ARCH_LIST", "9.0")), build_requires=build_requires,
+        recipe=recipe,
+        package="fakeext",
+        import_name="fakeext",
+        python=PYTHON,
+        python_tag="cp311",
+        platform="linux_x86_64",
+        torch_version="2.14.1",
+        torch_requirement=torch_requirement,
+        torch_index=TORCH_INDEX if torch_requirement else None,
+        variant="cu130",
+        toolkit=Toolkit(version=CudaVersion(13, 0), root="/usr/local/cuda-13.0"),
+        arch_list="9.0",
+        variables=(("CUDA_HOME", "/usr/local/cuda-13.0"), ("TORCH_CUDA_ARCH_LIST", "9.0")),
+        build_requires=build_requires,
         max_jobs=2,
     )
 
@@ -148,21 +182,57 @@ def source(tmp_path: Path) -> Path:
 
 
 def _pip(fake: FakePip, tmp_path: Path) -> TargetPip:
-    return TargetPip(PYTHON, environ=USER_ENV, trust=TRUST, log_path=tmp_path / "unused.log", runner=fake)
+    return TargetPip(
+        PYTHON, environ=USER_ENV, trust=TRUST, log_path=tmp_path / "unused.log", runner=fake
+    )
 
 
-def _build(fake: FakePip, tmp_path: Path, source: Path, *, spec: BuildSpec | None = None, pip_options: Sequence[str] = (),
-           installed: Mapping[str, str] | None = None) -> BuildResult:
-    return build(spec or _spec(), Wheelhouse(tmp_path / "wheelhouse"), source_dir=source,
-                 installed=dict(installed if installed is not None else {"setuptools": "65.5.0"}),
-                 environ=USER_ENV, pip=_pip(fake, tmp_path), pip_options=pip_options)
+def _build(
+    fake: FakePip,
+    tmp_path: Path,
+    source: Path,
+    *,
+    spec: BuildSpec | None = None,
+    pip_options: Sequence[str] = (),
+    installed: Mapping[str, str] | None = None,
+) -> BuildResult:
+    return build(
+        spec or _spec(),
+        Wheelhouse(tmp_path / "wheelhouse"),
+        source_dir=source,
+        installed=dict(installed if installed is not None else {"setuptools": "65.5.0"}),
+        environ=USER_ENV,
+        pip=_pip(fake, tmp_path),
+        pip_options=pip_options,
+    )
 
 
-def test_every_pip_call_of_a_build_runs_through_the_target_pip(tmp_path: Path, scratch: Path, source: Path) -> None:
+def test_every_pip_call_of_a_build_runs_through_the_target_pip(
+    tmp_path: Path, scratch: Path, source: Path
+) -> None:
     fake = FakePip()
-    result = _build(fake, tmp_path, source, pip_options=["--proxy", "http://proxy.example:3128", "-c", "/lab/constraints.txt",
-                                                       "--target", "/user/site", "--no-deps", "--user", "-r", "/user/reqs.txt"])
-    assert fake.verbs() == ["install", "install", "wheel"]  # torch into the overlay, build requirements, the build
+    result = _build(
+        fake,
+        tmp_path,
+        source,
+        pip_options=[
+            "--proxy",
+            "http://proxy.example:3128",
+            "-c",
+            "/lab/constraints.txt",
+            "--target",
+            "/user/site",
+            "--no-deps",
+            "--user",
+            "-r",
+            "/user/reqs.txt",
+        ],
+    )
+    assert fake.verbs() == [
+        "install",
+        "install",
+        "wheel",
+    ]  # torch into the overlay, build requirements, the build
     torch, requirements, wheel = fake.runs
     for run in fake.runs:
         # The target's interpreter, pip's own words, then the trust options: for every command.
@@ -177,8 +247,12 @@ def test_every_pip_call_of_a_build_runs_through_the_target_pip(tmp_path: Path, s
     assert torch.command[-3:] == ["torch==2.14.1", "--index-url", TORCH_INDEX]
     assert not set(TORCH_INDEX_ONLY_CLEARED) & set(torch.environ)
     # The build requirements honour the user's pip configuration (their mirror).
-    assert {name: requirements.environ[name] for name in ("PIP_INDEX_URL", "PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL")} == {
-        name: USER_ENV[name] for name in ("PIP_INDEX_URL", "PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL")}
+    assert {
+        name: requirements.environ[name]
+        for name in ("PIP_INDEX_URL", "PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL")
+    } == {
+        name: USER_ENV[name] for name in ("PIP_INDEX_URL", "PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL")
+    }
     assert requirements.command[-2:] == ["setuptools>=77", "ninja"]
 
     # The user's network and resolution options reach both overlay installs; those that choose
@@ -192,37 +266,67 @@ def test_every_pip_call_of_a_build_runs_through_the_target_pip(tmp_path: Path, s
 
     # pip wheel: no isolation (the target's torch), no dependencies, in the source copy, with the
     # build's variables and the overlay first on the import path.
-    assert wheel.command[3] == "wheel" and {"--no-build-isolation", "--no-deps"} <= set(wheel.command)
+    assert wheel.command[3] == "wheel" and {"--no-build-isolation", "--no-deps"} <= set(
+        wheel.command
+    )
     assert "--proxy" not in wheel.command  # the build asks no index
     assert wheel.cwd is not None and wheel.command[-1] == str(wheel.cwd)
     assert wheel.environ["TORCH_CUDA_ARCH_LIST"] == "9.0" and wheel.environ["MAX_JOBS"] == "2"
     assert wheel.environ["PYTHONPATH"].split(":")[0] == overlay
-    assert wheel.environ["PIP_INDEX_URL"] == USER_ENV["PIP_INDEX_URL"]  # the user's environment, under the build's
+    assert (
+        wheel.environ["PIP_INDEX_URL"] == USER_ENV["PIP_INDEX_URL"]
+    )  # the user's environment, under the build's
 
-    assert not result.cache_hit and result.wheel.path.is_file() and "+pt2141cu130.sm90" in result.wheel.path.name
+    assert (
+        not result.cache_hit
+        and result.wheel.path.is_file()
+        and "+pt2141cu130.sm90" in result.wheel.path.name
+    )
     assert list(scratch.iterdir()) == []  # the build folder, overlay and source copy are gone
 
 
-def test_nothing_goes_into_an_overlay_the_target_does_not_need(tmp_path: Path, scratch: Path, source: Path) -> None:
+def test_nothing_goes_into_an_overlay_the_target_does_not_need(
+    tmp_path: Path, scratch: Path, source: Path
+) -> None:
     fake = FakePip()
-    result = _build(fake, tmp_path, source, spec=_spec(torch_requirement=None),
-                    installed={"setuptools": "80.0", "ninja": "1.11"})
+    result = _build(
+        fake,
+        tmp_path,
+        source,
+        spec=_spec(torch_requirement=None),
+        installed={"setuptools": "80.0", "ninja": "1.11"},
+    )
     assert fake.verbs() == ["wheel"]
-    assert "PYTHONPATH" not in fake.runs[0].environ or "overlay" not in fake.runs[0].environ["PYTHONPATH"]
+    assert (
+        "PYTHONPATH" not in fake.runs[0].environ
+        or "overlay" not in fake.runs[0].environ["PYTHONPATH"]
+    )
     assert result.wheel.path.is_file()
 
 
 def test_a_builder_without_a_pip_runner_runs_the_specs_interpreter_through_the_process_runner(
-        tmp_path: Path, scratch: Path, source: Path) -> None:
+    tmp_path: Path, scratch: Path, source: Path
+) -> None:
     fake = FakePip()
-    result = build(_spec(torch_requirement=None), Wheelhouse(tmp_path / "wheelhouse"), source_dir=source,
-                   installed={"setuptools": "80.0"}, environ=USER_ENV, runner=fake)
+    result = build(
+        _spec(torch_requirement=None),
+        Wheelhouse(tmp_path / "wheelhouse"),
+        source_dir=source,
+        installed={"setuptools": "80.0"},
+        environ=USER_ENV,
+        runner=fake,
+    )
     assert fake.verbs() == ["install", "wheel"]
-    assert all(run.command[:3] == [PYTHON, "-m", "pip"] and run.command[4] == "--disable-pip-version-check" for run in fake.runs)
+    assert all(
+        run.command[:3] == [PYTHON, "-m", "pip"] and run.command[4] == "--disable-pip-version-check"
+        for run in fake.runs
+    )
     assert all(run.log_path == result.log for run in fake.runs)
 
 
-def test_two_builders_of_one_key_make_one_wheel(tmp_path: Path, scratch: Path, source: Path) -> None:
+def test_two_builders_of_one_key_make_one_wheel(
+    tmp_path: Path, scratch: Path, source: Path
+) -> None:
     """The second builder waits on the key's lock while the first compiles, then finds its wheel."""
     second_started = threading.Event()
 
@@ -258,18 +362,26 @@ def test_two_builders_of_one_key_make_one_wheel(tmp_path: Path, scratch: Path, s
     assert len(list((tmp_path / "wheelhouse").rglob("*.whl"))) == 1
 
 
-def test_a_failed_overlay_install_names_pips_error_and_leaves_nothing(tmp_path: Path, scratch: Path, source: Path) -> None:
+def test_a_failed_overlay_install_names_pips_error_and_leaves_nothing(
+    tmp_path: Path, scratch: Path, source: Path
+) -> None:
     fake = FakePip(fail="install")
-    with pytest.raises(BuildError, match="installing build requirements into the overlay failed: ERROR: No matching distribution"):
+    with pytest.raises(
+        BuildError,
+        match="installing build requirements into the overlay failed: ERROR: No matching distribution",
+    ):
         _build(fake, tmp_path, source)
     assert fake.verbs() == ["install"]  # nothing was built after it
     assert list(scratch.iterdir()) == []
     assert not list((tmp_path / "wheelhouse").rglob("*.whl"))
 
 
-@pytest.mark.parametrize("interrupt", [KeyboardInterrupt(), Terminated(15)], ids=["ctrl-c", "sigterm"])
-def test_an_interrupted_build_leaves_no_folder_no_entry_and_a_free_lock(tmp_path: Path, scratch: Path, source: Path,
-                                                                       interrupt: KeyboardInterrupt) -> None:
+@pytest.mark.parametrize(
+    "interrupt", [KeyboardInterrupt(), Terminated(15)], ids=["ctrl-c", "sigterm"]
+)
+def test_an_interrupted_build_leaves_no_folder_no_entry_and_a_free_lock(
+    tmp_path: Path, scratch: Path, source: Path, interrupt: KeyboardInterrupt
+) -> None:
     def interrupted() -> None:
         raise interrupt
 

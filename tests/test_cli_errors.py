@@ -16,13 +16,28 @@ from cuda_resolve.cli import main
 BAD_PROFILES = {
     "malformed.toml": ("[python\nversion = '3.10'\n", "not valid TOML"),
     "unknown-top.toml": ('colour = "red"\n[python]\nversion = "3.10"\n', "colour: unknown key"),
-    "unknown-nested.toml": ('[python]\nversion = "3.10"\n[[gpu]]\ncompute_capability = "8.6"\ncc = "8.6"\n[driver]\nversion = "535.104.05"\ncuda = "12.2"\n', "gpu[0].cc: unknown key"),
-    "bad-driver.toml": ('[python]\nversion = "3.10"\n[driver]\nversion = "abc"\n', "driver.version = 'abc'"),
-    "bad-cuda.toml": ('[python]\nversion = "3.10"\n[driver]\nversion = "535.104.05"\ncuda = "12"\n', "driver.cuda = '12'"),
-    "bad-cc.toml": ('[python]\nversion = "3.10"\n[driver]\nversion = "535.104.05"\ncuda = "12.2"\n[[gpu]]\ncompute_capability = "8.x"\n', "gpu[0].compute_capability = '8.x'"),
+    "unknown-nested.toml": (
+        '[python]\nversion = "3.10"\n[[gpu]]\ncompute_capability = "8.6"\ncc = "8.6"\n[driver]\nversion = "535.104.05"\ncuda = "12.2"\n',
+        "gpu[0].cc: unknown key",
+    ),
+    "bad-driver.toml": (
+        '[python]\nversion = "3.10"\n[driver]\nversion = "abc"\n',
+        "driver.version = 'abc'",
+    ),
+    "bad-cuda.toml": (
+        '[python]\nversion = "3.10"\n[driver]\nversion = "535.104.05"\ncuda = "12"\n',
+        "driver.cuda = '12'",
+    ),
+    "bad-cc.toml": (
+        '[python]\nversion = "3.10"\n[driver]\nversion = "535.104.05"\ncuda = "12.2"\n[[gpu]]\ncompute_capability = "8.x"\n',
+        "gpu[0].compute_capability = '8.x'",
+    ),
     "wrong-type.toml": ("[python]\nversion = 3.10\n", "python.version = 3.1: expected a string"),
     "no-python.toml": ('[machine]\nos = "linux"\n', "python: is required but missing"),
-    "no-python-version.toml": ('[python]\nimplementation = "cpython"\n', "python.version: is required but missing"),
+    "no-python-version.toml": (
+        '[python]\nimplementation = "cpython"\n',
+        "python.version: is required but missing",
+    ),
 }
 
 COMMANDS = ["doctor", "detect"]
@@ -46,7 +61,9 @@ def _assert_one_error(err: str, *needles: str) -> None:
 
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("name", sorted(BAD_PROFILES))
-def test_bad_profile(command: str, name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_profile(
+    command: str, name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = _write(tmp_path, name)
     assert main([command, "--profile", str(path)]) == 2
     out, err = capsys.readouterr()
@@ -56,7 +73,9 @@ def test_bad_profile(command: str, name: str, tmp_path: Path, capsys: pytest.Cap
 
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("name", sorted(BAD_PROFILES))
-def test_bad_profile_json(command: str, name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_profile_json(
+    command: str, name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = _write(tmp_path, name)
     assert main([command, "--profile", str(path), "--json"]) == 2
     out, err = capsys.readouterr()
@@ -68,7 +87,9 @@ def test_bad_profile_json(command: str, name: str, tmp_path: Path, capsys: pytes
     assert isinstance(data["hint"], str) and data["hint"]
 
 
-def test_unknown_key_hint_lists_known_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_key_hint_lists_known_keys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = _write(tmp_path, "unknown-nested.toml")
     main(["doctor", "--profile", str(path)])
     hint = capsys.readouterr().err.splitlines()[1]
@@ -124,7 +145,9 @@ def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert "doctor" in out
 
 
-def test_help_and_version_return_zero_instead_of_exiting(capsys: pytest.CaptureFixture[str]) -> None:
+def test_help_and_version_return_zero_instead_of_exiting(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from cuda_resolve.cli import main
 
     assert main(["--version"]) == 0
@@ -141,7 +164,9 @@ def test_ambiguous_two_digit_variant_is_rejected() -> None:
     assert str(CudaVersion.parse("cu92")) == "9.2"
 
 
-def test_profile_and_python_together_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_profile_and_python_together_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from cuda_resolve.cli import main
 
     profile = tmp_path / "p.toml"
@@ -155,6 +180,16 @@ def test_profile_and_python_together_are_refused(tmp_path: Path, capsys: pytest.
 def test_an_invalid_requirement_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     from cuda_resolve.cli import main
 
-    assert main(["plan", "torch>=", "--profile", str(Path(__file__).parent / "data/profiles/cpu-ci-no-driver.toml")]) == 2
+    assert (
+        main(
+            [
+                "plan",
+                "torch>=",
+                "--profile",
+                str(Path(__file__).parent / "data/profiles/cpu-ci-no-driver.toml"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and err[0].startswith("error: requirement 'torch>=' is not valid")

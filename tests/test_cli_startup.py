@@ -9,8 +9,14 @@ import sys
 
 import pytest
 
-HEAVY = ("cuda_resolve.install.transaction", "cuda_resolve.install.stash", "cuda_resolve.build.builder",
-         "cuda_resolve.install.pins", "cuda_resolve.install.prepare", "requests")
+HEAVY = (
+    "cuda_resolve.install.transaction",
+    "cuda_resolve.install.stash",
+    "cuda_resolve.build.builder",
+    "cuda_resolve.install.pins",
+    "cuda_resolve.install.prepare",
+    "requests",
+)
 
 _PROBE = """
 import contextlib, io, json, runpy, sys
@@ -24,15 +30,20 @@ print(json.dumps([name for name in HEAVY if name in sys.modules]))
 """
 
 
-@pytest.mark.parametrize(("module", "argv"), [
-    ("pip_plugin", ["cuda-pip", "install", "--help"]),
-    ("cuda_resolve", ["cuda-resolve", "install", "--help"]),
-    ("cuda_resolve", ["cuda-resolve", "apply", "--help"]),
-    ("cuda_resolve", ["cuda-resolve", "plan", "--help"]),
-    ("cuda_resolve", ["cuda-resolve", "--version"]),
-])
+@pytest.mark.parametrize(
+    ("module", "argv"),
+    [
+        ("pip_plugin", ["cuda-pip", "install", "--help"]),
+        ("cuda_resolve", ["cuda-resolve", "install", "--help"]),
+        ("cuda_resolve", ["cuda-resolve", "apply", "--help"]),
+        ("cuda_resolve", ["cuda-resolve", "plan", "--help"]),
+        ("cuda_resolve", ["cuda-resolve", "--version"]),
+    ],
+)
 def test_help_and_version_load_no_executor(module: str, argv: list[str]) -> None:
     code = f"MODULE = {module!r}\nARGV = {argv!r}\nHEAVY = {list(HEAVY)!r}\n{_PROBE}"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []

@@ -78,7 +78,9 @@ def test_cuda_for_driver_older_than_every_toolkit() -> None:
 
 
 def test_cuda_for_driver_windows_uses_windows_minimums() -> None:
-    windows = ToolkitFacts(version=cuda("12.4"), driver_linux=drv("550.54.14"), driver_windows=drv("551.61"))
+    windows = ToolkitFacts(
+        version=cuda("12.4"), driver_linux=drv("550.54.14"), driver_windows=drv("551.61")
+    )
     index = make_index(toolkits=(windows,))
     assert cuda_for_driver(drv("551.61"), index, os="windows") == cuda("12.4")
     assert cuda_for_driver(drv("550.54.14"), index, os="windows") is None
@@ -131,7 +133,9 @@ DRIVER_CASES = [
 
 
 @pytest.mark.parametrize(("version", "build", "strict", "expected", "word"), DRIVER_CASES)
-def test_driver_supports_cuda(version: str, build: str, strict: bool, expected: bool, word: str) -> None:
+def test_driver_supports_cuda(
+    version: str, build: str, strict: bool, expected: bool, word: str
+) -> None:
     verdict = driver_supports_cuda(driver(version), cuda(build), INDEX, strict=strict)
     assert verdict.ok is expected
     assert bool(verdict) is expected
@@ -141,7 +145,12 @@ def test_driver_supports_cuda(version: str, build: str, strict: bool, expected: 
 # Before CUDA 11 there is no minor-version compatibility: the toolkit's own driver is needed.
 @pytest.mark.parametrize(
     ("version", "native", "expected"),
-    [("440.33", "10.2", True), ("440.64", "10.2", True), ("435.21", "10.1", False), ("418.87.01", "10.1", False)],
+    [
+        ("440.33", "10.2", True),
+        ("440.64", "10.2", True),
+        ("435.21", "10.1", False),
+        ("418.87.01", "10.1", False),
+    ],
 )
 def test_cu102_needs_440_33(version: str, native: str, expected: bool) -> None:
     for strict in (False, True):
@@ -179,7 +188,9 @@ _DRIVERS = st.builds(
     st.integers(min_value=0, max_value=200),
     st.integers(min_value=0, max_value=20),
 )
-_BUILD_CUDAS = st.sampled_from([t.version for t in TOOLKITS] + [CudaVersion(12, 7), CudaVersion(14, 0)])
+_BUILD_CUDAS = st.sampled_from(
+    [t.version for t in TOOLKITS] + [CudaVersion(12, 7), CudaVersion(14, 0)]
+)
 
 
 def _driver_of(version: DriverVersion) -> Driver:
@@ -189,7 +200,9 @@ def _driver_of(version: DriverVersion) -> Driver:
 
 
 @given(_DRIVERS, _DRIVERS, _BUILD_CUDAS, st.booleans())
-def test_driver_support_is_monotonic(first: DriverVersion, second: DriverVersion, build: CudaVersion, strict: bool) -> None:
+def test_driver_support_is_monotonic(
+    first: DriverVersion, second: DriverVersion, build: CudaVersion, strict: bool
+) -> None:
     older, newer = sorted((first, second))
     if driver_supports_cuda(_driver_of(older), build, INDEX, strict=strict):
         assert driver_supports_cuda(_driver_of(newer), build, INDEX, strict=strict)
@@ -210,7 +223,9 @@ def test_driver_runs_its_own_cuda_and_everything_older(version: DriverVersion) -
 
 
 @given(_DRIVERS, _BUILD_CUDAS)
-def test_minor_version_compatibility_is_the_family_minimum(version: DriverVersion, build: CudaVersion) -> None:
+def test_minor_version_compatibility_is_the_family_minimum(
+    version: DriverVersion, build: CudaVersion
+) -> None:
     family = INDEX.family(build.major)
     assume(family is not None)
     assert family is not None
@@ -307,10 +322,17 @@ def test_format_arch_list() -> None:
 
 
 _CAPABILITIES = st.sampled_from(
-    [cc(t) for t in ("3.5 3.7 5.0 5.2 5.3 6.0 6.1 6.2 7.0 7.2 7.5 8.0 8.6 8.7 8.8 8.9 9.0 10.0 10.1 10.3 11.0 12.0 12.1 13.0").split()]
+    [
+        cc(t)
+        for t in (
+            "3.5 3.7 5.0 5.2 5.3 6.0 6.1 6.2 7.0 7.2 7.5 8.0 8.6 8.7 8.8 8.9 9.0 10.0 10.1 10.3 11.0 12.0 12.1 13.0"
+        ).split()
+    ]
 )
 _ENTRIES = st.builds(
-    lambda cap, ptx, specific: ArchEntry(ComputeCapability(cap.major, cap.minor, "a" if specific else ""), ptx),
+    lambda cap, ptx, specific: ArchEntry(
+        ComputeCapability(cap.major, cap.minor, "a" if specific else ""), ptx
+    ),
     _CAPABILITIES,
     st.booleans(),
     st.booleans(),
@@ -318,18 +340,24 @@ _ENTRIES = st.builds(
 
 
 @given(_CAPABILITIES, st.lists(_ENTRIES, max_size=6), st.booleans())
-def test_a_gpus_own_sass_always_covers_it(capability: ComputeCapability, others: list[ArchEntry], ptx: bool) -> None:
+def test_a_gpus_own_sass_always_covers_it(
+    capability: ComputeCapability, others: list[ArchEntry], ptx: bool
+) -> None:
     assert build_covers_gpu([*others, ArchEntry(capability, ptx)], capability)
 
 
 @given(st.lists(_ENTRIES, max_size=6), st.lists(_ENTRIES, max_size=3), _CAPABILITIES)
-def test_more_entries_never_cover_less(base: list[ArchEntry], extra: list[ArchEntry], capability: ComputeCapability) -> None:
+def test_more_entries_never_cover_less(
+    base: list[ArchEntry], extra: list[ArchEntry], capability: ComputeCapability
+) -> None:
     if build_covers_gpu(base, capability):
         assert build_covers_gpu(base + extra, capability)
 
 
 @given(_CAPABILITIES, _CAPABILITIES)
-def test_ptx_covers_every_non_jetson_gpu_at_or_above_it(entry: ComputeCapability, capability: ComputeCapability) -> None:
+def test_ptx_covers_every_non_jetson_gpu_at_or_above_it(
+    entry: ComputeCapability, capability: ComputeCapability
+) -> None:
     covered = build_covers_gpu([ArchEntry(entry, ptx=True)], capability)
     if capability not in JETSON_CAPABILITIES:
         assert covered == (entry <= capability)
@@ -338,7 +366,9 @@ def test_ptx_covers_every_non_jetson_gpu_at_or_above_it(entry: ComputeCapability
 
 
 @given(_CAPABILITIES, _CAPABILITIES)
-def test_sass_never_runs_on_another_major_or_an_older_gpu(entry: ComputeCapability, capability: ComputeCapability) -> None:
+def test_sass_never_runs_on_another_major_or_an_older_gpu(
+    entry: ComputeCapability, capability: ComputeCapability
+) -> None:
     if build_covers_gpu([ArchEntry(entry)], capability):
         assert entry.major == capability.major
         assert entry.minor <= capability.minor
@@ -388,7 +418,9 @@ def test_toolkit_can_build_with_unknown_archs_rejects_everything() -> None:
 def test_toolkit_archs_prefers_what_nvcc_said() -> None:
     said = archs("80 86")
     assert toolkit_archs(Toolkit(version=cuda("12.1"), gpu_archs=said), facts("12.1")) == said
-    assert toolkit_archs(Toolkit(version=cuda("12.1")), facts("12.1")) == facts("12.1").archs + archs("90a")
+    assert toolkit_archs(Toolkit(version=cuda("12.1")), facts("12.1")) == facts(
+        "12.1"
+    ).archs + archs("90a")
     assert toolkit_archs(Toolkit(version=cuda("12.7")), None) == ()
     assert toolkit_archs(None, facts("11.8")) == facts("11.8").archs
 
@@ -505,7 +537,10 @@ def test_arch_list_for_build_calls_nothing_impossible_that_some_target_covers(
     _, impossible = arch_list_for_build(capabilities, toolkit.archs + toolkit.specific_archs)
     for capability in impossible:
         for target in toolkit.archs:
-            assert not build_covers_gpu([ArchEntry(target, ptx=True)], capability), (capability, target)
+            assert not build_covers_gpu([ArchEntry(target, ptx=True)], capability), (
+                capability,
+                target,
+            )
 
 
 def test_families_in_the_test_index_match_compat_md() -> None:
@@ -530,7 +565,9 @@ def test_families_in_the_test_index_match_compat_md() -> None:
         (("3.9",), "3.9", False, True),
     ],
 )
-def test_python_matches(supported: tuple[str, ...], version: str, free_threaded: bool, expected: bool) -> None:
+def test_python_matches(
+    supported: tuple[str, ...], version: str, free_threaded: bool, expected: bool
+) -> None:
     assert python_matches(supported, version, free_threaded=free_threaded) is expected
 
 
@@ -566,21 +603,33 @@ def test_shipped_index_agrees_with_compat_md(shipped: Index) -> None:
 def test_driver_supports_cuda_with_the_shipped_index(
     shipped: Index, version: str, build: str, strict: bool, expected: bool, word: str
 ) -> None:
-    verdict = driver_supports_cuda(driver(version, index=shipped), cuda(build), shipped, strict=strict)
+    verdict = driver_supports_cuda(
+        driver(version, index=shipped), cuda(build), shipped, strict=strict
+    )
     assert verdict.ok is expected
     assert word in verdict.reason
 
 
 @pytest.mark.parametrize(
     ("version", "expected"),
-    [("535.104.05", "12.2"), ("470.82.01", "11.4"), ("580.159.04", "13.0"), ("440.33", "10.2"), ("595.45.04", "13.2")],
+    [
+        ("535.104.05", "12.2"),
+        ("470.82.01", "11.4"),
+        ("580.159.04", "13.0"),
+        ("440.33", "10.2"),
+        ("595.45.04", "13.2"),
+    ],
 )
-def test_cuda_for_driver_with_the_shipped_index(shipped: Index, version: str, expected: str) -> None:
+def test_cuda_for_driver_with_the_shipped_index(
+    shipped: Index, version: str, expected: str
+) -> None:
     assert cuda_for_driver(drv(version), shipped) == cuda(expected)
 
 
 @given(st.lists(_CAPABILITIES, max_size=5), st.data())
-def test_arch_list_for_build_over_shipped_toolkits(shipped: Index, capabilities: list[ComputeCapability], data: st.DataObject) -> None:
+def test_arch_list_for_build_over_shipped_toolkits(
+    shipped: Index, capabilities: list[ComputeCapability], data: st.DataObject
+) -> None:
     toolkit = data.draw(st.sampled_from(shipped.toolkits))
     accepted = toolkit.archs + toolkit.specific_archs
     entries, impossible = arch_list_for_build(capabilities, accepted)
@@ -607,8 +656,14 @@ def test_pypi_torch_builds_of_the_shipped_index_cover_what_compat_md_says(shippe
 def test_host_compiler_for_switches_to_the_newest_installed_gcc_in_range() -> None:
     facts = next(t for t in TOOLKITS if t.gcc_max is not None)
     assert facts.gcc_max is not None
-    too_new, fits, older = f"{facts.gcc_max + 1}.1.0", f"{facts.gcc_max}.2.0", f"{facts.gcc_max - 1}.4.0"
-    verdict, switch_to = host_compiler_for(Compiler(gcc=too_new, other_gcc=(older, "gcc-9", fits)), facts)
+    too_new, fits, older = (
+        f"{facts.gcc_max + 1}.1.0",
+        f"{facts.gcc_max}.2.0",
+        f"{facts.gcc_max - 1}.4.0",
+    )
+    verdict, switch_to = host_compiler_for(
+        Compiler(gcc=too_new, other_gcc=(older, "gcc-9", fits)), facts
+    )
     assert not verdict.ok and switch_to == fits
     assert host_compiler_for(Compiler(gcc=too_new, other_gcc=("gcc-9",)), facts) == (verdict, None)
     ok, none = host_compiler_for(Compiler(gcc=fits, other_gcc=(older,)), facts)

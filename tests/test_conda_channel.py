@@ -23,11 +23,23 @@ from cuda_resolve.versions import CudaVersion
 from cuda_resolve.wheelhouse.key import WheelKey
 
 rattler = pytest.importorskip("rattler", reason="py-rattler (the test extra) checks the channel")
-pytest.importorskip("conda_package_handling", reason="conda-package-handling (the test extra) writes .conda files")
+pytest.importorskip(
+    "conda_package_handling", reason="conda-package-handling (the test extra) writes .conda files"
+)
 
-KEY = WheelKey(package="cuext", version="0.1.0", torch="2.14.1", variant="cu130", python_tag="cp311",
-               platform="manylinux_2_28_x86_64", arch_list="8.0;9.0+PTX", recipe_digest="0123456789abcdef")
-PIP_TORCH = TorchRecord(source="pip", version="2.14.1+cu130", build="pypi_0", cuda=CudaVersion(13, 0))
+KEY = WheelKey(
+    package="cuext",
+    version="0.1.0",
+    torch="2.14.1",
+    variant="cu130",
+    python_tag="cp311",
+    platform="manylinux_2_28_x86_64",
+    arch_list="8.0;9.0+PTX",
+    recipe_digest="0123456789abcdef",
+)
+PIP_TORCH = TorchRecord(
+    source="pip", version="2.14.1+cu130", build="pypi_0", cuda=CudaVersion(13, 0)
+)
 SO_BYTES = b"\x7fELF not really, but bytes the test can find again"
 
 
@@ -58,7 +70,14 @@ def _stand_in(channel: LocalChannel, scratch: Path, *, name: str, version: str, 
 
     root = scratch / f"{name}-{version}-{build}"
     (root / "info").mkdir(parents=True)
-    index = {"name": name, "version": version, "build": build, "build_number": 0, "depends": [], "subdir": "linux-64"}
+    index = {
+        "name": name,
+        "version": version,
+        "build": build,
+        "build_number": 0,
+        "depends": [],
+        "subdir": "linux-64",
+    }
     (root / "info" / "index.json").write_text(json.dumps(index))
     (root / "info" / "paths.json").write_text(json.dumps({"paths": [], "paths_version": 1}))
     filename = f"{name}-{version}-{build}.conda"
@@ -67,9 +86,24 @@ def _stand_in(channel: LocalChannel, scratch: Path, *, name: str, version: str, 
 
 
 def _solve(channel: LocalChannel, specs: list[str], cuda: str | None) -> list[object]:
-    virtual = [] if cuda is None else [rattler.GenericVirtualPackage(rattler.PackageName("__cuda"), rattler.Version(cuda), rattler.BuildString("0"))]
+    virtual = (
+        []
+        if cuda is None
+        else [
+            rattler.GenericVirtualPackage(
+                rattler.PackageName("__cuda"), rattler.Version(cuda), rattler.BuildString("0")
+            )
+        ]
+    )
     source = rattler.Channel(channel.url)
-    return asyncio.run(rattler.solve(sources=[source], specs=specs, platforms=["linux-64", "noarch"], virtual_packages=virtual))
+    return asyncio.run(
+        rattler.solve(
+            sources=[source],
+            specs=specs,
+            platforms=["linux-64", "noarch"],
+            virtual_packages=virtual,
+        )
+    )
 
 
 @pytest.fixture
@@ -79,19 +113,27 @@ def channel(tmp_path: Path) -> LocalChannel:
     return channel
 
 
-def _convert(tmp_path: Path, channel: LocalChannel, *, torch: TorchRecord = PIP_TORCH, scripts: bool = False) -> Path:
+def _convert(
+    tmp_path: Path, channel: LocalChannel, *, torch: TorchRecord = PIP_TORCH, scripts: bool = False
+) -> Path:
     package = package_for(KEY, torch=torch, python=None, python_version="3.11")
     built = wheel_to_conda(_wheel(tmp_path, scripts=scripts), package, tmp_path / "out")
     return channel.add(built, package.subdir)
 
 
-def test_the_package_record_pins_the_torch_record_cuda_and_carries_the_arch_list(tmp_path: Path, channel: LocalChannel) -> None:
+def test_the_package_record_pins_the_torch_record_cuda_and_carries_the_arch_list(
+    tmp_path: Path, channel: LocalChannel
+) -> None:
     path = _convert(tmp_path, channel)
     index, ours = read_package_info(path)
-    assert index["name"] == "cuext" and index["version"] == "0.1.0" and index["subdir"] == "linux-64"
+    assert (
+        index["name"] == "cuext" and index["version"] == "0.1.0" and index["subdir"] == "linux-64"
+    )
     assert index["depends"] == ["torch ==2.14.1+cu130 pypi_0", "__cuda >=13"]
     build = str(index["build"])
-    assert re.fullmatch(r"cp311_pt2141cu130_sm80_sm90ptx_r[0-9a-f]{8}_h[0-9a-f]{8}_0", build), build  # the label's recipe word too
+    assert re.fullmatch(r"cp311_pt2141cu130_sm80_sm90ptx_r[0-9a-f]{8}_h[0-9a-f]{8}_0", build), (
+        build
+    )  # the label's recipe word too
     record = CondaRecord.from_json(index, origin=str(path))
     assert [str(entry) for entry in arch_list_of(record) or ()] == ["8.0", "9.0+PTX"]
     assert ours["arch_list"] == "8.0;9.0+PTX" and ours["wheel_key"] == KEY.to_json()
@@ -100,10 +142,14 @@ def test_the_package_record_pins_the_torch_record_cuda_and_carries_the_arch_list
     entry = repodata["packages.conda"][path.name]
     assert entry["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     assert entry["depends"] == index["depends"]
-    assert json.loads((channel.root / "noarch" / "repodata.json").read_text())["packages.conda"] == {}
+    assert (
+        json.loads((channel.root / "noarch" / "repodata.json").read_text())["packages.conda"] == {}
+    )
 
 
-def test_rattler_solves_and_installs_it_into_a_prefix(tmp_path: Path, channel: LocalChannel) -> None:
+def test_rattler_solves_and_installs_it_into_a_prefix(
+    tmp_path: Path, channel: LocalChannel
+) -> None:
     path = _convert(tmp_path, channel, scripts=True)
     _stand_in(channel, tmp_path, name="torch", version="2.14.1+cu130", build="pypi_0")
     _stand_in(channel, tmp_path, name="torch", version="2.14.0+cu130", build="pypi_0")
@@ -117,9 +163,13 @@ def test_rattler_solves_and_installs_it_into_a_prefix(tmp_path: Path, channel: L
     assert (site / "cuext" / "_ext.cpython-311-x86_64-linux-gnu.so").read_bytes() == SO_BYTES
     assert (prefix / "include" / "python3.11" / "cuext.h").is_file()  # the wheel's .data/headers
     dist_info = next(site.glob("cuext-*.dist-info"))
-    assert (dist_info / "INSTALLER").read_text() == "conda\n" and not (dist_info / "RECORD").exists()
+    assert (dist_info / "INSTALLER").read_text() == "conda\n" and not (
+        dist_info / "RECORD"
+    ).exists()
     script = (prefix / "bin" / "cuext-info").read_text()
-    assert script.startswith(f"#!{prefix}/bin/python\n")  # the placeholder was replaced by the installer
+    assert script.startswith(
+        f"#!{prefix}/bin/python\n"
+    )  # the placeholder was replaced by the installer
     meta = json.loads(next((prefix / "conda-meta").glob("cuext-*.json")).read_text())
     assert meta["fn"] == path.name
 
@@ -142,19 +192,32 @@ def test_no_cuda_driver_means_no_solution(tmp_path: Path, channel: LocalChannel)
     assert _solve(channel, ["cuext"], cuda="13.2")
 
 
-def test_a_channel_pytorch_is_pinned_by_name_version_and_build(tmp_path: Path, channel: LocalChannel) -> None:
-    torch = TorchRecord(source="channel", version="2.14.1", build="cuda130_generic_py311_h0123_300", cuda=CudaVersion(13, 0))
+def test_a_channel_pytorch_is_pinned_by_name_version_and_build(
+    tmp_path: Path, channel: LocalChannel
+) -> None:
+    torch = TorchRecord(
+        source="channel",
+        version="2.14.1",
+        build="cuda130_generic_py311_h0123_300",
+        cuda=CudaVersion(13, 0),
+    )
     path = _convert(tmp_path, channel, torch=torch)
     index, _ = read_package_info(path)
     assert index["depends"] == ["pytorch ==2.14.1 cuda130_generic_py311_h0123_300", "__cuda >=13"]
-    _stand_in(channel, tmp_path, name="pytorch", version="2.14.1", build="cuda130_generic_py311_h0123_300")
-    _stand_in(channel, tmp_path, name="pytorch", version="2.14.1", build="cpu_generic_py311_h0123_0")
+    _stand_in(
+        channel, tmp_path, name="pytorch", version="2.14.1", build="cuda130_generic_py311_h0123_300"
+    )
+    _stand_in(
+        channel, tmp_path, name="pytorch", version="2.14.1", build="cpu_generic_py311_h0123_0"
+    )
     chosen = {str(r.name.normalized): str(r.build) for r in _solve(channel, ["cuext"], cuda="13.0")}  # type: ignore[attr-defined]
     assert chosen["pytorch"] == "cuda130_generic_py311_h0123_300"
 
 
 def test_a_wheel_built_against_another_torch_is_not_packaged(tmp_path: Path) -> None:
-    other = TorchRecord(source="pip", version="2.13.0+cu130", build="pypi_0", cuda=CudaVersion(13, 0))
+    other = TorchRecord(
+        source="pip", version="2.13.0+cu130", build="pypi_0", cuda=CudaVersion(13, 0)
+    )
     with pytest.raises(UsageError, match=r"built against torch 2\.14\.1"):
         package_for(KEY, torch=other, python=None, python_version="3.11")
 

@@ -24,7 +24,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("conda", reason="conda is not on PyPI; run these with a conda that has the plugin installed (docs/conda.md)")
+pytest.importorskip(
+    "conda",
+    reason="conda is not on PyPI; run these with a conda that has the plugin installed (docs/conda.md)",
+)
 pytest.importorskip("conda.plugins.types", reason="needs a conda with plugin hooks (26.x)")
 
 from conda.base.context import reset_context
@@ -37,16 +40,27 @@ from conda_plugin import actions
 from cuda_resolve.conda.channel import LocalChannel
 
 pytest_plugins = ("conda.testing.fixtures", "test_net_support")
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::PendingDeprecationWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::DeprecationWarning", "ignore::PendingDeprecationWarning"
+)
 
 PY = TAG.replace("cp", "py")
 TORCH_BUILD = f"cuda130_{PY}_h0_300"  # conda-forge ranks its CUDA builds first by build number
 
 
-def _package(channel: LocalChannel, scratch: Path, *, name: str, version: str, build: str, depends: list[str],
-             files: dict[str, bytes], links: dict[str, str] | None = None, build_number: int = 0) -> None:
+def _package(
+    channel: LocalChannel,
+    scratch: Path,
+    *,
+    name: str,
+    version: str,
+    build: str,
+    depends: list[str],
+    files: dict[str, bytes],
+    links: dict[str, str] | None = None,
+    build_number: int = 0,
+) -> None:
     """A small ``.conda`` package in ``channel`` (files and symbolic links)."""
-
 
     from conda_package_handling import api  # type: ignore[import-untyped]
 
@@ -56,12 +70,26 @@ def _package(channel: LocalChannel, scratch: Path, *, name: str, version: str, b
     for relative, data in files.items():
         (root / relative).parent.mkdir(parents=True, exist_ok=True)
         (root / relative).write_bytes(data)
-        paths.append({"_path": relative, "path_type": "hardlink", "sha256": hashlib.sha256(data).hexdigest(), "size_in_bytes": len(data)})
+        paths.append(
+            {
+                "_path": relative,
+                "path_type": "hardlink",
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "size_in_bytes": len(data),
+            }
+        )
     for relative, target in (links or {}).items():
         (root / relative).parent.mkdir(parents=True, exist_ok=True)
         os.symlink(target, root / relative)
         paths.append({"_path": relative, "path_type": "softlink"})
-    index = {"name": name, "version": version, "build": build, "build_number": build_number, "depends": depends, "subdir": "linux-64"}
+    index = {
+        "name": name,
+        "version": version,
+        "build": build,
+        "build_number": build_number,
+        "depends": depends,
+        "subdir": "linux-64",
+    }
     (root / "info" / "index.json").write_text(json.dumps(index))
     (root / "info" / "paths.json").write_text(json.dumps({"paths": paths, "paths_version": 1}))
     (root / "info" / "files").write_text("".join(f"{p['_path']}\n" for p in paths))
@@ -77,23 +105,47 @@ def standin_channel(folder: Path) -> LocalChannel:
     scratch = folder / "standins-scratch"
     base = Path(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))
     version = ".".join(map(str, sys.version_info[:3]))
-    _package(channel, scratch, name="python", version=version, build="0", depends=[],
-             # site-packages exists from the start, as conda-forge's python ships a README in it
-             files={"pyvenv.cfg": f"home = {base.parent}\ninclude-system-site-packages = false\nversion = {version}\n".encode(),
-                    f"{SITE}/README.txt": b"This directory exists so that 3rd party packages can be installed here.\n"},
-             links={"bin/python": str(base)})
+    _package(
+        channel,
+        scratch,
+        name="python",
+        version=version,
+        build="0",
+        depends=[],
+        # site-packages exists from the start, as conda-forge's python ships a README in it
+        files={
+            "pyvenv.cfg": f"home = {base.parent}\ninclude-system-site-packages = false\nversion = {version}\n".encode(),
+            f"{SITE}/README.txt": b"This directory exists so that 3rd party packages can be installed here.\n",
+        },
+        links={"bin/python": str(base)},
+    )
     for build, cuda in ((TORCH_BUILD, "'13.0'"), (f"cpu_{PY}_h0_0", "None")):
-        _package(channel, scratch, name="pytorch", version="2.14.1", build=build, build_number=int(build.rsplit("_", 1)[1]), depends=["python"], files={
-            f"{SITE}/torch/__init__.py": b"__version__ = '2.14.1'\nfrom . import version\n",
-            f"{SITE}/torch/version.py": f"__version__ = '2.14.1'\ncuda = {cuda}\n".encode(),
-            f"{SITE}/torch-2.14.1.dist-info/METADATA": b"Metadata-Version: 2.1\nName: torch\nVersion: 2.14.1\n",
-            f"{SITE}/torch-2.14.1.dist-info/INSTALLER": b"conda\n",
-        })
+        _package(
+            channel,
+            scratch,
+            name="pytorch",
+            version="2.14.1",
+            build=build,
+            build_number=int(build.rsplit("_", 1)[1]),
+            depends=["python"],
+            files={
+                f"{SITE}/torch/__init__.py": b"__version__ = '2.14.1'\nfrom . import version\n",
+                f"{SITE}/torch/version.py": f"__version__ = '2.14.1'\ncuda = {cuda}\n".encode(),
+                f"{SITE}/torch-2.14.1.dist-info/METADATA": b"Metadata-Version: 2.1\nName: torch\nVersion: 2.14.1\n",
+                f"{SITE}/torch-2.14.1.dist-info/INSTALLER": b"conda\n",
+            },
+        )
     return channel
 
 
 @pytest.fixture
-def setup(origin: BenchServer, cas: Cas, system_trust: SystemTrust, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[WheelIndex, LocalChannel]]:
+def setup(
+    origin: BenchServer,
+    cas: Cas,
+    system_trust: SystemTrust,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[tuple[WheelIndex, LocalChannel]]:
     from cuda_resolve.index.load import clear_cache
 
     system_trust(cas.origin)
@@ -123,15 +175,30 @@ def _records(prefix: Path) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("solver", ["classic", "rattler"])
-def test_create_with_pytorch_and_the_extension_in_one_command(solver: str, setup: tuple[WheelIndex, LocalChannel], tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch, conda_cli: object) -> None:
+def test_create_with_pytorch_and_the_extension_in_one_command(
+    solver: str,
+    setup: tuple[WheelIndex, LocalChannel],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    conda_cli: object,
+) -> None:
     if solver == "rattler":
         pytest.importorskip("conda_rattler_solver", reason="conda-rattler-solver is not installed")
     _, standins = setup
     monkeypatch.setenv("CONDA_SOLVER", solver)
     reset_context()
     prefix = tmp_path / "env"
-    out, _, _ = conda_cli("create", "-y", "-p", str(prefix), "--override-channels", "-c", standins.url, "pytorch", "wheelext")  # type: ignore[operator]
+    out, _, _ = conda_cli(
+        "create",
+        "-y",
+        "-p",
+        str(prefix),
+        "--override-channels",
+        "-c",
+        standins.url,
+        "pytorch",
+        "wheelext",
+    )  # type: ignore[operator]
     assert "conda installs the rest first" in out
     records = _records(prefix)
     assert {"python", "pytorch", "wheelext"} <= set(records)
@@ -139,44 +206,79 @@ def test_create_with_pytorch_and_the_extension_in_one_command(solver: str, setup
     assert str(ours.channel.base_url).startswith((tmp_path / "ours").as_uri())  # type: ignore[attr-defined]
     assert f"pytorch ==2.14.1 {TORCH_BUILD}" in ours.depends and "__cuda >=13" in ours.depends  # type: ignore[attr-defined]
     assert (prefix / SITE / "wheelext" / EXTENSION).is_file()
-    assert "wheelext" in (prefix / "conda-meta" / "history").read_text()  # a request conda remembers
+    assert (
+        "wheelext" in (prefix / "conda-meta" / "history").read_text()
+    )  # a request conda remembers
     # conda's own remove takes it out again, and leaves the torch it pinned.
     conda_cli("remove", "-y", "-p", str(prefix), "wheelext")  # type: ignore[operator]
     assert "wheelext" not in _records(prefix) and "pytorch" in _records(prefix)
     assert not (prefix / SITE / "wheelext").exists()
 
 
-def test_a_solve_without_a_cuda_torch_is_refused_before_anything_exists(setup: tuple[WheelIndex, LocalChannel], tmp_path: Path,
-                                                                         conda_cli: object) -> None:
+def test_a_solve_without_a_cuda_torch_is_refused_before_anything_exists(
+    setup: tuple[WheelIndex, LocalChannel], tmp_path: Path, conda_cli: object
+) -> None:
     _, standins = setup
     prefix = tmp_path / "env"
-    for specs, said in ((["pytorch=*=cpu*", "wheelext"], "must be built against a CUDA torch"),
-                        (["python", "wheelext"], "leaves none"),
-                        (["wheelext"], "installs nothing else")):
+    for specs, said in (
+        (["pytorch=*=cpu*", "wheelext"], "must be built against a CUDA torch"),
+        (["python", "wheelext"], "leaves none"),
+        (["wheelext"], "installs nothing else"),
+    ):
         actions._DEFERRED.clear()
         with pytest.raises(CondaError, match=said):
-            conda_cli("create", "-y", "-p", str(prefix), "--override-channels", "-c", standins.url, *specs)  # type: ignore[operator]
+            conda_cli(
+                "create", "-y", "-p", str(prefix), "--override-channels", "-c", standins.url, *specs
+            )  # type: ignore[operator]
         assert not (prefix / "conda-meta").exists(), specs
     assert not (tmp_path / "ours").exists()
 
 
-def test_a_dry_run_names_the_torch_it_would_build_against(setup: tuple[WheelIndex, LocalChannel], tmp_path: Path, conda_cli: object) -> None:
+def test_a_dry_run_names_the_torch_it_would_build_against(
+    setup: tuple[WheelIndex, LocalChannel], tmp_path: Path, conda_cli: object
+) -> None:
     _, standins = setup
     prefix = tmp_path / "env"
-    out, _, _ = conda_cli("create", "--dry-run", "-p", str(prefix), "--override-channels", "-c", standins.url,  # type: ignore[operator]
-                          "pytorch", "wheelext", raises=DryRunExit)
-    assert f"wheelext would be built against a channel's pytorch 2.14.1 ({TORCH_BUILD}, CUDA 13.0)" in out
+    out, _, _ = conda_cli(
+        "create",
+        "--dry-run",
+        "-p",
+        str(prefix),
+        "--override-channels",
+        "-c",
+        standins.url,  # type: ignore[operator]
+        "pytorch",
+        "wheelext",
+        raises=DryRunExit,
+    )
+    assert (
+        f"wheelext would be built against a channel's pytorch 2.14.1 ({TORCH_BUILD}, CUDA 13.0)"
+        in out
+    )
     assert not prefix.exists() and not (tmp_path / "ours").exists()
 
 
 def test_a_failure_after_the_environment_exists_names_it_and_the_command_that_finishes(
-        setup: tuple[WheelIndex, LocalChannel], tmp_path: Path, conda_cli: object) -> None:
+    setup: tuple[WheelIndex, LocalChannel], tmp_path: Path, conda_cli: object
+) -> None:
     served, standins = setup
     good_page = f'<a href="torch-2.14.1_cu130/{WHEEL_NAME}#sha256={hashlib.sha256(served.wheel).hexdigest()}">w</a>'
-    served.set_page(f'<a href="torch-2.14.1_cu130/{WHEEL_NAME}">w</a>')  # no hash: the plugin refuses the file
+    served.set_page(
+        f'<a href="torch-2.14.1_cu130/{WHEEL_NAME}">w</a>'
+    )  # no hash: the plugin refuses the file
     prefix = tmp_path / "env"
     with pytest.raises(CondaError) as failed:
-        conda_cli("create", "-y", "-p", str(prefix), "--override-channels", "-c", standins.url, "pytorch", "wheelext")  # type: ignore[operator]
+        conda_cli(
+            "create",
+            "-y",
+            "-p",
+            str(prefix),
+            "--override-channels",
+            "-c",
+            standins.url,
+            "pytorch",
+            "wheelext",
+        )  # type: ignore[operator]
     text = str(failed.value)
     assert f"{prefix} exists with 2 conda package(s), a channel's pytorch 2.14.1" in text
     assert "wheelext is not installed in it" in text and "without a sha256" in text
@@ -189,13 +291,26 @@ def test_a_failure_after_the_environment_exists_names_it_and_the_command_that_fi
     assert "wheelext" in _records(prefix)
 
 
-def test_install_with_a_torch_spec_builds_against_the_torch_the_command_leaves(setup: tuple[WheelIndex, LocalChannel], tmp_path: Path,
-                                                                                conda_cli: object) -> None:
+def test_install_with_a_torch_spec_builds_against_the_torch_the_command_leaves(
+    setup: tuple[WheelIndex, LocalChannel], tmp_path: Path, conda_cli: object
+) -> None:
     _, standins = setup
     prefix = tmp_path / "env"
-    conda_cli("create", "-y", "-p", str(prefix), "--override-channels", "-c", standins.url, "python")  # type: ignore[operator]
+    conda_cli(
+        "create", "-y", "-p", str(prefix), "--override-channels", "-c", standins.url, "python"
+    )  # type: ignore[operator]
     # No torch yet: the build waits for the one this install brings.
-    out, _, _ = conda_cli("install", "-y", "-p", str(prefix), "--override-channels", "-c", standins.url, "pytorch", "wheelext")  # type: ignore[operator]
+    out, _, _ = conda_cli(
+        "install",
+        "-y",
+        "-p",
+        str(prefix),
+        "--override-channels",
+        "-c",
+        standins.url,
+        "pytorch",
+        "wheelext",
+    )  # type: ignore[operator]
     assert "conda installs the rest first" in out
     records = _records(prefix)
     assert f"pytorch ==2.14.1 {TORCH_BUILD}" in records["wheelext"].depends  # type: ignore[attr-defined]

@@ -31,7 +31,9 @@ from cuda_resolve.errors import CudaResolveError
 from cuda_resolve.install.options import InstallOptions
 
 rattler = pytest.importorskip("rattler", reason="py-rattler (the test extra) checks the channel")
-pytest.importorskip("conda_package_handling", reason="conda-package-handling (the test extra) writes .conda files")
+pytest.importorskip(
+    "conda_package_handling", reason="conda-package-handling (the test extra) writes .conda files"
+)
 
 pytest_plugins = ["test_net_support"]
 
@@ -104,7 +106,9 @@ def serve_wheel_index(origin: BenchServer, folder: Path) -> WheelIndex:
     whose index overlay names it; the page lists the wheel with its sha256."""
     wheel = fixture_wheel()
     wheel_path = f"/torch-2.14.1_cu130/{WHEEL_NAME}"
-    page: dict[str, str] = {"html": f'<html><body><a href="torch-2.14.1_cu130/{WHEEL_NAME}#sha256={hashlib.sha256(wheel).hexdigest()}">{WHEEL_NAME}</a></body></html>'}
+    page: dict[str, str] = {
+        "html": f'<html><body><a href="torch-2.14.1_cu130/{WHEEL_NAME}#sha256={hashlib.sha256(wheel).hexdigest()}">{WHEEL_NAME}</a></body></html>'
+    }
 
     def page_route(handler: BenchHandler) -> None:
         handler.reply(200, page["html"].encode(), content_type="text/html")
@@ -117,8 +121,13 @@ def serve_wheel_index(origin: BenchServer, folder: Path) -> WheelIndex:
     overlay = index_overlay(folder / "index", origin.url("").rstrip("/"))
     config = folder / "cuda-resolve.toml"
     config.write_text(f'index_dirs = ["{overlay}"]\n')
-    return WheelIndex(page_url=origin.url("/torch-2.14.1_cu130.html"), wheel_url=origin.url(wheel_path), wheel=wheel,
-                      config=config, set_page=lambda html: page.__setitem__("html", html))
+    return WheelIndex(
+        page_url=origin.url("/torch-2.14.1_cu130.html"),
+        wheel_url=origin.url(wheel_path),
+        wheel=wheel,
+        config=config,
+        set_page=lambda html: page.__setitem__("html", html),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +137,13 @@ def torch_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def served(origin: BenchServer, cas: Cas, system_trust: SystemTrust, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[WheelIndex]:
+def served(
+    origin: BenchServer,
+    cas: Cas,
+    system_trust: SystemTrust,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[WheelIndex]:
     from cuda_resolve.index.load import clear_cache
 
     system_trust(cas.origin)  # the loopback origin's CA is the OS store: truststore accepts it
@@ -145,8 +160,16 @@ def served(origin: BenchServer, cas: Cas, system_trust: SystemTrust, tmp_path: P
 def _into_channel(prefix: Path, channel: LocalChannel, client: object) -> list[object]:
     from cuda_resolve.index import default_index
 
-    return list(build_into_channel(["wheelext"], prefix, channel=channel, index=default_index(), options=InstallOptions(),
-                                   client=client))  # type: ignore[arg-type]
+    return list(
+        build_into_channel(
+            ["wheelext"],
+            prefix,
+            channel=channel,
+            index=default_index(),
+            options=InstallOptions(),
+            client=client,
+        )
+    )  # type: ignore[arg-type]
 
 
 def _stand_in(channel: LocalChannel, scratch: Path, *, name: str, version: str, build: str) -> None:
@@ -156,40 +179,79 @@ def _stand_in(channel: LocalChannel, scratch: Path, *, name: str, version: str, 
 
 
 def test_the_planned_wheel_is_fetched_checked_and_packaged_with_the_torch_pin(
-        served: WheelIndex, torch_venv: Path, make_client: ClientFactory, origin: BenchServer, tmp_path: Path) -> None:
+    served: WheelIndex,
+    torch_venv: Path,
+    make_client: ClientFactory,
+    origin: BenchServer,
+    tmp_path: Path,
+) -> None:
     channel = LocalChannel(tmp_path / "channel")
     [item] = _into_channel(torch_venv, channel, make_client(use_cache=False))
     index, ours = read_package_info(item.path)  # type: ignore[attr-defined]
     assert index["name"] == "wheelext" and index["version"] == "0.2.0"
-    assert index["depends"] == ["torch ==2.14.1 pypi_0", "__cuda >=13"]  # the same pins as a built package
+    assert index["depends"] == [
+        "torch ==2.14.1 pypi_0",
+        "__cuda >=13",
+    ]  # the same pins as a built package
     sha = hashlib.sha256(served.wheel).hexdigest()
     # The torch build's arch list (the index's cu130 list), and the file's hash in the recipe word.
-    assert re.fullmatch(rf"{TAG}_pt2141cu130(_sm\d+)+_r{sha[:8]}_h[0-9a-f]{{8}}_0", str(index["build"])), index["build"]
+    assert re.fullmatch(
+        rf"{TAG}_pt2141cu130(_sm\d+)+_r{sha[:8]}_h[0-9a-f]{{8}}_0", str(index["build"])
+    ), index["build"]
     assert ours["downloaded_from"] == served.wheel_url and ours["wheel_sha256"] == sha
     assert "arch list of the torch build" in str(ours["arch_list_source"])
     assert item.downloaded_from == served.wheel_url  # type: ignore[attr-defined]
     assert [seen.path for seen in origin.requests_to(f"/torch-2.14.1_cu130/{WHEEL_NAME}")]
     # py-rattler solves it with the environment's torch record and installs the wheel's files.
     _stand_in(channel, tmp_path, name="torch", version="2.14.1", build="pypi_0")
-    virtual = [rattler.GenericVirtualPackage(rattler.PackageName("__cuda"), rattler.Version("13.0"), rattler.BuildString("0"))]
-    records = asyncio.run(rattler.solve(sources=[rattler.Channel(channel.url)], specs=["wheelext"],
-                                        platforms=["linux-64", "noarch"], virtual_packages=virtual))
+    virtual = [
+        rattler.GenericVirtualPackage(
+            rattler.PackageName("__cuda"), rattler.Version("13.0"), rattler.BuildString("0")
+        )
+    ]
+    records = asyncio.run(
+        rattler.solve(
+            sources=[rattler.Channel(channel.url)],
+            specs=["wheelext"],
+            platforms=["linux-64", "noarch"],
+            virtual_packages=virtual,
+        )
+    )
     prefix = tmp_path / "prefix"
     asyncio.run(rattler.install(records, prefix, cache_dir=tmp_path / "pkgs", show_progress=False))
     assert (prefix / SITE / "wheelext" / EXTENSION).read_bytes() == SO_BYTES
     # Converting it again (a later environment, a pruned channel) needs no download.
     before = len(origin.requests_to(f"/torch-2.14.1_cu130/{WHEEL_NAME}"))
-    [again] = _into_channel(torch_venv, LocalChannel(tmp_path / "other"), make_client(use_cache=False))
-    assert again.cache_hit and len(origin.requests_to(f"/torch-2.14.1_cu130/{WHEEL_NAME}")) == before  # type: ignore[attr-defined]
+    [again] = _into_channel(
+        torch_venv, LocalChannel(tmp_path / "other"), make_client(use_cache=False)
+    )
+    assert (
+        again.cache_hit and len(origin.requests_to(f"/torch-2.14.1_cu130/{WHEEL_NAME}")) == before
+    )  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("page, refusal", [
-    (f'<a href="torch-2.14.1_cu130/{WHEEL_NAME}#sha256={"0" * 64}">w</a>', "sha256"),  # the served file differs
-    (f'<a href="torch-2.14.1_cu130/{WHEEL_NAME}">w</a>', "without a sha256"),
-    (f'<a href="torch-2.14.1_cu130/{WHEEL_NAME.replace(TAG, "cp39")}#sha256=00">w</a>', "does not list"),
-])
+@pytest.mark.parametrize(
+    "page, refusal",
+    [
+        (
+            f'<a href="torch-2.14.1_cu130/{WHEEL_NAME}#sha256={"0" * 64}">w</a>',
+            "sha256",
+        ),  # the served file differs
+        (f'<a href="torch-2.14.1_cu130/{WHEEL_NAME}">w</a>', "without a sha256"),
+        (
+            f'<a href="torch-2.14.1_cu130/{WHEEL_NAME.replace(TAG, "cp39")}#sha256=00">w</a>',
+            "does not list",
+        ),
+    ],
+)
 def test_a_wheel_that_cannot_be_checked_never_reaches_the_channel(
-        served: WheelIndex, torch_venv: Path, make_client: ClientFactory, tmp_path: Path, page: str, refusal: str) -> None:
+    served: WheelIndex,
+    torch_venv: Path,
+    make_client: ClientFactory,
+    tmp_path: Path,
+    page: str,
+    refusal: str,
+) -> None:
     served.set_page(page)
     channel = LocalChannel(tmp_path / "channel")
     with pytest.raises(CudaResolveError, match=refusal):
@@ -198,11 +260,16 @@ def test_a_wheel_that_cannot_be_checked_never_reaches_the_channel(
     assert not any(path.is_file() for path in (tmp_path / "cache").rglob("*.whl"))
 
 
-def test_the_download_honours_the_trust_store(served: WheelIndex, torch_venv: Path, make_client: ClientFactory, tmp_path: Path,
-                                               cas: Cas, system_trust: SystemTrust) -> None:
+def test_the_download_honours_the_trust_store(
+    served: WheelIndex,
+    torch_venv: Path,
+    make_client: ClientFactory,
+    tmp_path: Path,
+    cas: Cas,
+    system_trust: SystemTrust,
+) -> None:
     system_trust(cas.unrelated)  # the origin's CA is no longer trusted: nothing is fetched
     channel = LocalChannel(tmp_path / "channel")
     with pytest.raises(CudaResolveError, match=r"(?i)certificate"):
         _into_channel(torch_venv, channel, make_client(use_cache=False))
     assert channel.packages() == []
-

@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("conda", reason="conda is not on PyPI; run these with a conda that has the plugin installed (docs/conda.md)")
+pytest.importorskip(
+    "conda",
+    reason="conda is not on PyPI; run these with a conda that has the plugin installed (docs/conda.md)",
+)
 pytest.importorskip("conda.plugins.types", reason="needs a conda with plugin hooks (26.x)")
 
 from conda.base.context import context, reset_context
@@ -32,11 +35,21 @@ from cuda_resolve.versions import CudaVersion
 from cuda_resolve.wheelhouse.key import WheelKey
 
 pytest_plugins = ("conda.testing.fixtures",)
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::PendingDeprecationWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::DeprecationWarning", "ignore::PendingDeprecationWarning"
+)
 
 FIXTURE_INDEX = Path(__file__).parent / "data" / "index" / "cuext"
-KEY = WheelKey(package="cuext", version="0.1.0", torch="2.14.1", variant="cu130", python_tag="cp311",
-               platform="manylinux_2_28_x86_64", arch_list="8.0", recipe_digest="0123456789abcdef")
+KEY = WheelKey(
+    package="cuext",
+    version="0.1.0",
+    torch="2.14.1",
+    variant="cu130",
+    python_tag="cp311",
+    platform="manylinux_2_28_x86_64",
+    arch_list="8.0",
+    recipe_digest="0123456789abcdef",
+)
 
 
 def _key(torch_version: str) -> WheelKey:
@@ -57,18 +70,35 @@ def settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPa
     return monkeypatch
 
 
-@pytest.mark.parametrize(("given", "expected"), [
-    (None, ["LOCAL"]), ([], ["LOCAL"]), (["conda-forge"], ["conda-forge", "LOCAL"]),
-    (("conda-forge", "nvidia"), ["conda-forge", "nvidia", "LOCAL"]), ("conda-forge", ["conda-forge", "LOCAL"]),
-    (["LOCAL", "conda-forge"], ["LOCAL", "conda-forge"]),
-], ids=["none", "empty", "list", "tuple", "str", "already-there"])
-def test_the_local_channel_is_added_after_the_users_channels(given: object, expected: list[str], tmp_path: Path, settings: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (None, ["LOCAL"]),
+        ([], ["LOCAL"]),
+        (["conda-forge"], ["conda-forge", "LOCAL"]),
+        (("conda-forge", "nvidia"), ["conda-forge", "nvidia", "LOCAL"]),
+        ("conda-forge", ["conda-forge", "LOCAL"]),
+        (["LOCAL", "conda-forge"], ["LOCAL", "conda-forge"]),
+    ],
+    ids=["none", "empty", "list", "tuple", "str", "already-there"],
+)
+def test_the_local_channel_is_added_after_the_users_channels(
+    given: object, expected: list[str], tmp_path: Path, settings: pytest.MonkeyPatch
+) -> None:
     url = (tmp_path / "channel").as_uri()
-    context._set_argparse_args({"channel": [url if c == "LOCAL" else c for c in given] if isinstance(given, list) else given})
+    context._set_argparse_args(
+        {
+            "channel": [url if c == "LOCAL" else c for c in given]
+            if isinstance(given, list)
+            else given
+        }
+    )
     args = context._argparse_args  # what the plugin's hooks are given
     actions._add_channel(args, url)
     assert args["channel"] == [url if c == "LOCAL" else c for c in expected]
-    assert context._argparse_args["channel"] == args["channel"]  # conda's solve reads them from there
+    assert (
+        context._argparse_args["channel"] == args["channel"]
+    )  # conda's solve reads them from there
     reset_context()
 
 
@@ -94,10 +124,16 @@ def _channel_with_cuext(tmp_path: Path, torch_version: str = "2.14.1") -> LocalC
     wheel = tmp_path / "cuext-0.1.0-cp311-cp311-manylinux_2_28_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.writestr("cuext/__init__.py", "VALUE = 1\n")
-        archive.writestr("cuext-0.1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: cuext\nVersion: 0.1.0\n")
-        archive.writestr("cuext-0.1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n")
+        archive.writestr(
+            "cuext-0.1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: cuext\nVersion: 0.1.0\n"
+        )
+        archive.writestr(
+            "cuext-0.1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n"
+        )
         archive.writestr("cuext-0.1.0.dist-info/RECORD", "")
-    torch = TorchRecord(source="pip", version=torch_version, build="pypi_0", cuda=CudaVersion(13, 0))
+    torch = TorchRecord(
+        source="pip", version=torch_version, build="pypi_0", cuda=CudaVersion(13, 0)
+    )
     package = package_for(_key(torch_version), torch=torch, python=None, python_version="3.11")
     channel = LocalChannel(tmp_path / "channel")
     channel.add(wheel_to_conda(wheel, package, tmp_path / "out"), package.subdir)
@@ -105,8 +141,12 @@ def _channel_with_cuext(tmp_path: Path, torch_version: str = "2.14.1") -> LocalC
 
 
 @pytest.mark.parametrize("solver", ["classic", "rattler"])
-@pytest.mark.parametrize("torch_version", ["2.14.1", "2.11.0+cu130"])  # PyPI's and the PyTorch index's spelling
-def test_conda_installs_the_converted_package_against_pips_torch(solver: str, torch_version: str, tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object) -> None:
+@pytest.mark.parametrize(
+    "torch_version", ["2.14.1", "2.11.0+cu130"]
+)  # PyPI's and the PyTorch index's spelling
+def test_conda_installs_the_converted_package_against_pips_torch(
+    solver: str, torch_version: str, tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object
+) -> None:
     if solver == "rattler":
         pytest.importorskip("conda_rattler_solver", reason="conda-rattler-solver is not installed")
     channel = _channel_with_cuext(tmp_path, torch_version)
@@ -117,7 +157,10 @@ def test_conda_installs_the_converted_package_against_pips_torch(solver: str, to
     settings.setenv("CONDA_PREFIX_DATA_INTEROPERABILITY", "true")
     reset_context()
     torch = PrefixData(str(prefix), interoperability=True).get("torch")
-    assert (torch.version, torch.build) == (torch_version, "pypi_0")  # the plugin's prefix-data loader
+    assert (torch.version, torch.build) == (
+        torch_version,
+        "pypi_0",
+    )  # the plugin's prefix-data loader
     conda_cli("install", "-y", "-p", str(prefix), "--override-channels", "-c", channel.url, "cuext")  # type: ignore[operator]
     assert (prefix / "lib" / "python3.11" / "site-packages" / "cuext" / "__init__.py").is_file()
     installed = PrefixData(str(prefix), interoperability=False)
@@ -128,7 +171,9 @@ def test_conda_installs_the_converted_package_against_pips_torch(solver: str, to
 
 
 @pytest.mark.parametrize("torch_version, cuda", [("2.13.0", "13.0"), ("2.14.1", "12.8")])
-def test_conda_refuses_what_the_record_does_not_allow(torch_version: str, cuda: str, tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object) -> None:
+def test_conda_refuses_what_the_record_does_not_allow(
+    torch_version: str, cuda: str, tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object
+) -> None:
     channel = _channel_with_cuext(tmp_path)
     prefix = tmp_path / "env"
     _pip_torch(prefix, torch_version)
@@ -136,18 +181,38 @@ def test_conda_refuses_what_the_record_does_not_allow(torch_version: str, cuda: 
     settings.setenv("CONDA_PREFIX_DATA_INTEROPERABILITY", "true")
     reset_context()
     with pytest.raises((UnsatisfiableError, CondaError)):
-        conda_cli("install", "-y", "-p", str(prefix), "--override-channels", "-c", channel.url, "cuext")  # type: ignore[operator]
+        conda_cli(
+            "install", "-y", "-p", str(prefix), "--override-channels", "-c", channel.url, "cuext"
+        )  # type: ignore[operator]
     assert not (prefix / "lib" / "python3.11" / "site-packages" / "cuext").exists()
 
 
-def test_a_cpu_pytorch_is_vetoed_on_a_gpu_machine(settings: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    settings.setenv("CONDA_PREFIX", str(tmp_path))  # the solve's target: an environment of no packages
+def test_a_cpu_pytorch_is_vetoed_on_a_gpu_machine(
+    settings: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    settings.setenv(
+        "CONDA_PREFIX", str(tmp_path)
+    )  # the solve's target: an environment of no packages
     reset_context()
     assert Path(context.target_prefix) == tmp_path
-    cpu = PackageRecord(name="pytorch", version="2.5.1", build="cpu_generic_py311_h0_0", build_number=0,
-                        channel="conda-forge", subdir="linux-64", fn="pytorch-2.5.1-cpu_generic_py311_h0_0.conda")
-    cuda = PackageRecord(name="pytorch", version="2.5.1", build="cuda126_generic_py311_h0_300", build_number=300,
-                         channel="conda-forge", subdir="linux-64", fn="pytorch-2.5.1-cuda126_generic_py311_h0_300.conda")
+    cpu = PackageRecord(
+        name="pytorch",
+        version="2.5.1",
+        build="cpu_generic_py311_h0_0",
+        build_number=0,
+        channel="conda-forge",
+        subdir="linux-64",
+        fn="pytorch-2.5.1-cpu_generic_py311_h0_0.conda",
+    )
+    cuda = PackageRecord(
+        name="pytorch",
+        version="2.5.1",
+        build="cuda126_generic_py311_h0_300",
+        build_number=300,
+        channel="conda-forge",
+        subdir="linux-64",
+        fn="pytorch-2.5.1-cuda126_generic_py311_h0_300.conda",
+    )
     actions.veto_solve([cpu])  # inactive: conda decides alone
     _active(settings, True)
     with pytest.raises(CondaError, match="CPU-only"):
@@ -161,12 +226,17 @@ def test_the_inactive_plugin_names_the_step_that_activates_it(settings: pytest.M
     error = PackagesNotFoundInChannelsError(["cuext"], ["file:///nowhere"])
     [hint] = list(actions.error_hints(error))
     assert "conda config --set plugins.cuda_resolve_active true" in hint.text
-    assert list(actions.error_hints(PackagesNotFoundInChannelsError(["numpyy"], ["file:///nowhere"]))) == []
+    assert (
+        list(actions.error_hints(PackagesNotFoundInChannelsError(["numpyy"], ["file:///nowhere"])))
+        == []
+    )
     _active(settings, True)
     assert list(actions.error_hints(error)) == []
 
 
-def test_settings_subcommand_and_health_check_are_registered(settings: pytest.MonkeyPatch, conda_cli: object) -> None:
+def test_settings_subcommand_and_health_check_are_registered(
+    settings: pytest.MonkeyPatch, conda_cli: object
+) -> None:
     assert context.plugins.cuda_resolve_active is False
     _active(settings, True)
     assert context.plugins.cuda_resolve_active is True
@@ -183,14 +253,27 @@ def test_ssl_verify_false_is_refused_before_downloading(settings: pytest.MonkeyP
         actions._refuse_insecure_tls()
 
 
-def test_a_build_sets_conda_variables_that_go_when_its_package_does(tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object) -> None:
+def test_a_build_sets_conda_variables_that_go_when_its_package_does(
+    tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object
+) -> None:
     channel = _channel_with_cuext(tmp_path)
     settings.setenv("CUDA_RESOLVE_CONDA_CHANNEL", str(channel.root))
     prefix = tmp_path / "env"
     _pip_torch(prefix, "2.14.1")
     [path] = channel.packages()
-    built = ChannelBuild(package=package_for(KEY, torch=TorchRecord(source="pip", version="2.14.1", build="pypi_0", cuda=CudaVersion(13, 0)),
-                                             python=None, python_version="3.11"), path=path, wheel=path, cache_hit=True)
+    built = ChannelBuild(
+        package=package_for(
+            KEY,
+            torch=TorchRecord(
+                source="pip", version="2.14.1", build="pypi_0", cuda=CudaVersion(13, 0)
+            ),
+            python=None,
+            python_version="3.11",
+        ),
+        path=path,
+        wheel=path,
+        cache_hit=True,
+    )
     actions._BUILT.append((prefix, built))
     actions.after_install("install")
     data = PrefixData(str(prefix))
@@ -205,21 +288,31 @@ def test_a_build_sets_conda_variables_that_go_when_its_package_does(tmp_path: Pa
     assert PrefixData(str(prefix)).get_environment_env_vars() == {"TORCH_CUDA_ARCH_LIST": "9.0"}
 
 
-def test_active_a_fitting_channel_build_is_pinned_and_nothing_is_built(tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object) -> None:
-    channel = _channel_with_cuext(tmp_path)  # stands in for a channel's build: sm80, pip's torch 2.14.1
+def test_active_a_fitting_channel_build_is_pinned_and_nothing_is_built(
+    tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object
+) -> None:
+    channel = _channel_with_cuext(
+        tmp_path
+    )  # stands in for a channel's build: sm80, pip's torch 2.14.1
     prefix = tmp_path / "env"
     _pip_torch(prefix, "2.14.1")
     settings.setenv("CONDA_OVERRIDE_CUDA", "13.0")
     settings.setenv("CUDA_RESOLVE_CONDA_CHANNEL", str(tmp_path / "ours"))
-    settings.setenv("CONDA_PREFIX_DATA_INTEROPERABILITY", "false")  # the plugin turns it on (restored after)
+    settings.setenv(
+        "CONDA_PREFIX_DATA_INTEROPERABILITY", "false"
+    )  # the plugin turns it on (restored after)
     _active(settings, True)
-    out, _, _ = conda_cli("install", "-y", "-p", str(prefix), "--override-channels", "-c", channel.url, "cuext")  # type: ignore[operator]
+    out, _, _ = conda_cli(
+        "install", "-y", "-p", str(prefix), "--override-channels", "-c", channel.url, "cuext"
+    )  # type: ignore[operator]
     assert "cuda-resolve: the channel build cuext 0.1.0" in out and "fits" in out
     assert "building" not in out and not (tmp_path / "ours").exists()
     assert (prefix / "lib" / "python3.11" / "site-packages" / "cuext" / "__init__.py").is_file()
 
 
-def test_a_dry_run_says_what_would_be_built_and_builds_nothing(tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object) -> None:
+def test_a_dry_run_says_what_would_be_built_and_builds_nothing(
+    tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object
+) -> None:
     from conda.exceptions import DryRunExit
 
     empty = LocalChannel(tmp_path / "empty")
@@ -228,12 +321,24 @@ def test_a_dry_run_says_what_would_be_built_and_builds_nothing(tmp_path: Path, s
     _pip_torch(prefix, "2.14.1")
     settings.setenv("CUDA_RESOLVE_CONDA_CHANNEL", str(tmp_path / "ours"))
     _active(settings, True)
-    out, _, _ = conda_cli("install", "--dry-run", "-p", str(prefix), "--override-channels", "-c", empty.url, "cuext=0.1", raises=DryRunExit)  # type: ignore[operator]
+    out, _, _ = conda_cli(
+        "install",
+        "--dry-run",
+        "-p",
+        str(prefix),
+        "--override-channels",
+        "-c",
+        empty.url,
+        "cuext=0.1",
+        raises=DryRunExit,
+    )  # type: ignore[operator]
     assert "would build cuext==0.1.* against pip's torch 2.14.1" in out
     assert not (tmp_path / "ours").exists() and not (tmp_path / "cache" / "wheelhouse").exists()
 
 
-def test_conda_cuda_commands_target_the_environment_conda_names(settings: pytest.MonkeyPatch, conda_cli: object, capsys: pytest.CaptureFixture[str]) -> None:
+def test_conda_cuda_commands_target_the_environment_conda_names(
+    settings: pytest.MonkeyPatch, conda_cli: object, capsys: pytest.CaptureFixture[str]
+) -> None:
     import json
     import sys
 
@@ -256,16 +361,31 @@ def _other_channel(tmp_path: Path) -> LocalChannel:
 
     root = tmp_path / "other-pkg"
     (root / "info").mkdir(parents=True)
-    (root / "info" / "index.json").write_text(_json.dumps({"name": "other", "version": "1.0", "build": "0", "build_number": 0, "depends": [], "subdir": "linux-64"}))
+    (root / "info" / "index.json").write_text(
+        _json.dumps(
+            {
+                "name": "other",
+                "version": "1.0",
+                "build": "0",
+                "build_number": 0,
+                "depends": [],
+                "subdir": "linux-64",
+            }
+        )
+    )
     (root / "info" / "paths.json").write_text(_json.dumps({"paths": [], "paths_version": 1}))
-    api.create(str(root), ["info/index.json", "info/paths.json"], "other-1.0-0.conda", str(tmp_path))
+    api.create(
+        str(root), ["info/index.json", "info/paths.json"], "other-1.0-0.conda", str(tmp_path)
+    )
     channel = LocalChannel(tmp_path / "other")
     channel.add(tmp_path / "other-1.0-0.conda", "linux-64")
     return channel
 
 
 @pytest.mark.parametrize("solver", ["classic", "rattler"])
-def test_later_installs_still_solve_in_an_environment_with_our_packages(solver: str, tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object) -> None:
+def test_later_installs_still_solve_in_an_environment_with_our_packages(
+    solver: str, tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object
+) -> None:
     if solver == "rattler":
         pytest.importorskip("conda_rattler_solver", reason="conda-rattler-solver is not installed")
     channel = _channel_with_cuext(tmp_path)
@@ -283,20 +403,28 @@ def test_later_installs_still_solve_in_an_environment_with_our_packages(solver: 
     settings.setenv("CONDA_PREFIX_DATA_INTEROPERABILITY", "false")
     _active(settings, True)
     conda_cli("install", "-y", "-p", str(prefix), "--override-channels", "-c", other.url, "other")  # type: ignore[operator]
-    assert {"cuext", "other"} <= {record.name for record in PrefixData(str(prefix), interoperability=False).iter_records()}
+    assert {"cuext", "other"} <= {
+        record.name for record in PrefixData(str(prefix), interoperability=False).iter_records()
+    }
     # Removing the unrelated package keeps cuext (its pin on pip's torch is met); removing cuext
     # never takes pip's torch along as a dependency left over.
     assert _would_remove(settings, conda_cli, prefix, "other") == ["other"]
     assert _would_remove(settings, conda_cli, prefix, "cuext") == ["cuext"]
 
 
-def _would_remove(settings: pytest.MonkeyPatch, conda_cli: object, prefix: Path, name: str) -> list[str]:
+def _would_remove(
+    settings: pytest.MonkeyPatch, conda_cli: object, prefix: Path, name: str
+) -> list[str]:
     import json as _json
 
     from conda.exceptions import DryRunExit
 
-    settings.setenv("CONDA_PREFIX_DATA_INTEROPERABILITY", "false")  # a new conda command starts as configured
+    settings.setenv(
+        "CONDA_PREFIX_DATA_INTEROPERABILITY", "false"
+    )  # a new conda command starts as configured
     reset_context()
 
-    out, _, _ = conda_cli("remove", "--dry-run", "--json", "-p", str(prefix), name, raises=DryRunExit)  # type: ignore[operator]
+    out, _, _ = conda_cli(
+        "remove", "--dry-run", "--json", "-p", str(prefix), name, raises=DryRunExit
+    )  # type: ignore[operator]
     return sorted(str(item["name"]) for item in _json.loads(out)["actions"]["UNLINK"])

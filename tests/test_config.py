@@ -81,7 +81,9 @@ def test_full_file_parses(tmp_path: Path) -> None:
         "https": "http://proxy.example:3128",
         "no_proxy": "localhost,.example.edu",
     }
-    assert config.pytorch == TorchIndex(layout="flat", url="https://mirrors.aliyun.com/pytorch-wheels/")
+    assert config.pytorch == TorchIndex(
+        layout="flat", url="https://mirrors.aliyun.com/pytorch-wheels/"
+    )
     assert config.pytorch.for_variant("cu121") == "https://mirrors.aliyun.com/pytorch-wheels/cu121/"
     assert config.pytorch.pip_option == "--find-links"
     assert len(config.rewrites) == 3
@@ -93,18 +95,25 @@ def test_rewrite_takes_the_longest_prefix() -> None:
     assert config.rewrite(wheel) == (
         "https://lab.example.edu/cu121/torch-2.5.1%2Bcu121-cp311-cp311-linux_x86_64.whl#sha256=ab"
     )
-    other = "https://download.pytorch.org/whl/cu118/torch-2.1.0%2Bcu118-cp310-cp310-linux_x86_64.whl"
+    other = (
+        "https://download.pytorch.org/whl/cu118/torch-2.1.0%2Bcu118-cp310-cp310-linux_x86_64.whl"
+    )
     assert config.rewrite(other) == (
         "https://mirrors.aliyun.com/pytorch-wheels/cu118/torch-2.1.0%2Bcu118-cp310-cp310-linux_x86_64.whl"
     )
-    assert config.rewrite("https://pypi.org/simple/torch/") == "https://mirrors.aliyun.com/pypi/simple/torch/"
+    assert (
+        config.rewrite("https://pypi.org/simple/torch/")
+        == "https://mirrors.aliyun.com/pypi/simple/torch/"
+    )
 
 
 def test_artifacts_only_leaves_index_pages_canonical() -> None:
     config = parse_config(FULL)
     page = "https://download.pytorch.org/whl/cu118/torch/"
     assert config.rewrite(page) == page
-    metadata = "https://download.pytorch.org/whl/cu118/torch-2.1.0-cp310-cp310-linux_x86_64.whl.metadata"
+    metadata = (
+        "https://download.pytorch.org/whl/cu118/torch-2.1.0-cp310-cp310-linux_x86_64.whl.metadata"
+    )
     assert config.rewrite(metadata).startswith("https://mirrors.aliyun.com/pytorch-wheels/")
 
 
@@ -119,15 +128,20 @@ def test_prefix_match_stops_at_a_path_boundary() -> None:
 
 def test_unknown_key_names_its_path() -> None:
     with pytest.raises(ConfigError) as info:
-        parse_config('[[rewrite]]\ncanonical = "https://a.example/"\nmirror = "https://b.example/"\nmirrror = 1\n',
-                     origin="cfg.toml")
+        parse_config(
+            '[[rewrite]]\ncanonical = "https://a.example/"\nmirror = "https://b.example/"\nmirrror = 1\n',
+            origin="cfg.toml",
+        )
     assert "cfg.toml: rewrite[0].mirrror" in info.value.message
     assert info.value.exit_code == 2
 
 
 def test_bad_url_names_key_and_value() -> None:
     with pytest.raises(ConfigError) as info:
-        parse_config('[[rewrite]]\ncanonical = "https://a.example/"\nmirror = "ftp://b.example/"\n', origin="cfg.toml")
+        parse_config(
+            '[[rewrite]]\ncanonical = "https://a.example/"\nmirror = "ftp://b.example/"\n',
+            origin="cfg.toml",
+        )
     assert "rewrite[0].mirror" in info.value.message
     assert "ftp://b.example/" in info.value.message
 
@@ -177,9 +191,16 @@ def test_round_trip_through_dict(tmp_path: Path) -> None:
 
 def test_a_mirror_url_keeps_the_case_of_its_credentials() -> None:
     """The host is case-insensitive and lower-cased; a token is not (lower-casing it breaks the login)."""
-    assert parse_mirror_url("https://Lab:AbC@Mirror.Example.EDU/Simple") == "https://Lab:AbC@mirror.example.edu/Simple/"
-    config = parse_config('[[rewrite]]\ncanonical = "https://pypi.org/simple/"\nmirror = "https://Lab:AbC@Mirror.Lab/simple"\n')
-    assert config.rewrite("https://PyPI.org/simple/pip/") == "https://Lab:AbC@mirror.lab/simple/pip/"
+    assert (
+        parse_mirror_url("https://Lab:AbC@Mirror.Example.EDU/Simple")
+        == "https://Lab:AbC@mirror.example.edu/Simple/"
+    )
+    config = parse_config(
+        '[[rewrite]]\ncanonical = "https://pypi.org/simple/"\nmirror = "https://Lab:AbC@Mirror.Lab/simple"\n'
+    )
+    assert (
+        config.rewrite("https://PyPI.org/simple/pip/") == "https://Lab:AbC@mirror.lab/simple/pip/"
+    )
 
 
 # -- URLs parsed with a real parser; secrets never echoed (issue 8) ----------------------------
@@ -232,7 +253,16 @@ def test_a_custom_mirror_with_a_bad_port_names_it_without_the_password(
     from cuda_resolve.cli import main
 
     monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(tmp_path / "config.toml"))
-    code = main(["mirror", "set", "custom", "--pypi", "https://lab:T0ken@mirror.lab:70000/simple/", "--dry-run"])
+    code = main(
+        [
+            "mirror",
+            "set",
+            "custom",
+            "--pypi",
+            "https://lab:T0ken@mirror.lab:70000/simple/",
+            "--dry-run",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "T0ken" not in err and "lab:***@mirror.lab:70000" in err and "port" in err
 

@@ -68,7 +68,9 @@ def test_versions_and_other_gcc(bin_dir: Path) -> None:
         ({"CC": "  "}, "g++", "12.2.0"),  # blank is unset
     ],
 )
-def test_host_compiler_precedence(bin_dir: Path, variables: dict[str, str], host: str, version: str) -> None:
+def test_host_compiler_precedence(
+    bin_dir: Path, variables: dict[str, str], host: str, version: str
+) -> None:
     found = compilers({**path_of(bin_dir), **variables})
     assert found.nvcc_host == str(bin_dir / host)
     assert found.nvcc_host_version == version

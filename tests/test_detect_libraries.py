@@ -72,7 +72,16 @@ def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         directory = directories[name] = built / name
         directory.mkdir()
         subprocess.run(
-            ["gcc", "-shared", "-fPIC", *flags, "-o", str(directory / soname), str(FAKE_LIBS / source)], check=True
+            [
+                "gcc",
+                "-shared",
+                "-fPIC",
+                *flags,
+                "-o",
+                str(directory / soname),
+                str(FAKE_LIBS / source),
+            ],
+            check=True,
         )
     return directories
 
@@ -101,7 +110,11 @@ def probe(
     }
     out = subprocess.run(
         [sys.executable, "-c", PROBE, str(smi.parent), str(root), str(cache_dir or "")],
-        capture_output=True, text=True, env=environ, check=True, timeout=60,
+        capture_output=True,
+        text=True,
+        env=environ,
+        check=True,
+        timeout=60,
     ).stdout
     result: dict[str, object] = json.loads(out)
     result["smi_called"] = (tmp_path / "smi.log").exists()
@@ -113,14 +126,21 @@ H200_ROW = [0, "NVIDIA H200", "9.0", "GPU-2f9c1d7e-8a41-5b3e-9c0d-6e7f8a9b0c1d",
 
 def test_nvml_and_libcuda_describe_the_h200(libraries: dict[str, Path], tmp_path: Path) -> None:
     result = probe(libraries, tmp_path, use=("nvml", "cuda"))
-    assert result["nvml"] == {"driver": "580.159.04", "cuda": 13000, "problems": [], "gpus": [H200_ROW]}
+    assert result["nvml"] == {
+        "driver": "580.159.04",
+        "cuda": 13000,
+        "problems": [],
+        "gpus": [H200_ROW],
+    }
     assert result["gpus"] == [H200_ROW]
     assert result["notes"] == []
     assert result["smi_called"] is False
     assert result["driver"] == ["580.159.04", "13.0", "NVML+libcuda"]
 
 
-def test_nvml_version_mismatch_is_a_note_and_nvidia_smi_is_not_tried(libraries: dict[str, Path], tmp_path: Path) -> None:
+def test_nvml_version_mismatch_is_a_note_and_nvidia_smi_is_not_tried(
+    libraries: dict[str, Path], tmp_path: Path
+) -> None:
     result = probe(libraries, tmp_path, use=("nvml", "cuda"), FAKE_NVML="mismatch")
     assert result["nvml"] == {"failure": "Driver/library version mismatch"}
     assert "Failed to initialize NVML: Driver/library version mismatch" in result["notes"]  # type: ignore[operator]
@@ -134,20 +154,33 @@ def test_nvml_without_devices(libraries: dict[str, Path], tmp_path: Path) -> Non
     assert result["nvml"] == {"driver": "580.159.04", "cuda": 13000, "problems": [], "gpus": []}
     assert result["gpus"] == []
     assert result["driver"] == ["580.159.04", "13.0", "NVML+libcuda"]
-    assert result["notes"] == ["NVIDIA driver 580.159.04 is loaded but no GPU is visible (No devices were found)"]
+    assert result["notes"] == [
+        "NVIDIA driver 580.159.04 is loaded but no GPU is visible (No devices were found)"
+    ]
 
 
-def test_a_lost_gpu_is_a_note_and_the_others_are_kept(libraries: dict[str, Path], tmp_path: Path) -> None:
+def test_a_lost_gpu_is_a_note_and_the_others_are_kept(
+    libraries: dict[str, Path], tmp_path: Path
+) -> None:
     result = probe(libraries, tmp_path, use=("nvml", "cuda"), FAKE_NVML="mixed")
-    assert result["nvml"] == {"driver": "580.159.04", "cuda": 13000, "problems": ["NVML GPU 1: GPU is lost"], "gpus": [H200_ROW]}
+    assert result["nvml"] == {
+        "driver": "580.159.04",
+        "cuda": 13000,
+        "problems": ["NVML GPU 1: GPU is lost"],
+        "gpus": [H200_ROW],
+    }
     assert result["gpus"] == [H200_ROW]
     assert result["notes"] == ["NVML GPU 1: GPU is lost"]
 
 
-def test_libcuda_devices_from_attributes_75_and_76(libraries: dict[str, Path], tmp_path: Path) -> None:
+def test_libcuda_devices_from_attributes_75_and_76(
+    libraries: dict[str, Path], tmp_path: Path
+) -> None:
     result = probe(libraries, tmp_path, use=("cuda",))
     assert result["libcuda_version"] == 13000
-    assert result["libcuda_gpus"] == [["NVIDIA GeForce RTX 3090", "8.6", "GPU-9f8e7d6c-5b4a-3928-1706-f5e4d3c2b1a0", 24576]]
+    assert result["libcuda_gpus"] == [
+        ["NVIDIA GeForce RTX 3090", "8.6", "GPU-9f8e7d6c-5b4a-3928-1706-f5e4d3c2b1a0", 24576]
+    ]
     assert result["libcuda_problem"] is None
 
 
@@ -156,15 +189,22 @@ def test_libcuda_without_devices(libraries: dict[str, Path], tmp_path: Path) -> 
     assert result["libcuda_gpus"] == [] and result["libcuda_problem"] is None
 
 
-def test_an_older_nvml_is_a_failure_that_names_the_missing_call(libraries: dict[str, Path], tmp_path: Path) -> None:
+def test_an_older_nvml_is_a_failure_that_names_the_missing_call(
+    libraries: dict[str, Path], tmp_path: Path
+) -> None:
     """Without nvmlSystemGetCudaDriverVersion_v2 the first version answers; without the compute
     capability call (drivers before 410) NVML cannot describe the GPUs at all."""
     result = probe(libraries, tmp_path, use=("nvml-old", "cuda"))
     assert result["nvml"] == {"failure": "NVML library lacks nvmlDeviceGetCudaComputeCapability"}
-    assert "Failed to initialize NVML: NVML library lacks nvmlDeviceGetCudaComputeCapability" in result["notes"]  # type: ignore[operator]
+    assert (
+        "Failed to initialize NVML: NVML library lacks nvmlDeviceGetCudaComputeCapability"
+        in result["notes"]
+    )  # type: ignore[operator]
 
 
-def test_a_cached_answer_needs_neither_nvml_nor_pynvml(libraries: dict[str, Path], tmp_path: Path) -> None:
+def test_a_cached_answer_needs_neither_nvml_nor_pynvml(
+    libraries: dict[str, Path], tmp_path: Path
+) -> None:
     """The warm path: the GPUs come from the probe cache, and pynvml is not even imported."""
     root = tmp_path / "root"
     (root / "sys/module/nvidia").mkdir(parents=True)

@@ -52,7 +52,7 @@ def fake_nvidia_smi(
     log = bin_dir / "nvidia-smi.log"
     return write_program(
         bin_dir / "nvidia-smi",
-        f'echo "$@" >> \'{log}\'\n'
+        f"echo \"$@\" >> '{log}'\n"
         'case "$1" in\n'
         f"  --query-gpu=*) {CAT} '{RECORDED / query}'; exit {query_status};;\n"
         f"  *) {CAT} '{RECORDED / banner}'; exit {banner_status};;\n"
@@ -60,7 +60,9 @@ def fake_nvidia_smi(
     )
 
 
-def fake_root(tmp_path: Path, *, sys_version: str | None = None, proc_banner: str | None = None) -> Path:
+def fake_root(
+    tmp_path: Path, *, sys_version: str | None = None, proc_banner: str | None = None
+) -> Path:
     root = tmp_path / "root"
     root.mkdir()
     if sys_version is not None:
@@ -117,7 +119,9 @@ def test_h200_through_sysfs_and_nvidia_smi(tmp_path: Path) -> None:
 def test_mixed_gpus_with_procfs_only(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     fake_nvidia_smi(bin_dir, banner="nvidia-smi/mixed.txt", query="nvidia-smi/mixed-query.csv")
-    facts = probe(fake_root(tmp_path, proc_banner="proc/driver-version-535.txt"), environ_with(bin_dir))
+    facts = probe(
+        fake_root(tmp_path, proc_banner="proc/driver-version-535.txt"), environ_with(bin_dir)
+    )
     assert facts.driver is not None
     assert facts.driver.version.text == "535.104.05"
     assert facts.driver.cuda == CudaVersion(12, 2)
@@ -127,14 +131,18 @@ def test_mixed_gpus_with_procfs_only(tmp_path: Path) -> None:
 
 def test_sysfs_wins_over_procfs(tmp_path: Path, index_says: Callable[[str | None], None]) -> None:
     index_says("12.2")
-    root = fake_root(tmp_path, sys_version="535.104.05", proc_banner="proc/driver-version-580-open.txt")
+    root = fake_root(
+        tmp_path, sys_version="535.104.05", proc_banner="proc/driver-version-580-open.txt"
+    )
     facts = probe(root, environ_with(tmp_path / "bin"))
     assert facts.driver is not None
     assert facts.driver.version.text == "535.104.05"
     assert facts.driver.source == "sysfs+index"
 
 
-def test_driver_without_devices_is_reported_not_raised(tmp_path: Path, index_says: Callable[[str | None], None]) -> None:
+def test_driver_without_devices_is_reported_not_raised(
+    tmp_path: Path, index_says: Callable[[str | None], None]
+) -> None:
     index_says("13.0")
     bin_dir = tmp_path / "bin"
     fake_nvidia_smi(
@@ -150,7 +158,9 @@ def test_driver_without_devices_is_reported_not_raised(tmp_path: Path, index_say
     assert "nvidia-smi: No devices were found" in facts.notes
 
 
-def test_nvml_version_mismatch_becomes_a_note(tmp_path: Path, index_says: Callable[[str | None], None]) -> None:
+def test_nvml_version_mismatch_becomes_a_note(
+    tmp_path: Path, index_says: Callable[[str | None], None]
+) -> None:
     index_says(None)  # and the index cannot help either: no driver can be described
     bin_dir = tmp_path / "bin"
     fake_nvidia_smi(
@@ -163,19 +173,36 @@ def test_nvml_version_mismatch_becomes_a_note(tmp_path: Path, index_says: Callab
     facts = probe(fake_root(tmp_path, sys_version="580.159.04"), environ_with(bin_dir))
     assert facts.driver is None and facts.gpus == ()
     assert "nvidia-smi: Failed to initialize NVML: Driver/library version mismatch" in facts.notes
-    assert any("580.159.04 is loaded, but the CUDA version it supports is unknown" in n for n in facts.notes)
+    assert any(
+        "580.159.04 is loaded, but the CUDA version it supports is unknown" in n
+        for n in facts.notes
+    )
 
 
-def test_nvml_mismatch_with_index_keeps_the_kernel_driver(tmp_path: Path, index_says: Callable[[str | None], None]) -> None:
+def test_nvml_mismatch_with_index_keeps_the_kernel_driver(
+    tmp_path: Path, index_says: Callable[[str | None], None]
+) -> None:
     index_says("13.0")
     bin_dir = tmp_path / "bin"
-    fake_nvidia_smi(bin_dir, banner="nvidia-smi/nvml-mismatch.txt", banner_status=18, query="nvidia-smi/nvml-mismatch.txt", query_status=18)
+    fake_nvidia_smi(
+        bin_dir,
+        banner="nvidia-smi/nvml-mismatch.txt",
+        banner_status=18,
+        query="nvidia-smi/nvml-mismatch.txt",
+        query_status=18,
+    )
     facts = probe(fake_root(tmp_path, sys_version="580.159.04"), environ_with(bin_dir))
     assert facts.driver is not None
-    assert (facts.driver.version.text, facts.driver.cuda, facts.driver.source) == ("580.159.04", CudaVersion(13, 0), "sysfs+index")
+    assert (facts.driver.version.text, facts.driver.cuda, facts.driver.source) == (
+        "580.159.04",
+        CudaVersion(13, 0),
+        "sysfs+index",
+    )
 
 
-def test_old_driver_without_cuda_line_or_compute_cap(tmp_path: Path, index_says: Callable[[str | None], None]) -> None:
+def test_old_driver_without_cuda_line_or_compute_cap(
+    tmp_path: Path, index_says: Callable[[str | None], None]
+) -> None:
     index_says("11.4")
     bin_dir = tmp_path / "bin"
     fake_nvidia_smi(
@@ -194,10 +221,18 @@ def test_old_driver_without_cuda_line_or_compute_cap(tmp_path: Path, index_says:
 
 def test_nvidia_smi_without_a_driver(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
-    fake_nvidia_smi(bin_dir, banner="nvidia-smi/no-driver.txt", banner_status=9, query="nvidia-smi/no-driver.txt", query_status=9)
+    fake_nvidia_smi(
+        bin_dir,
+        banner="nvidia-smi/no-driver.txt",
+        banner_status=9,
+        query="nvidia-smi/no-driver.txt",
+        query_status=9,
+    )
     facts = probe(fake_root(tmp_path), environ_with(bin_dir))
     assert facts.driver is None and facts.gpus == ()
-    assert facts.notes[0].startswith("nvidia-smi: NVIDIA-SMI has failed because it couldn't communicate")
+    assert facts.notes[0].startswith(
+        "nvidia-smi: NVIDIA-SMI has failed because it couldn't communicate"
+    )
 
 
 def test_hanging_nvidia_smi_times_out_fast(tmp_path: Path) -> None:
@@ -217,23 +252,34 @@ def test_no_driver_and_no_nvidia_smi_says_nothing(tmp_path: Path) -> None:
     assert facts == nvidia.NvidiaFacts(None, (), ())
 
 
-def test_nvidia_smi_is_not_run_when_nothing_is_missing(tmp_path: Path, index_says: Callable[[str | None], None]) -> None:
+def test_nvidia_smi_is_not_run_when_nothing_is_missing(
+    tmp_path: Path, index_says: Callable[[str | None], None]
+) -> None:
     """With a fake root only nvidia-smi can list GPUs, so it runs; its log proves each call."""
     bin_dir = tmp_path / "bin"
     fake_nvidia_smi(bin_dir, banner="nvidia-smi/h200.txt", query="nvidia-smi/h200-query.csv")
     probe(fake_root(tmp_path, sys_version="580.159.04"), environ_with(bin_dir))
     calls = sorted((bin_dir / "nvidia-smi.log").read_text().splitlines())
-    assert calls == ["", "--query-gpu=index,name,uuid,compute_cap,memory.total --format=csv,noheader,nounits"]
+    assert calls == [
+        "",
+        "--query-gpu=index,name,uuid,compute_cap,memory.total --format=csv,noheader,nounits",
+    ]
 
 
-def test_without_a_driver_neither_nvml_nor_cuinit_is_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_driver_neither_nvml_nor_cuinit_is_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No kernel module and no libcuda: nothing to ask NVML about (and pynvml's import is not free)."""
     asked: list[str] = []
     monkeypatch.setattr(_libcuda, "driver_cuda_version", lambda: None)
     monkeypatch.setattr(_libcuda, "query_devices", lambda: asked.append("cuInit"))
     monkeypatch.setattr(_nvml, "query_nvml", lambda: asked.append("NVML"))
     facts = probe_nvidia(
-        root=fake_root(tmp_path), environ=environ_with(tmp_path / "bin"), timeout=5.0, cache=ProbeCache(None), libraries=True
+        root=fake_root(tmp_path),
+        environ=environ_with(tmp_path / "bin"),
+        timeout=5.0,
+        cache=ProbeCache(None),
+        libraries=True,
     )
     assert asked == []
     assert facts == nvidia.NvidiaFacts(None, (), ())
@@ -247,7 +293,9 @@ def test_real_machine_without_driver_every_probe_is_none() -> None:
     assert _nvml.query_nvml() is None
     assert _libcuda.driver_cuda_version() is None
     assert _libcuda.query_devices() is None
-    facts = probe_nvidia(root=Path("/"), environ={"PATH": SYSTEM_PATH}, timeout=5.0, cache=ProbeCache(None))
+    facts = probe_nvidia(
+        root=Path("/"), environ={"PATH": SYSTEM_PATH}, timeout=5.0, cache=ProbeCache(None)
+    )
     assert facts.driver is None and facts.gpus == ()
 
 
@@ -261,15 +309,31 @@ def test_real_gpu_matches_nvidia_smi(tmp_path: Path) -> None:
     assert facts.driver is not None, facts.notes
     assert facts.driver.source.split("+")[-1] in ("libcuda", "NVML", "NVML (cached)")
     smi = subprocess.run(
-        ["nvidia-smi", "--query-gpu=index,name,compute_cap,driver_version", "--format=csv,noheader"],
-        capture_output=True, text=True, check=True,
+        [
+            "nvidia-smi",
+            "--query-gpu=index,name,compute_cap,driver_version",
+            "--format=csv,noheader",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
-    rows = [[field.strip() for field in line.split(",")] for line in smi.splitlines() if line.strip()]
-    assert [(g.index, g.name, str(g.compute_capability)) for g in facts.gpus] == [(int(r[0]), r[1], r[2]) for r in rows]
+    rows = [
+        [field.strip() for field in line.split(",")] for line in smi.splitlines() if line.strip()
+    ]
+    assert [(g.index, g.name, str(g.compute_capability)) for g in facts.gpus] == [
+        (int(r[0]), r[1], r[2]) for r in rows
+    ]
     assert facts.driver.version.text == rows[0][3]
     # A second process is answered from the cache file, with the same facts.
-    again = probe_nvidia(root=Path("/"), environ=dict(os.environ), timeout=10.0, cache=ProbeCache(tmp_path))
-    assert again.gpus == facts.gpus and again.driver is not None and again.driver.cuda == facts.driver.cuda
+    again = probe_nvidia(
+        root=Path("/"), environ=dict(os.environ), timeout=10.0, cache=ProbeCache(tmp_path)
+    )
+    assert (
+        again.gpus == facts.gpus
+        and again.driver is not None
+        and again.driver.cuda == facts.driver.cuda
+    )
     assert again.driver.source == facts.driver.source
 
 
@@ -288,22 +352,40 @@ def test_gpu_cache_round_trip_keyed_by_boot_driver_and_pci(tmp_path: Path) -> No
     assert nvidia._gpu_cache_key(root, DriverVersion.parse("535.104.05")) != key
 
     cache = ProbeCache(tmp_path / "cache")
-    h200 = Gpu(index=0, name="NVIDIA H200", compute_capability=ComputeCapability(9, 0), uuid="GPU-1", memory_mib=143771)
-    found = nvidia._Findings(version=version, cuda=CudaVersion(13, 0), gpus=(h200,), gpus_source="NVML")
+    h200 = Gpu(
+        index=0,
+        name="NVIDIA H200",
+        compute_capability=ComputeCapability(9, 0),
+        uuid="GPU-1",
+        memory_mib=143771,
+    )
+    found = nvidia._Findings(
+        version=version, cuda=CudaVersion(13, 0), gpus=(h200,), gpus_source="NVML"
+    )
     nvidia._remember(found, cache, key)
     cache.save()
 
     reread = nvidia._Findings(version=version)
     assert nvidia._from_cache(reread, ProbeCache(tmp_path / "cache"), key)
     assert reread.gpus == (h200,) and reread.cuda == CudaVersion(13, 0)
-    assert not nvidia._from_cache(nvidia._Findings(), ProbeCache(tmp_path / "cache"), "another boot")
+    assert not nvidia._from_cache(
+        nvidia._Findings(), ProbeCache(tmp_path / "cache"), "another boot"
+    )
 
 
 def test_gpu_cache_ignores_answers_that_depend_on_this_process(tmp_path: Path) -> None:
     cache = ProbeCache(tmp_path)
     gpu = Gpu(index=0, name="x", compute_capability=ComputeCapability(8, 6))
-    nvidia._remember(nvidia._Findings(cuda=CudaVersion(12, 2), gpus=(gpu,), gpus_source="libcuda"), cache, "k")
-    nvidia._remember(nvidia._Findings(cuda=CudaVersion(12, 2), gpus=(gpu,), gpus_source="NVML", notes=["GPU 1 lost"]), cache, "k")
+    nvidia._remember(
+        nvidia._Findings(cuda=CudaVersion(12, 2), gpus=(gpu,), gpus_source="libcuda"), cache, "k"
+    )
+    nvidia._remember(
+        nvidia._Findings(
+            cuda=CudaVersion(12, 2), gpus=(gpu,), gpus_source="NVML", notes=["GPU 1 lost"]
+        ),
+        cache,
+        "k",
+    )
     assert cache.get("nvidia", "k") is None
 
 
@@ -319,13 +401,24 @@ def test_run_keeps_output_and_status(tmp_path: Path) -> None:
     program = write_program(tmp_path / "speak", "echo out; echo err >&2; exit 3\n")
     ran = run([str(program)], timeout=5.0, environ={"PATH": SYSTEM_PATH})
     assert ran is not None
-    assert (ran.stdout, ran.stderr, ran.returncode, ran.ok, ran.first_line) == ("out\n", "err\n", 3, False, "out")
+    assert (ran.stdout, ran.stderr, ran.returncode, ran.ok, ran.first_line) == (
+        "out\n",
+        "err\n",
+        3,
+        False,
+        "out",
+    )
     assert run_text([str(program)], timeout=5.0, environ={"PATH": SYSTEM_PATH}) is None
 
 
 def test_run_sets_a_c_locale_for_parsers(tmp_path: Path) -> None:
     program = write_program(tmp_path / "locale", 'echo "$LC_ALL"\n')
-    assert run_text([str(program)], timeout=5.0, environ={"PATH": SYSTEM_PATH, "LC_ALL": "de_DE.UTF-8"}) == "C\n"
+    assert (
+        run_text(
+            [str(program)], timeout=5.0, environ={"PATH": SYSTEM_PATH, "LC_ALL": "de_DE.UTF-8"}
+        )
+        == "C\n"
+    )
 
 
 def test_call_with_timeout_abandons_a_stalled_call() -> None:

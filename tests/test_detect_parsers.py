@@ -53,7 +53,8 @@ def test_smi_header_without_cuda_line_keeps_the_driver() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["nvidia-smi/no-devices.txt", "nvidia-smi/nvml-mismatch.txt", "nvidia-smi/no-driver.txt"]
+    "name",
+    ["nvidia-smi/no-devices.txt", "nvidia-smi/nvml-mismatch.txt", "nvidia-smi/no-driver.txt"],
 )
 def test_smi_header_absent_in_failure_texts(name: str) -> None:
     assert parse_smi_header(recorded(name)) is None
@@ -70,7 +71,11 @@ def test_smi_query_single_gpu() -> None:
 
 def test_smi_query_mixed_gpus_in_order() -> None:
     gpus = parse_smi_gpus(recorded("nvidia-smi/mixed-query.csv"))
-    assert [g.name for g in gpus] == ["Tesla V100-SXM2-32GB", "NVIDIA A100-SXM4-40GB", "NVIDIA GeForce RTX 3090"]
+    assert [g.name for g in gpus] == [
+        "Tesla V100-SXM2-32GB",
+        "NVIDIA A100-SXM4-40GB",
+        "NVIDIA GeForce RTX 3090",
+    ]
     assert [str(g.compute_capability) for g in gpus] == ["7.0", "8.0", "8.6"]
     assert [g.index for g in gpus] == [0, 1, 2]
 
@@ -83,7 +88,12 @@ def test_smi_query_with_units_and_not_available_fields() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["nvidia-smi/no-devices.txt", "nvidia-smi/nvml-mismatch.txt", "nvidia-smi/old-no-compute-cap.txt"]
+    "name",
+    [
+        "nvidia-smi/no-devices.txt",
+        "nvidia-smi/nvml-mismatch.txt",
+        "nvidia-smi/old-no-compute-cap.txt",
+    ],
 )
 def test_smi_query_failure_texts_list_no_gpu(name: str) -> None:
     assert parse_smi_gpus(recorded(name)) == ()
@@ -93,8 +103,14 @@ def test_smi_query_failure_texts_list_no_gpu(name: str) -> None:
     ("name", "problem"),
     [
         ("nvidia-smi/no-devices.txt", "No devices were found"),
-        ("nvidia-smi/nvml-mismatch.txt", "Failed to initialize NVML: Driver/library version mismatch"),
-        ("nvidia-smi/no-driver.txt", "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."),
+        (
+            "nvidia-smi/nvml-mismatch.txt",
+            "Failed to initialize NVML: Driver/library version mismatch",
+        ),
+        (
+            "nvidia-smi/no-driver.txt",
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+        ),
         ("nvidia-smi/old-no-compute-cap.txt", 'Field "compute_cap" is not a valid field to query.'),
     ],
 )
@@ -126,7 +142,10 @@ def test_proc_driver_version(name: str, version: str) -> None:
 
 
 def test_proc_driver_version_ignores_the_gcc_line() -> None:
-    assert parse_proc_version("GCC version:  gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04)\n") is None
+    assert (
+        parse_proc_version("GCC version:  gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04)\n")
+        is None
+    )
 
 
 def test_sys_module_version() -> None:
@@ -167,7 +186,20 @@ def test_nvcc_version_of_something_else() -> None:
 def test_list_gpu_arch_13_0_starts_at_turing_and_renames_101_to_110() -> None:
     archs = parse_gpu_arch_list(recorded("nvcc/list-gpu-arch-13.0.txt"))
     assert archs[0] == cc("7.5")
-    assert [str(a) for a in archs] == ["7.5", "8.0", "8.6", "8.7", "8.8", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1"]
+    assert [str(a) for a in archs] == [
+        "7.5",
+        "8.0",
+        "8.6",
+        "8.7",
+        "8.8",
+        "8.9",
+        "9.0",
+        "10.0",
+        "10.3",
+        "11.0",
+        "12.0",
+        "12.1",
+    ]
     assert list(archs) == sorted(archs)  # nvcc prints 110 before 103; we sort
 
 
@@ -239,8 +271,13 @@ def test_torch_version_py_rocm_build() -> None:
 
 def test_torch_cxx11_abi_from_cmake() -> None:
     assert _target_probe.parse_cxx11_abi(recorded("torch/TorchConfig-cxx11-0.cmake")) is False
-    assert _target_probe.parse_cxx11_abi('set(TORCH_CXX_FLAGS "-D_GLIBCXX_USE_CXX11_ABI=1")') is True
-    assert _target_probe.parse_cxx11_abi(recorded("torch/TorchConfig-2.13.0-no-abi-flag.cmake")) is None
+    assert (
+        _target_probe.parse_cxx11_abi('set(TORCH_CXX_FLAGS "-D_GLIBCXX_USE_CXX11_ABI=1")') is True
+    )
+    assert (
+        _target_probe.parse_cxx11_abi(recorded("torch/TorchConfig-2.13.0-no-abi-flag.cmake"))
+        is None
+    )
     assert _target_probe.parse_cxx11_abi('set(TORCH_CXX_FLAGS "-D_GLIBCXX_USE_CXX11_ABI=")') is None
 
 
@@ -254,12 +291,28 @@ def test_target_probe_parses_as_python_3_7() -> None:
     imported = {
         alias.name.split(".")[0]
         for node in ast.walk(tree)
-        if isinstance(node, ast.Import | ast.ImportFrom) and not (isinstance(node, ast.ImportFrom) and node.level)
-        for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        and not (isinstance(node, ast.ImportFrom) and node.level)
+        for alias in (
+            node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")]
+        )
     }
-    relative = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level}
+    relative = {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level
+    }
     assert "torch" not in imported
-    assert imported <= {"sys", "json", "os", "re", "stat", "sysconfig", "site", "typing", "zipfile", "pkgutil"}  # stdlib only
+    assert imported <= {
+        "sys",
+        "json",
+        "os",
+        "re",
+        "stat",
+        "sysconfig",
+        "site",
+        "typing",
+        "zipfile",
+        "pkgutil",
+    }  # stdlib only
     assert relative == {"_dist_metadata"}
     assert inspect.getsource(_target_probe) in _probe_source()
 

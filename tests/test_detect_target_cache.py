@@ -31,7 +31,9 @@ def _settle(*paths: Path) -> None:
         os.utime(path, (past, past))
 
 
-def test_the_probe_is_reused_until_a_package_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_probe_is_reused_until_a_package_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     site = tmp_path / "site"
     site.mkdir()
     _install_torch(site, "2.11.0+cu130")
@@ -62,17 +64,23 @@ def test_the_probe_is_reused_until_a_package_changes(tmp_path: Path, monkeypatch
     assert changed.torch is not None and changed.torch.version == "2.12.0+cu130"
 
 
-def test_without_a_cache_the_probe_always_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_cache_the_probe_always_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
     calls: list[int] = []
     real_probe = _target_probe.probe
-    monkeypatch.setattr(_target_probe, "probe", lambda *names: calls.append(1) or real_probe(*names))
+    monkeypatch.setattr(
+        _target_probe, "probe", lambda *names: calls.append(1) or real_probe(*names)
+    )
     probe_target(None, environ={}, timeout=5)
     probe_target(None, environ={}, timeout=5)
     assert calls == [1, 1]
 
 
-def test_unrelated_files_on_the_path_do_not_invalidate_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unrelated_files_on_the_path_do_not_invalidate_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`python -m` puts the working directory first on the path; its files change all the time."""
     site = tmp_path / "site"
     site.mkdir()
@@ -84,14 +92,18 @@ def test_unrelated_files_on_the_path_do_not_invalidate_it(tmp_path: Path, monkey
     probe_target(None, environ={}, timeout=5, cache=cache)
     calls: list[int] = []
     real_probe = _target_probe.probe
-    monkeypatch.setattr(_target_probe, "probe", lambda *names: calls.append(1) or real_probe(*names))
+    monkeypatch.setattr(
+        _target_probe, "probe", lambda *names: calls.append(1) or real_probe(*names)
+    )
     (workdir / "notes.txt").write_text("changed\n")
     (site / "README.txt").write_text("not a package\n")
     probe_target(None, environ={}, timeout=5, cache=cache)
     assert calls == []
 
 
-def test_a_torch_rewritten_in_place_is_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_torch_rewritten_in_place_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`python setup.py develop` rewrites torch/version.py and the egg-info in place."""
     import os
 
@@ -115,11 +127,15 @@ def test_a_torch_rewritten_in_place_is_seen(tmp_path: Path, monkeypatch: pytest.
 def _venv(tmp_path: Path) -> tuple[Path, Path]:
     import subprocess
 
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True
+    )
     python = tmp_path / "venv" / "bin" / "python"
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     return python, Path(site)
 
@@ -137,7 +153,9 @@ def _counting_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return started
 
 
-def test_another_interpreter_is_probed_once_until_a_package_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_another_interpreter_is_probed_once_until_a_package_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     python, site = _venv(tmp_path)
     _install_torch(site, "2.11.0+cu130")
     cache = ProbeCache(tmp_path / "cache")
@@ -162,7 +180,9 @@ def test_another_interpreter_is_probed_once_until_a_package_changes(tmp_path: Pa
     assert changed.torch is not None and changed.torch.version == "2.12.0+cu130"
 
 
-def test_a_variable_that_moves_the_import_path_is_part_of_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_variable_that_moves_the_import_path_is_part_of_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     python, _ = _venv(tmp_path)
     extra = tmp_path / "extra"
     extra.mkdir()
@@ -172,20 +192,36 @@ def test_a_variable_that_moves_the_import_path_is_part_of_the_key(tmp_path: Path
 
     plain = probe_target(str(python), environ={"PATH": "/usr/bin:/bin"}, timeout=10, cache=cache)
     assert plain.torch is None
-    with_path = probe_target(str(python), environ={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(extra)}, timeout=10, cache=cache)
+    with_path = probe_target(
+        str(python),
+        environ={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(extra)},
+        timeout=10,
+        cache=cache,
+    )
     assert with_path.torch is not None and with_path.torch.version == "2.9.0+cu128"
     assert len(started) == 2  # PYTHONPATH changed what `import torch` finds: probed again
-    probe_target(str(python), environ={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(extra)}, timeout=10, cache=cache)
+    probe_target(
+        str(python),
+        environ={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(extra)},
+        timeout=10,
+        cache=cache,
+    )
     assert len(started) == 2
 
 
-def test_two_venvs_of_one_base_interpreter_are_told_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_venvs_of_one_base_interpreter_are_told_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first_python, first_site = _venv(tmp_path / "a")
     second_python, _ = _venv(tmp_path / "b")
     _install_torch(first_site, "2.11.0+cu130")
     cache = ProbeCache(tmp_path / "cache")
-    with_torch = probe_target(str(first_python), environ={"PATH": "/usr/bin:/bin"}, timeout=10, cache=cache)
-    without = probe_target(str(second_python), environ={"PATH": "/usr/bin:/bin"}, timeout=10, cache=cache)
+    with_torch = probe_target(
+        str(first_python), environ={"PATH": "/usr/bin:/bin"}, timeout=10, cache=cache
+    )
+    without = probe_target(
+        str(second_python), environ={"PATH": "/usr/bin:/bin"}, timeout=10, cache=cache
+    )
     assert with_torch.torch is not None and without.torch is None
 
 
@@ -197,7 +233,11 @@ def test_the_first_pip_install_user_is_seen(tmp_path: Path) -> None:
     """The user site folder is not on the path until it exists: the report watches it anyway."""
     base = _base_interpreter()
     version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    environ = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "PYTHONUSERBASE": str(tmp_path / "userbase")}
+    environ = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path / "home"),
+        "PYTHONUSERBASE": str(tmp_path / "userbase"),
+    }
     cache = ProbeCache(tmp_path / "cache")
     before = probe_target(base, environ=environ, timeout=20, cache=cache)
     if before.torch is not None:
@@ -220,13 +260,19 @@ def test_a_launcher_script_is_not_remembered(tmp_path: Path) -> None:
     shim.chmod(0o755)
     _settle(shim)
     cache = ProbeCache(tmp_path / "cache")
-    one = probe_target(str(shim), environ={"PATH": "/usr/bin:/bin", "PYENV_VERSION": "v1"}, timeout=20, cache=cache)
-    two = probe_target(str(shim), environ={"PATH": "/usr/bin:/bin", "PYENV_VERSION": "v2"}, timeout=20, cache=cache)
+    one = probe_target(
+        str(shim), environ={"PATH": "/usr/bin:/bin", "PYENV_VERSION": "v1"}, timeout=20, cache=cache
+    )
+    two = probe_target(
+        str(shim), environ={"PATH": "/usr/bin:/bin", "PYENV_VERSION": "v2"}, timeout=20, cache=cache
+    )
     assert one.torch is None
     assert two.torch is not None and two.torch.version == "2.12.0+cu130"
 
 
-def test_a_package_installed_while_the_probe_runs_is_not_hidden(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_package_installed_while_the_probe_runs_is_not_hidden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from cuda_resolve.detect import target
 
     python, site = _venv(tmp_path)
@@ -237,7 +283,9 @@ def test_a_package_installed_while_the_probe_runs_is_not_hidden(tmp_path: Path, 
         (site / "torch").mkdir()
         (site / "torch" / "version.py").write_text("__version__ = '2.11.0+cu130'\ncuda = '13.0'\n")
         (site / "torch-2.11.0.dist-info").mkdir()
-        (site / "torch-2.11.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0+cu130\n")
+        (site / "torch-2.11.0.dist-info" / "METADATA").write_text(
+            "Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0+cu130\n"
+        )
         return report
 
     cache = ProbeCache(tmp_path / "cache")

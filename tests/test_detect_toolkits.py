@@ -28,7 +28,9 @@ NO_PROGRAMS = ""
 CAT = shutil.which("cat") or "/bin/cat"
 SLEEP = shutil.which("sleep") or "/bin/sleep"
 REAL_CUDA = Path("/usr/local/cuda-13.0")
-needs_real_nvcc = pytest.mark.skipif(not (REAL_CUDA / "bin" / "nvcc").exists(), reason="needs nvcc 13.0 at /usr/local/cuda-13.0")
+needs_real_nvcc = pytest.mark.skipif(
+    not (REAL_CUDA / "bin" / "nvcc").exists(), reason="needs nvcc 13.0 at /usr/local/cuda-13.0"
+)
 
 
 def write_program(path: Path, body: str) -> Path:
@@ -38,12 +40,14 @@ def write_program(path: Path, body: str) -> Path:
     return path
 
 
-def fake_nvcc(nvcc: Path, version: str, *, headers: tuple[str, ...] = (), include: str = "include") -> Path:
+def fake_nvcc(
+    nvcc: Path, version: str, *, headers: tuple[str, ...] = (), include: str = "include"
+) -> Path:
     """``<root>/bin/nvcc`` printing recorded ``--version``/``--list-gpu-arch`` for *version*."""
     arch_file = RECORDED / f"nvcc/list-gpu-arch-{version}.txt"
     write_program(
         nvcc,
-        f'echo "$1" >> \'{nvcc}.log\'\n'
+        f"echo \"$1\" >> '{nvcc}.log'\n"
         'case "$1" in\n'
         f"  --version) {CAT} '{RECORDED / f'nvcc/version-{version}.txt'}';;\n"
         f"  --list-gpu-arch) {CAT} '{arch_file}';;\n"
@@ -118,13 +122,18 @@ def test_wrapper_script_on_path_leads_to_the_real_toolkit(tmp_path: Path) -> Non
 
 @needs_real_nvcc
 def test_wrapper_built_from_variables_and_symlinked(tmp_path: Path) -> None:
-    script = write_program(tmp_path / "tools" / "nvcc-wrapper", '# picks the toolkit\nexec "${MY_CUDA}/bin/nvcc" "$@"\n')
+    script = write_program(
+        tmp_path / "tools" / "nvcc-wrapper",
+        '# picks the toolkit\nexec "${MY_CUDA}/bin/nvcc" "$@"\n',
+    )
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "nvcc").symlink_to(script)
     environ = {"PATH": str(tmp_path / "bin"), "MY_CUDA": str(REAL_CUDA)}
     assert resolve_nvcc(str(tmp_path / "bin" / "nvcc"), environ) == str(REAL_CUDA / "bin" / "nvcc")
     (toolkit,) = toolkits(tmp_path, environ)[0]
-    assert toolkit.root == str(REAL_CUDA) and toolkit.nvcc_on_path_wrapper == str(tmp_path / "bin" / "nvcc")
+    assert toolkit.root == str(REAL_CUDA) and toolkit.nvcc_on_path_wrapper == str(
+        tmp_path / "bin" / "nvcc"
+    )
 
 
 @needs_real_nvcc
@@ -152,11 +161,19 @@ def test_cuda_home_and_a_wrapper_to_the_same_toolkit_are_one_entry(tmp_path: Pat
 def test_system_toolkits_newest_first_and_links_deduplicated(tmp_path: Path) -> None:
     root = tmp_path / "root"
     fake_nvcc(root / "usr/local/cuda-12.4/bin/nvcc", "12.4", headers=HEADERS)
-    fake_nvcc(root / "usr/local/cuda-11.8/bin/nvcc", "11.8", headers=("cuda_runtime_api.h",), include="targets/x86_64-linux/include")
+    fake_nvcc(
+        root / "usr/local/cuda-11.8/bin/nvcc",
+        "11.8",
+        headers=("cuda_runtime_api.h",),
+        include="targets/x86_64-linux/include",
+    )
     (root / "usr/local/cuda").symlink_to(root / "usr/local/cuda-12.4")
     found, notes = toolkits(tmp_path, {"PATH": NO_PROGRAMS}, root=root)
     assert notes == ()
-    assert [(t.found_via, str(t.version)) for t in found] == [("/usr/local/cuda", "12.4"), ("/usr/local/cuda-11.8", "11.8")]
+    assert [(t.found_via, str(t.version)) for t in found] == [
+        ("/usr/local/cuda", "12.4"),
+        ("/usr/local/cuda-11.8", "11.8"),
+    ]
     newest, oldest = found
     assert newest.root == str(root / "usr/local/cuda-12.4")
     assert newest.missing_headers == ()
@@ -171,7 +188,10 @@ def test_cuda_home_comes_first_even_when_path_has_another(tmp_path: Path) -> Non
     new = fake_nvcc(tmp_path / "cuda-12.4/bin/nvcc", "12.4")
     environ = {"PATH": str(new.parent), "CUDA_HOME": str(old.parent.parent)}
     found, _ = toolkits(tmp_path, environ)
-    assert [(t.found_via, str(t.version)) for t in found] == [("CUDA_HOME", "11.8"), ("PATH", "12.4")]
+    assert [(t.found_via, str(t.version)) for t in found] == [
+        ("CUDA_HOME", "11.8"),
+        ("PATH", "12.4"),
+    ]
     assert found[1].nvcc_on_path_wrapper is None
 
 
@@ -179,21 +199,32 @@ def test_cuda_home_that_is_not_a_toolkit_is_a_note(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-cuda"
     found, notes = toolkits(tmp_path, {"PATH": NO_PROGRAMS, "CUDA_HOME": str(missing)})
     assert found == ()
-    assert notes == (f"CUDA_HOME={missing} is not a CUDA toolkit (no bin/nvcc, or not a directory)",)
+    assert notes == (
+        f"CUDA_HOME={missing} is not a CUDA toolkit (no bin/nvcc, or not a directory)",
+    )
 
 
 def test_toolkit_without_nvcc_is_read_from_version_json(tmp_path: Path) -> None:
     home = tmp_path / "cuda-runtime-only"
     (home / "include").mkdir(parents=True)
     (home / "include" / "cuda_runtime_api.h").write_text("")
-    (home / "version.json").write_text(json.dumps({"cuda": {"name": "CUDA SDK", "version": "12.4.1"}}))
+    (home / "version.json").write_text(
+        json.dumps({"cuda": {"name": "CUDA SDK", "version": "12.4.1"}})
+    )
     (toolkit,) = toolkits(tmp_path, {"PATH": NO_PROGRAMS, "CUDA_PATH": str(home)})[0]
-    assert (toolkit.version, toolkit.release, toolkit.nvcc, toolkit.gpu_archs) == (CudaVersion(12, 4), "12.4.1", None, ())
+    assert (toolkit.version, toolkit.release, toolkit.nvcc, toolkit.gpu_archs) == (
+        CudaVersion(12, 4),
+        "12.4.1",
+        None,
+        (),
+    )
     assert toolkit.found_via == "CUDA_PATH"
 
 
 def test_broken_nvcc_is_a_note_not_a_crash(tmp_path: Path) -> None:
-    broken = write_program(tmp_path / "cuda/bin/nvcc", "echo 'error while loading shared libraries' >&2; exit 127\n")
+    broken = write_program(
+        tmp_path / "cuda/bin/nvcc", "echo 'error while loading shared libraries' >&2; exit 127\n"
+    )
     found, notes = toolkits(tmp_path, {"PATH": str(broken.parent)})
     assert found == ()
     assert notes == (f"toolkit via PATH: nvcc at {broken} did not report a version",)
@@ -247,7 +278,9 @@ def test_a_corrupt_cache_file_is_ignored(tmp_path: Path) -> None:
     nvcc = fake_nvcc(tmp_path / "cuda/bin/nvcc", "11.8")
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / "probes.json").write_text("{not json")
-    (toolkit,) = toolkits(tmp_path, {"PATH": str(nvcc.parent)}, cache=ProbeCache(tmp_path / "cache"))[0]
+    (toolkit,) = toolkits(
+        tmp_path, {"PATH": str(nvcc.parent)}, cache=ProbeCache(tmp_path / "cache")
+    )[0]
     assert toolkit.version == CudaVersion(11, 8)
 
 
@@ -261,7 +294,9 @@ def test_wrapper_resolution_prefers_the_exec_line(tmp_path: Path) -> None:
     assert resolve_nvcc(str(wrapper), {}) == str(real)
 
 
-def test_wrapper_home_is_the_given_environments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wrapper_home_is_the_given_environments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``~`` in a wrapper is the HOME the wrapper will run with, not this process's."""
     real = fake_nvcc(tmp_path / "home/cuda-12.4/bin/nvcc", "12.4")
     wrapper = write_program(tmp_path / "bin" / "nvcc", 'exec ~/cuda-12.4/bin/nvcc "$@"\n')

@@ -30,7 +30,10 @@ def _write(path: Path, text: str) -> None:
 
 def test_this_environment_reads_as_importlib_metadata_reads_it() -> None:
     search_path = [entry for entry in sys.path if entry]
-    ours = {key: (name, version) for key, (name, version, _meta) in installed_distributions(search_path).items()}
+    ours = {
+        key: (name, version)
+        for key, (name, version, _meta) in installed_distributions(search_path).items()
+    }
     assert len(ours) > 20  # pytest, packaging, resolvelib, ... : a real environment
     assert ours == _importlib_view(search_path)
 
@@ -38,20 +41,34 @@ def test_this_environment_reads_as_importlib_metadata_reads_it() -> None:
 def test_odd_metadata_layouts_read_as_importlib_metadata_reads_them(tmp_path: Path) -> None:
     first, second = tmp_path / "first", tmp_path / "second"
     # Header names in any case, a folded header, a body after the blank line naming another version.
-    _write(first / "Odd_Name-1.0.dist-info" / "METADATA",
-           "Metadata-Version: 2.1\nname: Odd_Name\nSummary: one\n  folded: not a header\nVERSION: 1.0+cu130\n\nVersion: 9\n")
-    _write(first / "legacy-2.0-py3.11.egg-info" / "PKG-INFO", "Metadata-Version: 1.1\nName: legacy\nVersion: 2.0\n")
-    _write(first / "single_file-0.5-py3.11.egg-info", "Metadata-Version: 1.0\nName: single-file\nVersion: 0.5\n")
+    _write(
+        first / "Odd_Name-1.0.dist-info" / "METADATA",
+        "Metadata-Version: 2.1\nname: Odd_Name\nSummary: one\n  folded: not a header\nVERSION: 1.0+cu130\n\nVersion: 9\n",
+    )
+    _write(
+        first / "legacy-2.0-py3.11.egg-info" / "PKG-INFO",
+        "Metadata-Version: 1.1\nName: legacy\nVersion: 2.0\n",
+    )
+    _write(
+        first / "single_file-0.5-py3.11.egg-info",
+        "Metadata-Version: 1.0\nName: single-file\nVersion: 0.5\n",
+    )
     _write(first / "no_metadata-1.0.dist-info" / "RECORD", "")
     # The first of a name on the path wins: the later folder's other version is not seen.
     _write(second / "odd_name-2.0.dist-info" / "METADATA", "Name: odd-name\nVersion: 2.0\n")
     _write(second / "other-3.0.dist-info" / "METADATA", "Name: other\r\nVersion: 3.0\r\n")
     search_path = [str(first), str(second)]
     ours = installed_distributions(search_path)
-    assert {key: (name, version) for key, (name, version, _meta) in ours.items()} == _importlib_view(search_path) == {
-        "odd-name": ("Odd_Name", "1.0+cu130"), "legacy": ("legacy", "2.0"), "single-file": ("single-file", "0.5"),
-        "other": ("other", "3.0"),
-    }
+    assert (
+        {key: (name, version) for key, (name, version, _meta) in ours.items()}
+        == _importlib_view(search_path)
+        == {
+            "odd-name": ("Odd_Name", "1.0+cu130"),
+            "legacy": ("legacy", "2.0"),
+            "single-file": ("single-file", "0.5"),
+            "other": ("other", "3.0"),
+        }
+    )
     assert ours["odd-name"][2] == str(first / "Odd_Name-1.0.dist-info")
     only = installed_distributions(search_path, wanted=lambda name: name == "legacy")
     assert list(only) == ["legacy"]
@@ -60,9 +77,16 @@ def test_odd_metadata_layouts_read_as_importlib_metadata_reads_them(tmp_path: Pa
 
 def test_its_text_runs_in_a_target_interpreter_as_the_scripts_prepend_it(tmp_path: Path) -> None:
     _write(tmp_path / "tiny-1.0.dist-info" / "METADATA", "Name: tiny\nVersion: 1.0\n")
-    script = source_text() + ("\nimport json, sys\nfound = installed_distributions(sys.argv[1:])\n"
-                              "print(json.dumps([found, sorted(m for m in sys.modules if m.startswith(('importlib.metadata', 'email')))]))\n")
-    done = subprocess.run([sys.executable, "-S", "-c", script, str(tmp_path)], capture_output=True, text=True, check=True)
+    script = source_text() + (
+        "\nimport json, sys\nfound = installed_distributions(sys.argv[1:])\n"
+        "print(json.dumps([found, sorted(m for m in sys.modules if m.startswith(('importlib.metadata', 'email')))]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     found, heavy = json.loads(done.stdout)
     assert found == {"tiny": ["tiny", "1.0", str(tmp_path / "tiny-1.0.dist-info")]}
     assert heavy == []  # the point: nothing that costs an interpreter start 40 ms is imported
@@ -84,12 +108,17 @@ def test_layouts_importlib_metadata_also_reads(tmp_path: Path) -> None:
     with zipfile.ZipFile(zipped, "w") as archive:
         archive.writestr("EGG-INFO/PKG-INFO", "Name: zegg\nVersion: 1.3\n")
     search_path = [str(site), str(egg), str(zipped)]
-    ours = {key: (name, version) for key, (name, version, _meta) in installed_distributions(search_path).items()}
+    ours = {
+        key: (name, version)
+        for key, (name, version, _meta) in installed_distributions(search_path).items()
+    }
     assert ours == _importlib_view(search_path)
     assert set(ours) == {"upper", "pkginfo-only", "dupx", "eggp", "zegg"}
 
 
-def test_a_metadata_file_that_is_not_a_regular_file_is_skipped_not_waited_on(tmp_path: Path) -> None:
+def test_a_metadata_file_that_is_not_a_regular_file_is_skipped_not_waited_on(
+    tmp_path: Path,
+) -> None:
     import os
 
     folder = tmp_path / "fifo-1.0.dist-info"
@@ -117,10 +146,17 @@ def test_the_scripts_it_is_put_before_compile_and_define_none_of_its_names() -> 
         return names
 
     ours = top_level_names(source_text())
-    assert {"installed_distributions", "name_and_version", "metadata_file", "normalized_name"} <= ours
-    probe_text = _probe_source()[len(source_text()):]
+    assert {
+        "installed_distributions",
+        "name_and_version",
+        "metadata_file",
+        "normalized_name",
+    } <= ours
+    probe_text = _probe_source()[len(source_text()) :]
     for body in (_PROBE_BODY, _LISTING_BODY, probe_text):
-        assert top_level_names(body) & ours <= {"MYPY"}  # the probe's own MYPY = False, the same value
+        assert top_level_names(body) & ours <= {
+            "MYPY"
+        }  # the probe's own MYPY = False, the same value
         compile(source_text() + body, "<target script>", "exec")
 
 
@@ -132,13 +168,25 @@ def test_its_text_is_read_from_a_zipped_install_too(tmp_path: Path) -> None:
     with zipfile.ZipFile(zipped, "w") as archive:
         for path in package.rglob("*.py"):
             archive.write(path, str(path.relative_to(package.parent)))
-    done = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]);"
-                           "from cuda_resolve._dist_metadata import source_text; print(len(source_text()))", str(zipped)],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            "import sys; sys.path.insert(0, sys.argv[1]);"
+            "from cuda_resolve._dist_metadata import source_text; print(len(source_text()))",
+            str(zipped),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert int(done.stdout) == len(source_text())
 
 
-def test_the_pip_probe_does_not_count_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_pip_probe_does_not_count_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``-c`` puts the working directory on the path: a source checkout's metadata there is not installed."""
     import os
 

@@ -41,136 +41,245 @@ Expect = tuple[str, str, tuple[str, ...]]
 
 SCENARIOS: dict[str, tuple[int, list[Expect]]] = {
     # nvcc 11.8 cannot build for a CUDA 12.1 torch: a different major is a hard error (6).
-    "rtx3090-torch21cu121-nvcc118": (1, [
-        ("driver", "ok", ("535.104.05",)),
-        ("smi-cuda-version", "info", ("12.2", "11.8")),
-        ("torch-build", "ok", ()),
-        ("torch-arch", "ok", ("8.6",)),
-        ("nvcc-vs-torch", "error", ("nvcc 11.8", "12.1", "install a CUDA 12.x toolkit", "CUDA_HOME")),
-        ("toolkit-arch", "ok", ("TORCH_CUDA_ARCH_LIST=8.6",)),
-        ("host-compiler", "ok", ("11.4.0",)),
-    ]),
+    "rtx3090-torch21cu121-nvcc118": (
+        1,
+        [
+            ("driver", "ok", ("535.104.05",)),
+            ("smi-cuda-version", "info", ("12.2", "11.8")),
+            ("torch-build", "ok", ()),
+            ("torch-arch", "ok", ("8.6",)),
+            (
+                "nvcc-vs-torch",
+                "error",
+                ("nvcc 11.8", "12.1", "install a CUDA 12.x toolkit", "CUDA_HOME"),
+            ),
+            ("toolkit-arch", "ok", ("TORCH_CUDA_ARCH_LIST=8.6",)),
+            ("host-compiler", "ok", ("11.4.0",)),
+        ],
+    ),
     # cu130 wheels start at sm_75 (4b): nothing runs on 6.1, the driver is fine.
-    "gtx1080ti-driver580-torch211cu130": (1, [
-        ("driver", "ok", ("580.95.05",)),
-        ("smi-cuda-version", "info", ("no CUDA toolkit",)),
-        ("torch-build", "ok", ()),
-        ("torch-arch", "error", ("GTX 1080 Ti (6.1)", "no kernel image", "index", "--allow-torch-change")),
-    ]),
-    "cpu-torch-on-a100": (1, [
-        ("driver", "ok", ()),
-        ("smi-cuda-version", "info", ()),
-        ("torch-build", "error", ("2.1.0+cpu", "CPU build", "1 NVIDIA GPU", "CUDA variant")),
-    ]),
+    "gtx1080ti-driver580-torch211cu130": (
+        1,
+        [
+            ("driver", "ok", ("580.95.05",)),
+            ("smi-cuda-version", "info", ("no CUDA toolkit",)),
+            ("torch-build", "ok", ()),
+            (
+                "torch-arch",
+                "error",
+                ("GTX 1080 Ti (6.1)", "no kernel image", "index", "--allow-torch-change"),
+            ),
+        ],
+    ),
+    "cpu-torch-on-a100": (
+        1,
+        [
+            ("driver", "ok", ()),
+            ("smi-cuda-version", "info", ()),
+            ("torch-build", "error", ("2.1.0+cpu", "CPU build", "1 NVIDIA GPU", "CUDA variant")),
+        ],
+    ),
     # 13.0 drops sm_50..sm_72 (2); 10.2 .. 12.9 can target 6.1.
-    "toolkit130-gtx1080": (1, [
-        ("driver", "ok", ()),
-        ("torch-build", "info", ("not installed",)),
-        ("toolkit-arch", "error", ("nvcc 13.0", "6.1", "7.5", "CUDA 10.2 .. 12.9")),
-        ("host-compiler", "ok", ("13.3.0",)),
-    ]),
+    "toolkit130-gtx1080": (
+        1,
+        [
+            ("driver", "ok", ()),
+            ("torch-build", "info", ("not installed",)),
+            ("toolkit-arch", "error", ("nvcc 13.0", "6.1", "7.5", "CUDA 10.2 .. 12.9")),
+            ("host-compiler", "ok", ("13.3.0",)),
+        ],
+    ),
     # 12.2's host_config.h stops at gcc 12 (3a); gcc 12.3.0 is installed.
-    "gcc14-cuda122": (1, [
-        ("driver", "ok", ()),
-        ("torch-build", "ok", ()),
-        ("torch-arch", "ok", ("5.0;6.0;7.0;7.5;8.0;8.6;9.0 covers 8.6",)),  # the index's cu121 list
-        ("nvcc-vs-torch", "warn", ("12.2", "12.1")),
-        ("toolkit-arch", "ok", ()),
-        ("host-compiler", "error", ("gcc 14.2.0", "gcc <= 12", "use gcc 12.3.0", "NVCC_CCBIN=g++-12", "CC=gcc-12")),
-    ]),
-    "cuda-home-vs-path": (0, [
-        ("driver", "ok", ()),
-        ("smi-cuda-version", "info", ()),
-        ("torch-build", "ok", ()),
-        ("torch-arch", "ok", ()),
-        ("nvcc-vs-torch", "ok", ("12.1",)),
-        ("toolkit-arch", "ok", ()),
-        ("host-compiler", "ok", ()),
-        ("toolkits-agree", "warn", ("CUDA_HOME=/usr/local/cuda-12.1 (CUDA 12.1)", "/usr/local/cuda-11.8/bin/nvcc", "export PATH=/usr/local/cuda-12.1/bin:$PATH")),
-    ]),
-    "nvcc-wrapper-no-cuda-home": (0, [
-        ("driver", "ok", ()),
-        ("torch-build", "ok", ()),
-        ("torch-arch", "ok", ()),
-        ("nvcc-vs-torch", "warn", ()),
-        ("toolkit-arch", "ok", ()),
-        ("host-compiler", "ok", ()),
-        ("nvcc-wrapper", "warn", ("compilers/bin/nvcc", "CUDA_HOME=/opt/nvidia/hpc_sdk/Linux_x86_64/23.7/compilers", "cuda_runtime_api.h", "export CUDA_HOME=/opt/nvidia/hpc_sdk/Linux_x86_64/23.7/cuda/12.2")),
-    ]),
-    "minimal-toolkit-no-cusparse": (0, [
-        ("driver", "ok", ()),
-        ("smi-cuda-version", "info", ()),
-        ("torch-build", "ok", ()),
-        ("torch-arch", "ok", ()),
-        ("nvcc-vs-torch", "ok", ()),
-        ("toolkit-arch", "ok", ()),
-        ("host-compiler", "ok", ()),
-        ("toolkit-headers", "warn", (
-            "cusparse.h, cublas_v2.h",
-            "CPATH=/opt/conda/envs/kaolin/lib/python3.10/site-packages/nvidia/cusparse/include:/opt/conda/envs/kaolin/lib/python3.10/site-packages/nvidia/cublas/include",
-        )),
-    ]),
-    "slurm-job-no-cuda-home": (0, [
-        ("driver", "ok", ()),
-        ("smi-cuda-version", "info", ()),
-        ("torch-build", "ok", ()),
-        ("torch-arch", "ok", ()),
-        ("nvcc-vs-torch", "ok", ()),
-        ("toolkit-arch", "ok", ()),
-        ("host-compiler", "ok", ()),
-        ("slurm", "warn", ("4817265", "CUDA_HOME", "LD_LIBRARY_PATH (no /usr/local/cuda-12.1/lib64)", "export CUDA_HOME=/usr/local/cuda-12.1", "LD_LIBRARY_PATH=/usr/local/cuda-12.1/lib64")),
-    ]),
-    "cpu-ci-no-driver": (0, [
-        ("driver", "info", ("no NVIDIA driver", "CPU-only")),
-        ("torch-build", "ok", ("cpu build",)),
-    ]),
+    "gcc14-cuda122": (
+        1,
+        [
+            ("driver", "ok", ()),
+            ("torch-build", "ok", ()),
+            (
+                "torch-arch",
+                "ok",
+                ("5.0;6.0;7.0;7.5;8.0;8.6;9.0 covers 8.6",),
+            ),  # the index's cu121 list
+            ("nvcc-vs-torch", "warn", ("12.2", "12.1")),
+            ("toolkit-arch", "ok", ()),
+            (
+                "host-compiler",
+                "error",
+                ("gcc 14.2.0", "gcc <= 12", "use gcc 12.3.0", "NVCC_CCBIN=g++-12", "CC=gcc-12"),
+            ),
+        ],
+    ),
+    "cuda-home-vs-path": (
+        0,
+        [
+            ("driver", "ok", ()),
+            ("smi-cuda-version", "info", ()),
+            ("torch-build", "ok", ()),
+            ("torch-arch", "ok", ()),
+            ("nvcc-vs-torch", "ok", ("12.1",)),
+            ("toolkit-arch", "ok", ()),
+            ("host-compiler", "ok", ()),
+            (
+                "toolkits-agree",
+                "warn",
+                (
+                    "CUDA_HOME=/usr/local/cuda-12.1 (CUDA 12.1)",
+                    "/usr/local/cuda-11.8/bin/nvcc",
+                    "export PATH=/usr/local/cuda-12.1/bin:$PATH",
+                ),
+            ),
+        ],
+    ),
+    "nvcc-wrapper-no-cuda-home": (
+        0,
+        [
+            ("driver", "ok", ()),
+            ("torch-build", "ok", ()),
+            ("torch-arch", "ok", ()),
+            ("nvcc-vs-torch", "warn", ()),
+            ("toolkit-arch", "ok", ()),
+            ("host-compiler", "ok", ()),
+            (
+                "nvcc-wrapper",
+                "warn",
+                (
+                    "compilers/bin/nvcc",
+                    "CUDA_HOME=/opt/nvidia/hpc_sdk/Linux_x86_64/23.7/compilers",
+                    "cuda_runtime_api.h",
+                    "export CUDA_HOME=/opt/nvidia/hpc_sdk/Linux_x86_64/23.7/cuda/12.2",
+                ),
+            ),
+        ],
+    ),
+    "minimal-toolkit-no-cusparse": (
+        0,
+        [
+            ("driver", "ok", ()),
+            ("smi-cuda-version", "info", ()),
+            ("torch-build", "ok", ()),
+            ("torch-arch", "ok", ()),
+            ("nvcc-vs-torch", "ok", ()),
+            ("toolkit-arch", "ok", ()),
+            ("host-compiler", "ok", ()),
+            (
+                "toolkit-headers",
+                "warn",
+                (
+                    "cusparse.h, cublas_v2.h",
+                    "CPATH=/opt/conda/envs/kaolin/lib/python3.10/site-packages/nvidia/cusparse/include:/opt/conda/envs/kaolin/lib/python3.10/site-packages/nvidia/cublas/include",
+                ),
+            ),
+        ],
+    ),
+    "slurm-job-no-cuda-home": (
+        0,
+        [
+            ("driver", "ok", ()),
+            ("smi-cuda-version", "info", ()),
+            ("torch-build", "ok", ()),
+            ("torch-arch", "ok", ()),
+            ("nvcc-vs-torch", "ok", ()),
+            ("toolkit-arch", "ok", ()),
+            ("host-compiler", "ok", ()),
+            (
+                "slurm",
+                "warn",
+                (
+                    "4817265",
+                    "CUDA_HOME",
+                    "LD_LIBRARY_PATH (no /usr/local/cuda-12.1/lib64)",
+                    "export CUDA_HOME=/usr/local/cuda-12.1",
+                    "LD_LIBRARY_PATH=/usr/local/cuda-12.1/lib64",
+                ),
+            ),
+        ],
+    ),
+    "cpu-ci-no-driver": (
+        0,
+        [
+            ("driver", "info", ("no NVIDIA driver", "CPU-only")),
+            ("torch-build", "ok", ("cpu build",)),
+        ],
+    ),
     # CUDA 12.x needs >= 525.60.13 even with minor-version compatibility (1a).
-    "driver470-torch21cu121": (1, [
-        ("driver", "error", ("470.82.01", "12.1", ">= 525.60.13", "upgrade the NVIDIA driver", "CUDA <= 11.4")),
-        ("smi-cuda-version", "info", ()),
-        ("torch-build", "ok", ()),
-        ("torch-arch", "ok", ()),
-    ]),
-    "extension-needs-cudart11": (1, [
-        ("driver", "ok", ()),
-        ("smi-cuda-version", "info", ()),
-        ("torch-build", "ok", ()),
-        ("torch-arch", "ok", ()),
-        ("extension-libs", "error", ("pointnet2_ops/_ext", "libcudart.so.11.0", "cannot open shared object file", "CUDA 12.1", "LD_LIBRARY_PATH")),
-    ]),
+    "driver470-torch21cu121": (
+        1,
+        [
+            (
+                "driver",
+                "error",
+                ("470.82.01", "12.1", ">= 525.60.13", "upgrade the NVIDIA driver", "CUDA <= 11.4"),
+            ),
+            ("smi-cuda-version", "info", ()),
+            ("torch-build", "ok", ()),
+            ("torch-arch", "ok", ()),
+        ],
+    ),
+    "extension-needs-cudart11": (
+        1,
+        [
+            ("driver", "ok", ()),
+            ("smi-cuda-version", "info", ()),
+            ("torch-build", "ok", ()),
+            ("torch-arch", "ok", ()),
+            (
+                "extension-libs",
+                "error",
+                (
+                    "pointnet2_ops/_ext",
+                    "libcudart.so.11.0",
+                    "cannot open shared object file",
+                    "CUDA 12.1",
+                    "LD_LIBRARY_PATH",
+                ),
+            ),
+        ],
+    ),
     # CUDA calls fail until the kernel module and the library agree again: an error, not a note.
-    "nvml-version-mismatch": (1, [
-        ("probe-notes", "error", ("Driver/library version mismatch", "reboot")),
-        ("driver", "ok", ("550.54.14", "via sysfs")),
-        ("smi-cuda-version", "info", ()),
-        ("torch-build", "ok", ()),
-        ("torch-arch", "ok", ("8.9",)),  # 8.9 runs the sm_86 SASS
-    ]),
+    "nvml-version-mismatch": (
+        1,
+        [
+            ("probe-notes", "error", ("Driver/library version mismatch", "reboot")),
+            ("driver", "ok", ("550.54.14", "via sysfs")),
+            ("smi-cuda-version", "info", ()),
+            ("torch-build", "ok", ()),
+            ("torch-arch", "ok", ("8.9",)),  # 8.9 runs the sm_86 SASS
+        ],
+    ),
     # 2.11 cu128 dropped sm_70 (4b): the H100 is covered, the V100 is not.
-    "v100-h100-torch211cu128": (1, [
-        ("driver", "ok", ()),
-        ("smi-cuda-version", "info", ()),
-        ("torch-build", "ok", ()),
-        ("torch-arch", "error", ("Tesla V100-SXM2-32GB (7.0)",)),
-    ]),
-    "h200-healthy-handwritten": (0, [
-        ("driver", "ok", ("580.159.04", "13.0")),
-        ("torch-build", "ok", ()),
-        ("torch-arch", "ok", ("7.5;8.0;8.6;9.0;10.0;12.0 covers 9.0",)),
-        ("nvcc-vs-torch", "ok", ()),
-        ("toolkit-arch", "ok", ("TORCH_CUDA_ARCH_LIST=9.0",)),
-        ("host-compiler", "ok", ()),
-    ]),
+    "v100-h100-torch211cu128": (
+        1,
+        [
+            ("driver", "ok", ()),
+            ("smi-cuda-version", "info", ()),
+            ("torch-build", "ok", ()),
+            ("torch-arch", "error", ("Tesla V100-SXM2-32GB (7.0)",)),
+        ],
+    ),
+    "h200-healthy-handwritten": (
+        0,
+        [
+            ("driver", "ok", ("580.159.04", "13.0")),
+            ("torch-build", "ok", ()),
+            ("torch-arch", "ok", ("7.5;8.0;8.6;9.0;10.0;12.0 covers 9.0",)),
+            ("nvcc-vs-torch", "ok", ()),
+            ("toolkit-arch", "ok", ("TORCH_CUDA_ARCH_LIST=9.0",)),
+            ("host-compiler", "ok", ()),
+        ],
+    ),
     # Written by `detect --save-profile` on the real H200 (docs/evidence/h200-2026-12-02.md).
-    "h200-detected-2026-12-02": (0, [
-        ("driver", "ok", ("580.159.04", "sysfs+libcuda")),
-        ("torch-build", "ok", ()),
-        ("torch-arch", "ok", ("covers 9.0",)),
-        ("nvcc-vs-torch", "ok", ()),
-        ("toolkit-arch", "ok", ("TORCH_CUDA_ARCH_LIST=9.0",)),
-        ("host-compiler", "ok", ("13.3.0",)),
-        ("extension-libs", "ok", ("6 extension(s)",)),
-    ]),
+    "h200-detected-2026-12-02": (
+        0,
+        [
+            ("driver", "ok", ("580.159.04", "sysfs+libcuda")),
+            ("torch-build", "ok", ()),
+            ("torch-arch", "ok", ("covers 9.0",)),
+            ("nvcc-vs-torch", "ok", ()),
+            ("toolkit-arch", "ok", ("TORCH_CUDA_ARCH_LIST=9.0",)),
+            ("host-compiler", "ok", ("13.3.0",)),
+            ("extension-libs", "ok", ("6 extension(s)",)),
+        ],
+    ),
 }
 
 
@@ -190,7 +299,9 @@ def test_every_profile_has_a_scenario() -> None:
 def test_scenario(name: str) -> None:
     exit_code, expected = SCENARIOS[name]
     findings = run_checks(_profile(name), INDEX)
-    assert [(f.check, f.status) for f in findings] == [(check, status) for check, status, _ in expected]
+    assert [(f.check, f.status) for f in findings] == [
+        (check, status) for check, status, _ in expected
+    ]
     for finding, (_, _, words) in zip(findings, expected, strict=True):
         for word in words:
             assert word in _text(finding), (finding.check, word, _text(finding))
@@ -200,14 +311,21 @@ def test_scenario(name: str) -> None:
 
 
 def test_torch_arch_error_names_only_uncovered_gpus() -> None:
-    (finding,) = [f for f in run_checks(_profile("v100-h100-torch211cu128"), INDEX) if f.check == "torch-arch"]
+    (finding,) = [
+        f for f in run_checks(_profile("v100-h100-torch211cu128"), INDEX) if f.check == "torch-arch"
+    ]
     assert "H100" not in finding.found
 
 
 def test_slurm_with_variables_set_is_ok() -> None:
     env = _profile("slurm-job-no-cuda-home")
     fixed = dataclasses.replace(
-        env, variables=Variables(cuda_home="/usr/local/cuda-12.1", ld_library_path="/usr/local/cuda-12.1/lib64:/opt/x", cuda_visible_devices="0")
+        env,
+        variables=Variables(
+            cuda_home="/usr/local/cuda-12.1",
+            ld_library_path="/usr/local/cuda-12.1/lib64:/opt/x",
+            cuda_visible_devices="0",
+        ),
     )
     (finding,) = [f for f in run_checks(fixed, INDEX) if f.check == "slurm"]
     assert finding.status == "ok"
@@ -217,7 +335,12 @@ def test_slurm_ld_library_path_prefix_is_a_directory_match() -> None:
     """/usr/local/cuda-12.10/lib64 is not the 12.1 toolkit's library directory."""
     env = _profile("slurm-job-no-cuda-home")
     other = dataclasses.replace(
-        env, variables=Variables(cuda_home="/usr/local/cuda-12.1", ld_library_path="/usr/local/cuda-12.10/lib64", cuda_visible_devices="0")
+        env,
+        variables=Variables(
+            cuda_home="/usr/local/cuda-12.1",
+            ld_library_path="/usr/local/cuda-12.10/lib64",
+            cuda_visible_devices="0",
+        ),
     )
     (finding,) = [f for f in run_checks(other, INDEX) if f.check == "slurm"]
     assert finding.status == "warn"
@@ -226,7 +349,12 @@ def test_slurm_ld_library_path_prefix_is_a_directory_match() -> None:
 
 
 def test_slurm_without_allocated_gpus() -> None:
-    env = dataclasses.replace(_profile("slurm-job-no-cuda-home"), variables=Variables(cuda_home="/usr/local/cuda-12.1", ld_library_path="/usr/local/cuda-12.1/lib64"))
+    env = dataclasses.replace(
+        _profile("slurm-job-no-cuda-home"),
+        variables=Variables(
+            cuda_home="/usr/local/cuda-12.1", ld_library_path="/usr/local/cuda-12.1/lib64"
+        ),
+    )
     (finding,) = [f for f in run_checks(env, INDEX) if f.check == "slurm"]
     assert finding.status == "warn"
     assert "CUDA_VISIBLE_DEVICES" in finding.found
@@ -252,7 +380,9 @@ def test_host_compiler_without_a_workable_gcc() -> None:
 def test_host_compiler_ignores_other_gcc_it_cannot_read() -> None:
     """Detection may record a name; only versions are offered as the fix."""
     env = _profile("gcc14-cuda122")
-    named = dataclasses.replace(env, compiler=Compiler(gcc="14.2.0", other_gcc=("gcc-12", "11.4.0")))
+    named = dataclasses.replace(
+        env, compiler=Compiler(gcc="14.2.0", other_gcc=("gcc-12", "11.4.0"))
+    )
     (finding,) = [f for f in run_checks(named, INDEX) if f.check == "host-compiler"]
     assert finding.fix is not None and "use gcc 11.4.0" in finding.fix
     assert "gcc-12:" not in finding.fix
@@ -260,7 +390,9 @@ def test_host_compiler_ignores_other_gcc_it_cannot_read() -> None:
 
 def test_host_compiler_prefers_what_nvcc_calls() -> None:
     env = _profile("gcc14-cuda122")
-    ccbin = dataclasses.replace(env, compiler=Compiler(gcc="14.2.0", nvcc_host="g++-12", nvcc_host_version="12.3.0"))
+    ccbin = dataclasses.replace(
+        env, compiler=Compiler(gcc="14.2.0", nvcc_host="g++-12", nvcc_host_version="12.3.0")
+    )
     (finding,) = [f for f in run_checks(ccbin, INDEX) if f.check == "host-compiler"]
     assert finding.status == "ok"
 
@@ -299,7 +431,12 @@ def test_cuda_home_symlink_agrees_with_the_resolved_root() -> None:
         same,
         toolkits=(
             Toolkit(version=cuda("12.1"), root="/usr/local/cuda-12.1", found_via="CUDA_HOME"),
-            Toolkit(version=cuda("11.8"), root="/usr/local/cuda-11.8", nvcc="/usr/local/cuda-11.8/bin/nvcc", found_via="PATH"),
+            Toolkit(
+                version=cuda("11.8"),
+                root="/usr/local/cuda-11.8",
+                nvcc="/usr/local/cuda-11.8/bin/nvcc",
+                found_via="PATH",
+            ),
         ),
     )
     finding = _only(different, "toolkits-agree")
@@ -358,7 +495,11 @@ def test_torch_unknown_to_the_index() -> None:
 
 
 def test_torch_arch_from_get_arch_list() -> None:
-    torch = TorchInfo(version="2.8.0+cu129", cuda=cuda("12.9"), arch_list=("sm_70", "sm_90a", "sm_100", "sm_120", "compute_120"))
+    torch = TorchInfo(
+        version="2.8.0+cu129",
+        cuda=cuda("12.9"),
+        arch_list=("sm_70", "sm_90a", "sm_100", "sm_120", "compute_120"),
+    )
     entries, origin = torch_arch_entries(_machine(torch=torch), INDEX)
     assert entries == (
         ArchEntry(cc("7.0")),
@@ -369,7 +510,13 @@ def test_torch_arch_from_get_arch_list() -> None:
     )
     assert origin == "torch.cuda.get_arch_list()"
     # PTX 12.0 covers a hypothetical 12.5; sm_90a does not cover 8.6 and nothing does
-    assert _only(_machine(torch=torch, gpus=(Gpu(index=0, name="x", compute_capability=cc("12.5")),)), "torch-arch").status == "ok"
+    assert (
+        _only(
+            _machine(torch=torch, gpus=(Gpu(index=0, name="x", compute_capability=cc("12.5")),)),
+            "torch-arch",
+        ).status
+        == "ok"
+    )
     assert _only(_machine(torch=torch), "torch-arch").status == "error"
 
 
@@ -428,7 +575,9 @@ def test_doctor_json(name: str, test_index: Index, capsys: pytest.CaptureFixture
     assert [(f["check"], f["status"]) for f in data["findings"]] == [(c, s) for c, s, _ in expected]
     for finding in data["findings"]:
         assert set(finding) == {"check", "status", "title", "found", "fix"}
-    assert data["environment"]["python"]["version"] == load_profile(path, index=INDEX).python.version
+    assert (
+        data["environment"]["python"]["version"] == load_profile(path, index=INDEX).python.version
+    )
 
 
 @pytest.mark.parametrize("name", ["rtx3090-torch21cu121-nvcc118", "cpu-ci-no-driver"])
@@ -460,7 +609,9 @@ def test_detect_json_from_a_profile(test_index: Index, capsys: pytest.CaptureFix
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_detect_save_profile_reloads(name: str, tmp_path: Path, test_index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+def test_detect_save_profile_reloads(
+    name: str, tmp_path: Path, test_index: Index, capsys: pytest.CaptureFixture[str]
+) -> None:
     source = PROFILES / f"{name}.toml"
     target = tmp_path / "saved.toml"
     assert main(["detect", "--profile", str(source), "--save-profile", str(target)]) == 0
@@ -470,24 +621,46 @@ def test_detect_save_profile_reloads(name: str, tmp_path: Path, test_index: Inde
     assert load_profile(target, index=INDEX) == dataclasses.replace(original, source=str(target))
 
 
-def test_detect_save_profile_into_a_directory(tmp_path: Path, test_index: Index, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["detect", "--profile", str(PROFILES / "cpu-ci-no-driver.toml"), "--save-profile", str(tmp_path)])
+def test_detect_save_profile_into_a_directory(
+    tmp_path: Path, test_index: Index, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "detect",
+            "--profile",
+            str(PROFILES / "cpu-ci-no-driver.toml"),
+            "--save-profile",
+            str(tmp_path),
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --save-profile")
     assert "is a directory" in err
 
 
-def test_detect_save_profile_where_it_cannot_write(tmp_path: Path, test_index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+def test_detect_save_profile_where_it_cannot_write(
+    tmp_path: Path, test_index: Index, capsys: pytest.CaptureFixture[str]
+) -> None:
     target = tmp_path / "no" / "such" / "dir" / "p.toml"
-    code = main(["detect", "--profile", str(PROFILES / "cpu-ci-no-driver.toml"), "--save-profile", str(target)])
+    code = main(
+        [
+            "detect",
+            "--profile",
+            str(PROFILES / "cpu-ci-no-driver.toml"),
+            "--save-profile",
+            str(target),
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert "cannot write" in err
     assert "hint:" in err
 
 
-def test_doctor_tables_print_brackets_verbatim(tmp_path: Path, test_index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+def test_doctor_tables_print_brackets_verbatim(
+    tmp_path: Path, test_index: Index, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Paths and names are data, not rich markup: '[/lib64]' once raised MarkupError."""
     profile = tmp_path / "lab[a100].toml"
     profile.write_text(
@@ -504,10 +677,23 @@ def test_doctor_tables_print_brackets_verbatim(tmp_path: Path, test_index: Index
         assert text.replace(" ", "") in out, text
 
 
-def test_detect_save_profile_message_names_the_file(tmp_path: Path, test_index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+def test_detect_save_profile_message_names_the_file(
+    tmp_path: Path, test_index: Index, capsys: pytest.CaptureFixture[str]
+) -> None:
     target = tmp_path / ("a-rather-long-directory-name-" * 3) / "lab[a100].toml"
     target.parent.mkdir()
-    assert main(["detect", "--profile", str(PROFILES / "cpu-ci-no-driver.toml"), "--save-profile", str(target)]) == 0
+    assert (
+        main(
+            [
+                "detect",
+                "--profile",
+                str(PROFILES / "cpu-ci-no-driver.toml"),
+                "--save-profile",
+                str(target),
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out == f"saved machine profile to {target}\n"
     assert load_profile(target).python.version == "3.11.7"
 
@@ -522,7 +708,9 @@ def test_scenario_with_the_shipped_index(name: str) -> None:
     shipped = default_index()
     exit_code, expected = SCENARIOS[name]
     findings = run_checks(load_profile(PROFILES / f"{name}.toml"), shipped)
-    assert [(f.check, f.status) for f in findings] == [(check, status) for check, status, _ in expected]
+    assert [(f.check, f.status) for f in findings] == [
+        (check, status) for check, status, _ in expected
+    ]
     assert (1 if worst(findings) == "error" else 0) == exit_code
 
 
@@ -534,8 +722,12 @@ def test_doctor_cli_with_the_shipped_index(name: str, capsys: pytest.CaptureFixt
     assert [(f["check"], f["status"]) for f in data["findings"]] == [(c, s) for c, s, _ in expected]
 
 
-@pytest.mark.parametrize("name", ["nvcc-wrapper-no-cuda-home", "minimal-toolkit-no-cusparse", "extension-needs-cudart11"])
-def test_doctor_tables_never_cut_a_path(name: str, test_index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "name", ["nvcc-wrapper-no-cuda-home", "minimal-toolkit-no-cusparse", "extension-needs-cudart11"]
+)
+def test_doctor_tables_never_cut_a_path(
+    name: str, test_index: Index, capsys: pytest.CaptureFixture[str]
+) -> None:
     """At 80 columns long paths fold onto more lines; the fix must stay complete."""
     main(["doctor", "--profile", str(PROFILES / f"{name}.toml")])
     out = capsys.readouterr().out
@@ -550,7 +742,9 @@ def test_missing_headers_without_torch_only_warn() -> None:
     assert "cusparse.h" in finding.found
 
 
-def test_detect_save_profile_of_this_machine_reloads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_detect_save_profile_of_this_machine_reloads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Real detection (no --profile): the saved file reads back to what --json printed."""
     target = tmp_path / "this-machine.toml"
     assert main(["detect", "--save-profile", str(target), "--json"]) == 0
@@ -571,7 +765,9 @@ def test_clang_as_nvcc_host_is_judged_as_clang(clang: str, status: str) -> None:
     index = dataclasses.replace(INDEX, toolkits=(dataclasses.replace(facts, clang_max=16),))
     env = dataclasses.replace(
         _profile("gcc14-cuda122"),
-        compiler=Compiler(gcc="12.3.0", clang=clang, nvcc_host="/usr/bin/clang++-17", nvcc_host_version=clang),
+        compiler=Compiler(
+            gcc="12.3.0", clang=clang, nvcc_host="/usr/bin/clang++-17", nvcc_host_version=clang
+        ),
     )
     (finding,) = [f for f in run_checks(env, index) if f.check == "host-compiler"]
     assert finding.status == status

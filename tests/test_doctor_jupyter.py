@@ -46,11 +46,21 @@ sys.exit(subprocess.run(plan["command"], shell=True).returncode)
 
 def _bare(environ: dict[str, str]) -> dict[str, str]:
     """The Jupyter server's environment: no LD_LIBRARY_PATH, no Jupyter variables of its own."""
-    return {k: v for k, v in environ.items() if k not in ("LD_LIBRARY_PATH", "JPY_PARENT_PID", "JPY_SESSION_NAME", KERNEL_SPEC_VARIABLE)}
+    return {
+        k: v
+        for k, v in environ.items()
+        if k not in ("LD_LIBRARY_PATH", "JPY_PARENT_PID", "JPY_SESSION_NAME", KERNEL_SPEC_VARIABLE)
+    }
 
 
-def _start_kernel(tmp: Path, python: Path, environ: dict[str, str], *, late: dict[str, str] | None = None,
-                  name: str = "doctor") -> tuple[dict[str, Any], str, int]:
+def _start_kernel(
+    tmp: Path,
+    python: Path,
+    environ: dict[str, str],
+    *,
+    late: dict[str, str] | None = None,
+    name: str = "doctor",
+) -> tuple[dict[str, Any], str, int]:
     """Run ``python -m ipykernel_launcher -f FILE`` (the stand-in) whose cell runs
     ``!cuda-resolve doctor --json --python PYTHON``; the doctor's document, the import's outcome
     and the kernel's pid."""
@@ -58,11 +68,17 @@ def _start_kernel(tmp: Path, python: Path, environ: dict[str, str], *, late: dic
     launcher.mkdir(exist_ok=True)
     (launcher / "ipykernel_launcher.py").write_text(STAND_IN)
     out, imported = tmp / f"{name}.json", tmp / f"{name}.import"
-    plan = {"late": late, "import_result": str(imported),
-            "command": f"{CUDA_RESOLVE} doctor --json --python {python} > {out}"}
+    plan = {
+        "late": late,
+        "import_result": str(imported),
+        "command": f"{CUDA_RESOLVE} doctor --json --python {python} > {out}",
+    }
     (tmp / f"{name}-connection.json").write_text(json.dumps(plan))
-    kernel = subprocess.Popen([str(python), "-m", "ipykernel_launcher", "-f", str(tmp / f"{name}-connection.json")],
-                              env={**environ, "PYTHONPATH": str(launcher)}, cwd=tmp)
+    kernel = subprocess.Popen(
+        [str(python), "-m", "ipykernel_launcher", "-f", str(tmp / f"{name}-connection.json")],
+        env={**environ, "PYTHONPATH": str(launcher)},
+        cwd=tmp,
+    )
     assert kernel.wait(timeout=300) in (0, 1)
     return json.loads(out.read_text()), imported.read_text(), kernel.pid
 
@@ -77,14 +93,18 @@ def _kernel_finding(document: dict[str, Any]) -> dict[str, Any]:
 def test_a_value_set_in_the_notebook_is_too_late_and_doctor_says_so(tmp_path: Path) -> None:
     libdir, python = _compile(tmp_path)
     server = {**_bare(dict(os.environ)), "JPY_PARENT_PID": str(os.getpid())}
-    document, imported, pid = _start_kernel(tmp_path, python, server, late={"LD_LIBRARY_PATH": str(libdir)})
+    document, imported, pid = _start_kernel(
+        tmp_path, python, server, late={"LD_LIBRARY_PATH": str(libdir)}
+    )
     assert imported.startswith("ImportError") and "libcudart.so.99" in imported
     finding = _kernel_finding(document)
     assert finding["status"] == "error"
     # The library's folder is known (the notebook set it), but the kernel did not start with it.
     assert f"{libdir} on LD_LIBRARY_PATH (for libcudart.so.99)" in finding["found"]
     assert "too late" in finding["found"]
-    assert f"`cuda-resolve env --jupyter {tmp_path.name} --python {python}`" in finding["fix"]  # the folder holding venv/
+    assert (
+        f"`cuda-resolve env --jupyter {tmp_path.name} --python {python}`" in finding["fix"]
+    )  # the folder holding venv/
     assert "restart it" in finding["fix"] and "Change Kernel" in finding["fix"]
     kernel = document["jupyter_kernel"]
     assert kernel["pid"] == pid and kernel["variables_from"].startswith(f"/proc/{pid}/environ")
@@ -114,28 +134,44 @@ def _spec_environment(spec: dict[str, Any], server: dict[str, str]) -> dict[str,
     return environ
 
 
-def test_a_kernel_from_the_spec_env_jupyter_wrote_passes_and_a_stale_one_is_named(tmp_path: Path) -> None:
+def test_a_kernel_from_the_spec_env_jupyter_wrote_passes_and_a_stale_one_is_named(
+    tmp_path: Path,
+) -> None:
     libdir, python = _compile(tmp_path)
     data = tmp_path / "jupyter-data"
     terminal = {**os.environ, "LD_LIBRARY_PATH": str(libdir), "JUPYTER_DATA_DIR": str(data)}
-    subprocess.run([CUDA_RESOLVE, "env", "--jupyter", "lab-gpu", "--python", str(python)], env=terminal,
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [CUDA_RESOLVE, "env", "--jupyter", "lab-gpu", "--python", str(python)],
+        env=terminal,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     spec = json.loads((data / "kernels" / "lab-gpu" / "kernel.json").read_text())
     assert spec["env"][KERNEL_SPEC_VARIABLE] == "lab-gpu"
     server = _bare(dict(os.environ))
-    document, imported, _ = _start_kernel(tmp_path, python, _spec_environment(spec, server), name="fresh")
+    document, imported, _ = _start_kernel(
+        tmp_path, python, _spec_environment(spec, server), name="fresh"
+    )
     assert imported == "imported 42"
     finding = _kernel_finding(document)
     assert finding["status"] == "ok" and "kernel spec 'lab-gpu'" in finding["found"], finding
     assert document["jupyter_kernel"]["spec"] == "lab-gpu"
     # The same spec, written before the extension's library moved: the fix rewrites it and restarts.
     stale = {**spec, "env": {k: v for k, v in spec["env"].items() if k != "LD_LIBRARY_PATH"}}
-    document, _, _ = _start_kernel(tmp_path, python, _spec_environment(stale, server),
-                                   late={"LD_LIBRARY_PATH": str(libdir)}, name="stale")
+    document, _, _ = _start_kernel(
+        tmp_path,
+        python,
+        _spec_environment(stale, server),
+        late={"LD_LIBRARY_PATH": str(libdir)},
+        name="stale",
+    )
     finding = _kernel_finding(document)
     assert finding["status"] == "error"
     assert "started from the kernel spec 'lab-gpu' cuda-resolve wrote" in finding["found"]
-    assert finding["fix"].startswith(f"rewrite the kernel spec with `cuda-resolve env --jupyter lab-gpu --python {python}`")
+    assert finding["fix"].startswith(
+        f"rewrite the kernel spec with `cuda-resolve env --jupyter lab-gpu --python {python}`"
+    )
     assert "restart this kernel" in finding["fix"]
 
 
@@ -144,15 +180,26 @@ def test_the_text_report_shows_the_finding(tmp_path: Path) -> None:
     launcher = tmp_path / "stand-in"
     launcher.mkdir()
     (launcher / "ipykernel_launcher.py").write_text(STAND_IN)
-    plan = {"import_result": str(tmp_path / "i"), "command": f"{CUDA_RESOLVE} doctor --python {python} > {tmp_path / 'out.txt'}"}
+    plan = {
+        "import_result": str(tmp_path / "i"),
+        "command": f"{CUDA_RESOLVE} doctor --python {python} > {tmp_path / 'out.txt'}",
+    }
     (tmp_path / "c.json").write_text(json.dumps(plan))
-    subprocess.run([str(python), "-m", "ipykernel_launcher", "-f", str(tmp_path / "c.json")], timeout=300,
-                   env={**_bare(dict(os.environ)), "PYTHONPATH": str(launcher), "COLUMNS": "200"})
+    subprocess.run(
+        [str(python), "-m", "ipykernel_launcher", "-f", str(tmp_path / "c.json")],
+        timeout=300,
+        env={**_bare(dict(os.environ)), "PYTHONPATH": str(launcher), "COLUMNS": "200"},
+    )
     text = (tmp_path / "out.txt").read_text()
-    assert "Jupyter kernel:" in text and "fix: write a kernel spec that carries them with `cuda-resolve env --jupyter" in text
+    assert (
+        "Jupyter kernel:" in text
+        and "fix: write a kernel spec that carries them with `cuda-resolve env --jupyter" in text
+    )
 
 
-def test_outside_a_kernel_there_is_no_kernel_finding(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_outside_a_kernel_there_is_no_kernel_finding(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.delenv("JPY_PARENT_PID", raising=False)
     assert detect_kernel(os.environ) is None
     main(["doctor", "--json"])
@@ -162,10 +209,15 @@ def test_outside_a_kernel_there_is_no_kernel_finding(monkeypatch: pytest.MonkeyP
 
 
 def test_jpy_parent_pid_alone_is_a_kernel_whose_variables_are_this_process() -> None:
-    kernel = detect_kernel({"JPY_PARENT_PID": "4242", "PATH": "/usr/bin", "JPY_SESSION_NAME": "/n/a.ipynb"})
+    kernel = detect_kernel(
+        {"JPY_PARENT_PID": "4242", "PATH": "/usr/bin", "JPY_SESSION_NAME": "/n/a.ipynb"}
+    )
     assert kernel is not None and kernel.pid is None
     assert "JPY_PARENT_PID=4242" in kernel.evidence and kernel.variables == (("PATH", "/usr/bin"),)
-    assert kernel.variables_from.startswith("this process's environment") and kernel.notebook == "/n/a.ipynb"
+    assert (
+        kernel.variables_from.startswith("this process's environment")
+        and kernel.notebook == "/n/a.ipynb"
+    )
 
 
 def test_the_walk_reads_proc_as_the_kernel_left_it(tmp_path: Path) -> None:
@@ -176,57 +228,106 @@ def test_the_walk_reads_proc_as_the_kernel_left_it(tmp_path: Path) -> None:
         folder.mkdir()
         (folder / "stat").write_bytes(f"{pid} (odd) name) S {parent} 1 1 0".encode())
         (folder / "cmdline").write_bytes(b"\0".join(w.encode() for w in argv) + b"\0")
-        (folder / "environ").write_bytes(b"\0".join(f"{k}={v}".encode() for k, v in environ.items()) + b"\0")
+        (folder / "environ").write_bytes(
+            b"\0".join(f"{k}={v}".encode() for k, v in environ.items()) + b"\0"
+        )
 
-    process(10, 1, ["/e/bin/python", "-m", "ipykernel_launcher", "-f", "/r/kernel-1.json"],
-            {"PATH": "/e/bin:/usr/bin", KERNEL_SPEC_VARIABLE: "lab", "SECRET": "x"})
+    process(
+        10,
+        1,
+        ["/e/bin/python", "-m", "ipykernel_launcher", "-f", "/r/kernel-1.json"],
+        {"PATH": "/e/bin:/usr/bin", KERNEL_SPEC_VARIABLE: "lab", "SECRET": "x"},
+    )
     process(20, 10, ["/bin/sh", "-c", "cuda-resolve doctor"], {"LD_LIBRARY_PATH": "/late"})
-    process(30, 20, ["/v/bin/python", "/v/bin/cuda-resolve", "doctor"], {"LD_LIBRARY_PATH": "/late"})
+    process(
+        30, 20, ["/v/bin/python", "/v/bin/cuda-resolve", "doctor"], {"LD_LIBRARY_PATH": "/late"}
+    )
     kernel = detect_kernel({"LD_LIBRARY_PATH": "/late"}, pid=30, proc=tmp_path)
     assert kernel is not None and kernel.pid == 10 and kernel.spec == "lab"
-    assert kernel.variables == (("PATH", "/e/bin:/usr/bin"), (KERNEL_SPEC_VARIABLE, "lab"))  # nothing else is kept
+    assert kernel.variables == (
+        ("PATH", "/e/bin:/usr/bin"),
+        (KERNEL_SPEC_VARIABLE, "lab"),
+    )  # nothing else is kept
     (tmp_path / "10" / "environ").unlink()
     fallback = detect_kernel({"LD_LIBRARY_PATH": "/late"}, pid=30, proc=tmp_path)
     assert fallback is not None and fallback.get("LD_LIBRARY_PATH") == "/late"
     assert detect_kernel({}, pid=20, proc=tmp_path / "20") is None  # no such tree: not a kernel
 
 
-@pytest.mark.parametrize(("argv", "kernel"), [
-    (["python", "-m", "ipykernel_launcher", "-f", "c.json"], True),
-    (["python", "-m", "ipykernel", "-f", "c.json"], True),
-    (["python", "-mipykernel_launcher", "-f", "c.json"], True),
-    (["/e/bin/python", "/e/lib/python3.11/site-packages/ipykernel_launcher.py", "-f", "c.json"], True),
-    (["python", "-m", "ipykernel_tools"], False),
-    (["python", "ipykernel_launcher"], False),
-    (["jupyter-lab"], False),
-    ([], False),
-])
+@pytest.mark.parametrize(
+    ("argv", "kernel"),
+    [
+        (["python", "-m", "ipykernel_launcher", "-f", "c.json"], True),
+        (["python", "-m", "ipykernel", "-f", "c.json"], True),
+        (["python", "-mipykernel_launcher", "-f", "c.json"], True),
+        (
+            [
+                "/e/bin/python",
+                "/e/lib/python3.11/site-packages/ipykernel_launcher.py",
+                "-f",
+                "c.json",
+            ],
+            True,
+        ),
+        (["python", "-m", "ipykernel_tools"], False),
+        (["python", "ipykernel_launcher"], False),
+        (["jupyter-lab"], False),
+        ([], False),
+    ],
+)
 def test_ipykernel_command_lines(argv: list[str], kernel: bool) -> None:
     assert is_ipykernel(argv) is kernel
 
 
 def _kernel(**variables: str) -> KernelContext:
-    return KernelContext(pid=7, evidence="test", variables=tuple(variables.items()), variables_from="/proc/7/environ")
+    return KernelContext(
+        pid=7, evidence="test", variables=tuple(variables.items()), variables_from="/proc/7/environ"
+    )
 
 
-NEEDED = JobEnvironment(cuda_home="/opt/cuda", path=("/opt/cuda/bin",), library_path=("/l",), arch_list="9.0",
-                        needs=(("/s/ext.so", "libcudart.so.12", "/l"),))
+NEEDED = JobEnvironment(
+    cuda_home="/opt/cuda",
+    path=("/opt/cuda/bin",),
+    library_path=("/l",),
+    arch_list="9.0",
+    needs=(("/s/ext.so", "libcudart.so.12", "/l"),),
+)
 
 
 def test_the_comparison_names_each_missing_value() -> None:
-    [finding] = check_kernel(_kernel(PATH="/usr/bin", CUDA_HOME="/other"), NEEDED, "/e/lab/bin/python")
+    [finding] = check_kernel(
+        _kernel(PATH="/usr/bin", CUDA_HOME="/other"), NEEDED, "/e/lab/bin/python"
+    )
     assert finding.status == "error"
-    for part in ("CUDA_HOME=/opt/cuda (it has /other)", "/opt/cuda/bin on PATH", "/l on LD_LIBRARY_PATH (for libcudart.so.12)", "TORCH_CUDA_ARCH_LIST=9.0"):
+    for part in (
+        "CUDA_HOME=/opt/cuda (it has /other)",
+        "/opt/cuda/bin on PATH",
+        "/l on LD_LIBRARY_PATH (for libcudart.so.12)",
+        "TORCH_CUDA_ARCH_LIST=9.0",
+    ):
         assert part in finding.found
-    assert finding.fix is not None and "`cuda-resolve env --jupyter lab --python /e/lab/bin/python`" in finding.fix
-    [ok] = check_kernel(_kernel(PATH="/opt/cuda/bin/:/usr/bin", CUDA_HOME="/opt/cuda/", LD_LIBRARY_PATH="/x:/l",
-                                TORCH_CUDA_ARCH_LIST="9.0"), NEEDED, "/e/lab/bin/python")
+    assert (
+        finding.fix is not None
+        and "`cuda-resolve env --jupyter lab --python /e/lab/bin/python`" in finding.fix
+    )
+    [ok] = check_kernel(
+        _kernel(
+            PATH="/opt/cuda/bin/:/usr/bin",
+            CUDA_HOME="/opt/cuda/",
+            LD_LIBRARY_PATH="/x:/l",
+            TORCH_CUDA_ARCH_LIST="9.0",
+        ),
+        NEEDED,
+        "/e/lab/bin/python",
+    )
     assert ok.status == "ok" and ok.fix is None
 
 
 def test_without_library_needs_it_is_a_warning() -> None:
     needed = JobEnvironment(cuda_home="/opt/cuda", path=("/opt/cuda/bin",))
-    [finding] = check_kernel(_kernel(PATH="/usr/bin", CUDA_HOME="/opt/cuda"), needed, "/work/my project/.venv/bin/python")
+    [finding] = check_kernel(
+        _kernel(PATH="/usr/bin", CUDA_HOME="/opt/cuda"), needed, "/work/my project/.venv/bin/python"
+    )
     assert finding.status == "warn" and "too late" not in finding.found
     assert finding.fix is not None and "--jupyter my-project " in finding.fix
     [finding] = check_kernel(_kernel(PATH="/usr/bin"), needed, "/usr/bin/python3")
@@ -235,7 +336,7 @@ def test_without_library_needs_it_is_a_warning() -> None:
 
 # --- a real kernel --------------------------------------------------------------------------
 
-DRIVER = '''
+DRIVER = """
 import json, sys
 from jupyter_client.manager import KernelManager
 name, code = sys.argv[1], sys.argv[2]
@@ -249,7 +350,7 @@ try:
     print(json.dumps({"status": reply["content"]["status"], "pid": manager.provisioner.process.pid}))
 finally:
     manager.shutdown_kernel(now=True)
-'''
+"""
 
 
 @pytest.mark.network
@@ -261,23 +362,53 @@ def test_doctor_in_a_real_kernel_names_the_fix_and_the_fixed_spec_imports(tmp_pa
     (tmp_path / "ext").mkdir()
     libdir, _ = _compile(tmp_path / "ext")
     python = copy_venv(tmp_path / "lab")
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "jupyter_client", "ipykernel"],
-                   check=True, capture_output=True, timeout=900)
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "jupyter_client",
+            "ipykernel",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     built = next((tmp_path / "ext" / "venv").rglob("fakeext*.so"))
     (Path(site) / built.name).write_bytes(built.read_bytes())
     data = tmp_path / "jupyter-data"
     server = {**_bare(dict(os.environ)), "JUPYTER_DATA_DIR": str(data)}
     # What most people have: the spec `ipykernel install` writes, with no env.
-    subprocess.run([str(python), "-m", "ipykernel", "install", "--user", "--name", "plain"], env=server, check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [str(python), "-m", "ipykernel", "install", "--user", "--name", "plain"],
+        env=server,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
 
     def in_kernel(name: str, out: Path) -> tuple[dict[str, Any], int, str]:
-        code = (f"import os\nos.environ['LD_LIBRARY_PATH'] = {str(libdir)!r}\n"
-                f"try:\n    import fakeext\n    print('imported', fakeext.answer)\nexcept ImportError as exc:\n    print('ImportError', exc)\n"
-                f"!{CUDA_RESOLVE} doctor --json --python {python} > {out}\n")
-        ran = subprocess.run([str(python), "-c", DRIVER, name, code], env=server, capture_output=True, text=True, timeout=600)
+        code = (
+            f"import os\nos.environ['LD_LIBRARY_PATH'] = {str(libdir)!r}\n"
+            f"try:\n    import fakeext\n    print('imported', fakeext.answer)\nexcept ImportError as exc:\n    print('ImportError', exc)\n"
+            f"!{CUDA_RESOLVE} doctor --json --python {python} > {out}\n"
+        )
+        ran = subprocess.run(
+            [str(python), "-c", DRIVER, name, code],
+            env=server,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert ran.returncode == 0, ran.stderr
         reply = json.loads(ran.stdout.strip().splitlines()[-1])
         assert reply["status"] == "ok", ran.stdout
@@ -286,15 +417,25 @@ def test_doctor_in_a_real_kernel_names_the_fix_and_the_fixed_spec_imports(tmp_pa
     document, pid, said = in_kernel("plain", tmp_path / "plain.json")
     assert "ImportError libcudart.so.99" in said, said
     finding = _kernel_finding(document)
-    assert finding["status"] == "error" and f"{libdir} on LD_LIBRARY_PATH (for libcudart.so.99)" in finding["found"]
+    assert (
+        finding["status"] == "error"
+        and f"{libdir} on LD_LIBRARY_PATH (for libcudart.so.99)" in finding["found"]
+    )
     assert f"cuda-resolve env --jupyter lab --python {python}" in finding["fix"]
     assert document["jupyter_kernel"]["pid"] == pid
     # The fix, as the finding names it, from a terminal where the extension imports.
     terminal = {**server, "LD_LIBRARY_PATH": str(libdir)}
-    subprocess.run([CUDA_RESOLVE, "env", "--jupyter", "lab", "--python", str(python)], env=terminal, check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [CUDA_RESOLVE, "env", "--jupyter", "lab", "--python", str(python)],
+        env=terminal,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     document, _, said = in_kernel("lab", tmp_path / "lab.json")
     assert "imported 42" in said, said
     finding = _kernel_finding(document)
     assert finding["status"] == "ok" and "kernel spec 'lab'" in finding["found"], finding
-    assert not [f for f in document["findings"] if f["check"] == "extension-libs" and f["status"] == "error"]
+    assert not [
+        f for f in document["findings"] if f["check"] == "extension-libs" and f["status"] == "error"
+    ]

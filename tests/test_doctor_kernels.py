@@ -33,7 +33,9 @@ from cuda_resolve.environment import Environment, ExtensionBinary, Machine, Pyth
 from cuda_resolve.fatbin import FatbinError, gpu_kernel, kernel_gaps, read_kernel_images
 
 NVCC = shutil.which("nvcc")
-pytestmark = pytest.mark.skipif(NVCC is None, reason="needs nvcc (CUDA toolkit) to compile fat binaries")
+pytestmark = pytest.mark.skipif(
+    NVCC is None, reason="needs nvcc (CUDA toolkit) to compile fat binaries"
+)
 
 SOURCE = """
 extern "C" __global__ void add_one(float* x, int n) {
@@ -47,10 +49,26 @@ EXT = "pointnet2_ops/_ext.cpython-311-x86_64-linux-gnu.so"
 #: name -> nvcc -gencode options
 BUILDS = {
     "sass": ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_86,code=sm_86"],
-    "ptx": ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_86,code=[sm_86,compute_86]"],
-    "specific": ["-gencode", "arch=compute_90a,code=sm_90a", "-gencode", "arch=compute_100f,code=sm_100f",
-                 "-gencode", "arch=compute_120f,code=compute_120f"],
-    "compressed": ["-Xfatbin", "-compress-all", "-gencode", "arch=compute_75,code=[sm_75,compute_75]"],
+    "ptx": [
+        "-gencode",
+        "arch=compute_80,code=sm_80",
+        "-gencode",
+        "arch=compute_86,code=[sm_86,compute_86]",
+    ],
+    "specific": [
+        "-gencode",
+        "arch=compute_90a,code=sm_90a",
+        "-gencode",
+        "arch=compute_100f,code=sm_100f",
+        "-gencode",
+        "arch=compute_120f,code=compute_120f",
+    ],
+    "compressed": [
+        "-Xfatbin",
+        "-compress-all",
+        "-gencode",
+        "arch=compute_75,code=[sm_75,compute_75]",
+    ],
 }
 
 
@@ -69,8 +87,23 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     for name, gencode in BUILDS.items():
         target = root / f"{name}.so"
         # -cudart shared: as torch's CUDAExtension links it (the scan looks at libraries that need CUDA)
-        subprocess.run([str(NVCC), "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", *gencode, "-o", str(target), str(source)],
-                       check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [
+                str(NVCC),
+                "-shared",
+                "-Xcompiler",
+                "-fPIC",
+                "-cudart",
+                "shared",
+                *gencode,
+                "-o",
+                str(target),
+                str(source),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
         libraries[name] = target
     return Built(root=root, libraries=libraries)
 
@@ -83,7 +116,9 @@ def _cuobjdump() -> str | None:
     assert NVCC is not None
     text = Path(NVCC).read_bytes()[:4096]
     candidates = [Path(os.path.realpath(NVCC)).parent / "cuobjdump"]
-    candidates += [Path(m.decode()).parent / "cuobjdump" for m in re.findall(rb"(/[\w./-]+/nvcc)\b", text)]
+    candidates += [
+        Path(m.decode()).parent / "cuobjdump" for m in re.findall(rb"(/[\w./-]+/nvcc)\b", text)
+    ]
     return next((str(c) for c in candidates if c.is_file() and os.access(c, os.X_OK)), None)
 
 
@@ -91,8 +126,16 @@ def _cuobjdump_lists(program: str, library: Path) -> tuple[list[str], list[str]]
     """(ELF targets, PTX targets) cuobjdump lists, one per code object: 'sm_80', ..."""
     lists = []
     for option in ("--list-elf", "--list-ptx"):
-        done = subprocess.run([program, option, str(library)], capture_output=True, text=True, timeout=120, check=False)
-        lists.append(re.findall(r"\.(sm_\d+[af]?)\.(?:cubin|ptx)\s*$", done.stdout, flags=re.MULTILINE))
+        done = subprocess.run(
+            [program, option, str(library)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        lists.append(
+            re.findall(r"\.(sm_\d+[af]?)\.(?:cubin|ptx)\s*$", done.stdout, flags=re.MULTILINE)
+        )
     return lists[0], lists[1]
 
 
@@ -108,7 +151,9 @@ def _cuobjdump_lists(program: str, library: Path) -> tuple[list[str], list[str]]
         ("compressed", ("sm_75", "compute_75")),
     ],
 )
-def test_reader_lists_the_targets_nvcc_was_asked_for(built: Built, build: str, names: tuple[str, ...]) -> None:
+def test_reader_lists_the_targets_nvcc_was_asked_for(
+    built: Built, build: str, names: tuple[str, ...]
+) -> None:
     images = read_kernel_images(built.libraries[build])
     assert images is not None
     assert images.names() == names
@@ -134,8 +179,18 @@ def test_wrappers_lead_to_the_same_fat_binaries(built: Built, tmp_path: Path) ->
     if objcopy is None:
         pytest.skip("needs binutils' objcopy")
     renamed = tmp_path / "renamed.so"
-    subprocess.run([objcopy, "--rename-section", ".nv_fatbin=.nv_elsewhere", str(built.libraries["ptx"]), str(renamed)],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            objcopy,
+            "--rename-section",
+            ".nv_fatbin=.nv_elsewhere",
+            str(built.libraries["ptx"]),
+            str(renamed),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     with open_elf(renamed) as image:
         assert image is not None and image.section(".nv_fatbin") is None
     assert read_kernel_images(renamed) == read_kernel_images(built.libraries["ptx"])
@@ -146,7 +201,11 @@ def test_host_only_library_has_no_device_code(tmp_path: Path) -> None:
         pytest.skip("needs gcc")
     source = tmp_path / "host.c"
     source.write_text("int f(void) { return 1; }\n", encoding="utf-8")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "host.so"), str(source)], check=True, timeout=60)
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "host.so"), str(source)],
+        check=True,
+        timeout=60,
+    )
     assert read_kernel_images(tmp_path / "host.so") is None
     assert read_kernel_images(source) is None  # not ELF at all
 
@@ -159,7 +218,9 @@ def _fatbin_offset(library: Path) -> tuple[int, int]:
         return section.offset, section.size
 
 
-def test_corrupt_fat_binaries_raise_fatbin_error_never_anything_else(built: Built, tmp_path: Path) -> None:
+def test_corrupt_fat_binaries_raise_fatbin_error_never_anything_else(
+    built: Built, tmp_path: Path
+) -> None:
     original = built.libraries["ptx"].read_bytes()
     offset, size = _fatbin_offset(built.libraries["ptx"])
     broken = tmp_path / "broken.so"
@@ -181,7 +242,12 @@ def test_corrupt_fat_binaries_raise_fatbin_error_never_anything_else(built: Buil
             read_kernel_images(broken)
         except (FatbinError, ElfError):
             pass
-    for cut in [*sorted(rng.sample(range(64, len(original)), 60)), offset + 8, offset + 40, offset + size - 1]:
+    for cut in [
+        *sorted(rng.sample(range(64, len(original)), 60)),
+        offset + 8,
+        offset + 40,
+        offset + size - 1,
+    ]:
         broken.write_bytes(original[:cut])
         try:
             read_kernel_images(broken)
@@ -215,11 +281,18 @@ def _site_with(library: Path, root: Path) -> Path:
 
 
 def _environment(extensions: tuple[ExtensionBinary, ...], *capabilities: str) -> Environment:
-    gpus = tuple(gpu(c, name="NVIDIA H200" if c == "9.0" else "NVIDIA A100", index=i) for i, c in enumerate(capabilities))
-    return Environment(machine=Machine(), python=PythonInfo(version="3.11"), gpus=gpus, extensions=extensions)
+    gpus = tuple(
+        gpu(c, name="NVIDIA H200" if c == "9.0" else "NVIDIA A100", index=i)
+        for i, c in enumerate(capabilities)
+    )
+    return Environment(
+        machine=Machine(), python=PythonInfo(version="3.11"), gpus=gpus, extensions=extensions
+    )
 
 
-def test_scan_records_targets_and_doctor_flags_a_gpu_without_a_kernel(built: Built, tmp_path: Path) -> None:
+def test_scan_records_targets_and_doctor_flags_a_gpu_without_a_kernel(
+    built: Built, tmp_path: Path
+) -> None:
     site = _site_with(built.libraries["sass"], tmp_path)
     found = find_extensions([str(site)], environ={}, ld_cache=tmp_path / "none", default_dirs=())
     assert len(found) == 1
@@ -239,7 +312,9 @@ def test_scan_records_targets_and_doctor_flags_a_gpu_without_a_kernel(built: Bui
     assert ok.status == "ok"
     (ok,) = check_extension_kernels(_environment(found, "8.0", "8.9"), make_index())
     assert ok.status == "ok"  # sm_86 runs on 8.9
-    assert check_extension_kernels(_environment(found), make_index()) == []  # no GPU: nothing to say
+    assert (
+        check_extension_kernels(_environment(found), make_index()) == []
+    )  # no GPU: nothing to say
 
 
 def test_ptx_build_passes_a_newer_gpu_with_a_warning(built: Built, tmp_path: Path) -> None:
@@ -287,7 +362,7 @@ def test_kernel_gaps_of_a_wheel_and_a_folder(built: Built, tmp_path: Path) -> No
     broken = tmp_path / "broken.whl"
     data = bytearray(built.libraries["sass"].read_bytes())
     offset, _size = _fatbin_offset(built.libraries["sass"])
-    data[offset:offset + 4] = b"\x00\x00\x00\x01"
+    data[offset : offset + 4] = b"\x00\x00\x00\x01"
     with zipfile.ZipFile(broken, "w") as archive:
         archive.writestr(EXT, bytes(data))
     with pytest.raises(FatbinError, match=re.escape(f"{broken}!{EXT}")):
@@ -298,25 +373,47 @@ def test_kernel_gaps_of_a_wheel_and_a_folder(built: Built, tmp_path: Path) -> No
 
 
 def _doctor(python: Path, arch: str, cache: Path) -> Any:
-    environ = dict(os.environ, CUDA_RESOLVE_CUDA_ARCH=arch, CUDA_RESOLVE_DRIVER="580.65.06", XDG_CACHE_HOME=str(cache),
-                   CUDA_RESOLVE_CONFIG=str(cache / "none.toml"))
-    done = subprocess.run([sys.executable, "-m", "cuda_resolve", "doctor", "--python", str(python), "--json"],
-                          capture_output=True, text=True, env=environ, timeout=120, check=False)
+    environ = dict(
+        os.environ,
+        CUDA_RESOLVE_CUDA_ARCH=arch,
+        CUDA_RESOLVE_DRIVER="580.65.06",
+        XDG_CACHE_HOME=str(cache),
+        CUDA_RESOLVE_CONFIG=str(cache / "none.toml"),
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "cuda_resolve", "doctor", "--python", str(python), "--json"],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode in (0, 1), done.stderr
     return json.loads(done.stdout)
 
 
 def test_doctor_json_on_a_venv_flags_9_0_and_passes_8_0(built: Built, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
     python = venv / "bin" / "python"
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
     (Path(purelib) / EXT).parent.mkdir(parents=True)
     shutil.copyfile(built.libraries["sass"], Path(purelib) / EXT)
     (Path(purelib) / "pointnet2_ops-3.0.0+pt2141cu130.sm80.sm86.dist-info").mkdir()
 
-    for arch, cache in (("9.0", tmp_path / "cold"), ("9.0", tmp_path / "cold"), ("8.0", tmp_path / "other")):
+    for arch, cache in (
+        ("9.0", tmp_path / "cold"),
+        ("9.0", tmp_path / "cold"),
+        ("8.0", tmp_path / "other"),
+    ):
         report = _doctor(python, arch, cache)
         kernels = [f for f in report["findings"] if f["check"] == "extension-kernels"]
         (extension,) = report["environment"]["extension"]
@@ -327,31 +424,54 @@ def test_doctor_json_on_a_venv_flags_9_0_and_passes_8_0(built: Built, tmp_path: 
         assert (report["status"] == "error") == (arch == "9.0")
 
 
-def test_profile_round_trip_carries_the_facts_and_doctor_profile_flags_them(built: Built, tmp_path: Path) -> None:
+def test_profile_round_trip_carries_the_facts_and_doctor_profile_flags_them(
+    built: Built, tmp_path: Path
+) -> None:
     """A saved profile keeps the scan's facts; `doctor --profile` judges them for that machine."""
     from cuda_resolve.profile import environment_to_dict, load_profile
 
     site = _site_with(built.libraries["ptx"], tmp_path)
     found = find_extensions([str(site)], environ={}, ld_cache=tmp_path / "none", default_dirs=())
-    base = (Path(__file__).parent / "data" / "profiles" / "h200-healthy-handwritten.toml").read_text(encoding="utf-8")
+    base = (
+        Path(__file__).parent / "data" / "profiles" / "h200-healthy-handwritten.toml"
+    ).read_text(encoding="utf-8")
     extension = found[0]
     profile = tmp_path / "h200.toml"
     profile.write_text(
-        base + f'\n[[extension]]\npath = "{extension.path}"\nneeded = {list(extension.needed)!r}\n'
-        f'sass = {list(extension.sass)!r}\nptx = {list(extension.ptx)!r}\ndistribution = "{extension.distribution}"\n'.replace("'", '"'),
+        base
+        + f'\n[[extension]]\npath = "{extension.path}"\nneeded = {list(extension.needed)!r}\n'
+        f'sass = {list(extension.sass)!r}\nptx = {list(extension.ptx)!r}\ndistribution = "{extension.distribution}"\n'.replace(
+            "'", '"'
+        ),
         encoding="utf-8",
     )
     loaded = load_profile(profile, index=make_index())
-    assert loaded.extensions[0].sass == ("sm_80", "sm_86") and loaded.extensions[0].ptx == ("compute_86",)
+    assert loaded.extensions[0].sass == ("sm_80", "sm_86") and loaded.extensions[0].ptx == (
+        "compute_86",
+    )
     assert environment_to_dict(loaded)["extension"][0]["ptx"] == ["compute_86"]
-    done = subprocess.run([sys.executable, "-m", "cuda_resolve", "doctor", "--profile", str(profile), "--json"],
-                          capture_output=True, text=True, timeout=120, check=False,
-                          env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    done = subprocess.run(
+        [sys.executable, "-m", "cuda_resolve", "doctor", "--profile", str(profile), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")),
+    )
     findings = json.loads(done.stdout)["findings"]
-    assert [f["status"] for f in findings if f["check"] == "extension-kernels"] == ["warn"]  # 9.0 runs compute_86
-    bad = profile.read_text(encoding="utf-8").replace('ptx = ["compute_86"]', 'ptx = ["compute_8x"]')
+    assert [f["status"] for f in findings if f["check"] == "extension-kernels"] == [
+        "warn"
+    ]  # 9.0 runs compute_86
+    bad = profile.read_text(encoding="utf-8").replace(
+        'ptx = ["compute_86"]', 'ptx = ["compute_8x"]'
+    )
     profile.write_text(bad, encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "cuda_resolve", "doctor", "--profile", str(profile)],
-                          capture_output=True, text=True, timeout=120, check=False,
-                          env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    done = subprocess.run(
+        [sys.executable, "-m", "cuda_resolve", "doctor", "--profile", str(profile)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")),
+    )
     assert done.returncode == 2 and "compute_8x" in done.stderr and "Traceback" not in done.stderr

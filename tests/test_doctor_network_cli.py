@@ -12,8 +12,16 @@ from cuda_resolve.doctor.findings import Finding
 
 
 @pytest.mark.network
-def test_doctor_network_reaches_pypi_through_the_system_store(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR", "PIP_CERT", "CURL_CA_BUNDLE"):
+def test_doctor_network_reaches_pypi_through_the_system_store(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in (
+        "REQUESTS_CA_BUNDLE",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "PIP_CERT",
+        "CURL_CA_BUNDLE",
+    ):
         monkeypatch.delenv(name, raising=False)
     main(["doctor", "--network", "--json"])
     report = json.loads(capsys.readouterr().out)
@@ -45,7 +53,10 @@ def test_the_connection_guard_catches_what_the_http_client_does(no_connections: 
     from cuda_resolve.net import HttpClient
 
     for url in ("https://127.0.0.1:9/simple/", "https://pypi.org/simple/"):
-        with HttpClient(use_cache=False) as client, pytest.raises(AssertionError, match="connection was attempted"):
+        with (
+            HttpClient(use_cache=False) as client,
+            pytest.raises(AssertionError, match="connection was attempted"),
+        ):
             client.get(url)
 
 
@@ -57,7 +68,9 @@ def test_doctor_without_network_opens_no_connection(
     assert not any(f["check"].startswith("index:") for f in report["findings"])
 
 
-LONG_URL = "https://mirror-with-a-long-name.example.edu/pypi/web/simple/torch-stack/very/long/path/torch/"
+LONG_URL = (
+    "https://mirror-with-a-long-name.example.edu/pypi/web/simple/torch-stack/very/long/path/torch/"
+)
 
 
 def test_network_findings_print_compactly_at_80_columns(
@@ -66,18 +79,26 @@ def test_network_findings_print_compactly_at_80_columns(
     import cuda_resolve.doctor.network as network
 
     findings = [
-        Finding(check="index:pypi", status="warn", title="reach pypi",
-                found=f"DNS lookup failed for host 'mirror-with-a-long-name.example.edu' fetching {LONG_URL}; "
-                      "without it, PyPI cannot be used: cuda-resolve fails rather than fall back to another index",
-                fix="check the host name; if this network only reaches the internet through a proxy, set HTTPS_PROXY"),
-        Finding(check="pip-trust", status="ok", title="pip and the system trust store",
-                found="pip 25.0 on Python 3.12 verifies with the system store and certifi"),
+        Finding(
+            check="index:pypi",
+            status="warn",
+            title="reach pypi",
+            found=f"DNS lookup failed for host 'mirror-with-a-long-name.example.edu' fetching {LONG_URL}; "
+            "without it, PyPI cannot be used: cuda-resolve fails rather than fall back to another index",
+            fix="check the host name; if this network only reaches the internet through a proxy, set HTTPS_PROXY",
+        ),
+        Finding(
+            check="pip-trust",
+            status="ok",
+            title="pip and the system trust store",
+            found="pip 25.0 on Python 3.12 verifies with the system store and certifi",
+        ),
     ]
     monkeypatch.setattr(network, "network_findings", lambda env, index=None: findings)
     monkeypatch.setenv("COLUMNS", "80")
     main(["doctor", "--network", "--profile", str(PROFILE)])
     out = capsys.readouterr().out
-    section = out[out.index("\nNetwork\n") + 1:].splitlines()
+    section = out[out.index("\nNetwork\n") + 1 :].splitlines()
     assert LONG_URL in out  # never split
     entries = [line for line in section[1:] if not line.startswith(" ")]
     assert [e.split()[0] for e in entries[:2]] == ["warn", "ok"]  # one line at column 0 per finding

@@ -60,15 +60,26 @@ def _imported_by_doctor(names: tuple[str, ...], cwd: Path) -> list[str]:
     # The default cache folder (XDG_CACHE_HOME is the test's own), the branch users run.
     environ.pop("CUDA_RESOLVE_CACHE_DIR", None)
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=environ, cwd=cwd, check=False
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environ,
+        cwd=cwd,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     imported: list[str] = json.loads(result.stdout.strip().splitlines()[-1])
     return imported
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the XDG folders are read directly on Linux only")
-@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="needs to run in a virtualenv (the target read in process)")
+@pytest.mark.skipif(
+    sys.platform != "linux", reason="the XDG folders are read directly on Linux only"
+)
+@pytest.mark.skipif(
+    sys.prefix == sys.base_prefix,
+    reason="needs to run in a virtualenv (the target read in process)",
+)
 def test_warm_doctor_imports_nothing_it_does_not_need(tmp_path: Path) -> None:
     assert not config_path().exists()  # the autouse fixture's private, absent config file
     cold = _imported_by_doctor(NOT_ON_THE_WARM_PATH, tmp_path)
@@ -76,7 +87,9 @@ def test_warm_doctor_imports_nothing_it_does_not_need(tmp_path: Path) -> None:
     assert _imported_by_doctor(NOT_ON_THE_WARM_PATH, tmp_path) == []
 
 
-def test_with_a_config_file_doctor_reads_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_with_a_config_file_doctor_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     overlay = tmp_path / "lab-index"
     overlay.mkdir()
     config = tmp_path / "config.toml"
@@ -88,9 +101,13 @@ def test_with_a_config_file_doctor_reads_it(tmp_path: Path, monkeypatch: pytest.
     assert overlay in overlay_dirs()
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the XDG folders are read directly on Linux only")
+@pytest.mark.skipif(
+    sys.platform != "linux", reason="the XDG folders are read directly on Linux only"
+)
 @pytest.mark.parametrize("value", [None, "", "   ", "/srv/xdg", "relative/xdg", "~/xdg"])
-def test_user_folders_are_platformdirs_answers(value: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_user_folders_are_platformdirs_answers(
+    value: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for variable in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
         if value is None:
             monkeypatch.delenv(variable, raising=False)
@@ -99,12 +116,19 @@ def test_user_folders_are_platformdirs_answers(value: str | None, monkeypatch: p
     assert user_cache_dir() == Path(platformdirs.user_cache_dir("cuda-resolve", appauthor=False))
     assert user_config_dir() == Path(platformdirs.user_config_dir("cuda-resolve", appauthor=False))
     monkeypatch.delenv("CUDA_RESOLVE_CONFIG")
-    assert config_path() == Path(platformdirs.user_config_dir("cuda-resolve", appauthor=False)) / "config.toml"
+    assert (
+        config_path()
+        == Path(platformdirs.user_config_dir("cuda-resolve", appauthor=False)) / "config.toml"
+    )
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the XDG folders are read directly on Linux only")
+@pytest.mark.skipif(
+    sys.platform != "linux", reason="the XDG folders are read directly on Linux only"
+)
 @pytest.mark.parametrize("home", [None, "", "relative/home", "/srv/home"])
-def test_a_missing_or_relative_home_is_looked_up_as_platformdirs_does(home: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_or_relative_home_is_looked_up_as_platformdirs_does(
+    home: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.delenv("XDG_CONFIG_HOME")
     if home is None:
@@ -116,7 +140,9 @@ def test_a_missing_or_relative_home_is_looked_up_as_platformdirs_does(home: str 
     assert user_cache_dir().is_absolute()
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the XDG folders are read directly on Linux only")
+@pytest.mark.skipif(
+    sys.platform != "linux", reason="the XDG folders are read directly on Linux only"
+)
 def test_no_home_at_all_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     import pwd
 

@@ -30,7 +30,9 @@ from cuda_resolve.doctor.checks import check_extension_symbols
 from cuda_resolve.elf import ElfImage, open_elf
 from cuda_resolve.environment import Environment, ExtensionBinary, Machine, PythonInfo, TorchInfo
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build shared objects")
+pytestmark = pytest.mark.skipif(
+    shutil.which("gcc") is None, reason="needs gcc to build shared objects"
+)
 
 TO_GENERIC = "_ZNK3c106IValue9toGenericEv"  # the guides print it as ...3c104IValue..., which is no valid name
 CHECK_FAIL = "_ZN3c106detail14torchCheckFailEPKcS2_jS2_"
@@ -60,7 +62,15 @@ def _gcc(*args: str | Path) -> None:
 def _c10(directory: Path, source: str, *hash_style: str) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "c10.c").write_text(source, encoding="utf-8")
-    _gcc("-shared", "-fPIC", "-Wl,-soname,libc10.so", *hash_style, "-o", directory / "libc10.so", directory / "c10.c")
+    _gcc(
+        "-shared",
+        "-fPIC",
+        "-Wl,-soname,libc10.so",
+        *hash_style,
+        "-o",
+        directory / "libc10.so",
+        directory / "c10.c",
+    )
     (directory / "c10.c").unlink()
     return directory / "libc10.so"
 
@@ -89,15 +99,28 @@ def sites(tmp_path_factory: pytest.TempPathFactory) -> Sites:
     (site / f"{MODULE}-1.0+pt2141cpu.dist-info").mkdir()
     (site / MODULE / "ext.c").write_text(EXTENSION, encoding="utf-8")
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    _gcc("-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", "-o", site / MODULE / f"_C{suffix}",
-         site / MODULE / "ext.c", f"-L{old_lib.parent}", "-lc10")
+    _gcc(
+        "-shared",
+        "-fPIC",
+        f"-I{sysconfig.get_paths()['include']}",
+        "-o",
+        site / MODULE / f"_C{suffix}",
+        site / MODULE / "ext.c",
+        f"-L{old_lib.parent}",
+        "-lc10",
+    )
     (site / MODULE / "ext.c").unlink()
     return Sites(root=root, old_torch=old_torch, new_torch=new_torch, extension_site=site)
 
 
 def _scan(sites: Sites, torch_site: Path) -> ExtensionBinary:
-    (found,) = find_extensions([str(sites.extension_site)], torch_sites=[str(torch_site)], environ=dict(os.environ),
-                               ld_cache=sites.root / "none", default_dirs=())
+    (found,) = find_extensions(
+        [str(sites.extension_site)],
+        torch_sites=[str(torch_site)],
+        environ=dict(os.environ),
+        ld_cache=sites.root / "none",
+        default_dirs=(),
+    )
     return found
 
 
@@ -114,7 +137,9 @@ def _import_error(sites: Sites, torch_site: Path) -> str:
         "else:\n"
         "    print('imported')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
     return done.stdout.strip()
 
 
@@ -122,7 +147,9 @@ def test_python_and_the_scan_name_the_same_missing_symbol(sites: Sites) -> None:
     message = _import_error(sites, sites.new_torch)
     assert f"undefined symbol: {TO_GENERIC}" in message
     ext = _scan(sites, sites.new_torch)
-    assert ext.missing_symbols == (TO_GENERIC,)  # the weak reference is no failure; the other is defined
+    assert ext.missing_symbols == (
+        TO_GENERIC,
+    )  # the weak reference is no failure; the other is defined
     assert re.search(r"undefined symbol: (\S+)", message).group(1) == ext.missing_symbols[0]  # type: ignore[union-attr]
     if shutil.which("c++filt"):
         assert ext.demangled == ("c10::IValue::toGeneric() const",)
@@ -135,8 +162,12 @@ def test_against_the_torch_it_was_built_for_nothing_is_missing(sites: Sites) -> 
 
 
 def _env(ext: ExtensionBinary, torch: str) -> Environment:
-    return Environment(machine=Machine(), python=PythonInfo(version="3.11"), extensions=(ext,),
-                       torch=TorchInfo(version=torch, cuda=None, location="/t/torch"))
+    return Environment(
+        machine=Machine(),
+        python=PythonInfo(version="3.11"),
+        extensions=(ext,),
+        torch=TorchInfo(version=torch, cuda=None, location="/t/torch"),
+    )
 
 
 def test_doctor_error_names_symbol_both_torches_and_the_fix(sites: Sites) -> None:
@@ -156,10 +187,17 @@ def test_another_torch_whose_symbols_resolve_is_a_warning(sites: Sites) -> None:
     assert warning.status == "warn" and "built for torch 2.14.1" in warning.found
     assert check_extension_symbols(_env(ext, "2.14.1+cpu"), make_index()) == []
     assert check_extension_symbols(_env(ext, "2.14.1"), make_index()) == []
-    assert check_extension_symbols(_env(ext, "2.14.1+cu130"), make_index())[0].status == "warn"  # another variant
+    assert (
+        check_extension_symbols(_env(ext, "2.14.1+cu130"), make_index())[0].status == "warn"
+    )  # another variant
     pyg = dataclasses.replace(ext, distribution="torch_scatter 2.1.2+pt21cu121")
     assert check_extension_symbols(_env(pyg, "2.1.2+cu121"), make_index()) == []
-    assert check_extension_symbols(_env(dataclasses.replace(ext, distribution=None), "2.15.0"), make_index()) == []
+    assert (
+        check_extension_symbols(
+            _env(dataclasses.replace(ext, distribution=None), "2.15.0"), make_index()
+        )
+        == []
+    )
 
 
 def test_gnu_hash_lookup_answers_as_a_full_table_read(sites: Sites, tmp_path: Path) -> None:
@@ -177,7 +215,9 @@ def test_gnu_hash_lookup_answers_as_a_full_table_read(sites: Sites, tmp_path: Pa
     assert answers[0][1] and not answers[1][1]
     # on every symbol of a real library with thousands: libpython, or libstdc++
     libraries = [Path(p) for p in (sysconfig.get_config_var("LIBDIR") or "",) if p]
-    candidates = [p for d in libraries for p in d.glob("libpython3*.so*")] + [Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")]
+    candidates = [p for d in libraries for p in d.glob("libpython3*.so*")] + [
+        Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
+    ]
     real = next((p for p in candidates if p.is_file()), None)
     if real is None:
         pytest.skip("no large shared library to compare on")
@@ -195,10 +235,12 @@ def _all_defined(image: ElfImage) -> set[str]:
     dynsym = next(s for s in image.sections if s.type == 11)
     strtab = image.sections[dynsym.link]
     names = set()
-    for name_at, info, _other, shndx, _value, _size in struct.iter_unpack("<IBBHQQ", image.data[dynsym.offset:dynsym.offset + dynsym.size]):
+    for name_at, info, _other, shndx, _value, _size in struct.iter_unpack(
+        "<IBBHQQ", image.data[dynsym.offset : dynsym.offset + dynsym.size]
+    ):
         if shndx and name_at and info >> 4 in (1, 2):
             end = image.data.find(b"\0", strtab.offset + name_at)
-            names.add(image.data[strtab.offset + name_at:end].decode())
+            names.add(image.data[strtab.offset + name_at : end].decode())
     return names
 
 
@@ -224,9 +266,17 @@ def test_corrupt_symbol_table_is_a_note(sites: Sites, tmp_path: Path) -> None:
         offset, strtab_size = dynsym.offset, strtab.size
     data = bytearray(library.read_bytes())
     for index in range(1, 4):  # names far outside the string table
-        data[offset + 24 * index:offset + 24 * index + 4] = (strtab_size + 10_000).to_bytes(4, "little")
+        data[offset + 24 * index : offset + 24 * index + 4] = (strtab_size + 10_000).to_bytes(
+            4, "little"
+        )
     library.write_bytes(bytes(data))
-    (ext,) = find_extensions([str(site)], torch_sites=[str(sites.new_torch)], environ={}, ld_cache=tmp_path / "n", default_dirs=())
+    (ext,) = find_extensions(
+        [str(site)],
+        torch_sites=[str(sites.new_torch)],
+        environ={},
+        ld_cache=tmp_path / "n",
+        default_dirs=(),
+    )
     assert ext.missing_symbols == ()
     assert any(str(library) in note and "symbol table" in note for note in ext.notes)
 
@@ -249,7 +299,11 @@ def _torch_wheel(version: str) -> Path | None:
     if version == "2.14.1":
         return TORCH_2141 if TORCH_2141.is_file() else None
     folder = Path(os.environ.get("PIP_FIND_LINKS", "/nonexistent"))
-    return next(iter(sorted(folder.glob(f"torch-{version}*-cp311-*.whl"))), None) if folder.is_dir() else None
+    return (
+        next(iter(sorted(folder.glob(f"torch-{version}*-cp311-*.whl"))), None)
+        if folder.is_dir()
+        else None
+    )
 
 
 @pytest.mark.slow
@@ -264,28 +318,85 @@ def test_real_torch_mismatch_matches_the_import_error(tmp_path: Path) -> None:
         pytest.skip("needs Python 3.11, g++ and the torch 2.13.0 and 2.14.1 cp311 wheels on disk")
     headers = tmp_path / "torch-2.14.1"
     with zipfile.ZipFile(new) as wheel:
-        wheel.extractall(headers, [n for n in wheel.namelist() if n.startswith(("torch/include/", "torch/lib/libc10.so", "torch/lib/libtorch_cpu.so", "torch/lib/libtorch.so"))])
+        wheel.extractall(
+            headers,
+            [
+                n
+                for n in wheel.namelist()
+                if n.startswith(
+                    (
+                        "torch/include/",
+                        "torch/lib/libc10.so",
+                        "torch/lib/libtorch_cpu.so",
+                        "torch/lib/libtorch.so",
+                    )
+                )
+            ],
+        )
     python = _venv(tmp_path / "venv")
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", str(old)], check=True, timeout=900)
-    purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                  capture_output=True, text=True, check=True).stdout.strip())
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", str(old)], check=True, timeout=900
+    )
+    purelib = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     package = purelib / "polarext"
     package.mkdir()
     (package / "__init__.py").write_text("", encoding="utf-8")
     (purelib / "polarext-1.0+pt2141cpu.dist-info").mkdir()
     (tmp_path / "polar.cpp").write_text(REAL_EXTENSION, encoding="utf-8")
     include = headers / "torch" / "include"
-    subprocess.run(["g++", "-shared", "-fPIC", "-O0", "-std=c++20", "-D_GLIBCXX_USE_CXX11_ABI=1", f"-I{include}",
-                    f"-I{include / 'torch' / 'csrc' / 'api' / 'include'}", f"-I{sysconfig.get_paths()['include']}",
-                    "-o", str(package / f"_C{sysconfig.get_config_var('EXT_SUFFIX')}"), str(tmp_path / "polar.cpp"),
-                    f"-L{headers / 'torch' / 'lib'}", "-lc10", "-ltorch_cpu"], check=True, capture_output=True, timeout=900)
-    done = subprocess.run([str(python), "-c", "import torch, polarext._C"], capture_output=True, text=True, timeout=300, check=False)
+    subprocess.run(
+        [
+            "g++",
+            "-shared",
+            "-fPIC",
+            "-O0",
+            "-std=c++20",
+            "-D_GLIBCXX_USE_CXX11_ABI=1",
+            f"-I{include}",
+            f"-I{include / 'torch' / 'csrc' / 'api' / 'include'}",
+            f"-I{sysconfig.get_paths()['include']}",
+            "-o",
+            str(package / f"_C{sysconfig.get_config_var('EXT_SUFFIX')}"),
+            str(tmp_path / "polar.cpp"),
+            f"-L{headers / 'torch' / 'lib'}",
+            "-lc10",
+            "-ltorch_cpu",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
+    done = subprocess.run(
+        [str(python), "-c", "import torch, polarext._C"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert f"undefined symbol: {POLAR}" in done.stderr
 
-    environ = dict(os.environ, CUDA_RESOLVE_DRIVER="", CUDA_RESOLVE_CUDA_ARCH="", XDG_CACHE_HOME=str(tmp_path / "cache"),
-                   CUDA_RESOLVE_CONFIG=str(tmp_path / "none.toml"))
-    report = subprocess.run([sys.executable, "-m", "cuda_resolve", "doctor", "--python", str(python), "--json"],
-                            capture_output=True, text=True, env=environ, timeout=300, check=False)
+    environ = dict(
+        os.environ,
+        CUDA_RESOLVE_DRIVER="",
+        CUDA_RESOLVE_CUDA_ARCH="",
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        CUDA_RESOLVE_CONFIG=str(tmp_path / "none.toml"),
+    )
+    report = subprocess.run(
+        [sys.executable, "-m", "cuda_resolve", "doctor", "--python", str(python), "--json"],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=300,
+        check=False,
+    )
     import json
 
     result = json.loads(report.stdout)

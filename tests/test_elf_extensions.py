@@ -82,10 +82,15 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Tree:
     return Tree(root=root, site=site, cuda_lib=cuda_lib, extension=extension)
 
 
-def _scan(tree: Tree, ld_library_path: str | None = None, *, site: Path | None = None) -> tuple[ExtensionBinary, ...]:
+def _scan(
+    tree: Tree, ld_library_path: str | None = None, *, site: Path | None = None
+) -> tuple[ExtensionBinary, ...]:
     environ = {} if ld_library_path is None else {"LD_LIBRARY_PATH": ld_library_path}
     return find_extensions(
-        [str(site or tree.site)], environ=environ, ld_cache=tree.root / "no-ld.so.cache", default_dirs=NO_DEFAULT_DIRS
+        [str(site or tree.site)],
+        environ=environ,
+        ld_cache=tree.root / "no-ld.so.cache",
+        default_dirs=NO_DEFAULT_DIRS,
     )
 
 
@@ -103,8 +108,20 @@ def test_read_dynamic_lists_needed_sonames(tree: Tree) -> None:
 
 
 def test_read_dynamic_rpath_and_runpath(tmp_path: Path, tree: Tree) -> None:
-    runpath = _extension(tmp_path / "a.so", f"-L{tree.cuda_lib}", "-lfakecudart", "-Wl,--enable-new-dtags", f"-Wl,-rpath,{tree.cuda_lib}:/opt/x")
-    rpath = _extension(tmp_path / "b.so", f"-L{tree.cuda_lib}", "-lfakecudart", "-Wl,--disable-new-dtags", f"-Wl,-rpath,{tree.cuda_lib}")
+    runpath = _extension(
+        tmp_path / "a.so",
+        f"-L{tree.cuda_lib}",
+        "-lfakecudart",
+        "-Wl,--enable-new-dtags",
+        f"-Wl,-rpath,{tree.cuda_lib}:/opt/x",
+    )
+    rpath = _extension(
+        tmp_path / "b.so",
+        f"-L{tree.cuda_lib}",
+        "-lfakecudart",
+        "-Wl,--disable-new-dtags",
+        f"-Wl,-rpath,{tree.cuda_lib}",
+    )
     first, second = read_dynamic(runpath), read_dynamic(rpath)
     assert first is not None and second is not None
     assert first.runpath == (str(tree.cuda_lib), "/opt/x")
@@ -119,7 +136,9 @@ def test_read_dynamic_of_a_library_without_dependencies(tree: Tree) -> None:
     assert all(not name.startswith("libcudart") for name in info.needed)
 
 
-@pytest.mark.parametrize("content", [b"", b"\x7fEL", b"\x7fELF", b"#!/bin/sh\n", b"\x7fELF\x01\x01\x01" + b"\0" * 64])
+@pytest.mark.parametrize(
+    "content", [b"", b"\x7fEL", b"\x7fELF", b"#!/bin/sh\n", b"\x7fELF\x01\x01\x01" + b"\0" * 64]
+)
 def test_read_dynamic_rejects_what_is_not_a_64_bit_elf(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "x.so"
     path.write_bytes(content)
@@ -145,7 +164,9 @@ def _dynamic_entries(data: bytes) -> list[tuple[int, int, int]]:
     (phoff,) = struct.unpack_from("<Q", data, 0x20)
     phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
     for number in range(phnum):
-        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + number * phentsize)
+        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from(
+            "<IIQQQQ", data, phoff + number * phentsize
+        )
         if p_type == 2:
             entries = []
             for position in range(p_offset, p_offset + p_filesz, 16):
@@ -192,15 +213,24 @@ def test_ld_library_path_makes_it_loadable(tree: Tree) -> None:
 
 
 def test_default_directories_count(tree: Tree) -> None:
-    found = find_extensions([str(tree.site)], environ={}, ld_cache=tree.root / "none", default_dirs=(str(tree.cuda_lib),))
+    found = find_extensions(
+        [str(tree.site)],
+        environ={},
+        ld_cache=tree.root / "none",
+        default_dirs=(str(tree.cuda_lib),),
+    )
     assert [f.missing for f in found] == [()]
 
 
 def test_the_ld_so_cache_counts(tree: Tree, tmp_path: Path) -> None:
     cache = tmp_path / "ld.so.cache"
-    cache.write_bytes(b"glibc-ld.so.cache1.1\0\0libfoo.so.1\0/x/libfoo.so.1\0libcudart.so.11.0\0/usr/lib/libcudart.so.11.0\0")
+    cache.write_bytes(
+        b"glibc-ld.so.cache1.1\0\0libfoo.so.1\0/x/libfoo.so.1\0libcudart.so.11.0\0/usr/lib/libcudart.so.11.0\0"
+    )
     assert {"libfoo.so.1", "libcudart.so.11.0"} <= ldconfig_sonames(cache)
-    (found,) = find_extensions([str(tree.site)], environ={}, ld_cache=cache, default_dirs=NO_DEFAULT_DIRS)
+    (found,) = find_extensions(
+        [str(tree.site)], environ={}, ld_cache=cache, default_dirs=NO_DEFAULT_DIRS
+    )
     assert found.missing == ()
 
 
@@ -279,7 +309,11 @@ def test_a_torch_outside_the_scanned_folders_counts_as_loaded(tmp_path: Path, tr
     (venv_site / "pointnet2_ops").mkdir(parents=True)
     shutil.copy(tree.extension, venv_site / EXT)
     environ = {"LD_LIBRARY_PATH": str(tree.cuda_lib)}
-    common = {"environ": environ, "ld_cache": tree.root / "no-ld.so.cache", "default_dirs": NO_DEFAULT_DIRS}
+    common = {
+        "environ": environ,
+        "ld_cache": tree.root / "no-ld.so.cache",
+        "default_dirs": NO_DEFAULT_DIRS,
+    }
     (alone,) = find_extensions([str(venv_site)], **common)  # type: ignore[arg-type]
     assert alone.missing == ("libc10.so",)
     (with_torch,) = find_extensions([str(venv_site)], torch_sites=[str(tree.site)], **common)  # type: ignore[arg-type]
@@ -296,7 +330,9 @@ def test_the_scan_cache_tells_apart_where_torch_lives(tmp_path: Path, tree: Tree
     cache = ProbeCache(tmp_path / "cache")
     environ = {"LD_LIBRARY_PATH": str(tree.cuda_lib)}
     first = find_extensions_cached([str(venv_site)], environ=environ, cache=cache)
-    second = find_extensions_cached([str(venv_site)], environ=environ, cache=cache, torch_sites=[str(tree.site)])
+    second = find_extensions_cached(
+        [str(venv_site)], environ=environ, cache=cache, torch_sites=[str(tree.site)]
+    )
     assert "libc10.so" in first[0].missing
     assert "libc10.so" not in second[0].missing
 
@@ -310,11 +346,21 @@ def test_detection_passes_the_targets_torch_to_the_scan(tmp_path: Path, tree: Tr
     shutil.copytree(tree.site / "torch" / "lib", shared / "torch" / "lib")
     (shared / "torch" / "version.py").write_text("__version__ = '2.11.0+cu130'\ncuda = '13.0'\n")
     (shared / "torch-2.11.0+cu130.dist-info").mkdir()
-    (shared / "torch-2.11.0+cu130.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0+cu130\n")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    (shared / "torch-2.11.0+cu130.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0+cu130\n"
+    )
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True
+    )
     python = tmp_path / "venv" / "bin" / "python"
-    venv_site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                    capture_output=True, text=True, check=True).stdout.strip())
+    venv_site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     (venv_site / "shared.pth").write_text(f"{shared}\n")
     (venv_site / "pointnet2_ops").mkdir()
     shutil.copy(tree.extension, venv_site / EXT)

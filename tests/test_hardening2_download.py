@@ -31,7 +31,9 @@ WHEEL_SHA = hashlib.sha256(WHEEL).hexdigest()
 @pytest.fixture
 def plain(make_server: ServerFactory) -> BenchServer:
     server = make_server(tls=False)
-    server.routes["/demo.whl"] = lambda handler: handler.reply(200, WHEEL, content_type="application/zip")
+    server.routes["/demo.whl"] = lambda handler: handler.reply(
+        200, WHEEL, content_type="application/zip"
+    )
     return server
 
 
@@ -55,7 +57,9 @@ def test_a_fifo_at_the_destination_is_refused_and_left_alone(
     assert [p.name for p in downloads.iterdir()] == ["demo.whl"]
 
 
-def test_a_replaced_file_keeps_its_mode(plain: BenchServer, make_client: ClientFactory, downloads: Path) -> None:
+def test_a_replaced_file_keeps_its_mode(
+    plain: BenchServer, make_client: ClientFactory, downloads: Path
+) -> None:
     dest = downloads / "demo.whl"
     dest.write_bytes(b"an older upload")
     os.chmod(dest, 0o640)
@@ -74,8 +78,9 @@ def test_ctrl_c_during_a_download_leaves_nothing(
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        make_client(use_cache=False).download(plain.url("/demo.whl"), downloads / "demo.whl",
-                                              sha256=WHEEL_SHA, progress=interrupt)
+        make_client(use_cache=False).download(
+            plain.url("/demo.whl"), downloads / "demo.whl", sha256=WHEEL_SHA, progress=interrupt
+        )
     assert list(downloads.iterdir()) == []
 
 
@@ -98,17 +103,26 @@ def test_the_partial_file_of_a_killed_download_is_removed_by_the_next(
         "HttpClient(use_cache=False).download(sys.argv[1], sys.argv[2], sha256=sys.argv[3])\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen([sys.executable, "-c", code, plain.url("/stalls.whl"), str(dest), WHEEL_SHA],
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, plain.url("/stalls.whl"), str(dest), WHEEL_SHA],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         give_up = time.monotonic() + 30
-        while not any(p.stat().st_size > 0 for p in downloads.iterdir()) and time.monotonic() < give_up:
+        while (
+            not any(p.stat().st_size > 0 for p in downloads.iterdir())
+            and time.monotonic() < give_up
+        ):
             time.sleep(0.05)
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(10)
     left = [p.name for p in downloads.iterdir()]
-    assert left and "demo.whl" not in left, "the killed download left nothing to clean: the test proves nothing"
+    assert left and "demo.whl" not in left, (
+        "the killed download left nothing to clean: the test proves nothing"
+    )
     make_client(use_cache=False).download(plain.url("/demo.whl"), dest, sha256=WHEEL_SHA)
     assert [p.name for p in downloads.iterdir()] == ["demo.whl"]
     assert dest.read_bytes() == WHEEL

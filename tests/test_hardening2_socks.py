@@ -41,7 +41,9 @@ LONG_REPLY = b"\x05\x00\x00\x03\xff" + b"a" * 255 + b"\x00\x50"
 #: Answers that take 10 s or more at one byte every 0.1 s (finite, so a broken guard fails the
 #: test in seconds instead of hanging it).
 SLOW_HEADERS = b"HTTP/1.0 200 OK\r\nX-Slow: " + b"a" * 80 + b"\r\n\r\n"
-SLOW_BODY = b"HTTP/1.0 200 OK\r\nContent-Length: 100\r\nContent-Type: text/html\r\n\r\n" + b"<" * 100
+SLOW_BODY = (
+    b"HTTP/1.0 200 OK\r\nContent-Length: 100\r\nContent-Type: text/html\r\n\r\n" + b"<" * 100
+)
 
 
 def _recv_exactly(sock: socket.socket, count: int) -> bytes:
@@ -110,7 +112,9 @@ class _Socks5Handler(socketserver.BaseRequestHandler):
                 time.sleep(0.05)
             return
         with socket.create_connection(("127.0.0.1", port), timeout=5) as upstream:
-            client.sendall(b"\x05\x00\x00\x01" + socket.inet_aton("127.0.0.1") + struct.pack("!H", port))
+            client.sendall(
+                b"\x05\x00\x00\x01" + socket.inet_aton("127.0.0.1") + struct.pack("!H", port)
+            )
             self._relay(client, upstream)
 
     def _relay(self, a: socket.socket, b: socket.socket) -> None:
@@ -156,10 +160,16 @@ def _via(proxy: Socks5Proxy) -> dict[str, str]:
 
 
 def test_a_fetch_through_the_socks_proxy_arrives(
-    pysocks: None, origin: BenchServer, trusted: None, socks_proxy: Socks5Proxy, make_client: ClientFactory
+    pysocks: None,
+    origin: BenchServer,
+    trusted: None,
+    socks_proxy: Socks5Proxy,
+    make_client: ClientFactory,
 ) -> None:
     """The control: the bench proxy relays, and the client really goes through it."""
-    origin.routes["/simple/"] = lambda handler: handler.reply(200, b"<a href='x.whl'>x</a>", content_type="text/html")
+    origin.routes["/simple/"] = lambda handler: handler.reply(
+        200, b"<a href='x.whl'>x</a>", content_type="text/html"
+    )
     client = make_client(proxies=_via(socks_proxy), timeouts=QUICK, use_cache=False)
     url = origin.url("/simple/", host="mirror.invalid")  # resolvable by the proxy only
     assert "x.whl" in client.get_text(url)
@@ -168,12 +178,20 @@ def test_a_fetch_through_the_socks_proxy_arrives(
 
 @pytest.mark.parametrize("raw", [SLOW_HEADERS, SLOW_BODY], ids=["headers", "body"])
 def test_an_origin_dripping_through_a_socks_proxy_is_cut_off_at_the_total_deadline(
-    pysocks: None, origin: BenchServer, trusted: None, socks_proxy: Socks5Proxy,
-    make_client: ClientFactory, raw: bytes
+    pysocks: None,
+    origin: BenchServer,
+    trusted: None,
+    socks_proxy: Socks5Proxy,
+    make_client: ClientFactory,
+    raw: bytes,
 ) -> None:
     origin.routes["/slow/"] = drip(raw)
-    client = make_client(proxies=_via(socks_proxy), timeouts=QUICK,
-                         retry=RetryPolicy(attempts=3, backoff=0.01), use_cache=False)
+    client = make_client(
+        proxies=_via(socks_proxy),
+        timeouts=QUICK,
+        retry=RetryPolicy(attempts=3, backoff=0.01),
+        use_cache=False,
+    )
     url = origin.url("/slow/", host="mirror.invalid")
     started = time.monotonic()
     with pytest.raises(FetchError) as info:
@@ -188,8 +206,12 @@ def test_an_origin_dripping_through_a_socks_proxy_is_cut_off_at_the_total_deadli
 def test_a_socks_proxy_dripping_its_handshake_is_cut_off_at_the_total_deadline(
     pysocks: None, dripping_socks_proxy: Socks5Proxy, make_client: ClientFactory, tmp_path: Any
 ) -> None:
-    client = make_client(proxies=_via(dripping_socks_proxy), timeouts=QUICK,
-                         retry=RetryPolicy(attempts=3, backoff=0.01), use_cache=False)
+    client = make_client(
+        proxies=_via(dripping_socks_proxy),
+        timeouts=QUICK,
+        retry=RetryPolicy(attempts=3, backoff=0.01),
+        use_cache=False,
+    )
     started = time.monotonic()
     with pytest.raises(FetchError) as info:
         client.get("https://mirror.invalid/simple/")
@@ -218,7 +240,9 @@ class _OwnSocks5Connection(HTTPConnection):
             sock.sendall(b"\x05\x01\x00")
             _recv_exactly(sock, 2)
             name = self.host.encode("ascii")
-            sock.sendall(b"\x05\x01\x00\x03" + bytes([len(name)]) + name + struct.pack("!H", self.port))
+            sock.sendall(
+                b"\x05\x01\x00\x03" + bytes([len(name)]) + name + struct.pack("!H", self.port)
+            )
             _version, status, _reserved, kind = _recv_exactly(sock, 4)
             if kind == 3:
                 _recv_exactly(sock, _recv_exactly(sock, 1)[0] + 2)
@@ -249,7 +273,9 @@ def test_the_deadline_guards_any_connection_class(
     manager.pool_classes_by_scheme = guarded_pools({"http": _OwnSocks5Pool})
     try:
         if stage == "body":  # the control: the guarded class still works
-            assert manager.request("GET", plain.url("/fast/", host="mirror.invalid")).data == b"fast"
+            assert (
+                manager.request("GET", plain.url("/fast/", host="mirror.invalid")).data == b"fast"
+            )
         started = time.monotonic()
         with Deadline(0.8) as deadline, pytest.raises(urllib3.exceptions.HTTPError) as info:
             manager.request("GET", plain.url("/slow/", host="mirror.invalid"))

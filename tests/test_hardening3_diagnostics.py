@@ -50,12 +50,18 @@ def test_the_failed_module_and_its_exception_are_named_not_the_last_warning(tmp_
         later="raise RuntimeError('never imported')",
     )
     failure = _verify_imports(sys.executable, ["fine", "broken", "later"], environ)
-    assert failure == "broken: ImportError: libc10_cuda.so: cannot open shared object file: No such file or directory"
+    assert (
+        failure
+        == "broken: ImportError: libc10_cuda.so: cannot open shared object file: No such file or directory"
+    )
     assert _verify_imports(sys.executable, ["fine"], environ) is None
 
 
 def test_an_exception_message_full_of_escapes_is_shown_printable(tmp_path: Path) -> None:
-    environ = modules(tmp_path, evil=f"raise RuntimeError({('bad' + ESCAPES + 'tail' + chr(10) + 'second line')!r})")
+    environ = modules(
+        tmp_path,
+        evil=f"raise RuntimeError({('bad' + ESCAPES + 'tail' + chr(10) + 'second line')!r})",
+    )
     failure = verify_imports(sys.executable, ["evil"], environ, timeout=60)
     assert failure is not None and failure.module == "evil"
     assert str(failure).startswith("evil: RuntimeError: bad\\x1b[2J\\x1b]0;owned\\x07")
@@ -63,7 +69,9 @@ def test_an_exception_message_full_of_escapes_is_shown_printable(tmp_path: Path)
 
 
 def test_a_crash_or_an_exit_while_importing_names_the_module(tmp_path: Path) -> None:
-    environ = modules(tmp_path, ok="", segv="import ctypes; ctypes.string_at(0)", leaves="import os; os._exit(3)")
+    environ = modules(
+        tmp_path, ok="", segv="import ctypes; ctypes.string_at(0)", leaves="import os; os._exit(3)"
+    )
     crashed = verify_imports(sys.executable, ["ok", "segv"], environ, timeout=60)
     assert str(crashed) == "segv: the interpreter crashed with SIGSEGV while importing it"
     left = verify_imports(sys.executable, ["ok", "leaves", "segv"], environ, timeout=60)
@@ -76,11 +84,14 @@ def test_an_interpreter_that_prints_garbage_is_never_echoed_raw(tmp_path: Path) 
     fake.chmod(0o755)
     failure = verify_imports(str(fake), ["kaolin"], dict(os.environ), timeout=60)
     assert str(failure) == "the interpreter ended with exit 1 before importing anything (kaolin)"
-    assert str(verify_imports(str(tmp_path / "missing"), ["kaolin"], dict(os.environ), timeout=60)).endswith(
-        "could not be started for the import check")
+    assert str(
+        verify_imports(str(tmp_path / "missing"), ["kaolin"], dict(os.environ), timeout=60)
+    ).endswith("could not be started for the import check")
 
 
-def test_errors_steps_and_notes_show_a_childs_output_printable(capsys: pytest.CaptureFixture[str]) -> None:
+def test_errors_steps_and_notes_show_a_childs_output_printable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     # pip's or a compiler's last lines quoted in an error, a hint naming a log
     error = InstallError(f"pip install failed: ERROR: {ESCAPES}", hint=f"see {ESCAPES}")
     assert not RAW.search(error.message) and not RAW.search(error.hint or "")
@@ -91,11 +102,14 @@ def test_errors_steps_and_notes_show_a_childs_output_printable(capsys: pytest.Ca
     reporter.note(f"pip: {ESCAPES}")
     shown = capsys.readouterr().err
     assert "nvcc said \\x1b[2J" in shown and "building: \\x1b[2J" in shown and "pip: \\x1b" in shown
-    assert not RAW.search(shown.replace("\r\x1b[K", "")), repr(shown)  # the reporter's own line clearing aside
+    assert not RAW.search(shown.replace("\r\x1b[K", "")), repr(
+        shown
+    )  # the reporter's own line clearing aside
 
 
-def test_the_status_ticker_ends_with_the_reporter_that_started_it(monkeypatch: pytest.MonkeyPatch,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_status_ticker_ends_with_the_reporter_that_started_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A command done with its reporter leaves no thread redrawing its last status line (in one
     process running commands one after another, that line landed in the next one's stderr)."""
     import gc

@@ -80,11 +80,18 @@ CHILD = textwrap.dedent("""
 
 def _timed(size: int, deadline: float) -> dict[str, list[object]]:
     try:
-        done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(HOSTILE_LINES), str(size)],
-                              capture_output=True, text=True, timeout=deadline, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, json.dumps(HOSTILE_LINES), str(size)],
+            capture_output=True,
+            text=True,
+            timeout=deadline,
+            check=False,
+        )
     except subprocess.TimeoutExpired as exc:
         partial = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
-        pytest.fail(f"reading the hostile lines took longer than {deadline} s; finished: {partial!r}")
+        pytest.fail(
+            f"reading the hostile lines took longer than {deadline} s; finished: {partial!r}"
+        )
     assert done.returncode == 0, done.stderr
     found: dict[str, list[object]] = {}
     for line in done.stdout.splitlines():
@@ -98,8 +105,10 @@ def test_a_hostile_3_mb_line_is_parsed_or_refused_in_under_half_a_second() -> No
     assert not slow, slow
     # an over-long line is refused naming the file, the line and the limit (a crash would have
     # failed the child: every outcome is a reading or a UsageError's message)
-    assert re.search(r"requirements\.txt:1: a line of 3145728 characters, more than the 65536 cuda-pip reads",
-                     str(found["a long requirement"][1])), found["a long requirement"]
+    assert re.search(
+        r"requirements\.txt:1: a line of 3145728 characters, more than the 65536 cuda-pip reads",
+        str(found["a long requirement"][1]),
+    ), found["a long requirement"]
 
 
 def test_lines_just_under_the_limit_are_read_fast() -> None:
@@ -108,16 +117,23 @@ def test_lines_just_under_the_limit_are_read_fast() -> None:
     assert not slow, slow
 
 
-def test_variables_that_would_grow_a_line_past_the_limit_are_refused_before_expanding(tmp_path: Path) -> None:
+def test_variables_that_would_grow_a_line_past_the_limit_are_refused_before_expanding(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "requirements.txt"
     path.write_text("--index-url https://h/" + "${BIG}" * 1000 + "\n", encoding="utf-8")
     with pytest.raises(UsageError, match=r"requirements\.txt:1: a line of 1000\d{3} characters"):
         read_requirement_files([(str(path), False)], environ={"BIG": "x" * 1000})
     # the ordinary use still works: a token in a URL, an index on its own line, a requirement
-    path.write_text("# pinned\n--extra-index-url https://u:${TOKEN}@mirror/simple  # comment\n"
-                    "kaolin==0.18.0 \\\n    --hash=sha256:" + "ab" * 32 + "\n", encoding="utf-8")
+    path.write_text(
+        "# pinned\n--extra-index-url https://u:${TOKEN}@mirror/simple  # comment\n"
+        "kaolin==0.18.0 \\\n    --hash=sha256:" + "ab" * 32 + "\n",
+        encoding="utf-8",
+    )
     reading = read_requirement_files([(str(path), False)], environ={"TOKEN": "t0k"})
-    assert [(r.text, r.origin.rsplit(":", 1)[1], r.hashed) for r in reading.requirements] == [("kaolin==0.18.0", "3", True)]
+    assert [(r.text, r.origin.rsplit(":", 1)[1], r.hashed) for r in reading.requirements] == [
+        ("kaolin==0.18.0", "3", True)
+    ]
 
 
 def test_comments_are_removed_as_pips_pattern_removes_them() -> None:
@@ -131,7 +147,10 @@ def test_comments_are_removed_as_pips_pattern_removes_them() -> None:
 def test_option_words_split_as_shlex_splits_them() -> None:
     rng = random.Random(15)
     for _ in range(20_000):
-        line = "".join(rng.choice(["a", "b", " ", "\t", "\n", "'", '"', "\\", "#", "=", "\u3000"]) for _ in range(rng.randint(0, 12)))
+        line = "".join(
+            rng.choice(["a", "b", " ", "\t", "\n", "'", '"', "\\", "#", "=", "\u3000"])
+            for _ in range(rng.randint(0, 12))
+        )
         try:
             expected: list[str] | None = shlex.split(line)
         except ValueError:
@@ -143,27 +162,56 @@ def test_option_words_split_as_shlex_splits_them() -> None:
         assert got == expected, repr(line)
 
 
-@pytest.mark.parametrize(("parse", "line"), [
-    # a build log line (a compiler or a user's setup.py wrote it): the out-of-memory pattern
-    (lambda text: diagnose([text]), "Killed " * 20_000 + "!"),
-    (lambda text: error_lines([text]), " " * 100_000 + "error: x"),
-    # the first line of a compiler's --version (any program named gcc on PATH)
-    (parse_compiler_version, "gcc " + "(" * 100_000),
-    # a wrapper script named nvcc on PATH, read to find the nvcc it runs
-    (script_nvcc_paths, "NVCC" + "=/" * 40_000 + "/nvccX"),
-    # everything cuda-resolve prints or logs is redacted: pip's and a compiler's lines too
-    (redact_urls, "x@ " + "a://" * 25_000),
-    (redact_urls, "user@host " + "a-" * 50_000 + "://"),
-])
-def test_parsers_of_logs_and_program_output_stay_linear(parse: Callable[[str], object], line: str) -> None:
+@pytest.mark.parametrize(
+    ("parse", "line"),
+    [
+        # a build log line (a compiler or a user's setup.py wrote it): the out-of-memory pattern
+        (lambda text: diagnose([text]), "Killed " * 20_000 + "!"),
+        (lambda text: error_lines([text]), " " * 100_000 + "error: x"),
+        # the first line of a compiler's --version (any program named gcc on PATH)
+        (parse_compiler_version, "gcc " + "(" * 100_000),
+        # a wrapper script named nvcc on PATH, read to find the nvcc it runs
+        (script_nvcc_paths, "NVCC" + "=/" * 40_000 + "/nvccX"),
+        # everything cuda-resolve prints or logs is redacted: pip's and a compiler's lines too
+        (redact_urls, "x@ " + "a://" * 25_000),
+        (redact_urls, "user@host " + "a-" * 50_000 + "://"),
+    ],
+)
+def test_parsers_of_logs_and_program_output_stay_linear(
+    parse: Callable[[str], object], line: str
+) -> None:
     started = time.process_time()
     parse(line)
     assert time.process_time() - started < 0.5
 
 
 def test_nvcc_paths_in_a_script_are_found_as_the_former_pattern_found_them() -> None:
-    former = re.compile(r"""(?:^|[\s"'=])((?:\$\{?\w+\}?|~|\.{1,2}|/)[^\s"';|&()]*/nvcc)(?=$|[\s"';|&)])""")
-    pieces = ["/nvcc", "/", "=", " ", "'", '"', "$", "${", "}", "A", "~", ".", "..", "(", ")", ";", "x", "\t", "é", "|", "1"]
+    former = re.compile(
+        r"""(?:^|[\s"'=])((?:\$\{?\w+\}?|~|\.{1,2}|/)[^\s"';|&()]*/nvcc)(?=$|[\s"';|&)])"""
+    )
+    pieces = [
+        "/nvcc",
+        "/",
+        "=",
+        " ",
+        "'",
+        '"',
+        "$",
+        "${",
+        "}",
+        "A",
+        "~",
+        ".",
+        "..",
+        "(",
+        ")",
+        ";",
+        "x",
+        "\t",
+        "é",
+        "|",
+        "1",
+    ]
     rng = random.Random(15)
     for _ in range(30_000):
         line = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 9)))

@@ -25,11 +25,20 @@ def read_only(folder: Path) -> Iterator[Path]:
     """``folder``, mounted read-only at a sibling path (for root too) while the block runs."""
     mount = folder.parent / f"{folder.name}-ro"
     mount.mkdir()
-    bound = subprocess.run(["mount", "--bind", str(folder), str(mount)], capture_output=True, text=True, check=False)
+    bound = subprocess.run(
+        ["mount", "--bind", str(folder), str(mount)], capture_output=True, text=True, check=False
+    )
     if bound.returncode != 0:
-        pytest.skip(f"a read-only bind mount is not possible here ({bound.stderr.strip() or 'mount failed'})")
+        pytest.skip(
+            f"a read-only bind mount is not possible here ({bound.stderr.strip() or 'mount failed'})"
+        )
     try:
-        ro = subprocess.run(["mount", "-o", "remount,ro,bind", str(mount)], capture_output=True, text=True, check=False)
+        ro = subprocess.run(
+            ["mount", "-o", "remount,ro,bind", str(mount)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if ro.returncode != 0:
             pytest.skip(f"cannot remount read-only: {ro.stderr.strip()}")
         assert not os.access(mount, os.W_OK)
@@ -40,12 +49,15 @@ def read_only(folder: Path) -> Iterator[Path]:
 
 def _published(folder: Path, tmp_path: Path, arch_list: str = "8.6;9.0+PTX") -> Wheelhouse:
     house = Wheelhouse(folder)
-    house.publish(make_key(arch_list=arch_list), make_wheel(tmp_path / f"built-{arch_list.replace(';', '_')}"))
+    house.publish(
+        make_key(arch_list=arch_list), make_wheel(tmp_path / f"built-{arch_list.replace(';', '_')}")
+    )
     return house
 
 
 def test_a_read_only_wheelhouse_serves_hits_and_builds_go_to_the_users_own(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shared_source = tmp_path / "lab"
     _published(shared_source, tmp_path)
     own_cache = tmp_path / "own-cache"
@@ -78,14 +90,17 @@ def test_a_read_only_wheelhouse_serves_hits_and_builds_go_to_the_users_own(
         assert house.lookup(make_key()) is not None
 
 
-def test_a_writable_wheelhouse_is_used_as_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_writable_wheelhouse_is_used_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CUDA_RESOLVE_WHEELHOUSE", str(tmp_path / "lab"))
     house = Wheelhouse.default()
     assert house.root == tmp_path / "lab" and house.shared == () and house.notes == ()
 
 
 def test_logs_go_to_the_users_own_cache_when_the_cache_folder_is_read_only(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shared_source = tmp_path / "lab-cache"
     shared_source.mkdir()
     with read_only(shared_source) as shared:
@@ -97,7 +112,8 @@ def test_logs_go_to_the_users_own_cache_when_the_cache_folder_is_read_only(
 
 
 def test_a_read_only_index_cache_serves_hits_and_misses_are_cached_in_the_users_own(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shared_source = tmp_path / "lab-cache"
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("CUDA_RESOLVE_CACHE_DIR", str(shared_source))
@@ -114,7 +130,10 @@ def test_a_read_only_index_cache_serves_hits_and_misses_are_cached_in_the_users_
             patched.setattr(index_load, "_read_layer", parse)
             assert index_load.load_index() == first  # a hit in the read-only cache
         # a miss (another key) is parsed and cached under the user's own folder
-        monkeypatch.setattr(index_load, "_parsed_cache_paths",
-                            lambda key, suffix, real=index_load._parsed_cache_paths: real("other" + key, suffix))
+        monkeypatch.setattr(
+            index_load,
+            "_parsed_cache_paths",
+            lambda key, suffix, real=index_load._parsed_cache_paths: real("other" + key, suffix),
+        )
         assert index_load.load_index() == first
         assert list((tmp_path / "xdg" / "cuda-resolve" / "index").glob("other*.pickle"))

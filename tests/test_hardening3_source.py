@@ -33,8 +33,14 @@ PATCHED = 'os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "3.7+PTX;5.0;6.0;6.1;6.
 
 def recipe(tmp_path: Path, subdirectory: str = "") -> Recipe:
     """The fixture's recipe as an archive recipe (so a --source folder needs no git), patching setup.py."""
-    lines = (f'subdirectory = "{subdirectory}"\n' if subdirectory else "") + archive_lines("https://example.invalid/cuext.tar.gz", "ab" * 32)
-    folder = write_package(tmp_path / "overlay", lines, patched_file=f"{subdirectory}/setup.py" if subdirectory else "setup.py")
+    lines = (f'subdirectory = "{subdirectory}"\n' if subdirectory else "") + archive_lines(
+        "https://example.invalid/cuext.tar.gz", "ab" * 32
+    )
+    folder = write_package(
+        tmp_path / "overlay",
+        lines,
+        patched_file=f"{subdirectory}/setup.py" if subdirectory else "setup.py",
+    )
     return recipe_from(folder)
 
 
@@ -51,11 +57,19 @@ def snapshot(*roots: Path) -> dict[str, bytes | str]:
         for folder, dirs, files in os.walk(root):
             for name in dirs + files:
                 path = Path(folder) / name
-                found[str(path)] = os.readlink(path) if path.is_symlink() else path.read_bytes() if path.is_file() else "dir"
+                found[str(path)] = (
+                    os.readlink(path)
+                    if path.is_symlink()
+                    else path.read_bytes()
+                    if path.is_file()
+                    else "dir"
+                )
     return found
 
 
-def test_links_to_files_and_folders_outside_the_tree_are_copied_not_followed(tmp_path: Path) -> None:
+def test_links_to_files_and_folders_outside_the_tree_are_copied_not_followed(
+    tmp_path: Path,
+) -> None:
     tree = user_tree(tmp_path)
     outside = tmp_path / "elsewhere"
     outside.mkdir()
@@ -63,16 +77,28 @@ def test_links_to_files_and_folders_outside_the_tree_are_copied_not_followed(tmp
     (tree / "setup.py").symlink_to(outside / "setup.py")  # the file the patch changes
     shutil.move(tree / "csrc", outside / "csrc")
     (tree / "csrc").symlink_to(outside / "csrc")  # a folder the build writes next to
-    (tree / "build").symlink_to(outside / "buildout", target_is_directory=True)  # a root build/ link: skipped
-    (tree / "gone").symlink_to(outside / "missing")  # a write through it would create the user's file
+    (tree / "build").symlink_to(
+        outside / "buildout", target_is_directory=True
+    )  # a root build/ link: skipped
+    (tree / "gone").symlink_to(
+        outside / "missing"
+    )  # a write through it would create the user's file
     before = snapshot(tree, outside)
 
-    prepared = prepare_source(recipe(tmp_path), tmp_path / "work", torch_version=TORCH, source_dir=tree)
+    prepared = prepare_source(
+        recipe(tmp_path), tmp_path / "work", torch_version=TORCH, source_dir=tree
+    )
     copy = prepared.root
     assert PATCHED in (copy / "setup.py").read_text() and not (copy / "setup.py").is_symlink()
-    assert (copy / "csrc").is_dir() and not (copy / "csrc").is_symlink() and (copy / "csrc" / "add_one.cu").is_file()
+    assert (
+        (copy / "csrc").is_dir()
+        and not (copy / "csrc").is_symlink()
+        and (copy / "csrc" / "add_one.cu").is_file()
+    )
     assert not os.path.lexists(copy / "build") and not os.path.lexists(copy / "gone")
-    assert any("gone is a link to" in note and "left out of the copy" in note for note in prepared.notes)
+    assert any(
+        "gone is a link to" in note and "left out of the copy" in note for note in prepared.notes
+    )
     # what a build does in the copy: objects next to the sources, its build/ folder, through any name
     (copy / "csrc" / "add_one.o").write_bytes(b"obj")
     (copy / "build").mkdir()
@@ -87,12 +113,18 @@ def test_links_inside_the_tree_stay_links_into_the_copy(tmp_path: Path) -> None:
     (tree / "alias.py").symlink_to("setup.py")
     (tree / "absolute.py").symlink_to(tree / "setup.py")
     (tree / "cuext" / "sources").symlink_to("../csrc")
-    (tree / "cuext" / "loop").symlink_to("..")  # a link to its own ancestor inside: a link, no recursion
+    (tree / "cuext" / "loop").symlink_to(
+        ".."
+    )  # a link to its own ancestor inside: a link, no recursion
     before = snapshot(tree)
 
-    copy = prepare_source(recipe(tmp_path), tmp_path / "work", torch_version=TORCH, source_dir=tree).root
+    copy = prepare_source(
+        recipe(tmp_path), tmp_path / "work", torch_version=TORCH, source_dir=tree
+    ).root
     for name in ("alias.py", "absolute.py"):
-        assert (copy / name).is_symlink() and os.path.realpath(copy / name) == os.path.realpath(copy / "setup.py")
+        assert (copy / name).is_symlink() and os.path.realpath(copy / name) == os.path.realpath(
+            copy / "setup.py"
+        )
     assert os.path.realpath(copy / "cuext" / "sources") == os.path.realpath(copy / "csrc")
     assert os.path.realpath(copy / "cuext" / "loop") == os.path.realpath(copy)
     (copy / "absolute.py").write_text("through the link")
@@ -105,7 +137,9 @@ def test_the_tree_itself_reached_through_a_link_is_copied(tmp_path: Path) -> Non
     link = tmp_path / "link-to-tree"
     link.symlink_to(tree)
     before = snapshot(tree)
-    prepared = prepare_source(recipe(tmp_path), tmp_path / "work", torch_version=TORCH, source_dir=link)
+    prepared = prepare_source(
+        recipe(tmp_path), tmp_path / "work", torch_version=TORCH, source_dir=link
+    )
     assert prepared.origin == f"--source {link}"
     assert PATCHED in (prepared.root / "setup.py").read_text()
     (prepared.root / "setup.py").write_text("changed")
@@ -118,14 +152,37 @@ def test_the_tree_itself_reached_through_a_link_is_copied(tmp_path: Path) -> Non
 def test_build_output_is_left_out_only_where_a_build_writes_it(tmp_path: Path) -> None:
     tree = tmp_path / "repo"
     shutil.copytree(FIXTURE, tree / "lib", ignore=shutil.ignore_patterns("__pycache__"))
-    for leftover in ("build", "dist", "lib/build", "lib/dist", "lib/cuext.egg-info", "lib/cuext/__pycache__"):
+    for leftover in (
+        "build",
+        "dist",
+        "lib/build",
+        "lib/dist",
+        "lib/cuext.egg-info",
+        "lib/cuext/__pycache__",
+    ):
         (tree / leftover).mkdir()
         (tree / leftover / "stale").write_text("old")
-    for package in ("lib/cuext/build", "lib/cuext/dist", "lib/csrc/build"):  # packages named build/dist
+    for package in (
+        "lib/cuext/build",
+        "lib/cuext/dist",
+        "lib/csrc/build",
+    ):  # packages named build/dist
         (tree / package).mkdir()
         (tree / package / "__init__.py").write_text("# source")
-    copy = prepare_source(recipe(tmp_path, subdirectory="lib"), tmp_path / "work", torch_version=TORCH, source_dir=tree).root
-    for leftover in ("build", "dist", "lib/build", "lib/dist", "lib/cuext.egg-info", "lib/cuext/__pycache__"):
+    copy = prepare_source(
+        recipe(tmp_path, subdirectory="lib"),
+        tmp_path / "work",
+        torch_version=TORCH,
+        source_dir=tree,
+    ).root
+    for leftover in (
+        "build",
+        "dist",
+        "lib/build",
+        "lib/dist",
+        "lib/cuext.egg-info",
+        "lib/cuext/__pycache__",
+    ):
         assert not os.path.lexists(copy / leftover), leftover
     for package in ("lib/cuext/build", "lib/cuext/dist", "lib/csrc/build"):
         assert (copy / package / "__init__.py").read_text() == "# source", package
@@ -135,7 +192,9 @@ def _refused(tmp_path: Path, tree: Path, naming: str, why: str) -> None:
     with pytest.raises(UsageError) as info:
         prepare_source(recipe(tmp_path), tmp_path / "work", torch_version=TORCH, source_dir=tree)
     assert info.value.exit_code == 2
-    assert info.value.message.startswith(f"--source {tree}: {naming} ") and why in info.value.message, info.value.message
+    assert (
+        info.value.message.startswith(f"--source {tree}: {naming} ") and why in info.value.message
+    ), info.value.message
     assert info.value.hint
     assert not (tmp_path / "work" / "src").exists()
 
@@ -158,7 +217,9 @@ def test_a_fifo_a_socket_or_a_device_is_one_clear_error(tmp_path: Path) -> None:
     _refused(tmp_path, tree, "zero", "is a device")
 
 
-def test_an_unreadable_file_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unreadable_file_is_one_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tree = user_tree(tmp_path)
     secret = str(tree / "csrc" / "bindings.cpp")
     real_open = os.open
@@ -172,7 +233,9 @@ def test_an_unreadable_file_is_one_clear_error(tmp_path: Path, monkeypatch: pyte
     _refused(tmp_path, tree, "csrc/bindings.cpp", "cannot be read (Permission denied)")
 
 
-def test_an_absurdly_deep_tree_or_a_link_into_its_own_folder_is_one_clear_error(tmp_path: Path) -> None:
+def test_an_absurdly_deep_tree_or_a_link_into_its_own_folder_is_one_clear_error(
+    tmp_path: Path,
+) -> None:
     tree = user_tree(tmp_path)
     deep = tree / "deep"
     os.makedirs(deep.joinpath(*["d"] * 300))
@@ -190,21 +253,33 @@ def test_an_absurdly_deep_tree_or_a_link_into_its_own_folder_is_one_clear_error(
 
 
 @pytest.mark.parametrize("value", ["", "   ", "cuext=", "cuext= "])
-def test_an_empty_source_is_an_error_not_the_current_folder(value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_empty_source_is_an_error_not_the_current_folder(
+    value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)  # a folder that exists: the old reading built from it
     with pytest.raises(UsageError, match="no folder given") as info:
         parse_sources([value])
     assert info.value.exit_code == 2
 
 
-def test_a_git_worktree_pointer_is_left_out_so_git_in_the_build_cannot_write_the_users_repository(tmp_path: Path) -> None:
+def test_a_git_worktree_pointer_is_left_out_so_git_in_the_build_cannot_write_the_users_repository(
+    tmp_path: Path,
+) -> None:
     repository = tmp_path / "main-checkout"
     (repository / ".git" / "worktrees" / "cuext").mkdir(parents=True)
     tree = user_tree(tmp_path)
     (tree / ".git").write_text(f"gitdir: {repository / '.git' / 'worktrees' / 'cuext'}\n")
     (tree / "third_party").mkdir()
-    (tree / "third_party" / ".git").write_text("gitdir: ../.git-modules/third_party\n")  # a pointer inside: kept
-    prepared = prepare_source(recipe(tmp_path), tmp_path / "work", torch_version=TORCH, source_dir=tree)
+    (tree / "third_party" / ".git").write_text(
+        "gitdir: ../.git-modules/third_party\n"
+    )  # a pointer inside: kept
+    prepared = prepare_source(
+        recipe(tmp_path), tmp_path / "work", torch_version=TORCH, source_dir=tree
+    )
     assert not os.path.lexists(prepared.root / ".git")
-    assert (prepared.root / "third_party" / ".git").read_text() == "gitdir: ../.git-modules/third_party\n"
-    assert any(".git points git at" in note and "left out of the copy" in note for note in prepared.notes)
+    assert (
+        prepared.root / "third_party" / ".git"
+    ).read_text() == "gitdir: ../.git-modules/third_party\n"
+    assert any(
+        ".git points git at" in note and "left out of the copy" in note for note in prepared.notes
+    )

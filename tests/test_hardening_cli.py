@@ -24,7 +24,9 @@ def _raising(exc: BaseException) -> object:
 def broken_detect(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     import cuda_resolve.cli.detect as detect_cli
 
-    monkeypatch.setattr(detect_cli, "environment_from_args", _raising(RuntimeError(f"boom at {SECRET_URL}")))
+    monkeypatch.setattr(
+        detect_cli, "environment_from_args", _raising(RuntimeError(f"boom at {SECRET_URL}"))
+    )
     return monkeypatch
 
 
@@ -35,22 +37,30 @@ def test_an_unexpected_exception_is_one_error_line_with_a_report_hint(
     out, err = capsys.readouterr()
     lines = err.splitlines()
     assert out == "" and len(lines) == 2, err
-    assert lines[0] == "error: unexpected RuntimeError: boom at https://lab:***@mirror.example/simple/"
+    assert (
+        lines[0] == "error: unexpected RuntimeError: boom at https://lab:***@mirror.example/simple/"
+    )
     assert lines[1].startswith("hint: this is a bug in cuda-resolve") and "--debug" in lines[1]
     assert "Traceback" not in err and "s3cret" not in err
 
 
-@pytest.mark.parametrize("argv", [["--debug", "detect"], ["detect", "--debug"]], ids=["before", "after"])
+@pytest.mark.parametrize(
+    "argv", [["--debug", "detect"], ["detect", "--debug"]], ids=["before", "after"]
+)
 def test_debug_shows_the_traceback(
     argv: list[str], broken_detect: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(argv) == 70
     err = capsys.readouterr().err
     assert err.startswith("Traceback (most recent call last):")
-    assert "RuntimeError" in err and err.splitlines()[-1].startswith("error: unexpected RuntimeError: boom")
+    assert "RuntimeError" in err and err.splitlines()[-1].startswith(
+        "error: unexpected RuntimeError: boom"
+    )
 
 
-def test_debug_also_shows_where_an_expected_error_came_from(capsys: pytest.CaptureFixture[str]) -> None:
+def test_debug_also_shows_where_an_expected_error_came_from(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["detect", "--profile", "/nonexistent/profile.toml", "--debug"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" in err and "error: /nonexistent/profile.toml: no such file" in err
@@ -67,7 +77,8 @@ def test_an_unexpected_exception_with_json_is_a_json_error(
 
 
 @pytest.mark.parametrize(
-    "exc", [RecursionError("maximum recursion depth exceeded"), MemoryError(), ValueError("x" * 5000)],
+    "exc",
+    [RecursionError("maximum recursion depth exceeded"), MemoryError(), ValueError("x" * 5000)],
     ids=["recursion", "memory", "long-message"],
 )
 def test_every_kind_of_unexpected_exception_is_one_short_line(
@@ -78,7 +89,11 @@ def test_every_kind_of_unexpected_exception_is_one_short_line(
     monkeypatch.setattr(detect_cli, "environment_from_args", _raising(exc))
     assert main(["detect"]) == 70
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 2 and lines[0].startswith(f"error: unexpected {type(exc).__name__}") and len(lines[0]) < 400
+    assert (
+        len(lines) == 2
+        and lines[0].startswith(f"error: unexpected {type(exc).__name__}")
+        and len(lines[0]) < 400
+    )
 
 
 def test_ctrl_c_inside_a_command_is_130_with_one_line(

@@ -65,7 +65,9 @@ def endless(handler: BenchHandler) -> None:
 
 
 HEADERS_FOREVER = b"HTTP/1.0 200 OK\r\n" + b"X-Slow: " + b"a" * 10_000 + b"\r\n\r\n"
-BODY_FOREVER = b"HTTP/1.0 200 OK\r\nContent-Length: 100000\r\nContent-Type: text/html\r\n\r\n" + b"<" * 100_000
+BODY_FOREVER = (
+    b"HTTP/1.0 200 OK\r\nContent-Length: 100000\r\nContent-Type: text/html\r\n\r\n" + b"<" * 100_000
+)
 
 
 @pytest.mark.parametrize("raw", [HEADERS_FOREVER, BODY_FOREVER], ids=["headers", "body"])
@@ -73,7 +75,9 @@ def test_a_server_dripping_one_byte_at_a_time_is_cut_off_at_the_total_deadline(
     origin: BenchServer, trusted: None, make_client: ClientFactory, raw: bytes
 ) -> None:
     origin.routes["/slow/"] = drip(raw)
-    client = make_client(timeouts=QUICK, retry=RetryPolicy(attempts=3, backoff=0.01), use_cache=False)
+    client = make_client(
+        timeouts=QUICK, retry=RetryPolicy(attempts=3, backoff=0.01), use_cache=False
+    )
     started = time.monotonic()
     with pytest.raises(FetchError) as info:
         client.get(origin.url("/slow/"))
@@ -150,9 +154,15 @@ def test_mirror_test_against_a_dripping_mirror_fails_in_bounded_time(
     server = make_server()
     server.routes["/simple/pip/"] = drip(BODY_FOREVER)
     canonical = load_presets()["official"].canonical
-    target = MirrorTarget(ecosystem="pypi", url=server.url("/simple/pip/"), kind="simple",
-                          mirror=server.url("/simple/"))
+    target = MirrorTarget(
+        ecosystem="pypi",
+        url=server.url("/simple/pip/"),
+        kind="simple",
+        mirror=server.url("/simple/"),
+    )
     started = time.monotonic()
-    (result,) = check_mirrors([target], make_client(timeouts=QUICK, use_cache=False), canonical=canonical)
+    (result,) = check_mirrors(
+        [target], make_client(timeouts=QUICK, use_cache=False), canonical=canonical
+    )
     assert time.monotonic() - started < 4.0
     assert not result.ok and result.error is not None and "0.8 s" in result.error

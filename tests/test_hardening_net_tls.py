@@ -32,8 +32,12 @@ def serve(server: BenchServer) -> str:
 
 
 def test_requests_default_bundle_does_not_add_trust(
-    origin: BenchServer, cas: Cas, system_trust: SystemTrust, make_client: ClientFactory,
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    origin: BenchServer,
+    cas: Cas,
+    system_trust: SystemTrust,
+    make_client: ClientFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     system_trust(cas.unrelated)  # the OS store does not trust the bench CA
     bundle = tmp_path / "requests-bundle.pem"
@@ -47,10 +51,16 @@ def test_requests_default_bundle_does_not_add_trust(
 
 
 def test_a_missing_requests_bundle_does_not_break_fetches(
-    origin: BenchServer, cas: Cas, system_trust: SystemTrust, make_client: ClientFactory,
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    origin: BenchServer,
+    cas: Cas,
+    system_trust: SystemTrust,
+    make_client: ClientFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     system_trust(cas.origin)
-    monkeypatch.setattr(requests.adapters, "DEFAULT_CA_BUNDLE_PATH", str(tmp_path / "no-certifi.pem"))
+    monkeypatch.setattr(
+        requests.adapters, "DEFAULT_CA_BUNDLE_PATH", str(tmp_path / "no-certifi.pem")
+    )
     url = serve(origin)
     assert make_client(use_cache=False).get_text(url) == PAGE.decode()

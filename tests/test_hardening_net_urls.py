@@ -20,11 +20,19 @@ from cuda_resolve.index.urls import expand_pattern, pattern_problem, repository_
         "https://example.org/torch-{torch[0]}.html",
     ],
 )
-def test_expand_pattern_refuses_what_the_loader_refuses_even_for_an_index_built_in_memory(pattern: str) -> None:
+def test_expand_pattern_refuses_what_the_loader_refuses_even_for_an_index_built_in_memory(
+    pattern: str,
+) -> None:
     started = time.monotonic()
     with pytest.raises(IndexDataError) as info:
-        expand_pattern(pattern, torch="2.5.1", variant="cu124", python="3.12", version="0.17.0",
-                       platform="linux_x86_64")
+        expand_pattern(
+            pattern,
+            torch="2.5.1",
+            variant="cu124",
+            python="3.12",
+            version="0.17.0",
+            platform="linux_x86_64",
+        )
     assert pattern in info.value.message
     assert time.monotonic() - started < 0.5  # refused, not expanded to 200 MB
 
@@ -32,8 +40,9 @@ def test_expand_pattern_refuses_what_the_loader_refuses_even_for_an_index_built_
 def test_expand_pattern_refuses_a_plain_http_result() -> None:
     with pytest.raises(IndexDataError, match="plain http"):
         expand_pattern("http://example.org/torch-{torch}.html", torch="2.5.1", variant="cpu")
-    assert expand_pattern("http://127.0.0.1:8080/torch-{torch}.html", torch="2.5.1", variant="cpu") == (
-        "http://127.0.0.1:8080/torch-2.5.1.html")
+    assert expand_pattern(
+        "http://127.0.0.1:8080/torch-{torch}.html", torch="2.5.1", variant="cpu"
+    ) == ("http://127.0.0.1:8080/torch-2.5.1.html")
 
 
 @pytest.mark.parametrize(
@@ -56,13 +65,24 @@ def test_url_problem(url: str, ok: bool) -> None:
 
 def test_pattern_problem_accepts_the_shipped_patterns() -> None:
     fields = {"torch", "cuda_nodot", "version", "python_tag", "abi_tag", "platform"}
-    assert pattern_problem("https://nvidia-kaolin.s3.us-east-2.amazonaws.com/torch-{torch}_cu{cuda_nodot}.html", fields) is None
+    assert (
+        pattern_problem(
+            "https://nvidia-kaolin.s3.us-east-2.amazonaws.com/torch-{torch}_cu{cuda_nodot}.html",
+            fields,
+        )
+        is None
+    )
     assert pattern_problem("https://example.org/{{literal}}/{torch}.html", fields) is None
 
 
 def test_repository_problem() -> None:
     assert repository_problem("git://github.com/example/demo") is not None
     assert repository_problem("http://git.example.org/demo") is not None
-    for fine in ("https://github.com/example/demo", "ssh://git@host/demo", "git@github.com:example/demo",
-                 "file:///srv/git/demo", "http://127.0.0.1:9418/demo"):
+    for fine in (
+        "https://github.com/example/demo",
+        "ssh://git@host/demo",
+        "git@github.com:example/demo",
+        "file:///srv/git/demo",
+        "http://127.0.0.1:9418/demo",
+    ):
         assert repository_problem(fine) is None, fine

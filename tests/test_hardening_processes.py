@@ -103,7 +103,12 @@ def test_a_timeout_kills_the_program_and_the_child_it_forked(tmp_path: Path) -> 
 def test_a_program_that_exits_normally_keeps_its_output_and_status(tmp_path: Path) -> None:
     tool = _tool(tmp_path / "bin", "gcc", 'echo "gcc (GCC) 12.2.0"\necho warn >&2\nexit 3\n')
     ran = run([str(tool)], timeout=5)
-    assert ran is not None and (ran.stdout, ran.stderr, ran.returncode, ran.overflowed) == ("gcc (GCC) 12.2.0\n", "warn\n", 3, False)
+    assert ran is not None and (ran.stdout, ran.stderr, ran.returncode, ran.overflowed) == (
+        "gcc (GCC) 12.2.0\n",
+        "warn\n",
+        3,
+        False,
+    )
     assert run([str(tmp_path / "absent")], timeout=5) is None
 
 
@@ -114,7 +119,9 @@ def test_a_spent_deadline_skips_the_program_and_says_so(tmp_path: Path) -> None:
     with sharing(deadline):
         ran = probe_run([str(tool), "--version"], timeout=5)
     assert ran is not None and ran.returncode is None and not marker.exists()
-    assert deadline.slow == (f"`clang --version` ({tool}) was not run: the 0 s detection budget was spent",)
+    assert deadline.slow == (
+        f"`clang --version` ({tool}) was not run: the 0 s detection budget was spent",
+    )
 
 
 def test_a_shared_deadline_caps_each_program(tmp_path: Path) -> None:
@@ -124,9 +131,13 @@ def test_a_shared_deadline_caps_each_program(tmp_path: Path) -> None:
     with sharing(deadline):
         first = probe_run([str(tool)], timeout=10)
         second = probe_run([str(tool)], timeout=10)
-    assert first is not None and first.timed_out and second is not None and second.returncode is None
+    assert (
+        first is not None and first.timed_out and second is not None and second.returncode is None
+    )
     assert time.monotonic() - started < 2.5
-    assert any("`g++`" in line and "did not answer within" in line for line in deadline.slow), deadline.slow
+    assert any("`g++`" in line and "did not answer within" in line for line in deadline.slow), (
+        deadline.slow
+    )
 
 
 # -- detect as a whole -----------------------------------------------------------------------
@@ -141,7 +152,10 @@ def test_detect_with_every_tool_hanging_answers_within_the_budget(tmp_path: Path
     try:
         started = time.monotonic()
         env = detect_environment(
-            root=tmp_path, environ={"PATH": f"{bin_dir}:{SYSTEM_PATH}"}, timeout=1.0, budget=2.0,
+            root=tmp_path,
+            environ={"PATH": f"{bin_dir}:{SYSTEM_PATH}"},
+            timeout=1.0,
+            budget=2.0,
             cache_dir=tmp_path / "cache",
         )
         elapsed = time.monotonic() - started
@@ -179,7 +193,9 @@ def _wait_for(path: Path, seconds: float) -> None:
 
 
 @pytest.mark.parametrize("entry", ["module", "script"])
-def test_ctrl_c_during_a_hanging_probe_exits_130_with_one_line_and_kills_the_tools(tmp_path: Path, entry: str) -> None:
+def test_ctrl_c_during_a_hanging_probe_exits_130_with_one_line_and_kills_the_tools(
+    tmp_path: Path, entry: str
+) -> None:
     script = Path(sys.executable).parent / "cuda-resolve"
     if entry == "script" and not script.exists():
         pytest.skip("the cuda-resolve console script is not installed beside this interpreter")
@@ -187,9 +203,20 @@ def test_ctrl_c_during_a_hanging_probe_exits_130_with_one_line_and_kills_the_too
     bin_dir = tmp_path / "bin"
     for name in ("nvidia-smi", "nvcc", "gcc", "g++"):
         _hanging_with_child(bin_dir, name, pids)
-    argv = [sys.executable, "-m", "cuda_resolve", "detect"] if entry == "module" else [str(script), "detect"]
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_cli_env(bin_dir),
-                          cwd=tmp_path, text=True, preexec_fn=_interruptible) as process:
+    argv = (
+        [sys.executable, "-m", "cuda_resolve", "detect"]
+        if entry == "module"
+        else [str(script), "detect"]
+    )
+    with subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_cli_env(bin_dir),
+        cwd=tmp_path,
+        text=True,
+        preexec_fn=_interruptible,
+    ) as process:
         try:
             _wait_for(pids, 20)
             time.sleep(0.2)
@@ -207,9 +234,15 @@ def test_ctrl_c_during_a_hanging_probe_exits_130_with_one_line_and_kills_the_too
 
 def test_ctrl_c_while_the_command_line_is_importing_exits_130_with_one_line(tmp_path: Path) -> None:
     """-X importtime reports each import as it finishes: the interrupt lands mid-import."""
-    with subprocess.Popen([sys.executable, "-X", "importtime", "-m", "cuda_resolve", "detect"],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_cli_env(tmp_path), cwd=tmp_path,
-                          text=True, preexec_fn=_interruptible) as process:
+    with subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "cuda_resolve", "detect"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_cli_env(tmp_path),
+        cwd=tmp_path,
+        text=True,
+        preexec_fn=_interruptible,
+    ) as process:
         assert process.stderr is not None
         for line in process.stderr:
             if line.rstrip().endswith("cuda_resolve.errors"):

@@ -71,7 +71,11 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
     fifo = _fifo(tmp_path)
     result = _within(5, lambda: read_user_text(fifo, error=ProfileError, what="a TOML file"))
     assert isinstance(result, ProfileError), result
-    assert str(fifo) in result.message and "FIFO" in result.message and "not a regular file" in result.message
+    assert (
+        str(fifo) in result.message
+        and "FIFO" in result.message
+        and "not a regular file" in result.message
+    )
 
 
 def test_a_symlink_to_a_fifo_is_refused_too(tmp_path: Path) -> None:
@@ -117,7 +121,9 @@ def test_a_directory_and_a_missing_file_name_the_path(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["detect", "doctor", "plan"])
-def test_a_device_as_profile_is_one_error_line(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_device_as_profile_is_one_error_line(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     argv = [command, "--profile", "/dev/zero"] + (["torch"] if command == "plan" else [])
     assert _within(20, lambda: main(argv)) == 2
     err = capsys.readouterr().err
@@ -125,7 +131,9 @@ def test_a_device_as_profile_is_one_error_line(command: str, capsys: pytest.Capt
     assert "Traceback" not in err and len(err.splitlines()) == 2
 
 
-def test_a_fifo_as_profile_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_fifo_as_profile_through_the_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     fifo = _fifo(tmp_path)
     assert _within(20, lambda: main(["detect", "--profile", str(fifo)])) == 2
     assert f"error: {fifo}: is a FIFO" in capsys.readouterr().err
@@ -141,7 +149,9 @@ def test_an_oversized_profile_is_refused(tmp_path: Path) -> None:
 def test_a_fifo_as_config_file(tmp_path: Path) -> None:
     fifo = _fifo(tmp_path, "config.toml")
     result = _within(5, lambda: load_config(fifo))
-    assert isinstance(result, ConfigError) and str(fifo) in result.message and "FIFO" in result.message
+    assert (
+        isinstance(result, ConfigError) and str(fifo) in result.message and "FIFO" in result.message
+    )
 
 
 def test_a_fifo_as_index_overlay_file(tmp_path: Path) -> None:
@@ -162,7 +172,9 @@ def test_a_fifo_as_index_overlay_file(tmp_path: Path) -> None:
     ],
     ids=["deep-array", "huge-integer"],
 )
-def test_pathological_toml_is_one_error_naming_the_file(tmp_path: Path, text: str, expected: str) -> None:
+def test_pathological_toml_is_one_error_naming_the_file(
+    tmp_path: Path, text: str, expected: str
+) -> None:
     path = tmp_path / "evil.toml"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ProfileError) as info:
@@ -183,7 +195,9 @@ PROFILE_FIELDS = {
 
 
 @pytest.mark.parametrize("key", sorted(PROFILE_FIELDS))
-@pytest.mark.parametrize("value", [HUGE, f"{HUGE}.1", f"12.{HUGE}", f"sm_{HUGE}"], ids=["n", "n.1", "12.n", "sm_n"])
+@pytest.mark.parametrize(
+    "value", [HUGE, f"{HUGE}.1", f"12.{HUGE}", f"sm_{HUGE}"], ids=["n", "n.1", "12.n", "sm_n"]
+)
 def test_versions_with_thousands_of_digits_are_clear_errors(key: str, value: str) -> None:
     with pytest.raises(ProfileError) as info:
         parse_profile(PROFILE_FIELDS[key].format(v=value), origin="evil.toml")
@@ -194,7 +208,9 @@ def test_versions_with_thousands_of_digits_are_clear_errors(key: str, value: str
 
 
 @pytest.mark.parametrize("parse", [DriverVersion.parse, CudaVersion.parse, ComputeCapability.parse])
-def test_version_types_refuse_thousands_of_digits_with_their_own_message(parse: Callable[[str], object]) -> None:
+def test_version_types_refuse_thousands_of_digits_with_their_own_message(
+    parse: Callable[[str], object],
+) -> None:
     for text in (HUGE, f"{HUGE}.1", f"12.{HUGE}", f"sm_{HUGE}", f"5{HUGE}.1"):
         with pytest.raises(ValueError) as info:
             parse(text)
@@ -202,7 +218,9 @@ def test_version_types_refuse_thousands_of_digits_with_their_own_message(parse: 
 
 
 def test_pathological_condarc_is_a_config_error() -> None:
-    deep = "[" * 400 + "]" * 400  # ruamel recurses several frames a level (and slowly): 400 is enough
+    deep = (
+        "[" * 400 + "]" * 400
+    )  # ruamel recurses several frames a level (and slowly): 400 is enough
     for text in (f"channels: {deep}\n", f"ssl_verify: {HUGE}\n"):
         with pytest.raises(ConfigError, match=r"^\.condarc: not valid YAML"):
             read_conda_settings(text)
@@ -212,7 +230,9 @@ def test_pathological_overlay_names_the_file(tmp_path: Path) -> None:
     overlay = tmp_path / "overlay"
     overlay.mkdir()
     (overlay / "torch.toml").write_text(f"format = 1\nx = {DEEP}\n", encoding="utf-8")
-    with pytest.raises(IndexDataError, match=r"torch\.toml: not valid TOML: arrays or tables nested too deeply"):
+    with pytest.raises(
+        IndexDataError, match=r"torch\.toml: not valid TOML: arrays or tables nested too deeply"
+    ):
         load_index([overlay])
 
 
@@ -226,7 +246,9 @@ def test_a_pathological_version_json_falls_back_to_version_txt(tmp_path: Path) -
     (tmp_path / "version.json").write_text(DEEP, encoding="utf-8")
     (tmp_path / "version.txt").write_text("CUDA Version 12.4.1\n", encoding="utf-8")
     assert _version_from_files(str(tmp_path)) == (CudaVersion(12, 4), "12.4.1")
-    (tmp_path / "version.json").write_text(json.dumps({"cuda": {"version": HUGE}}), encoding="utf-8")
+    (tmp_path / "version.json").write_text(
+        json.dumps({"cuda": {"version": HUGE}}), encoding="utf-8"
+    )
     assert _version_from_files(str(tmp_path)) == (CudaVersion(12, 4), "12.4.1")
     (tmp_path / "version.txt").unlink()
     os.mkfifo(tmp_path / "version.txt")

@@ -92,17 +92,23 @@ def test_write_atomic_refuses_anything_but_a_regular_file(tmp_path: Path) -> Non
         write_atomic(fifo, "x")
     with pytest.raises(IsADirectoryError):
         write_atomic(tmp_path, "x")
-    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and sorted(p.name for p in tmp_path.iterdir()) == ["cache.json"]
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and sorted(p.name for p in tmp_path.iterdir()) == [
+        "cache.json"
+    ]
 
 
-def test_write_atomic_keeps_the_mode_writes_through_links_and_makes_private_files_0600(tmp_path: Path) -> None:
+def test_write_atomic_keeps_the_mode_writes_through_links_and_makes_private_files_0600(
+    tmp_path: Path,
+) -> None:
     real = tmp_path / "real.toml"
     real.write_text("old\n", encoding="utf-8")
     real.chmod(0o640)
     link = tmp_path / "link.toml"
     link.symlink_to(real)
     write_atomic(link, "new\n")
-    assert link.is_symlink() and real.read_text(encoding="utf-8") == "new\n" and _mode(real) == 0o640
+    assert (
+        link.is_symlink() and real.read_text(encoding="utf-8") == "new\n" and _mode(real) == 0o640
+    )
     secret = tmp_path / "secret.toml"
     write_atomic(secret, "token\n", private=True)
     assert _mode(secret) == 0o600
@@ -130,11 +136,15 @@ def test_write_all_refuses_a_fifo_target_before_writing_anything(tmp_path: Path)
     fifo = tmp_path / ".condarc"
     os.mkfifo(fifo)
     with pytest.raises(Exception, match="not a regular file"):
-        write_all([
-            PendingWrite(path=first, target=first, text="x\n", hint="h"),
-            PendingWrite(path=fifo, target=fifo, text="y\n", hint="h"),
-        ])
-    assert first.read_text(encoding="utf-8") == "[global]\n" and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+        write_all(
+            [
+                PendingWrite(path=first, target=first, text="x\n", hint="h"),
+                PendingWrite(path=fifo, target=fifo, text="y\n", hint="h"),
+            ]
+        )
+    assert first.read_text(encoding="utf-8") == "[global]\n" and stat.S_ISFIFO(
+        os.lstat(fifo).st_mode
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == [".condarc", "pip.conf"]
 
 
@@ -195,7 +205,10 @@ def test_leftover_temporary_files_of_a_killed_run_are_removed_by_the_next(tmp_pa
     running.write_text("in progress", encoding="utf-8")
     other = tmp_path / f"..condarc.{dead.pid}.k1ll3d.tmp"  # another file's: not ours to judge now
     other.write_text("half", encoding="utf-8")
-    write_all([PendingWrite(path=target, target=target, text="[global]\ntimeout = 1\n", hint="h")], now=NOW)
+    write_all(
+        [PendingWrite(path=target, target=target, text="[global]\ntimeout = 1\n", hint="h")],
+        now=NOW,
+    )
     assert not leftover.exists() and running.exists() and other.exists()
     write_atomic(tmp_path / ".condarc", "channels: []\n")
     assert not other.exists()
@@ -212,9 +225,13 @@ def test_a_killed_mirror_set_leaves_no_temporary_file_after_the_next_run(home: H
         "main(['mirror', 'set', 'tuna'])\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    killed = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=60, check=False)
+    killed = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, timeout=60, check=False
+    )
     assert killed.returncode == 9
-    assert list(home.root.rglob("*.tmp")), "the killed run left nothing to clean: the test proves nothing"
+    assert list(home.root.rglob("*.tmp")), (
+        "the killed run left nothing to clean: the test proves nothing"
+    )
     assert main(["mirror", "set", "tuna"]) == 0
     assert not list(home.root.rglob("*.tmp"))
 
@@ -229,8 +246,13 @@ def test_concurrent_mirror_set_runs_are_serialised(home: Home) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     presets = ["tuna", "ustc"] * 5
     processes = [
-        subprocess.Popen([sys.executable, "-m", "cuda_resolve", "mirror", "set", name, "--json"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "cuda_resolve", "mirror", "set", name, "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
         for name in presets
     ]
     reported: list[str] = []
@@ -247,7 +269,9 @@ def test_concurrent_mirror_set_runs_are_serialised(home: Home) -> None:
     assert not list(home.root.rglob("*.tmp"))
 
 
-def test_the_lock_is_held_around_planning_and_writing(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_lock_is_held_around_planning_and_writing(
+    home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from filelock import FileLock, Timeout
 
     from cuda_resolve.paths import cache_root

@@ -64,11 +64,15 @@ def test_validate_broken_directory_exits_1(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_validate_cross_reference_problem_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
-    code, data = run_json(capsys, "index", "validate", str(DATA / "invalid" / "wheel-unknown-torch" / "index"))
+    code, data = run_json(
+        capsys, "index", "validate", str(DATA / "invalid" / "wheel-unknown-torch" / "index")
+    )
     assert code == 1 and any("has no cu126 build" in p for p in data["problems"])
 
 
-def test_validate_missing_directory_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_validate_missing_directory_exits_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     code, _, err = run(capsys, "index", "validate", str(tmp_path / "absent"))
     assert code == 2 and "not a directory" in err
     code, data = run_json(capsys, "index", "validate", str(tmp_path / "absent"))
@@ -116,14 +120,18 @@ def test_show_with_overlay_says_where_entries_came_from(capsys: pytest.CaptureFi
     assert code == 0
     origins = {w["version"]: w["origin"] for w in data["wheels"]}
     assert origins["0.18.0"] == str(LAB / "packages" / "kaolin.toml")
-    assert origins["0.17.0"].endswith("packages/kaolin.toml") and not origins["0.17.0"].startswith(str(LAB))
+    assert origins["0.17.0"].endswith("packages/kaolin.toml") and not origins["0.17.0"].startswith(
+        str(LAB)
+    )
     code, out, _ = run(capsys, "index", "show", "kaolin", "--index", str(LAB))
     assert code == 0 and str(LAB / "packages" / "kaolin.toml") in out
     code, data = run_json(capsys, "index", "show", "pytorch3d", "--index", str(LAB))
     assert code == 0 and data["wheels"][0]["torch"]["2.1.0"] == ["cu118", "cu121"]
 
 
-def test_show_overlay_from_environment(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_show_overlay_from_environment(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(INDEX_PATH_ENV, str(LAB))
     code, data = run_json(capsys, "index", "show", "cuda", "12.4")
     assert code == 0
@@ -196,7 +204,9 @@ def test_show_unknown_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and data["hint"].startswith("known names:")
 
 
-def test_index_subcommand_extensions(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_index_subcommand_extensions(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import importlib.machinery
     import sys
     import types
@@ -214,7 +224,9 @@ def test_index_subcommand_extensions(capsys: pytest.CaptureFixture[str], monkeyp
     fake.register_extra = register_extra  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, fake.__name__, fake)
     monkeypatch.setattr(
-        index_cli, "_EXTENSIONS", (("_no_such_module", "register"), ("_test_index_extension", "register_extra"))
+        index_cli,
+        "_EXTENSIONS",
+        (("_no_such_module", "register"), ("_test_index_extension", "register_extra")),
     )
     assert main(["index", "extra-check"]) == 7
     assert len(seen) == 1
@@ -228,21 +240,42 @@ def test_show_keeps_urls_whole_in_a_narrow_or_piped_output(
     code, out, _ = run(capsys, "index", "show", "kaolin")
     assert code == 0
     lines = out.splitlines()
-    assert "  find-links: https://nvidia-kaolin.s3.us-east-2.amazonaws.com/torch-{torch}_cu{cuda_nodot}.html" in lines
-    assert any(line.startswith("recipe kaolin-v0.18.0: kaolin 0.18.0 from https://github.com/NVIDIAGameWorks/kaolin @")
-               for line in lines)
+    assert (
+        "  find-links: https://nvidia-kaolin.s3.us-east-2.amazonaws.com/torch-{torch}_cu{cuda_nodot}.html"
+        in lines
+    )
+    assert any(
+        line.startswith(
+            "recipe kaolin-v0.18.0: kaolin 0.18.0 from https://github.com/NVIDIAGameWorks/kaolin @"
+        )
+        for line in lines
+    )
 
 
 @pytest.mark.parametrize(
     ("name", "words"),
     [
-        ("kaolin", ("version", "Python", "variants", "platforms", "unverified", "linux_x86_64,", "torch[1.11.0]")),
+        (
+            "kaolin",
+            (
+                "version",
+                "Python",
+                "variants",
+                "platforms",
+                "unverified",
+                "linux_x86_64,",
+                "torch[1.11.0]",
+            ),
+        ),
         ("torch", ("torch", "Python", "variants", "torchvision", "torchaudio", "default)")),
         ("cuda", ("family", "unverified", "targets", "specific")),
     ],
 )
 def test_show_at_80_columns_splits_no_word_and_wraps_under_the_text(
-    name: str, words: tuple[str, ...], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    name: str,
+    words: tuple[str, ...],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Piped output is 80 columns: table headers and cells keep their words whole ("unverified",
     "linux_x86_64"), and a wrapped explanation continues indented, never at column 0."""
@@ -255,6 +288,19 @@ def test_show_at_80_columns_splits_no_word_and_wraps_under_the_text(
     for word in words:
         assert word in tokens, f"{word!r} is split in:\n" + "\n".join(boxed[:12])
     assert all(len(line) <= 80 for line in boxed)
-    heads = ("recipe ", "torch ", "kaolin ", "pointnet2_ops ", "wheels", "minor-version", "CUDA toolkits", "?", "notes:", "source:")
-    continued = [line for line in lines if line and line[0] not in "┃│┏┡└╇┗━ " and not line.startswith(heads)]
+    heads = (
+        "recipe ",
+        "torch ",
+        "kaolin ",
+        "pointnet2_ops ",
+        "wheels",
+        "minor-version",
+        "CUDA toolkits",
+        "?",
+        "notes:",
+        "source:",
+    )
+    continued = [
+        line for line in lines if line and line[0] not in "┃│┏┡└╇┗━ " and not line.startswith(heads)
+    ]
     assert not continued, continued  # continuation lines start indented

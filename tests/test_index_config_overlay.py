@@ -13,7 +13,9 @@ from cuda_resolve.index.load import load_index
 OVERLAY = Path(__file__).parent / "data" / "index" / "overlay-lab"
 
 
-def test_config_index_dirs_are_read_as_overlays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_config_index_dirs_are_read_as_overlays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lab = shutil.copytree(OVERLAY, tmp_path / "lab-index")
     config = tmp_path / "config.toml"
     config.write_text(f'index_dirs = ["{lab}"]\n', encoding="utf-8")
@@ -23,7 +25,9 @@ def test_config_index_dirs_are_read_as_overlays(tmp_path: Path, monkeypatch: pyt
     assert str(lab) in (index.origin("package pytorch3d") or "")
 
 
-def test_a_missing_config_index_dir_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_config_index_dir_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = tmp_path / "config.toml"
     config.write_text(f'index_dirs = ["{tmp_path / "gone"}"]\n', encoding="utf-8")
     monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))

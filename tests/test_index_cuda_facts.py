@@ -40,7 +40,9 @@ def test_the_facts_answer_as_the_index_does(cache_dir: Path) -> None:
     assert len(builds) > 50
     for release, variant in builds:
         # What the index's own releases say, read directly (Index.torch_build_arch_list asks the facts).
-        expected = (f"{release.version}+{variant.name}", variant.arch_list) if variant.arch_list else None
+        expected = (
+            (f"{release.version}+{variant.name}", variant.arch_list) if variant.arch_list else None
+        )
         for asked in (str(release.version), f"{release.version}+{variant.name}"):
             assert facts.torch_build_arch_list(asked, variant.name) == expected
             assert index.torch_build_arch_list(asked, variant.name) == expected
@@ -54,27 +56,39 @@ def test_the_facts_answer_as_the_index_does(cache_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("profile", PROFILES, ids=[p.stem for p in PROFILES])
-def test_doctor_finds_the_same_with_the_facts_as_with_the_index(profile: Path, cache_dir: Path) -> None:
+def test_doctor_finds_the_same_with_the_facts_as_with_the_index(
+    profile: Path, cache_dir: Path
+) -> None:
     index = load_index([], include_user=False)
     env = load_profile(profile, index=index)
     assert run_checks(env, load_cuda_facts([], include_user=False)) == run_checks(env, index)
 
 
-def test_the_facts_are_cached_under_the_index_key_and_follow_an_edited_overlay(tmp_path: Path, cache_dir: Path) -> None:
+def test_the_facts_are_cached_under_the_index_key_and_follow_an_edited_overlay(
+    tmp_path: Path, cache_dir: Path
+) -> None:
     overlay = shutil.copytree(OVERLAY, tmp_path / "overlay")
     before = load_cuda_facts([overlay], include_user=False)
     assert before.torch_build_arch_list("2.5.1+cu124", "cu124") is not None
     names = sorted(path.name for path in (cache_dir / "index").iterdir())
-    assert len(names) == 2 and names[0].removesuffix(".cuda.pickle") == names[1].removesuffix(".pickle")
+    assert len(names) == 2 and names[0].removesuffix(".cuda.pickle") == names[1].removesuffix(
+        ".pickle"
+    )
 
     torch_toml = overlay / "torch.toml"
-    torch_toml.write_text(torch_toml.read_text().replace('cu124 = { arch_list = "7.0;8.0;8.6;9.0+PTX" }', 'cu124 = { arch_list = "8.0;9.0" }'))
+    torch_toml.write_text(
+        torch_toml.read_text().replace(
+            'cu124 = { arch_list = "7.0;8.0;8.6;9.0+PTX" }', 'cu124 = { arch_list = "8.0;9.0" }'
+        )
+    )
     after = load_cuda_facts([overlay], include_user=False)
     known = after.torch_build_arch_list("2.5.1+cu124", "cu124")
     assert known is not None and [str(entry) for entry in known[1]] == ["8.0", "9.0"]
 
 
-def test_reading_cached_facts_needs_neither_the_catalogue_nor_specifiers(tmp_path: Path, cache_dir: Path) -> None:
+def test_reading_cached_facts_needs_neither_the_catalogue_nor_specifiers(
+    tmp_path: Path, cache_dir: Path
+) -> None:
     overlay = shutil.copytree(OVERLAY, tmp_path / "overlay")
     load_cuda_facts([overlay], include_user=False)  # fills both cache files
     probe = (
@@ -83,7 +97,14 @@ def test_reading_cached_facts_needs_neither_the_catalogue_nor_specifiers(tmp_pat
         "assert facts.toolkits;"
         "print(sorted(m for m in ('cuda_resolve.index.model', 'cuda_resolve.index._parse', 'packaging.specifiers') if m in sys.modules))"
     )
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=dict(os.environ), check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+        check=True,
+    )
     assert result.stdout.strip() == "[]", result.stderr
 
 
@@ -130,7 +151,11 @@ def test_the_default_facts_and_index_are_read_once_and_forgotten_together(
     assert load.load_default_cuda_facts() is facts
 
     torch_toml = overlay / "torch.toml"
-    torch_toml.write_text(torch_toml.read_text().replace('cu124 = { arch_list = "7.0;8.0;8.6;9.0+PTX" }', 'cu124 = { arch_list = "8.0;9.0" }'))
+    torch_toml.write_text(
+        torch_toml.read_text().replace(
+            'cu124 = { arch_list = "7.0;8.0;8.6;9.0+PTX" }', 'cu124 = { arch_list = "8.0;9.0" }'
+        )
+    )
     assert load.load_default_cuda_facts() is facts  # remembered for the process
     load.clear_cache()
     known = load.load_default_cuda_facts().torch_build_arch_list("2.5.1+cu124", "cu124")

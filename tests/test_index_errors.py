@@ -72,8 +72,12 @@ def test_validate_lists_the_problem(case: Path) -> None:
 
 def test_validate_collects_problems_of_every_file(tmp_path: Path) -> None:
     (tmp_path / "packages").mkdir()
-    (tmp_path / "cuda.toml").write_text('[toolkit."12.4"]\ngcc_max = "x"\nsource = "s"\n', encoding="utf-8")
-    (tmp_path / "packages" / "a.toml").write_text('[package]\nname = "a"\nbogus = 1\n', encoding="utf-8")
+    (tmp_path / "cuda.toml").write_text(
+        '[toolkit."12.4"]\ngcc_max = "x"\nsource = "s"\n', encoding="utf-8"
+    )
+    (tmp_path / "packages" / "a.toml").write_text(
+        '[package]\nname = "a"\nbogus = 1\n', encoding="utf-8"
+    )
     problems = validate_directory(tmp_path)
     assert len(problems) == 2
     assert any("cuda.toml: toolkit.12.4.gcc_max = 'x'" in p for p in problems)
@@ -93,13 +97,20 @@ def test_explicit_missing_directory_is_an_error(tmp_path: Path) -> None:
 def test_two_files_in_one_directory_define_one_package(tmp_path: Path) -> None:
     (tmp_path / "packages").mkdir()
     for stem in ("a", "b"):
-        (tmp_path / "packages" / f"{stem}.toml").write_text('[package]\nname = "Demo_Pkg"\n', encoding="utf-8")
-    with pytest.raises(IndexDataError, match=r"b\.toml: package\.name = 'Demo_Pkg': .*a\.toml in the same directory"):
+        (tmp_path / "packages" / f"{stem}.toml").write_text(
+            '[package]\nname = "Demo_Pkg"\n', encoding="utf-8"
+        )
+    with pytest.raises(
+        IndexDataError,
+        match=r"b\.toml: package\.name = 'Demo_Pkg': .*a\.toml in the same directory",
+    ):
         load_index([tmp_path], include_user=False)
 
 
 def test_conflicting_source_keys_in_one_directory(tmp_path: Path) -> None:
     (tmp_path / "cuda.toml").write_text('[sources]\nk = "one text"\n', encoding="utf-8")
     (tmp_path / "torch.toml").write_text('[sources]\nk = "another text"\n', encoding="utf-8")
-    with pytest.raises(IndexDataError, match=r"sources\.k: is also defined, differently, in .*cuda\.toml"):
+    with pytest.raises(
+        IndexDataError, match=r"sources\.k: is also defined, differently, in .*cuda\.toml"
+    ):
         load_index([tmp_path], include_shipped=False, include_user=False)

@@ -89,7 +89,11 @@ def test_package_overlay_merges_wheels_and_recipes_by_key() -> None:
     assert wheels["0.17.0"].variants_for("2.5.1") == ("cu118", "cu121", "cu124")
     assert index.origin("package kaolin wheels 0.17.0") != lab_kaolin
     # recipes: the shipped ones plus the lab's
-    assert [r.name for r in kaolin.recipes] == ["kaolin-v0.18.0", "kaolin-master-d52da9f", "kaolin-lab-fork"]
+    assert [r.name for r in kaolin.recipes] == [
+        "kaolin-v0.18.0",
+        "kaolin-master-d52da9f",
+        "kaolin-lab-fork",
+    ]
     assert index.origin("package kaolin recipe kaolin-lab-fork") == lab_kaolin
 
 
@@ -101,17 +105,26 @@ def test_a_lab_adds_a_package_without_code() -> None:
     assert pytorch3d.requires == ("fvcore", "iopath")
     (wheels,) = pytorch3d.wheels
     assert wheels.variants_for("2.1.0") == ("cu118", "cu121")
-    assert wheels.python_for("2.1.1") == ("3.10",) and wheels.python_for("2.1.0") == ("3.9", "3.10", "3.11")
+    assert wheels.python_for("2.1.1") == ("3.10",) and wheels.python_for("2.1.0") == (
+        "3.9",
+        "3.10",
+        "3.11",
+    )
     assert pytorch3d.find_links is not None
     url = expand_pattern(pytorch3d.find_links, torch="2.1.0+cu121", variant="cu121", python="3.10")
-    assert url == "https://dl.fbaipublicfiles.com/pytorch3d/packaging/wheels/py310_cu121_pyt210/download.html"
+    assert (
+        url
+        == "https://dl.fbaipublicfiles.com/pytorch3d/packaging/wheels/py310_cu121_pyt210/download.html"
+    )
     (recipe,) = pytorch3d.recipes
     assert recipe.package == "pytorch3d" and recipe.torch == SpecifierSet(">=2.1")
     assert recipe.smoke is not None and recipe.smoke.imports == ("pytorch3d._C",)
     assert recipe.patches == ()
 
 
-def test_env_var_directories_are_read_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_env_var_directories_are_read_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first = _toolkit_overlay(tmp_path / "first", 20)
     second = _toolkit_overlay(tmp_path / "second", 21)
     monkeypatch.setenv(INDEX_PATH_ENV, os.pathsep.join([str(first), "", str(second)]))
@@ -122,7 +135,9 @@ def test_env_var_directories_are_read_in_order(tmp_path: Path, monkeypatch: pyte
     assert load_index(include_user=False).toolkit(CudaVersion(12, 4)) != toolkit
 
 
-def test_user_config_dir_then_env_var_then_explicit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_user_config_dir_then_env_var_then_explicit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     user = _toolkit_overlay(tmp_path / "config" / "cuda-resolve" / "index", 30)
     assert overlay_dirs() == [user]
     toolkit = load_index().toolkit(CudaVersion(12, 4))
@@ -141,19 +156,25 @@ def test_user_config_dir_then_env_var_then_explicit(tmp_path: Path, monkeypatch:
     assert index.origin("toolkit 12.4") == str(explicit / "cuda.toml")
 
 
-def test_env_var_naming_a_missing_directory_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_env_var_naming_a_missing_directory_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(INDEX_PATH_ENV, str(tmp_path / "nowhere"))
     with pytest.raises(IndexDataError, match=INDEX_PATH_ENV):
         load_index()
 
 
-def test_default_index_sees_overlays_and_extra_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_index_sees_overlays_and_extra_dirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(INDEX_PATH_ENV, str(_toolkit_overlay(tmp_path / "env", 40)))
     toolkit = default_index().toolkit(CudaVersion(12, 4))
     assert toolkit is not None and toolkit.gcc_max == 40
     with_lab = load_default_index([LAB])
     assert with_lab is load_default_index((LAB,))
-    assert with_lab.package("pytorch3d") is not None and default_index().package("pytorch3d") is None
+    assert (
+        with_lab.package("pytorch3d") is not None and default_index().package("pytorch3d") is None
+    )
 
 
 def test_overlay_without_shipped_index(tmp_path: Path) -> None:
@@ -175,21 +196,35 @@ def test_model_helpers() -> None:
     assert wheels.python_for("2.3.0") == ()
     always = Patch(file="a.py", find="x", replace="y", reason="r")
     later = Patch(file="a.py", find="x", replace="y", reason="r", torch=SpecifierSet(">=2.13"))
-    assert always.applies_to("1.8.0") and not later.applies_to("2.12.1+cu126") and later.applies_to("2.13.0")
+    assert (
+        always.applies_to("1.8.0")
+        and not later.applies_to("2.12.1+cu126")
+        and later.applies_to("2.13.0")
+    )
 
 
 def test_expand_pattern() -> None:
-    kaolin_links = "https://nvidia-kaolin.s3.us-east-2.amazonaws.com/torch-{torch}_cu{cuda_nodot}.html"
+    kaolin_links = (
+        "https://nvidia-kaolin.s3.us-east-2.amazonaws.com/torch-{torch}_cu{cuda_nodot}.html"
+    )
     assert expand_pattern(kaolin_links, torch="2.8.0+cu129", variant="cu129") == (
         "https://nvidia-kaolin.s3.us-east-2.amazonaws.com/torch-2.8.0_cu129.html"
     )
     assert expand_pattern(kaolin_links, torch="2.8.0", variant="cpu") is None
     pyg = "https://data.pyg.org/whl/torch-{torch_minor}.0+{variant}.html"
-    assert expand_pattern(pyg, torch="2.5.1", variant="cu124") == "https://data.pyg.org/whl/torch-2.5.0+cu124.html"
-    wheel = "{version}-{python_tag}-{abi_tag}-{platform}"
-    assert expand_pattern(wheel, torch="2.8.0", variant="cu128", python="3.13t", version="1.0", platform="linux_x86_64") == (
-        "1.0-cp313-cp313t-linux_x86_64"
+    assert (
+        expand_pattern(pyg, torch="2.5.1", variant="cu124")
+        == "https://data.pyg.org/whl/torch-2.5.0+cu124.html"
     )
+    wheel = "{version}-{python_tag}-{abi_tag}-{platform}"
+    assert expand_pattern(
+        wheel,
+        torch="2.8.0",
+        variant="cu128",
+        python="3.13t",
+        version="1.0",
+        platform="linux_x86_64",
+    ) == ("1.0-cp313-cp313t-linux_x86_64")
     assert expand_pattern(wheel, torch="2.8.0", variant="cu128") is None
 
 
@@ -216,7 +251,9 @@ def _make(kind: str, path: Path) -> str:
 
 
 @pytest.mark.parametrize("kind", ["fifo", "folder", "dangling-link"])
-def test_a_package_entry_that_is_not_a_regular_file_is_an_error_naming_it(tmp_path: Path, kind: str) -> None:
+def test_a_package_entry_that_is_not_a_regular_file_is_an_error_naming_it(
+    tmp_path: Path, kind: str
+) -> None:
     lab = _lab_copy(tmp_path)
     entry = lab / "packages" / "extra.toml"
     said = _make(kind, entry)

@@ -58,7 +58,9 @@ def test_a_corrupt_cache_file_is_ignored(tmp_path: Path, cache_dir: Path) -> Non
     assert load_index([overlay], include_user=False) == expected
 
 
-def test_an_unwritable_cache_is_not_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unwritable_cache_is_not_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("a file where the cache directory should be")
     monkeypatch.setenv("CUDA_RESOLVE_CACHE_DIR", str(blocker))
@@ -78,7 +80,14 @@ def test_a_cache_hit_never_imports_the_toml_parser(tmp_path: Path, cache_dir: Pa
         f"load_index([Path({str(overlay)!r})], include_user=False);"
         "print('cuda_resolve.index._parse' in sys.modules)"
     )
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=dict(os.environ), check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+        check=True,
+    )
     assert result.stdout.strip() == "False", result.stderr
 
 
@@ -90,7 +99,9 @@ def _only_pickle(cache_dir: Path) -> Path:
     return cached
 
 
-def test_a_fifo_where_the_cache_file_goes_is_ignored_not_waited_on(tmp_path: Path, cache_dir: Path) -> None:
+def test_a_fifo_where_the_cache_file_goes_is_ignored_not_waited_on(
+    tmp_path: Path, cache_dir: Path
+) -> None:
     import threading
 
     overlay = shutil.copytree(OVERLAY, tmp_path / "overlay")
@@ -99,7 +110,9 @@ def test_a_fifo_where_the_cache_file_goes_is_ignored_not_waited_on(tmp_path: Pat
     cached.unlink()
     os.mkfifo(cached)
     got: list[object] = []
-    reader = threading.Thread(target=lambda: got.append(load_index([overlay], include_user=False)), daemon=True)
+    reader = threading.Thread(
+        target=lambda: got.append(load_index([overlay], include_user=False)), daemon=True
+    )
     reader.start()
     reader.join(10)
     if reader.is_alive():  # blocked opening the FIFO: give it an end so the thread can finish
@@ -110,7 +123,9 @@ def test_a_fifo_where_the_cache_file_goes_is_ignored_not_waited_on(tmp_path: Pat
     assert stat.S_ISFIFO(os.lstat(cached).st_mode)  # not ours to replace: parsed each time instead
 
 
-def test_an_oversized_cache_file_is_not_trusted_and_is_rebuilt(tmp_path: Path, cache_dir: Path) -> None:
+def test_an_oversized_cache_file_is_not_trusted_and_is_rebuilt(
+    tmp_path: Path, cache_dir: Path
+) -> None:
     """A valid pickle of another index, padded past the cap: only a reader that ignores the cap
     would return it."""
     overlay = shutil.copytree(OVERLAY, tmp_path / "overlay")
@@ -126,12 +141,18 @@ def test_an_oversized_cache_file_is_not_trusted_and_is_rebuilt(tmp_path: Path, c
     assert load_index([overlay], include_user=False) == expected
 
 
-@pytest.mark.parametrize("garbage", [
-    b"\x80\x04\x95" + b"\xff" * 8 + b"N.",  # a FRAME longer than memory: OverflowError
-    b"\x80\x04",  # cut short
-    b"\x80\x04K\x01.",  # a pickle, of something else
-], ids=["overflow", "truncated", "not-an-index"])
-def test_a_corrupt_cache_file_is_never_an_error(tmp_path: Path, cache_dir: Path, garbage: bytes) -> None:
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\x80\x04\x95" + b"\xff" * 8 + b"N.",  # a FRAME longer than memory: OverflowError
+        b"\x80\x04",  # cut short
+        b"\x80\x04K\x01.",  # a pickle, of something else
+    ],
+    ids=["overflow", "truncated", "not-an-index"],
+)
+def test_a_corrupt_cache_file_is_never_an_error(
+    tmp_path: Path, cache_dir: Path, garbage: bytes
+) -> None:
     overlay = shutil.copytree(OVERLAY, tmp_path / "overlay")
     expected = load_index([overlay], include_user=False)
     cached = _only_pickle(cache_dir)

@@ -38,7 +38,9 @@ def cc(text: str) -> ComputeCapability:
 
 
 def arch(text: str) -> tuple[ArchEntry, ...]:
-    return tuple(ArchEntry(cc(part.removesuffix("+PTX")), part.endswith("+PTX")) for part in text.split(";"))
+    return tuple(
+        ArchEntry(cc(part.removesuffix("+PTX")), part.endswith("+PTX")) for part in text.split(";")
+    )
 
 
 # -- loading ----------------------------------------------------------------------------------
@@ -76,7 +78,9 @@ def test_every_entry_cites_a_source(index: Index) -> None:
         entries.append((f"package {package.name}", package.source))
         entries += [(f"{package.name} wheels {w.version}", w.source) for w in package.wheels]
         entries += [(f"{package.name} recipe {r.name}", r.source) for r in package.recipes]
-    assert len(entries) > 75  # 26 toolkits, 3 families, 40 releases, 2 packages, 7 wheel lists, 3 recipes
+    assert (
+        len(entries) > 75
+    )  # 26 toolkits, 3 families, 40 releases, 2 packages, 7 wheel lists, 3 recipes
     for label, source in entries:
         assert source.strip(), f"{label} has no source"
         cited = re.findall(r"\[([A-Za-z][\w.-]*)\]", source)
@@ -91,7 +95,9 @@ def test_every_entry_has_an_origin(index: Index) -> None:
     for release in index.torch:
         assert (index.origin(f"torch {release.version}") or "").endswith("torch.toml")
     assert (index.origin("package kaolin wheels 0.18.0") or "").endswith("packages/kaolin.toml")
-    assert (index.origin("package pointnet2_ops recipe pointnet2_ops-b5ceb6d") or "").endswith("packages/pointnet2_ops.toml")
+    assert (index.origin("package pointnet2_ops recipe pointnet2_ops-b5ceb6d") or "").endswith(
+        "packages/pointnet2_ops.toml"
+    )
 
 
 # -- CUDA -------------------------------------------------------------------------------------
@@ -179,8 +185,17 @@ def test_each_release_has_one_pypi_default_and_a_cpu_build(index: Index) -> None
 
 def test_pypi_defaults(index: Index) -> None:
     # pypi-torch-metadata: torch/version.py in the PyPI manylinux x86_64 wheels
-    expected = {"1.12.1": "cu102", "1.13.0": "cu117", "2.1.0": "cu121", "2.5.1": "cu124", "2.7.0": "cu126",
-                "2.8.0": "cu128", "2.11.0": "cu130", "2.14.1": "cu130", "2.15.0": "cu132"}
+    expected = {
+        "1.12.1": "cu102",
+        "1.13.0": "cu117",
+        "2.1.0": "cu121",
+        "2.5.1": "cu124",
+        "2.7.0": "cu126",
+        "2.8.0": "cu128",
+        "2.11.0": "cu130",
+        "2.14.1": "cu130",
+        "2.15.0": "cu132",
+    }
     for version, variant in expected.items():
         release = index.torch_release(version)
         assert release is not None
@@ -206,7 +221,10 @@ def test_release_builds_are_written_without_ptx(index: Index) -> None:
         if release.version < Version("2.8"):
             continue
         for variant in release.variants:
-            assert not any(entry.ptx for entry in variant.arch_list), (release.version, variant.name)
+            assert not any(entry.ptx for entry in variant.arch_list), (
+                release.version,
+                variant.name,
+            )
             if variant.name in ("cu129", "cu132") and not variant.pypi_default:
                 assert "arch_list" in variant.unverified, (release.version, variant.name)
 
@@ -238,7 +256,9 @@ def test_variants_only_some_patch_releases_carry(index: Index) -> None:
 
 
 def test_per_release_python(index: Index) -> None:
-    r1100, r1102, r1220, r1221 = (index.torch_release(v) for v in ("1.10.0", "1.10.2", "2.12.0", "2.12.1"))
+    r1100, r1102, r1220, r1221 = (
+        index.torch_release(v) for v in ("1.10.0", "1.10.2", "2.12.0", "2.12.1")
+    )
     assert r1100 and r1102 and r1220 and r1221
     assert "3.10" not in r1100.python and "3.10" in r1102.python
     assert "3.13t" in r1220.python and "3.13t" not in r1221.python
@@ -248,9 +268,15 @@ def test_per_release_python(index: Index) -> None:
 
 def test_torchvision_pairs_by_release(index: Index) -> None:
     # pypi-vision-audio: 0.11.0 and 0.15.0 pin local versions; 0.11.1 / 0.15.1 pair with x.y.0
-    pairs = {"1.10.0": ("0.11.1", "0.10.0"), "1.10.2": ("0.11.3", "0.10.2"), "2.0.0": ("0.15.1", "2.0.1"),
-             "2.0.1": ("0.15.2", "2.0.2"), "2.8.0": ("0.23.0", "2.8.0"), "2.12.1": ("0.27.1", None),
-             "2.14.1": ("0.29.1", None)}
+    pairs = {
+        "1.10.0": ("0.11.1", "0.10.0"),
+        "1.10.2": ("0.11.3", "0.10.2"),
+        "2.0.0": ("0.15.1", "2.0.1"),
+        "2.0.1": ("0.15.2", "2.0.2"),
+        "2.8.0": ("0.23.0", "2.8.0"),
+        "2.12.1": ("0.27.1", None),
+        "2.14.1": ("0.29.1", None),
+    }
     for version, (vision, audio) in pairs.items():
         release = index.torch_release(version)
         assert release is not None
@@ -280,8 +306,19 @@ def test_kaolin_placeholder_is_marked(index: Index) -> None:
 def test_kaolin_releases(index: Index) -> None:
     kaolin = index.package("kaolin")
     assert kaolin is not None
-    assert [str(w.version) for w in kaolin.wheels] == ["0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0"]
-    assert kaolin.find_links == "https://nvidia-kaolin.s3.us-east-2.amazonaws.com/torch-{torch}_cu{cuda_nodot}.html"
+    assert [str(w.version) for w in kaolin.wheels] == [
+        "0.12.0",
+        "0.13.0",
+        "0.14.0",
+        "0.15.0",
+        "0.16.0",
+        "0.17.0",
+        "0.18.0",
+    ]
+    assert (
+        kaolin.find_links
+        == "https://nvidia-kaolin.s3.us-east-2.amazonaws.com/torch-{torch}_cu{cuda_nodot}.html"
+    )
 
 
 def test_kaolin_0_18_0_matrix(index: Index) -> None:
@@ -358,9 +395,14 @@ def test_pointnet2_ops_recipe(index: Index) -> None:
     assert recipe.subdirectory == "pointnet2_ops_lib" and not recipe.submodules
     assert str(recipe.version) == "3.0.0"
     files = [patch.file for patch in recipe.patches]
-    assert files == ["pointnet2_ops_lib/setup.py", "pointnet2_ops_lib/pointnet2_ops/pointnet2_utils.py"]
+    assert files == [
+        "pointnet2_ops_lib/setup.py",
+        "pointnet2_ops_lib/pointnet2_ops/pointnet2_utils.py",
+    ]
     for patch in recipe.patches:
-        assert patch.find == 'os.environ["TORCH_CUDA_ARCH_LIST"] = "3.7+PTX;5.0;6.0;6.1;6.2;7.0;7.5"'
+        assert (
+            patch.find == 'os.environ["TORCH_CUDA_ARCH_LIST"] = "3.7+PTX;5.0;6.0;6.1;6.2;7.0;7.5"'
+        )
         assert patch.replace.startswith('os.environ.setdefault("TORCH_CUDA_ARCH_LIST", ')
         assert patch.count == 1 and patch.applies_to("2.14.1")
     smoke = recipe.smoke

@@ -75,13 +75,19 @@ def _processes() -> list[tuple[Proc, bytes]]:
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
         state, _ppid, _pgrp, session = stat[stat.rindex(")") + 2 :].split()[:4]
         if state != "Z":
-            found.append((Proc(int(entry.name), name, int(session), _compiles(name, entry.path)), environ))
+            found.append(
+                (Proc(int(entry.name), name, int(session), _compiles(name, entry.path)), environ)
+            )
     return found
 
 
 def _of_run(marker: bytes, sessions: set[int]) -> list[Proc]:
     """The processes of one run: those that inherited its marker, or live in a session it made."""
-    return [proc for proc, environ in _processes() if marker in environ.split(b"\0") or proc.session in sessions]
+    return [
+        proc
+        for proc, environ in _processes()
+        if marker in environ.split(b"\0") or proc.session in sessions
+    ]
 
 
 def _kill_run(marker: bytes, sessions: set[int]) -> None:
@@ -95,10 +101,16 @@ def _kill_run(marker: bytes, sessions: set[int]) -> None:
 
 
 def _wheelhouse_files(wheelhouse: Path) -> list[str]:
-    return sorted(str(p.relative_to(wheelhouse)) for p in wheelhouse.rglob("*") if "locks" not in p.relative_to(wheelhouse).parts)
+    return sorted(
+        str(p.relative_to(wheelhouse))
+        for p in wheelhouse.rglob("*")
+        if "locks" not in p.relative_to(wheelhouse).parts
+    )
 
 
-def test_ctrl_c_while_nvcc_compiles_stops_everything_and_changes_nothing(tmp_path: Path, torch_python: Path) -> None:
+def test_ctrl_c_while_nvcc_compiles_stops_everything_and_changes_nothing(
+    tmp_path: Path, torch_python: Path
+) -> None:
     python = _fresh_target(tmp_path, torch_python)
     wheelhouse = tmp_path / "wheelhouse"
     scratch = tmp_path / "tmp"  # the build's TMPDIR: its working folder must be gone afterwards
@@ -106,25 +118,49 @@ def test_ctrl_c_while_nvcc_compiles_stops_everything_and_changes_nothing(tmp_pat
     before = _freeze(python)
     run_id = uuid.uuid4().hex
     marker = f"{_MARKER_NAME}={run_id}".encode()
-    env = dict(os.environ, CUDA_RESOLVE_WHEELHOUSE=str(wheelhouse), TMPDIR=str(scratch), **{_MARKER_NAME: run_id})
+    env = dict(
+        os.environ,
+        CUDA_RESOLVE_WHEELHOUSE=str(wheelhouse),
+        TMPDIR=str(scratch),
+        **{_MARKER_NAME: run_id},
+    )
     env.pop("VIRTUAL_ENV", None)
-    argv = [sys.executable, "-m", "pip_plugin", "install", "cuext", "--index", str(FIXTURE_INDEX), "--python", str(python),
-            "--arch-list", ARCH, "--source", str(FIXTURE)]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip_plugin",
+        "install",
+        "cuext",
+        "--index",
+        str(FIXTURE_INDEX),
+        "--python",
+        str(python),
+        "--arch-list",
+        ARCH,
+        "--source",
+        str(FIXTURE),
+    ]
     stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
 
     sessions: set[int] = set()
     with open(stdout, "w") as out, open(stderr, "w") as err:
         # Its own process group, as a shell starts a job; SIGINT to the group is the terminal's Ctrl-C.
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, start_new_session=True)
+        process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, start_new_session=True
+        )
     sessions.add(process.pid)
     try:
         deadline = time.monotonic() + _START_SECONDS
         compiling: list[Proc] = []
         while not compiling:
             if process.poll() is not None:
-                pytest.fail(f"cuda-pip ended (exit {process.returncode}) before nvcc started:\n{stderr.read_text()}")
+                pytest.fail(
+                    f"cuda-pip ended (exit {process.returncode}) before nvcc started:\n{stderr.read_text()}"
+                )
             if time.monotonic() > deadline:
-                pytest.fail(f"nvcc did not start within {_START_SECONDS:.0f} s:\n{stderr.read_text()}")
+                pytest.fail(
+                    f"nvcc did not start within {_START_SECONDS:.0f} s:\n{stderr.read_text()}"
+                )
             running = _of_run(marker, sessions)
             sessions.update(proc.session for proc in running if proc.session != os.getsid(0))
             compiling = [proc for proc in running if proc.compiling]
@@ -144,16 +180,22 @@ def test_ctrl_c_while_nvcc_compiles_stops_everything_and_changes_nothing(tmp_pat
             process.wait()
         _kill_run(marker, sessions)  # a failed test leaves no compiler running either
 
-    assert not left, f"still running {_GONE_SECONDS:.0f} s after cuda-pip exited: {left} (compiling at Ctrl-C: {compiling})"
+    assert not left, (
+        f"still running {_GONE_SECONDS:.0f} s after cuda-pip exited: {left} (compiling at Ctrl-C: {compiling})"
+    )
     messages = stderr.read_text()
     assert returncode == 130, messages
     assert "Traceback" not in messages and "KeyboardInterrupt" not in messages, messages
-    assert [line for line in messages.splitlines() if line.startswith(("error:", "hint:"))] == ["error: interrupted"], messages
+    assert [line for line in messages.splitlines() if line.startswith(("error:", "hint:"))] == [
+        "error: interrupted"
+    ], messages
     assert messages.rstrip().splitlines()[-1] == "error: interrupted", messages
 
     assert _freeze(python) == before
     assert _wheelhouse_files(wheelhouse) == [], "the interrupted build left files in the wheelhouse"
-    assert not list(scratch.glob("cuda-resolve-build-*")), "the build's working folder was left behind"
+    assert not list(scratch.glob("cuda-resolve-build-*")), (
+        "the build's working folder was left behind"
+    )
     locks = list((wheelhouse / "locks").glob("*.lock"))
     assert locks, "the build took no lock on its key"
     for lock in locks:
@@ -162,7 +204,9 @@ def test_ctrl_c_while_nvcc_compiles_stops_everything_and_changes_nothing(tmp_pat
         held.release()
 
     # The next install is not stopped by anything the interrupted one left: it builds and installs.
-    again = subprocess.run([*argv, "--json"], capture_output=True, text=True, env=env, timeout=900, check=False)
+    again = subprocess.run(
+        [*argv, "--json"], capture_output=True, text=True, env=env, timeout=900, check=False
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     result = json.loads(again.stdout)["result"]
     assert [b["cache_hit"] for b in result["builds"]] == [False]

@@ -46,8 +46,12 @@ def recording_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("recording-target") / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
     python = folder / "bin" / "python"
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     package = Path(purelib) / "pip"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -86,8 +90,14 @@ def _at_terminal(args: list[str], record: Path, *, answer: bytes | None) -> Sess
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
     try:
-        process = subprocess.Popen([sys.executable, "-m", "pip_plugin", *args], stdin=slave, stdout=slave,
-                                   stderr=slave, env=_environ(record), start_new_session=True)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pip_plugin", *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=_environ(record),
+            start_new_session=True,
+        )
     finally:
         os.close(slave)
     seen = b""
@@ -110,7 +120,9 @@ def _at_terminal(args: list[str], record: Path, *, answer: bytes | None) -> Sess
                 os.write(master, answer)
                 typed = True
         else:
-            pytest.fail(f"cuda-pip still running after {_SECONDS:.0f} s; the terminal showed:\n{_clean(seen)}")
+            pytest.fail(
+                f"cuda-pip still running after {_SECONDS:.0f} s; the terminal showed:\n{_clean(seen)}"
+            )
         returncode = process.wait(timeout=_SECONDS)
     finally:
         if process.poll() is None:
@@ -123,7 +135,9 @@ def _at_terminal(args: list[str], record: Path, *, answer: bytes | None) -> Sess
 
 
 def _clean(raw: bytes) -> str:
-    return _ANSI.sub("", raw.decode("utf-8", errors="replace")).replace("\r\n", "\n").replace("\r", "")
+    return (
+        _ANSI.sub("", raw.decode("utf-8", errors="replace")).replace("\r\n", "\n").replace("\r", "")
+    )
 
 
 def _install_kaolinn(python: Path) -> list[str]:
@@ -138,7 +152,9 @@ def _question(screen: str) -> str:
 
 
 @pytest.mark.parametrize("answer", [b"y\n", b"yes\n", b"Y\n"])
-def test_yes_at_the_terminal_hands_the_confirmed_name_to_pip(tmp_path: Path, recording_target: Path, answer: bytes) -> None:
+def test_yes_at_the_terminal_hands_the_confirmed_name_to_pip(
+    tmp_path: Path, recording_target: Path, answer: bytes
+) -> None:
     record = tmp_path / "pip-runs"
     session = _at_terminal(_install_kaolinn(recording_target), record, answer=answer)
     assert session.returncode == 0, session.screen
@@ -150,8 +166,12 @@ def test_yes_at_the_terminal_hands_the_confirmed_name_to_pip(tmp_path: Path, rec
     assert "Traceback" not in session.screen
 
 
-@pytest.mark.parametrize("answer", [b"n\n", b"no\n", b"\n", b"yy\n", b"sure\n"], ids=["n", "no", "enter", "yy", "sure"])
-def test_anything_but_yes_refuses_and_nothing_reaches_pip(tmp_path: Path, recording_target: Path, answer: bytes) -> None:
+@pytest.mark.parametrize(
+    "answer", [b"n\n", b"no\n", b"\n", b"yy\n", b"sure\n"], ids=["n", "no", "enter", "yy", "sure"]
+)
+def test_anything_but_yes_refuses_and_nothing_reaches_pip(
+    tmp_path: Path, recording_target: Path, answer: bytes
+) -> None:
     record = tmp_path / "pip-runs"
     session = _at_terminal(_install_kaolinn(recording_target), record, answer=answer)
     assert session.returncode == 2, session.screen
@@ -173,14 +193,26 @@ def test_end_of_input_at_the_question_refuses(tmp_path: Path, recording_target: 
     assert "Traceback" not in session.screen
 
 
-def test_without_a_terminal_there_is_no_question_and_a_piped_yes_is_not_consent(tmp_path: Path, recording_target: Path) -> None:
+def test_without_a_terminal_there_is_no_question_and_a_piped_yes_is_not_consent(
+    tmp_path: Path, recording_target: Path
+) -> None:
     record = tmp_path / "pip-runs"
-    done = subprocess.run([sys.executable, "-m", "pip_plugin", *_install_kaolinn(recording_target)], input="y\n",
-                          capture_output=True, text=True, env=_environ(record), timeout=_SECONDS, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip_plugin", *_install_kaolinn(recording_target)],
+        input="y\n",
+        capture_output=True,
+        text=True,
+        env=_environ(record),
+        timeout=_SECONDS,
+        check=False,
+    )
     assert done.returncode == 2, done.stderr
     assert _PROMPT_END not in done.stderr and _PROMPT_END not in done.stdout
     assert "did you mean kaolin?" in done.stderr
-    assert "hint: to install kaolin: cuda-pip install kaolin; to install 'kaolinn' as written: add --accept-name kaolinn" in done.stderr
+    assert (
+        "hint: to install kaolin: cuda-pip install kaolin; to install 'kaolinn' as written: add --accept-name kaolinn"
+        in done.stderr
+    )
     assert _pip_runs(record) == []
 
 
@@ -197,7 +229,9 @@ def test_json_at_a_terminal_asks_nothing(tmp_path: Path, recording_target: Path)
 def test_the_recording_pip_records(tmp_path: Path, recording_target: Path) -> None:
     """The other tests' "nothing reached pip" means something: --accept-name gets the name to it."""
     record = tmp_path / "pip-runs"
-    session = _at_terminal([*_install_kaolinn(recording_target), "--accept-name", "kaolinn"], record, answer=None)
+    session = _at_terminal(
+        [*_install_kaolinn(recording_target), "--accept-name", "kaolinn"], record, answer=None
+    )
     assert session.returncode == 0, session.screen
     assert _PROMPT_END not in session.screen
     assert [run[-1] for run in session.pip_runs] == ["kaolinn"]

@@ -29,12 +29,23 @@ from cuda_resolve.install.stash import STASH_PREFIX, Stash, pending, recover, ta
 # -- fixtures: wheels and a venv -------------------------------------------------------------------
 
 
-def _wheel(folder: Path, name: str, version: str, files: dict[str, bytes], *, scripts: dict[str, str] | None = None) -> Path:
+def _wheel(
+    folder: Path,
+    name: str,
+    version: str,
+    files: dict[str, bytes],
+    *,
+    scripts: dict[str, str] | None = None,
+) -> Path:
     """A valid py3-none-any wheel with a correct RECORD (and console scripts if given)."""
     dist = f"{name}-{version}.dist-info"
     contents = dict(files)
-    contents[f"{dist}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
-    contents[f"{dist}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    contents[f"{dist}/METADATA"] = (
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
+    )
+    contents[f"{dist}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     if scripts:
         lines = "".join(f"{k} = {v}\n" for k, v in scripts.items())
         contents[f"{dist}/entry_points.txt"] = f"[console_scripts]\n{lines}".encode()
@@ -54,22 +65,56 @@ def _wheel(folder: Path, name: str, version: str, files: dict[str, bytes], *, sc
 
 
 def _torch(folder: Path, version: str, only: str) -> None:
-    _wheel(folder, "torch", version, {
-        "torch/__init__.py": f"VERSION = {version!r}\n\ndef main():\n    print(VERSION)\n".encode(),
-        f"torch/{only}.py": b"X = 1\n",
-        "torch/lib/libtorch.so": f"not really a library {version}\n".encode() * 512,
-    }, scripts={"torchrun": "torch:main"})
+    _wheel(
+        folder,
+        "torch",
+        version,
+        {
+            "torch/__init__.py": f"VERSION = {version!r}\n\ndef main():\n    print(VERSION)\n".encode(),
+            f"torch/{only}.py": b"X = 1\n",
+            "torch/lib/libtorch.so": f"not really a library {version}\n".encode() * 512,
+        },
+        scripts={"torchrun": "torch:main"},
+    )
 
 
 def _pip(python: Path, *args: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), *args, "--disable-pip-version-check", "-q"],
-                          capture_output=True, text=True, check=False, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            *args,
+            "--disable-pip-version-check",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def _freeze(python: Path) -> str:
-    return subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "freeze", "--all", "--disable-pip-version-check"],
-                          capture_output=True, text=True, check=True, timeout=120).stdout
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "freeze",
+            "--all",
+            "--disable-pip-version-check",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +122,12 @@ def links(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("links")
     _torch(folder, "1.0", "only_in_one")
     _torch(folder, "2.0", "only_in_two")
-    _wheel(folder, "foo", "1.0", {"foo/__init__.py": b"", "foo-1.0.data/data/share/foo/notes.txt": b"foo\n"})
+    _wheel(
+        folder,
+        "foo",
+        "1.0",
+        {"foo/__init__.py": b"", "foo-1.0.data/data/share/foo/notes.txt": b"foo\n"},
+    )
     _wheel(folder, "bar", "1.0", {"bar.py": b"B = 1\n"})
     return folder
 
@@ -86,7 +136,9 @@ def links(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def template(tmp_path_factory: pytest.TempPathFactory, links: Path) -> Path:
     """A venv (no pip) holding torch 1.0."""
     venv = tmp_path_factory.mktemp("template") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60
+    )
     _pip(venv / "bin" / "python", "install", "--no-index", "--find-links", str(links), "torch==1.0")
     return venv
 
@@ -120,7 +172,9 @@ def journal_dir(tmp_path: Path) -> Iterator[Path]:
 # -- scenarios -------------------------------------------------------------------------------------
 
 
-def test_a_replaced_package_is_put_back_from_hard_links(venv: Path, links: Path, journal_dir: Path) -> None:
+def test_a_replaced_package_is_put_back_from_hard_links(
+    venv: Path, links: Path, journal_dir: Path
+) -> None:
     python, site = _python(venv), _site(venv)
     before = _freeze(python)
     init, library = site / "torch" / "__init__.py", site / "torch" / "lib" / "libtorch.so"
@@ -143,10 +197,23 @@ def test_a_replaced_package_is_put_back_from_hard_links(venv: Path, links: Path,
     assert report.not_restored == () and report.kept is None
     assert _freeze(python) == before
     assert {path: path.stat().st_ino for path in inodes} == inodes  # the old files themselves
-    assert init.read_text().startswith("VERSION = '1.0'") and library.read_text().endswith("library 1.0\n")
-    assert not (site / "torch" / "only_in_two.py").exists() and (site / "torch" / "only_in_one.py").exists()
-    assert not list(site.glob("torch/__pycache__/only_in_two.*")) and not (site / "torch-2.0.dist-info").exists()
-    done = subprocess.run([str(python), "-c", "import torch; print(torch.VERSION)"], capture_output=True, text=True, check=True)
+    assert init.read_text().startswith("VERSION = '1.0'") and library.read_text().endswith(
+        "library 1.0\n"
+    )
+    assert (
+        not (site / "torch" / "only_in_two.py").exists()
+        and (site / "torch" / "only_in_one.py").exists()
+    )
+    assert (
+        not list(site.glob("torch/__pycache__/only_in_two.*"))
+        and not (site / "torch-2.0.dist-info").exists()
+    )
+    done = subprocess.run(
+        [str(python), "-c", "import torch; print(torch.VERSION)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert done.stdout.strip() == "1.0"
     # Finished: no stash, no journal, no second link left.
     assert _stash_folders(venv) == [] and pending(journal_dir) == [] and init.stat().st_nlink == 1
@@ -160,11 +227,18 @@ def test_added_packages_are_removed(venv: Path, links: Path, journal_dir: Path) 
     assert (venv / "share" / "foo" / "notes.txt").is_file()
 
     report = stash.restore()
-    assert sorted(report.restored) == ["bar 1.0 removed (the install had added it)", "foo 1.0 removed (the install had added it)"]
+    assert sorted(report.restored) == [
+        "bar 1.0 removed (the install had added it)",
+        "foo 1.0 removed (the install had added it)",
+    ]
     assert report.not_restored == ()
     assert _freeze(python) == before
     site = _site(venv)
-    assert not any(site.glob("foo*")) and not any(site.glob("bar*")) and not (site / "__pycache__").exists()
+    assert (
+        not any(site.glob("foo*"))
+        and not any(site.glob("bar*"))
+        and not (site / "__pycache__").exists()
+    )
     assert not (venv / "share").exists()  # the folders the install made, emptied, are gone too
     assert (venv / "include").is_dir()  # an empty folder that was there stays
 
@@ -181,19 +255,32 @@ def test_an_install_killed_by_sigkill_is_undone_by_the_cli(venv: Path, links: Pa
                         "--find-links", {str(links)!r}, "torch==2.0", "foo"], check=True)
         os.kill(os.getpid(), signal.SIGKILL)
     """)
-    killed = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=False, timeout=120)
+    killed = subprocess.run(
+        [sys.executable, "-c", child], capture_output=True, text=True, check=False, timeout=120
+    )
     assert killed.returncode == -9, killed.stderr
     assert "torch==2.0" in _freeze(python)
     (journal,) = pending(default_journal_dir())
     assert journal.prefix == str(venv) and journal.ready
 
-    undo = [sys.executable, "-m", "cuda_resolve", "undo", "--last", "--python", str(python), "--json"]
+    undo = [
+        sys.executable,
+        "-m",
+        "cuda_resolve",
+        "undo",
+        "--last",
+        "--python",
+        str(python),
+        "--json",
+    ]
     done = subprocess.run(undo, capture_output=True, text=True, check=False, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     answer = json.loads(done.stdout)
     assert answer["journal"] == str(journal.path) and answer["not_restored"] == []
-    assert sorted(answer["restored"]) == ["foo 1.0 removed (the install had added it)",
-                                          "torch 1.0 put back (the install had put 2.0 in its place)"]
+    assert sorted(answer["restored"]) == [
+        "foo 1.0 removed (the install had added it)",
+        "torch 1.0 put back (the install had put 2.0 in its place)",
+    ]
     assert _freeze(python) == before
     assert pending(default_journal_dir()) == [] and _stash_folders(venv) == []
 
@@ -203,7 +290,9 @@ def test_an_install_killed_by_sigkill_is_undone_by_the_cli(venv: Path, links: Pa
     assert plain.returncode == 0 and "nothing to undo" in plain.stdout
 
 
-def test_a_crash_half_way_through_pip_is_recovered(venv: Path, links: Path, journal_dir: Path) -> None:
+def test_a_crash_half_way_through_pip_is_recovered(
+    venv: Path, links: Path, journal_dir: Path
+) -> None:
     """The state a pip killed mid-install leaves: the old metadata moved to pip's ``~`` folder,
     the new version's files written but its RECORD not yet."""
     python, site = _python(venv), _site(venv)
@@ -217,15 +306,18 @@ def test_a_crash_half_way_through_pip_is_recovered(venv: Path, links: Path, jour
     (journal,) = pending(journal_dir)
     report = recover(journal)
     assert report.restored == ("torch 1.0 put back (the install had put 2.0 in its place)",)
-    assert len(report.not_restored) == 1 and "no RECORD" in report.not_restored[0]  # said, not hidden
+    assert (
+        len(report.not_restored) == 1 and "no RECORD" in report.not_restored[0]
+    )  # said, not hidden
     assert _freeze(python) == before
     assert not list(site.glob("~*")) and not (site / "torch-2.0.dist-info").exists()
     assert "'1.0'" in (site / "torch" / "__init__.py").read_text()
     assert pending(journal_dir) == []
 
 
-def test_a_file_that_could_not_be_stashed_is_reported(venv: Path, links: Path, journal_dir: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_that_could_not_be_stashed_is_reported(
+    venv: Path, links: Path, journal_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     python, site = _python(venv), _site(venv)
     real_link = os.link
 
@@ -243,7 +335,10 @@ def test_a_file_that_could_not_be_stashed_is_reported(venv: Path, links: Path, j
     report = stash.restore()
     assert report.restored == ("torch 1.0 put back (the install had put 2.0 in its place)",)
     (line,) = report.not_restored
-    assert "libtorch.so could not be hard-linked: Operation not permitted" in line and "reinstall torch==1.0" in line
+    assert (
+        "libtorch.so could not be hard-linked: Operation not permitted" in line
+        and "reinstall torch==1.0" in line
+    )
     assert "torch==1.0" in _freeze(python)
 
 
@@ -254,8 +349,10 @@ def test_a_changed_editable_is_reported_not_touched(venv: Path, journal_dir: Pat
     link.unlink()
     report = stash.restore()
     assert report.restored == ()
-    assert report.not_restored == (f"devpkg (an editable install, {link}) was changed and is not restored by "
-                                   "cuda-pip: pip install -e /src/devpkg",)
+    assert report.not_restored == (
+        f"devpkg (an editable install, {link}) was changed and is not restored by "
+        "cuda-pip: pip install -e /src/devpkg",
+    )
 
 
 def test_nothing_changed_restores_nothing(venv: Path, journal_dir: Path) -> None:
@@ -267,20 +364,26 @@ def test_nothing_changed_restores_nothing(venv: Path, journal_dir: Path) -> None
     assert _freeze(python) == before and _stash_folders(venv) == [] and pending(journal_dir) == []
 
 
-def test_commit_removes_the_stash_and_the_journal(venv: Path, links: Path, journal_dir: Path) -> None:
+def test_commit_removes_the_stash_and_the_journal(
+    venv: Path, links: Path, journal_dir: Path
+) -> None:
     python = _python(venv)
     init = _site(venv) / "torch" / "__init__.py"
     stash = Stash.begin(str(python), environ=os.environ, journal_dir=journal_dir)
     assert stash.folder.is_dir() and stash.journal.path.is_file() and init.stat().st_nlink == 2
     _pip(python, "install", "--no-index", "--find-links", str(links), "torch==2.0")
     stash.commit()
-    assert not stash.folder.exists() and not stash.journal.path.exists() and pending(journal_dir) == []
+    assert (
+        not stash.folder.exists() and not stash.journal.path.exists() and pending(journal_dir) == []
+    )
     assert _stash_folders(venv) == [] and init.stat().st_nlink == 1
     assert "torch==2.0" in _freeze(python)  # the install stays
     stash.commit()  # twice is harmless
 
 
-def test_a_second_install_into_the_same_target_waits_then_fails_clearly(venv: Path, tmp_path: Path) -> None:
+def test_a_second_install_into_the_same_target_waits_then_fails_clearly(
+    venv: Path, tmp_path: Path
+) -> None:
     python = str(_python(venv))
     locks = tmp_path / "locks"
     with target_lock(python, locks, timeout=5) as prefix:
@@ -288,23 +391,38 @@ def test_a_second_install_into_the_same_target_waits_then_fails_clearly(venv: Pa
         # The same environment through another path to its interpreter is the same lock.
         other = tmp_path / "alias"
         other.symlink_to(venv)
-        with pytest.raises(InstallError) as caught, target_lock(str(other / "bin" / "python"), locks, timeout=0.2):
+        with (
+            pytest.raises(InstallError) as caught,
+            target_lock(str(other / "bin" / "python"), locks, timeout=0.2),
+        ):
             pass
-        assert str(venv) in caught.value.message and "still held after 0.2 s" in caught.value.message
+        assert (
+            str(venv) in caught.value.message and "still held after 0.2 s" in caught.value.message
+        )
         assert "taken by pid" in caught.value.message
-        assert caught.value.hint is not None and "another cuda-pip is installing into this environment" in caught.value.hint
+        assert (
+            caught.value.hint is not None
+            and "another cuda-pip is installing into this environment" in caught.value.hint
+        )
     with target_lock(python, locks, timeout=0.2):  # released at the end of the block
         pass
 
 
 def test_undo_says_nothing_to_undo_for_a_clean_target(venv: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "cuda_resolve", "undo", "--last", "--python", str(_python(venv))],
-                          capture_output=True, text=True, check=False, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "cuda_resolve", "undo", "--last", "--python", str(_python(venv))],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     assert done.returncode == 0 and "nothing to undo" in done.stdout
     assert default_journal_dir().is_relative_to(Path(os.environ["CUDA_RESOLVE_CACHE_DIR"]))
 
 
-def test_a_journal_without_its_stash_changes_nothing(venv: Path, links: Path, journal_dir: Path) -> None:
+def test_a_journal_without_its_stash_changes_nothing(
+    venv: Path, links: Path, journal_dir: Path
+) -> None:
     """A discard interrupted between its steps: the journal must not remove what was installed."""
     python = _python(venv)
     stash = Stash.begin(str(python), environ=os.environ, journal_dir=journal_dir)
@@ -315,14 +433,16 @@ def test_a_journal_without_its_stash_changes_nothing(venv: Path, links: Path, jo
     (journal,) = pending(journal_dir)
     report = recover(journal)
     assert report.restored == () and report.not_restored == (
-        f"the stash {stash.folder} is gone: nothing was changed, the journal was removed",)
+        f"the stash {stash.folder} is gone: nothing was changed, the journal was removed",
+    )
     assert _freeze(python) == after and pending(journal_dir) == []
     Stash.begin(str(python), environ=os.environ, journal_dir=journal_dir).commit()
     assert _stash_folders(venv) == []  # the next begin removed the leftover
 
 
 def test_a_stash_for_named_distributions_links_only_theirs_and_reports_a_change_to_another(
-        venv: Path, links: Path, journal_dir: Path) -> None:
+    venv: Path, links: Path, journal_dir: Path
+) -> None:
     """``only``: what a --no-deps install of named files (sync) can replace. The other
     distributions' files are not linked (linking torch's 20,000 files costs most of a small
     install) but kept by identity: a change to one of them is reported, never hidden."""
@@ -330,7 +450,9 @@ def test_a_stash_for_named_distributions_links_only_theirs_and_reports_a_change_
     _pip(python, "install", "--no-index", "--find-links", str(links), "bar")
     before = _freeze(python)
     stash = Stash.begin(str(python), environ=os.environ, journal_dir=journal_dir, only=["Bar"])
-    stashed = sorted(str(p.relative_to(stash.folder)) for p in stash.folder.rglob("*") if p.is_file())
+    stashed = sorted(
+        str(p.relative_to(stash.folder)) for p in stash.folder.rglob("*") if p.is_file()
+    )
     assert stashed and all("bar" in name for name in stashed), stashed
     assert (site / "torch" / "__init__.py").stat().st_nlink == 1  # torch's files were not linked
     unstashed = {path for path, _why, _identity in stash.journal.unstashed}
@@ -338,9 +460,14 @@ def test_a_stash_for_named_distributions_links_only_theirs_and_reports_a_change_
 
     (site / "bar.py").unlink()
     (site / "bar.py").write_text("B = 2\n")  # bar replaced: put back from the stash
-    (site / "torch" / "only_in_one.py").write_text("X = 2\n")  # another distribution's file: only reported
+    (site / "torch" / "only_in_one.py").write_text(
+        "X = 2\n"
+    )  # another distribution's file: only reported
     report = stash.restore()
     assert (site / "bar.py").read_text() == "B = 1\n"
     (line,) = report.not_restored
-    assert "only_in_one.py was not stashed: this run was to change only Bar" in line and "reinstall torch==1.0" in line
+    assert (
+        "only_in_one.py was not stashed: this run was to change only Bar" in line
+        and "reinstall torch==1.0" in line
+    )
     assert _freeze(python) == before

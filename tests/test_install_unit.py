@@ -34,11 +34,29 @@ from pip_plugin.__main__ import split_arguments
 
 def test_split_arguments_separates_our_options_pips_and_requirements() -> None:
     own, pip, reqs = split_arguments(
-        ["-i", "https://mirror/simple", "--python", "/env/bin/python", "kaolin", "--no-deps", "-rreq.txt",
-         "--smoke", "--extra-index-url=https://x/simple", "numpy>=1", "--arch-list", "8.6"]
+        [
+            "-i",
+            "https://mirror/simple",
+            "--python",
+            "/env/bin/python",
+            "kaolin",
+            "--no-deps",
+            "-rreq.txt",
+            "--smoke",
+            "--extra-index-url=https://x/simple",
+            "numpy>=1",
+            "--arch-list",
+            "8.6",
+        ]
     )
     assert own == ["--python", "/env/bin/python", "--smoke", "--arch-list", "8.6"]
-    assert pip == ["-i", "https://mirror/simple", "--no-deps", "-rreq.txt", "--extra-index-url=https://x/simple"]
+    assert pip == [
+        "-i",
+        "https://mirror/simple",
+        "--no-deps",
+        "-rreq.txt",
+        "--extra-index-url=https://x/simple",
+    ]
     assert reqs == ["kaolin", "numpy>=1"]
 
 
@@ -50,7 +68,15 @@ def test_the_option_that_disables_tls_verification_is_refused() -> None:
         split_arguments([f"{option}=mirror.example", "kaolin"])
 
 
-@pytest.mark.parametrize(("typed", "meant"), [("kaolinn", "kaolin"), ("pointnet2_op", "pointnet2_ops"), ("kaoiln", "kaolin"), ("pointnet2-opss", "pointnet2_ops")])
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("kaolinn", "kaolin"),
+        ("pointnet2_op", "pointnet2_ops"),
+        ("kaoiln", "kaolin"),
+        ("pointnet2-opss", "pointnet2_ops"),
+    ],
+)
 def test_one_edit_from_a_curated_package_is_caught(typed: str, meant: str) -> None:
     assert near_miss(typed, ["kaolin", "pointnet2_ops"]) == meant
 
@@ -77,11 +103,18 @@ def test_target_rule_order(tmp_path: Path) -> None:
     (conda / "bin" / "python").write_text("#!/bin/sh\n")
     (conda / "bin" / "python").chmod(0o755)
     assert choose_target("/x/python", {"VIRTUAL_ENV": str(venv)}).how == "--python"
-    assert choose_target(os.path.join(".venv", "bin", "python")).python == os.path.abspath(".venv/bin/python")
+    assert choose_target(os.path.join(".venv", "bin", "python")).python == os.path.abspath(
+        ".venv/bin/python"
+    )
     # Run from a base interpreter (the venv it runs from comes first: tests/test_first_hour.py).
     base = (sys.base_prefix, sys.base_prefix)
-    assert choose_target(None, {"VIRTUAL_ENV": str(venv), "CONDA_PREFIX": str(conda)}, running=base).python == str(python)
-    assert choose_target(None, {"CONDA_PREFIX": str(conda), "PATH": ""}, running=base).how == "CONDA_PREFIX"
+    assert choose_target(
+        None, {"VIRTUAL_ENV": str(venv), "CONDA_PREFIX": str(conda)}, running=base
+    ).python == str(python)
+    assert (
+        choose_target(None, {"CONDA_PREFIX": str(conda), "PATH": ""}, running=base).how
+        == "CONDA_PREFIX"
+    )
     with pytest.raises(UsageError, match="no target environment"):
         choose_target(None, {"PATH": str(tmp_path / "empty")}, running=base)
     with pytest.raises(UsageError, match=r"VIRTUAL_ENV=.*no Python interpreter"):
@@ -92,9 +125,18 @@ def test_target_rule_order(tmp_path: Path) -> None:
     ("log", "kind"),
     [
         ("nvcc fatal   : Unsupported gpu architecture 'compute_37'", "unsupported-arch"),
-        ("/usr/include/ATen/cuda/CUDAContext.h:10:10: fatal error: cusparse.h: No such file or directory", "missing-header"),
-        ("#error -- unsupported GNU version! gcc versions later than 12 are not supported!", "compiler-version"),
-        ("ImportError: /x/_ext.so: undefined symbol: _ZN3c106detail19maybe_wrap_dim_slowEllb", "undefined-symbol"),
+        (
+            "/usr/include/ATen/cuda/CUDAContext.h:10:10: fatal error: cusparse.h: No such file or directory",
+            "missing-header",
+        ),
+        (
+            "#error -- unsupported GNU version! gcc versions later than 12 are not supported!",
+            "compiler-version",
+        ),
+        (
+            "ImportError: /x/_ext.so: undefined symbol: _ZN3c106detail19maybe_wrap_dim_slowEllb",
+            "undefined-symbol",
+        ),
         ("c++: fatal error: Killed signal terminated program cc1plus", "out-of-memory"),
         ("ModuleNotFoundError: No module named 'torch'", "no-torch"),
     ],
@@ -105,7 +147,13 @@ def test_known_failures_are_diagnosed(log: str, kind: str) -> None:
 
 
 def test_error_lines_keep_what_matters() -> None:
-    lines = ["[1/2] nvcc ...", "In file included from x.h:1:", "a.cu(3): error: identifier \"foo\" is undefined", "note: see", "ninja: build stopped"]
+    lines = [
+        "[1/2] nvcc ...",
+        "In file included from x.h:1:",
+        'a.cu(3): error: identifier "foo" is undefined',
+        "note: see",
+        "ninja: build stopped",
+    ]
     assert error_lines(lines) == ['a.cu(3): error: identifier "foo" is undefined']
 
 
@@ -117,7 +165,10 @@ def test_max_jobs_is_bounded_by_memory() -> None:
 
 
 def test_unsatisfied_build_requirements() -> None:
-    assert unsatisfied(["setuptools>=77", "ninja", "numpy"], {"setuptools": "65.5.0", "ninja": None, "numpy": "2.0"}) == ["setuptools>=77", "ninja"]
+    assert unsatisfied(
+        ["setuptools>=77", "ninja", "numpy"],
+        {"setuptools": "65.5.0", "ninja": None, "numpy": "2.0"},
+    ) == ["setuptools>=77", "ninja"]
 
 
 # -- cuda-pip through its command line ----------------------------------------------------------
@@ -126,21 +177,39 @@ def test_unsatisfied_build_requirements() -> None:
 def _cuda_pip(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     environ = dict(os.environ if env is None else env)
     environ.pop("VIRTUAL_ENV", None)
-    return subprocess.run([sys.executable, "-m", "pip_plugin", *args], capture_output=True, text=True,
-                          env=environ, timeout=300, check=False, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "pip_plugin", *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=300,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_a_typo_of_a_curated_package_is_refused_unless_confirmed() -> None:
     done = _cuda_pip("install", "kaolinn", "--python", sys.executable, "--dry-run")
     assert done.returncode == 2
     assert "did you mean kaolin?" in done.stderr and "--accept-name kaolinn" in done.stderr
-    accepted = _cuda_pip("install", "kaolinn", "--python", sys.executable, "--dry-run", "--accept-name", "kaolinn")
+    accepted = _cuda_pip(
+        "install", "kaolinn", "--python", sys.executable, "--dry-run", "--accept-name", "kaolinn"
+    )
     assert accepted.returncode == 0, accepted.stderr
     assert "-m pip install --disable-pip-version-check kaolinn" in accepted.stdout
 
 
 def test_ordinary_names_pass_through_untouched() -> None:
-    done = _cuda_pip("install", "torchx", "numpy>=1.20", "--no-deps", "--python", sys.executable, "--dry-run", "--json")
+    done = _cuda_pip(
+        "install",
+        "torchx",
+        "numpy>=1.20",
+        "--no-deps",
+        "--python",
+        sys.executable,
+        "--dry-run",
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["plan"]["pass_through"] == ["torchx", "numpy>=1.20"]
@@ -152,10 +221,14 @@ def _wheel(folder: Path, name: str, version: str, *, files: dict[str, str]) -> P
     dist = f"{name}-{version}.dist-info"
     contents = dict(files)
     contents[f"{dist}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-    contents[f"{dist}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    contents[f"{dist}/WHEEL"] = (
+        "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     record = []
     for path, text in contents.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        digest = (
+            base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        )
         record.append(f"{path},sha256={digest},{len(text.encode())}")
     record.append(f"{dist}/RECORD,,")
     contents[f"{dist}/RECORD"] = "\n".join(record) + "\n"
@@ -174,16 +247,25 @@ def empty_venv(tmp_path: Path) -> Path:
 
 
 def _freeze(python: Path) -> str:
-    return subprocess.run([str(python), "-m", "pip", "freeze", "--all"], capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        [str(python), "-m", "pip", "freeze", "--all"], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def test_an_ordinary_package_is_really_installed_by_pip(tmp_path: Path, empty_venv: Path) -> None:
     links = tmp_path / "links"
     links.mkdir()
     _wheel(links, "tinypkg", "1.0", files={"tinypkg/__init__.py": "VALUE = 42\n"})
-    done = _cuda_pip("install", "--python", str(empty_venv), "--no-index", "--find-links", str(links), "tinypkg")
+    done = _cuda_pip(
+        "install", "--python", str(empty_venv), "--no-index", "--find-links", str(links), "tinypkg"
+    )
     assert done.returncode == 0, done.stderr
-    value = subprocess.run([str(empty_venv), "-c", "import tinypkg; print(tinypkg.VALUE)"], capture_output=True, text=True, check=True)
+    value = subprocess.run(
+        [str(empty_venv), "-c", "import tinypkg; print(tinypkg.VALUE)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert value.stdout.strip() == "42"
 
 
@@ -198,13 +280,22 @@ def torch_index(tmp_path: Path) -> Iterator[str]:
     root = tmp_path / "served"
     project = root / "whl" / "cu126" / "torch"
     project.mkdir(parents=True)
-    wheel = _wheel(project, "torch", "2.6.0+cu126", files={
-        "torch/__init__.py": "__version__ = '2.6.0+cu126'\n",
-        "torch/version.py": "__version__ = '2.6.0+cu126'\ncuda = '12.6'\n",
-    })
+    wheel = _wheel(
+        project,
+        "torch",
+        "2.6.0+cu126",
+        files={
+            "torch/__init__.py": "__version__ = '2.6.0+cu126'\n",
+            "torch/version.py": "__version__ = '2.6.0+cu126'\ncuda = '12.6'\n",
+        },
+    )
     sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    (project / "index.html").write_text(f'<html><body><a href="{wheel.name}#sha256={sha}">{wheel.name}</a></body></html>')
-    (root / "whl" / "cu126" / "index.html").write_text('<html><body><a href="torch/">torch</a></body></html>')
+    (project / "index.html").write_text(
+        f'<html><body><a href="{wheel.name}#sha256={sha}">{wheel.name}</a></body></html>'
+    )
+    (root / "whl" / "cu126" / "index.html").write_text(
+        '<html><body><a href="torch/">torch</a></body></html>'
+    )
 
     def handler(*args: object, **kwargs: object) -> _TorchIndex:
         return _TorchIndex(*args, directory=str(root), **kwargs)  # type: ignore[arg-type]
@@ -222,7 +313,9 @@ def torch_index(tmp_path: Path) -> Iterator[str]:
 def _torch_pin(tmp_path: Path, torch_index: str) -> str:
     """What the torch step installs once the plan is pinned: the served file and its hash."""
     name = "torch-2.6.0+cu126-py3-none-any.whl"
-    sha = hashlib.sha256((tmp_path / "served" / "whl" / "cu126" / "torch" / name).read_bytes()).hexdigest()
+    sha = hashlib.sha256(
+        (tmp_path / "served" / "whl" / "cu126" / "torch" / name).read_bytes()
+    ).hexdigest()
     return f"torch @ {torch_index}cu126/torch/{name}#sha256={sha}"
 
 
@@ -230,18 +323,31 @@ def _env_with_torch_index(tmp_path: Path, url: str) -> dict[str, str]:
     config = tmp_path / "config.toml"
     config.write_text(f'[pytorch]\nlayout = "simple"\nurl = "{url}"\n')
     # An RTX 3060-class machine on driver 560: torch 2.6.0+cu126 comes from the PyTorch index.
-    return dict(os.environ, CUDA_RESOLVE_CONFIG=str(config), CUDA_RESOLVE_DRIVER="560.35.03", CUDA_RESOLVE_CUDA_ARCH="8.6")
+    return dict(
+        os.environ,
+        CUDA_RESOLVE_CONFIG=str(config),
+        CUDA_RESOLVE_DRIVER="560.35.03",
+        CUDA_RESOLVE_CUDA_ARCH="8.6",
+    )
 
 
-def test_torch_comes_from_the_torch_index_alone(tmp_path: Path, empty_venv: Path, torch_index: str) -> None:
+def test_torch_comes_from_the_torch_index_alone(
+    tmp_path: Path, empty_venv: Path, torch_index: str
+) -> None:
     env = _env_with_torch_index(tmp_path, torch_index)
-    done = _cuda_pip("install", "torch==2.6.0+cu126", "--python", str(empty_venv), "--json", env=env)
+    done = _cuda_pip(
+        "install", "torch==2.6.0+cu126", "--python", str(empty_venv), "--json", env=env
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     [step] = report["prepared"]["pip"]
     # Only the torch family is asked of that index: no other name can be taken from it; the plan
     # was pinned to the file that index lists, with its hash, before pip ran.
-    assert step["args"] == ["--index-url", f"{torch_index}cu126/", _torch_pin(tmp_path, torch_index)]
+    assert step["args"] == [
+        "--index-url",
+        f"{torch_index}cu126/",
+        _torch_pin(tmp_path, torch_index),
+    ]
     [torch_item] = report["plan"]["install"]
     assert torch_item["sha256"] == _torch_pin(tmp_path, torch_index).rsplit("=", 1)[1]
     assert {"name": "torch", "before": None, "after": "2.6.0+cu126"} in report["result"]["changed"]
@@ -254,16 +360,26 @@ def test_a_failed_install_is_undone(tmp_path: Path, empty_venv: Path, torch_inde
     empty.mkdir()
     before = _freeze(empty_venv)
     # The torch step succeeds; the second step cannot find its package: pip fails after torch is in.
-    done = _cuda_pip("install", "torch==2.6.0+cu126", "cuda-resolve-test-no-such-package", "--no-index",
-                     "--find-links", str(empty), "--python", str(empty_venv), env=env)
+    done = _cuda_pip(
+        "install",
+        "torch==2.6.0+cu126",
+        "cuda-resolve-test-no-such-package",
+        "--no-index",
+        "--find-links",
+        str(empty),
+        "--python",
+        str(empty_venv),
+        env=env,
+    )
     assert done.returncode == 1
     assert "pip install (extensions and the rest) failed" in done.stderr
     assert "restored: torch 2.6.0+cu126 removed" in done.stderr or "restored:" in done.stderr
     assert _freeze(empty_venv) == before
 
 
-def test_a_file_whose_hash_differs_from_its_index_page_is_refused_and_nothing_changes(tmp_path: Path, empty_venv: Path,
-                                                                                        torch_index: str) -> None:
+def test_a_file_whose_hash_differs_from_its_index_page_is_refused_and_nothing_changes(
+    tmp_path: Path, empty_venv: Path, torch_index: str
+) -> None:
     page = tmp_path / "served" / "whl" / "cu126" / "torch" / "index.html"
     page.write_text(re.sub(r"sha256=[0-9a-f]{64}", "sha256=" + "0" * 64, page.read_text()))
     env = _env_with_torch_index(tmp_path, torch_index)
@@ -274,7 +390,9 @@ def test_a_file_whose_hash_differs_from_its_index_page_is_refused_and_nothing_ch
     assert _freeze(empty_venv) == before
 
 
-def test_an_index_that_does_not_answer_fails_fast_and_installs_nothing(tmp_path: Path, empty_venv: Path) -> None:
+def test_an_index_that_does_not_answer_fails_fast_and_installs_nothing(
+    tmp_path: Path, empty_venv: Path
+) -> None:
     import socket
 
     with socket.socket() as probe:
@@ -291,8 +409,9 @@ def test_an_index_that_does_not_answer_fails_fast_and_installs_nothing(tmp_path:
     assert _freeze(empty_venv) == before
 
 
-def test_an_index_from_pips_own_configuration_is_checked_before_anything_is_installed(tmp_path: Path, empty_venv: Path,
-                                                                                         torch_index: str) -> None:
+def test_an_index_from_pips_own_configuration_is_checked_before_anything_is_installed(
+    tmp_path: Path, empty_venv: Path, torch_index: str
+) -> None:
     """pip reads a configuration file's extra index in every step but the torch one (which asks the
     PyTorch index alone, issue 15): it must answer first."""
     import socket
@@ -318,9 +437,26 @@ def test_build_for_a_profiles_gpus_on_a_machine_without_one() -> None:
     profile = Path(__file__).parent / "data" / "profiles" / "h200-detected-2026-12-02.toml"
     env = dict(os.environ)
     env.pop("VIRTUAL_ENV", None)
-    done = subprocess.run([sys.executable, "-m", "cuda_resolve", "build", "pointnet2_ops", "--profile", str(profile),
-                           "--python", sys.executable, "--dry-run", "--json"],
-                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_resolve",
+            "build",
+            "pointnet2_ops",
+            "--profile",
+            str(profile),
+            "--python",
+            sys.executable,
+            "--dry-run",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     if done.returncode != 0 and "toolkit" in done.stderr:
         pytest.skip(f"no CUDA toolkit here: {done.stderr.strip()}")
     assert done.returncode == 0, done.stderr
@@ -334,16 +470,52 @@ def test_build_with_an_arch_list_is_for_other_machines_but_install_needs_this_gp
     profile = Path(__file__).parent / "data" / "profiles" / "h200-detected-2026-12-02.toml"
     env = dict(os.environ)
     env.pop("VIRTUAL_ENV", None)
-    built = subprocess.run([sys.executable, "-m", "cuda_resolve", "build", "pointnet2_ops", "--profile", str(profile),
-                            "--arch-list", "8.0;8.6", "--python", sys.executable, "--dry-run", "--json"],
-                           capture_output=True, text=True, env=env, timeout=120, check=False)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_resolve",
+            "build",
+            "pointnet2_ops",
+            "--profile",
+            str(profile),
+            "--arch-list",
+            "8.0;8.6",
+            "--python",
+            sys.executable,
+            "--dry-run",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     if built.returncode != 0 and "toolkit" in built.stderr:
         pytest.skip(f"no CUDA toolkit here: {built.stderr.strip()}")
     assert built.returncode == 0, built.stderr
     [build] = json.loads(built.stdout)["prepared"]["builds"]
     assert build["arch_list"] == "8.0;8.6"
-    installed = subprocess.run([sys.executable, "-m", "cuda_resolve", "plan", "pointnet2_ops", "--profile", str(profile),
-                                "--arch-list", "8.0;8.6", "--json"], capture_output=True, text=True, env=env, timeout=120, check=False)
+    installed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_resolve",
+            "plan",
+            "pointnet2_ops",
+            "--profile",
+            str(profile),
+            "--arch-list",
+            "8.0;8.6",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert installed.returncode == 1, installed.stdout
     assert "has no kernels for 9.0" in installed.stdout + installed.stderr
 
@@ -357,7 +529,9 @@ def test_other_pip_commands_pass_straight_through(empty_venv: Path) -> None:
 def _fake_python(folder: Path, pip_version: str, truststore: bool) -> str:
     """An "interpreter" that answers cuda-pip's pip probe with a given version."""
     script = folder / "python"
-    answer = json.dumps({"pip": pip_version, "truststore": truststore, "distributions": [["pip", pip_version]]})
+    answer = json.dumps(
+        {"pip": pip_version, "truststore": truststore, "distributions": [["pip", pip_version]]}
+    )
     script.write_text(f"#!/bin/sh\necho '{answer}'\n")
     script.chmod(0o755)
     return str(script)
@@ -385,7 +559,9 @@ def test_a_source_checkout_at_another_revision_is_refused(tmp_path: Path) -> Non
     from cuda_resolve.errors import BuildError
     from cuda_resolve.index.load import load_index
 
-    recipe = load_index([Path(__file__).parent / "data" / "index" / "cuext"]).package("cuext").recipes[0]  # type: ignore[union-attr]
+    recipe = (
+        load_index([Path(__file__).parent / "data" / "index" / "cuext"]).package("cuext").recipes[0]
+    )  # type: ignore[union-attr]
     checkout = tmp_path / "checkout"
     checkout.mkdir()
     (checkout / "setup.py").write_text("print('x')\n")
@@ -393,8 +569,12 @@ def test_a_source_checkout_at_another_revision_is_refused(tmp_path: Path) -> Non
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "x"], check=True)
-    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    with pytest.raises(BuildError, match=f"is at {head[:12]}, but recipe cuext-fixture pins 000000000000"):
+    head = subprocess.run(
+        [*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    with pytest.raises(
+        BuildError, match=f"is at {head[:12]}, but recipe cuext-fixture pins 000000000000"
+    ):
         prepare_source(recipe, tmp_path / "work", torch_version="2.14.1", source_dir=checkout)
 
 
@@ -406,7 +586,9 @@ def test_cuda_pips_own_options_are_the_ones_its_parser_defines() -> None:
 
     parser = argparse.ArgumentParser(add_help=False)
     add_action_options(parser, install=True)
-    options = {option: action.nargs != 0 for action in parser._actions for option in action.option_strings}
+    options = {
+        option: action.nargs != 0 for action in parser._actions for option in action.option_strings
+    }
     assert {o for o, takes_value in options.items() if takes_value} == OWN_VALUE_OPTIONS
     assert {o for o, takes_value in options.items() if not takes_value} == OWN_FLAGS
 
@@ -423,7 +605,7 @@ def test_requirement_files_are_read_as_pip_reads_them(tmp_path: Path) -> None:
     top.write_text(
         "numpy>=1.20  # a comment\n"
         "# kaolin in a comment is not a request\n"
-        "-r \"sub dir/more.txt\"\n"
+        '-r "sub dir/more.txt"\n'
         "-c constraints.txt\n"
         "kaolin==0.18.0 \\\n    --hash=sha256:" + "0" * 64 + "\n"
         "-e ./local-checkout\n"
@@ -433,18 +615,28 @@ def test_requirement_files_are_read_as_pip_reads_them(tmp_path: Path) -> None:
         "-r https://example.invalid/remote.txt\n"
     )
     # UTF-16 with a byte-order mark, as PowerShell 5 writes it; a line continued without a space.
-    (tmp_path / "sub dir" / "more.txt").write_text('pointnet2\\\n_ops; python_version >= "3"\n-r ../requirements.txt\n', encoding="utf-16")
-    reading = read_requirement_files(requirement_file_options(["--no-deps", "-r", str(top)]), environ={"TORCH_SPEC": ">=2.1"})
+    (tmp_path / "sub dir" / "more.txt").write_text(
+        'pointnet2\\\n_ops; python_version >= "3"\n-r ../requirements.txt\n', encoding="utf-16"
+    )
+    reading = read_requirement_files(
+        requirement_file_options(["--no-deps", "-r", str(top)]), environ={"TORCH_SPEC": ">=2.1"}
+    )
     assert [(r.text, r.origin, r.hashed, r.constraint) for r in reading.requirements] == [
         ("numpy>=1.20", f"{top}:1", False, False),
-        ('pointnet2_ops; python_version >= "3"', f"{tmp_path / 'sub dir' / 'more.txt'}:1", False, False),
+        (
+            'pointnet2_ops; python_version >= "3"',
+            f"{tmp_path / 'sub dir' / 'more.txt'}:1",
+            False,
+            False,
+        ),
         ("pointnet2_ops<4", f"{tmp_path / 'constraints.txt'}:1", False, True),
         ("kaolin==0.18.0", f"{top}:5", True, False),
         ("torch>=2.1", f"{top}:10", False, False),
     ]
     assert reading.notes and "https://example.invalid/remote.txt" in reading.notes[0]
-    assert requirement_file_options(["-ra.txt", "--requirement=b.txt", "--requirement", "c.txt", "-c", "d.txt", "--cert", "x"]) == [
-        ("a.txt", False), ("b.txt", False), ("c.txt", False), ("d.txt", True)]
+    assert requirement_file_options(
+        ["-ra.txt", "--requirement=b.txt", "--requirement", "c.txt", "-c", "d.txt", "--cert", "x"]
+    ) == [("a.txt", False), ("b.txt", False), ("c.txt", False), ("d.txt", True)]
 
 
 def test_an_editable_alone_still_honours_dry_run(tmp_path: Path, empty_venv: Path) -> None:
@@ -452,30 +644,66 @@ def test_an_editable_alone_still_honours_dry_run(tmp_path: Path, empty_venv: Pat
     package.mkdir()
     (package / "pyproject.toml").write_text('[project]\nname = "revpkg"\nversion = "1.0"\n')
     before = _freeze(empty_venv)
-    done = _cuda_pip("install", "--python", str(empty_venv), "--dry-run", "--json", "-e", str(package))
+    done = _cuda_pip(
+        "install", "--python", str(empty_venv), "--dry-run", "--json", "-e", str(package)
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert report["dry_run"] is True and report["prepared"]["pip"][-1]["args"] == ["-e", str(package)]
+    assert report["dry_run"] is True and report["prepared"]["pip"][-1]["args"] == [
+        "-e",
+        str(package),
+    ]
     assert _freeze(empty_venv) == before
 
 
-def test_the_torch_step_keeps_the_users_pip_options_but_not_their_indexes(tmp_path: Path, torch_index: str) -> None:
+def test_the_torch_step_keeps_the_users_pip_options_but_not_their_indexes(
+    tmp_path: Path, torch_index: str
+) -> None:
     env = _env_with_torch_index(tmp_path, torch_index)
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("numpy\n")
-    done = _cuda_pip("install", "torch==2.6.0+cu126", "--python", sys.executable, "--dry-run", "--json",
-                     "--proxy", "http://proxy.invalid:3128", "--no-cache-dir", "-i", "https://other.invalid/simple",
-                     "-r", str(requirements), env=env)
+    done = _cuda_pip(
+        "install",
+        "torch==2.6.0+cu126",
+        "--python",
+        sys.executable,
+        "--dry-run",
+        "--json",
+        "--proxy",
+        "http://proxy.invalid:3128",
+        "--no-cache-dir",
+        "-i",
+        "https://other.invalid/simple",
+        "-r",
+        str(requirements),
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     first = json.loads(done.stdout)["prepared"]["pip"][0]["args"]
-    assert first == ["--proxy", "http://proxy.invalid:3128", "--no-cache-dir", "--index-url", f"{torch_index}cu126/",
-                     _torch_pin(tmp_path, torch_index)]
+    assert first == [
+        "--proxy",
+        "http://proxy.invalid:3128",
+        "--no-cache-dir",
+        "--index-url",
+        f"{torch_index}cu126/",
+        _torch_pin(tmp_path, torch_index),
+    ]
 
 
 def test_a_constraint_file_limits_what_is_planned(tmp_path: Path) -> None:
     constraints = tmp_path / "constraints.txt"
     constraints.write_text("pointnet2_ops<3\n")
-    done = _cuda_pip("install", "pointnet2_ops", "--arch-list", "9.0", "--python", sys.executable, "--dry-run", "-c", str(constraints))
+    done = _cuda_pip(
+        "install",
+        "pointnet2_ops",
+        "--arch-list",
+        "9.0",
+        "--python",
+        sys.executable,
+        "--dry-run",
+        "-c",
+        str(constraints),
+    )
     assert done.returncode == 1, done.stderr
     said = " ".join(done.stderr.split())  # the terminal lines wrap at 80 columns
     assert f"{constraints}:1: constraint pointnet2_ops<3 is part of the plan" in said
@@ -485,15 +713,21 @@ def test_a_constraint_file_limits_what_is_planned(tmp_path: Path) -> None:
 def test_hash_checking_mode_is_refused_before_anything_is_built(tmp_path: Path) -> None:
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("pointnet2_ops==3.0.0 --hash=sha256:" + "0" * 64 + "\n")
-    done = _cuda_pip("install", "--arch-list", "9.0", "--python", sys.executable, "-r", str(requirements))
+    done = _cuda_pip(
+        "install", "--arch-list", "9.0", "--python", sys.executable, "-r", str(requirements)
+    )
     assert done.returncode == 2, done.stderr
     assert f"--hash at {requirements}:1" in done.stderr and "building" not in done.stderr
 
 
 def test_a_missing_requirement_file_is_a_usage_error_naming_it(tmp_path: Path) -> None:
-    done = _cuda_pip("install", "--python", sys.executable, "-r", str(tmp_path / "nope.txt"), "--dry-run")
+    done = _cuda_pip(
+        "install", "--python", sys.executable, "-r", str(tmp_path / "nope.txt"), "--dry-run"
+    )
     assert done.returncode == 2, done.stderr
-    assert f"{tmp_path / 'nope.txt'}: no such file" in done.stderr and "Traceback" not in done.stderr
+    assert (
+        f"{tmp_path / 'nope.txt'}: no such file" in done.stderr and "Traceback" not in done.stderr
+    )
 
 
 def test_a_typo_inside_a_requirement_file_is_caught_too(tmp_path: Path) -> None:
@@ -504,20 +738,36 @@ def test_a_typo_inside_a_requirement_file_is_caught_too(tmp_path: Path) -> None:
     assert "did you mean pointnet2_ops?" in done.stderr
 
 
-def test_curated_names_in_a_requirement_file_are_planned(tmp_path: Path, empty_venv: Path, torch_index: str) -> None:
+def test_curated_names_in_a_requirement_file_are_planned(
+    tmp_path: Path, empty_venv: Path, torch_index: str
+) -> None:
     env = _env_with_torch_index(tmp_path, torch_index)
     links = tmp_path / "links"
     links.mkdir()
     _wheel(links, "tinypkg", "1.0", files={"tinypkg/__init__.py": "VALUE = 42\n"})
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("torch==2.6.0+cu126\ntinypkg\n")
-    done = _cuda_pip("install", "--python", str(empty_venv), "--no-index", "--find-links", str(links),
-                     "-r", str(requirements), "--json", env=env)
+    done = _cuda_pip(
+        "install",
+        "--python",
+        str(empty_venv),
+        "--no-index",
+        "--find-links",
+        str(links),
+        "-r",
+        str(requirements),
+        "--json",
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     first, rest = report["prepared"]["pip"]
     # torch, named only in the file, still comes from the PyTorch index alone; pip reads the file.
-    assert first["args"] == ["--index-url", f"{torch_index}cu126/", _torch_pin(tmp_path, torch_index)]
+    assert first["args"] == [
+        "--index-url",
+        f"{torch_index}cu126/",
+        _torch_pin(tmp_path, torch_index),
+    ]
     assert rest["args"][:5] == ["--no-index", "--find-links", str(links), "-r", str(requirements)]
     changed = {c["name"]: c["after"] for c in report["result"]["changed"]}
     assert changed["torch"] == "2.6.0+cu126" and changed["tinypkg"] == "1.0"
@@ -534,7 +784,9 @@ def test_debug_info_is_off_unless_the_user_asks_for_it() -> None:
     assert no_debug_flags({"CPPFLAGS": "-g0"}) == "-g0"
 
 
-def test_a_bug_in_cuda_pip_is_one_line_and_exit_70(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bug_in_cuda_pip_is_one_line_and_exit_70(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import cuda_resolve.cli.install
     from pip_plugin.__main__ import main
 
@@ -551,13 +803,17 @@ def test_a_bug_in_cuda_pip_is_one_line_and_exit_70(monkeypatch: pytest.MonkeyPat
 
 def _wheel_requiring(folder: Path, requires: list[str]) -> Path:
     path = folder / "needy-1.0-py3-none-any.whl"
-    metadata = "Metadata-Version: 2.1\nName: needy\nVersion: 1.0\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    metadata = "Metadata-Version: 2.1\nName: needy\nVersion: 1.0\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires
+    )
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("needy-1.0.dist-info/METADATA", metadata)
     return path
 
 
-def test_built_wheels_skip_pips_resolution_only_when_their_requirements_are_installed(tmp_path: Path) -> None:
+def test_built_wheels_skip_pips_resolution_only_when_their_requirements_are_installed(
+    tmp_path: Path,
+) -> None:
     from cuda_resolve.environment import Environment, Machine, PythonInfo
     from cuda_resolve.install.prepare import requirements_met, requires_dist
 
@@ -565,7 +821,9 @@ def test_built_wheels_skip_pips_resolution_only_when_their_requirements_are_inst
     installed = {"torch": "2.11.0+cu130", "numpy": "2.1.0"}
 
     def met(*requires: str) -> bool:
-        return requirements_met(requires_dist(_wheel_requiring(tmp_path, list(requires))), installed, env)
+        return requirements_met(
+            requires_dist(_wheel_requiring(tmp_path, list(requires))), installed, env
+        )
 
     assert met()
     assert met("torch>=1.4", "numpy")
@@ -577,7 +835,9 @@ def test_built_wheels_skip_pips_resolution_only_when_their_requirements_are_inst
     assert not requirements_met(requires_dist(tmp_path / "broken.whl"), installed, env)
 
 
-def test_a_second_ctrl_c_while_the_build_folder_is_removed_still_removes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_second_ctrl_c_while_the_build_folder_is_removed_still_removes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import shutil
 
     from cuda_resolve.build import builder
@@ -600,12 +860,23 @@ def test_a_second_ctrl_c_while_the_build_folder_is_removed_still_removes_it(tmp_
     assert not folder.exists() and len(calls) == 2
 
 
-def test_dry_run_prints_exactly_the_commands_a_run_executes(tmp_path: Path, empty_venv: Path, torch_index: str) -> None:
+def test_dry_run_prints_exactly_the_commands_a_run_executes(
+    tmp_path: Path, empty_venv: Path, torch_index: str
+) -> None:
     env = _env_with_torch_index(tmp_path, torch_index)
     links = tmp_path / "links"
     links.mkdir()
     _wheel(links, "tinypkg", "1.0", files={"tinypkg/__init__.py": "VALUE = 42\n"})
-    words = ("install", "torch==2.6.0+cu126", "tinypkg", "--find-links", str(links), "--python", str(empty_venv), "--json")
+    words = (
+        "install",
+        "torch==2.6.0+cu126",
+        "tinypkg",
+        "--find-links",
+        str(links),
+        "--python",
+        str(empty_venv),
+        "--json",
+    )
     dry = _cuda_pip(*words, "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr
     planned = json.loads(dry.stdout)["commands"]
@@ -615,12 +886,28 @@ def test_dry_run_prints_exactly_the_commands_a_run_executes(tmp_path: Path, empt
     assert planned[0][:4] == [str(empty_venv), "-m", "pip", "install"] and len(planned) == 2
 
 
-def test_a_plan_file_round_trips_and_is_applied_as_written(tmp_path: Path, empty_venv: Path, torch_index: str) -> None:
+def test_a_plan_file_round_trips_and_is_applied_as_written(
+    tmp_path: Path, empty_venv: Path, torch_index: str
+) -> None:
     from cuda_resolve.plan import Plan
 
     env = _env_with_torch_index(tmp_path, torch_index)
-    made = subprocess.run([sys.executable, "-m", "cuda_resolve", "plan", "torch==2.6.0+cu126", "--python", str(empty_venv), "--json"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_resolve",
+            "plan",
+            "torch==2.6.0+cu126",
+            "--python",
+            str(empty_venv),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert made.returncode == 0, made.stderr
     document = json.loads(made.stdout)
     assert document["format"] == 2 and document["steps"][0]["torch_index_only"] is True
@@ -630,19 +917,41 @@ def test_a_plan_file_round_trips_and_is_applied_as_written(tmp_path: Path, empty
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(made.stdout)
     before = _freeze(empty_venv)
-    done = _cuda_pip("install", "--plan", str(plan_file), "--python", str(empty_venv), "--json", env=env)
+    done = _cuda_pip(
+        "install", "--plan", str(plan_file), "--python", str(empty_venv), "--json", env=env
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     # plan is offline (no hash); applying pins the file the index lists, with its hash.
     assert document["install"][0]["url"] is None and "sha256" not in document["install"][0]
-    assert report["result"]["pip_runs"][0][-3:] == ["--index-url", f"{torch_index}cu126/", _torch_pin(tmp_path, torch_index)]
+    assert report["result"]["pip_runs"][0][-3:] == [
+        "--index-url",
+        f"{torch_index}cu126/",
+        _torch_pin(tmp_path, torch_index),
+    ]
     assert _freeze(empty_venv) != before
 
 
-def test_a_plan_whose_facts_changed_is_refused_naming_the_fact(tmp_path: Path, empty_venv: Path, torch_index: str) -> None:
+def test_a_plan_whose_facts_changed_is_refused_naming_the_fact(
+    tmp_path: Path, empty_venv: Path, torch_index: str
+) -> None:
     env = _env_with_torch_index(tmp_path, torch_index)
-    made = subprocess.run([sys.executable, "-m", "cuda_resolve", "plan", "torch==2.6.0+cu126", "--python", str(empty_venv), "--json"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_resolve",
+            "plan",
+            "torch==2.6.0+cu126",
+            "--python",
+            str(empty_venv),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert made.returncode == 0, made.stderr
     document = json.loads(made.stdout)
     document["environment"]["python"]["version"] = "3.9.18"
@@ -657,20 +966,54 @@ def test_a_plan_whose_facts_changed_is_refused_naming_the_fact(tmp_path: Path, e
     assert refused.returncode == 2 and "format = 99" in refused.stderr
 
 
-def test_a_failed_install_puts_back_the_torch_it_replaced(tmp_path: Path, empty_venv: Path, torch_index: str) -> None:
+def test_a_failed_install_puts_back_the_torch_it_replaced(
+    tmp_path: Path, empty_venv: Path, torch_index: str
+) -> None:
     env = _env_with_torch_index(tmp_path, torch_index)
     old = tmp_path / "old"
     old.mkdir()
-    _wheel(old, "torch", "2.5.0", files={"torch/__init__.py": "__version__ = '2.5.0'\n", "torch/version.py": "__version__ = '2.5.0'\ncuda = None\n"})
-    subprocess.run([str(empty_venv), "-m", "pip", "install", "-q", "--no-index", "--find-links", str(old), "torch==2.5.0"], check=True)
+    _wheel(
+        old,
+        "torch",
+        "2.5.0",
+        files={
+            "torch/__init__.py": "__version__ = '2.5.0'\n",
+            "torch/version.py": "__version__ = '2.5.0'\ncuda = None\n",
+        },
+    )
+    subprocess.run(
+        [
+            str(empty_venv),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--find-links",
+            str(old),
+            "torch==2.5.0",
+        ],
+        check=True,
+    )
     before = _freeze(empty_venv)
     init = next(empty_venv.parent.parent.glob("lib/python*/site-packages/torch/__init__.py"))
     empty = tmp_path / "no-wheels"
     empty.mkdir()
     # torch 2.6.0 replaces 2.5.0 (from the PyTorch-style index), then the second step fails: the
     # old torch, which no index here serves, must come back from what was kept before pip ran.
-    done = _cuda_pip("install", "torch==2.6.0+cu126", "cuda-resolve-test-no-such-package", "--no-index", "--find-links",
-                     str(empty), "--allow-torch-change", "--python", str(empty_venv), "--json", env=env)
+    done = _cuda_pip(
+        "install",
+        "torch==2.6.0+cu126",
+        "cuda-resolve-test-no-such-package",
+        "--no-index",
+        "--find-links",
+        str(empty),
+        "--allow-torch-change",
+        "--python",
+        str(empty_venv),
+        "--json",
+        env=env,
+    )
     assert done.returncode == 1, done.stderr
     assert _freeze(empty_venv) == before
     assert init.read_text() == "__version__ = '2.5.0'\n"

@@ -28,8 +28,10 @@ def test_a_locked_archive_and_wheel_are_named_as_net_pages_names_a_link(tmp_path
     lock = tmp_path / "pylock.toml"
     lock.write_text(LOCK.replace("{sha}", "a" * 64), encoding="utf-8")
     names = {f.package: f.filename for f in read.read_locked_files(lock)}
-    assert names == {"quickext": "quickext-0.1.0+pt2141cu130.sm90-cp311-cp311-linux_x86_64.whl",
-                     "kaolin": "kaolin-0.18.0+pt2141cu130.tar.gz"}
+    assert names == {
+        "quickext": "quickext-0.1.0+pt2141cu130.sm90-cp311-cp311-linux_x86_64.whl",
+        "kaolin": "kaolin-0.18.0+pt2141cu130.tar.gz",
+    }
     # One implementation: the lock's modules use net.pages' own (read imports it where it is used).
     assert vars(files)["file_name"] is vars(make)["file_name"] is file_name
     assert "from ..net.pages import file_name" in Path(read.__file__).read_text(encoding="utf-8")

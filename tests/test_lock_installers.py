@@ -29,8 +29,21 @@ pytestmark = pytest.mark.network
 def tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("tools") / "venv"
     copy_venv(folder)
-    subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    "pip==26.3", "uv", "pypiserver", "passlib"], check=True)
+    subprocess.run(
+        [
+            str(folder / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "pip==26.3",
+            "uv",
+            "pypiserver",
+            "passlib",
+        ],
+        check=True,
+    )
     return folder / "bin"
 
 
@@ -46,8 +59,11 @@ def pypiserver(tools: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     make_wheel(packages, "filelock", "3.20.0")
     make_wheel(packages, "tinyutil", "1.0", requires=["filelock>=3"])
     port = _free_port()
-    server = subprocess.Popen([str(tools / "pypi-server"), "run", "-i", "127.0.0.1", "-p", str(port), str(packages)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [str(tools / "pypi-server"), "run", "-i", "127.0.0.1", "-p", str(port), str(packages)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(100):
@@ -75,12 +91,30 @@ def two_variant_lock(pypiserver: str, tmp_path_factory: pytest.TempPathFactory) 
     write_profile(root / "cpu.toml")
     with serve(root / "torch-index") as url, pytest.MonkeyPatch.context() as patch:
         # No rewrite: the lock names the stand-in's own URLs, which stock installers can reach.
-        (root / "config.toml").write_text(f'[pytorch]\nlayout = "simple"\nurl = "{url}/whl/"\n', encoding="utf-8")
+        (root / "config.toml").write_text(
+            f'[pytorch]\nlayout = "simple"\nurl = "{url}/whl/"\n', encoding="utf-8"
+        )
         patch.setenv("CUDA_RESOLVE_CONFIG", str(root / "config.toml"))
         patch.delenv("PIP_FIND_LINKS", raising=False)
         output = root / "pylock.toml"
-        assert main(["lock", "torch==2.14.1", "tinyutil", "--index-url", f"{pypiserver}/simple", "-o", str(output),
-                     "--profile", str(root / "a100.toml"), "--profile", str(root / "cpu.toml")]) == 0
+        assert (
+            main(
+                [
+                    "lock",
+                    "torch==2.14.1",
+                    "tinyutil",
+                    "--index-url",
+                    f"{pypiserver}/simple",
+                    "-o",
+                    str(output),
+                    "--profile",
+                    str(root / "a100.toml"),
+                    "--profile",
+                    str(root / "cpu.toml"),
+                ]
+            )
+            == 0
+        )
         yield output
 
 
@@ -89,29 +123,82 @@ def _scratch_venv(folder: Path) -> Path:
     return folder / "bin" / "python"
 
 
-def test_pip_26_3_installs_a_profile_of_the_lock_as_an_extra(tools: Path, two_variant_lock: Path, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pip_26_3_installs_a_profile_of_the_lock_as_an_extra(
+    tools: Path, two_variant_lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
     python = copy_venv(tmp_path / "venv")
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "pip==26.3"], check=True)
-    done = subprocess.run([str(python), "-m", "pip", "install", "--isolated", "--disable-pip-version-check", "-r", f"{two_variant_lock}[a100]"],
-                          capture_output=True, text=True)
+    subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "pip==26.3",
+        ],
+        check=True,
+    )
+    done = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--isolated",
+            "--disable-pip-version-check",
+            "-r",
+            f"{two_variant_lock}[a100]",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
-    assert main(["sync", str(two_variant_lock), "--name", "a100", "--python", str(python), "--check"]) == 0
-    assert main(["sync", str(two_variant_lock), "--name", "cpu", "--python", str(python), "--check"]) == 1
+    assert (
+        main(["sync", str(two_variant_lock), "--name", "a100", "--python", str(python), "--check"])
+        == 0
+    )
+    assert (
+        main(["sync", str(two_variant_lock), "--name", "cpu", "--python", str(python), "--check"])
+        == 1
+    )
 
 
-def test_uv_installs_a_profile_of_the_lock_with_extra(tools: Path, two_variant_lock: Path, tmp_path: Path) -> None:
+def test_uv_installs_a_profile_of_the_lock_with_extra(
+    tools: Path, two_variant_lock: Path, tmp_path: Path
+) -> None:
     python = _scratch_venv(tmp_path / "venv")
-    done = subprocess.run([str(tools / "uv"), "pip", "install", "--python", str(python), "-r", str(two_variant_lock), "--extra", "cpu"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            str(tools / "uv"),
+            "pip",
+            "install",
+            "--python",
+            str(python),
+            "-r",
+            str(two_variant_lock),
+            "--extra",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
-    subprocess.run([str(python), "-m", "ensurepip"], check=True, capture_output=True)  # sync reads the target through its pip
-    assert main(["sync", str(two_variant_lock), "--name", "cpu", "--python", str(python), "--check"]) == 0
+    subprocess.run(
+        [str(python), "-m", "ensurepip"], check=True, capture_output=True
+    )  # sync reads the target through its pip
+    assert (
+        main(["sync", str(two_variant_lock), "--name", "cpu", "--python", str(python), "--check"])
+        == 0
+    )
 
 
-def test_pypiserver_serving_the_wheelhouse_folder_is_where_built_wheels_are_locked(tools: Path, built_bench: dict[str, object],  # noqa: F811
-                                                                                    tmp_path: Path) -> None:
+def test_pypiserver_serving_the_wheelhouse_folder_is_where_built_wheels_are_locked(
+    tools: Path,
+    built_bench: dict[str, object],
+    tmp_path: Path,
+) -> None:
     """pypiserver serves the wheelhouse folder as it is (wheelhouse_url in the config): lock names
     each source-built wheel where pypiserver lists it, and sync installs it from there."""
     import json
@@ -124,8 +211,19 @@ def test_pypiserver_serving_the_wheelhouse_folder_is_where_built_wheels_are_lock
     _publish(built_bench, "h200")
     _publish(built_bench, "a100-h200")
     port = _free_port()
-    server = subprocess.Popen([str(tools / "pypi-server"), "run", "-i", "127.0.0.1", "-p", str(port), str(Path(str(built_bench["root"])) / "wheelhouse" / "wheels")],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            str(tools / "pypi-server"),
+            "run",
+            "-i",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            str(Path(str(built_bench["root"])) / "wheelhouse" / "wheels"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         for _ in range(100):
             try:
@@ -134,20 +232,37 @@ def test_pypiserver_serving_the_wheelhouse_folder_is_where_built_wheels_are_lock
             except OSError:
                 time.sleep(0.1)
         config = Path(os.environ["CUDA_RESOLVE_CONFIG"])
-        config.write_text(config.read_text().replace("[pytorch]", f'wheelhouse_url = "http://127.0.0.1:{port}/simple/"\n[pytorch]'))
+        config.write_text(
+            config.read_text().replace(
+                "[pytorch]", f'wheelhouse_url = "http://127.0.0.1:{port}/simple/"\n[pytorch]'
+            )
+        )
         words = _lock_words(built_bench, tmp_path / "pylock.toml")
         at = words.index("--wheelhouse-url")
-        del words[at:at + 2]
+        del words[at : at + 2]
         assert main(words) == 0
         packages = tomllib.loads((tmp_path / "pylock.toml").read_text())["packages"]
         urls = [w["url"] for p in packages if p["name"] == "pointnet2-ops" for w in p["wheels"]]
-        assert len(urls) == 2 and all(url.startswith(f"http://127.0.0.1:{port}/packages/") for url in urls)
+        assert len(urls) == 2 and all(
+            url.startswith(f"http://127.0.0.1:{port}/packages/") for url in urls
+        )
         subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
         python = tmp_path / "venv" / "bin" / "python"
         torch_wheel = next((Path(str(built_bench["root"])) / "built").glob("torch-*.whl"))
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-index", str(torch_wheel)], check=True)
-        assert main(["sync", str(tmp_path / "pylock.toml"), "--name", "h200", "--python", str(python)]) == 0
-        listed = subprocess.run([str(python), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True, check=True).stdout
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", "--no-index", str(torch_wheel)],
+            check=True,
+        )
+        assert (
+            main(["sync", str(tmp_path / "pylock.toml"), "--name", "h200", "--python", str(python)])
+            == 0
+        )
+        listed = subprocess.run(
+            [str(python), "-m", "pip", "list", "--format", "json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert any(item["name"] == "pointnet2_ops" for item in json.loads(listed))
     finally:
         server.terminate()

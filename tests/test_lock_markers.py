@@ -30,13 +30,20 @@ REQUIRES = [
 
 def _machine_profile(path: Path, *, os: str, arch: str, python: str) -> Path:
     glibc = 'glibc = "2.35"\n' if os == "linux" else ""
-    path.write_text(f'[machine]\nos = "{os}"\narch = "{arch}"\n{glibc}[python]\nversion = "{python}"\n', encoding="utf-8")
+    path.write_text(
+        f'[machine]\nos = "{os}"\narch = "{arch}"\n{glibc}[python]\nversion = "{python}"\n',
+        encoding="utf-8",
+    )
     return path
 
 
-@pytest.mark.skipif(platform.machine() != "x86_64" or not sys.platform.startswith("linux"), reason="the profiles differ from an x86_64 Linux locker")
-def test_each_profiles_closure_follows_its_own_markers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.skipif(
+    platform.machine() != "x86_64" or not sys.platform.startswith("linux"),
+    reason="the profiles differ from an x86_64 Linux locker",
+)
+def test_each_profiles_closure_follows_its_own_markers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import tomllib
     from packaging.pylock import Pylock
 
@@ -61,7 +68,9 @@ def test_each_profiles_closure_follows_its_own_markers(tmp_path: Path, monkeypat
     installs: dict[str, set[str]] = {"arm": set(), "win": set(), "x86": set()}
     for package in pylock.packages:
         for name, names in installs.items():
-            if package.marker is None or package.marker.evaluate({"extras": {name}, "dependency_groups": set()}, context="lock_file"):
+            if package.marker is None or package.marker.evaluate(
+                {"extras": {name}, "dependency_groups": set()}, context="lock_file"
+            ):
                 names.add(str(package.name))
     assert installs["arm"] == {"tinyutil", "armdep", "linuxdep", "cpythondep"}
     # platform.machine() is "AMD64" on 64-bit Windows: platform_machine == "x86_64" is false there.
@@ -76,26 +85,47 @@ def test_pips_markers_are_the_profiles() -> None:
     from cuda_resolve.lock.closure import pip_markers
 
     def env(os: str, arch: str, implementation: str = "cpython") -> Environment:
-        return Environment(machine=Machine(os=os, arch=arch, glibc="2.35" if os == "linux" else None),
-                           python=PythonInfo(version="3.12.4", implementation=implementation))
+        return Environment(
+            machine=Machine(os=os, arch=arch, glibc="2.35" if os == "linux" else None),
+            python=PythonInfo(version="3.12.4", implementation=implementation),
+        )
 
     assert pip_markers(env("linux", "aarch64")) == {
-        "implementation_name": "cpython", "implementation_version": "3.12.4", "os_name": "posix", "platform_machine": "aarch64",
-        "platform_python_implementation": "CPython", "platform_system": "Linux", "python_full_version": "3.12.4",
-        "python_version": "3.12", "sys_platform": "linux"}
+        "implementation_name": "cpython",
+        "implementation_version": "3.12.4",
+        "os_name": "posix",
+        "platform_machine": "aarch64",
+        "platform_python_implementation": "CPython",
+        "platform_system": "Linux",
+        "python_full_version": "3.12.4",
+        "python_version": "3.12",
+        "sys_platform": "linux",
+    }
     windows = pip_markers(env("windows", "x86_64"))
-    assert (windows["sys_platform"], windows["platform_system"], windows["os_name"], windows["platform_machine"]) == ("win32", "Windows", "nt", "AMD64")
+    assert (
+        windows["sys_platform"],
+        windows["platform_system"],
+        windows["os_name"],
+        windows["platform_machine"],
+    ) == ("win32", "Windows", "nt", "AMD64")
     mac = pip_markers(env("darwin", "aarch64"))
-    assert (mac["sys_platform"], mac["platform_system"], mac["platform_machine"]) == ("darwin", "Darwin", "arm64")
+    assert (mac["sys_platform"], mac["platform_system"], mac["platform_machine"]) == (
+        "darwin",
+        "Darwin",
+        "arm64",
+    )
     for machine in (env("linux", "x86_64"), env("windows", "x86_64"), env("darwin", "aarch64")):
-        assert pip_markers(machine) == {k: v for k, v in marker_environment(machine).items() if k != "extra"}
+        assert pip_markers(machine) == {
+            k: v for k, v in marker_environment(machine).items() if k != "extra"
+        }
     pypy = pip_markers(env("linux", "x86_64", "pypy"))
     assert pypy["platform_python_implementation"] == "PyPy" and "implementation_version" not in pypy
 
 
 @pytest.mark.parametrize("markers_module", ["def something_else():\n    return {}\n", None])
-def test_a_pip_without_the_marker_hook_fails_the_lock_naming_that_pip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                      markers_module: str | None) -> None:
+def test_a_pip_without_the_marker_hook_fails_the_lock_naming_that_pip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, markers_module: str | None
+) -> None:
     """A pip release that moved ``pip._vendor.packaging.markers.default_environment`` (or its
     vendored packaging): one clear error naming that pip, not a traceback from the child."""
     from cuda_resolve.errors import LockError
@@ -105,16 +135,30 @@ def test_a_pip_without_the_marker_hook_fails_the_lock_naming_that_pip(tmp_path: 
     vendored = stand_in / "pip" / "_vendor" / "packaging"
     vendored.mkdir(parents=True)
     (stand_in / "pip" / "__init__.py").write_text('__version__ = "99.1"\n', encoding="utf-8")
-    (stand_in / "pip" / "__main__.py").write_text('raise SystemExit("the stand-in pip must not run")\n', encoding="utf-8")
+    (stand_in / "pip" / "__main__.py").write_text(
+        'raise SystemExit("the stand-in pip must not run")\n', encoding="utf-8"
+    )
     (stand_in / "pip" / "_vendor" / "__init__.py").write_text("", encoding="utf-8")
     if markers_module is not None:
         (vendored / "__init__.py").write_text("", encoding="utf-8")
         (vendored / "markers.py").write_text(markers_module, encoding="utf-8")
     monkeypatch.setattr(closure, "_pip_root", lambda: str(stand_in))
     with pytest.raises(LockError) as raised:
-        closure._report(sys.executable, {"sys_platform": "win32"}, ["tinyutil"], dict(os.environ), "profile win (tinyutil)",
-                        tmp_path / "report.json")
+        closure._report(
+            sys.executable,
+            {"sys_platform": "win32"},
+            ["tinyutil"],
+            dict(os.environ),
+            "profile win (tinyutil)",
+            tmp_path / "report.json",
+        )
     error = raised.value
-    assert f"pip 99.1 at {stand_in / 'pip'} has no pip._vendor.packaging.markers.default_environment" in str(error)
-    assert "profiles of another platform cannot be closed with it (resolving profile win (tinyutil))" in str(error)
+    assert (
+        f"pip 99.1 at {stand_in / 'pip'} has no pip._vendor.packaging.markers.default_environment"
+        in str(error)
+    )
+    assert (
+        "profiles of another platform cannot be closed with it (resolving profile win (tinyutil))"
+        in str(error)
+    )
     assert "Traceback" not in str(error) and "pip install pip==" in (error.hint or "")

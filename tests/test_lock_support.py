@@ -19,18 +19,31 @@ from pathlib import Path
 __all__ = ["StaticIndex", "make_wheel", "serve", "write_profile"]
 
 
-def make_wheel(folder: Path, name: str, version: str, *, requires: Sequence[str] = (), tag: str = "py3-none-any",
-               files: dict[str, str] | None = None) -> Path:
+def make_wheel(
+    folder: Path,
+    name: str,
+    version: str,
+    *,
+    requires: Sequence[str] = (),
+    tag: str = "py3-none-any",
+    files: dict[str, str] | None = None,
+) -> Path:
     """A minimal valid wheel with a correct RECORD; its module ``NAME`` holds ``VERSION``."""
     module = name.replace("-", "_")
     dist = f"{module}-{version}.dist-info"
     contents = dict(files or {f"{module}/__init__.py": f"VERSION = {version!r}\n"})
-    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires
+    )
     contents[f"{dist}/METADATA"] = metadata
-    contents[f"{dist}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n"
+    contents[f"{dist}/WHEEL"] = (
+        f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n"
+    )
     record = []
     for path, text in contents.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        digest = (
+            base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        )
         record.append(f"{path},sha256={digest},{len(text.encode())}")
     record.append(f"{dist}/RECORD,,")
     contents[f"{dist}/RECORD"] = "\n".join(record) + "\n"
@@ -62,9 +75,17 @@ class StaticIndex:
 
         project = canonicalize_name(parse_wheel_filename(wheel.name)[0])
         if variant is None:
-            files, page_dir, href_base = self.root / "files", self.root / "simple" / project, "/files/"
+            files, page_dir, href_base = (
+                self.root / "files",
+                self.root / "simple" / project,
+                "/files/",
+            )
         else:
-            files, page_dir, href_base = self.root / "whl" / variant, self.root / "whl" / variant / project, f"/whl/{variant}/"
+            files, page_dir, href_base = (
+                self.root / "whl" / variant,
+                self.root / "whl" / variant / project,
+                f"/whl/{variant}/",
+            )
         files.mkdir(parents=True, exist_ok=True)
         target = files / wheel.name
         target.write_bytes(wheel.read_bytes())
@@ -73,21 +94,42 @@ class StaticIndex:
                 member = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
                 (files / f"{wheel.name}.metadata").write_bytes(archive.read(member))
         page_dir.mkdir(parents=True, exist_ok=True)
-        entries = sorted(p for p in files.glob("*.whl") if canonicalize_name(parse_wheel_filename(p.name)[0]) == project)
+        entries = sorted(
+            p
+            for p in files.glob("*.whl")
+            if canonicalize_name(parse_wheel_filename(p.name)[0]) == project
+        )
         links = []
         records = []
         for path in entries:
             quoted = path.name.replace("+", "%2B")
             meta = path.with_name(path.name + ".metadata")
-            extra = f' data-dist-info-metadata="sha256={_sha(meta)}" data-core-metadata="sha256={_sha(meta)}"' if meta.exists() else ""
-            links.append(f'<a href="{href_base}{quoted}#sha256={_sha(path)}"{extra}>{html.escape(path.name)}</a><br>')
-            record = {"filename": path.name, "url": f"{href_base}{quoted}", "hashes": {"sha256": _sha(path)}, "size": path.stat().st_size}
+            extra = (
+                f' data-dist-info-metadata="sha256={_sha(meta)}" data-core-metadata="sha256={_sha(meta)}"'
+                if meta.exists()
+                else ""
+            )
+            links.append(
+                f'<a href="{href_base}{quoted}#sha256={_sha(path)}"{extra}>{html.escape(path.name)}</a><br>'
+            )
+            record = {
+                "filename": path.name,
+                "url": f"{href_base}{quoted}",
+                "hashes": {"sha256": _sha(path)},
+                "size": path.stat().st_size,
+            }
             if meta.exists():
                 record["core-metadata"] = {"sha256": _sha(meta)}
             records.append(record)
-        (page_dir / "index.html").write_text("<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n", encoding="utf-8")
+        (page_dir / "index.html").write_text(
+            "<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n",
+            encoding="utf-8",
+        )
         if variant is None:
-            (page_dir / "index.json").write_text(json.dumps({"meta": {"api-version": "1.1"}, "name": project, "files": records}), encoding="utf-8")
+            (page_dir / "index.json").write_text(
+                json.dumps({"meta": {"api-version": "1.1"}, "name": project, "files": records}),
+                encoding="utf-8",
+            )
 
 
 class _Handler(SimpleHTTPRequestHandler):
@@ -96,7 +138,10 @@ class _Handler(SimpleHTTPRequestHandler):
 
     def send_head(self):  # type: ignore[no-untyped-def]
         path = Path(self.translate_path(self.path))
-        if "application/vnd.pypi.simple.v1+json" in self.headers.get("Accept", "") and (path / "index.json").is_file():
+        if (
+            "application/vnd.pypi.simple.v1+json" in self.headers.get("Accept", "")
+            and (path / "index.json").is_file()
+        ):
             body = (path / "index.json").read_bytes()
             self.send_response(200)
             self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
@@ -119,19 +164,41 @@ def serve(root: Path) -> Iterator[str]:
         server.server_close()
 
 
-def write_profile(path: Path, *, python: str = "3.11.7", driver: str | None = None, gpus: Sequence[tuple[str, str]] = (),
-                  torch: str | None = None, glibc: str = "2.35", name: str | None = None, toolkit: str | None = None,
-                  gcc: str | None = None, arch_list: Sequence[str] = ()) -> Path:
+def write_profile(
+    path: Path,
+    *,
+    python: str = "3.11.7",
+    driver: str | None = None,
+    gpus: Sequence[tuple[str, str]] = (),
+    torch: str | None = None,
+    glibc: str = "2.35",
+    name: str | None = None,
+    toolkit: str | None = None,
+    gcc: str | None = None,
+    arch_list: Sequence[str] = (),
+) -> Path:
     """A profile file; ``toolkit`` ("13.0") is one at /usr/local/cuda-13.0, ``arch_list`` torch's."""
     lines = [f'name = "{name}"'] if name else []
-    lines += ["[machine]", 'os = "linux"', 'arch = "x86_64"', f'glibc = "{glibc}"', "[python]", f'version = "{python}"']
+    lines += [
+        "[machine]",
+        'os = "linux"',
+        'arch = "x86_64"',
+        f'glibc = "{glibc}"',
+        "[python]",
+        f'version = "{python}"',
+    ]
     if driver:
         lines += ["[driver]", f'version = "{driver}"']
     for gpu, capability in gpus:
         lines += ["[[gpu]]", f'name = "{gpu}"', f'compute_capability = "{capability}"']
     if toolkit:
         root = f"/usr/local/cuda-{toolkit}"
-        lines += ["[[toolkit]]", f'version = "{toolkit}"', f'root = "{root}"', f'nvcc = "{root}/bin/nvcc"']
+        lines += [
+            "[[toolkit]]",
+            f'version = "{toolkit}"',
+            f'root = "{root}"',
+            f'nvcc = "{root}/bin/nvcc"',
+        ]
     if gcc:
         lines += ["[compiler]", f'gcc = "{gcc}"']
     if torch:

@@ -35,7 +35,9 @@ HASH = "#sha256=" + "ab" * 32
 
 
 def simple_page(*hrefs: str) -> bytes:
-    links = "".join(f'<a href="{href}">{href.rsplit("/", 1)[-1].split("#")[0]}</a><br/>\n' for href in hrefs)
+    links = "".join(
+        f'<a href="{href}">{href.rsplit("/", 1)[-1].split("#")[0]}</a><br/>\n' for href in hrefs
+    )
     return f"<!DOCTYPE html><html><body><h1>Links for pip</h1>\n{links}</body></html>".encode()
 
 
@@ -51,7 +53,12 @@ class Routes:
         return f"http://127.0.0.1:{self.port}"
 
     def add(
-        self, path: str, body: bytes = b"", status: int = 200, *, content_type: str = "text/html",
+        self,
+        path: str,
+        body: bytes = b"",
+        status: int = 200,
+        *,
+        content_type: str = "text/html",
         location: str | None = None,
     ) -> None:
         headers = {"Content-Type": content_type}
@@ -76,7 +83,14 @@ def pip_uses(monkeypatch: pytest.MonkeyPatch, index: str) -> None:
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Routes]:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+    for name in (
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+    ):
         monkeypatch.delenv(name, raising=False)
     routes = Routes()
 
@@ -84,7 +98,9 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Routes]:
         def do_GET(self) -> None:
             routes.requests.append(self.path)
             routes.authorizations.append(self.headers.get("Authorization"))
-            status, headers, body = routes.pages.get(self.path, (404, {"Content-Type": "text/plain"}, b"not here"))
+            status, headers, body = routes.pages.get(
+                self.path, (404, {"Content-Type": "text/plain"}, b"not here")
+            )
             self.send_response(status)
             for key, value in headers.items():
                 self.send_header(key, value)
@@ -97,7 +113,9 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Routes]:
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     routes.port = httpd.server_address[1]
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield routes
@@ -124,8 +142,13 @@ def pypi_target(routes: Routes, name: str) -> MirrorTarget:
 
 
 def test_good_mirror_answers_with_latency(server: Routes, client: HttpClient) -> None:
-    server.add("/good/simple/pip/", simple_page(f"../../packages/aa/{WHEEL}{HASH}", "../../packages/bb/pip-24.0.tar.gz"))
-    server.add("/good/packages/bb/pip-24.0.tar.gz", b"sdist", content_type="application/octet-stream")
+    server.add(
+        "/good/simple/pip/",
+        simple_page(f"../../packages/aa/{WHEEL}{HASH}", "../../packages/bb/pip-24.0.tar.gz"),
+    )
+    server.add(
+        "/good/packages/bb/pip-24.0.tar.gz", b"sdist", content_type="application/octet-stream"
+    )
     (result,) = check_mirrors([pypi_target(server, "good")], client, canonical=CANONICAL)
     assert result.ok, result.error
     assert result.status == 200
@@ -176,7 +199,9 @@ def test_a_listed_file_that_is_missing_fails(server: Routes, client: HttpClient)
     assert f"lists {server.base}/stale/packages/aa/{WHEEL}" in (result.error or "")
 
 
-def test_flat_page_with_encoded_plus_and_a_file_redirecting_upstream(server: Routes, client: HttpClient) -> None:
+def test_flat_page_with_encoded_plus_and_a_file_redirecting_upstream(
+    server: Routes, client: HttpClient
+) -> None:
     wheel = "torch-2.5.1+cpu-cp311-cp311-linux_x86_64.whl"
     page = f'<html><body><a href="torch-2.5.1&#43;cpu-cp311-cp311-linux_x86_64.whl">{wheel}</a></body></html>'
     server.add("/pytorch-wheels/cpu/", page.encode())
@@ -189,7 +214,9 @@ def test_flat_page_with_encoded_plus_and_a_file_redirecting_upstream(server: Rou
     mirror = f"{server.base}/pytorch-wheels/"
     target = MirrorTarget(ecosystem="pytorch", url=f"{mirror}cpu/", kind="flat", mirror=mirror)
     # stand-in for download.pytorch.org: the same server under another name
-    (result,) = check_mirrors([target], client, canonical=CANONICAL, upstream=frozenset({"localhost"}))
+    (result,) = check_mirrors(
+        [target], client, canonical=CANONICAL, upstream=frozenset({"localhost"})
+    )
     assert result.ok, result.error
     assert result.files == 1
     assert result.sample == f"{mirror}cpu/{wheel}"
@@ -197,14 +224,21 @@ def test_flat_page_with_encoded_plus_and_a_file_redirecting_upstream(server: Rou
 
 
 def test_conda_channel_is_probed_by_headers(server: Routes, client: HttpClient) -> None:
-    server.add("/anaconda/cloud/conda-forge/noarch/repodata.json", b"{}", content_type="application/json")
+    server.add(
+        "/anaconda/cloud/conda-forge/noarch/repodata.json", b"{}", content_type="application/json"
+    )
     good = MirrorTarget(
         ecosystem="conda",
         url=f"{server.base}/anaconda/cloud/conda-forge/noarch/repodata.json",
         kind="probe",
         mirror=f"{server.base}/anaconda/cloud/conda-forge/",
     )
-    bad = MirrorTarget(ecosystem="conda", url=f"{server.base}/gone/noarch/repodata.json", kind="probe", mirror=f"{server.base}/gone/")
+    bad = MirrorTarget(
+        ecosystem="conda",
+        url=f"{server.base}/gone/noarch/repodata.json",
+        kind="probe",
+        mirror=f"{server.base}/gone/",
+    )
     first, second = check_mirrors([good, bad], client, canonical=CANONICAL)
     assert first.ok and first.latency_ms is not None
     assert not second.ok and second.status == 404
@@ -218,12 +252,17 @@ def test_targets_follow_the_layout() -> None:
         "https://mirror.nju.edu.cn/anaconda/cloud/conda-forge/noarch/repodata.json",
     ]
     aliyun = targets_from_preset(get_preset("aliyun"), variant="cu121")
-    assert aliyun[1].url == "https://mirrors.aliyun.com/pytorch-wheels/cu121/" and aliyun[1].kind == "flat"
+    assert (
+        aliyun[1].url == "https://mirrors.aliyun.com/pytorch-wheels/cu121/"
+        and aliyun[1].kind == "flat"
+    )
     config = parse_config(
         'preset = "custom"\n[pytorch]\nlayout = "flat"\nurl = "https://w.example/whl/"\n'
         '[[rewrite]]\ncanonical = "https://conda.anaconda.org/conda-forge/"\nmirror = "https://c.example/cf/"\n'
     )
-    assert [(target.ecosystem, target.url) for target in targets_from_config(config, CANONICAL)] == [
+    assert [
+        (target.ecosystem, target.url) for target in targets_from_config(config, CANONICAL)
+    ] == [
         ("pytorch", "https://w.example/whl/cpu/"),
         ("conda", "https://c.example/cf/noarch/repodata.json"),
     ]
@@ -240,7 +279,9 @@ def test_file_links_resolve_relative_and_skip_other_links() -> None:
     ]
 
 
-def _write_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, routes: Routes, name: str) -> None:
+def _write_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, routes: Routes, name: str
+) -> None:
     config = tmp_path / "config.toml"
     config.write_text(
         f'preset = "custom"\n[[rewrite]]\ncanonical = "https://pypi.org/simple/"\nmirror = "{routes.base}/{name}/simple/"\n',
@@ -252,9 +293,15 @@ def _write_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, routes: Route
 
 
 def test_cli_tests_the_configured_mirror(
-    server: Routes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    server: Routes,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    server.add("/good/simple/pip/", simple_page(f"https://files.pythonhosted.org/packages/aa/{WHEEL}{HASH}"))
+    server.add(
+        "/good/simple/pip/",
+        simple_page(f"https://files.pythonhosted.org/packages/aa/{WHEEL}{HASH}"),
+    )
     _write_config(tmp_path, monkeypatch, server, "good")
     assert main(["mirror", "test", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -268,7 +315,10 @@ def test_cli_tests_the_configured_mirror(
 
 
 def test_cli_exits_1_when_a_mirror_fails(
-    server: Routes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    server: Routes,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     _write_config(tmp_path, monkeypatch, server, "missing")
     assert main(["mirror", "test"]) == 1
@@ -278,7 +328,10 @@ def test_cli_exits_1_when_a_mirror_fails(
 
 
 def test_cli_never_shows_the_credentials_of_a_mirror_url(
-    server: Routes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    server: Routes,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The mirror is fetched with its credentials; the lines and --json show ``user:***@``,
     for a mirror that answers (its sample file URL too), one that fails and one that lists nothing."""
@@ -307,12 +360,18 @@ def test_cli_never_shows_the_credentials_of_a_mirror_url(
         assert result["mirror"] == f"http://lab:***@127.0.0.1:{server.port}/{name}/simple/"
         if name == "good":
             assert result["sample"].startswith("http://lab:***@")
-    assert "/good/simple/pip/" in server.requests and f"/good/packages/aa/{WHEEL}" in server.requests
+    assert (
+        "/good/simple/pip/" in server.requests and f"/good/packages/aa/{WHEEL}" in server.requests
+    )
     login = "Basic " + base64.b64encode(f"lab:{secret}".encode()).decode()
-    assert server.authorizations and set(server.authorizations) == {login}  # fetched with the real credentials
+    assert server.authorizations and set(server.authorizations) == {
+        login
+    }  # fetched with the real credentials
 
 
-def _https_mirror(make_server: ServerFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+def _https_mirror(
+    make_server: ServerFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> str:
     server = make_server()
     page = simple_page(f"../../packages/aa/{WHEEL}{HASH}")
 
@@ -327,7 +386,8 @@ def _https_mirror(make_server: ServerFactory, tmp_path: Path, monkeypatch: pytes
     mirror = server.url("/simple/")
     config = tmp_path / "config.toml"
     config.write_text(
-        f'[[rewrite]]\ncanonical = "https://pypi.org/simple/"\nmirror = "{mirror}"\n', encoding="utf-8"
+        f'[[rewrite]]\ncanonical = "https://pypi.org/simple/"\nmirror = "{mirror}"\n',
+        encoding="utf-8",
     )
     monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -336,20 +396,32 @@ def _https_mirror(make_server: ServerFactory, tmp_path: Path, monkeypatch: pytes
 
 
 def test_https_mirror_trusted_by_the_system_store(
-    make_server: ServerFactory, system_trust: SystemTrust, cas: Cas, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    make_server: ServerFactory,
+    system_trust: SystemTrust,
+    cas: Cas,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     mirror = _https_mirror(make_server, tmp_path, monkeypatch)
     system_trust(cas.origin)
     assert main(["mirror", "test", "--json"]) == 0
     (result,) = json.loads(capsys.readouterr().out)["results"]
     assert result["url"] == f"{mirror}pip/"
-    assert result["ok"] and result["files"] == 1 and result["sample"].startswith(mirror.rsplit("/simple/", 1)[0])
+    assert (
+        result["ok"]
+        and result["files"] == 1
+        and result["sample"].startswith(mirror.rsplit("/simple/", 1)[0])
+    )
 
 
 def test_https_mirror_with_an_untrusted_certificate_fails_verified(
-    make_server: ServerFactory, system_trust: SystemTrust, cas: Cas, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    make_server: ServerFactory,
+    system_trust: SystemTrust,
+    cas: Cas,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     _https_mirror(make_server, tmp_path, monkeypatch)
     system_trust(cas.unrelated)  # negative control: the server's CA is not in the store

@@ -62,23 +62,40 @@ def _user(tmp_path: Path, name: str) -> dict[str, str]:
     """The environment of another user: own HOME, cache folder and cuda-resolve config."""
     home = tmp_path / "users" / name
     home.mkdir(parents=True, exist_ok=True)
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("PIP_", "CONDA_")) and key not in ("VIRTUAL_ENV", "CONDARC")}
-    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / "xdg"), CUDA_RESOLVE_CACHE_DIR=str(home / "cache"),
-               CUDA_RESOLVE_CONFIG=str(home / "cr" / "config.toml"), PYTHONPATH=str(REPO))
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PIP_", "CONDA_")) and key not in ("VIRTUAL_ENV", "CONDARC")
+    }
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / "xdg"),
+        CUDA_RESOLVE_CACHE_DIR=str(home / "cache"),
+        CUDA_RESOLVE_CONFIG=str(home / "cr" / "config.toml"),
+        PYTHONPATH=str(REPO),
+    )
     return env
 
 
-def _set(preset: str, prefix: Path, env: dict[str, str], *, prelude: str = "") -> subprocess.Popen[str]:
+def _set(
+    preset: str, prefix: Path, env: dict[str, str], *, prelude: str = ""
+) -> subprocess.Popen[str]:
     code = prelude + (
         "import sys\nfrom cuda_resolve.cli import main\n"
         f"sys.exit(main(['mirror', 'set', {preset!r}, '--scope', 'env', '--prefix', {str(prefix)!r}]))\n"
     )
-    return subprocess.Popen([sys.executable, "-c", code], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
-def test_a_run_waits_while_another_user_holds_the_environment_lock(prefix: Path, tmp_path: Path) -> None:
+def test_a_run_waits_while_another_user_holds_the_environment_lock(
+    prefix: Path, tmp_path: Path
+) -> None:
     with FileLock(str(prefix / ENVIRONMENT_LOCK)):  # another user's run, between plan and write
         process = _set("tuna", prefix, _user(tmp_path, "bob"))
         time.sleep(2.0)
@@ -89,8 +106,9 @@ def test_a_run_waits_while_another_user_holds_the_environment_lock(prefix: Path,
     assert "pypi.tuna.tsinghua.edu.cn" in (prefix / "pip.conf").read_text(encoding="utf-8")
 
 
-def test_an_edit_made_after_the_plan_is_kept(prefix: Path, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_edit_made_after_the_plan_is_kept(
+    prefix: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(tmp_path / "cr" / "config.toml"))
     presets = load_presets()
     targets = resolve_targets("env", prefix=prefix)
@@ -98,8 +116,9 @@ def test_an_edit_made_after_the_plan_is_kept(prefix: Path, tmp_path: Path,
     # Another user's `mirror set ustc` (or a hand edit) lands while this one was planning.
     other = plan_set(presets["ustc"], targets, all_presets=presets.values())
     apply_plan(other)
-    (prefix / "pip.conf").write_text((prefix / "pip.conf").read_text(encoding="utf-8") + "retries = 7\n",
-                                     encoding="utf-8")
+    (prefix / "pip.conf").write_text(
+        (prefix / "pip.conf").read_text(encoding="utf-8") + "retries = 7\n", encoding="utf-8"
+    )
     applied = apply_plan(plan)
     pip_text = (prefix / "pip.conf").read_text(encoding="utf-8")
     assert "retries = 7" in pip_text  # their edit survives
@@ -131,7 +150,9 @@ def _another_group() -> int | None:
     return others[0] if others else None
 
 
-def test_a_lock_file_this_user_cannot_write_is_an_error_naming_it(prefix: Path, tmp_path: Path) -> None:
+def test_a_lock_file_this_user_cannot_write_is_an_error_naming_it(
+    prefix: Path, tmp_path: Path
+) -> None:
     lock = prefix / ENVIRONMENT_LOCK
     lock.write_bytes(b"")
     os.chmod(lock, 0o444)  # made by someone whose group this user is not in
@@ -149,16 +170,26 @@ def test_a_lock_file_this_user_cannot_write_is_an_error_naming_it(prefix: Path, 
 
 def test_the_user_scope_leaves_no_lock_file_beside_the_users_files(tmp_path: Path) -> None:
     env = _user(tmp_path, "carol")
-    code = "import sys\nfrom cuda_resolve.cli import main\nsys.exit(main(['mirror', 'set', 'tuna']))\n"
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                            timeout=60, check=False)
+    code = (
+        "import sys\nfrom cuda_resolve.cli import main\nsys.exit(main(['mirror', 'set', 'tuna']))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     home = Path(env["HOME"])
     assert (home / "xdg" / "pip" / "pip.conf").exists()
     assert not list(home.rglob(ENVIRONMENT_LOCK))
 
 
-def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(prefix: Path, tmp_path: Path) -> None:
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(
+    prefix: Path, tmp_path: Path
+) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
     os.chmod(victim, 0o600)

@@ -29,19 +29,28 @@ def test_index_url_is_added_to_an_existing_global_section() -> None:
 
 def test_global_section_is_appended_when_missing() -> None:
     text = "; comment\n[install]\nuser = true"  # no final newline
-    assert set_index_url(text, URL) == f"; comment\n[install]\nuser = true\n\n[global]\nindex-url = {URL}\n"
+    assert (
+        set_index_url(text, URL)
+        == f"; comment\n[install]\nuser = true\n\n[global]\nindex-url = {URL}\n"
+    )
 
 
 def test_windows_line_endings_are_kept() -> None:
     text = "[install]\r\nuser = true\r\n"
-    assert set_index_url(text, URL) == f"[install]\r\nuser = true\r\n\r\n[global]\r\nindex-url = {URL}\r\n"
+    assert (
+        set_index_url(text, URL)
+        == f"[install]\r\nuser = true\r\n\r\n[global]\r\nindex-url = {URL}\r\n"
+    )
     assert set_index_url("[global]\r\n", URL) == f"[global]\r\nindex-url = {URL}\r\n"
 
 
 def test_any_spelling_of_the_key_is_replaced_once() -> None:
     text = "[global]\nIndex_URL: https://old.example/simple\n# note\nextra-index-url = https://x.example/simple\n"
     result = set_index_url(text, URL)
-    assert result == f"[global]\nindex-url = {URL}\n# note\nextra-index-url = https://x.example/simple\n"
+    assert (
+        result
+        == f"[global]\nindex-url = {URL}\n# note\nextra-index-url = https://x.example/simple\n"
+    )
     settings = read_pip_settings(result)
     assert settings.index_url == URL
     assert settings.extra_index_urls == ("https://x.example/simple",)
@@ -62,7 +71,9 @@ def test_pip_conf_pip_cannot_read_is_refused() -> None:
 
 
 def test_trusted_hosts_are_read_for_warnings() -> None:
-    settings = read_pip_settings("[global]\ntrusted-host = a.example\n    b.example\n[install]\ntrusted_host = c.example\n")
+    settings = read_pip_settings(
+        "[global]\ntrusted-host = a.example\n    b.example\n[install]\ntrusted_host = c.example\n"
+    )
     assert settings.trusted_hosts == ("a.example", "b.example", "c.example")
 
 
@@ -84,7 +95,9 @@ def test_empty_condarc_keeps_condas_default_channels_and_gets_truststore() -> No
     assert any("no channels list" in note for note in notes)
 
 
-@pytest.mark.parametrize("name", [name for name, preset in load_presets().items() if preset.conda is not None])
+@pytest.mark.parametrize(
+    "name", [name for name, preset in load_presets().items() if preset.conda is not None]
+)
 def test_a_preset_on_an_empty_condarc_sets_only_mirror_keys_and_truststore(name: str) -> None:
     data = safe_load(edit("", name)[0])
     assert set(data) <= {"default_channels", "custom_channels", "channel_alias", "ssl_verify"}
@@ -105,7 +118,12 @@ def test_channel_urls_become_names_and_duplicates_go() -> None:
         "  - nvidia\n"
     )
     result, _ = edit(text, "nju")
-    assert safe_load(result)["channels"] == ["conda-forge", "defaults", "https://my.lab.example/conda/special", "nvidia"]
+    assert safe_load(result)["channels"] == [
+        "conda-forge",
+        "defaults",
+        "https://my.lab.example/conda/special",
+        "nvidia",
+    ]
 
 
 def test_legacy_verify_ssl_key_is_replaced() -> None:
@@ -134,7 +152,9 @@ def test_custom_conda_base() -> None:
     preset = custom_preset(conda="https://conda.lab.example.edu/anaconda")
     result, _ = edit_condarc("", preset, all_presets=load_presets().values())
     settings = read_conda_settings(result)
-    assert settings.custom_channels == (("conda-forge", "https://conda.lab.example.edu/anaconda/cloud"),)
+    assert settings.custom_channels == (
+        ("conda-forge", "https://conda.lab.example.edu/anaconda/cloud"),
+    )
     assert settings.default_channels[0] == "https://conda.lab.example.edu/anaconda/pkgs/main"
 
 

@@ -80,11 +80,16 @@ def test_custom_preset_covers_only_what_was_given() -> None:
     preset = custom_preset(pytorch="https://m.example/whl", pytorch_layout="flat")
     assert preset.covers("pytorch")
     assert not preset.covers("pypi") and not preset.covers("conda")
-    assert [rule.mirror for rule in preset.rewrites()] == ["https://m.example/whl/", "https://m.example/whl/"]
+    assert [rule.mirror for rule in preset.rewrites()] == [
+        "https://m.example/whl/",
+        "https://m.example/whl/",
+    ]
     conda = custom_preset(conda="https://lab.example/anaconda")
     assert conda.conda is not None
     assert conda.conda.default_channels[0] == "https://lab.example/anaconda/pkgs/main/"
-    assert dict(conda.conda.custom_channels) == {"conda-forge": "https://lab.example/anaconda/cloud/"}
+    assert dict(conda.conda.custom_channels) == {
+        "conda-forge": "https://lab.example/anaconda/cloud/"
+    }
 
 
 def test_bad_preset_data_names_file_and_key() -> None:

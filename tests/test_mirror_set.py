@@ -102,7 +102,9 @@ def load_yaml(path: Path) -> dict[str, object]:
     return data
 
 
-def test_set_keeps_existing_content_and_writes_backups(home: Home, capsys: pytest.CaptureFixture[str]) -> None:
+def test_set_keeps_existing_content_and_writes_backups(
+    home: Home, capsys: pytest.CaptureFixture[str]
+) -> None:
     home.seed()
     assert run("set", "tuna") == 0
     out = capsys.readouterr().out
@@ -136,11 +138,17 @@ def test_set_keeps_existing_content_and_writes_backups(home: Home, capsys: pytes
     assert config.preset == "tuna"
     assert config.index_dirs == (Path("/srv/lab-index"),)
     assert config.proxies.https == "http://proxy.lab.example.edu:3128"
-    assert config.rewrite("https://artifacts.example.com/x.whl") == "https://artifacts.lab.example.edu/x.whl"
-    assert config.rewrite("https://pypi.org/simple/pip/") == "https://pypi.tuna.tsinghua.edu.cn/simple/pip/"
-    assert config.rewrite("https://files.pythonhosted.org/packages/ab/cd/pip-24.0-py3-none-any.whl") == (
-        "https://pypi.tuna.tsinghua.edu.cn/packages/ab/cd/pip-24.0-py3-none-any.whl"
+    assert (
+        config.rewrite("https://artifacts.example.com/x.whl")
+        == "https://artifacts.lab.example.edu/x.whl"
     )
+    assert (
+        config.rewrite("https://pypi.org/simple/pip/")
+        == "https://pypi.tuna.tsinghua.edu.cn/simple/pip/"
+    )
+    assert config.rewrite(
+        "https://files.pythonhosted.org/packages/ab/cd/pip-24.0-py3-none-any.whl"
+    ) == ("https://pypi.tuna.tsinghua.edu.cn/packages/ab/cd/pip-24.0-py3-none-any.whl")
     assert config.pytorch is None  # TUNA has no PyTorch wheel mirror
 
     backups = home.backups()
@@ -162,7 +170,9 @@ def test_second_run_changes_nothing(home: Home, capsys: pytest.CaptureFixture[st
     assert out.count("unchanged") == 3
 
 
-def test_dry_run_writes_nothing_and_prints_diffs(home: Home, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dry_run_writes_nothing_and_prints_diffs(
+    home: Home, capsys: pytest.CaptureFixture[str]
+) -> None:
     home.seed()
     before = home.snapshot()
     assert run("set", "aliyun", "--dry-run") == 0
@@ -184,15 +194,22 @@ def test_dry_run_on_a_fresh_home_creates_no_folder(home: Home) -> None:
 
 def test_fresh_home_gets_new_files_without_backups(home: Home) -> None:
     assert run("set", "sjtu") == 0
-    assert home.pip.read_text(encoding="utf-8") == "[global]\nindex-url = https://mirror.sjtu.edu.cn/pypi/web/simple/\n"
+    assert (
+        home.pip.read_text(encoding="utf-8")
+        == "[global]\nindex-url = https://mirror.sjtu.edu.cn/pypi/web/simple/\n"
+    )
     condarc = load_yaml(home.condarc)
-    assert "channels" not in condarc  # conda's implicit defaults, now from the mirror's default_channels
+    assert (
+        "channels" not in condarc
+    )  # conda's implicit defaults, now from the mirror's default_channels
     assert condarc["default_channels"][0] == "https://mirror.sjtu.edu.cn/anaconda/pkgs/main"  # type: ignore[index]
     assert condarc["ssl_verify"] == "truststore"
     assert home.backups() == []
     config = load_config()
     assert config.pytorch is not None and config.pytorch.layout == "simple"
-    wheel = "https://download.pytorch.org/whl/cu121/torch-2.5.1%2Bcu121-cp311-cp311-linux_x86_64.whl"
+    wheel = (
+        "https://download.pytorch.org/whl/cu121/torch-2.5.1%2Bcu121-cp311-cp311-linux_x86_64.whl"
+    )
     assert config.rewrite(wheel) == (
         "https://mirror.sjtu.edu.cn/pytorch-wheels/cu121/torch-2.5.1%2Bcu121-cp311-cp311-linux_x86_64.whl"
     )
@@ -207,11 +224,25 @@ def test_switching_presets_leaves_no_trace_of_the_old_mirror(home: Home) -> None
     custom = load_yaml(home.condarc)["custom_channels"]
     assert isinstance(custom, dict)
     assert custom["lab"] == "https://conda.lab.example.edu/channels"
-    assert set(custom) - {"lab"} == {"conda-forge", "msys2", "bioconda", "menpo", "pytorch", "simpleitk"}
-    assert all(url == "https://mirror.nju.edu.cn/anaconda/cloud" for name, url in custom.items() if name != "lab")
+    assert set(custom) - {"lab"} == {
+        "conda-forge",
+        "msys2",
+        "bioconda",
+        "menpo",
+        "pytorch",
+        "simpleitk",
+    }
+    assert all(
+        url == "https://mirror.nju.edu.cn/anaconda/cloud"
+        for name, url in custom.items()
+        if name != "lab"
+    )
     config = load_config()
     assert all("tuna" not in rule.mirror for rule in config.rewrites)
-    assert config.rewrite("https://artifacts.example.com/x.whl") == "https://artifacts.lab.example.edu/x.whl"
+    assert (
+        config.rewrite("https://artifacts.example.com/x.whl")
+        == "https://artifacts.lab.example.edu/x.whl"
+    )
 
 
 def test_official_returns_to_upstream(home: Home) -> None:
@@ -235,19 +266,36 @@ def test_custom_preset_changes_only_what_was_given(home: Home) -> None:
     assert run("set", "tuna") == 0
     pip_before = home.pip.read_bytes()
     condarc_before = home.condarc.read_bytes()
-    assert run("set", "custom", "--pytorch", "https://wheels.lab.example.edu/whl", "--pytorch-layout", "flat") == 0
+    assert (
+        run(
+            "set",
+            "custom",
+            "--pytorch",
+            "https://wheels.lab.example.edu/whl",
+            "--pytorch-layout",
+            "flat",
+        )
+        == 0
+    )
     assert home.pip.read_bytes() == pip_before
     assert home.condarc.read_bytes() == condarc_before
     config = load_config()
     assert config.preset == "custom"
-    assert config.pytorch is not None and config.pytorch.url == "https://wheels.lab.example.edu/whl/"
-    assert config.rewrite("https://pypi.org/simple/x/") == "https://pypi.tuna.tsinghua.edu.cn/simple/x/"
-    assert config.rewrite("https://download.pytorch.org/whl/cpu/torch-2.5.1-cp311-none-any.whl") == (
-        "https://wheels.lab.example.edu/whl/cpu/torch-2.5.1-cp311-none-any.whl"
+    assert (
+        config.pytorch is not None and config.pytorch.url == "https://wheels.lab.example.edu/whl/"
     )
+    assert (
+        config.rewrite("https://pypi.org/simple/x/")
+        == "https://pypi.tuna.tsinghua.edu.cn/simple/x/"
+    )
+    assert config.rewrite(
+        "https://download.pytorch.org/whl/cpu/torch-2.5.1-cp311-none-any.whl"
+    ) == ("https://wheels.lab.example.edu/whl/cpu/torch-2.5.1-cp311-none-any.whl")
 
 
-def test_ssl_verify_bundle_path_is_kept_and_false_is_replaced(home: Home, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ssl_verify_bundle_path_is_kept_and_false_is_replaced(
+    home: Home, capsys: pytest.CaptureFixture[str]
+) -> None:
     home.condarc.write_text("ssl_verify: /etc/ssl/certs/lab-ca.pem\n", encoding="utf-8")
     assert run("set", "tuna") == 0
     assert load_yaml(home.condarc)["ssl_verify"] == "/etc/ssl/certs/lab-ca.pem"
@@ -263,7 +311,9 @@ def test_no_preset_writes_anything_that_weakens_verification(home: Home, name: s
     home.pip.write_text("[global]\ntrusted-host = old.example\n", encoding="utf-8")
     home.condarc.write_text("ssl_verify: false\n", encoding="utf-8")
     assert run("set", name) == 0
-    written = "\n".join(path.read_text(encoding="utf-8") for path in (home.pip, home.condarc, home.config))
+    written = "\n".join(
+        path.read_text(encoding="utf-8") for path in (home.pip, home.condarc, home.config)
+    )
     assert "ssl_verify: false" not in written
     assert "verify=False" not in written
     assert written.count("trusted-host") == 1  # the user's line is kept, never added to
@@ -272,7 +322,11 @@ def test_no_preset_writes_anything_that_weakens_verification(home: Home, name: s
 
 def _pip_env(home: Home) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
-    env.update(HOME=str(home.root), XDG_CONFIG_HOME=str(home.root / "xdg"), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env.update(
+        HOME=str(home.root),
+        XDG_CONFIG_HOME=str(home.root / "xdg"),
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+    )
     return env
 
 
@@ -281,7 +335,11 @@ def test_user_pip_conf_is_honoured_by_real_pip(home: Home) -> None:
     assert run("set", "bfsu") == 0
     for args in (["config", "--user", "list"], ["config", "list"]):
         result = subprocess.run(
-            [sys.executable, "-m", "pip", *args], capture_output=True, text=True, env=_pip_env(home), timeout=120
+            [sys.executable, "-m", "pip", *args],
+            capture_output=True,
+            text=True,
+            env=_pip_env(home),
+            timeout=120,
         )
         assert result.returncode == 0, result.stderr
         assert "global.index-url='https://mirrors.bfsu.edu.cn/pypi/web/simple/'" in result.stdout
@@ -294,13 +352,20 @@ def _venv_with_pip(tmp_path: Path) -> Path:
     import sysconfig
 
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
     python = venv / "bin" / "python"
     purelib = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True, timeout=60,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     ).stdout.strip()
-    Path(purelib, "_outer_site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
+    Path(purelib, "_outer_site.pth").write_text(
+        sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8"
+    )
     return python
 
 
@@ -312,16 +377,24 @@ def test_env_scope_writes_the_venv_site_file_read_by_its_pip(
     venv = python.parent.parent
     assert run("set", "nju", "--scope", "env", "--python", str(python)) == 0
     out = capsys.readouterr().out
-    assert (venv / "pip.conf").read_text(encoding="utf-8") == "[global]\nindex-url = https://mirror.nju.edu.cn/pypi/web/simple/\n"
+    assert (venv / "pip.conf").read_text(
+        encoding="utf-8"
+    ) == "[global]\nindex-url = https://mirror.nju.edu.cn/pypi/web/simple/\n"
     assert not (venv / ".condarc").exists()
     assert "not a conda environment" in out
     assert not home.pip.exists()  # the user file is not touched by --scope env
     result = subprocess.run(
         [str(python), "-m", "pip", "config", "--site", "list"],
-        capture_output=True, text=True, env=_pip_env(home), timeout=120,
+        capture_output=True,
+        text=True,
+        env=_pip_env(home),
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    assert "global.index-url='https://mirror.nju.edu.cn/pypi/web/simple/'" in result.stdout.splitlines()
+    assert (
+        "global.index-url='https://mirror.nju.edu.cn/pypi/web/simple/'"
+        in result.stdout.splitlines()
+    )
 
 
 def test_env_scope_on_a_conda_prefix_writes_its_condarc(home: Home, tmp_path: Path) -> None:
@@ -333,14 +406,18 @@ def test_env_scope_on_a_conda_prefix_writes_its_condarc(home: Home, tmp_path: Pa
     assert not home.condarc.exists()
 
 
-def test_env_scope_without_an_environment_is_a_usage_error(home: Home, capsys: pytest.CaptureFixture[str]) -> None:
+def test_env_scope_without_an_environment_is_a_usage_error(
+    home: Home, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert run("set", "tuna", "--scope", "env") == 2
     err = capsys.readouterr().err
     assert "error: --scope env: no target environment" in err
     assert "Traceback" not in err
 
 
-def test_unwritable_target_is_a_usage_error_naming_the_path(home: Home, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unwritable_target_is_a_usage_error_naming_the_path(
+    home: Home, capsys: pytest.CaptureFixture[str]
+) -> None:
     (home.root / "xdg").write_text("a file where a folder should be\n", encoding="utf-8")
     before = home.snapshot()
     assert run("set", "tuna") == 2
@@ -400,7 +477,9 @@ def test_bad_custom_url_is_a_usage_error(home: Home, capsys: pytest.CaptureFixtu
     assert "only taken with the preset 'custom'" in capsys.readouterr().err
 
 
-def test_broken_pip_conf_is_reported_and_left_alone(home: Home, capsys: pytest.CaptureFixture[str]) -> None:
+def test_broken_pip_conf_is_reported_and_left_alone(
+    home: Home, capsys: pytest.CaptureFixture[str]
+) -> None:
     home.pip.parent.mkdir(parents=True)
     home.pip.write_text("index-url = outside any section\n", encoding="utf-8")
     before = home.snapshot()
@@ -466,7 +545,9 @@ def test_a_symlinked_dotfile_is_edited_through_the_link(home: Home) -> None:
     assert [path.read_text(encoding="utf-8") for path in backups] == [CONDARC]
 
 
-def test_show_with_a_broken_config_names_its_path(home: Home, capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_with_a_broken_config_names_its_path(
+    home: Home, capsys: pytest.CaptureFixture[str]
+) -> None:
     home.config.parent.mkdir(parents=True)
     home.config.write_text("preset = [\n", encoding="utf-8")
     assert run("show", "--json") == 0
@@ -536,7 +617,8 @@ def test_credentials_in_mirror_urls_are_written_but_never_shown(
     assert load_config().rewrite("https://pypi.org/simple/pip/") == f"{pypi}/pip/"
 
     home.config.write_text(
-        home.config.read_text(encoding="utf-8") + f'\n[proxy]\nhttps = "http://proxy-user:{SECRET}@proxy.lab:3128"\n',
+        home.config.read_text(encoding="utf-8")
+        + f'\n[proxy]\nhttps = "http://proxy-user:{SECRET}@proxy.lab:3128"\n',
         encoding="utf-8",
     )
     assert run("show") == 0
@@ -546,14 +628,21 @@ def test_credentials_in_mirror_urls_are_written_but_never_shown(
     assert "rewrite https://pypi.org/simple/ -> https://lab:***@pypi.lab.example.edu/simple/" in out
     assert "http://proxy-user:***@proxy.lab:3128" in out
     data = json.loads(out[out.index("\n{") + 1 :])
-    user_pip = next(item for item in data["files"] if item["tool"] == "pip" and item["role"] == "user")
+    user_pip = next(
+        item for item in data["files"] if item["tool"] == "pip" and item["role"] == "user"
+    )
     assert user_pip["index_url"] == "https://lab:***@pypi.lab.example.edu/simple/"
     assert data["variables"]["PIP_INDEX_URL"] == "https://other:***@old.example.edu/simple"
 
 
-def test_an_error_naming_a_url_with_credentials_hides_them(home: Home, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_error_naming_a_url_with_credentials_hides_them(
+    home: Home, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert run("set", "custom", "--pypi", f"http://lab:{SECRET}@pypi.lab.example.edu/simple") == 2
-    assert run("set", "custom", "--pypi", f"http://lab:{SECRET}@pypi.lab.example.edu/simple", "--json") == 2
+    assert (
+        run("set", "custom", "--pypi", f"http://lab:{SECRET}@pypi.lab.example.edu/simple", "--json")
+        == 2
+    )
     captured = capsys.readouterr()
     assert SECRET not in captured.out + captured.err
     assert "--pypi 'http://lab:***@pypi.lab.example.edu/simple'" in captured.err

@@ -43,16 +43,23 @@ def files(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 def test_every_file_is_written_with_backups_and_kept_modes(files: tuple[Path, Path, Path]) -> None:
     first, second, third = files
-    backups = write_all([pending(first, "one\n"), pending(second, "two\n"), pending(third, "three\n")], now=NOW)
+    backups = write_all(
+        [pending(first, "one\n"), pending(second, "two\n"), pending(third, "three\n")], now=NOW
+    )
     assert [path.read_text(encoding="utf-8") for path in files] == ["one\n", "two\n", "three\n"]
     assert backups[0] == first.with_name("pip.conf.20261202-153000.bak")
-    assert backups[0] is not None and backups[0].read_text(encoding="utf-8") == "[global]\ntimeout = 60\n"
+    assert (
+        backups[0] is not None
+        and backups[0].read_text(encoding="utf-8") == "[global]\ntimeout = 60\n"
+    )
     assert backups[2] is None
     assert first.stat().st_mode & 0o777 == 0o600
     assert not list(first.parent.parent.rglob("*.tmp"))
 
 
-def _failing_on(calls: list[int], fail_at: set[int], real: Callable[..., object]) -> Callable[..., object]:
+def _failing_on(
+    calls: list[int], fail_at: set[int], real: Callable[..., object]
+) -> Callable[..., object]:
     def wrapper(*args: object, **kwargs: object) -> object:
         calls.append(1)
         if len(calls) in fail_at:
@@ -71,9 +78,15 @@ def test_a_replace_that_fails_midway_restores_the_files_already_replaced(
     # the first file is replaced, the second fails: the first must be put back
     monkeypatch.setattr(writes.os, "replace", _failing_on(calls, {2}, os.replace))
     with pytest.raises(UsageError) as info:
-        write_all([pending(first, "one\n"), pending(second, "two\n"), pending(third, "three\n")], now=NOW)
+        write_all(
+            [pending(first, "one\n"), pending(second, "two\n"), pending(third, "three\n")], now=NOW
+        )
     assert info.value.message.startswith(f"{second}: cannot be replaced: Permission denied")
-    assert info.value.hint is not None and "restored" in info.value.hint and "nothing was changed" in info.value.hint
+    assert (
+        info.value.hint is not None
+        and "restored" in info.value.hint
+        and "nothing was changed" in info.value.hint
+    )
     assert snapshot(tmp_path) == before
     assert first.stat().st_mode & 0o777 == 0o600
 
@@ -122,7 +135,9 @@ def test_a_backup_that_fails_leaves_no_temporary_file_and_no_backup(
 
     monkeypatch.setattr(writes, "make_backup", failing_backup)
     with pytest.raises(UsageError) as info:
-        write_all([pending(first, "one\n"), pending(second, "two\n"), pending(third, "three\n")], now=NOW)
+        write_all(
+            [pending(first, "one\n"), pending(second, "two\n"), pending(third, "three\n")], now=NOW
+        )
     assert info.value.message.startswith(f"{second}: cannot be written: Permission denied")
     assert info.value.hint == "nothing was changed; pick another place"
     assert snapshot(tmp_path) == before
@@ -137,6 +152,14 @@ def test_a_target_under_a_regular_file_fails_before_anything_is_written(
     afile.write_text("x\n", encoding="utf-8")
     before = snapshot(tmp_path)
     with pytest.raises(UsageError) as info:
-        write_all([pending(first, "one\n"), pending(second, "two\n"), pending(afile / "sub" / "config.toml", "3\n")])
-    assert info.value.message.startswith(f"{afile / 'sub' / 'config.toml'}: cannot be written: Not a directory")
+        write_all(
+            [
+                pending(first, "one\n"),
+                pending(second, "two\n"),
+                pending(afile / "sub" / "config.toml", "3\n"),
+            ]
+        )
+    assert info.value.message.startswith(
+        f"{afile / 'sub' / 'config.toml'}: cannot be written: Not a directory"
+    )
     assert snapshot(tmp_path) == before

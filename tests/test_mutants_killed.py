@@ -66,25 +66,37 @@ def h200() -> Environment:
 @pytest.fixture(scope="module")
 def pointnet2_plan(h200: Environment) -> Plan:
     plan = make_plan(resolve(["pointnet2_ops"], h200, default_index(), Options()), h200)
-    assert [(item.name, item.kind) for item in plan.items] == [("torch", "installed"), ("pointnet2_ops", "build")]
+    assert [(item.name, item.kind) for item in plan.items] == [
+        ("torch", "installed"),
+        ("pointnet2_ops", "build"),
+    ]
     return plan
 
 
 def _completed(plan: Plan, env: Environment, pip_args: tuple[str, ...]) -> Plan:
-    return complete_plan(plan, env, default_index(), InstallOptions(pip_args=pip_args), pip=None, installed=INSTALLED)
+    return complete_plan(
+        plan, env, default_index(), InstallOptions(pip_args=pip_args), pip=None, installed=INSTALLED
+    )
 
 
-def test_the_built_wheel_alone_goes_in_with_no_deps_when_nothing_else_was_asked(pointnet2_plan: Plan, h200: Environment) -> None:
+def test_the_built_wheel_alone_goes_in_with_no_deps_when_nothing_else_was_asked(
+    pointnet2_plan: Plan, h200: Environment
+) -> None:
     [step] = _completed(pointnet2_plan, h200, ()).steps
     assert step.args == ("--no-deps",) and len(step.built) == 1
 
 
-@pytest.mark.parametrize("pip_args", [
-    ("--proxy", "http://proxy.example:3128"),
-    ("-c", "constraints.txt"),
-    ("--index-url", "https://mirror.example/simple"),
-])
-def test_the_users_pip_options_are_never_dropped_for_no_deps(pointnet2_plan: Plan, h200: Environment, pip_args: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    "pip_args",
+    [
+        ("--proxy", "http://proxy.example:3128"),
+        ("-c", "constraints.txt"),
+        ("--index-url", "https://mirror.example/simple"),
+    ],
+)
+def test_the_users_pip_options_are_never_dropped_for_no_deps(
+    pointnet2_plan: Plan, h200: Environment, pip_args: tuple[str, ...]
+) -> None:
     """``--no-deps`` skips pip's resolution: it is chosen only when the user gave pip nothing, since
     the user's options (a proxy, constraints, an index) would otherwise be silently left out."""
     [step] = _completed(pointnet2_plan, h200, pip_args).steps
@@ -92,7 +104,9 @@ def test_the_users_pip_options_are_never_dropped_for_no_deps(pointnet2_plan: Pla
     assert step.args[: len(pip_args)] == pip_args
 
 
-def test_the_wheel_key_carries_the_targets_python_tag(pointnet2_plan: Plan, h200: Environment) -> None:
+def test_the_wheel_key_carries_the_targets_python_tag(
+    pointnet2_plan: Plan, h200: Environment
+) -> None:
     """The H200's Python is 3.12: a key saying cp311 (this machine's) would reuse or publish a
     wheel for the wrong interpreter."""
     assert h200.python.interpreter_tag == "cp312"
@@ -101,7 +115,9 @@ def test_the_wheel_key_carries_the_targets_python_tag(pointnet2_plan: Plan, h200
     assert build.key.to_json()["python_tag"] == "cp312"
 
 
-def test_a_curated_find_links_page_is_checked_before_anything_is_installed(tmp_path: Path, h200: Environment) -> None:
+def test_a_curated_find_links_page_is_checked_before_anything_is_installed(
+    tmp_path: Path, h200: Environment
+) -> None:
     """Every URL the install will contact answers first (the executor probes each step's
     checked_urls): a find-links page left out would fail only inside pip, after the builds."""
     (tmp_path / "packages").mkdir()
@@ -109,7 +125,10 @@ def test_a_curated_find_links_page_is_checked_before_anything_is_installed(tmp_p
     index = load_index([tmp_path], include_user=False)
     plan = make_plan(resolve(["demo-ext"], h200, index, Options()), h200)
     page = "https://wheels.example.org/torch-2.11.0_cu130.html"
-    assert [(item.name, item.kind, item.find_links) for item in plan.items] == [("torch", "installed", None), ("demo-ext", "wheel", page)]
+    assert [(item.name, item.kind, item.find_links) for item in plan.items] == [
+        ("torch", "installed", None),
+        ("demo-ext", "wheel", page),
+    ]
     completed = complete_plan(plan, h200, index, InstallOptions(), pip=None, installed=INSTALLED)
     [step] = completed.steps
     assert step.args[-2:] == ("--find-links", page)
@@ -132,7 +151,12 @@ def test_conflict_reasons_of_several_packages_are_ranked_together_by_relevance()
     The reasons of both packages are ranked as one list: the GPU facts, then the missing toolkit,
     then the CPU build; not one package's reasons after the other's."""
     with pytest.raises(ResolutionImpossible) as caught:
-        resolve(["pointnet2_ops", "torch==2.5.1"], _kepler_without_a_toolkit(), default_index(), Options())
+        resolve(
+            ["pointnet2_ops", "torch==2.5.1"],
+            _kepler_without_a_toolkit(),
+            default_index(),
+            Options(),
+        )
     reasons = caught.value.reasons
     gpu = [i for i, reason in enumerate(reasons) if "no kernels for gpu0 (3.5)" in reason]
     [toolkit] = [i for i, reason in enumerate(reasons) if "no CUDA toolkit (nvcc) found" in reason]
@@ -142,8 +166,13 @@ def test_conflict_reasons_of_several_packages_are_ranked_together_by_relevance()
 
 
 def test_https_inside_a_connect_tunnel_is_verified_with_our_context(
-    origin: BenchServer, cas: Cas, system_trust: SystemTrust, make_proxy: ProxyFactory,
-    make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    origin: BenchServer,
+    cas: Cas,
+    system_trust: SystemTrust,
+    make_proxy: ProxyFactory,
+    make_client: ClientFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     """Our context trusts a CA that OpenSSL's default paths do not (a CA file the user named): a
     page behind a CONNECT proxy is fetched with it too, not with urllib3's default context."""

@@ -42,8 +42,12 @@ def downloads(tmp_path: Path) -> Path:
     return path
 
 
-def static(body: bytes, status: int = 200, content_type: str = "application/octet-stream",
-           headers: dict[str, str] | None = None) -> Callable[[BenchHandler], None]:
+def static(
+    body: bytes,
+    status: int = 200,
+    content_type: str = "application/octet-stream",
+    headers: dict[str, str] | None = None,
+) -> Callable[[BenchHandler], None]:
     def route(handler: BenchHandler) -> None:
         handler.reply(status, body, content_type=content_type, headers=headers)
 
@@ -104,8 +108,11 @@ def test_read_timeout_fails_fast_and_is_bounded(
         handler.server.stopping.wait(30)
 
     origin.routes["/stall"] = stall
-    client = make_client(timeouts=Timeouts(connect=1.0, read=0.5, deadline=2.0),
-                         retry=RetryPolicy(attempts=10, backoff=0.05), sleep=time.sleep)
+    client = make_client(
+        timeouts=Timeouts(connect=1.0, read=0.5, deadline=2.0),
+        retry=RetryPolicy(attempts=10, backoff=0.05),
+        sleep=time.sleep,
+    )
     started = time.monotonic()
     with pytest.raises(FetchError) as info:
         client.get(origin.url("/stall"))
@@ -137,7 +144,11 @@ def test_connection_refused_names_the_url(clean_env: None, make_client: ClientFa
     with pytest.raises(FetchError) as info:
         make_client().get(url)
     assert info.value.kind == "refused"
-    assert url in str(info.value) and "refused" in str(info.value) and "after 3 attempts" in str(info.value)
+    assert (
+        url in str(info.value)
+        and "refused" in str(info.value)
+        and "after 3 attempts" in str(info.value)
+    )
 
 
 def test_dns_failure_names_the_host(clean_env: None, make_client: ClientFactory) -> None:
@@ -175,14 +186,19 @@ def test_redirect_to_another_host_is_followed_and_verified(
 
 
 def test_download_follows_a_redirect_to_the_file_host(
-    origin: BenchServer, make_server: ServerFactory, trusted: None, make_client: ClientFactory,
+    origin: BenchServer,
+    make_server: ServerFactory,
+    trusted: None,
+    make_client: ClientFactory,
     downloads: Path,
 ) -> None:
     files = make_server()
     files.routes["/packages/demo.whl"] = static(WHEEL)
     target = files.url("/packages/demo.whl", host="127.0.0.1")
     origin.routes["/files/demo.whl"] = static(b"", status=307, headers={"Location": target})
-    dest = make_client().download(origin.url("/files/demo.whl"), downloads / "demo.whl", sha256=WHEEL_SHA)
+    dest = make_client().download(
+        origin.url("/files/demo.whl"), downloads / "demo.whl", sha256=WHEEL_SHA
+    )
     assert dest.read_bytes() == WHEEL
 
 
@@ -191,7 +207,9 @@ def test_redirect_from_https_to_http_is_refused(
 ) -> None:
     plain = make_server(tls=False)
     plain.routes["/demo.whl"] = static(WHEEL)
-    origin.routes["/demo.whl"] = static(b"", status=301, headers={"Location": plain.url("/demo.whl")})
+    origin.routes["/demo.whl"] = static(
+        b"", status=301, headers={"Location": plain.url("/demo.whl")}
+    )
     with pytest.raises(FetchError) as info:
         make_client().get(origin.url("/demo.whl"))
     assert info.value.kind == "redirect" and "not HTTPS" in str(info.value)
@@ -246,7 +264,8 @@ def test_truncated_body_is_detected_and_the_partial_file_removed(
     dest = downloads / "demo.whl"
     with pytest.raises(FetchError) as info:
         make_client(retry=RetryPolicy(attempts=2, backoff=0.01)).download(
-            origin.url("/demo.whl"), dest, sha256=WHEEL_SHA)
+            origin.url("/demo.whl"), dest, sha256=WHEEL_SHA
+        )
     assert info.value.kind == "truncated"
     assert f"of {len(WHEEL)}" in str(info.value) and origin.url("/demo.whl") in str(info.value)
     assert list(downloads.iterdir()) == []
@@ -273,20 +292,28 @@ def test_size_mismatch_is_an_integrity_error(
 ) -> None:
     origin.routes["/demo.whl"] = static(WHEEL)
     with pytest.raises(FetchError) as info:
-        make_client().download(origin.url("/demo.whl"), downloads / "demo.whl", sha256=WHEEL_SHA,
-                               size=len(WHEEL) + 1)
+        make_client().download(
+            origin.url("/demo.whl"), downloads / "demo.whl", sha256=WHEEL_SHA, size=len(WHEEL) + 1
+        )
     assert info.value.kind == "integrity" and "size" in str(info.value)
     assert list(downloads.iterdir()) == []
 
 
 def test_download_reports_progress_through_the_callback_and_prints_nothing(
-    origin: BenchServer, trusted: None, make_client: ClientFactory, downloads: Path,
+    origin: BenchServer,
+    trusted: None,
+    make_client: ClientFactory,
+    downloads: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     origin.routes["/demo.whl"] = static(WHEEL)
     seen: list[tuple[int, int | None]] = []
-    make_client().download(origin.url("/demo.whl"), downloads / "demo.whl", sha256=WHEEL_SHA,
-                           progress=lambda received, total: seen.append((received, total)))
+    make_client().download(
+        origin.url("/demo.whl"),
+        downloads / "demo.whl",
+        sha256=WHEEL_SHA,
+        progress=lambda received, total: seen.append((received, total)),
+    )
     assert seen and seen[-1] == (len(WHEEL), len(WHEEL))
     assert [r for r, _ in seen] == sorted(r for r, _ in seen)
     captured = capsys.readouterr()
@@ -319,14 +346,18 @@ def test_rewrite_fetches_the_mirror_and_checks_the_canonical_hash(
     assert [s.path for s in origin.seen] == ["/mirror/whl/cu121/demo.whl"]
     with pytest.raises(FetchError) as info:
         client.download(canonical, downloads / "other.whl", sha256="0" * 64)
-    assert canonical in str(info.value) and origin.url("/mirror/whl/cu121/demo.whl") in str(info.value)
+    assert canonical in str(info.value) and origin.url("/mirror/whl/cu121/demo.whl") in str(
+        info.value
+    )
 
 
 def test_rewrite_failure_names_mirror_and_canonical_and_does_not_fall_back(
     origin: BenchServer, trusted: None, make_client: ClientFactory
 ) -> None:
     canonical = "https://pypi.invalid/simple/kaolin/"
-    client = make_client(rewrite=lambda url: url.replace("https://pypi.invalid/", origin.url("/m/")))
+    client = make_client(
+        rewrite=lambda url: url.replace("https://pypi.invalid/", origin.url("/m/"))
+    )
     with pytest.raises(FetchError) as info:
         client.get(canonical)
     assert info.value.status == 404
@@ -377,7 +408,9 @@ def test_stale_entries_are_revalidated_with_etag(
     assert len(seen) == 2 and seen[1].headers.get("If-None-Match") == '"v1"'
 
 
-def test_errors_are_not_cached(origin: BenchServer, trusted: None, make_client: ClientFactory) -> None:
+def test_errors_are_not_cached(
+    origin: BenchServer, trusted: None, make_client: ClientFactory
+) -> None:
     answers = iter([404, 200])
     origin.routes["/p"] = lambda h: h.reply(next(answers), b"body")
     client = make_client()
@@ -394,20 +427,23 @@ def _ranged(handler: BenchHandler) -> None:
     if not spec.startswith("bytes="):
         handler.reply(200, WHEEL)
         return
-    first, _, last = spec[len("bytes="):].partition("-")
+    first, _, last = spec[len("bytes=") :].partition("-")
     if first == "":
         start, end = len(WHEEL) - int(last), len(WHEEL) - 1
     else:
         start, end = int(first), (int(last) if last else len(WHEEL) - 1)
-    handler.reply(206, WHEEL[start: end + 1],
-                  headers={"Content-Range": f"bytes {start}-{end}/{len(WHEEL)}"})
+    handler.reply(
+        206, WHEEL[start : end + 1], headers={"Content-Range": f"bytes {start}-{end}/{len(WHEEL)}"}
+    )
 
 
 def test_byte_ranges(origin: BenchServer, trusted: None, make_client: ClientFactory) -> None:
     origin.routes["/demo.whl"] = _ranged
     client = make_client()
     tail = client.get_range(origin.url("/demo.whl"), suffix=100)
-    assert tail.content == WHEEL[-100:] and tail.total == len(WHEEL) and tail.start == len(WHEEL) - 100
+    assert (
+        tail.content == WHEEL[-100:] and tail.total == len(WHEEL) and tail.start == len(WHEEL) - 100
+    )
     middle = client.get_range(origin.url("/demo.whl"), start=10, end=19)
     assert middle.content == WHEEL[10:20] and middle.start == 10
 
@@ -433,8 +469,12 @@ def test_probe_reports_latency_and_failures_without_raising(
     assert not dead.ok and dead.error is not None and dead.error.kind == "refused"
 
 
-def test_non_json_answer_is_named(origin: BenchServer, trusted: None, make_client: ClientFactory) -> None:
-    origin.routes["/pypi/torch/json"] = static(b"<html>captive portal</html>", content_type="text/html")
+def test_non_json_answer_is_named(
+    origin: BenchServer, trusted: None, make_client: ClientFactory
+) -> None:
+    origin.routes["/pypi/torch/json"] = static(
+        b"<html>captive portal</html>", content_type="text/html"
+    )
     with pytest.raises(FetchError) as info:
         make_client().get_json(origin.url("/pypi/torch/json"))
     assert info.value.kind == "content" and "text/html" in str(info.value)
@@ -450,7 +490,9 @@ def test_a_destination_that_cannot_be_written_is_a_local_error_not_retried(
     blocker.write_text("a file where a directory should be")
     sleep = SleepRecorder()
     with pytest.raises(CudaResolveError) as info:
-        make_client(sleep=sleep).download(origin.url("/demo.whl"), blocker / "demo.whl", sha256=WHEEL_SHA)
+        make_client(sleep=sleep).download(
+            origin.url("/demo.whl"), blocker / "demo.whl", sha256=WHEEL_SHA
+        )
     assert not isinstance(info.value, NetworkError)
     assert "cannot write the download" in str(info.value) and str(blocker) in str(info.value)
     assert sleep.calls == [] and len(origin.requests_to("/demo.whl")) == 1
@@ -476,7 +518,9 @@ def test_only_temporary_dns_failures_are_retried() -> None:
     assert not _retryable(dns_error(socket.EAI_NONAME))
 
 
-def test_default_cache_lives_under_the_cache_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_default_cache_lives_under_the_cache_root(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from cuda_resolve.net.cache import default_cache_dir
 
     monkeypatch.setenv("CUDA_RESOLVE_CACHE_DIR", str(tmp_path / "root"))

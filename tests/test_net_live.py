@@ -34,9 +34,14 @@ def test_pypi_torch_metadata_through_the_os_trust_store(client: HttpClient) -> N
 
 def test_pypi_file_download_with_hash_check(client: HttpClient, tmp_path: Path) -> None:
     with client:
-        page = client.get_json("https://pypi.org/simple/six/",
-                               accept="application/vnd.pypi.simple.v1+json")
+        page = client.get_json(
+            "https://pypi.org/simple/six/", accept="application/vnd.pypi.simple.v1+json"
+        )
         wheel = next(f for f in page["files"] if f["filename"] == "six-1.16.0-py2.py3-none-any.whl")
-        dest = client.download(wheel["url"], tmp_path / wheel["filename"], sha256=wheel["hashes"]["sha256"],
-                               size=wheel.get("size"))
+        dest = client.download(
+            wheel["url"],
+            tmp_path / wheel["filename"],
+            sha256=wheel["hashes"]["sha256"],
+            size=wheel.get("size"),
+        )
     assert hashlib.sha256(dest.read_bytes()).hexdigest() == wheel["hashes"]["sha256"]

@@ -30,8 +30,12 @@ def serve(server: BenchServer, path: str = "/pypi/demo/json") -> None:
 
 
 def test_https_through_a_tunnel_proxy_uses_https_proxy_and_our_context(
-    origin: BenchServer, cas: Cas, system_trust: SystemTrust, make_proxy: ProxyFactory,
-    make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch,
+    origin: BenchServer,
+    cas: Cas,
+    system_trust: SystemTrust,
+    make_proxy: ProxyFactory,
+    make_client: ClientFactory,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     system_trust(cas.origin)
     serve(origin)
@@ -45,8 +49,12 @@ def test_https_through_a_tunnel_proxy_uses_https_proxy_and_our_context(
 
 
 def test_lower_case_https_proxy_and_no_proxy_are_honoured(
-    origin: BenchServer, cas: Cas, system_trust: SystemTrust, make_proxy: ProxyFactory,
-    make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch,
+    origin: BenchServer,
+    cas: Cas,
+    system_trust: SystemTrust,
+    make_proxy: ProxyFactory,
+    make_client: ClientFactory,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     system_trust(cas.origin)
     serve(origin)
@@ -63,8 +71,12 @@ def test_lower_case_https_proxy_and_no_proxy_are_honoured(
 
 
 def test_intercepting_proxy_is_trusted_through_the_os_store_and_reported(
-    origin: BenchServer, cas: Cas, system_trust: SystemTrust, make_proxy: ProxyFactory,
-    make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch,
+    origin: BenchServer,
+    cas: Cas,
+    system_trust: SystemTrust,
+    make_proxy: ProxyFactory,
+    make_client: ClientFactory,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The proxy re-signs TLS with the campus CA, which only the OS store holds."""
     system_trust(cas.intercept)
@@ -84,8 +96,12 @@ def test_intercepting_proxy_is_trusted_through_the_os_store_and_reported(
 
 
 def test_intercepting_proxy_without_its_ca_fails_naming_the_interceptor(
-    origin: BenchServer, cas: Cas, system_trust: SystemTrust, make_proxy: ProxyFactory,
-    make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch,
+    origin: BenchServer,
+    cas: Cas,
+    system_trust: SystemTrust,
+    make_proxy: ProxyFactory,
+    make_client: ClientFactory,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     system_trust(cas.origin)  # the real server's CA, but not the proxy's
     serve(origin)
@@ -101,8 +117,12 @@ def test_intercepting_proxy_without_its_ca_fails_naming_the_interceptor(
 
 
 def test_explicit_proxies_replace_the_environment(
-    origin: BenchServer, cas: Cas, system_trust: SystemTrust, make_proxy: ProxyFactory,
-    make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch,
+    origin: BenchServer,
+    cas: Cas,
+    system_trust: SystemTrust,
+    make_proxy: ProxyFactory,
+    make_client: ClientFactory,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     system_trust(cas.origin)
     serve(origin)
@@ -115,7 +135,9 @@ def test_explicit_proxies_replace_the_environment(
 
 
 def test_proxy_asking_for_credentials_is_named_and_not_retried(
-    make_proxy: ProxyFactory, make_client: ClientFactory, clean_env: None,
+    make_proxy: ProxyFactory,
+    make_client: ClientFactory,
+    clean_env: None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     proxy = make_proxy("407")
@@ -130,7 +152,9 @@ def test_proxy_asking_for_credentials_is_named_and_not_retried(
 
 
 def test_proxy_refusing_a_host_is_named(
-    make_proxy: ProxyFactory, make_client: ClientFactory, clean_env: None,
+    make_proxy: ProxyFactory,
+    make_client: ClientFactory,
+    clean_env: None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     proxy = make_proxy("tunnel", routes={})

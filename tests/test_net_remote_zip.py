@@ -22,8 +22,11 @@ def build_zip(*, members: int = 3, filler: int = 2_000_000, zip64: bool = False)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
         archive.writestr("torch/version.py", VERSION_PY)
-        archive.writestr(zipfile.ZipInfo("torch/lib/libtorch_cuda.so"), os.urandom(filler),
-                         compress_type=zipfile.ZIP_STORED)
+        archive.writestr(
+            zipfile.ZipInfo("torch/lib/libtorch_cuda.so"),
+            os.urandom(filler),
+            compress_type=zipfile.ZIP_STORED,
+        )
         for i in range(members):
             archive.writestr(f"torch/include/{'deep/' * 8}header_{i:05d}.h", b"// header\n")
         if zip64:
@@ -40,7 +43,9 @@ def trusted(cas: Cas, system_trust: SystemTrust) -> None:
     system_trust(cas.origin)
 
 
-@pytest.mark.parametrize("members", [3, 1500])  # 1500 entries: the directory is beyond the tail read
+@pytest.mark.parametrize(
+    "members", [3, 1500]
+)  # 1500 entries: the directory is beyond the tail read
 def test_members_are_read_by_range_without_the_whole_file(
     origin: BenchServer, trusted: None, make_client: ClientFactory, members: int
 ) -> None:
@@ -62,7 +67,9 @@ def test_zip64_entries(origin: BenchServer, trusted: None, make_client: ClientFa
     assert remote.read("torch-2.5.1.dist-info/METADATA") == METADATA
 
 
-def test_corrupt_member_fails_its_crc(origin: BenchServer, trusted: None, make_client: ClientFactory) -> None:
+def test_corrupt_member_fails_its_crc(
+    origin: BenchServer, trusted: None, make_client: ClientFactory
+) -> None:
     body = bytearray(build_zip())
     at = body.find(b"torch/version.py") + len(b"torch/version.py")  # first local header's data
     body[at + 2] ^= 0xFF

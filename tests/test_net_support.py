@@ -28,8 +28,16 @@ import trustme
 
 from cuda_resolve.net import HttpClient, RetryPolicy, Timeouts
 
-PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy",
-              "NO_PROXY", "no_proxy")
+PROXY_VARS = (
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
+)
 CA_VARS = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT", "SSL_CERT_FILE", "SSL_CERT_DIR")
 NAMES = ("localhost", "127.0.0.1", "mirror.invalid", "other.invalid")
 
@@ -117,8 +125,14 @@ class BenchHandler(BaseHTTPRequestHandler):
             return
         route(self)
 
-    def reply(self, status: int = 200, body: bytes = b"", *, content_type: str = "text/plain",
-              headers: dict[str, str] | None = None) -> None:
+    def reply(
+        self,
+        status: int = 200,
+        body: bytes = b"",
+        *,
+        content_type: str = "text/plain",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -144,8 +158,14 @@ class BenchProxy(socketserver.ThreadingTCPServer):
     daemon_threads = False
     block_on_close = True
 
-    def __init__(self, *, mode: str, routes: dict[str, int], intercept_ca: trustme.CA | None = None,
-                 origin: BenchServer | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        mode: str,
+        routes: dict[str, int],
+        intercept_ca: trustme.CA | None = None,
+        origin: BenchServer | None = None,
+    ) -> None:
         self.mode = mode
         self.routes = routes
         self.intercept_ca = intercept_ca
@@ -193,8 +213,10 @@ class ProxyHandler(socketserver.StreamRequestHandler):
         self.server.connects.append(line)
         method, target, _ = [*line.split(" ", 2), "", ""][:3]
         if self.server.mode == "407":
-            self._answer(b"HTTP/1.1 407 Proxy Authentication Required\r\n"
-                         b"Proxy-Authenticate: Basic realm=\"bench\"\r\nContent-Length: 0\r\n\r\n")
+            self._answer(
+                b"HTTP/1.1 407 Proxy Authentication Required\r\n"
+                b'Proxy-Authenticate: Basic realm="bench"\r\nContent-Length: 0\r\n\r\n'
+            )
             return
         host = target.rpartition(":")[0]
         if method != "CONNECT" or host not in self.server.routes:
@@ -289,7 +311,9 @@ def make_server(cas: Cas) -> Iterator[ServerFactory]:
     ``ca=`` and ``names=`` for other certificates. Stopped after the test."""
     started: list[BenchServer] = []
 
-    def make(*, tls: bool = True, ca: trustme.CA | None = None, names: tuple[str, ...] = ()) -> BenchServer:
+    def make(
+        *, tls: bool = True, ca: trustme.CA | None = None, names: tuple[str, ...] = ()
+    ) -> BenchServer:
         ctx = server_context(ca or cas.origin, *names) if tls else None
         server = BenchServer(ctx).start()
         started.append(server)
@@ -312,9 +336,15 @@ ProxyFactory = Callable[..., BenchProxy]
 def make_proxy(cas: Cas) -> Iterator[ProxyFactory]:
     started: list[BenchProxy] = []
 
-    def make(mode: str = "tunnel", *, routes: dict[str, int] | None = None,
-             origin: BenchServer | None = None) -> BenchProxy:
-        proxy = BenchProxy(mode=mode, routes=routes or {}, intercept_ca=cas.intercept, origin=origin).start()
+    def make(
+        mode: str = "tunnel",
+        *,
+        routes: dict[str, int] | None = None,
+        origin: BenchServer | None = None,
+    ) -> BenchProxy:
+        proxy = BenchProxy(
+            mode=mode, routes=routes or {}, intercept_ca=cas.intercept, origin=origin
+        ).start()
         started.append(proxy)
         return proxy
 
@@ -396,7 +426,7 @@ def ranged(body: bytes, sent: list[int] | None = None, *, honour_range: bool = T
                 sent.append(len(body))
             handler.reply(200, body, content_type="application/octet-stream")
             return
-        first, _, last = spec[len("bytes="):].partition("-")
+        first, _, last = spec[len("bytes=") :].partition("-")
         if first == "":
             start, end = max(0, len(body) - int(last)), len(body) - 1
         else:
@@ -407,7 +437,11 @@ def ranged(body: bytes, sent: list[int] | None = None, *, honour_range: bool = T
         part = body[start : end + 1]
         if sent is not None:
             sent.append(len(part))
-        handler.reply(206, part, content_type="application/octet-stream",
-                      headers={"Content-Range": f"bytes {start}-{end}/{len(body)}"})
+        handler.reply(
+            206,
+            part,
+            content_type="application/octet-stream",
+            headers={"Content-Range": f"bytes {start}-{end}/{len(body)}"},
+        )
 
     return route

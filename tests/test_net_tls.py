@@ -72,8 +72,12 @@ def test_without_the_ca_in_the_system_store_ours_fails_and_names_the_certificate
 
 
 def test_requests_ca_bundle_and_curl_ca_bundle_do_not_replace_our_context(
-    origin: BenchServer, cas: Cas, system_trust: SystemTrust, make_client: ClientFactory,
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    origin: BenchServer,
+    cas: Cas,
+    system_trust: SystemTrust,
+    make_client: ClientFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     system_trust(cas.origin)
     url = serve_page(origin)
@@ -90,8 +94,12 @@ def test_requests_ca_bundle_and_curl_ca_bundle_do_not_replace_our_context(
 
 
 def test_a_bundle_variable_trusting_the_server_does_not_turn_a_failure_into_success(
-    origin: BenchServer, cas: Cas, system_trust: SystemTrust, make_client: ClientFactory,
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    origin: BenchServer,
+    cas: Cas,
+    system_trust: SystemTrust,
+    make_client: ClientFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     """REQUESTS_CA_BUNDLE is not read at all: trust comes from the OS store (and certifi)."""
     system_trust(cas.unrelated)
@@ -125,8 +133,12 @@ def test_context_requires_verification() -> None:
 
 
 def test_conda_bundle_shadowing_the_os_store_is_repaired(
-    origin: BenchServer, cas: Cas, clean_env: None, make_client: ClientFactory,
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    origin: BenchServer,
+    cas: Cas,
+    clean_env: None,
+    make_client: ClientFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     """A conda env whose OpenSSL points at its own Mozilla bundle, while the OS bundle holds the
     campus CA: truststore alone fails; our context also loads the OS bundle and succeeds."""
@@ -145,8 +157,13 @@ def test_conda_bundle_shadowing_the_os_store_is_repaired(
     os_bundle.parent.mkdir()
     os_bundle.write_bytes(cas.origin.cert_pem.bytes())
 
-    facts = analyse_trust(ssl.get_default_verify_paths(), environ=os.environ,
-                          bundles=(str(os_bundle),), dirs=(), conda_prefixes=(str(prefix),))
+    facts = analyse_trust(
+        ssl.get_default_verify_paths(),
+        environ=os.environ,
+        bundles=(str(os_bundle),),
+        dirs=(),
+        conda_prefixes=(str(prefix),),
+    )
     assert facts.conda_openssl and facts.shadowed and not facts.user_override
     assert facts.loads == (str(os_bundle),)
     assert str(os_bundle) in facts.summary()

@@ -48,11 +48,16 @@ def test_certificate_message_split_across_records() -> None:
     ca = trustme.CA()
     ders = [_der(ca.issue_cert("a.invalid").cert_chain_pems[0].bytes()), _der(ca.cert_pem.bytes())]
     listing = b"".join(len(d).to_bytes(3, "big") + d for d in ders)
-    flight = _handshake(2, b"\x03\x03" + b"\x00" * 40) + _handshake(11, len(listing).to_bytes(3, "big") + listing)
+    flight = _handshake(2, b"\x03\x03" + b"\x00" * 40) + _handshake(
+        11, len(listing).to_bytes(3, "big") + listing
+    )
     records = _record(22, flight[:100]) + _record(22, flight[100:]) + _record(20, b"\x01")
     assert certificates_from_tls12(records) == ders
 
 
 def test_no_certificate_message() -> None:
     assert certificates_from_tls12(b"") is None
-    assert certificates_from_tls12(_record(22, _handshake(2, b"\x03\x03")) + _record(23, b"encrypted")) is None
+    assert (
+        certificates_from_tls12(_record(22, _handshake(2, b"\x03\x03")) + _record(23, b"encrypted"))
+        is None
+    )

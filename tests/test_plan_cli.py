@@ -55,7 +55,11 @@ def test_urls_in_the_plan_table_are_never_cut_short(
 ) -> None:
     """Piped output is 80 columns; the artifact URL is the point of the plan."""
     assert main(["plan", "kaolin", "--profile", str(profile), "--json"]) == 0
-    url = next(item["url"] for item in json.loads(capsys.readouterr().out)["install"] if item["name"] == "kaolin")
+    url = next(
+        item["url"]
+        for item in json.loads(capsys.readouterr().out)["install"]
+        if item["name"] == "kaolin"
+    )
     monkeypatch.setenv("COLUMNS", "80")
     assert main(["plan", "kaolin", "--profile", str(profile)]) == 0
     out = capsys.readouterr().out
@@ -65,7 +69,9 @@ def test_urls_in_the_plan_table_are_never_cut_short(
     assert f"  {reference} {url}" in out.splitlines()
 
 
-def test_requirement_extras_are_printed_as_given(profile: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_requirement_extras_are_printed_as_given(
+    profile: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """'[socks]' is text, not rich markup: a plan that drops the extras misreports the request."""
     assert main(["plan", "requests[socks]>=2", "--profile", str(profile)]) == 0
     out = capsys.readouterr().out
@@ -76,19 +82,38 @@ def test_requirement_extras_are_printed_as_given(profile: Path, capsys: pytest.C
 NVCC118 = Path(__file__).parent / "data" / "profiles" / "rtx3090-torch21cu121-nvcc118.toml"
 
 
-def test_explain_on_a_failure_lists_what_was_ruled_out(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_explain_on_a_failure_lists_what_was_ruled_out(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The hint of a conflict may point at --explain: then --explain must print more."""
     monkeypatch.setenv("COLUMNS", "80")
-    assert main(["plan", "torch==2.14.1+cu130", "--profile", str(NVCC118), "--allow-torch-change"]) == 1
+    assert (
+        main(["plan", "torch==2.14.1+cu130", "--profile", str(NVCC118), "--allow-torch-change"])
+        == 1
+    )
     plain = capsys.readouterr().err
-    assert main(["plan", "torch==2.14.1+cu130", "--profile", str(NVCC118), "--allow-torch-change", "--explain"]) == 1
+    assert (
+        main(
+            [
+                "plan",
+                "torch==2.14.1+cu130",
+                "--profile",
+                str(NVCC118),
+                "--allow-torch-change",
+                "--explain",
+            ]
+        )
+        == 1
+    )
     explained = capsys.readouterr().err
     assert "Ruled out:" not in plain
     ruled = explained.split("Ruled out:")[1].split("error:")[0]
     assert "torch 2.14.1+cu130: driver 535.104.05 supports CUDA <= 12.2" in " ".join(ruled.split())
     assert "cu126" not in ruled  # only what the request asked for: the cu130 build
     assert explained.rstrip().splitlines()[-1].startswith("hint: ")
-    assert all(line.startswith(("  - ", "    ", "  ...")) for line in ruled.strip("\n").splitlines())
+    assert all(
+        line.startswith(("  - ", "    ", "  ...")) for line in ruled.strip("\n").splitlines()
+    )
 
 
 def test_explain_shows_the_alternatives_that_merely_lost(
@@ -96,24 +121,79 @@ def test_explain_shows_the_alternatives_that_merely_lost(
 ) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     assert main(["plan", "torch", "--profile", str(profile), "--explain"]) == 0
-    lost = " ".join(capsys.readouterr().out.split("Alternatives that also fit this machine:")[1].split("Ruled out:")[0].split())
-    assert "less preferred: CUDA 12.4 is lower than 12.6" in lost or "less preferred: an older release" in lost, lost
-    assert main(["plan", "kaolin", "pointnet2_ops", "--profile", str(NVCC118), "--allow-torch-change", "--explain"]) == 0
+    lost = " ".join(
+        capsys.readouterr()
+        .out.split("Alternatives that also fit this machine:")[1]
+        .split("Ruled out:")[0]
+        .split()
+    )
+    assert (
+        "less preferred: CUDA 12.4 is lower than 12.6" in lost
+        or "less preferred: an older release" in lost
+    ), lost
+    assert (
+        main(
+            [
+                "plan",
+                "kaolin",
+                "pointnet2_ops",
+                "--profile",
+                str(NVCC118),
+                "--allow-torch-change",
+                "--explain",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     alternatives = out.split("Alternatives that also fit this machine:")[1].split("Ruled out:")[0]
     flat = " ".join(alternatives.split())
-    assert "torch 2.1.0+cu121: preferred, but ruled out by the rest of the plan: kaolin 0.18.0 wheel for torch 2.7.1+cu118 needs torch==2.7.1+cu118" in flat
-    assert main(["plan", "kaolin", "pointnet2_ops", "--profile", str(NVCC118), "--allow-torch-change", "--explain", "--json"]) == 0
+    assert (
+        "torch 2.1.0+cu121: preferred, but ruled out by the rest of the plan: kaolin 0.18.0 wheel for torch 2.7.1+cu118 needs torch==2.7.1+cu118"
+        in flat
+    )
+    assert (
+        main(
+            [
+                "plan",
+                "kaolin",
+                "pointnet2_ops",
+                "--profile",
+                str(NVCC118),
+                "--allow-torch-change",
+                "--explain",
+                "--json",
+            ]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert any(a["reason"].startswith("torch 2.1.0+cu121: preferred") for a in data["alternatives"])
     assert {r["kind"] for r in data["rejected"]} >= {"driver-cuda", "python", "cpu-build"}
 
 
-def test_reasons_wrap_under_their_text_at_80_columns(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reasons_wrap_under_their_text_at_80_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "80")
-    assert main(["plan", "kaolin", "pointnet2_ops", "--profile", str(NVCC118), "--allow-torch-change", "--explain"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "kaolin",
+                "pointnet2_ops",
+                "--profile",
+                str(NVCC118),
+                "--allow-torch-change",
+                "--explain",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     below = out.split("Why:\n")[1].splitlines()
     assert below and all(len(line) <= 80 for line in below)
-    assert all(line.startswith("  ") or line.endswith(":") for line in below), [line for line in below if not line.startswith("  ")]
+    assert all(line.startswith("  ") or line.endswith(":") for line in below), [
+        line for line in below if not line.startswith("  ")
+    ]
     assert "/usr/local/cuda-11.8" in out  # paths are never split

@@ -21,8 +21,23 @@ PROFILE = Path(__file__).parent / "data" / "profiles" / "h200-detected-2026-12-0
 def _plan(house: Path, *words: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, CUDA_RESOLVE_WHEELHOUSE=str(house), COLUMNS="200")
     env.pop("VIRTUAL_ENV", None)
-    return subprocess.run([sys.executable, "-m", "cuda_resolve", "plan", "pointnet2_ops", "--profile", str(PROFILE), *words],
-                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_resolve",
+            "plan",
+            "pointnet2_ops",
+            "--profile",
+            str(PROFILE),
+            *words,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_a_wheel_built_for_more_gpus_is_named_by_plan_and_not_built(tmp_path: Path) -> None:
@@ -34,9 +49,15 @@ def test_a_wheel_built_for_more_gpus_is_named_by_plan_and_not_built(tmp_path: Pa
     [build] = json.loads(first.stdout)["builds"]
     assert build["reused"] is None and build["wheel_key"]["arch_list"] == "9.0"
     # A lab built it for its A100 and H200 nodes: 8.0;9.0 covers this H200 profile.
-    key = dataclasses.replace(WheelKey.from_json(build["wheel_key"], origin="plan"), arch_list="8.0;9.0")
-    built = make_wheel(tmp_path / "built", name="pointnet2_ops", version=key.version,
-                       tag=f"{key.python_tag}-{key.python_tag}-{key.platform}")
+    key = dataclasses.replace(
+        WheelKey.from_json(build["wheel_key"], origin="plan"), arch_list="8.0;9.0"
+    )
+    built = make_wheel(
+        tmp_path / "built",
+        name="pointnet2_ops",
+        version=key.version,
+        tag=f"{key.python_tag}-{key.python_tag}-{key.platform}",
+    )
     Wheelhouse(house).publish(key, built, strip_debug=False)
 
     again = _plan(house, "--json")
@@ -47,4 +68,7 @@ def test_a_wheel_built_for_more_gpus_is_named_by_plan_and_not_built(tmp_path: Pa
     text = _plan(house)
     assert text.returncode == 0, text.stderr
     assert f"wheelhouse: {key.labelled_version}" in text.stdout
-    assert "pointnet2_ops: reused, not built:" in text.stdout and "covers every GPU here" in text.stdout
+    assert (
+        "pointnet2_ops: reused, not built:" in text.stdout
+        and "covers every GPU here" in text.stdout
+    )

@@ -27,7 +27,9 @@ def _fill(root: Path, tmp_path: Path) -> tuple[StoredWheel, StoredWheel, StoredW
     house = Wheelhouse(root)
     by_hash = house.publish(make_key(arch_list="8.0"), make_wheel(tmp_path / "a"))
     by_name = house.publish(make_key(arch_list="9.0"), make_wheel(tmp_path / "a"))
-    unnamed = house.publish(make_key(package="other_pkg"), make_wheel(tmp_path / "b", name="other_pkg"))
+    unnamed = house.publish(
+        make_key(package="other_pkg"), make_wheel(tmp_path / "b", name="other_pkg")
+    )
     return by_hash, by_name, unnamed
 
 
@@ -35,7 +37,9 @@ def _wheel_line(entry: StoredWheel, *, url: str, sha256: str) -> str:
     return f'{{ name = "{entry.filename}", url = "{url}", size = {entry.size}, hashes = {{ sha256 = "{sha256}" }} }}'
 
 
-def write_lock(path: Path, by_hash: StoredWheel, by_name: StoredWheel | None, *, tool: bool = False) -> Path:
+def write_lock(
+    path: Path, by_hash: StoredWheel, by_name: StoredWheel | None, *, tool: bool = False
+) -> Path:
     """A PEP 751 lock (checked by packaging.pylock) naming ``by_hash`` by its sha256 (at a mirror's
     URL, under another file name) and ``by_name`` by its file name only (with another hash)."""
     import tomllib
@@ -74,16 +78,21 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
     return code, json.loads(out) if code == 0 else err
 
 
-def test_keep_locked_keeps_by_hash_and_by_file_name_and_removes_the_rest(capsys: pytest.CaptureFixture[str], root: Path,
-                                                                       tmp_path: Path) -> None:
+def test_keep_locked_keeps_by_hash_and_by_file_name_and_removes_the_rest(
+    capsys: pytest.CaptureFixture[str], root: Path, tmp_path: Path
+) -> None:
     by_hash, by_name, unnamed = _fill(root, tmp_path)
     lock = write_lock(tmp_path / "repo" / "pylock.toml", by_hash, by_name)
-    code, data = run_json(capsys, "wheelhouse", "prune", "--all", "--keep-locked", str(lock), "--dry-run")
+    code, data = run_json(
+        capsys, "wheelhouse", "prune", "--all", "--keep-locked", str(lock), "--dry-run"
+    )
     assert code == 0 and data["dry_run"] is True
     assert [entry["path"] for entry in data["removed"]] == [str(unnamed.path)]
     kept = {entry["path"]: entry["locks"] for entry in data["kept_by_locks"]}
-    assert kept == {str(by_hash.path): [{"lock": str(lock), "package": "demo-ext", "match": "sha256"}],
-                    str(by_name.path): [{"lock": str(lock), "package": "demo-ext", "match": "file name"}]}
+    assert kept == {
+        str(by_hash.path): [{"lock": str(lock), "package": "demo-ext", "match": "sha256"}],
+        str(by_name.path): [{"lock": str(lock), "package": "demo-ext", "match": "file name"}],
+    }
     assert data["locks"] == [{"path": str(lock), "from": "--keep-locked"}]
     assert by_hash.path.exists() and by_name.path.exists() and unnamed.path.exists()
 
@@ -96,23 +105,42 @@ def test_keep_locked_keeps_by_hash_and_by_file_name_and_removes_the_rest(capsys:
     assert not unnamed.path.exists()
 
 
-def test_a_folder_of_locks_keeps_what_any_of_them_names(capsys: pytest.CaptureFixture[str], root: Path, tmp_path: Path) -> None:
+def test_a_folder_of_locks_keeps_what_any_of_them_names(
+    capsys: pytest.CaptureFixture[str], root: Path, tmp_path: Path
+) -> None:
     by_hash, by_name, unnamed = _fill(root, tmp_path)
     folder = tmp_path / "locks"
     write_lock(folder / "pylock.a100.toml", by_hash, None)
     write_lock(folder / "pylock.toml", by_hash, by_name, tool=True)
     (folder / "notes.toml").write_text("not a lock")  # not a PEP 751 file name: not read
-    code, data = run_json(capsys, "wheelhouse", "prune", "--package", "demo_ext", "--keep-locked", str(folder), "--dry-run")
+    code, data = run_json(
+        capsys,
+        "wheelhouse",
+        "prune",
+        "--package",
+        "demo_ext",
+        "--keep-locked",
+        str(folder),
+        "--dry-run",
+    )
     assert code == 0 and data["removed"] == []
-    assert [lock["path"] for lock in data["locks"]] == [str(folder / "pylock.a100.toml"), str(folder / "pylock.toml")]
-    kept = {entry["path"]: [ref["lock"] for ref in entry["locks"]] for entry in data["kept_by_locks"]}
-    assert kept == {str(by_hash.path): [str(folder / "pylock.a100.toml"), str(folder / "pylock.toml")],
-                    str(by_name.path): [str(folder / "pylock.toml")]}
+    assert [lock["path"] for lock in data["locks"]] == [
+        str(folder / "pylock.a100.toml"),
+        str(folder / "pylock.toml"),
+    ]
+    kept = {
+        entry["path"]: [ref["lock"] for ref in entry["locks"]] for entry in data["kept_by_locks"]
+    }
+    assert kept == {
+        str(by_hash.path): [str(folder / "pylock.a100.toml"), str(folder / "pylock.toml")],
+        str(by_name.path): [str(folder / "pylock.toml")],
+    }
     assert unnamed.path.exists()
 
 
-def test_the_config_files_lock_paths_relative_to_it(capsys: pytest.CaptureFixture[str], root: Path, tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_config_files_lock_paths_relative_to_it(
+    capsys: pytest.CaptureFixture[str], root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     by_hash, by_name, unnamed = _fill(root, tmp_path)
     write_lock(tmp_path / "lab" / "env" / "pylock.toml", by_hash, by_name)
     config = tmp_path / "lab" / "config.toml"
@@ -120,15 +148,22 @@ def test_the_config_files_lock_paths_relative_to_it(capsys: pytest.CaptureFixtur
     monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))
     code, out, _ = run(capsys, "wheelhouse", "prune", "--older-than", "0")
     assert code == 0 and "removed 1 wheel," in out
-    assert f"lock {tmp_path / 'lab' / 'env' / 'pylock.toml'} (lock_paths in {config}): its wheels are kept" in out
+    assert (
+        f"lock {tmp_path / 'lab' / 'env' / 'pylock.toml'} (lock_paths in {config}): its wheels are kept"
+        in out
+    )
     assert by_hash.path.exists() and by_name.path.exists() and not unnamed.path.exists()
 
 
-def test_a_lock_in_the_current_folder(capsys: pytest.CaptureFixture[str], root: Path, tmp_path: Path) -> None:
+def test_a_lock_in_the_current_folder(
+    capsys: pytest.CaptureFixture[str], root: Path, tmp_path: Path
+) -> None:
     by_hash, by_name, unnamed = _fill(root, tmp_path)
     write_lock(tmp_path / "pylock.toml", by_hash, by_name)
     code, data = run_json(capsys, "wheelhouse", "prune", "--all")
-    assert code == 0 and data["locks"] == [{"path": str(tmp_path / "pylock.toml"), "from": "the current folder"}]
+    assert code == 0 and data["locks"] == [
+        {"path": str(tmp_path / "pylock.toml"), "from": "the current folder"}
+    ]
     assert [entry["path"] for entry in data["removed"]] == [str(unnamed.path)]
     assert by_hash.path.exists() and by_name.path.exists()
 
@@ -136,33 +171,48 @@ def test_a_lock_in_the_current_folder(capsys: pytest.CaptureFixture[str], root: 
 @pytest.mark.parametrize(
     ("breaks", "expected"),
     [
-        (lambda text: text.replace('hashes = { sha256 = "' + "0" * 64 + '" }', "hashes = {}"), "packages[1].wheels[0].hashes"),
-        (lambda text: text.replace('lock-version = "1.0"', 'lock-version = "2.0"'), "lock-version = '2.0'"),
+        (
+            lambda text: text.replace('hashes = { sha256 = "' + "0" * 64 + '" }', "hashes = {}"),
+            "packages[1].wheels[0].hashes",
+        ),
+        (
+            lambda text: text.replace('lock-version = "1.0"', 'lock-version = "2.0"'),
+            "lock-version = '2.0'",
+        ),
         (lambda text: text + "[[packages]\n", "pylock.toml"),
     ],
     ids=["no hash", "newer major", "not TOML"],
 )
-def test_a_lock_that_cannot_be_read_stops_the_prune(capsys: pytest.CaptureFixture[str], root: Path, tmp_path: Path,
-                                                    breaks: Any, expected: str) -> None:
+def test_a_lock_that_cannot_be_read_stops_the_prune(
+    capsys: pytest.CaptureFixture[str], root: Path, tmp_path: Path, breaks: Any, expected: str
+) -> None:
     by_hash, by_name, unnamed = _fill(root, tmp_path)
     lock = write_lock(tmp_path / "repo" / "pylock.toml", by_hash, by_name)
     lock.write_text(breaks(lock.read_text()))
     code, out, err = run(capsys, "wheelhouse", "prune", "--all", "--keep-locked", str(lock))
     message = " ".join(err.split())
-    assert code == 2 and f"the lock {lock} (--keep-locked) cannot be read, so nothing was removed" in message
+    assert (
+        code == 2
+        and f"the lock {lock} (--keep-locked) cannot be read, so nothing was removed" in message
+    )
     assert expected in message and "removed" not in out
     assert by_hash.path.exists() and by_name.path.exists() and unnamed.path.exists()
 
 
-def test_a_named_lock_that_is_gone_stops_the_prune(capsys: pytest.CaptureFixture[str], root: Path, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_named_lock_that_is_gone_stops_the_prune(
+    capsys: pytest.CaptureFixture[str], root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     by_hash, by_name, unnamed = _fill(root, tmp_path)
     config = tmp_path / "config.toml"
     config.write_text('lock_paths = ["/nonexistent/lab/pylock.toml"]\n')
     monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))
     code, _, err = run(capsys, "wheelhouse", "prune", "--all")
     message = " ".join(err.split())
-    assert code == 2 and f"the lock /nonexistent/lab/pylock.toml (lock_paths in {config}) does not exist; nothing was removed" in message
+    assert (
+        code == 2
+        and f"the lock /nonexistent/lab/pylock.toml (lock_paths in {config}) does not exist; nothing was removed"
+        in message
+    )
     assert "take it off the config file" in message
     assert by_hash.path.exists() and by_name.path.exists() and unnamed.path.exists()
     config.write_text('lock_paths = "pylock.toml"\n')

@@ -17,8 +17,12 @@ from cuda_resolve.wheelhouse.store import Wheelhouse
 __all__ = ["built_bench", "pytestmark"]  # the fixture and the toolkit's skip, shared
 
 
-def test_prune_keeps_the_wheels_a_real_lock_names(built_bench: dict[str, object], tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prune_keeps_the_wheels_a_real_lock_names(
+    built_bench: dict[str, object],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     _publish(built_bench, "h200")
     _publish(built_bench, "a100-h200")
     house = built_bench["house"]
@@ -32,14 +36,18 @@ def test_prune_keeps_the_wheels_a_real_lock_names(built_bench: dict[str, object]
     capsys.readouterr()
 
     config = Path(str(built_bench["root"])) / "config.toml"
-    config.write_text(f'lock_paths = ["{lock.parent}"]\n' + config.read_text(), encoding="utf-8")  # keys before tables
+    config.write_text(
+        f'lock_paths = ["{lock.parent}"]\n' + config.read_text(), encoding="utf-8"
+    )  # keys before tables
     monkeypatch.chdir(tmp_path)
     assert main(["wheelhouse", "prune", "--all", "--dry-run", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["locks"] == [{"path": str(lock), "from": f"lock_paths in {config}"}]
     assert {entry["path"] for entry in report["kept_by_locks"]} == {str(path) for path in locked}
-    assert all(entry["locks"] == [{"lock": str(lock), "package": "pointnet2-ops", "match": "sha256"}]
-               for entry in report["kept_by_locks"])
+    assert all(
+        entry["locks"] == [{"lock": str(lock), "package": "pointnet2-ops", "match": "sha256"}]
+        for entry in report["kept_by_locks"]
+    )
     assert [entry["path"] for entry in report["removed"]] == [str(stale.path)]
 
     assert main(["wheelhouse", "prune", "--all"]) == 0

@@ -69,19 +69,33 @@ cuda-pip install torch pointnet2_ops --arch-list "8.0;8.9"
 cuda-resolve build pointnet2_ops --profile a100.toml
 # or describe the machine: one compute capability per GPU, and its driver
 CUDA_RESOLVE_CUDA_ARCH=9.0 CUDA_RESOLVE_DRIVER=580.65.06 cuda-pip install torch pointnet2_ops""": Run(
-        NO_GPU, expect=("TORCH_CUDA_ARCH_LIST=8.0;8.9", "TORCH_CUDA_ARCH_LIST=8.0\n", "TORCH_CUDA_ARCH_LIST=9.0\n"),
-        profiles=("a100.toml",)),
+        NO_GPU,
+        expect=(
+            "TORCH_CUDA_ARCH_LIST=8.0;8.9",
+            "TORCH_CUDA_ARCH_LIST=8.0\n",
+            "TORCH_CUDA_ARCH_LIST=9.0\n",
+        ),
+        profiles=("a100.toml",),
+    ),
     """cuda-resolve doctor                      # the machine at a glance; errors come with their fix
 cuda-pip install torch pointnet2_ops --dry-run
-cuda-pip install torch pointnet2_ops kaolin --smoke""": Run(GPU_MACHINE, expect=("dry run: nothing was built or installed",)),
+cuda-pip install torch pointnet2_ops kaolin --smoke""": Run(
+        GPU_MACHINE, expect=("dry run: nothing was built or installed",)
+    ),
     """# one wheel with kernels for the A100 (8.0) and RTX 4090 (8.9) nodes
 cuda-resolve build pointnet2_ops --arch-list "8.0;8.9"
 # or a profile per node class, each saved once on one of its nodes: cuda-resolve detect --save-profile a100.toml
 cuda-resolve build pointnet2_ops --profile a100.toml
 cuda-resolve build pointnet2_ops --profile rtx4090.toml""": Run(
-        NO_GPU, expect=("TORCH_CUDA_ARCH_LIST=8.0;8.9", "TORCH_CUDA_ARCH_LIST=8.0\n", "TORCH_CUDA_ARCH_LIST=8.9\n",
-                        "the machines that run these wheels need an NVIDIA driver >="),
-        profiles=("a100.toml", "rtx4090.toml")),
+        NO_GPU,
+        expect=(
+            "TORCH_CUDA_ARCH_LIST=8.0;8.9",
+            "TORCH_CUDA_ARCH_LIST=8.0\n",
+            "TORCH_CUDA_ARCH_LIST=8.9\n",
+            "the machines that run these wheels need an NVIDIA driver >=",
+        ),
+        profiles=("a100.toml", "rtx4090.toml"),
+    ),
     """export CUDA_RESOLVE_WHEELHOUSE=/nfs/lab/wheelhouse    # or `wheelhouse = "..."` in the config file
 cuda-resolve wheelhouse path
 cuda-resolve wheelhouse list""": Run(NO_GPU, expect=("/nfs/lab/wheelhouse",)),
@@ -90,35 +104,34 @@ cuda-resolve mirror set tuna --dry-run    # the diff of each file; without --dry
 cuda-resolve mirror show""": Run(NO_GPU, expect=("tuna",)),
     """eval "$(cuda-resolve env)"          # in a job script: CUDA_HOME, PATH, LD_LIBRARY_PATH as needed
 cuda-resolve env --slurm            # the same lines to paste into an sbatch script""": Run(
-        GPU_MACHINE, expect=("export CUDA_HOME=",)),
+        GPU_MACHINE, expect=("export CUDA_HOME=",)
+    ),
     """cuda-resolve wheelhouse list
-cuda-resolve wheelhouse prune --older-than 90 --dry-run    # then without --dry-run; or --package NAME, --all""": Run(NO_GPU),
+cuda-resolve wheelhouse prune --older-than 90 --dry-run    # then without --dry-run; or --package NAME, --all""": Run(
+        NO_GPU
+    ),
     # The cache folders it names are made first; afterwards they are gone and the journal is kept.
     'cache="${CUDA_RESOLVE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cuda-resolve}"\n'
     'rm -rf "$cache/logs" "$cache/sources" "$cache/http" "$cache/lock-files" "$cache/lock-pip" "$cache/lock-wheels"': Run(
         NO_GPU,
         before="c=.cache/cuda-resolve; for d in logs sources http lock-files lock-pip lock-wheels journal; do mkdir -p $c/$d; touch $c/$d/f; done",
-        after="c=.cache/cuda-resolve; test -f $c/journal/f; for d in logs sources http lock-files lock-pip lock-wheels; do test ! -e $c/$d; done"),
+        after="c=.cache/cuda-resolve; test -f $c/journal/f; for d in logs sources http lock-files lock-pip lock-wheels; do test ! -e $c/$d; done",
+    ),
 }
 
 #: README blocks this test does not run, by their exact text, with the reason.
 SKIP: dict[str, str] = {
     "python3 -m venv .venv && .venv/bin/python -m pip install -q -U pip && .venv/bin/python -m pip install -q . && "
-    ".venv/bin/cuda-pip install --python .venv/bin/python torch pointnet2_ops --smoke":
-        "installs torch (GBs) and compiles pointnet2_ops, then runs its kernels: needs a GPU; the H200 runs cover it",
+    ".venv/bin/cuda-pip install --python .venv/bin/python torch pointnet2_ops --smoke": "installs torch (GBs) and compiles pointnet2_ops, then runs its kernels: needs a GPU; the H200 runs cover it",
     "python3 -m venv .venv && .venv/bin/python -m pip install -q -U pip && .venv/bin/python -m pip install -q -e '.[test]' && "
-    ".venv/bin/python -m pytest":
-        "the test command itself: .ci/run runs it as its first stage (running it here would recurse)",
-    "cuda-resolve wheelhouse publish --to https://pypi.lab.example/    # pypiserver or devpi":
-        "needs a lab index server; tests/test_wheelhouse_cli.py publishes to a real pypiserver",
+    ".venv/bin/python -m pytest": "the test command itself: .ci/run runs it as its first stage (running it here would recurse)",
+    "cuda-resolve wheelhouse publish --to https://pypi.lab.example/    # pypiserver or devpi": "needs a lab index server; tests/test_wheelhouse_cli.py publishes to a real pypiserver",
     """cuda-resolve lock torch pointnet2_ops --profile a100.toml --profile rtx4090.toml -o pylock.toml
-cuda-resolve sync pylock.toml --name auto    # on each machine""":
-        "lock asks PyPI and the PyTorch index (network; the latter unreachable in CI) and sync installs torch; "
-        "tests/test_lock*.py cover both",
+cuda-resolve sync pylock.toml --name auto    # on each machine""": "lock asks PyPI and the PyTorch index (network; the latter unreachable in CI) and sync installs torch; "
+    "tests/test_lock*.py cover both",
     """conda run -n base python -m pip install .    # from this checkout, into conda's base environment
 conda cuda activate
-conda install pointnet2_ops""":
-        "needs conda and changes its base environment; tests/test_conda_plugin.py runs the plugin in a real conda",
+conda install pointnet2_ops""": "needs conda and changes its base environment; tests/test_conda_plugin.py runs the plugin in a real conda",
 }
 
 
@@ -170,17 +183,32 @@ def as_run(block: str, folder: Path) -> str:
 
 
 def _environ(folder: Path, machine: dict[str, str]) -> dict[str, str]:
-    environ = {k: v for k, v in os.environ.items()
-               if not k.startswith("CUDA_RESOLVE_") and k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
-    environ.update(HOME=str(folder), XDG_CACHE_HOME=str(folder / ".cache"), XDG_CONFIG_HOME=str(folder / ".config"),
-                   PATH=f"{BIN}{os.pathsep}{environ.get('PATH', '')}", COLUMNS="200")
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("CUDA_RESOLVE_") and k not in ("VIRTUAL_ENV", "CONDA_PREFIX")
+    }
+    environ.update(
+        HOME=str(folder),
+        XDG_CACHE_HOME=str(folder / ".cache"),
+        XDG_CONFIG_HOME=str(folder / ".config"),
+        PATH=f"{BIN}{os.pathsep}{environ.get('PATH', '')}",
+        COLUMNS="200",
+    )
     environ.update(machine)
     return environ
 
 
 def _bash(script: str, folder: Path, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=folder, env=environ,
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", script],
+        cwd=folder,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_readme_has_shell_blocks_and_the_setup_commands_first() -> None:
@@ -196,7 +224,10 @@ def test_readme_has_shell_blocks_and_the_setup_commands_first() -> None:
 def test_every_block_is_run_or_skipped() -> None:
     blocks = shell_blocks(README.read_text(encoding="utf-8"))
     unknown = [block for block in blocks if block not in RUN and block not in SKIP]
-    assert not unknown, "README shell blocks neither run nor skipped by tests/test_readme_blocks.py:\n\n" + "\n\n".join(unknown)
+    assert not unknown, (
+        "README shell blocks neither run nor skipped by tests/test_readme_blocks.py:\n\n"
+        + "\n\n".join(unknown)
+    )
     stale = [key for key in (*RUN, *SKIP) if key not in blocks]
     assert not stale, "entries for blocks no longer in README.md:\n\n" + "\n\n".join(stale)
     assert all(reason.strip() for reason in SKIP.values())
@@ -208,7 +239,11 @@ def test_block_runs(block: str, tmp_path: Path) -> None:
         pytest.skip(f"cuda-pip is not installed next to {sys.executable}")
     run = RUN[block]
     for name in run.profiles:
-        saved = _bash(f"cuda-resolve detect --save-profile {name}", tmp_path, _environ(tmp_path, PROFILES[name]))
+        saved = _bash(
+            f"cuda-resolve detect --save-profile {name}",
+            tmp_path,
+            _environ(tmp_path, PROFILES[name]),
+        )
         assert saved.returncode == 0, saved.stderr
     if run.before:
         assert _bash(run.before, tmp_path, _environ(tmp_path, run.environ)).returncode == 0
@@ -229,7 +264,9 @@ def test_without_a_gpu_the_main_command_refuses_as_the_readme_says(tmp_path: Pat
     readme = README.read_text(encoding="utf-8")
     quoted = re.search(r"The main command refuses there: `([^`]+)`", readme)
     assert quoted, "the README no longer quotes the refusal"
-    result = _bash("cuda-pip install torch pointnet2_ops --dry-run", tmp_path, _environ(tmp_path, NO_GPU))
+    result = _bash(
+        "cuda-pip install torch pointnet2_ops --dry-run", tmp_path, _environ(tmp_path, NO_GPU)
+    )
     assert result.returncode == 1
     assert " ".join(quoted.group(1).split()) in " ".join((result.stdout + result.stderr).split())
 
@@ -237,7 +274,11 @@ def test_without_a_gpu_the_main_command_refuses_as_the_readme_says(tmp_path: Pat
 def _troubleshooting_rows() -> list[list[str]]:
     readme = README.read_text(encoding="utf-8")
     section = readme.split("\n## Troubleshooting\n", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| ---")]
+    rows = [
+        line
+        for line in section.splitlines()
+        if line.startswith("| ") and not line.startswith("| ---")
+    ]
     return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows[1:]]
 
 
@@ -247,7 +288,11 @@ def test_troubleshooting_names_real_checks_and_diagnoses() -> None:
     from cuda_resolve.build.diagnose import KNOWN_FAILURES
 
     root = README.parent / "cuda_resolve" / "doctor"
-    checks = set(re.findall(r'check="([a-z-]+)"', "".join(p.read_text(encoding="utf-8") for p in root.glob("*.py"))))
+    checks = set(
+        re.findall(
+            r'check="([a-z-]+)"', "".join(p.read_text(encoding="utf-8") for p in root.glob("*.py"))
+        )
+    )
     diagnoses = {d.kind: d for d in KNOWN_FAILURES}
     rows = _troubleshooting_rows()
     assert len(rows) >= 8

@@ -32,8 +32,18 @@ def _environment(case: dict[str, Any], path: Path):
 
 
 def _describe(item: dict[str, Any]) -> str:
-    local = f"+{item['variant']}" if item.get("variant") and item["name"] in ("torch", "torchvision", "torchaudio") and item["kind"] != "installed" else ""
-    version = item["version"] if item["kind"] != "installed" else item["version"].split("+")[0] + (f"+{item['variant']}" if item.get("variant") else "")
+    local = (
+        f"+{item['variant']}"
+        if item.get("variant")
+        and item["name"] in ("torch", "torchvision", "torchaudio")
+        and item["kind"] != "installed"
+        else ""
+    )
+    version = (
+        item["version"]
+        if item["kind"] != "installed"
+        else item["version"].split("+")[0] + (f"+{item['variant']}" if item.get("variant") else "")
+    )
     return f"{item['name']}=={version}{local} {item['kind']}"
 
 
@@ -49,27 +59,39 @@ def test_case(path: Path) -> None:
     options = Options(
         allow_torch_change=case.get("allow_torch_change", False),
         strict_driver=case.get("strict_driver", False),
-        arch_list=tuple(parse_arch_entry(p) for p in case["arch_list"].split(";")) if "arch_list" in case else None,
+        arch_list=tuple(parse_arch_entry(p) for p in case["arch_list"].split(";"))
+        if "arch_list" in case
+        else None,
     )
     expect = case["expect"]
     if "usage_error" in expect:  # refused before resolving: bad or unsupported input
         with pytest.raises(UsageError) as refused:
             resolve(case["request"], env, default_index(), options)
         for fragment in expect["usage_error"]:
-            assert fragment in f"{refused.value.message} || {refused.value.hint}", f"{path.name}: {fragment!r} not in {refused.value.message!r}"
+            assert fragment in f"{refused.value.message} || {refused.value.hint}", (
+                f"{path.name}: {fragment!r} not in {refused.value.message!r}"
+            )
         return
     if "conflict" in expect:
         with pytest.raises(ResolutionImpossible) as caught:
             resolve(case["request"], env, default_index(), options)
-        text = f"{caught.value.message} || {caught.value.hint} || " + " | ".join(caught.value.reasons)
+        text = f"{caught.value.message} || {caught.value.hint} || " + " | ".join(
+            caught.value.reasons
+        )
         for fragment in expect["conflict"]:
             assert fragment in text, f"{path.name}: {fragment!r} not in {text!r}"
         for fragment in expect.get("message", []):  # what the one error line itself must say
-            assert fragment in caught.value.message, f"{path.name}: {fragment!r} not in {caught.value.message!r}"
+            assert fragment in caught.value.message, (
+                f"{path.name}: {fragment!r} not in {caught.value.message!r}"
+            )
         for fragment in expect.get("hint", []):  # the way out of this conflict
-            assert fragment in (caught.value.hint or ""), f"{path.name}: {fragment!r} not in {caught.value.hint!r}"
+            assert fragment in (caught.value.hint or ""), (
+                f"{path.name}: {fragment!r} not in {caught.value.hint!r}"
+            )
         for fragment in expect.get("hint_not", []):  # ways out of other conflicts stay out
-            assert fragment not in (caught.value.hint or ""), f"{path.name}: {fragment!r} in {caught.value.hint!r}"
+            assert fragment not in (caught.value.hint or ""), (
+                f"{path.name}: {fragment!r} in {caught.value.hint!r}"
+            )
         return
     plan = make_plan(resolve(case["request"], env, default_index(), options), env).to_json()
     got = sorted(_describe(item) for item in plan["install"])
@@ -79,9 +101,13 @@ def test_case(path: Path) -> None:
         assert item["arch_list"] == arch
     assert plan["pass_through"] == expect.get("pass_through", [])
     for fragment in expect.get("reasons", []):
-        assert any(fragment in reason for reason in plan["reasons"]), f"{fragment!r} not in {plan['reasons']}"
+        assert any(fragment in reason for reason in plan["reasons"]), (
+            f"{fragment!r} not in {plan['reasons']}"
+        )
     for fragment in expect.get("reasons_not", []):  # a reason that would be false here
-        assert not any(fragment in reason for reason in plan["reasons"]), f"{fragment!r} in {plan['reasons']}"
+        assert not any(fragment in reason for reason in plan["reasons"]), (
+            f"{fragment!r} in {plan['reasons']}"
+        )
     for name, requirement in expect.get("requirement", {}).items():
         item = next(i for i in plan["install"] if i["name"] == name)
         assert item["requirement"] == requirement
@@ -97,6 +123,17 @@ def test_cases_never_see_the_developers_overlays_or_overrides() -> None:
     from cuda_resolve.config import config_path
     from cuda_resolve.index.load import overlay_dirs
 
-    assert not [name for name in os.environ if name.startswith(("CUDA_RESOLVE_INDEX", "CUDA_RESOLVE_DRIVER", "CUDA_RESOLVE_CUDA_ARCH", "CONDA_OVERRIDE_"))]
+    assert not [
+        name
+        for name in os.environ
+        if name.startswith(
+            (
+                "CUDA_RESOLVE_INDEX",
+                "CUDA_RESOLVE_DRIVER",
+                "CUDA_RESOLVE_CUDA_ARCH",
+                "CONDA_OVERRIDE_",
+            )
+        )
+    ]
     assert not config_path().exists()
     assert overlay_dirs() == []

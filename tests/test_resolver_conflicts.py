@@ -29,15 +29,30 @@ INDEX = default_index()
 
 
 def _env(
-    *, driver: str | None = "580.95.05", cuda: str = "13.0", gpus: tuple[str, ...] = ("8.6",), toolkits: tuple[str, ...] = (),
-    python: str = "3.11.9", gcc: str = "11.4.0", torch: TorchInfo | None = None, os: str = "linux", arch: str = "x86_64",
+    *,
+    driver: str | None = "580.95.05",
+    cuda: str = "13.0",
+    gpus: tuple[str, ...] = ("8.6",),
+    toolkits: tuple[str, ...] = (),
+    python: str = "3.11.9",
+    gcc: str = "11.4.0",
+    torch: TorchInfo | None = None,
+    os: str = "linux",
+    arch: str = "x86_64",
 ) -> Environment:
     return Environment(
         machine=Machine(os=os, arch=arch, glibc="2.35" if os == "linux" else None),
         python=PythonInfo(version=python),
-        driver=Driver(version=DriverVersion.parse(driver), cuda=CudaVersion.parse(cuda)) if driver else None,
-        gpus=tuple(Gpu(index=i, name=f"gpu{i}", compute_capability=ComputeCapability.parse(c)) for i, c in enumerate(gpus)),
-        toolkits=tuple(Toolkit(version=CudaVersion.parse(v), root=f"/usr/local/cuda-{v}") for v in toolkits),
+        driver=Driver(version=DriverVersion.parse(driver), cuda=CudaVersion.parse(cuda))
+        if driver
+        else None,
+        gpus=tuple(
+            Gpu(index=i, name=f"gpu{i}", compute_capability=ComputeCapability.parse(c))
+            for i, c in enumerate(gpus)
+        ),
+        toolkits=tuple(
+            Toolkit(version=CudaVersion.parse(v), root=f"/usr/local/cuda-{v}") for v in toolkits
+        ),
         compiler=Compiler(gcc=gcc),
         torch=torch,
     )
@@ -51,19 +66,70 @@ def _rejections(env: Environment, name: str, options: Options | None = None) -> 
 
 SCENARIOS = {
     # (environment, package, options) -> (kind, category, a fact that must be recorded)
-    "driver": (_env(driver="470.82.01", cuda="11.4"), "torch", None, "driver-cuda", "driver", ("driver", "470.82.01")),
+    "driver": (
+        _env(driver="470.82.01", cuda="11.4"),
+        "torch",
+        None,
+        "driver-cuda",
+        "driver",
+        ("driver", "470.82.01"),
+    ),
     "gpu": (_env(gpus=("3.7",)), "torch", None, "gpu-kernels", "gpu", ("gpus", "3.7")),
     "cpu": (_env(), "torch", None, "cpu-build", "cpu", None),
     "python": (_env(python="3.7.17"), "torch", None, "python", "python", ("python", "3.7")),
-    "platform": (_env(os="darwin", arch="aarch64", driver=None, gpus=()), "torch", None, "platform", "platform", ("os", "darwin")),
+    "platform": (
+        _env(os="darwin", arch="aarch64", driver=None, gpus=()),
+        "torch",
+        None,
+        "platform",
+        "platform",
+        ("os", "darwin"),
+    ),
     "toolkit-missing": (_env(), "pointnet2_ops", None, "toolkit-missing", "toolkit", None),
-    "toolkit-driver": (_env(driver="550.54.14", cuda="12.4", toolkits=("13.0",), gcc="12.3.0"), "pointnet2_ops", None, "toolkit-driver", "driver", ("toolkit", "13.0")),
-    "compiler": (_env(toolkits=("12.2",), gcc="14.1.0"), "pointnet2_ops", None, "compiler-range", "compiler", ("gcc", "14.1.0")),
-    "toolkit-target": (_env(gpus=("3.5",), toolkits=("13.0",), gcc="13.2.0"), "pointnet2_ops", None, "toolkit-target", "toolkit", ("gpus", "3.5")),
-    "arch-list-needed": (_env(driver=None, gpus=(), toolkits=("12.4",)), "pointnet2_ops", None, "arch-list-needed", "other", ("toolkit", "12.4")),
+    "toolkit-driver": (
+        _env(driver="550.54.14", cuda="12.4", toolkits=("13.0",), gcc="12.3.0"),
+        "pointnet2_ops",
+        None,
+        "toolkit-driver",
+        "driver",
+        ("toolkit", "13.0"),
+    ),
+    "compiler": (
+        _env(toolkits=("12.2",), gcc="14.1.0"),
+        "pointnet2_ops",
+        None,
+        "compiler-range",
+        "compiler",
+        ("gcc", "14.1.0"),
+    ),
+    "toolkit-target": (
+        _env(gpus=("3.5",), toolkits=("13.0",), gcc="13.2.0"),
+        "pointnet2_ops",
+        None,
+        "toolkit-target",
+        "toolkit",
+        ("gpus", "3.5"),
+    ),
+    "arch-list-needed": (
+        _env(driver=None, gpus=(), toolkits=("12.4",)),
+        "pointnet2_ops",
+        None,
+        "arch-list-needed",
+        "other",
+        ("toolkit", "12.4"),
+    ),
     "installed": (
-        _env(gpus=("6.1",), torch=TorchInfo(version="2.11.0+cu130", cuda=CudaVersion.parse("13.0"), arch_list=("sm_75", "sm_90"))),
-        "torch", None, "installed-unfit", "installed", ("torch", "torch 2.11.0+cu130"),
+        _env(
+            gpus=("6.1",),
+            torch=TorchInfo(
+                version="2.11.0+cu130", cuda=CudaVersion.parse("13.0"), arch_list=("sm_75", "sm_90")
+            ),
+        ),
+        "torch",
+        None,
+        "installed-unfit",
+        "installed",
+        ("torch", "torch 2.11.0+cu130"),
     ),
 }
 
@@ -92,7 +158,9 @@ def test_categories_are_not_all_other() -> None:
     assert seen >= set(CATEGORIES) - {"other"}
 
 
-def _conflict(env: Environment, request: list[str], options: Options | None = None) -> ResolutionImpossible:
+def _conflict(
+    env: Environment, request: list[str], options: Options | None = None
+) -> ResolutionImpossible:
     with pytest.raises(ResolutionImpossible) as caught:
         resolve(request, env, INDEX, options)
     return caught.value
@@ -116,7 +184,11 @@ def test_the_driver_fact_leads_before_the_cpu_build() -> None:
 
 
 def test_a_locked_torch_leads_with_allow_torch_change() -> None:
-    torch = TorchInfo(version="2.11.0+cu130", cuda=CudaVersion.parse("13.0"), arch_list=("sm_75", "sm_80", "sm_86", "sm_90"))
+    torch = TorchInfo(
+        version="2.11.0+cu130",
+        cuda=CudaVersion.parse("13.0"),
+        arch_list=("sm_75", "sm_80", "sm_86", "sm_90"),
+    )
     error = _conflict(_env(torch=torch), ["kaolin"])
     assert "no published wheel for the installed torch 2.11.0+cu130" in error.message
     assert "--allow-torch-change" in (error.hint or "")
@@ -124,5 +196,10 @@ def test_a_locked_torch_leads_with_allow_torch_change() -> None:
 
 def test_hints_come_from_the_kind_not_the_wording() -> None:
     """The toolkit-driver hint names a toolkit of the driver's CUDA major, read from the facts."""
-    error = _conflict(_env(driver="550.54.14", cuda="12.4", toolkits=("13.0",), gcc="12.3.0"), ["pointnet2_ops"])
-    assert error.hint == "install a CUDA 12.x toolkit (driver 550.54.14 runs CUDA <= 12.4), or upgrade the NVIDIA driver to one that runs CUDA 13.0"
+    error = _conflict(
+        _env(driver="550.54.14", cuda="12.4", toolkits=("13.0",), gcc="12.3.0"), ["pointnet2_ops"]
+    )
+    assert (
+        error.hint
+        == "install a CUDA 12.x toolkit (driver 550.54.14 runs CUDA <= 12.4), or upgrade the NVIDIA driver to one that runs CUDA 13.0"
+    )

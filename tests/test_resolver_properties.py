@@ -21,8 +21,33 @@ from cuda_resolve.resolve import Options, resolve
 from cuda_resolve.versions import ComputeCapability, CudaVersion, DriverVersion
 
 INDEX = default_index()
-DRIVERS = ["450.80.02", "470.82.01", "515.43.04", "525.60.13", "535.104.05", "550.54.14", "560.35.03", "570.124.06", "575.51.03", "580.95.05", "595.45.04"]
-CAPABILITIES = ["3.7", "5.0", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"]
+DRIVERS = [
+    "450.80.02",
+    "470.82.01",
+    "515.43.04",
+    "525.60.13",
+    "535.104.05",
+    "550.54.14",
+    "560.35.03",
+    "570.124.06",
+    "575.51.03",
+    "580.95.05",
+    "595.45.04",
+]
+CAPABILITIES = [
+    "3.7",
+    "5.0",
+    "6.0",
+    "6.1",
+    "7.0",
+    "7.5",
+    "8.0",
+    "8.6",
+    "8.9",
+    "9.0",
+    "10.0",
+    "12.0",
+]
 PYTHONS = ["3.8.18", "3.9.18", "3.10.12", "3.11.9", "3.12.3", "3.13.1"]
 TOOLKITS = ["11.8", "12.1", "12.4", "12.6", "12.8", "13.0"]
 
@@ -37,7 +62,9 @@ def environments(draw: st.DrawFn) -> Environment:
     assert cuda is not None
     gpus = tuple(
         Gpu(index=i, name=f"gpu{i}", compute_capability=ComputeCapability.parse(cc))
-        for i, cc in enumerate(draw(st.lists(st.sampled_from(CAPABILITIES), min_size=1, max_size=3)))
+        for i, cc in enumerate(
+            draw(st.lists(st.sampled_from(CAPABILITIES), min_size=1, max_size=3))
+        )
     )
     toolkits = tuple(
         Toolkit(version=CudaVersion.parse(v), root=f"/usr/local/cuda-{v}")
@@ -54,8 +81,14 @@ def environments(draw: st.DrawFn) -> Environment:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(env=environments(), request=st.sampled_from([["torch"], ["kaolin"], ["pointnet2_ops"], ["torchvision", "kaolin"]]), strict=st.booleans())
-def test_chosen_builds_cover_every_gpu_and_run_on_the_driver(env: Environment, request: list[str], strict: bool) -> None:
+@given(
+    env=environments(),
+    request=st.sampled_from([["torch"], ["kaolin"], ["pointnet2_ops"], ["torchvision", "kaolin"]]),
+    strict=st.booleans(),
+)
+def test_chosen_builds_cover_every_gpu_and_run_on_the_driver(
+    env: Environment, request: list[str], strict: bool
+) -> None:
     try:
         resolution = resolve(request, env, INDEX, Options(strict_driver=strict))
     except ResolutionImpossible as exc:
@@ -68,12 +101,21 @@ def test_chosen_builds_cover_every_gpu_and_run_on_the_driver(env: Environment, r
     for gpu in env.gpus:
         assert build_covers_gpu(torch.arch_list, gpu.compute_capability), (torch.label, gpu)
     for candidate in resolution.chosen:
-        if candidate.name != "torch" and candidate.kind == "wheel" and candidate.torch_version is not None:
-            assert (candidate.torch_version, candidate.variant) == (torch.base_version, torch.variant)
+        if (
+            candidate.name != "torch"
+            and candidate.kind == "wheel"
+            and candidate.torch_version is not None
+        ):
+            assert (candidate.torch_version, candidate.variant) == (
+                torch.base_version,
+                torch.variant,
+            )
         if candidate.kind == "build":
             assert candidate.toolkit is not None
             assert candidate.toolkit.version.major == torch.cuda.major
-            accepted = set(toolkit_archs(candidate.toolkit, INDEX.toolkit(candidate.toolkit.version)))
+            accepted = set(
+                toolkit_archs(candidate.toolkit, INDEX.toolkit(candidate.toolkit.version))
+            )
             assert all(entry.capability in accepted for entry in candidate.arch_list)
             for gpu in env.gpus:
                 assert build_covers_gpu(candidate.arch_list, gpu.compute_capability)

@@ -63,16 +63,34 @@ def _no_registered_secrets() -> Iterator[None]:
     ("text", "shown"),
     [
         ("https://h/simple?token=abc", "https://h/simple?token=***"),
-        ("https://h/simple/?TOKEN=abc&page=2", "https://h/simple/?TOKEN=***&page=2"),  # case-insensitive; page kept
-        ("https://h/x?access_token=a1&api_key=a2&apikey=a3", "https://h/x?access_token=***&api_key=***&apikey=***"),
-        ("https://h/x?key=a&password=b&secret=c&auth=d", "https://h/x?key=***&password=***&secret=***&auth=***"),
+        (
+            "https://h/simple/?TOKEN=abc&page=2",
+            "https://h/simple/?TOKEN=***&page=2",
+        ),  # case-insensitive; page kept
+        (
+            "https://h/x?access_token=a1&api_key=a2&apikey=a3",
+            "https://h/x?access_token=***&api_key=***&apikey=***",
+        ),
+        (
+            "https://h/x?key=a&password=b&secret=c&auth=d",
+            "https://h/x?key=***&password=***&secret=***&auth=***",
+        ),
         ("https://h/x?sv=1&sig=abc%2Bdef", "https://h/x?sv=1&sig=***"),  # an Azure SAS link
-        ("https://h/w.whl?X-Amz-Credential=a&X-Amz-Signature=b", "https://h/w.whl?X-Amz-Credential=***&X-Amz-Signature=***"),
-        ("https://h/x?private_token=a&client_secret=b", "https://h/x?private_token=***&client_secret=***"),
+        (
+            "https://h/w.whl?X-Amz-Credential=a&X-Amz-Signature=b",
+            "https://h/w.whl?X-Amz-Credential=***&X-Amz-Signature=***",
+        ),
+        (
+            "https://h/x?private_token=a&client_secret=b",
+            "https://h/x?private_token=***&client_secret=***",
+        ),
         ("https://h/cb#access_token=abc", "https://h/cb#access_token=***"),  # a fragment too
         # pip appends the project to an index URL with a query: the whole value is hidden
         ("GET /simple?token=abc/somepkg/ failed", "GET /simple?token=*** failed"),
-        ("https://h/pkg-1.0.tar.gz#sha256=abcd", "https://h/pkg-1.0.tar.gz#sha256=abcd"),  # not a credential
+        (
+            "https://h/pkg-1.0.tar.gz#sha256=abcd",
+            "https://h/pkg-1.0.tar.gz#sha256=abcd",
+        ),  # not a credential
         ("https://h/p.zip#egg=name&subdirectory=x", "https://h/p.zip#egg=name&subdirectory=x"),
         ("https://h/x?monkey=1&keyboard=2", "https://h/x?monkey=1&keyboard=2"),
         ("cmake -DKEY=value key=value", "cmake -DKEY=value key=value"),  # not in a query
@@ -85,8 +103,23 @@ def test_secret_query_values_are_hidden(text: str, shown: str) -> None:
 
 
 def test_which_query_parameters_are_secret() -> None:
-    for name in ("token", "Access-Token", "API_KEY", "apikey", "key", "password", "passwd", "secret", "auth", "sig",
-                 "signature", "X-Goog-Signature", "X-Amz-Security-Token", "private_key", "credential"):
+    for name in (
+        "token",
+        "Access-Token",
+        "API_KEY",
+        "apikey",
+        "key",
+        "password",
+        "passwd",
+        "secret",
+        "auth",
+        "sig",
+        "signature",
+        "X-Goog-Signature",
+        "X-Amz-Security-Token",
+        "private_key",
+        "credential",
+    ):
         assert is_secret_parameter(name), name
     for name in ("page", "egg", "sha256", "subdirectory", "monkey", "keyboard", "format"):
         assert not is_secret_parameter(name), name
@@ -98,7 +131,10 @@ def test_which_query_parameters_are_secret() -> None:
         ("--proxy bob:pw@proxy:3128", "--proxy bob:***@proxy:3128"),
         ("--proxy=bob:pw@proxy:3128", "--proxy=bob:***@proxy:3128"),
         ("--proxy 'bob:p@ss@proxy:3128'", "--proxy 'bob:***@proxy:3128'"),  # an "@" in the password
-        ("--proxy TOKEN@proxy:3128", "--proxy ***@proxy:3128"),  # a lone user name is often the token
+        (
+            "--proxy TOKEN@proxy:3128",
+            "--proxy ***@proxy:3128",
+        ),  # a lone user name is often the token
         ("HTTPS_PROXY=bob:pw@proxy:3128", "HTTPS_PROXY=bob:***@proxy:3128"),
         ("global.proxy='bob:pw@proxy:3128'", "global.proxy='bob:***@proxy:3128'"),
         ("--proxy http://bob:pw@proxy:3128", "--proxy http://bob:***@proxy:3128"),
@@ -117,8 +153,12 @@ def test_redact_and_redact_data_know_the_new_rules() -> None:
     assert redact("bob:pw@proxy:3128") == "bob:***@proxy:3128"
     assert redact("https://h/simple?token=abc") == "https://h/simple?token=***"
     assert redact("https://u:pw@h/?key=k") == "https://u:***@h/?key=***"
-    assert redact_data({"args": ["-i", "https://u:pw@h/", "--proxy", "TOK3N@proxy:1", "--proxy", "b:pw@p:1"],
-                        "https://h/?token=abc": 1}) == {
+    assert redact_data(
+        {
+            "args": ["-i", "https://u:pw@h/", "--proxy", "TOK3N@proxy:1", "--proxy", "b:pw@p:1"],
+            "https://h/?token=abc": 1,
+        }
+    ) == {
         "args": ["-i", "https://u:***@h/", "--proxy", "***@proxy:1", "--proxy", "b:***@p:1"],
         "https://h/?token=***": 1,
     }
@@ -134,7 +174,9 @@ def test_registered_secrets_are_masked_wherever_they_appear() -> None:
     assert redact_urls(text) == text  # nothing shaped like a credential: unknown until registered
     register_secret(ENV_SECRET)
     register_secret(ENV_SECRET)  # twice is once
-    assert redact_urls(text) == f"Looking in indexes: https://127.0.0.1:9/{MASK}/simple (key {MASK}x)"
+    assert (
+        redact_urls(text) == f"Looking in indexes: https://127.0.0.1:9/{MASK}/simple (key {MASK}x)"
+    )
     assert redact(f"https://h/{ENV_SECRET}/") == f"https://h/{MASK}/"
     assert redact_data({"a": [f"x{ENV_SECRET}"]}) == {"a": [f"x{MASK}"]}
     assert ENV_SECRET not in str(NetworkError(f"fetching {text}", hint=ENV_SECRET).to_json())
@@ -152,7 +194,9 @@ def test_short_values_are_not_registered() -> None:
 
 def test_secret_values_from_environment() -> None:
     environ = {"CR_TOKEN": ENV_SECRET, "CR_SHORT": "ab", "CR_EMPTY": "", "CR_AGAIN": ENV_SECRET}
-    assert secret_values_from_environment(["CR_TOKEN", "CR_SHORT", "CR_EMPTY", "CR_UNSET", "CR_AGAIN"], environ) == (ENV_SECRET,)
+    assert secret_values_from_environment(
+        ["CR_TOKEN", "CR_SHORT", "CR_EMPTY", "CR_UNSET", "CR_AGAIN"], environ
+    ) == (ENV_SECRET,)
 
 
 # -- where the rules are applied --------------------------------------------------------------
@@ -188,21 +232,38 @@ def test_redacting_reporter() -> None:
 
 def test_output_helpers_redact(capsys: pytest.CaptureFixture[str]) -> None:
     register_secret(ENV_SECRET)
-    _output.print_json({"args": ["-i", INDEX, "--proxy", f"bob:{PROXY_PASSWORD}@p:1", TOKEN_INDEX],
-                        "path": Path(f"/x/{ENV_SECRET}")})
+    _output.print_json(
+        {
+            "args": ["-i", INDEX, "--proxy", f"bob:{PROXY_PASSWORD}@p:1", TOKEN_INDEX],
+            "path": Path(f"/x/{ENV_SECRET}"),
+        }
+    )
     _output.console().print(f"python -m pip install -i {INDEX} {TOKEN_INDEX}", soft_wrap=True)
-    _output.error_console().print(f"- step {INDEX} --proxy bob:{PROXY_PASSWORD}@p:1", soft_wrap=True)
+    _output.error_console().print(
+        f"- step {INDEX} --proxy bob:{PROXY_PASSWORD}@p:1", soft_wrap=True
+    )
     error = CudaResolveError(f"cannot reach {INDEX}", hint=f"check {TOKEN_INDEX}")
     _output.report_error(error, as_json=False)
     _output.report_error(error, as_json=True)
     out, err = capsys.readouterr()
     for secret in SECRETS:
         assert secret not in out + err, secret
-    assert "alice:***@127.0.0.1:9" in out and "token=***" in out and "bob:***@p:1" in out and "/x/***" in out
-    assert "alice:***@127.0.0.1:9" in err and "bob:***@p:1" in err and "hint: check https://127.0.0.1:9/simple?token=***" in err
+    assert (
+        "alice:***@127.0.0.1:9" in out
+        and "token=***" in out
+        and "bob:***@p:1" in out
+        and "/x/***" in out
+    )
+    assert (
+        "alice:***@127.0.0.1:9" in err
+        and "bob:***@p:1" in err
+        and "hint: check https://127.0.0.1:9/simple?token=***" in err
+    )
 
 
-def test_the_error_boundary_redacts_a_bug_and_its_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_error_boundary_redacts_a_bug_and_its_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     register_secret(ENV_SECRET)
 
     def bug() -> int:
@@ -225,7 +286,16 @@ def test_run_logged_redacts_the_command_the_log_and_the_tail(tmp_path: Path) -> 
         print("proxy bob:{PROXY_PASSWORD}@proxy:3128 token path /{ENV_SECRET}/simple")
         print("no newline at the end ?token={QUERY_TOKEN}", end="")
     """)
-    command = [sys.executable, "-c", script, "-i", INDEX, "--proxy", f"bob:{PROXY_PASSWORD}@proxy:3128", TOKEN_INDEX]
+    command = [
+        sys.executable,
+        "-c",
+        script,
+        "-i",
+        INDEX,
+        "--proxy",
+        f"bob:{PROXY_PASSWORD}@proxy:3128",
+        TOKEN_INDEX,
+    ]
     lines: list[str] = []
     log_path = tmp_path / "run.log"
     with open(log_path, "w", encoding="utf-8") as log:
@@ -233,8 +303,14 @@ def test_run_logged_redacts_the_command_the_log_and_the_tail(tmp_path: Path) -> 
     assert status == 0
     written = log_path.read_text(encoding="utf-8")
     shown = written + "\n".join(tail) + "\n".join(lines)
-    assert "Looking in indexes: https://alice:***@127.0.0.1:9/simple, https://127.0.0.1:9/simple?token=***" in tail
-    assert "-i https://alice:***@127.0.0.1:9/simple --proxy bob:***@proxy:3128 https://127.0.0.1:9/simple?token=***\n" in written
+    assert (
+        "Looking in indexes: https://alice:***@127.0.0.1:9/simple, https://127.0.0.1:9/simple?token=***"
+        in tail
+    )
+    assert (
+        "-i https://alice:***@127.0.0.1:9/simple --proxy bob:***@proxy:3128 https://127.0.0.1:9/simple?token=***\n"
+        in written
+    )
     assert lines == tail and len(tail) == 3
     assert written.endswith("[exit status 0]\n")
     assert "no newline at the end ?token=***\n[exit status 0]" in written
@@ -260,7 +336,9 @@ def test_log_files_are_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
                 log.write("x\n")
             assert _mode(path) == 0o600
         path.chmod(0o644)
-        assert new_log_path("install") == path and _mode(path) == 0o600  # the same name in the same second
+        assert (
+            new_log_path("install") == path and _mode(path) == 0o600
+        )  # the same name in the same second
         assert path.read_text(encoding="utf-8") == "x\n"  # kept, not emptied
     finally:
         os.umask(old_umask)
@@ -276,24 +354,52 @@ def scratch_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("scratch") / "venv"
     venv.create(folder, system_site_packages=True, with_pip=False)
     python = folder / "bin" / "python"
-    if subprocess.run([str(python), "-m", "pip", "--version"], capture_output=True, check=False).returncode != 0:
+    if (
+        subprocess.run(
+            [str(python), "-m", "pip", "--version"], capture_output=True, check=False
+        ).returncode
+        != 0
+    ):
         venv.create(folder, system_site_packages=True, with_pip=True, clear=True)
     return python
 
 
 def _private_root() -> Path:
-    return Path(os.environ["CUDA_RESOLVE_CACHE_DIR"]).parent  # conftest's per-test home for cuda-resolve
+    return Path(
+        os.environ["CUDA_RESOLVE_CACHE_DIR"]
+    ).parent  # conftest's per-test home for cuda-resolve
 
 
 def _cuda_pip(*words: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     home = _private_root() / "home"
     home.mkdir(exist_ok=True)
-    env = dict(os.environ, HOME=str(home), CR_TEST_TOKEN=ENV_SECRET, PIP_DEFAULT_TIMEOUT="1", PIP_RETRIES="0")
-    for name in ("VIRTUAL_ENV", "CONDA_PREFIX", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-                 "all_proxy"):
+    env = dict(
+        os.environ,
+        HOME=str(home),
+        CR_TEST_TOKEN=ENV_SECRET,
+        PIP_DEFAULT_TIMEOUT="1",
+        PIP_RETRIES="0",
+    )
+    for name in (
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+    ):
         env.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "pip_plugin", "install", *words], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "pip_plugin", "install", *words],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def _requirements(tmp_path: Path, line: str) -> Path:
@@ -305,9 +411,25 @@ def _requirements(tmp_path: Path, line: str) -> Path:
 def _pip_args(tmp_path: Path, proxy: str) -> list[str]:
     # --extra-index-url, not --index-url: an index URL in the file would replace the command
     # line's, and pip's "Looking in indexes" line would not print the token query back.
-    requirements = _requirements(tmp_path, "--extra-index-url https://u:${CR_TEST_TOKEN}@127.0.0.1:9/simple")
-    return ["-v", "--timeout", "1", "--retries", "0", "-i", INDEX, "--proxy", proxy,
-            "--extra-index-url", TOKEN_INDEX, "-r", str(requirements), "somepkg"]
+    requirements = _requirements(
+        tmp_path, "--extra-index-url https://u:${CR_TEST_TOKEN}@127.0.0.1:9/simple"
+    )
+    return [
+        "-v",
+        "--timeout",
+        "1",
+        "--retries",
+        "0",
+        "-i",
+        INDEX,
+        "--proxy",
+        proxy,
+        "--extra-index-url",
+        TOKEN_INDEX,
+        "-r",
+        str(requirements),
+        "somepkg",
+    ]
 
 
 @pytest.fixture
@@ -339,9 +461,25 @@ def answering_index(tmp_path: Path) -> Iterator[str]:
 
 def _answering_pip_args(tmp_path: Path, proxy: str, host: str) -> list[str]:
     """:func:`_pip_args` with indexes that answer (plain http on loopback), so pip really runs."""
-    requirements = _requirements(tmp_path, f"--extra-index-url http://u:${{CR_TEST_TOKEN}}@{host}/simple")
-    return ["-v", "--timeout", "1", "--retries", "0", "-i", f"http://alice:{INDEX_PASSWORD}@{host}/simple", "--proxy", proxy,
-            "--extra-index-url", f"http://{host}/simple?token={QUERY_TOKEN}", "-r", str(requirements), "somepkg"]
+    requirements = _requirements(
+        tmp_path, f"--extra-index-url http://u:${{CR_TEST_TOKEN}}@{host}/simple"
+    )
+    return [
+        "-v",
+        "--timeout",
+        "1",
+        "--retries",
+        "0",
+        "-i",
+        f"http://alice:{INDEX_PASSWORD}@{host}/simple",
+        "--proxy",
+        proxy,
+        "--extra-index-url",
+        f"http://{host}/simple?token={QUERY_TOKEN}",
+        "-r",
+        str(requirements),
+        "somepkg",
+    ]
 
 
 def _assert_nothing_leaked(*texts: str) -> None:
@@ -360,7 +498,9 @@ def _log_files() -> list[Path]:
     return sorted(folder.iterdir()) if folder.is_dir() else []
 
 
-@pytest.mark.parametrize("proxy", [f"http://bob:{PROXY_PASSWORD}@127.0.0.1:9", f"bob:{PROXY_PASSWORD}@127.0.0.1:9"])
+@pytest.mark.parametrize(
+    "proxy", [f"http://bob:{PROXY_PASSWORD}@127.0.0.1:9", f"bob:{PROXY_PASSWORD}@127.0.0.1:9"]
+)
 def test_a_dry_run_shows_no_secret(proxy: str, tmp_path: Path) -> None:
     args = _pip_args(tmp_path, proxy)
     text = _cuda_pip("--dry-run", "--python", sys.executable, *args, tmp_path=tmp_path)
@@ -372,7 +512,10 @@ def test_a_dry_run_shows_no_secret(proxy: str, tmp_path: Path) -> None:
     assert "-i https://alice:***@127.0.0.1:9/simple --proxy " in text.stdout
     assert "bob:***@127.0.0.1:9" in text.stdout and "?token=***" in text.stdout
     strings = _strings(json.loads(as_json.stdout))  # wherever the report puts pip's arguments
-    assert "https://alice:***@127.0.0.1:9/simple" in strings and "https://127.0.0.1:9/simple?token=***" in strings
+    assert (
+        "https://alice:***@127.0.0.1:9/simple" in strings
+        and "https://127.0.0.1:9/simple?token=***" in strings
+    )
     assert any("bob:***@127.0.0.1:9" in text for text in strings)
 
 
@@ -387,11 +530,20 @@ def _strings(value: object) -> list[str]:
 
 
 @pytest.mark.parametrize("as_json", [False, True])
-def test_a_failed_install_shows_and_logs_no_secret(as_json: bool, scratch_python: Path, tmp_path: Path,
-                                                  answering_index: str) -> None:
-    args = _answering_pip_args(tmp_path, f"http://bob:{PROXY_PASSWORD}@127.0.0.1:9", answering_index)
-    done = _cuda_pip("--python", str(scratch_python), "--no-verify", *(["--json"] if as_json else []), *args,
-                     tmp_path=tmp_path)
+def test_a_failed_install_shows_and_logs_no_secret(
+    as_json: bool, scratch_python: Path, tmp_path: Path, answering_index: str
+) -> None:
+    args = _answering_pip_args(
+        tmp_path, f"http://bob:{PROXY_PASSWORD}@127.0.0.1:9", answering_index
+    )
+    done = _cuda_pip(
+        "--python",
+        str(scratch_python),
+        "--no-verify",
+        *(["--json"] if as_json else []),
+        *args,
+        tmp_path=tmp_path,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     shown = done.stdout if as_json else done.stderr
     assert "pip install (extensions and the rest) failed" in shown
@@ -406,19 +558,41 @@ def test_a_failed_install_shows_and_logs_no_secret(as_json: bool, scratch_python
     written = "".join(log.read_text(encoding="utf-8") for log in logs)
     # pip's own "Looking in indexes" line printed the token query in clear; the log has it masked.
     looking = next(line for line in written.splitlines() if line.startswith("Looking in indexes:"))
-    assert f"http://{answering_index}/simple?token=***" in looking and f"alice:***@{answering_index}" in looking
+    assert (
+        f"http://{answering_index}/simple?token=***" in looking
+        and f"alice:***@{answering_index}" in looking
+    )
     assert "--proxy http://bob:***@127.0.0.1:9" in written
 
 
-def test_a_variable_from_a_requirements_file_is_never_logged(scratch_python: Path, tmp_path: Path, answering_index: str) -> None:
+def test_a_variable_from_a_requirements_file_is_never_logged(
+    scratch_python: Path, tmp_path: Path, answering_index: str
+) -> None:
     # A token in an index URL's path (Gemfury's form) has no credential shape: only the registry
     # of the values reqfile expanded can hide it, in pip's "Looking in indexes" line.
     (tmp_path / "served" / ENV_SECRET / "simple").mkdir(parents=True)
     (tmp_path / "served" / ENV_SECRET / "simple" / "index.html").write_text("<html></html>")
-    requirements = _requirements(tmp_path, f"--extra-index-url http://{answering_index}/${{CR_TEST_TOKEN}}/simple")
-    done = _cuda_pip("--python", str(scratch_python), "--no-verify", "-v", "--timeout", "1", "--retries", "0",
-                     "-i", f"http://{answering_index}/simple", "--proxy", "http://127.0.0.1:9",
-                     "-r", str(requirements), "somepkg", tmp_path=tmp_path)
+    requirements = _requirements(
+        tmp_path, f"--extra-index-url http://{answering_index}/${{CR_TEST_TOKEN}}/simple"
+    )
+    done = _cuda_pip(
+        "--python",
+        str(scratch_python),
+        "--no-verify",
+        "-v",
+        "--timeout",
+        "1",
+        "--retries",
+        "0",
+        "-i",
+        f"http://{answering_index}/simple",
+        "--proxy",
+        "http://127.0.0.1:9",
+        "-r",
+        str(requirements),
+        "somepkg",
+        tmp_path=tmp_path,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "pip install (extensions and the rest) failed" in done.stderr  # pip ran, and failed
     written = "".join(log.read_text(encoding="utf-8") for log in _log_files())

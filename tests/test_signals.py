@@ -99,21 +99,33 @@ def _wait_for(path: Path, process: subprocess.Popen[str], seconds: float, stderr
     end = time.monotonic() + seconds
     while not (path.exists() and path.read_text().strip()):
         if process.poll() is not None:
-            pytest.fail(f"the command ended (exit {process.returncode}) before the build started:\n{stderr.read_text()}")
+            pytest.fail(
+                f"the command ended (exit {process.returncode}) before the build started:\n{stderr.read_text()}"
+            )
         if time.monotonic() > end:
             pytest.fail(f"the build did not start within {seconds:.0f} s:\n{stderr.read_text()}")
         time.sleep(0.05)
 
 
-def _run_and_signal(argv: list[str], env: dict[str, str], tmp_path: Path, signum: int, started: Path) -> tuple[int, str, list[str]]:
+def _run_and_signal(
+    argv: list[str], env: dict[str, str], tmp_path: Path, signum: int, started: Path
+) -> tuple[int, str, list[str]]:
     """Start the command line, wait until the fake compiler runs, send ``signum`` to the command
     line's process alone; (exit status, stderr, processes of the run left after it exited)."""
     run_id = uuid.uuid4().hex
     env = {**env, MARKER: run_id}
     stderr = tmp_path / "stderr"
     with open(tmp_path / "stdout", "w") as out, open(stderr, "w") as err:
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, text=True,
-                                   start_new_session=True, preexec_fn=_signals_as_a_shell_leaves_them)
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            env=env,
+            text=True,
+            start_new_session=True,
+            preexec_fn=_signals_as_a_shell_leaves_them,
+        )
     try:
         _wait_for(started, process, 60, stderr)
         time.sleep(0.2)
@@ -132,23 +144,44 @@ def _run_and_signal(argv: list[str], env: dict[str, str], tmp_path: Path, signum
 
 
 @pytest.fixture
-def build_env(tmp_path: Path, torch_venv_template: Path) -> Iterator[tuple[list[str], dict[str, str], Path]]:  # noqa: F811
+def build_env(
+    tmp_path: Path, torch_venv_template: Path
+) -> Iterator[tuple[list[str], dict[str, str], Path]]:
     """(argv of `cuda-resolve build sleepext`, its environment, the target's python)."""
     python = copy_venv(tmp_path / "target", torch_venv_template)
     cuda = standin_cuda_toolkit(tmp_path / "cuda")
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    env.update(CUDA_HOME=str(cuda), PATH=f"{cuda / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin", TMPDIR=str(scratch),
-               CUDA_RESOLVE_WHEELHOUSE=str(tmp_path / "wheelhouse"), SLEEPY_PIDS=str(tmp_path / "pids"))
-    argv = [sys.executable, "-m", "cuda_resolve", "build", "sleepext", "--index", str(INDEX), "--python", str(python),
-            "--arch-list", "9.0", "--source", str(SOURCE)]
+    env.update(
+        CUDA_HOME=str(cuda),
+        PATH=f"{cuda / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin",
+        TMPDIR=str(scratch),
+        CUDA_RESOLVE_WHEELHOUSE=str(tmp_path / "wheelhouse"),
+        SLEEPY_PIDS=str(tmp_path / "pids"),
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "cuda_resolve",
+        "build",
+        "sleepext",
+        "--index",
+        str(INDEX),
+        "--python",
+        str(python),
+        "--arch-list",
+        "9.0",
+        "--source",
+        str(SOURCE),
+    ]
     yield argv, env, python
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_signal_during_a_build_ends_every_process_and_removes_the_build_folder(
-        tmp_path: Path, build_env: tuple[list[str], dict[str, str], Path], signum: int) -> None:
+    tmp_path: Path, build_env: tuple[list[str], dict[str, str], Path], signum: int
+) -> None:
     argv, env, python = build_env
     before = _freeze(python)
     status, stderr, left = _run_and_signal(argv, env, tmp_path, signum, tmp_path / "pids")
@@ -156,8 +189,12 @@ def test_a_signal_during_a_build_ends_every_process_and_removes_the_build_folder
     assert not left, f"still running {GONE_SECONDS:.0f} s after the command exited: {left}"
     assert status == STATUS[signum], stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
-    assert [line for line in stderr.splitlines() if line.startswith(("error:", "hint:"))] == [f"error: terminated by {NAME[signum]}"]
-    assert not list((tmp_path / "tmp").glob("cuda-resolve-build-*")), "the build folder was left behind"
+    assert [line for line in stderr.splitlines() if line.startswith(("error:", "hint:"))] == [
+        f"error: terminated by {NAME[signum]}"
+    ]
+    assert not list((tmp_path / "tmp").glob("cuda-resolve-build-*")), (
+        "the build folder was left behind"
+    )
     # pip's own temporary folders too (pip-unpack-*, pip-wheel-*: on the H200 they outlived a
     # SIGTERM until pip and nvcc were given a TMPDIR inside the build folder).
     assert not list((tmp_path / "tmp").iterdir()), "temporary files were left behind"
@@ -173,7 +210,8 @@ def test_a_signal_during_a_build_ends_every_process_and_removes_the_build_folder
 
 
 def test_a_background_process_holding_the_builds_output_is_ended_and_named(
-        tmp_path: Path, build_env: tuple[list[str], dict[str, str], Path]) -> None:
+    tmp_path: Path, build_env: tuple[list[str], dict[str, str], Path]
+) -> None:
     """The build succeeds but leaves ``sleep 300`` with the output pipe open (ignoring SIGINT and
     SIGHUP): the build finishes a few seconds later, says which process it ended, and ends it."""
     argv, env, _python = build_env
@@ -181,7 +219,15 @@ def test_a_background_process_holding_the_builds_output_is_ended_and_named(
     env = {**env, MARKER: run_id, "SLEEPY_MODE": "linger"}
     started = time.monotonic()
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL, check=False)
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
         elapsed = time.monotonic() - started
         left = _gone_within(run_id, GONE_SECONDS)
     finally:
@@ -190,21 +236,32 @@ def test_a_background_process_holding_the_builds_output_is_ended_and_named(
     assert not left, f"the background process outlived the build: {left}"
     [pid] = (tmp_path / "pids").read_text().split()
     shown = " ".join(done.stderr.split())  # the reporter wraps long notes
-    assert (f"note: sleepext 0.1.0: sleep (pid {pid}) was left running by a build step that exited, holding its output "
-            f"open (which would hang the build): ended after {LINGER_SECONDS:.0f} s") in shown, done.stderr
+    assert (
+        f"note: sleepext 0.1.0: sleep (pid {pid}) was left running by a build step that exited, holding its output "
+        f"open (which would hang the build): ended after {LINGER_SECONDS:.0f} s"
+    ) in shown, done.stderr
     assert elapsed < 30
     assert list((tmp_path / "wheelhouse").rglob("sleepext-0.1.0+*.whl"))
 
 
-def test_the_runner_ends_a_process_that_holds_the_pipe_a_few_seconds_after_the_program_exits(tmp_path: Path) -> None:
+def test_the_runner_ends_a_process_that_holds_the_pipe_a_few_seconds_after_the_program_exits(
+    tmp_path: Path,
+) -> None:
     pids = tmp_path / "pids"
     lines: list[str] = []
     returned: list[tuple[int, list[str]]] = []
 
     def run() -> None:
         with open(tmp_path / "log", "w") as log:
-            returned.append(run_logged(["sh", "-c", f'sleep 300 & echo "$!" > {pids}; echo built; exit 0'],
-                                       environ={"PATH": "/usr/bin:/bin"}, log=log, on_line=lines.append, linger=1.0))
+            returned.append(
+                run_logged(
+                    ["sh", "-c", f'sleep 300 & echo "$!" > {pids}; echo built; exit 0'],
+                    environ={"PATH": "/usr/bin:/bin"},
+                    log=log,
+                    on_line=lines.append,
+                    linger=1.0,
+                )
+            )
 
     started = time.monotonic()
     runner = threading.Thread(target=run, daemon=True)
@@ -220,7 +277,10 @@ def test_the_runner_ends_a_process_that_holds_the_pipe_a_few_seconds_after_the_p
     [(status, tail)] = returned
     [pid] = pids.read_text().split()
     assert status == 0 and tail[0] == "built"
-    assert tail[-1] == f"[cuda-resolve] sh exited (status 0) but sleep (pid {pid}) kept its output open: ended after 1 s"
+    assert (
+        tail[-1]
+        == f"[cuda-resolve] sh exited (status 0) but sleep (pid {pid}) kept its output open: ended after 1 s"
+    )
     assert lines == tail and tail[-1] in (tmp_path / "log").read_text()
     assert elapsed < 1.0 + 2.5
 
@@ -242,8 +302,12 @@ def _sleepy_sdist(folder: Path) -> None:
         tmp.unlink()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM], ids=["SIGTERM"])  # SIGHUP takes the same path (the build tests)
-def test_a_signal_during_an_install_restores_the_environment(tmp_path: Path, torch_index: str, signum: int) -> None:  # noqa: F811
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM], ids=["SIGTERM"]
+)  # SIGHUP takes the same path (the build tests)
+def test_a_signal_during_an_install_restores_the_environment(
+    tmp_path: Path, torch_index: str, signum: int
+) -> None:
     python = copy_venv(tmp_path / "venv")
     before = _freeze(python)
     links = tmp_path / "links"
@@ -254,8 +318,19 @@ def test_a_signal_during_an_install_restores_the_environment(tmp_path: Path, tor
     env.pop("VIRTUAL_ENV", None)
     env.update(TMPDIR=str(scratch), SLEEPY_PIDS=str(tmp_path / "pids"))
     # Step 1 puts torch in from the PyTorch-style index; step 2's pip then builds slowpkg forever.
-    argv = [sys.executable, "-m", "pip_plugin", "install", "torch==2.6.0+cu126", "slowpkg", "--no-index", "--find-links",
-            str(links), "--python", str(python)]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip_plugin",
+        "install",
+        "torch==2.6.0+cu126",
+        "slowpkg",
+        "--no-index",
+        "--find-links",
+        str(links),
+        "--python",
+        str(python),
+    ]
     status, stderr, left = _run_and_signal(argv, env, tmp_path, signum, tmp_path / "pids")
 
     assert not left, f"still running {GONE_SECONDS:.0f} s after cuda-pip exited: {left}"
@@ -352,6 +427,12 @@ def test_ctrl_c_inside_an_eval_still_exits_130_under_python_m(tmp_path: Path, en
     # CPython marks such an interrupt as unhandled even when it is handled; under -m the process
     # would then kill itself with SIGINT at exit (status -2) after printing its error line.
     (tmp_path / "interrupted_in_eval.py").write_text(_INTERRUPTED_IN_EVAL.format(entry=entry))
-    done = subprocess.run([sys.executable, "-m", "interrupted_in_eval"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "interrupted_in_eval"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert (done.returncode, done.stderr) == (130, "error: interrupted\n")

@@ -38,38 +38,84 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return standin_torch_venv(folder), standin_cuda_toolkit(folder / "cuda")
 
 
-def _setup(slurm: Cluster, target: tuple[Path, Path], tmp_path: Path, **extra: str) -> tuple[list[str], dict[str, str]]:
+def _setup(
+    slurm: Cluster, target: tuple[Path, Path], tmp_path: Path, **extra: str
+) -> tuple[list[str], dict[str, str]]:
     python, cuda = target
     env = {k: v for k, v in slurm.environ.items() if k != "VIRTUAL_ENV"}
-    env.update(CUDA_HOME=str(cuda), PATH=f"{cuda / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin:/usr/sbin",
-               CUDA_RESOLVE_WHEELHOUSE=str(tmp_path / "wheelhouse"), CUDA_RESOLVE_SLURM_DIR=str(tmp_path / "runs"),
-               CUDA_RESOLVE_SLURM_POLL="2", **extra)
-    argv = [sys.executable, "-m", "cuda_resolve", "build", "quickext", "--index", str(INDEX), "--python", str(python),
-            "--source", str(SOURCE), "--profile", str(PROFILES[0]), "--profile", str(PROFILES[1]), "--slurm"]
+    env.update(
+        CUDA_HOME=str(cuda),
+        PATH=f"{cuda / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin:/usr/sbin",
+        CUDA_RESOLVE_WHEELHOUSE=str(tmp_path / "wheelhouse"),
+        CUDA_RESOLVE_SLURM_DIR=str(tmp_path / "runs"),
+        CUDA_RESOLVE_SLURM_POLL="2",
+        **extra,
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "cuda_resolve",
+        "build",
+        "quickext",
+        "--index",
+        str(INDEX),
+        "--python",
+        str(python),
+        "--source",
+        str(SOURCE),
+        "--profile",
+        str(PROFILES[0]),
+        "--profile",
+        str(PROFILES[1]),
+        "--slurm",
+    ]
     return argv, env
 
 
-def _run(argv: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd="/")
+def _run(
+    argv: list[str], env: dict[str, str], timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        cwd="/",
+    )
 
 
 def _jobs(slurm: Cluster) -> list[str]:
     shown = slurm.run("scontrol", "-o", "show", "jobs", check=False).stdout
-    return sorted({word.split("=", 1)[1] for word in shown.split() if word.startswith("ArrayJobId=")})
+    return sorted(
+        {word.split("=", 1)[1] for word in shown.split() if word.startswith("ArrayJobId=")}
+    )
 
 
-def test_two_profiles_make_two_array_tasks_and_a_rerun_submits_nothing(slurm: Cluster, target: tuple[Path, Path], tmp_path: Path) -> None:
+def test_two_profiles_make_two_array_tasks_and_a_rerun_submits_nothing(
+    slurm: Cluster, target: tuple[Path, Path], tmp_path: Path
+) -> None:
     argv, env = _setup(slurm, target, tmp_path)
     done = _run([*argv, "--json"], env)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     job = report["job_id"]
     assert [(t["package"], Path(t["profile"]).name, t["state"]) for t in report["tasks"]] == [
-        ("quickext", "node-a100.toml", "built"), ("quickext", "node-h100.toml", "built")]
+        ("quickext", "node-a100.toml", "built"),
+        ("quickext", "node-h100.toml", "built"),
+    ]
     shown = slurm.run("scontrol", "-o", "show", "job", job).stdout
-    assert sorted(w for w in shown.split() if w.startswith("ArrayTaskId=")) == ["ArrayTaskId=0", "ArrayTaskId=1"]
+    assert sorted(w for w in shown.split() if w.startswith("ArrayTaskId=")) == [
+        "ArrayTaskId=0",
+        "ArrayTaskId=1",
+    ]
     wheels = sorted(p.name for p in (tmp_path / "wheelhouse").rglob("quickext-*.whl"))
-    assert len(wheels) == 2 and any(".sm80." in w for w in wheels) and any(".sm90." in w for w in wheels), wheels
+    assert (
+        len(wheels) == 2
+        and any(".sm80." in w for w in wheels)
+        and any(".sm90." in w for w in wheels)
+    ), wheels
     assert {Path(t["wheel"]).name for t in report["tasks"]} == set(wheels)
     assert f"slurm job {job}:" in done.stderr  # progress while following
     before = _jobs(slurm)
@@ -81,7 +127,9 @@ def test_two_profiles_make_two_array_tasks_and_a_rerun_submits_nothing(slurm: Cl
     assert _jobs(slurm) == before
 
 
-def test_a_failed_task_is_named_with_its_log_and_diagnosis_by_status(slurm: Cluster, target: tuple[Path, Path], tmp_path: Path) -> None:
+def test_a_failed_task_is_named_with_its_log_and_diagnosis_by_status(
+    slurm: Cluster, target: tuple[Path, Path], tmp_path: Path
+) -> None:
     argv, env = _setup(slurm, target, tmp_path, QUICKEXT_FAIL="9.0")
     submitted = _run([*argv, "--no-wait"], env)
     assert submitted.returncode == 0, submitted.stderr
@@ -96,9 +144,14 @@ def test_a_failed_task_is_named_with_its_log_and_diagnosis_by_status(slurm: Clus
     assert failed["state"] == "failed"
     # The build's own full log, and the compiler's error line from it.
     assert Path(failed["log"]).is_file() and "__nv_bfloat16" in Path(failed["log"]).read_text()
-    assert failed["diagnosis"].startswith("building quickext 0.1.0 failed") and "__nv_bfloat16" in failed["diagnosis"], failed
+    assert (
+        failed["diagnosis"].startswith("building quickext 0.1.0 failed")
+        and "__nv_bfloat16" in failed["diagnosis"]
+    ), failed
     table = _run([sys.executable, "-m", "cuda_resolve", "build", "--status", job], env)
-    assert "FAILED" in table.stdout and "1 built, 0 already there, 1 failed" in table.stdout, table.stdout
+    assert "FAILED" in table.stdout and "1 built, 0 already there, 1 failed" in table.stdout, (
+        table.stdout
+    )
     # The failed one is submitted again, the built one is not.
     rerun = _run([*argv, "--json"], {**env, "QUICKEXT_FAIL": ""})
     assert rerun.returncode == 0, rerun.stderr
@@ -107,15 +160,26 @@ def test_a_failed_task_is_named_with_its_log_and_diagnosis_by_status(slurm: Clus
     assert [Path(a["profile"]).name for a in report["already"]] == ["node-a100.toml"]
 
 
-@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)],
-                         ids=["SIGTERM", "SIGHUP", "SIGINT"])
-def test_a_signal_to_the_follower_never_cancels_the_job(slurm: Cluster, target: tuple[Path, Path], tmp_path: Path,
-                                                          signum: int, status: int) -> None:
+@pytest.mark.parametrize(
+    ("signum", "status"),
+    [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)],
+    ids=["SIGTERM", "SIGHUP", "SIGINT"],
+)
+def test_a_signal_to_the_follower_never_cancels_the_job(
+    slurm: Cluster, target: tuple[Path, Path], tmp_path: Path, signum: int, status: int
+) -> None:
     argv, env = _setup(slurm, target, tmp_path)
     stderr = tmp_path / "stderr"
     with open(stderr, "w") as err:
-        process = subprocess.Popen([*argv, "--sbatch-arg=--begin=now+600"], env=env, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL, stderr=err, text=True, cwd="/")
+        process = subprocess.Popen(
+            [*argv, "--sbatch-arg=--begin=now+600"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            text=True,
+            cwd="/",
+        )
     job = ""
     try:
         deadline = time.monotonic() + 120
@@ -127,7 +191,10 @@ def test_a_signal_to_the_follower_never_cancels_the_job(slurm: Cluster, target: 
         assert process.wait(timeout=30) == status
         said = stderr.read_text()
         assert f"slurm job {job} keeps running" in said and f"build --status {job}" in said, said
-        assert slurm.run("squeue", "-h", "-r", "-j", job, "-o", "%T").stdout.split() == ["PENDING", "PENDING"]
+        assert slurm.run("squeue", "-h", "-r", "-j", job, "-o", "%T").stdout.split() == [
+            "PENDING",
+            "PENDING",
+        ]
     finally:
         if process.poll() is None:
             process.kill()
@@ -136,16 +203,24 @@ def test_a_signal_to_the_follower_never_cancels_the_job(slurm: Cluster, target: 
 
 
 @pytest.mark.parametrize(("answer", "cancelled"), [("y", True), ("n", False)], ids=["yes", "no"])
-def test_ctrl_c_on_a_terminal_asks_before_scancel(slurm: Cluster, target: tuple[Path, Path], tmp_path: Path,
-                                                   answer: str, cancelled: bool) -> None:
+def test_ctrl_c_on_a_terminal_asks_before_scancel(
+    slurm: Cluster, target: tuple[Path, Path], tmp_path: Path, answer: str, cancelled: bool
+) -> None:
     import pty
 
     argv, env = _setup(slurm, target, tmp_path)
     stderr = tmp_path / "stderr"
     leader, follower = pty.openpty()
     with open(stderr, "w") as err:
-        process = subprocess.Popen([*argv, "--sbatch-arg=--begin=now+600"], env=env, stdin=follower,
-                                   stdout=subprocess.DEVNULL, stderr=err, text=True, cwd="/")
+        process = subprocess.Popen(
+            [*argv, "--sbatch-arg=--begin=now+600"],
+            env=env,
+            stdin=follower,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            text=True,
+            cwd="/",
+        )
     os.close(follower)
     job = ""
     try:
@@ -158,7 +233,9 @@ def test_ctrl_c_on_a_terminal_asks_before_scancel(slurm: Cluster, target: tuple[
         while f"cancel slurm job {job}" not in stderr.read_text():
             assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
             time.sleep(0.2)
-        assert slurm.run("squeue", "-h", "-j", job, "-o", "%T").stdout.strip(), "cancelled before the answer"
+        assert slurm.run("squeue", "-h", "-j", job, "-o", "%T").stdout.strip(), (
+            "cancelled before the answer"
+        )
         os.write(leader, f"{answer}\n".encode())
         assert process.wait(timeout=30) == 130
         queued = slurm.run("squeue", "-h", "-j", job, "-o", "%T", check=False).stdout.strip()
@@ -171,18 +248,34 @@ def test_ctrl_c_on_a_terminal_asks_before_scancel(slurm: Cluster, target: tuple[
             slurm.run("scancel", job, check=False)
 
 
-@pytest.mark.parametrize(("words", "said"), [
-    (["quickext", "--profile", "a.toml", "--profile", "b.toml"], "2 --profile options"),
-    (["quickext", "--no-wait"], "--no-wait is an option of Slurm builds"),
-    (["quickext", "--sbatch-arg=--time=1"], "--sbatch-arg is an option of Slurm builds"),
-    (["quickext", "--slurm"], "--slurm builds for the node classes --profile FILE describes"),
-    (["quickext", "--slurm", "--profile", "/nonexistent/node.toml"], "/nonexistent/node.toml: no such file"),
-    (["--status", "abc"], "a Slurm job id is a number"),
-    (["--status", "12345"], "no build run of that job id is recorded"),
-    (["quickext", "--status", "12345"], "name no requirements"),
-    ([], "name at least one requirement"),
-], ids=["profiles-without-slurm", "no-wait", "sbatch-arg", "slurm-without-profile", "missing-profile", "status-not-a-number",
-        "status-unknown", "status-with-requirements", "nothing"])
+@pytest.mark.parametrize(
+    ("words", "said"),
+    [
+        (["quickext", "--profile", "a.toml", "--profile", "b.toml"], "2 --profile options"),
+        (["quickext", "--no-wait"], "--no-wait is an option of Slurm builds"),
+        (["quickext", "--sbatch-arg=--time=1"], "--sbatch-arg is an option of Slurm builds"),
+        (["quickext", "--slurm"], "--slurm builds for the node classes --profile FILE describes"),
+        (
+            ["quickext", "--slurm", "--profile", "/nonexistent/node.toml"],
+            "/nonexistent/node.toml: no such file",
+        ),
+        (["--status", "abc"], "a Slurm job id is a number"),
+        (["--status", "12345"], "no build run of that job id is recorded"),
+        (["quickext", "--status", "12345"], "name no requirements"),
+        ([], "name at least one requirement"),
+    ],
+    ids=[
+        "profiles-without-slurm",
+        "no-wait",
+        "sbatch-arg",
+        "slurm-without-profile",
+        "missing-profile",
+        "status-not-a-number",
+        "status-unknown",
+        "status-with-requirements",
+        "nothing",
+    ],
+)
 def test_bad_input_is_a_usage_error(words: list[str], said: str, tmp_path: Path) -> None:
     env = {**os.environ, "CUDA_RESOLVE_SLURM_DIR": str(tmp_path / "runs")}
     done = _run([sys.executable, "-m", "cuda_resolve", "build", *words], env)

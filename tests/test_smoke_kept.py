@@ -19,8 +19,11 @@ INDEX = Path(__file__).parent / "data" / "index" / "quickext"
 
 
 @pytest.mark.parametrize("kept", ["reused", "installed"])
-def test_smoke_runs_for_a_kept_build_without_running_pip(tmp_path: Path, machine: tuple[Path, dict[str, str]],  # noqa: F811
-                                                         kept: str) -> None:
+def test_smoke_runs_for_a_kept_build_without_running_pip(
+    tmp_path: Path,
+    machine: tuple[Path, dict[str, str]],
+    kept: str,
+) -> None:
     """``reused``: the plan reuses the wheelhouse's wheel, which is installed already;
     ``installed``: the wheelhouse no longer has it and the plan keeps the installed build."""
     python, env = machine
@@ -28,19 +31,52 @@ def test_smoke_runs_for_a_kept_build_without_running_pip(tmp_path: Path, machine
     index = tmp_path / "index"
     shutil.copytree(INDEX, index)
     recipe = index / "packages" / "quickext.toml"
-    recipe.write_text(recipe.read_text(encoding="utf-8") + '\n[recipe.smoke]\nimports = ["quickext"]\ndescription = "prints"\n'
-                      'gpu_script = \'\'\'\nimport quickext, sys\nprint("quickext smoke ok from", sys.prefix)\n\'\'\'\n', encoding="utf-8")
-    first = _cuda_pip("quickext", "--index", str(index), "--source", str(SOURCE), "--python", str(python), "--json", env=env, cwd=tmp_path)
+    recipe.write_text(
+        recipe.read_text(encoding="utf-8")
+        + '\n[recipe.smoke]\nimports = ["quickext"]\ndescription = "prints"\n'
+        "gpu_script = '''\nimport quickext, sys\nprint(\"quickext smoke ok from\", sys.prefix)\n'''\n",
+        encoding="utf-8",
+    )
+    first = _cuda_pip(
+        "quickext",
+        "--index",
+        str(index),
+        "--source",
+        str(SOURCE),
+        "--python",
+        str(python),
+        "--json",
+        env=env,
+        cwd=tmp_path,
+    )
     assert first.returncode == 0, first.stdout + first.stderr
     if kept == "reused":
-        again = _cuda_pip("quickext", "--index", str(index), "--source", str(SOURCE), "--python", str(python), "--smoke", "--json",
-                          env=env, cwd=tmp_path)
+        again = _cuda_pip(
+            "quickext",
+            "--index",
+            str(index),
+            "--source",
+            str(SOURCE),
+            "--python",
+            str(python),
+            "--smoke",
+            "--json",
+            env=env,
+            cwd=tmp_path,
+        )
     else:
         shutil.rmtree(env["CUDA_RESOLVE_WHEELHOUSE"])
         # The index as a configured overlay, not --index: detection reports installed builds of
         # the packages the configured index curates.
-        again = _cuda_pip("quickext", "--python", str(python), "--smoke", "--json", env=dict(env, CUDA_RESOLVE_INDEX_PATH=str(index)),
-                          cwd=tmp_path)
+        again = _cuda_pip(
+            "quickext",
+            "--python",
+            str(python),
+            "--smoke",
+            "--json",
+            env=dict(env, CUDA_RESOLVE_INDEX_PATH=str(index)),
+            cwd=tmp_path,
+        )
     assert again.returncode == 0, again.stdout + again.stderr
     report = json.loads(again.stdout)
     kinds = {item["name"]: item["kind"] for item in report["plan"]["install"]}

@@ -43,16 +43,28 @@ def test_pip_in_a_copy_installs_into_the_copy_not_the_template(tmp_path: Path) -
     template = template_venv()
     before = _tree(template)
     python = copy_venv(tmp_path / "copy")
-    prefix = subprocess.run([str(python), "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True, check=True)
+    prefix = subprocess.run(
+        [str(python), "-c", "import sys; print(sys.prefix)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert prefix.stdout.strip() == str(tmp_path / "copy")
 
     wheel = _wheel_with_a_script(tmp_path)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)], check=True, timeout=120)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)],
+        check=True,
+        timeout=120,
+    )
     (site,) = (tmp_path / "copy").glob("lib/python3*/site-packages")
     assert (site / "probe.py").is_file()
     script = tmp_path / "copy" / "bin" / "probe"
     assert script.read_text().splitlines()[0] == f"#!{python}"
-    assert subprocess.run([str(script)], capture_output=True, text=True, check=True).stdout == "probe ran\n"
+    assert (
+        subprocess.run([str(script)], capture_output=True, text=True, check=True).stdout
+        == "probe ran\n"
+    )
     assert _tree(template) == before  # nothing was added to or changed in the template
 
 
@@ -64,5 +76,7 @@ def test_a_copy_names_itself_not_the_template(tmp_path: Path) -> None:
             assert template not in written.read_text(encoding="utf-8"), written
     pip = tmp_path / "copy" / "bin" / "pip"
     assert pip.read_text().splitlines()[0].startswith(f"#!{python.parent}/python")
-    version = subprocess.run([str(pip), "--version"], capture_output=True, text=True, check=True).stdout
+    version = subprocess.run(
+        [str(pip), "--version"], capture_output=True, text=True, check=True
+    ).stdout
     assert str(tmp_path / "copy") in version  # "pip X from <copy>/lib/python3.11/site-packages/pip"

@@ -47,7 +47,9 @@ def test_driver_parse(text: str, parts: tuple[int, ...], major: int) -> None:
     assert str(version) == text.strip()  # zero padding is kept as printed
 
 
-@pytest.mark.parametrize("text", ["abc", "", "535.104.05-1", "r535", "12", "12.2", "13.0", "11.8.89"])
+@pytest.mark.parametrize(
+    "text", ["abc", "", "535.104.05-1", "r535", "12", "12.2", "13.0", "11.8.89"]
+)
 def test_driver_parse_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="driver version"):
         DriverVersion.parse(text)
@@ -81,7 +83,11 @@ def test_driver_equality_ignores_spelling() -> None:
     assert str(DriverVersion.parse("535.104.5")) == "535.104.5"
 
 
-@given(st.lists(st.integers(min_value=0, max_value=999), min_size=1, max_size=4).filter(lambda p: p[0] >= 100))
+@given(
+    st.lists(st.integers(min_value=0, max_value=999), min_size=1, max_size=4).filter(
+        lambda p: p[0] >= 100
+    )
+)
 def test_driver_parse_round_trip(parts: list[int]) -> None:
     text = ".".join(str(p) for p in parts)
     version = DriverVersion.parse(text)
@@ -181,14 +187,18 @@ def test_cuda_variant_round_trip(major: int, minor: int) -> None:
         (" 6.1 ", 6, 1, "", "sm_61", 61),
     ],
 )
-def test_capability_parse(text: str, major: int, minor: int, suffix: str, sm: str, number: int) -> None:
+def test_capability_parse(
+    text: str, major: int, minor: int, suffix: str, sm: str, number: int
+) -> None:
     cap = ComputeCapability.parse(text)
     assert (cap.major, cap.minor, cap.suffix) == (major, minor, suffix)
     assert cap.sm == sm
     assert cap.number == number
 
 
-@pytest.mark.parametrize("text", ["8.x", "8", "86", "sm_8", "sm86", "8.6b", "8.10", "", "sm_", "compute_", "8.6+PTX"])
+@pytest.mark.parametrize(
+    "text", ["8.x", "8", "86", "sm_8", "sm86", "8.6b", "8.10", "", "sm_", "compute_", "8.6+PTX"]
+)
 def test_capability_parse_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="compute capability") as info:
         ComputeCapability.parse(text)
@@ -203,7 +213,11 @@ def test_capability_ordering() -> None:
     assert ComputeCapability.parse("9.0a") < ComputeCapability.parse("10.0")
 
 
-@given(st.integers(min_value=1, max_value=15), st.integers(min_value=0, max_value=9), st.sampled_from(["", "a", "f"]))
+@given(
+    st.integers(min_value=1, max_value=15),
+    st.integers(min_value=0, max_value=9),
+    st.sampled_from(["", "a", "f"]),
+)
 def test_capability_round_trips(major: int, minor: int, suffix: str) -> None:
     cap = ComputeCapability(major, minor, suffix)
     assert ComputeCapability.parse(str(cap)) == cap

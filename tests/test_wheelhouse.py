@@ -72,7 +72,9 @@ def make_wheel(
     dist_info = f"{name}-{version}.dist-info"
     files: dict[str, bytes] = {
         f"{name}/__init__.py": (
-            b"from ._ext import add\n" if extension is not None else b"def add(a, b):\n    return a + b\n"
+            b"from ._ext import add\n"
+            if extension is not None
+            else b"def add(a, b):\n    return a + b\n"
         ),
         f"{name}-{version}.data/scripts/demo-tool": b"#!python\nprint('demo')\n",
         f"{dist_info}/METADATA": (
@@ -105,7 +107,17 @@ def extension(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     target = tmp_path_factory.mktemp("ext") / "_ext.so"
     include = sysconfig.get_paths()["include"]
     subprocess.run(
-        ["gcc", "-shared", "-fPIC", "-g", "-O0", f"-I{include}", str(DATA / "demo_ext.c"), "-o", str(target)],
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-g",
+            "-O0",
+            f"-I{include}",
+            str(DATA / "demo_ext.c"),
+            "-o",
+            str(target),
+        ],
         check=True,
         timeout=60,
     )
@@ -132,7 +144,9 @@ def _visible_wheels(root: Path) -> list[Path]:
 
 
 @needs_gcc
-def test_publish_relabels_every_place_the_version_lives(house: Wheelhouse, tmp_path: Path, extension: bytes) -> None:
+def test_publish_relabels_every_place_the_version_lives(
+    house: Wheelhouse, tmp_path: Path, extension: bytes
+) -> None:
     built = make_wheel(tmp_path / "built", extension=extension)
     key = make_key()
     entry = house.publish(key, built)
@@ -176,7 +190,9 @@ def test_publish_relabels_every_place_the_version_lives(house: Wheelhouse, tmp_p
 
 @needs_gcc
 @pytest.mark.skipif(not HAS_STRIP, reason="binutils' strip is not installed")
-def test_publish_strips_debug_info_from_shared_objects(house: Wheelhouse, tmp_path: Path, extension: bytes) -> None:
+def test_publish_strips_debug_info_from_shared_objects(
+    house: Wheelhouse, tmp_path: Path, extension: bytes
+) -> None:
     built = make_wheel(tmp_path / "built", extension=extension)
     entry = house.publish(make_key(), built)
     with zipfile.ZipFile(entry.path) as archive:
@@ -209,7 +225,9 @@ def test_publish_refuses_a_wheel_that_is_not_the_keys(house: Wheelhouse, tmp_pat
     cases = {
         "is a wheel of 'other-pkg'": make_wheel(tmp_path / "a", name="other_pkg"),
         "is version 2.0, but the key says 1.0": make_wheel(tmp_path / "b", version="2.0"),
-        "platform tags do not include": make_wheel(tmp_path / "c", tag=f"{PYTHON_TAG}-{PYTHON_TAG}-win_amd64"),
+        "platform tags do not include": make_wheel(
+            tmp_path / "c", tag=f"{PYTHON_TAG}-{PYTHON_TAG}-win_amd64"
+        ),
         "does not exist": tmp_path / "missing-1.0-py3-none-any.whl",
     }
     broken = tmp_path / "d" / f"demo_ext-1.0-{TAG}.whl"
@@ -229,7 +247,9 @@ def test_publish_refuses_a_wheel_that_is_not_the_keys(house: Wheelhouse, tmp_pat
 
 
 def _venv(path: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=60)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=60
+    )
     return path / "bin" / "python"
 
 
@@ -238,7 +258,11 @@ def _pip(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", NO_PROXY="127.0.0.1,localhost")
     return subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "--isolated", *args],
-        capture_output=True, text=True, timeout=180, env=env, check=False,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        check=False,
     )
 
 
@@ -248,7 +272,10 @@ def test_pip_installs_the_labelled_wheel_from_the_index_and_the_find_links_page(
 ) -> None:
     key = make_key()
     entry = house.publish(key, make_wheel(tmp_path / "built", extension=extension))
-    house.publish(make_key(package="demo_ext", arch_list="7.0"), make_wheel(tmp_path / "built2", extension=extension))
+    house.publish(
+        make_key(package="demo_ext", arch_list="7.0"),
+        make_wheel(tmp_path / "built2", extension=extension),
+    )
 
     class QuietHandler(http.server.SimpleHTTPRequestHandler):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -257,7 +284,9 @@ def test_pip_installs_the_labelled_wheel_from_the_index_and_the_find_links_page(
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), QuietHandler)  # python -m http.server
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), QuietHandler
+    )  # python -m http.server
     threading.Thread(target=server.serve_forever, daemon=True).start()
     served = f"http://127.0.0.1:{server.server_address[1]}"
     routes = {
@@ -273,7 +302,9 @@ def test_pip_installs_the_labelled_wheel_from_the_index_and_the_find_links_page(
         server.server_close()
 
 
-def _install_each_route(routes: dict[str, tuple[str, ...]], tmp_path: Path, entry: StoredWheel) -> None:
+def _install_each_route(
+    routes: dict[str, tuple[str, ...]], tmp_path: Path, entry: StoredWheel
+) -> None:
     for route, options in routes.items():
         python = _venv(tmp_path / f"venv-{route}")
         pinned = f"demo-ext=={entry.version}"
@@ -281,19 +312,28 @@ def _install_each_route(routes: dict[str, tuple[str, ...]], tmp_path: Path, entr
         assert result.returncode == 0, result.stdout + result.stderr
         shown = _pip(python, "show", "demo-ext")
         assert f"Version: {entry.version}" in shown.stdout, route
-        ran = subprocess.run([str(python), "-c", "import demo_ext; print(demo_ext.add(2, 3))"],
-                             capture_output=True, text=True, timeout=60, check=False)
+        ran = subprocess.run(
+            [str(python), "-c", "import demo_ext; print(demo_ext.add(2, 3))"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert ran.stdout.strip() == "5", ran.stderr  # the stripped .so loads and runs
         assert (python.parent / "demo-tool").exists()  # the relabelled .data folder installed
 
 
-def test_pip_refuses_a_wheel_whose_bytes_changed_after_publish(house: Wheelhouse, tmp_path: Path) -> None:
+def test_pip_refuses_a_wheel_whose_bytes_changed_after_publish(
+    house: Wheelhouse, tmp_path: Path
+) -> None:
     entry = house.publish(make_key(), make_wheel(tmp_path / "built"))
     data = bytearray(entry.path.read_bytes())
     data[-30] ^= 0xFF  # inside the zip's central directory comment area: still a zip
     entry.path.write_bytes(bytes(data))
     python = _venv(tmp_path / "venv")
-    result = _pip(python, "install", "--no-cache-dir", "--index-url", house.simple_dir.as_uri(), "demo-ext")
+    result = _pip(
+        python, "install", "--no-cache-dir", "--index-url", house.simple_dir.as_uri(), "demo-ext"
+    )
     assert result.returncode != 0
     assert "do not match the hashes" in (result.stdout + result.stderr).lower(), result.stderr
 
@@ -301,14 +341,21 @@ def test_pip_refuses_a_wheel_whose_bytes_changed_after_publish(house: Wheelhouse
 # -- lookup -------------------------------------------------------------------------------------
 
 
-def test_lookup_finds_only_an_intact_entry_of_the_same_key(house: Wheelhouse, tmp_path: Path) -> None:
+def test_lookup_finds_only_an_intact_entry_of_the_same_key(
+    house: Wheelhouse, tmp_path: Path
+) -> None:
     key = make_key()
     assert house.lookup(key) is None  # the folder does not even exist yet
     entry = house.publish(key, make_wheel(tmp_path / "built"))
     assert house.lookup(key) == entry
     assert house.lookup(make_key(package="Demo.Ext")) == entry  # names compare canonicalized
-    for other in (make_key(arch_list="8.6"), make_key(torch="2.14.0"), make_key(variant="cu129"),
-                  make_key(recipe_digest="0" * 64), make_key(python_tag="cp399")):
+    for other in (
+        make_key(arch_list="8.6"),
+        make_key(torch="2.14.0"),
+        make_key(variant="cu129"),
+        make_key(recipe_digest="0" * 64),
+        make_key(python_tag="cp399"),
+    ):
         assert house.lookup(other) is None
 
     original = entry.path.read_bytes()
@@ -351,12 +398,18 @@ def _links(page: Path) -> list[tuple[Path, str]]:
     return [((page.parent / unquote(href)).resolve(), sha) for href, sha in found]
 
 
-def test_pages_link_every_complete_entry_with_its_hash_and_drop_removed_projects(house: Wheelhouse, tmp_path: Path) -> None:
+def test_pages_link_every_complete_entry_with_its_hash_and_drop_removed_projects(
+    house: Wheelhouse, tmp_path: Path
+) -> None:
     first = house.publish(make_key(), make_wheel(tmp_path / "a"))
     second = house.publish(make_key(arch_list="7.5"), make_wheel(tmp_path / "a"))
-    other = house.publish(make_key(package="other_pkg"), make_wheel(tmp_path / "b", name="other_pkg"))
+    other = house.publish(
+        make_key(package="other_pkg"), make_wheel(tmp_path / "b", name="other_pkg")
+    )
     project_page = house.simple_dir / "demo-ext" / "index.html"
-    assert sorted(_links(project_page)) == sorted([(first.path, first.sha256), (second.path, second.sha256)])
+    assert sorted(_links(project_page)) == sorted(
+        [(first.path, first.sha256), (second.path, second.sha256)]
+    )
     for path, sha in _links(house.find_links_page) + _links(project_page):
         assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
     assert len(_links(house.find_links_page)) == 3
@@ -374,13 +427,16 @@ def test_pages_link_every_complete_entry_with_its_hash_and_drop_removed_projects
     assert house.entries() == [second]
 
 
-def test_two_recipes_of_one_version_have_two_file_names_and_both_are_listed(house: Wheelhouse, tmp_path: Path) -> None:
+def test_two_recipes_of_one_version_have_two_file_names_and_both_are_listed(
+    house: Wheelhouse, tmp_path: Path
+) -> None:
     first = house.publish(make_key(recipe_digest="2" * 64), make_wheel(tmp_path / "a"))
     second = house.publish(make_key(recipe_digest="1" * 64), make_wheel(tmp_path / "a"))
     assert first.path.name != second.path.name  # the label's recipe word: no collision on a server
     assert ".r22222222-" in first.path.name and ".r11111111-" in second.path.name
     assert sorted(_links(house.simple_dir / "demo-ext" / "index.html")) == sorted(
-        [(first.path, first.sha256), (second.path, second.sha256)])
+        [(first.path, first.sha256), (second.path, second.sha256)]
+    )
     assert len(house.entries()) == 2
 
 
@@ -440,12 +496,22 @@ _KILLED_CHILD = textwrap.dedent(
 )
 
 
-def test_a_sigkilled_publish_leaves_no_entry_and_the_next_publish_cleans_up(house: Wheelhouse, tmp_path: Path) -> None:
+def test_a_sigkilled_publish_leaves_no_entry_and_the_next_publish_cleans_up(
+    house: Wheelhouse, tmp_path: Path
+) -> None:
     key = make_key()
     built = make_wheel(tmp_path / "built")
     marker = tmp_path / "staged"
     child = subprocess.Popen(
-        [sys.executable, "-c", _KILLED_CHILD, str(house.root), json.dumps(key.to_json()), str(marker), str(built)]
+        [
+            sys.executable,
+            "-c",
+            _KILLED_CHILD,
+            str(house.root),
+            json.dumps(key.to_json()),
+            str(marker),
+            str(built),
+        ]
     )
     try:
         deadline = time.monotonic() + 60
@@ -472,7 +538,9 @@ def test_a_sigkilled_publish_leaves_no_entry_and_the_next_publish_cleans_up(hous
 def test_cleanup_spares_a_publish_in_progress(house: Wheelhouse, tmp_path: Path) -> None:
     """A .tmp- folder whose key's lock is held (a live publish) is left alone."""
     key = make_key()
-    staging = house.root / "wheels" / "demo-ext" / f".tmp-{key.digest}-{store_module._host_token()}-live"
+    staging = (
+        house.root / "wheels" / "demo-ext" / f".tmp-{key.digest}-{store_module._host_token()}-live"
+    )
     staging.mkdir(parents=True)
     held = threading.Event()
     done = threading.Event()
@@ -563,13 +631,25 @@ _PUBLISHER = textwrap.dedent(
 
 
 @pytest.mark.parametrize("mode", ["protocol", "bare-publish"])
-def test_concurrent_publishers_of_one_key_make_one_wheel(house: Wheelhouse, tmp_path: Path, mode: str) -> None:
+def test_concurrent_publishers_of_one_key_make_one_wheel(
+    house: Wheelhouse, tmp_path: Path, mode: str
+) -> None:
     key = make_key()
     built = make_wheel(tmp_path / "built")
     children = [
         subprocess.Popen(
-            [sys.executable, "-c", _PUBLISHER, str(house.root), json.dumps(key.to_json()), str(built), mode],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-c",
+                _PUBLISHER,
+                str(house.root),
+                json.dumps(key.to_json()),
+                str(built),
+                mode,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for _ in range(4)
     ]
@@ -583,7 +663,9 @@ def test_concurrent_publishers_of_one_key_make_one_wheel(house: Wheelhouse, tmp_
         assert len({sha for _, sha in outputs}) == 1
     folders = list((house.root / "wheels" / "demo-ext").iterdir())
     assert [f.name for f in folders] == [key.digest]  # no .tmp-/.old- left, one entry
-    assert len(list(folders[0].glob("*.whl"))) == 1 and len(list(folders[0].glob("entry.json"))) == 1
+    assert (
+        len(list(folders[0].glob("*.whl"))) == 1 and len(list(folders[0].glob("entry.json"))) == 1
+    )
     entry = house.lookup(key)
     assert entry is not None and house.entries() == [entry]
     assert _links(house.simple_dir / "demo-ext" / "index.html") == [(entry.path, entry.sha256)]
@@ -647,7 +729,9 @@ def test_a_wheelhouse_that_cannot_be_written_or_read_is_a_clear_error(tmp_path: 
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores permission bits")
-def test_a_read_only_wheelhouse_serves_lookups_but_refuses_publish(house: Wheelhouse, tmp_path: Path) -> None:
+def test_a_read_only_wheelhouse_serves_lookups_but_refuses_publish(
+    house: Wheelhouse, tmp_path: Path
+) -> None:
     entry = house.publish(make_key(), make_wheel(tmp_path / "built"))
     for path in [house.root, *house.root.rglob("*")]:
         if path.is_dir():
@@ -666,8 +750,16 @@ def test_stored_wheel_json_carries_the_listing_fields(house: Wheelhouse, tmp_pat
     entry = house.publish(make_key(), make_wheel(tmp_path / "built"))
     data = entry.to_json()
     assert isinstance(entry, StoredWheel)
-    assert {k: data[k] for k in ("package", "version", "label", "torch", "variant", "python", "arch_list")} == {
-        "package": "demo_ext", "version": entry.version, "label": f"pt2141cu130.sm86.sm90ptx.r{RECIPE[:8]}",
-        "torch": "2.14.1", "variant": "cu130", "python": PYTHON_TAG, "arch_list": "8.6;9.0+PTX",
+    assert {
+        k: data[k]
+        for k in ("package", "version", "label", "torch", "variant", "python", "arch_list")
+    } == {
+        "package": "demo_ext",
+        "version": entry.version,
+        "label": f"pt2141cu130.sm86.sm90ptx.r{RECIPE[:8]}",
+        "torch": "2.14.1",
+        "variant": "cu130",
+        "python": PYTHON_TAG,
+        "arch_list": "8.6;9.0+PTX",
     }
     assert data["path"] == str(entry.path) and data["size"] == entry.size

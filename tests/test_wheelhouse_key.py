@@ -34,7 +34,10 @@ def key(**changes: str) -> WheelKey:
         ({"variant": "cpu", "arch_list": ""}, "pt2141cpu.rabababab"),
         ({"arch_list": "10.0a;12.0+PTX"}, "pt2141cu130.sm100a.sm120ptx.rabababab"),
         ({"torch": "2.15.0.dev20260101"}, "pt2150dev20260101cu130.sm86.sm90ptx.rabababab"),
-        ({"torch": "2.15.0rc1", "variant": "rocm6.2", "arch_list": ""}, "pt2150rc1rocm62.rabababab"),
+        (
+            {"torch": "2.15.0rc1", "variant": "rocm6.2", "arch_list": ""},
+            "pt2150rc1rocm62.rabababab",
+        ),
     ],
 )
 def test_local_label_is_pyg_style_and_valid_pep440(changes: dict[str, str], label: str) -> None:
@@ -47,7 +50,11 @@ def test_local_label_is_pyg_style_and_valid_pep440(changes: dict[str, str], labe
 
 def test_values_are_normalized() -> None:
     made = key(version="3.0", torch="2.14.1", arch_list="9.0+ptx 8.6,8.6", recipe_digest="AB" * 32)
-    assert made.version == "3.0" and made.arch_list == "8.6;9.0+PTX" and made.recipe_digest == "ab" * 32
+    assert (
+        made.version == "3.0"
+        and made.arch_list == "8.6;9.0+PTX"
+        and made.recipe_digest == "ab" * 32
+    )
     assert canonical_arch_list("9.0 9.0+PTX 7.5") == "7.5;9.0+PTX"
     assert key(version="03.00.0").version == "3.0.0"
 
@@ -86,13 +93,19 @@ def test_json_round_trip() -> None:
         ({**BASE, "version": 3}, "wheel key version = 3: expected a string"),
         ({**BASE, "torch": "2.14.1+cu130"}, "wheel key torch = '2.14.1+cu130': has a local label"),
         ({**BASE, "torch": "latest"}, "wheel key torch = 'latest': not a PEP 440 version"),
-        ({**BASE, "arch_list": "8.6;sm86x"}, "wheel key arch_list = '8.6;sm86x': compute capability 'sm86x'"),
+        (
+            {**BASE, "arch_list": "8.6;sm86x"},
+            "wheel key arch_list = '8.6;sm86x': compute capability 'sm86x'",
+        ),
         ({**BASE, "variant": "cpu"}, "a cpu build has no CUDA arch list"),
         ({**BASE, "arch_list": ""}, "a cu130 build always has an arch list"),
         ({**BASE, "variant": "CU 130"}, "wheel key variant = 'CU 130'"),
         ({**BASE, "python_tag": "3.11"}, "wheel key python_tag = '3.11'"),
         ({**BASE, "platform": "linux-x86_64"}, "wheel key platform = 'linux-x86_64'"),
-        ({**BASE, "recipe_digest": "xyz"}, "wheel key recipe_digest = 'xyz': expected a hex sha256"),
+        (
+            {**BASE, "recipe_digest": "xyz"},
+            "wheel key recipe_digest = 'xyz': expected a hex sha256",
+        ),
         ({**BASE, "package": "-bad-"}, "wheel key package = '-bad-'"),
     ],
 )

@@ -64,7 +64,9 @@ class Server:
 
 
 def _needs(module: str) -> None:
-    if importlib.util.find_spec(module) is None:  # not imported here: the server runs in its own process
+    if (
+        importlib.util.find_spec(module) is None
+    ):  # not imported here: the server runs in its own process
         pytest.skip(f"{module} is not installed (pip install -e '.[test]' brings it)")
 
 
@@ -75,9 +77,19 @@ def pypiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     base = tmp_path_factory.mktemp("pypiserver")
     packages = base / "packages"
     packages.mkdir()
-    subprocess.run([sys.executable, "-c", "import sys; from passlib.apache import HtpasswdFile as H; "
-                    "f = H(sys.argv[1], new=True); f.set_password(sys.argv[2], sys.argv[3]); f.save()",
-                    str(base / "htpasswd"), USER, PASSWORD], check=True, timeout=60)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from passlib.apache import HtpasswdFile as H; "
+            "f = H(sys.argv[1], new=True); f.set_password(sys.argv[2], sys.argv[3]); f.save()",
+            str(base / "htpasswd"),
+            USER,
+            PASSWORD,
+        ],
+        check=True,
+        timeout=60,
+    )
     ca = trustme.CA(organization_name="Lab Index Test CA")
     leaf = ca.issue_cert("127.0.0.1", "localhost")
     cert, key = base / "cert.pem", base / "key.pem"
@@ -87,8 +99,20 @@ def pypiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     ca.cert_pem.write_to_path(str(ca_file))
     log = base / "pypiserver.log"
     with open(log, "w") as errors:
-        process = subprocess.Popen([sys.executable, "-c", _PYPISERVER, str(packages), str(base / "htpasswd"), str(cert), str(key)],
-                                   stdout=subprocess.PIPE, stderr=errors, text=True)
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                _PYPISERVER,
+                str(packages),
+                str(base / "htpasswd"),
+                str(cert),
+                str(key),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
     assert process.stdout is not None
     with process.stdout:
         line = process.stdout.readline().strip()
@@ -113,9 +137,19 @@ def _json_put(url: str, user: str, password: str, body: dict[str, object]) -> No
     import urllib.request
 
     token = base64.b64encode(f"{user}:{password}".encode()).decode()
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="PUT", headers={
-        "Content-Type": "application/json", "Accept": "application/json", "Authorization": f"Basic {token}"})
-    with urllib.request.urlopen(request, timeout=30) as answer:  # plain http on loopback: the test's own setup
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="PUT",
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "Authorization": f"Basic {token}",
+        },
+    )
+    with urllib.request.urlopen(
+        request, timeout=30
+    ) as answer:  # plain http on loopback: the test's own setup
         assert answer.status in (200, 201)
 
 
@@ -126,19 +160,38 @@ def devpi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     import shutil
     import urllib.request
 
-    init, serve = shutil.which("devpi-init", path=str(Path(sys.executable).parent)), shutil.which(
-        "devpi-server", path=str(Path(sys.executable).parent))
+    init, serve = (
+        shutil.which("devpi-init", path=str(Path(sys.executable).parent)),
+        shutil.which("devpi-server", path=str(Path(sys.executable).parent)),
+    )
     if init is None or serve is None:
         pytest.skip("devpi-init / devpi-server are not installed beside this Python")
     base = tmp_path_factory.mktemp("devpi")
-    done = subprocess.run([init, "--serverdir", str(base / "server"), "--root-passwd", "root-pw-1"],
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [init, "--serverdir", str(base / "server"), "--root-passwd", "root-pw-1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     if done.returncode != 0:
         pytest.skip(f"devpi-init failed: {done.stderr[-500:]}")
     port = _free_port()
     with open(base / "devpi.log", "w") as log:
-        process = subprocess.Popen([serve, "--serverdir", str(base / "server"), "--host", "127.0.0.1", "--port", str(port)],
-                                   stdout=log, stderr=subprocess.STDOUT, text=True)
+        process = subprocess.Popen(
+            [
+                serve,
+                "--serverdir",
+                str(base / "server"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     root = f"http://127.0.0.1:{port}/"
     deadline = time.monotonic() + 90
     while True:
@@ -149,12 +202,26 @@ def devpi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
                 process.wait(timeout=10)
-                pytest.skip(f"devpi-server did not start: {(base / 'devpi.log').read_text()[-500:]}")
+                pytest.skip(
+                    f"devpi-server did not start: {(base / 'devpi.log').read_text()[-500:]}"
+                )
             time.sleep(0.5)
     try:
-        _json_put(f"{root}lab", "root", "root-pw-1", {"password": PASSWORD, "email": "lab@example.invalid"})
-        _json_put(f"{root}lab/dev", USER, PASSWORD, {"type": "stage", "bases": "", "volatile": False})
-        yield Server(upload_url=f"{root}lab/dev/", simple_url=f"{root}lab/dev/+simple/", ca_file=Path(), process=process)
+        _json_put(
+            f"{root}lab",
+            "root",
+            "root-pw-1",
+            {"password": PASSWORD, "email": "lab@example.invalid"},
+        )
+        _json_put(
+            f"{root}lab/dev", USER, PASSWORD, {"type": "stage", "bases": "", "volatile": False}
+        )
+        yield Server(
+            upload_url=f"{root}lab/dev/",
+            simple_url=f"{root}lab/dev/+simple/",
+            ca_file=Path(),
+            process=process,
+        )
     finally:
         process.terminate()
         try:
@@ -164,14 +231,23 @@ def devpi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             process.wait(timeout=10)
 
 
-def _machine(tmp_path: Path, name: str, server: Server | None, *, url: str | None = None) -> dict[str, str]:
+def _machine(
+    tmp_path: Path, name: str, server: Server | None, *, url: str | None = None
+) -> dict[str, str]:
     """The environment of one "machine": its own cache, wheelhouse and config; the test CA as
     its OS trust store (truststore reads SSL_CERT_FILE on Linux)."""
     home = tmp_path / name
     (home / "cache").mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, COLUMNS="200", HOME=str(home),
-               CUDA_RESOLVE_CACHE_DIR=str(home / "cache"), CUDA_RESOLVE_WHEELHOUSE=str(home / "wheelhouse"),
-               CUDA_RESOLVE_CONFIG=str(home / "config.toml"), NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+    env = dict(
+        os.environ,
+        COLUMNS="200",
+        HOME=str(home),
+        CUDA_RESOLVE_CACHE_DIR=str(home / "cache"),
+        CUDA_RESOLVE_WHEELHOUSE=str(home / "wheelhouse"),
+        CUDA_RESOLVE_CONFIG=str(home / "config.toml"),
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+    )
     for variable in ("VIRTUAL_ENV", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_DIR"):
         env.pop(variable, None)
     if server is not None:
@@ -184,9 +260,17 @@ def _machine(tmp_path: Path, name: str, server: Server | None, *, url: str | Non
     return env
 
 
-def _cli(env: dict[str, str], *words: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cuda_resolve", *words], capture_output=True, text=True, env=env,
-                          timeout=timeout, check=False)
+def _cli(
+    env: dict[str, str], *words: str, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cuda_resolve", *words],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _plan_key(env: dict[str, str]) -> WheelKey:
@@ -202,8 +286,12 @@ def _plan_key(env: dict[str, str]) -> WheelKey:
 
 def _build_on_a(env: dict[str, str], tmp_path: Path, key: WheelKey) -> None:
     """Machine A "builds": a wheel for ``key`` published into its wheelhouse."""
-    built = make_wheel(tmp_path / f"built-{key.digest}", name="pointnet2_ops", version=key.version,
-                       tag=f"{key.python_tag}-{key.python_tag}-{key.platform}")
+    built = make_wheel(
+        tmp_path / f"built-{key.digest}",
+        name="pointnet2_ops",
+        version=key.version,
+        tag=f"{key.python_tag}-{key.python_tag}-{key.platform}",
+    )
     Wheelhouse(Path(env["CUDA_RESOLVE_WHEELHOUSE"])).publish(key, built, strip_debug=False)
 
 
@@ -226,21 +314,29 @@ def test_a_publishes_b_gets_it_with_no_compile_c_builds_over_https_with_a_passwo
 
     # No credentials: the server refuses the upload, and the message says so.
     refused = _cli(a, "wheelhouse", "publish", "--to", pypiserver.upload_url)
-    assert refused.returncode != 0 and "HTTP 401" in refused.stderr and "no credentials" in refused.stderr
+    assert (
+        refused.returncode != 0
+        and "HTTP 401" in refused.stderr
+        and "no credentials" in refused.stderr
+    )
 
     # Credentials from ~/.pypirc (the section named by --to): uploaded, the password never shown.
-    (Path(a["HOME"]) / ".pypirc").write_text(textwrap.dedent(f"""
+    (Path(a["HOME"]) / ".pypirc").write_text(
+        textwrap.dedent(f"""
         [distutils]
         index-servers = lab
         [lab]
         repository = {pypiserver.upload_url}
         username = {USER}
         password = {PASSWORD}
-    """))
+    """)
+    )
     published = _cli(a, "wheelhouse", "publish", "--to", "lab")
     assert published.returncode == 0, published.stderr
     assert f"uploaded: pointnet2_ops-{not_covering.labelled_version}" in published.stdout
-    assert ".pypirc [lab]" in published.stdout and PASSWORD not in published.stdout + published.stderr
+    assert (
+        ".pypirc [lab]" in published.stdout and PASSWORD not in published.stdout + published.stderr
+    )
 
     # Machine C (fresh, the lab's index configured): the only served wheel misses its 9.0, so
     # it is never taken: C plans a local build, and nothing was downloaded.
@@ -255,7 +351,10 @@ def test_a_publishes_b_gets_it_with_no_compile_c_builds_over_https_with_a_passwo
     again = _cli(a, "wheelhouse", "publish", "--to", pypiserver.upload_url, "--json")
     assert again.returncode == 0, again.stderr
     statuses = {w["file"].split("-")[1]: w["status"] for w in json.loads(again.stdout)["wheels"]}
-    assert statuses == {covering.labelled_version: "uploaded", not_covering.labelled_version: "already there"}
+    assert statuses == {
+        covering.labelled_version: "uploaded",
+        not_covering.labelled_version: "already there",
+    }
     assert PASSWORD not in again.stdout + again.stderr
 
     # Machine B: fresh cache and wheelhouse: the covering wheel comes from the server, no compile.
@@ -266,7 +365,9 @@ def test_a_publishes_b_gets_it_with_no_compile_c_builds_over_https_with_a_passwo
     assert f"from the lab's wheelhouse {pypiserver.simple_url}" in reused
     assert "covers every GPU here (9.0: sm_90 exact)" in reused
     stored = Wheelhouse(Path(b["CUDA_RESOLVE_WHEELHOUSE"])).lookup(covering)
-    assert stored is not None and read_wheel_key(stored.path) == covering  # the full key travelled in the wheel
+    assert (
+        stored is not None and read_wheel_key(stored.path) == covering
+    )  # the full key travelled in the wheel
     text = _cli(b, "plan", "pointnet2_ops", "--profile", str(PROFILE))
     assert text.returncode == 0 and f"wheelhouse: {covering.labelled_version}" in text.stdout
 
@@ -289,7 +390,9 @@ def test_a_server_that_is_down_means_a_local_build_said_in_one_line(tmp_path: Pa
     assert time.monotonic() - started < 60
 
 
-def test_devpi_user_index_credentials_in_the_url_and_the_url_in_the_config_file(devpi: Server, tmp_path: Path) -> None:
+def test_devpi_user_index_credentials_in_the_url_and_the_url_in_the_config_file(
+    devpi: Server, tmp_path: Path
+) -> None:
     a = _machine(tmp_path, "a", None)
     key = _plan_key(a)
     covering = dataclasses.replace(key, arch_list="8.0;9.0")
@@ -298,10 +401,15 @@ def test_devpi_user_index_credentials_in_the_url_and_the_url_in_the_config_file(
     published = _cli(a, "wheelhouse", "publish", "--to", with_password)
     assert published.returncode == 0, published.stderr
     assert f"uploaded: pointnet2_ops-{covering.labelled_version}" in published.stdout
-    assert "from the URL" in published.stdout and PASSWORD not in published.stdout + published.stderr
+    assert (
+        "from the URL" in published.stdout and PASSWORD not in published.stdout + published.stderr
+    )
     again = _cli(a, "wheelhouse", "publish", "--to", with_password, "--json")
     assert again.returncode == 0, again.stderr
-    assert [w["status"] for w in json.loads(again.stdout)["wheels"]] in (["already there"], ["uploaded"])
+    assert [w["status"] for w in json.loads(again.stdout)["wheels"]] in (
+        ["already there"],
+        ["uploaded"],
+    )
     assert PASSWORD not in again.stdout + again.stderr
 
     b = _machine(tmp_path, "b", None)
@@ -327,15 +435,36 @@ def test_a_real_nvcc_build_published_by_a_is_installed_by_b_with_no_compile(
     from test_install_e2e import FIXTURE, FIXTURE_INDEX, _fresh_target
 
     def action(verb: str, env: dict[str, str], python: Path) -> subprocess.CompletedProcess[str]:
-        return _cli(dict(env, CUDA_RESOLVE_DRIVER="580.65.06", CUDA_RESOLVE_CUDA_ARCH="9.0"), verb, "cuext",
-                    "--index", str(FIXTURE_INDEX), "--python", str(python), "--arch-list", "9.0", "--source", str(FIXTURE), "--json", timeout=900)
+        return _cli(
+            dict(env, CUDA_RESOLVE_DRIVER="580.65.06", CUDA_RESOLVE_CUDA_ARCH="9.0"),
+            verb,
+            "cuext",
+            "--index",
+            str(FIXTURE_INDEX),
+            "--python",
+            str(python),
+            "--arch-list",
+            "9.0",
+            "--source",
+            str(FIXTURE),
+            "--json",
+            timeout=900,
+        )
 
     a = _machine(tmp_path, "a", pypiserver)
     built = action("build", a, _fresh_target(tmp_path / "a", torch_python))
     assert built.returncode == 0, built.stderr
     assert json.loads(built.stdout)["builds"][0]["cache_hit"] is False  # A compiled it
-    published = _cli(a, "wheelhouse", "publish", "--to", pypiserver.upload_url.replace("https://", f"https://{USER}:{PASSWORD}@"))
-    assert published.returncode == 0 and "uploaded: cuext-0.1.0+" in published.stdout, published.stderr
+    published = _cli(
+        a,
+        "wheelhouse",
+        "publish",
+        "--to",
+        pypiserver.upload_url.replace("https://", f"https://{USER}:{PASSWORD}@"),
+    )
+    assert published.returncode == 0 and "uploaded: cuext-0.1.0+" in published.stdout, (
+        published.stderr
+    )
 
     b = _machine(tmp_path, "b", pypiserver, url=pypiserver.simple_url)
     python = _fresh_target(tmp_path / "b", torch_python)
@@ -346,5 +475,10 @@ def test_a_real_nvcc_build_published_by_a_is_installed_by_b_with_no_compile(
     assert build["cache_hit"] is True  # from the server: no compile on B
     assert Path(build["wheel"]).is_relative_to(Path(b["CUDA_RESOLVE_WHEELHOUSE"]))
     assert "cuext._ext" in result["verified_imports"]
-    probe = subprocess.run([str(python), "-c", "import cuext; print(cuext.add_one.__doc__)"], capture_output=True, text=True, check=False)
+    probe = subprocess.run(
+        [str(python), "-c", "import cuext; print(cuext.add_one.__doc__)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert probe.returncode == 0 and "x + 1" in probe.stdout, probe.stderr

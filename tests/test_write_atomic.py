@@ -51,8 +51,9 @@ def test_atomic_writer_streams_pieces_and_replaces_at_the_end(tmp_path: Path) ->
     assert sorted(p.name for p in target.parent.iterdir()) == ["file.bin"]
 
 
-@pytest.mark.parametrize("interruption", [RuntimeError("disk on fire"), KeyboardInterrupt()],
-                         ids=["error", "ctrl-c"])
+@pytest.mark.parametrize(
+    "interruption", [RuntimeError("disk on fire"), KeyboardInterrupt()], ids=["error", "ctrl-c"]
+)
 def test_atomic_writer_interrupted_keeps_the_old_file_and_no_temporary(
     tmp_path: Path, interruption: BaseException
 ) -> None:

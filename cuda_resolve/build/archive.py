@@ -108,8 +108,10 @@ def open_archive(
         _download(archive, cached, client, label)
         handle = _open_verified(cached, archive.sha256)
         if handle is None:
-            raise BuildError(f"{label}: the downloaded archive {cached} changed before it could be read",
-                             hint="another process may be writing the cache; retry")
+            raise BuildError(
+                f"{label}: the downloaded archive {cached} changed before it could be read",
+                hint="another process may be writing the cache; retry",
+            )
         say(f"sha256 verified ({archive.sha256[:12]})")
     with handle:
         yield handle
@@ -126,12 +128,18 @@ def _download(archive: SourceArchive, dest: Path, client: HttpClient | None, lab
             own.download(archive.url, dest, sha256=archive.sha256)
     except NetworkError as exc:
         if getattr(exc, "kind", None) == "integrity":
-            hint = ("the file at that URL is not the one the recipe pins (changed upstream, or a stale or "
-                    "tampered mirror); nothing was kept or unpacked. Fix the recipe's url or sha256 only "
-                    "after checking the new file, or pass --source DIR with a copy you trust")
+            hint = (
+                "the file at that URL is not the one the recipe pins (changed upstream, or a stale or "
+                "tampered mirror); nothing was kept or unpacked. Fix the recipe's url or sha256 only "
+                "after checking the new file, or pass --source DIR with a copy you trust"
+            )
         else:
-            hint = (exc.hint + "; " if exc.hint else "") + "or pass --source DIR with an unpacked copy of the source"
-        raise BuildError(f"{label}: fetching the source archive failed: {exc.message}", hint=hint) from exc
+            hint = (
+                exc.hint + "; " if exc.hint else ""
+            ) + "or pass --source DIR with an unpacked copy of the source"
+        raise BuildError(
+            f"{label}: fetching the source archive failed: {exc.message}", hint=hint
+        ) from exc
 
 
 # -- listing and checking --------------------------------------------------------------------
@@ -150,8 +158,10 @@ class _Member:
 
 
 def _refuse(label: str, name: str, why: str) -> BuildError:
-    return BuildError(f"{label}: the source archive's member {name!r} {why}; nothing was unpacked",
-                      hint="the archive is malformed or hostile: check the recipe's url and sha256")
+    return BuildError(
+        f"{label}: the source archive's member {name!r} {why}; nothing was unpacked",
+        hint="the archive is malformed or hostile: check the recipe's url and sha256",
+    )
 
 
 def _split(label: str, name: str) -> tuple[str, ...]:
@@ -167,11 +177,15 @@ def _split(label: str, name: str) -> tuple[str, ...]:
 
 
 def _too_many(label: str, count: str, limits: ArchiveLimits) -> BuildError:
-    return BuildError(f"{label}: the source archive has {count} members, more than the {limits.members} allowed; nothing was unpacked",
-                      hint="that is not a source tree: check the recipe's archive url and sha256")
+    return BuildError(
+        f"{label}: the source archive has {count} members, more than the {limits.members} allowed; nothing was unpacked",
+        hint="that is not a source tree: check the recipe's archive url and sha256",
+    )
 
 
-def _tar_infos(tar: tarfile.TarFile, label: str, limits: ArchiveLimits) -> Iterator[tarfile.TarInfo]:
+def _tar_infos(
+    tar: tarfile.TarFile, label: str, limits: ArchiveLimits
+) -> Iterator[tarfile.TarInfo]:
     """The tar's members, read one header at a time: past ``limits.members`` it is refused
     before the next header is read (``getmembers()`` would first list them all in memory)."""
     count = 0
@@ -179,24 +193,32 @@ def _tar_infos(tar: tarfile.TarFile, label: str, limits: ArchiveLimits) -> Itera
         try:
             info = tar.next()
         except (tarfile.TarError, EOFError, OSError) as exc:
-            raise BuildError(f"{label}: the source archive is not a readable tar or zip archive: {exc}",
-                             hint="check the recipe's archive url (it must name a .tar.gz, .tar.bz2, .tar.xz or .zip)") from None
+            raise BuildError(
+                f"{label}: the source archive is not a readable tar or zip archive: {exc}",
+                hint="check the recipe's archive url (it must name a .tar.gz, .tar.bz2, .tar.xz or .zip)",
+            ) from None
         if info is None:
             return
         count += 1
         if count > limits.members:
-            raise BuildError(f"{label}: the source archive has more than the {limits.members} members allowed "
-                             "(refused at the first one past the limit); nothing was unpacked",
-                             hint="that is not a source tree: check the recipe's archive url and sha256")
+            raise BuildError(
+                f"{label}: the source archive has more than the {limits.members} members allowed "
+                "(refused at the first one past the limit); nothing was unpacked",
+                hint="that is not a source tree: check the recipe's archive url and sha256",
+            )
         yield info
 
 
-def _tar_members(handle: IO[bytes], label: str, limits: ArchiveLimits) -> tuple[tarfile.TarFile, list[_Member]]:
+def _tar_members(
+    handle: IO[bytes], label: str, limits: ArchiveLimits
+) -> tuple[tarfile.TarFile, list[_Member]]:
     try:
         tar = tarfile.open(fileobj=handle, mode="r:*")  # closed by the caller
     except (tarfile.TarError, EOFError, OSError) as exc:
-        raise BuildError(f"{label}: the source archive is not a readable tar or zip archive: {exc}",
-                         hint="check the recipe's archive url (it must name a .tar.gz, .tar.bz2, .tar.xz or .zip)") from None
+        raise BuildError(
+            f"{label}: the source archive is not a readable tar or zip archive: {exc}",
+            hint="check the recipe's archive url (it must name a .tar.gz, .tar.bz2, .tar.xz or .zip)",
+        ) from None
     members: list[_Member] = []
     for info in _tar_infos(tar, label, limits):
         if info.isreg():
@@ -208,7 +230,13 @@ def _tar_members(handle: IO[bytes], label: str, limits: ArchiveLimits) -> tuple[
         elif info.islnk():
             kind = "hardlink"
         else:
-            what = "a device" if info.ischr() or info.isblk() else "a FIFO" if info.isfifo() else f"of tar type {info.type!r}"
+            what = (
+                "a device"
+                if info.ischr() or info.isblk()
+                else "a FIFO"
+                if info.isfifo()
+                else f"of tar type {info.type!r}"
+            )
             raise _refuse(label, info.name, f"is {what}, which a source tree never holds")
 
         def read(info: tarfile.TarInfo = info) -> IO[bytes]:
@@ -217,8 +245,16 @@ def _tar_members(handle: IO[bytes], label: str, limits: ArchiveLimits) -> tuple[
                 raise _refuse(label, info.name, "has no content")
             return extracted
 
-        members.append(_Member(_split(label, info.name), kind, info.size if kind == "file" else 0,
-                               bool(info.mode & 0o111), info.linkname if kind in ("symlink", "hardlink") else "", read))
+        members.append(
+            _Member(
+                _split(label, info.name),
+                kind,
+                info.size if kind == "file" else 0,
+                bool(info.mode & 0o111),
+                info.linkname if kind in ("symlink", "hardlink") else "",
+                read,
+            )
+        )
     return tar, members
 
 
@@ -238,11 +274,11 @@ def _zip_directory_size(handle: IO[bytes]) -> tuple[int, int] | None:
     at = tail.rfind(b"PK\x05\x06")
     if at < 0 or len(tail) < at + 22:
         return None
-    entries = int.from_bytes(tail[at + 10:at + 12], "little")
-    directory = int.from_bytes(tail[at + 12:at + 16], "little")
+    entries = int.from_bytes(tail[at + 10 : at + 12], "little")
+    directory = int.from_bytes(tail[at + 12 : at + 16], "little")
     locator = at - 20
-    if locator >= 0 and tail[locator:locator + 4] == b"PK\x06\x07":
-        record = int.from_bytes(tail[locator + 8:locator + 16], "little")
+    if locator >= 0 and tail[locator : locator + 4] == b"PK\x06\x07":
+        record = int.from_bytes(tail[locator + 8 : locator + 16], "little")
         if record + 56 <= size:
             handle.seek(record)
             zip64 = handle.read(56)
@@ -253,7 +289,9 @@ def _zip_directory_size(handle: IO[bytes]) -> tuple[int, int] | None:
     return entries, directory
 
 
-def _zip_members(handle: IO[bytes], label: str, limits: ArchiveLimits) -> tuple[zipfile.ZipFile, list[_Member]]:
+def _zip_members(
+    handle: IO[bytes], label: str, limits: ArchiveLimits
+) -> tuple[zipfile.ZipFile, list[_Member]]:
     declared = _zip_directory_size(handle)
     if declared is not None:
         entries, directory = declared
@@ -267,8 +305,10 @@ def _zip_members(handle: IO[bytes], label: str, limits: ArchiveLimits) -> tuple[
         archive = zipfile.ZipFile(handle)
         infos = archive.infolist()
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise BuildError(f"{label}: the source archive is not a readable zip archive: {exc}",
-                         hint="check the recipe's archive url and sha256") from None
+        raise BuildError(
+            f"{label}: the source archive is not a readable zip archive: {exc}",
+            hint="check the recipe's archive url and sha256",
+        ) from None
     members: list[_Member] = []
     if len(infos) > limits.members:  # an end record that understated the count
         raise _too_many(label, str(len(infos)), limits)
@@ -286,13 +326,23 @@ def _zip_members(handle: IO[bytes], label: str, limits: ArchiveLimits) -> tuple[
         elif kind_bits in (0, stat.S_IFREG):
             kind = "file"
         else:
-            raise _refuse(label, info.filename, "is a device, FIFO or socket, which a source tree never holds")
+            raise _refuse(
+                label, info.filename, "is a device, FIFO or socket, which a source tree never holds"
+            )
 
         def read(info: zipfile.ZipInfo = info) -> IO[bytes]:
             return archive.open(info)
 
-        members.append(_Member(_split(label, info.filename), kind, info.file_size if kind == "file" else 0,
-                               bool(mode & 0o111), link, read))
+        members.append(
+            _Member(
+                _split(label, info.filename),
+                kind,
+                info.file_size if kind == "file" else 0,
+                bool(mode & 0o111),
+                link,
+                read,
+            )
+        )
     return archive, members
 
 
@@ -307,8 +357,10 @@ def _top_folder(members: list[_Member], strip: str | None, label: str) -> str | 
         outside = next((m for m in named if m.parts[0] != strip), None)
         if outside is not None or not named:
             found = ", ".join(sorted(tops)[:5]) or "nothing"
-            raise BuildError(f"{label}: the recipe strips the archive's top-level folder {strip!r}, but the archive holds {found}",
-                             hint="fix the recipe's archive.strip (leave it out to strip the one top-level folder automatically)")
+            raise BuildError(
+                f"{label}: the recipe strips the archive's top-level folder {strip!r}, but the archive holds {found}",
+                hint="fix the recipe's archive.strip (leave it out to strip the one top-level folder automatically)",
+            )
         return strip
     if len(tops) != 1:
         return None
@@ -336,13 +388,17 @@ class _Planned:
     link_parts: tuple[str, ...]  # a hard link's source, top folder removed
 
 
-def _plan(members: list[_Member], strip: str | None, limits: ArchiveLimits, label: str) -> list[_Planned]:
+def _plan(
+    members: list[_Member], strip: str | None, limits: ArchiveLimits, label: str
+) -> list[_Planned]:
     if len(members) > limits.members:
         raise _too_many(label, str(len(members)), limits)
     declared = sum(m.size for m in members)
     if declared > limits.total_bytes:
-        raise BuildError(f"{label}: the source archive unpacks to {declared} bytes, more than the {limits.total_bytes} allowed; nothing was unpacked",
-                         hint="that is not a source tree: check the recipe's archive url and sha256")
+        raise BuildError(
+            f"{label}: the source archive unpacks to {declared} bytes, more than the {limits.total_bytes} allowed; nothing was unpacked",
+            hint="that is not a source tree: check the recipe's archive url and sha256",
+        )
     top = _top_folder(members, strip, label)
     planned: list[_Planned] = []
     seen: dict[tuple[str, ...], Kind] = {}
@@ -366,10 +422,16 @@ def _plan(members: list[_Member], strip: str | None, limits: ArchiveLimits, labe
             try:
                 source = _split(label, member.link)
             except BuildError:
-                raise _refuse(label, name, f"is a hard link to {member.link!r}, outside the tree") from None
+                raise _refuse(
+                    label, name, f"is a hard link to {member.link!r}, outside the tree"
+                ) from None
             source = source[1:] if top is not None and source[:1] == (top,) else source
             if seen.get(source) != "file" or source == parts:
-                raise _refuse(label, name, f"is a hard link to {member.link!r}, which is not a file listed before it")
+                raise _refuse(
+                    label,
+                    name,
+                    f"is a hard link to {member.link!r}, which is not a file listed before it",
+                )
             link_parts = source
         planned.append(_Planned(member, parts, link_parts))
     return planned
@@ -379,8 +441,10 @@ def _plan(members: list[_Member], strip: str | None, limits: ArchiveLimits, labe
 
 
 def _unpack_failed(label: str, name: str, why: str) -> BuildError:
-    return BuildError(f"{label}: the source archive's member {name!r} {why}; the unpacked files were removed",
-                      hint="the archive is malformed or hostile: check the recipe's url and sha256")
+    return BuildError(
+        f"{label}: the source archive's member {name!r} {why}; the unpacked files were removed",
+        hint="the archive is malformed or hostile: check the recipe's url and sha256",
+    )
 
 
 def _parent(root: Path, parts: tuple[str, ...], label: str, name: str) -> Path:
@@ -394,11 +458,15 @@ def _parent(root: Path, parts: tuple[str, ...], label: str, name: str) -> Path:
             folder.mkdir(mode=0o755)
             continue
         if not stat.S_ISDIR(info.st_mode):
-            raise _unpack_failed(label, name, f"lies under {'/'.join(parts[:depth])!r}, which is not a folder")
+            raise _unpack_failed(
+                label, name, f"lies under {'/'.join(parts[:depth])!r}, which is not a folder"
+            )
     return folder
 
 
-def _write_file(path: Path, source: IO[bytes], executable: bool, budget: list[int], label: str, name: str) -> None:
+def _write_file(
+    path: Path, source: IO[bytes], executable: bool, budget: list[int], label: str, name: str
+) -> None:
     # O_EXCL and O_NOFOLLOW: never through a link, never over something already there.
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags, 0o755 if executable else 0o644)
@@ -419,7 +487,9 @@ def _write_member(root: Path, item: _Planned, budget: list[int], label: str) -> 
         if not os.path.lexists(path):
             path.mkdir(mode=0o755)
         elif not stat.S_ISDIR(os.lstat(path).st_mode):
-            raise _unpack_failed(label, name, "is a folder where the archive already put something else")
+            raise _unpack_failed(
+                label, name, "is a folder where the archive already put something else"
+            )
     elif member.kind == "file":
         with member.read() as source:
             _write_file(path, source, member.executable, budget, label, name)
@@ -442,8 +512,10 @@ def _write(root: Path, planned: list[_Planned], limits: ArchiveLimits, label: st
             link = _write_member(root, item, budget, label)
         except OSError as exc:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise BuildError(f"{label}: the disk holding {root} filled up while unpacking {name!r} ({exc.strerror}); the unpacked files were removed",
-                                 hint=f"free space in {root.parent}, or point TMPDIR at a folder with room") from None
+                raise BuildError(
+                    f"{label}: the disk holding {root} filled up while unpacking {name!r} ({exc.strerror}); the unpacked files were removed",
+                    hint=f"free space in {root.parent}, or point TMPDIR at a folder with room",
+                ) from None
             raise _unpack_failed(label, name, f"could not be written: {exc}") from None
         except (EOFError, tarfile.TarError, zipfile.BadZipFile) as exc:
             raise _unpack_failed(label, name, f"could not be written: {exc}") from None
@@ -455,7 +527,9 @@ def _write(root: Path, planned: list[_Planned], limits: ArchiveLimits, label: st
     for path, name in links:
         real = os.path.realpath(path)
         if os.path.commonpath([real_root, real]) != real_root:
-            raise _unpack_failed(label, name, f"leads to {real}, outside the tree (through another link)")
+            raise _unpack_failed(
+                label, name, f"leads to {real}, outside the tree (through another link)"
+            )
 
 
 def _free_bytes(folder: Path) -> tuple[Path, int, int] | None:

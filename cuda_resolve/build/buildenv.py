@@ -21,17 +21,26 @@ from ..errors import BuildError
 from .preflight import BuildSpec
 
 __all__ = [
-    "BuildEnvironment", "machine_capacity", "make_build_environment", "max_jobs", "no_debug_flags", "overlay_include_dirs",
-    "overlay_options", "unsatisfied",
+    "BuildEnvironment",
+    "machine_capacity",
+    "make_build_environment",
+    "max_jobs",
+    "no_debug_flags",
+    "overlay_include_dirs",
+    "overlay_options",
+    "unsatisfied",
 ]
 
 #: Memory one nvcc/cc1plus job over torch's headers can take; kaolin's largest units near 2 GiB.
 BYTES_PER_JOB = 2 * 1024**3
 
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BuildEnvironment:
     variables: Mapping[str, str]  # the full environment the build runs with
-    shown: tuple[tuple[str, str], ...]  # the variables cuda-resolve set, for the terminal and the log
+    shown: tuple[
+        tuple[str, str], ...
+    ]  # the variables cuda-resolve set, for the terminal and the log
     overlay: Path | None
     overlay_requirements: tuple[str, ...]
     max_jobs: int
@@ -74,7 +83,9 @@ def unsatisfied(requirements: Sequence[str], installed: Mapping[str, str | None]
             continue
         version = installed.get(canonicalize_name(requirement.name))
         try:
-            ok = version is not None and requirement.specifier.contains(Version(version), prereleases=True)
+            ok = version is not None and requirement.specifier.contains(
+                Version(version), prereleases=True
+            )
         except InvalidVersion:
             ok = False
         if not ok:
@@ -101,7 +112,18 @@ def no_debug_flags(environ: Mapping[str, str]) -> str | None:
 
 #: pip options that choose where or what pip installs: an overlay is its own ``--target`` and
 #: holds only its requirements, complete (the user's ``--no-deps`` is for their own install).
-_NOT_FOR_OVERLAY_VALUED = ("-t", "--target", "--prefix", "--root", "--src", "-r", "--requirement", "-e", "--editable", "--report")
+_NOT_FOR_OVERLAY_VALUED = (
+    "-t",
+    "--target",
+    "--prefix",
+    "--root",
+    "--src",
+    "-r",
+    "--requirement",
+    "-e",
+    "--editable",
+    "--report",
+)
 _NOT_FOR_OVERLAY_FLAGS = ("--user", "--no-deps", "--dry-run")
 
 
@@ -117,7 +139,9 @@ def overlay_options(pip_options: Sequence[str]) -> list[str]:
         if word in _NOT_FOR_OVERLAY_VALUED:
             i += 2  # its value, the next word, goes with it
             continue
-        short_joined = len(word) > 2 and word[:2] in ("-t", "-r", "-e") and not word.startswith("--")
+        short_joined = (
+            len(word) > 2 and word[:2] in ("-t", "-r", "-e") and not word.startswith("--")
+        )
         if name in _NOT_FOR_OVERLAY_VALUED or name in _NOT_FOR_OVERLAY_FLAGS or short_joined:
             i += 1
             continue
@@ -158,7 +182,12 @@ def make_build_environment(
     if needed or spec.torch_requirement:
         overlay = workdir / "overlay"
         overlay.mkdir(parents=True, exist_ok=True)
-        into = ["--target", str(overlay), "--no-warn-script-location", *overlay_options(pip_options)]
+        into = [
+            "--target",
+            str(overlay),
+            "--no-warn-script-location",
+            *overlay_options(pip_options),
+        ]
         if spec.torch_requirement:
             say(f"installing {spec.torch_requirement} into the build overlay (not the target)")
             args = [*into, spec.torch_requirement]
@@ -194,8 +223,11 @@ def make_build_environment(
     # Plain `pip wheel` output is what users know; colour codes would garble the log.
     environ.setdefault("PIP_NO_COLOR", "1")
     return BuildEnvironment(
-        variables=environ, shown=tuple(shown), overlay=overlay,
-        overlay_requirements=tuple(overlay_requirements), max_jobs=jobs,
+        variables=environ,
+        shown=tuple(shown),
+        overlay=overlay,
+        overlay_requirements=tuple(overlay_requirements),
+        max_jobs=jobs,
     )
 
 
@@ -211,4 +243,3 @@ def overlay_include_dirs(overlay: Path, headers: Sequence[str]) -> list[str]:
             hint="install the toolkit's development libraries (cusparse, cublas, cusolver headers), or a torch whose wheels ship them",
         )
     return found
-

@@ -119,10 +119,14 @@ def build(
         found = None if rebuild else wheelhouse.lookup(key)
         if found is not None:
             report.step(f"{label}: wheelhouse hit ({found.path.name}), no compile")
-            return BuildResult(spec=spec, wheel=found, cache_hit=True, seconds=time.monotonic() - started, log=None)
+            return BuildResult(
+                spec=spec, wheel=found, cache_hit=True, seconds=time.monotonic() - started, log=None
+            )
         log_path = new_log_path(f"build-{spec.package}")
         report.step(f"{label}: building (full log: {log_path})")
-        target_pip = pip or TargetPip(spec.python, environ=base_environ, log_path=log_path, runner=runner)
+        target_pip = pip or TargetPip(
+            spec.python, environ=base_environ, log_path=log_path, runner=runner
+        )
         workdir = Path(tempfile.mkdtemp(prefix=f"cuda-resolve-build-{spec.package}-"))
         # pip's and nvcc's own temporary files go inside the build folder: a run ended by a signal
         # (pip gets no time to clean up) leaves nothing behind once the folder is removed.
@@ -131,54 +135,96 @@ def build(
         inside = {"TMPDIR": str(scratch), "TEMP": str(scratch), "TMP": str(scratch)}
         try:
             with open(log_path, "w", encoding="utf-8") as log:
-                log.write(f"cuda-resolve build of {label} (recipe {spec.recipe.name}) against torch {spec.torch_version}+{spec.variant}\n")
+                log.write(
+                    f"cuda-resolve build of {label} (recipe {spec.recipe.name}) against torch {spec.torch_version}+{spec.variant}\n"
+                )
                 for note in spec.notes:
                     log.write(redact_urls(f"note: {note}\n"))
                 log.write(redact_urls(f"source: {describe_source(spec.recipe, source_dir)}\n"))
             source = prepare_source(
-                spec.recipe, workdir, torch_version=spec.torch_version, source_dir=source_dir,
-                environ=base_environ, say=lambda text: report.step(f"{label}: {text}"),
-                client=client, cache_dir=archive_cache,
+                spec.recipe,
+                workdir,
+                torch_version=spec.torch_version,
+                source_dir=source_dir,
+                environ=base_environ,
+                say=lambda text: report.step(f"{label}: {text}"),
+                client=client,
+                cache_dir=archive_cache,
             )
             for note in source.notes:
                 report.note(note)
             if source.patches:
-                report.step(f"{label}: applied {len(source.patches)} recipe patch(es): " + "; ".join(p.reason.split(": ")[0] for p in source.patches))
+                report.step(
+                    f"{label}: applied {len(source.patches)} recipe patch(es): "
+                    + "; ".join(p.reason.split(": ")[0] for p in source.patches)
+                )
 
             def runner_note(text: str) -> None:  # unless the caller's pip says it already
                 if target_pip.on_note is None and text.startswith(NOTE_PREFIX):
                     report.note(f"{label}: {text.removeprefix(NOTE_PREFIX)}")
 
             def pip_install(args: list[str], torch_index_only: bool) -> None:
-                status, tail = target_pip.install(args, environ={**base_environ, **inside}, log_path=log_path,
-                                                  torch_index_only=torch_index_only, on_line=runner_note)
+                status, tail = target_pip.install(
+                    args,
+                    environ={**base_environ, **inside},
+                    log_path=log_path,
+                    torch_index_only=torch_index_only,
+                    on_line=runner_note,
+                )
                 if status != 0:
-                    detail = next((line for line in reversed(tail) if "ERROR" in line), tail[-1] if tail else "")
+                    detail = next(
+                        (line for line in reversed(tail) if "ERROR" in line),
+                        tail[-1] if tail else "",
+                    )
                     raise BuildError(
                         f"{label}: installing build requirements into the overlay failed: {detail.strip()}",
                         hint=f"check the network or mirror (cuda-resolve mirror test); full log: {log_path}",
                     )
 
             build_env = make_build_environment(
-                spec, workdir, base_environ=base_environ, installed=installed, capacity=machine_capacity(),
-                pip_install=pip_install, pip_options=pip_options, say=lambda text: report.step(f"{label}: {text}"),
+                spec,
+                workdir,
+                base_environ=base_environ,
+                installed=installed,
+                capacity=machine_capacity(),
+                pip_install=pip_install,
+                pip_options=pip_options,
+                say=lambda text: report.step(f"{label}: {text}"),
             )
             with open(log_path, "a", encoding="utf-8") as log:
                 log.write("build environment:\n")
                 for name, value in build_env.shown:
                     log.write(redact_urls(f"  {name}={value}\n"))
-            report.step(f"{label}: " + " ".join(f"{k}={v}" for k, v in build_env.shown if k in ("CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CC", "CXX")))
+            report.step(
+                f"{label}: "
+                + " ".join(
+                    f"{k}={v}"
+                    for k, v in build_env.shown
+                    if k in ("CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CC", "CXX")
+                )
+            )
 
             def on_progress(progress: BuildProgress) -> None:
                 runner_note(progress.line)
-                report.progress(f"{label} ({progress.unit})" if progress.unit else label, progress.done, progress.total, progress.elapsed)
+                report.progress(
+                    f"{label} ({progress.unit})" if progress.unit else label,
+                    progress.done,
+                    progress.total,
+                    progress.elapsed,
+                )
 
             # pip's hash-checking mode (PIP_REQUIRE_HASHES, pip.conf) cannot check a source folder and
             # would refuse it: the source was checked against the recipe's pins, and the install
             # that follows checks the built wheel's hash (see install.hashmode).
             built = build_wheel(
-                target_pip, source.build_dir, workdir / "dist", environ={**build_env.variables, **inside, "PIP_REQUIRE_HASHES": "0"},
-                log_path=log_path, label=label, on_progress=on_progress, disks=[("TMPDIR, which holds the build folder", workdir.parent)],
+                target_pip,
+                source.build_dir,
+                workdir / "dist",
+                environ={**build_env.variables, **inside, "PIP_REQUIRE_HASHES": "0"},
+                log_path=log_path,
+                label=label,
+                on_progress=on_progress,
+                disks=[("TMPDIR, which holds the build folder", workdir.parent)],
             )
             stored = wheelhouse.publish(key, built)
         except subprocess.SubprocessError as exc:
@@ -188,6 +234,11 @@ def build(
     seconds = time.monotonic() - started
     report.step(f"{label}: built in {seconds:.0f} s -> {stored.path}")
     return BuildResult(
-        spec=spec, wheel=stored, cache_hit=False, seconds=seconds, log=log_path,
-        variables=build_env.shown, notes=(*spec.notes, *source.notes),
+        spec=spec,
+        wheel=stored,
+        cache_hit=False,
+        seconds=seconds,
+        log=log_path,
+        variables=build_env.shown,
+        notes=(*spec.notes, *source.notes),
     )

@@ -54,7 +54,9 @@ KNOWN_FAILURES: tuple[Diagnosis, ...] = (
     ),
     Diagnosis(
         "compiler-version",
-        re.compile(r"(?:The current installed version of g\+\+ \(([\d.]+)\) is greater than the maximum required version)|(?:is not compatible with the compiler Pytorch was built with)"),
+        re.compile(
+            r"(?:The current installed version of g\+\+ \(([\d.]+)\) is greater than the maximum required version)|(?:is not compatible with the compiler Pytorch was built with)"
+        ),
         "torch.utils.cpp_extension refuses this host compiler",
         "install an older g++ within the toolkit's range and run again, or set CC and CXX to one",
     ),
@@ -66,7 +68,9 @@ KNOWN_FAILURES: tuple[Diagnosis, ...] = (
     ),
     Diagnosis(
         "out-of-memory",
-        re.compile(r"(?:cc1plus: out of memory|virtual memory exhausted|Killed signal terminated program|c\+\+: fatal error: Killed|\bKilled\b(?:(?!\bKilled\b).)*?(?:cicc|ptxas|cc1plus))"),  # each "Killed" looks only up to the next: linear
+        re.compile(
+            r"(?:cc1plus: out of memory|virtual memory exhausted|Killed signal terminated program|c\+\+: fatal error: Killed|\bKilled\b(?:(?!\bKilled\b).)*?(?:cicc|ptxas|cc1plus))"
+        ),  # each "Killed" looks only up to the next: linear
         "the compiler ran out of memory",
         "run again with fewer parallel jobs (MAX_JOBS=2 cuda-pip install ...); cuda-resolve sizes MAX_JOBS from free memory when it starts",
     ),
@@ -84,7 +88,9 @@ KNOWN_FAILURES: tuple[Diagnosis, ...] = (
     ),
     Diagnosis(
         "cuda-mismatch",
-        re.compile(r"The detected CUDA version \(([\d.]+)\) mismatches the version that was used to compile\s*PyTorch \(([\d.]+)\)"),
+        re.compile(
+            r"The detected CUDA version \(([\d.]+)\) mismatches the version that was used to compile\s*PyTorch \(([\d.]+)\)"
+        ),
         "nvcc {1} and torch's CUDA {2} differ in major version",
         "use a toolkit of CUDA {2}'s major version (set CUDA_HOME), or a torch built for CUDA {1} (--allow-torch-change)",
     ),
@@ -93,7 +99,9 @@ KNOWN_FAILURES: tuple[Diagnosis, ...] = (
 #: Compiler context lines. One leading ``\s*`` only: a second inside the alternatives made a long
 #: run of blanks backtrack quadratically.
 _NOISE = re.compile(r"^\s*(?:note:|In file included from|from |\||\^|\d+ \|)")
-_ERRORISH = re.compile(r"(?i)\berror\b|fatal|undefined symbol|Killed|Traceback|Exception|No module named")
+_ERRORISH = re.compile(
+    r"(?i)\berror\b|fatal|undefined symbol|Killed|Traceback|Exception|No module named"
+)
 
 
 def error_lines(lines: Iterable[str], *, limit: int = 12) -> list[str]:

@@ -49,10 +49,14 @@ def _with_ptx(arch_list: tuple[ArchEntry, ...]) -> tuple[ArchEntry, ...]:
     if not arch_list or arch_list[-1].ptx:
         return arch_list
     highest = max(arch_list)
-    return tuple(sorted({e for e in arch_list if e != highest} | {ArchEntry(highest.capability, ptx=True)}))
+    return tuple(
+        sorted({e for e in arch_list if e != highest} | {ArchEntry(highest.capability, ptx=True)})
+    )
 
 
-def _compiler_fix(env: Environment, index: Index, toolkit: Toolkit) -> tuple[tuple[tuple[str, str], ...], str | None]:
+def _compiler_fix(
+    env: Environment, index: Index, toolkit: Toolkit
+) -> tuple[tuple[tuple[str, str], ...], str | None]:
     """Variables that switch the host compiler to an installed one in the toolkit's range."""
     facts = index.toolkit(CudaVersion(toolkit.version.major, toolkit.version.minor))
     verdict, switch_to = host_compiler_for(env.compiler, facts)
@@ -68,11 +72,18 @@ def _compiler_fix(env: Environment, index: Index, toolkit: Toolkit) -> tuple[tup
             hint=f"install {wanted} (e.g. apt install g++-{limit or 12}) and run again: cuda-resolve picks it up; or set CC, CXX and NVCC_CCBIN to one",
         )
     major = switch_to.split(".")[0]
-    variables = (("CC", f"gcc-{major}"), ("CXX", f"g++-{major}"), ("NVCC_CCBIN", f"g++-{major}"), ("CUDAHOSTCXX", f"g++-{major}"))
+    variables = (
+        ("CC", f"gcc-{major}"),
+        ("CXX", f"g++-{major}"),
+        ("NVCC_CCBIN", f"g++-{major}"),
+        ("CUDAHOSTCXX", f"g++-{major}"),
+    )
     return variables, f"{verdict.reason}: using the installed gcc-{major} / g++-{major} instead"
 
 
-def _header_dirs(env: Environment, toolkit: Toolkit, exists: Callable[[str], bool]) -> tuple[str, ...]:
+def _header_dirs(
+    env: Environment, toolkit: Toolkit, exists: Callable[[str], bool]
+) -> tuple[str, ...]:
     """Include folders of torch's nvidia-* wheels that hold the headers the toolkit lacks."""
     if not toolkit.missing_headers:
         return ()
@@ -81,7 +92,12 @@ def _header_dirs(env: Environment, toolkit: Toolkit, exists: Callable[[str], boo
     still_missing: list[str] = []
     for header in toolkit.missing_headers:
         found = next(
-            (w.include_dir for w in wheels if w.include_dir and exists(os.path.join(w.include_dir, header))), None
+            (
+                w.include_dir
+                for w in wheels
+                if w.include_dir and exists(os.path.join(w.include_dir, header))
+            ),
+            None,
         )
         if found is None:
             still_missing.append(header)
@@ -111,7 +127,9 @@ def check_build(
     torch_version = (item.torch or "").split("+", 1)[0]
     torch_cuda = _variant_cuda(item.variant)
     if not torch_version:
-        raise PreflightError(f"{name}: the plan names no torch to build against", hint="add torch to the request")
+        raise PreflightError(
+            f"{name}: the plan names no torch to build against", hint="add torch to the request"
+        )
     if torch_cuda is None:
         raise PreflightError(
             f"{name}: torch {item.torch or torch_version} is a {item.variant or 'CPU'} build; {name} needs a CUDA build of torch to compile against",
@@ -129,13 +147,17 @@ def check_build(
             hint=f"install a CUDA {torch_cuda.major}.x toolkit and set CUDA_HOME to it, or pass --allow-torch-change to move to a torch built for CUDA {toolkit.version.major}",
         )
     if not item.arch_list:
-        raise PreflightError(f"{name}: no TORCH_CUDA_ARCH_LIST to build for (no GPU here)",
-                             hint="pass --arch-list (e.g. 8.6;9.0) or --profile with the GPUs to build for")
+        raise PreflightError(
+            f"{name}: no TORCH_CUDA_ARCH_LIST to build for (no GPU here)",
+            hint="pass --arch-list (e.g. 8.6;9.0) or --profile with the GPUs to build for",
+        )
     try:
         arch_list = parse_arch_list(item.arch_list)
     except ValueError as exc:
-        raise PreflightError(f"{name}: TORCH_CUDA_ARCH_LIST {item.arch_list!r}: {exc}",
-                             hint="write compute capabilities such as '7.5;8.6;9.0+PTX'") from None
+        raise PreflightError(
+            f"{name}: TORCH_CUDA_ARCH_LIST {item.arch_list!r}: {exc}",
+            hint="write compute capabilities such as '7.5;8.6;9.0+PTX'",
+        ) from None
     if ptx:
         arch_list = _with_ptx(arch_list)
     facts = index.toolkit(CudaVersion(toolkit.version.major, toolkit.version.minor))
@@ -172,13 +194,19 @@ def check_build(
     torch_requirement = None
     torch_index = None
     if not same_torch:
-        torch_requirement = (torch_item.requirement if torch_item and torch_item.requirement else None) or f"torch=={torch_version}"
+        torch_requirement = (
+            torch_item.requirement if torch_item and torch_item.requirement else None
+        ) or f"torch=={torch_version}"
         torch_index = torch_item.index if torch_item else None
     notes = [n for n in (compiler_note,) if n]
     if include_dirs:
-        notes.append(f"headers missing from CUDA {toolkit.version} come from torch's nvidia wheels: {', '.join(include_dirs)}")
+        notes.append(
+            f"headers missing from CUDA {toolkit.version} come from torch's nvidia wheels: {', '.join(include_dirs)}"
+        )
     if not same_torch:
-        notes.append(f"the target's torch is not {item.torch}: the build installs {item.torch} into its temporary overlay; the target gets it only at install time")
+        notes.append(
+            f"the target's torch is not {item.torch}: the build installs {item.torch} into its temporary overlay; the target gets it only at install time"
+        )
     return BuildSpec(
         recipe=recipe,
         package=name,

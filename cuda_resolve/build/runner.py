@@ -37,7 +37,15 @@ from .diagnose import diagnose, error_lines
 if TYPE_CHECKING:
     from ..install.pip import TargetPip
 
-__all__ = ["LINGER_SECONDS", "NOTE_PREFIX", "BuildProgress", "ProcessRunner", "build_wheel", "logged_runner", "run_logged"]
+__all__ = [
+    "LINGER_SECONDS",
+    "NOTE_PREFIX",
+    "BuildProgress",
+    "ProcessRunner",
+    "build_wheel",
+    "logged_runner",
+    "run_logged",
+]
 
 _NINJA_STEP = re.compile(r"^\s*\[(\d+)/(\d+)\]")
 _COMPILED_SOURCE = re.compile(r"\s-c\s+(\S+)")
@@ -64,12 +72,25 @@ class ProcessRunner(Protocol):
     """Runs ``command`` with exactly ``environ``, its output to ``log_path`` and ``on_line``;
     returns (exit status, the last lines). :func:`logged_runner` is the real one."""
 
-    def __call__(self, command: Sequence[str], *, environ: Mapping[str, str], log_path: Path,
-                 cwd: Path | None = None, on_line: Callable[[str], None] = ...) -> tuple[int, list[str]]: ...
+    def __call__(
+        self,
+        command: Sequence[str],
+        *,
+        environ: Mapping[str, str],
+        log_path: Path,
+        cwd: Path | None = None,
+        on_line: Callable[[str], None] = ...,
+    ) -> tuple[int, list[str]]: ...
 
 
-def logged_runner(command: Sequence[str], *, environ: Mapping[str, str], log_path: Path, cwd: Path | None = None,
-                  on_line: Callable[[str], None] = lambda _: None) -> tuple[int, list[str]]:
+def logged_runner(
+    command: Sequence[str],
+    *,
+    environ: Mapping[str, str],
+    log_path: Path,
+    cwd: Path | None = None,
+    on_line: Callable[[str], None] = lambda _: None,
+) -> tuple[int, list[str]]:
     """:func:`run_logged` with its output appended to the file ``log_path``."""
     with open(log_path, "a", encoding="utf-8") as log:
         return run_logged(command, environ=environ, log=log, cwd=cwd, on_line=on_line)
@@ -96,7 +117,9 @@ def run_logged(
     ``on_line`` and every line returned are redacted (:func:`~cuda_resolve.redaction.redact_urls`):
     pip's arguments carry index and proxy credentials, and pip or a build may print them back.
     """
-    shown: list[str] = redact_data(list(command))  # each argument: "--proxy" "user:pw@host:port" too
+    shown: list[str] = redact_data(
+        list(command)
+    )  # each argument: "--proxy" "user:pw@host:port" too
     log.write(f"$ {' '.join(shown)}\n")
     log.flush()
     tail: deque[str] = deque(maxlen=_TAIL_LINES)
@@ -108,8 +131,13 @@ def run_logged(
         on_line(text)
 
     process = subprocess.Popen(
-        list(command), cwd=cwd, env=dict(environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL, start_new_session=True,
+        list(command),
+        cwd=cwd,
+        env=dict(environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )
     assert process.stdout is not None
     fd = process.stdout.fileno()
@@ -135,13 +163,17 @@ def _program_name(command: Sequence[str]) -> str:
     return Path(words[0]).name if words else "the program"
 
 
-def _pump(process: subprocess.Popen[bytes], fd: int, name: str, emit: Callable[[str], None], linger: float) -> None:
+def _pump(
+    process: subprocess.Popen[bytes], fd: int, name: str, emit: Callable[[str], None], linger: float
+) -> None:
     """Read ``fd`` to its end, line by line (universal newlines, undecodable bytes replaced).
 
     Whatever is left holding an output pipe is ended ``linger`` seconds after the process that
     started it exited: ``fd`` itself once ``process`` has exited, and a pipe inside the session
     (pip reading a build hook's output) once the hook exited but left a child with its output."""
-    decoder = io.IncrementalNewlineDecoder(codecs.getincrementaldecoder("utf-8")(errors="replace"), translate=True)
+    decoder = io.IncrementalNewlineDecoder(
+        codecs.getincrementaldecoder("utf-8")(errors="replace"), translate=True
+    )
     pending = ""
     exited_at: float | None = None
     orphaned_at: dict[int, float] = {}
@@ -168,14 +200,22 @@ def _pump(process: subprocess.Popen[bytes], fd: int, name: str, emit: Callable[[
                 holders = pipe_holders(fd)
                 left = end_session(process, also=holders, gentle=False)
                 named = ", ".join(str(m) for m in left) or "a process it started"
-                emit(f"{NOTE_PREFIX}{name} exited (status {process.returncode}) but {named} kept its output open: ended after {linger:.0f} s")
+                emit(
+                    f"{NOTE_PREFIX}{name} exited (status {process.returncode}) but {named} kept its output open: ended after {linger:.0f} s"
+                )
                 break
     rest = pending + decoder.decode(b"", final=True)
     if rest:
         emit(rest.rstrip("\n"))
 
 
-def _end_orphans(session: int, orphaned_at: dict[int, float], now: float, emit: Callable[[str], None], linger: float) -> None:
+def _end_orphans(
+    session: int,
+    orphaned_at: dict[int, float],
+    now: float,
+    emit: Callable[[str], None],
+    linger: float,
+) -> None:
     """End the session's processes that have held an output pipe for ``linger`` seconds since
     the process that started them exited (:func:`~cuda_resolve._sessions.orphans_holding_output`)."""
     found = {m.pid: m for m in orphans_holding_output(session)}
@@ -191,8 +231,10 @@ def _end_orphans(session: int, orphaned_at: dict[int, float], now: float, emit: 
         end_members(due)
         for member in due:
             del orphaned_at[member.pid]
-            emit(f"{NOTE_PREFIX}{member} was left running by a build step that exited, holding its output open "
-                 f"(which would hang the build): ended after {linger:.0f} s")
+            emit(
+                f"{NOTE_PREFIX}{member} was left running by a build step that exited, holding its output open "
+                f"(which would hang the build): ended after {linger:.0f} s"
+            )
 
 
 def _read(fd: int) -> bytes:
@@ -217,7 +259,15 @@ def build_wheel(
     options, its log); ``environ`` is the build's variables. Return the wheel's path. ``disks``:
     (what, folder) to name first when the disk fills up (the folders the user chose)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    args = ["--no-build-isolation", "--no-deps", "--no-cache-dir", "-v", "-w", str(out_dir), str(source_dir)]
+    args = [
+        "--no-build-isolation",
+        "--no-deps",
+        "--no-cache-dir",
+        "-v",
+        "-w",
+        str(out_dir),
+        str(source_dir),
+    ]
     started = time.monotonic()
     step: list[int | None] = [None, None]
     unit = [""]
@@ -230,18 +280,33 @@ def build_wheel(
             unit[0] = Path(source.group(1).strip("'\"")).name if source else unit[0]
         on_progress(BuildProgress(step[0], step[1], time.monotonic() - started, text, unit[0]))
 
-    status, tail = pip.wheel(args, environ=environ, log_path=log_path, cwd=source_dir, on_line=on_line)
+    status, tail = pip.wheel(
+        args, environ=environ, log_path=log_path, cwd=source_dir, on_line=on_line
+    )
     if status != 0:
-        folders = [*disks, ("the build folder", source_dir), ("the wheel's output folder", out_dir), ("the build log's folder", log_path.parent)]
+        folders = [
+            *disks,
+            ("the build folder", source_dir),
+            ("the wheel's output folder", out_dir),
+            ("the build log's folder", log_path.parent),
+        ]
         raise _failure(label, status, tail, log_path, folders)
     wheels = sorted(out_dir.glob("*.whl"))
     if len(wheels) != 1:
-        raise BuildError(f"{label}: pip wheel succeeded but left {len(wheels)} wheels in {out_dir}",
-                         hint=f"see the log: {log_path}")
+        raise BuildError(
+            f"{label}: pip wheel succeeded but left {len(wheels)} wheels in {out_dir}",
+            hint=f"see the log: {log_path}",
+        )
     return wheels[0]
 
 
-def _failure(label: str, status: int, tail: list[str], log_path: Path, folders: Sequence[tuple[str, Path]] = ()) -> BuildError:
+def _failure(
+    label: str,
+    status: int,
+    tail: list[str],
+    log_path: Path,
+    folders: Sequence[tuple[str, Path]] = (),
+) -> BuildError:
     lines = error_lines(tail)
     found = diagnose(tail)
     message = f"building {label} failed (exit {status})"
@@ -250,7 +315,11 @@ def _failure(label: str, status: int, tail: list[str], log_path: Path, folders: 
     if found is not None:
         kind, meaning, fix = found
         message += f"\ndiagnosis ({kind}): {meaning}"
-        if kind == "disk-full" and ": '" not in meaning and (fullest := fullest_disk(folders)) is not None:
+        if (
+            kind == "disk-full"
+            and ": '" not in meaning
+            and (fullest := fullest_disk(folders)) is not None
+        ):
             # The compiler's or linker's line seldom names a path: then the disk with the least
             # room does (a quota is another diagnosis: free space says nothing of it).
             message += f"; the disk holding {fullest}"

@@ -58,7 +58,9 @@ class PreparedSource:
     root: Path  # the whole copy (repository root)
     build_dir: Path  # root / recipe.subdirectory: what `pip wheel` is given
     origin: str  # describe_source(): "archive https://... (sha256 ...)", "git clone ... at <rev>", "--source DIR"
-    revision_checked: bool  # the copy is known to be the recipe's pinned source (revision or sha256)
+    revision_checked: (
+        bool  # the copy is known to be the recipe's pinned source (revision or sha256)
+    )
     patches: tuple[Patch, ...]  # applied
     notes: tuple[str, ...] = ()
 
@@ -87,7 +89,9 @@ def recipe_digest(recipe: Recipe, torch_version: str) -> str:
         "submodules": recipe.submodules,
         "build_requires": list(recipe.build_requires),
         "env": [list(pair) for pair in recipe.env],
-        "patches": [[p.file, p.find, p.replace, p.count] for p in applicable_patches(recipe, torch_version)],
+        "patches": [
+            [p.file, p.find, p.replace, p.count] for p in applicable_patches(recipe, torch_version)
+        ],
     }
     if recipe.archive is not None:
         # The hash is the content (a moved URL builds the same wheel); strip changes the layout.
@@ -99,11 +103,15 @@ def recipe_digest(recipe: Recipe, torch_version: str) -> str:
 def _git(args: Sequence[str], *, cwd: Path | None, environ: Mapping[str, str]) -> str:
     done = run(["git", *args], timeout=_GIT_TIMEOUT, env=environ, cwd=cwd)
     if done is None:
-        raise BuildError("git is not installed, so the recipe's repository cannot be cloned",
-                         hint="install git, or pass --source DIR with a copy of the repository")
+        raise BuildError(
+            "git is not installed, so the recipe's repository cannot be cloned",
+            hint="install git, or pass --source DIR with a copy of the repository",
+        )
     if done.returncode is None:
-        raise BuildError(f"git {' '.join(args[:2])} took longer than {_GIT_TIMEOUT:.0f} s or wrote too much",
-                         hint="check the network (cuda-resolve doctor --network), or pass --source DIR")
+        raise BuildError(
+            f"git {' '.join(args[:2])} took longer than {_GIT_TIMEOUT:.0f} s or wrote too much",
+            hint="check the network (cuda-resolve doctor --network), or pass --source DIR",
+        )
     if done.returncode != 0:
         detail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         raise BuildError(
@@ -122,10 +130,14 @@ def _head_revision(tree: Path, environ: Mapping[str, str]) -> str | None:
         return None
 
 
-def _clone(recipe: Recipe, dest: Path, environ: Mapping[str, str], say: Callable[[str], None]) -> None:
+def _clone(
+    recipe: Recipe, dest: Path, environ: Mapping[str, str], say: Callable[[str], None]
+) -> None:
     if recipe.repository is None or recipe.revision is None:  # the parser refuses such a recipe
-        raise BuildError(f"recipe {recipe.name} names neither an archive nor a repository with a revision",
-                         hint="fix the recipe (docs/index-format.md), or pass --source DIR")
+        raise BuildError(
+            f"recipe {recipe.name} names neither an archive nor a repository with a revision",
+            hint="fix the recipe (docs/index-format.md), or pass --source DIR",
+        )
     say(f"cloning {recipe.repository} at {recipe.revision[:12]}")
     _git(["init", "-q", str(dest)], cwd=None, environ=environ)
     _git(["remote", "add", "origin", recipe.repository], cwd=dest, environ=environ)
@@ -140,7 +152,11 @@ def _clone(recipe: Recipe, dest: Path, environ: Mapping[str, str], say: Callable
         )
     if recipe.submodules:
         say("fetching submodules")
-        _git(["submodule", "update", "--init", "--recursive", "--depth", "1"], cwd=dest, environ=environ)
+        _git(
+            ["submodule", "update", "--init", "--recursive", "--depth", "1"],
+            cwd=dest,
+            environ=environ,
+        )
         status = _git(["submodule", "status", "--recursive"], cwd=dest, environ=environ)
         bad = [line.strip() for line in status.splitlines() if line[:1] in ("-", "+", "U")]
         if bad:
@@ -181,59 +197,115 @@ class _TreeCopy:
             self._folder(self.real_root, self.dest, "", 0, frozenset())
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
-                raise BuildError(f"copying --source {self.source}: the disk holding {self.dest.parent} is full; the partial copy was removed",
-                                 hint=f"free space there, or point TMPDIR at a folder with room (the copy needs about as much as {self.source})") from None
+                raise BuildError(
+                    f"copying --source {self.source}: the disk holding {self.dest.parent} is full; the partial copy was removed",
+                    hint=f"free space there, or point TMPDIR at a folder with room (the copy needs about as much as {self.source})",
+                ) from None
             raise
         return self.notes
 
-    def _folder(self, real: str, dest: Path, relative: str, depth: int, ancestors: frozenset[tuple[int, int]]) -> None:
+    def _folder(
+        self,
+        real: str,
+        dest: Path,
+        relative: str,
+        depth: int,
+        ancestors: frozenset[tuple[int, int]],
+    ) -> None:
         shown = relative or "."
         if depth > _MAX_DEPTH:
-            raise self._refuse(shown, f"is more than {_MAX_DEPTH} folders deep", "that is not a source tree: check for a runaway folder or link")
+            raise self._refuse(
+                shown,
+                f"is more than {_MAX_DEPTH} folders deep",
+                "that is not a source tree: check for a runaway folder or link",
+            )
         try:
             info = os.stat(real)
             entries = sorted(os.scandir(real), key=lambda entry: entry.name)
         except OSError as exc:
-            raise self._refuse(shown, f"cannot be read ({exc.strerror or exc})", "make the folder readable, or give a copy you can read") from None
+            raise self._refuse(
+                shown,
+                f"cannot be read ({exc.strerror or exc})",
+                "make the folder readable, or give a copy you can read",
+            ) from None
         ancestors = ancestors | {(info.st_dev, info.st_ino)}
         dest.mkdir(mode=info.st_mode & 0o777 | stat.S_IRWXU)
         for entry in entries:
             if self._skipped(relative, entry.name):
                 continue
-            self._entry(entry, dest / entry.name, f"{relative}/{entry.name}" if relative else entry.name, depth, ancestors)
+            self._entry(
+                entry,
+                dest / entry.name,
+                f"{relative}/{entry.name}" if relative else entry.name,
+                depth,
+                ancestors,
+            )
 
-    def _entry(self, entry: os.DirEntry[str], dest: Path, relative: str, depth: int, ancestors: frozenset[tuple[int, int]]) -> None:
+    def _entry(
+        self,
+        entry: os.DirEntry[str],
+        dest: Path,
+        relative: str,
+        depth: int,
+        ancestors: frozenset[tuple[int, int]],
+    ) -> None:
         path = entry.path
         if entry.is_symlink():
             real = os.path.realpath(path)
             if os.path.commonpath([self.real_root, real]) == self.real_root:
                 # The same place in the copy, by a relative link: writes through it stay in the copy.
-                os.symlink(os.path.relpath(self.dest / os.path.relpath(real, self.real_root), dest.parent), dest)
+                os.symlink(
+                    os.path.relpath(self.dest / os.path.relpath(real, self.real_root), dest.parent),
+                    dest,
+                )
                 return
             if not os.path.lexists(real):
                 # Outside and missing: a write through it would create the user's file. Left out.
-                self.notes.append(f"--source {self.source}: {relative} is a link to {os.readlink(path)}, "
-                                  "outside the tree and missing: left out of the copy")
+                self.notes.append(
+                    f"--source {self.source}: {relative} is a link to {os.readlink(path)}, "
+                    "outside the tree and missing: left out of the copy"
+                )
                 return
             path = real  # outside the tree: what it points at is copied, the link is not
         try:
             info = os.stat(path)
         except OSError as exc:
-            raise self._refuse(relative, f"cannot be read ({exc.strerror or exc})", "make it readable, or remove it from the tree") from None
-        if entry.name == ".git" and stat.S_ISREG(info.st_mode) and self._git_pointer_outside(path, relative):
+            raise self._refuse(
+                relative,
+                f"cannot be read ({exc.strerror or exc})",
+                "make it readable, or remove it from the tree",
+            ) from None
+        if (
+            entry.name == ".git"
+            and stat.S_ISREG(info.st_mode)
+            and self._git_pointer_outside(path, relative)
+        ):
             return
         if stat.S_ISDIR(info.st_mode):
             if (info.st_dev, info.st_ino) in ancestors:
-                raise self._refuse(relative, "is a link to a folder that holds it: the tree would never end",
-                                   "remove the link, or give a copy of the source without it")
+                raise self._refuse(
+                    relative,
+                    "is a link to a folder that holds it: the tree would never end",
+                    "remove the link, or give a copy of the source without it",
+                )
             self._folder(path, dest, relative, depth + 1, ancestors)
         elif stat.S_ISREG(info.st_mode):
             self._file(path, dest, relative, info)
         else:
-            kind = ("a FIFO" if stat.S_ISFIFO(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode)
-                    else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "not a regular file")
-            raise self._refuse(relative, f"is {kind}, which a source tree never holds",
-                               "remove it from the tree, or give a clean copy of the source")
+            kind = (
+                "a FIFO"
+                if stat.S_ISFIFO(info.st_mode)
+                else "a socket"
+                if stat.S_ISSOCK(info.st_mode)
+                else "a device"
+                if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+                else "not a regular file"
+            )
+            raise self._refuse(
+                relative,
+                f"is {kind}, which a source tree never holds",
+                "remove it from the tree, or give a clean copy of the source",
+            )
 
     def _git_pointer_outside(self, path: str, relative: str) -> bool:
         """Whether the ``.git`` file at ``path`` is a ``gitdir:`` pointer (a worktree's, a
@@ -244,14 +316,16 @@ class _TreeCopy:
                 head = handle.read(4096).decode("utf-8", "replace")
         except OSError:
             return False
-        pointer = head[len("gitdir:"):].strip().splitlines() if head.startswith("gitdir:") else []
+        pointer = head[len("gitdir:") :].strip().splitlines() if head.startswith("gitdir:") else []
         if not pointer:
             return False
         real = os.path.realpath(os.path.join(os.path.dirname(path), pointer[0].strip()))
         if os.path.commonpath([self.real_root, real]) == self.real_root:
             return False
-        self.notes.append(f"--source {self.source}: {relative} points git at {real}, outside the tree: "
-                          "left out of the copy, so git run by the build cannot write there")
+        self.notes.append(
+            f"--source {self.source}: {relative} points git at {real}, outside the tree: "
+            "left out of the copy, so git run by the build cannot write there"
+        )
         return True
 
     def _file(self, path: str, dest: Path, relative: str, info: os.stat_result) -> None:
@@ -259,23 +333,40 @@ class _TreeCopy:
             # Non-blocking: if it became a FIFO since it was looked at, opening it must not wait.
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         except OSError as exc:
-            raise self._refuse(relative, f"cannot be read ({exc.strerror or exc})", "make it readable, or remove it from the tree") from None
+            raise self._refuse(
+                relative,
+                f"cannot be read ({exc.strerror or exc})",
+                "make it readable, or remove it from the tree",
+            ) from None
         with os.fdopen(fd, "rb") as source:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise self._refuse(relative, "changed into something other than a file while it was copied", "retry once nothing else writes the tree")
-            out_fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
-                             info.st_mode & 0o777 | stat.S_IRUSR | stat.S_IWUSR)  # no set-id bits in a copy
+                raise self._refuse(
+                    relative,
+                    "changed into something other than a file while it was copied",
+                    "retry once nothing else writes the tree",
+                )
+            out_fd = os.open(
+                dest,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                info.st_mode & 0o777 | stat.S_IRUSR | stat.S_IWUSR,
+            )  # no set-id bits in a copy
             with os.fdopen(out_fd, "wb") as out:
                 try:
                     shutil.copyfileobj(source, out, _CHUNK)
                 except OSError as exc:
                     if exc.errno == errno.ENOSPC:
                         raise
-                    raise self._refuse(relative, f"cannot be read ({exc.strerror or exc})", "make it readable, or remove it from the tree") from None
+                    raise self._refuse(
+                        relative,
+                        f"cannot be read ({exc.strerror or exc})",
+                        "make it readable, or remove it from the tree",
+                    ) from None
         os.utime(dest, ns=(info.st_atime_ns, info.st_mtime_ns))
 
 
-def _copy_tree(source: Path, dest: Path, build_roots: frozenset[str] = frozenset({""})) -> list[str]:
+def _copy_tree(
+    source: Path, dest: Path, build_roots: frozenset[str] = frozenset({""})
+) -> list[str]:
     """Copy ``source`` into the new folder ``dest`` (see :class:`_TreeCopy`); notes on what was
     left out. On any failure ``dest`` is removed."""
     try:
@@ -292,8 +383,10 @@ def apply_patches(recipe: Recipe, root: Path, patches: Sequence[Patch]) -> None:
         target = root / patch.file
         where = f"recipe {recipe.name}, patch {number} ({patch.file})"
         if os.path.commonpath([real_root, os.path.realpath(target)]) != real_root:
-            raise BuildError(f"{where}: {patch.file} leads outside the source tree ({os.path.realpath(target)})",
-                             hint="a patch only ever changes the copy of the source: fix the recipe's patch file")
+            raise BuildError(
+                f"{where}: {patch.file} leads outside the source tree ({os.path.realpath(target)})",
+                hint="a patch only ever changes the copy of the source: fix the recipe's patch file",
+            )
         try:
             text = target.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -312,7 +405,12 @@ def apply_patches(recipe: Recipe, root: Path, patches: Sequence[Patch]) -> None:
 
 
 def _unpack(
-    recipe: Recipe, dest: Path, *, client: HttpClient | None, cache_dir: Path | None, say: Callable[[str], None]
+    recipe: Recipe,
+    dest: Path,
+    *,
+    client: HttpClient | None,
+    cache_dir: Path | None,
+    say: Callable[[str], None],
 ) -> None:
     archive = recipe.archive
     assert archive is not None
@@ -322,11 +420,15 @@ def _unpack(
         unpack_archive(handle, dest, strip=archive.strip, label=label)
 
 
-def _copy_source_dir(recipe: Recipe, source_dir: Path, dest: Path, env: Mapping[str, str], say: Callable[[str], None]) -> tuple[bool, list[str]]:
+def _copy_source_dir(
+    recipe: Recipe, source_dir: Path, dest: Path, env: Mapping[str, str], say: Callable[[str], None]
+) -> tuple[bool, list[str]]:
     """Copy ``--source DIR``; returns whether its revision was checked, and notes."""
     if not source_dir.is_dir():
-        raise BuildError(f"--source {source_dir}: not a folder",
-                         hint="give the folder holding a copy of the recipe's repository")
+        raise BuildError(
+            f"--source {source_dir}: not a folder",
+            hint="give the folder holding a copy of the recipe's repository",
+        )
     if recipe.subdirectory and not (source_dir / recipe.subdirectory).is_dir():
         raise BuildError(
             f"--source {source_dir}: has no {recipe.subdirectory}/ (recipe {recipe.name} builds that folder)",
@@ -342,9 +444,15 @@ def _copy_source_dir(recipe: Recipe, source_dir: Path, dest: Path, env: Mapping[
     build_roots = frozenset({"", recipe.subdirectory.strip("/")} if recipe.subdirectory else {""})
     copied = _copy_tree(source_dir, dest, build_roots)
     if recipe.revision is None:
-        return False, [f"{source_dir} was used as given: recipe {recipe.name} pins an archive by sha256, which a folder cannot be checked against", *copied]
+        return False, [
+            f"{source_dir} was used as given: recipe {recipe.name} pins an archive by sha256, which a folder cannot be checked against",
+            *copied,
+        ]
     if head is None:
-        return False, [f"{source_dir} is not a git checkout: its revision could not be checked against {recipe.revision[:12]}", *copied]
+        return False, [
+            f"{source_dir} is not a git checkout: its revision could not be checked against {recipe.revision[:12]}",
+            *copied,
+        ]
     return True, copied
 
 
@@ -381,9 +489,17 @@ def prepare_source(
     origin = describe_source(recipe, source_dir)
     build_dir = dest / recipe.subdirectory if recipe.subdirectory else dest
     if not build_dir.is_dir():
-        raise BuildError(f"recipe {recipe.name}: the source has no {recipe.subdirectory}/ to build",
-                         hint=f"the source ({origin}) is not laid out as the recipe expects: fix the recipe's subdirectory or archive.strip")
+        raise BuildError(
+            f"recipe {recipe.name}: the source has no {recipe.subdirectory}/ to build",
+            hint=f"the source ({origin}) is not laid out as the recipe expects: fix the recipe's subdirectory or archive.strip",
+        )
     patches = applicable_patches(recipe, torch_version)
     apply_patches(recipe, dest, patches)
-    return PreparedSource(root=dest, build_dir=build_dir, origin=origin, revision_checked=checked,
-                          patches=patches, notes=tuple(notes))
+    return PreparedSource(
+        root=dest,
+        build_dir=build_dir,
+        origin=origin,
+        revision_checked=checked,
+        patches=patches,
+        notes=tuple(notes),
+    )

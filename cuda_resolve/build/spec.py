@@ -24,7 +24,14 @@ from ..versions import ComputeCapability, CudaVersion
 if TYPE_CHECKING:
     from .._toml import Table
 
-__all__ = ["BuildSpec", "recipe_from_json", "recipe_to_json", "spec_from_json", "toolkit_from_json", "toolkit_to_json"]
+__all__ = [
+    "BuildSpec",
+    "recipe_from_json",
+    "recipe_to_json",
+    "spec_from_json",
+    "toolkit_from_json",
+    "toolkit_to_json",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -38,17 +45,25 @@ class BuildSpec:
     python_tag: str  # cp311
     platform: str  # linux_x86_64
     torch_version: str  # base version built against: 2.14.1
-    torch_requirement: str | None  # set when the target's torch is not that build: install it in the overlay
+    torch_requirement: (
+        str | None
+    )  # set when the target's torch is not that build: install it in the overlay
     torch_index: str | None
     variant: str  # cu130
     toolkit: Toolkit
     arch_list: str  # TORCH_CUDA_ARCH_LIST: 8.6;9.0+PTX
-    variables: tuple[tuple[str, str], ...]  # CUDA_HOME, TORCH_CUDA_ARCH_LIST, recipe env, CC/CXX ...
-    include_dirs: tuple[str, ...] = ()  # headers torch needs that the toolkit lacks (nvidia-* wheels)
+    variables: tuple[
+        tuple[str, str], ...
+    ]  # CUDA_HOME, TORCH_CUDA_ARCH_LIST, recipe env, CC/CXX ...
+    include_dirs: tuple[
+        str, ...
+    ] = ()  # headers torch needs that the toolkit lacks (nvidia-* wheels)
     missing_headers: tuple[str, ...] = ()  # still to be found in the overlay's nvidia-* wheels
     build_requires: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
-    max_jobs: int | None = None  # decided at planning from the machine's cores and memory; None: at build time
+    max_jobs: int | None = (
+        None  # decided at planning from the machine's cores and memory; None: at build time
+    )
     torch_index_option: str = "--index-url"  # or "--find-links" for a flat PyTorch mirror
 
     def to_json(self) -> dict[str, Any]:
@@ -115,8 +130,12 @@ def recipe_to_json(recipe: Recipe) -> dict[str, Any]:
         "version": str(recipe.version),
         "repository": recipe.repository,
         "revision": recipe.revision,
-        "archive": None if recipe.archive is None else {
-            "url": recipe.archive.url, "sha256": recipe.archive.sha256, "strip": recipe.archive.strip,
+        "archive": None
+        if recipe.archive is None
+        else {
+            "url": recipe.archive.url,
+            "sha256": recipe.archive.sha256,
+            "strip": recipe.archive.strip,
         },
         "subdirectory": recipe.subdirectory,
         "submodules": recipe.submodules,
@@ -128,11 +147,22 @@ def recipe_to_json(recipe: Recipe) -> dict[str, Any]:
         "build_requires": list(recipe.build_requires),
         "env": {name: value for name, value in recipe.env},
         "patches": [
-            {"file": p.file, "find": p.find, "replace": p.replace, "reason": p.reason, "count": p.count, "torch": str(p.torch)}
+            {
+                "file": p.file,
+                "find": p.find,
+                "replace": p.replace,
+                "reason": p.reason,
+                "count": p.count,
+                "torch": str(p.torch),
+            }
             for p in recipe.patches
         ],
-        "smoke": None if recipe.smoke is None else {
-            "imports": list(recipe.smoke.imports), "gpu_script": recipe.smoke.gpu_script, "description": recipe.smoke.description,
+        "smoke": None
+        if recipe.smoke is None
+        else {
+            "imports": list(recipe.smoke.imports),
+            "gpu_script": recipe.smoke.gpu_script,
+            "description": recipe.smoke.description,
         },
     }
     return data
@@ -151,22 +181,33 @@ def recipe_from_json(table: Table) -> Recipe:
     archive_table = table.table("archive")
     archive = None
     if archive_table is not None:
-        archive = SourceArchive(url=archive_table.string("url"), sha256=archive_table.string("sha256"),
-                                strip=archive_table.string("strip", None))
+        archive = SourceArchive(
+            url=archive_table.string("url"),
+            sha256=archive_table.string("sha256"),
+            strip=archive_table.string("strip", None),
+        )
         archive_table.finish()
     patches = []
     for patch_table in table.tables("patches"):
-        patches.append(Patch(
-            file=patch_table.string("file"), find=patch_table.string("find"), replace=patch_table.string("replace"),
-            reason=patch_table.string("reason", ""), count=patch_table.integer("count", 1),
-            torch=patch_table.parsed("torch", _specifier, SpecifierSet()),
-        ))
+        patches.append(
+            Patch(
+                file=patch_table.string("file"),
+                find=patch_table.string("find"),
+                replace=patch_table.string("replace"),
+                reason=patch_table.string("reason", ""),
+                count=patch_table.integer("count", 1),
+                torch=patch_table.parsed("torch", _specifier, SpecifierSet()),
+            )
+        )
         patch_table.finish()
     smoke_table = table.table("smoke")
     smoke = None
     if smoke_table is not None:
-        smoke = SmokeTest(imports=smoke_table.strings("imports", ()), gpu_script=smoke_table.string("gpu_script", None),
-                          description=smoke_table.string("description", ""))
+        smoke = SmokeTest(
+            imports=smoke_table.strings("imports", ()),
+            gpu_script=smoke_table.string("gpu_script", None),
+            description=smoke_table.string("description", ""),
+        )
         smoke_table.finish()
     recipe = Recipe(
         name=table.string("name"),

@@ -18,7 +18,21 @@ from ..errors import UsageError
 __all__ = ["ArgumentParser", "guarded", "interrupted", "main", "run", "split_debug"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
-COMMANDS = ("detect", "doctor", "plan", "install", "apply", "undo", "build", "wheelhouse", "mirror", "index", "lock", "sync", "env")
+COMMANDS = (
+    "detect",
+    "doctor",
+    "plan",
+    "install",
+    "apply",
+    "undo",
+    "build",
+    "wheelhouse",
+    "mirror",
+    "index",
+    "lock",
+    "sync",
+    "env",
+)
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -28,13 +42,21 @@ class _Formatter(argparse.HelpFormatter):
     def _split_lines(self, text: str, width: int) -> list[str]:
         import textwrap
 
-        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False, break_long_words=False)
+        return textwrap.wrap(
+            " ".join(text.split()), width, break_on_hyphens=False, break_long_words=False
+        )
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         import textwrap
 
-        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
-                             break_on_hyphens=False, break_long_words=False)
+        return textwrap.fill(
+            " ".join(text.split()),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -80,8 +102,13 @@ def _requested_command(argv: Sequence[str]) -> str | None:
 class _VersionAction(argparse.Action):
     """--version, read only when asked (it reads the shipped index's files)."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
         from .. import version_text
 
         print(version_text())
@@ -93,7 +120,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="cuda-resolve",
         description="Detect this NVIDIA machine, decide the ABI-matched torch and CUDA-extension builds, and install them.",
     )
-    parser.add_argument("--version", action=_VersionAction, nargs=0, help="show the version and the index's date, and exit")
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        nargs=0,
+        help="show the version and the index's date, and exit",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     # Importing every command module costs start-up time a single command never needs.
     for name in (only,) if only else COMMANDS:
@@ -116,7 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def command() -> int:
         parser = build_parser(_requested_command(args_list))
-        parser.add_argument("--debug", action="store_true", help="on an unexpected error, show the traceback")
+        parser.add_argument(
+            "--debug", action="store_true", help="on an unexpected error, show the traceback"
+        )
         args = parser.parse_args(args_list)
         if args.command is None:
             parser.print_help()
@@ -137,7 +171,9 @@ def run() -> None:
     try:
         _restore_interrupts()
         code = main()
-    except KeyboardInterrupt as exc:  # between entering run() and main()'s boundary, or inside a handler
+    except (
+        KeyboardInterrupt
+    ) as exc:  # between entering run() and main()'s boundary, or inside a handler
         code = _interrupted(by=exc)
     from .._signals import exit_with
 

@@ -28,23 +28,81 @@ __all__ = ["TerminalReporter", "add_action_options", "install_options", "parse_s
 def add_action_options(parser: argparse.ArgumentParser, *, install: bool) -> None:
     """The options of install-like actions; ``install`` adds those that only installing has."""
     group = parser.add_argument_group("cuda-resolve")
-    group.add_argument("--python", metavar="PATH", help=f"the interpreter whose environment to install into; the target is: {RULE}")
-    group.add_argument("--allow-torch-change", action="store_true", help="allow replacing the installed torch")
-    group.add_argument("--strict-driver", action="store_true", help="require each CUDA toolkit's own driver")
-    group.add_argument("--arch-list", metavar="LIST", help="TORCH_CUDA_ARCH_LIST for source builds (default: the GPUs here, or the --profile's)")
-    group.add_argument("--ptx", action="store_true", help="also embed PTX for the highest architecture (runs on newer GPUs, slower to build)")
-    group.add_argument("--source", metavar="[PKG=]DIR", action="append", default=[], help="build from this copy of the recipe's repository instead of fetching or cloning it (air-gapped machines); repeatable")
-    group.add_argument("--rebuild", action="store_true", help="build even when the wheelhouse has the wheel")
-    group.add_argument("--accept-name", metavar="NAME", action="append", default=[], help="install NAME although it is one letter away from a package cuda-resolve curates")
-    group.add_argument("--index", metavar="DIR", type=Path, action="append", default=[], help="an index overlay directory (repeatable)")
-    group.add_argument("--json", action="store_true", help="print a JSON report instead of progress")
+    group.add_argument(
+        "--python",
+        metavar="PATH",
+        help=f"the interpreter whose environment to install into; the target is: {RULE}",
+    )
+    group.add_argument(
+        "--allow-torch-change", action="store_true", help="allow replacing the installed torch"
+    )
+    group.add_argument(
+        "--strict-driver", action="store_true", help="require each CUDA toolkit's own driver"
+    )
+    group.add_argument(
+        "--arch-list",
+        metavar="LIST",
+        help="TORCH_CUDA_ARCH_LIST for source builds (default: the GPUs here, or the --profile's)",
+    )
+    group.add_argument(
+        "--ptx",
+        action="store_true",
+        help="also embed PTX for the highest architecture (runs on newer GPUs, slower to build)",
+    )
+    group.add_argument(
+        "--source",
+        metavar="[PKG=]DIR",
+        action="append",
+        default=[],
+        help="build from this copy of the recipe's repository instead of fetching or cloning it (air-gapped machines); repeatable",
+    )
+    group.add_argument(
+        "--rebuild", action="store_true", help="build even when the wheelhouse has the wheel"
+    )
+    group.add_argument(
+        "--accept-name",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="install NAME although it is one letter away from a package cuda-resolve curates",
+    )
+    group.add_argument(
+        "--index",
+        metavar="DIR",
+        type=Path,
+        action="append",
+        default=[],
+        help="an index overlay directory (repeatable)",
+    )
+    group.add_argument(
+        "--json", action="store_true", help="print a JSON report instead of progress"
+    )
     if install:
-        group.add_argument("--smoke", action="store_true", help="also run each package's GPU smoke test (its kernels against plain torch)")
-        group.add_argument("--no-verify", action="store_true", help="skip the import check after installing")
-        group.add_argument("--dry-run", action="store_true", help="print the plan, the builds and the exact pip commands a run executes; change nothing")
-        group.add_argument("--plan", metavar="FILE", type=Path, help="carry out a plan written earlier (cuda-resolve plan REQ... --json > FILE) after checking that the facts it was made from still hold here")
+        group.add_argument(
+            "--smoke",
+            action="store_true",
+            help="also run each package's GPU smoke test (its kernels against plain torch)",
+        )
+        group.add_argument(
+            "--no-verify", action="store_true", help="skip the import check after installing"
+        )
+        group.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="print the plan, the builds and the exact pip commands a run executes; change nothing",
+        )
+        group.add_argument(
+            "--plan",
+            metavar="FILE",
+            type=Path,
+            help="carry out a plan written earlier (cuda-resolve plan REQ... --json > FILE) after checking that the facts it was made from still hold here",
+        )
     else:
-        group.add_argument("--dry-run", action="store_true", help="print the builds (pre-flight only); compile nothing")
+        group.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="print the builds (pre-flight only); compile nothing",
+        )
 
 
 def parse_sources(values: Sequence[str]) -> tuple[tuple[str, Path], ...]:
@@ -54,15 +112,27 @@ def parse_sources(values: Sequence[str]) -> tuple[tuple[str, Path], ...]:
         if not sep or os.sep in name or not name:
             name, folder = "*", value
         if not folder.strip():  # Path("") is the current folder: never build from it by accident
-            raise UsageError(f"--source {value!r}: no folder given", hint="give a folder holding a copy of the recipe's repository, e.g. --source pointnet2_ops=~/src/Pointnet2_PyTorch")
+            raise UsageError(
+                f"--source {value!r}: no folder given",
+                hint="give a folder holding a copy of the recipe's repository, e.g. --source pointnet2_ops=~/src/Pointnet2_PyTorch",
+            )
         path = Path(folder).expanduser()
         if not path.is_dir():
-            raise UsageError(f"--source {value}: {path} is not a folder", hint="give a folder holding a copy of the recipe's repository, e.g. --source pointnet2_ops=~/src/Pointnet2_PyTorch")
+            raise UsageError(
+                f"--source {value}: {path} is not a folder",
+                hint="give a folder holding a copy of the recipe's repository, e.g. --source pointnet2_ops=~/src/Pointnet2_PyTorch",
+            )
         found.append((name, path.resolve()))
     return tuple(found)
 
 
-def install_options(args: argparse.Namespace, *, pip_args: Sequence[str] = (), smoke: bool = False, verify: bool = True) -> InstallOptions:
+def install_options(
+    args: argparse.Namespace,
+    *,
+    pip_args: Sequence[str] = (),
+    smoke: bool = False,
+    verify: bool = True,
+) -> InstallOptions:
     from ..config import load_config
     from ..install.options import InstallOptions
 
@@ -70,8 +140,15 @@ def install_options(args: argparse.Namespace, *, pip_args: Sequence[str] = (), s
     torch_index = config.pytorch.url if config.pytorch else None
     option = config.pytorch.pip_option if config.pytorch else "--index-url"
     return InstallOptions(
-        pip_args=tuple(pip_args), source_dirs=parse_sources(args.source), smoke=smoke, verify=verify,
-        ptx=args.ptx, rebuild=args.rebuild, explicit_arch_list=bool(args.arch_list), torch_index=torch_index, torch_index_option=option,
+        pip_args=tuple(pip_args),
+        source_dirs=parse_sources(args.source),
+        smoke=smoke,
+        verify=verify,
+        ptx=args.ptx,
+        rebuild=args.rebuild,
+        explicit_arch_list=bool(args.arch_list),
+        torch_index=torch_index,
+        torch_index_option=option,
     )
 
 
@@ -110,7 +187,17 @@ class TerminalReporter:
             self._clear()
             first = f"- [{time.monotonic() - self._started:5.1f} s] "
             # A hanging indent: a long step (a log path, a URL) never wraps to column 0 or splits.
-            self.console.print(Text(_output.hanging(printable(text), first=first, rest=" " * len(first), width=self.console.width)), soft_wrap=True)
+            self.console.print(
+                Text(
+                    _output.hanging(
+                        printable(text),
+                        first=first,
+                        rest=" " * len(first),
+                        width=self.console.width,
+                    )
+                ),
+                soft_wrap=True,
+            )
 
     def note(self, text: str) -> None:
         if self.quiet:
@@ -119,8 +206,15 @@ class TerminalReporter:
 
         with self._lock:
             self._clear()
-            self.console.print(Text(_output.hanging(printable(text), first="note: ", rest="      ", width=self.console.width)),
-                               style="yellow", soft_wrap=True)
+            self.console.print(
+                Text(
+                    _output.hanging(
+                        printable(text), first="note: ", rest="      ", width=self.console.width
+                    )
+                ),
+                style="yellow",
+                soft_wrap=True,
+            )
             self._last_progress = 0.0  # redraw the status line the note cleared
 
     def progress(self, label: str, done: int | None, total: int | None, elapsed: float) -> None:
@@ -136,8 +230,12 @@ class TerminalReporter:
             # The ticker holds the reporter weakly: when the command that made it is done with it,
             # the ticker ends instead of redrawing a finished status line wherever stderr points
             # by then (a test runner's capture, the next command run in the same process).
-            self._ticker = threading.Thread(target=_tick, args=(weakref.ref(self), self.TICK_SECONDS),
-                                            name="cuda-resolve-progress", daemon=True)
+            self._ticker = threading.Thread(
+                target=_tick,
+                args=(weakref.ref(self), self.TICK_SECONDS),
+                name="cuda-resolve-progress",
+                daemon=True,
+            )
             self._ticker.start()
 
     def _redraw(self) -> None:

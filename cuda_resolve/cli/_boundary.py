@@ -62,7 +62,9 @@ def _guarded(body: Callable[[], int], *, wants_json: bool, debug: bool) -> int:
         text = str(exc).replace("\n", " ")
         text = text if len(text) <= 300 else text[:280] + "..."
         message = f"unexpected {type(exc).__name__}" + (f": {text}" if text else "")
-        _output.report_error(CudaResolveError(message, hint=None if debug else _REPORT_HINT), as_json=wants_json)
+        _output.report_error(
+            CudaResolveError(message, hint=None if debug else _REPORT_HINT), as_json=wants_json
+        )
         return BUG_EXIT
 
 

@@ -15,11 +15,19 @@ if TYPE_CHECKING:
     from ..index.model import Index
     from ..install.target import TargetChoice
 
-__all__ = ["add_environment_options", "add_json_option", "detect_target", "environment_from_args", "index_from_args"]
+__all__ = [
+    "add_environment_options",
+    "add_json_option",
+    "detect_target",
+    "environment_from_args",
+    "index_from_args",
+]
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print a JSON document instead of tables")
+    parser.add_argument(
+        "--json", action="store_true", help="print a JSON document instead of tables"
+    )
 
 
 def add_environment_options(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +61,13 @@ def environment_from_args(args: argparse.Namespace) -> Environment:
 
     env, choice = detect_target(args.python)
     # Every report says whose environment it describes: not always the tool's own.
-    return replace(env, notes=(f"target interpreter: {env.python.executable or choice.python} (from {choice.how})", *env.notes))
+    return replace(
+        env,
+        notes=(
+            f"target interpreter: {env.python.executable or choice.python} (from {choice.how})",
+            *env.notes,
+        ),
+    )
 
 
 def detect_target(python: str | None) -> tuple[Environment, TargetChoice]:

@@ -54,7 +54,9 @@ def console() -> Console:
     """A rich console on stdout whose output is redacted."""
     from rich.console import Console  # imported on use: --json output never pays for rich
 
-    return Console(file=cast("IO[str]", _RedactedStream("stdout")), highlight=False, soft_wrap=False)
+    return Console(
+        file=cast("IO[str]", _RedactedStream("stdout")), highlight=False, soft_wrap=False
+    )
 
 
 def error_console() -> Console:
@@ -66,7 +68,9 @@ def error_console() -> Console:
 
 def print_json(data: Any) -> None:
     """``data`` as indented JSON on stdout, every string in it (keys included) redacted."""
-    sys.stdout.write(json.dumps(redact_data(data), indent=2, sort_keys=False, default=_redacted_str) + "\n")
+    sys.stdout.write(
+        json.dumps(redact_data(data), indent=2, sort_keys=False, default=_redacted_str) + "\n"
+    )
 
 
 def _redacted_str(value: Any) -> str:
@@ -91,6 +95,10 @@ def hanging(text: str, *, first: str, rest: str, width: int) -> str:
     import textwrap
 
     return textwrap.fill(
-        text, width=max(width, len(first) + 20), initial_indent=first, subsequent_indent=rest,
-        break_long_words=False, break_on_hyphens=False,
+        text,
+        width=max(width, len(first) + 20),
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
     )

@@ -31,6 +31,8 @@ def handle(args: argparse.Namespace) -> int:
     if args.plan is not None and args.plan != args.plan_file:
         from ..errors import UsageError
 
-        raise UsageError("apply takes one plan: PLAN or --plan, not both", hint="cuda-resolve apply PLAN.json")
+        raise UsageError(
+            "apply takes one plan: PLAN or --plan, not both", hint="cuda-resolve apply PLAN.json"
+        )
     args.plan = args.plan_file
     return run_action(args, [], mode="install")

@@ -20,7 +20,9 @@ def register(subparsers: Any) -> None:
         description="Probe the machine (driver, GPUs, toolkits, compilers, target Python and torch) without importing torch.",
     )
     add_environment_options(parser)
-    parser.add_argument("--save-profile", metavar="FILE", type=Path, help="write the machine profile (TOML) to FILE")
+    parser.add_argument(
+        "--save-profile", metavar="FILE", type=Path, help="write the machine profile (TOML) to FILE"
+    )
     parser.set_defaults(handler=handle)
 
 
@@ -29,11 +31,17 @@ def handle(args: argparse.Namespace) -> int:
     if args.save_profile is not None:
         target: Path = args.save_profile
         if target.is_dir():
-            raise UsageError(f"--save-profile {target}: is a directory", hint="give a file name such as lab-a100.toml")
+            raise UsageError(
+                f"--save-profile {target}: is a directory",
+                hint="give a file name such as lab-a100.toml",
+            )
         try:
             write_atomic(target, dump_profile(env), make_parents=False)
         except OSError as exc:
-            raise UsageError(f"--save-profile {target}: cannot write: {exc.strerror}", hint="choose a writable path") from None
+            raise UsageError(
+                f"--save-profile {target}: cannot write: {exc.strerror}",
+                hint="choose a writable path",
+            ) from None
     if args.json:
         _output.print_json(environment_to_dict(env))
     elif args.save_profile is None:
@@ -44,5 +52,7 @@ def handle(args: argparse.Namespace) -> int:
             if note.startswith("target interpreter: "):
                 _output.console().print(note, markup=False, soft_wrap=True)
     else:
-        _output.console().print(f"saved machine profile to {args.save_profile}", markup=False, soft_wrap=True)
+        _output.console().print(
+            f"saved machine profile to {args.save_profile}", markup=False, soft_wrap=True
+        )
     return 0

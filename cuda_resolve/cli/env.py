@@ -40,10 +40,27 @@ def register(subparsers: Any) -> None:
         help="print the exports jobs and notebooks need for the target environment",
         description="Print the variables the target environment needs where the shell's own are not inherited (a Slurm job with --export=NONE, a Jupyter kernel): CUDA_HOME and PATH for its toolkit, LD_LIBRARY_PATH only for libraries its extensions need that the loader would not find, TORCH_CUDA_ARCH_LIST for later builds. Evaluating the output twice changes nothing more.",
     )
-    parser.add_argument("--shell", choices=SHELLS, default=None, help="the shell to print for (default: from $SHELL, else bash)")
-    parser.add_argument("--python", metavar="PATH", help="the target interpreter (default: the active environment's)")
-    parser.add_argument("--slurm", action="store_true", help="print the lines for an sbatch script (bash; the target's interpreter first on PATH)")
-    parser.add_argument("--jupyter", metavar="NAME", help="write a Jupyter kernel spec NAME for the target whose env holds these variables")
+    parser.add_argument(
+        "--shell",
+        choices=SHELLS,
+        default=None,
+        help="the shell to print for (default: from $SHELL, else bash)",
+    )
+    parser.add_argument(
+        "--python",
+        metavar="PATH",
+        help="the target interpreter (default: the active environment's)",
+    )
+    parser.add_argument(
+        "--slurm",
+        action="store_true",
+        help="print the lines for an sbatch script (bash; the target's interpreter first on PATH)",
+    )
+    parser.add_argument(
+        "--jupyter",
+        metavar="NAME",
+        help="write a Jupyter kernel spec NAME for the target whose env holds these variables",
+    )
     add_json_option(parser)
     parser.set_defaults(handler=handle)
 
@@ -59,8 +76,10 @@ def _shell(args: argparse.Namespace) -> str:
 
 def handle(args: argparse.Namespace) -> int:
     if args.slurm and args.shell not in (None, "bash"):
-        raise UsageError(f"--slurm prints bash lines for an sbatch script; --shell {args.shell} cannot be combined with it",
-                         hint="drop --shell (sbatch scripts run under bash)")
+        raise UsageError(
+            f"--slurm prints bash lines for an sbatch script; --shell {args.shell} cannot be combined with it",
+            hint="drop --shell (sbatch scripts run under bash)",
+        )
     name = validate_kernel_name(args.jupyter) if args.jupyter is not None else None
     env, choice = detect_target(args.python)
     python = env.python.executable or choice.python
@@ -76,8 +95,10 @@ def handle(args: argparse.Namespace) -> int:
         try:
             write_atomic(kernel_file, json.dumps(spec, indent=1) + "\n")
         except OSError as exc:
-            raise UsageError(f"--jupyter {name}: cannot write {kernel_file}: {exc.strerror or exc}",
-                             hint="set JUPYTER_DATA_DIR to a writable folder") from None
+            raise UsageError(
+                f"--jupyter {name}: cannot write {kernel_file}: {exc.strerror or exc}",
+                hint="set JUPYTER_DATA_DIR to a writable folder",
+            ) from None
     shell = "bash" if args.slurm else _shell(args)
     text = slurm_lines(job, python) if args.slurm else render(job, shell)  # type: ignore[arg-type]
     if args.json:

@@ -44,7 +44,9 @@ def register(subparsers: Any) -> None:
         "shipped with cuda-resolve and extended by overlay directories.",
     )
     parser.set_defaults(handler=_no_subcommand, index_parser=parser)
-    sub = parser.add_subparsers(dest="index_command", metavar="SUBCOMMAND", parser_class=type(parser))
+    sub = parser.add_subparsers(
+        dest="index_command", metavar="SUBCOMMAND", parser_class=type(parser)
+    )
 
     p_validate = sub.add_parser(
         "validate",
@@ -52,7 +54,9 @@ def register(subparsers: Any) -> None:
         description="Parse every file of DIR (default: the shipped index), on top of the shipped "
         "index, and check cross references. Exit 0 when fine, 1 with problems, 2 on bad input.",
     )
-    p_validate.add_argument("directory", nargs="?", type=Path, metavar="DIR", help="an index directory")
+    p_validate.add_argument(
+        "directory", nargs="?", type=Path, metavar="DIR", help="an index directory"
+    )
     add_json_option(p_validate)
     p_validate.set_defaults(handler=handle_validate)
 
@@ -64,8 +68,14 @@ def register(subparsers: Any) -> None:
     )
     p_show.add_argument("name", metavar="NAME")
     p_show.add_argument("version", nargs="?", metavar="VERSION")
-    p_show.add_argument("--index", metavar="DIR", type=Path, action="append", default=[],
-                        help="an index overlay directory (repeatable; later ones win)")
+    p_show.add_argument(
+        "--index",
+        metavar="DIR",
+        type=Path,
+        action="append",
+        default=[],
+        help="an index overlay directory (repeatable; later ones win)",
+    )
     add_json_option(p_show)
     p_show.set_defaults(handler=handle_show)
 
@@ -102,10 +112,16 @@ def handle_validate(args: argparse.Namespace) -> int:
     if problems:
         for problem in problems:
             console.print(Text(f"problem: {problem}"), soft_wrap=True)
-        console.print(Text(f"{label}: {len(problems)} problem{'s' if len(problems) != 1 else ''}"), soft_wrap=True)
+        console.print(
+            Text(f"{label}: {len(problems)} problem{'s' if len(problems) != 1 else ''}"),
+            soft_wrap=True,
+        )
         return 1
     files, _ = index_files(root)
-    console.print(Text(f"ok: {label}: {len(files)} file{'s' if len(files) != 1 else ''}, no problems"), soft_wrap=True)
+    console.print(
+        Text(f"ok: {label}: {len(files)} file{'s' if len(files) != 1 else ''}, no problems"),
+        soft_wrap=True,
+    )
     return 0
 
 
@@ -121,12 +137,21 @@ def handle_show(args: argparse.Namespace) -> int:
     elif name.lower() == "torch":
         data = _torch_data(index, version)
     elif name.lower() == "sources":
-        data = {"kind": "sources", "sources": [{"key": k, "text": v, "origin": index.origin(f"source {k}")} for k, v in index.sources]}
+        data = {
+            "kind": "sources",
+            "sources": [
+                {"key": k, "text": v, "origin": index.origin(f"source {k}")}
+                for k, v in index.sources
+            ],
+        }
     else:
         package = index.package(name)
         if package is None:
             known = ", ".join(["torch", "cuda", "sources", *(p.name for p in index.packages)])
-            raise UsageError(f"index show {name}: the index knows nothing called {name!r}", hint=f"known names: {known}")
+            raise UsageError(
+                f"index show {name}: the index knows nothing called {name!r}",
+                hint=f"known names: {known}",
+            )
         data = _package_data(index, package, version)
     if args.json:
         _output.print_json(data)
@@ -163,11 +188,15 @@ def _toolkits_data(index: Index, version: str | None) -> dict[str, Any]:
         try:
             wanted = CudaVersion.parse(version)
         except ValueError as exc:
-            raise UsageError(f"index show cuda {version}: {exc}", hint="give a CUDA version such as 12.4") from None
+            raise UsageError(
+                f"index show cuda {version}: {exc}", hint="give a CUDA version such as 12.4"
+            ) from None
         toolkits = tuple(t for t in toolkits if t.version == wanted)
         if not toolkits:
             known = ", ".join(str(t.version) for t in index.toolkits)
-            raise UsageError(f"index show cuda {version}: no facts for CUDA {wanted}", hint=f"known: {known}")
+            raise UsageError(
+                f"index show cuda {version}: no facts for CUDA {wanted}", hint=f"known: {known}"
+            )
     majors = {t.version.major for t in toolkits}
     families = [
         {
@@ -181,7 +210,11 @@ def _toolkits_data(index: Index, version: str | None) -> dict[str, Any]:
         for f in index.families
         if f.major in majors
     ]
-    return {"kind": "cuda", "families": families, "toolkits": [_toolkit_json(index, t) for t in toolkits]}
+    return {
+        "kind": "cuda",
+        "families": families,
+        "toolkits": [_toolkit_json(index, t) for t in toolkits],
+    }
 
 
 def _torch_json(index: Index, release: TorchRelease) -> dict[str, Any]:
@@ -220,14 +253,21 @@ def _torch_data(index: Index, version: str | None) -> dict[str, Any]:
         try:
             wanted = Version(version)
         except InvalidVersion:
-            raise UsageError(f"index show torch {version}: not a version", hint="give a release (2.5.1) or a series (2.5)") from None
+            raise UsageError(
+                f"index show torch {version}: not a version",
+                hint="give a release (2.5.1) or a series (2.5)",
+            ) from None
         if len(wanted.release) == 2:
             releases = tuple(r for r in releases if r.version.release[:2] == wanted.release)
         else:
             releases = tuple(r for r in releases if r.version == Version(wanted.base_version))
         if not releases:
-            raise UsageError(f"index show torch {version}: the index has no such torch release",
-                             hint=f"known: {index.torch[0].version} ... {index.torch[-1].version}" if index.torch else None)
+            raise UsageError(
+                f"index show torch {version}: the index has no such torch release",
+                hint=f"known: {index.torch[0].version} ... {index.torch[-1].version}"
+                if index.torch
+                else None,
+            )
     return {"kind": "torch", "releases": [_torch_json(index, r) for r in releases]}
 
 
@@ -238,12 +278,16 @@ def _package_data(index: Index, package: Package, version: str | None) -> dict[s
         try:
             wanted = Version(version)
         except InvalidVersion:
-            raise UsageError(f"index show {package.name} {version}: not a version", hint=None) from None
+            raise UsageError(
+                f"index show {package.name} {version}: not a version", hint=None
+            ) from None
         wheels = tuple(w for w in wheels if w.version == wanted)
         recipes = tuple(r for r in recipes if r.version == wanted)
         if not wheels and not recipes:
-            raise UsageError(f"index show {package.name} {version}: no wheels or recipe for that version",
-                             hint=f"known: {', '.join(sorted({str(w.version) for w in package.wheels} | {str(r.version) for r in package.recipes}))}")
+            raise UsageError(
+                f"index show {package.name} {version}: no wheels or recipe for that version",
+                hint=f"known: {', '.join(sorted({str(w.version) for w in package.wheels} | {str(r.version) for r in package.recipes}))}",
+            )
     name = package.name
     return {
         "kind": "package",
@@ -288,11 +332,19 @@ def _package_data(index: Index, package: Package, version: str | None) -> dict[s
                 "build_requires": list(r.build_requires),
                 "env": dict(r.env),
                 "patches": [
-                    {"file": p.file, "find": p.find, "replace": p.replace, "reason": p.reason,
-                     "count": p.count, "torch": str(p.torch)}
+                    {
+                        "file": p.file,
+                        "find": p.find,
+                        "replace": p.replace,
+                        "reason": p.reason,
+                        "count": p.count,
+                        "torch": str(p.torch),
+                    }
                     for p in r.patches
                 ],
-                "smoke": None if r.smoke is None else {
+                "smoke": None
+                if r.smoke is None
+                else {
                     "imports": list(r.smoke.imports),
                     "gpu_script": r.smoke.gpu_script,
                     "description": r.smoke.description,
@@ -341,7 +393,10 @@ def _print_table(table: Table, console: Console) -> None:
         minimums.append(min(max((len(word) for word in words), default=1), _WORD_MAX))
     available = console.width - (3 * len(columns) + 1)  # borders and one space either side
     while sum(widths) > available:
-        slack, index = max((width - minimum, i) for i, (width, minimum) in enumerate(zip(widths, minimums, strict=True)))
+        slack, index = max(
+            (width - minimum, i)
+            for i, (width, minimum) in enumerate(zip(widths, minimums, strict=True))
+        )
         if slack <= 0:
             break  # even the longest words do not fit: rich folds what it must
         widths[index] -= 1
@@ -356,9 +411,13 @@ def _field(console: Console, label: str, value: object) -> None:
 
     text = f"{label}: {value}"
     if " " not in str(value).strip():
-        console.print(Text(f"  {text}"), soft_wrap=True)  # one token (a URL): whole, on the label's line
+        console.print(
+            Text(f"  {text}"), soft_wrap=True
+        )  # one token (a URL): whole, on the label's line
         return
-    console.print(Text(_output.hanging(text, first="  ", rest="      ", width=console.width)), soft_wrap=True)
+    console.print(
+        Text(_output.hanging(text, first="  ", rest="      ", width=console.width)), soft_wrap=True
+    )
 
 
 def _cells(*values: object) -> list[Text]:
@@ -389,19 +448,52 @@ def _render_cuda(data: dict[str, Any], console: Console) -> None:
     single = len(origins) == 1  # one origin goes in the titles: its column would squeeze the rest
     where = f" (from {next(iter(origins))})" if single else ""
     from_column: tuple[str, ...] = () if single else ("from",)
-    families = _table(f"minor-version compatibility (CUDA 11+){where}", "family", "min driver (Linux)", "min driver (Windows)", "unverified", *from_column)
+    families = _table(
+        f"minor-version compatibility (CUDA 11+){where}",
+        "family",
+        "min driver (Linux)",
+        "min driver (Windows)",
+        "unverified",
+        *from_column,
+    )
     for f in data["families"]:
-        families.add_row(*_cells(f"{f['major']}.x", f["min_driver_linux"], f["min_driver_windows"], ", ".join(f["unverified"]),
-                                 *(() if single else (_short(f["origin"]),))))
+        families.add_row(
+            *_cells(
+                f"{f['major']}.x",
+                f["min_driver_linux"],
+                f["min_driver_windows"],
+                ", ".join(f["unverified"]),
+                *(() if single else (_short(f["origin"]),)),
+            )
+        )
     if data["families"]:
         _print_table(families, console)
-    toolkits = _table(f"CUDA toolkits{where}", "CUDA", "driver (Linux / Windows)", "SASS targets", "specific", "gcc <=", "clang <=", "torch gcc <", "unverified", *from_column)
+    toolkits = _table(
+        f"CUDA toolkits{where}",
+        "CUDA",
+        "driver (Linux / Windows)",
+        "SASS targets",
+        "specific",
+        "gcc <=",
+        "clang <=",
+        "torch gcc <",
+        "unverified",
+        *from_column,
+    )
     for t in data["toolkits"]:
-        toolkits.add_row(*_cells(
-            t["version"], f"{t['driver_linux'] or '-'} / {t['driver_windows'] or '-'}",
-            " ".join(a.removeprefix("sm_") for a in t["archs"]), " ".join(a.removeprefix("sm_") for a in t["specific_archs"]),
-            t["gcc_max"], t["clang_max"], t["torch_gcc_max_exclusive"], ", ".join(t["unverified"]), *(() if single else (_short(t["origin"]),)),
-        ))
+        toolkits.add_row(
+            *_cells(
+                t["version"],
+                f"{t['driver_linux'] or '-'} / {t['driver_windows'] or '-'}",
+                " ".join(a.removeprefix("sm_") for a in t["archs"]),
+                " ".join(a.removeprefix("sm_") for a in t["specific_archs"]),
+                t["gcc_max"],
+                t["clang_max"],
+                t["torch_gcc_max_exclusive"],
+                ", ".join(t["unverified"]),
+                *(() if single else (_short(t["origin"]),)),
+            )
+        )
     _print_table(toolkits, console)
     if len(data["toolkits"]) == 1:
         t = data["toolkits"][0]
@@ -416,22 +508,56 @@ def _render_torch(data: dict[str, Any], console: Console) -> None:
     releases = data["releases"]
     if len(releases) > 1:
         origins = {_short(r["origin"]) for r in releases}
-        single = len(origins) == 1  # one origin goes in the title: its column would squeeze the rest
+        single = (
+            len(origins) == 1
+        )  # one origin goes in the title: its column would squeeze the rest
         title = f"torch releases (from {next(iter(origins))})" if single else "torch releases"
-        table = _table(title, "torch", "Python", "variants (* = PyPI default)", "torchvision", "torchaudio", "C++11 ABI", *(() if single else ("from",)))
+        table = _table(
+            title,
+            "torch",
+            "Python",
+            "variants (* = PyPI default)",
+            "torchvision",
+            "torchaudio",
+            "C++11 ABI",
+            *(() if single else ("from",)),
+        )
         for r in releases:
-            variants = " ".join(f"{v['name']}{'*' if v['pypi_default'] else ''}{'?' if not v['verified'] else ''}" for v in r["variants"])
-            table.add_row(*_cells(r["version"], ", ".join(r["python"]), variants, r["torchvision"] or "-", r["torchaudio"] or "-",
-                                  _abi(r["cxx11_abi"]), *(() if single else (_short(r["origin"]),))))
+            variants = " ".join(
+                f"{v['name']}{'*' if v['pypi_default'] else ''}{'?' if not v['verified'] else ''}"
+                for v in r["variants"]
+            )
+            table.add_row(
+                *_cells(
+                    r["version"],
+                    ", ".join(r["python"]),
+                    variants,
+                    r["torchvision"] or "-",
+                    r["torchaudio"] or "-",
+                    _abi(r["cxx11_abi"]),
+                    *(() if single else (_short(r["origin"]),)),
+                )
+            )
         _print_table(table, console)
-        console.print(Text("? = a variant whose existence or arch list rests on secondary sources; `index show torch X.Y.Z` for details"), soft_wrap=True)
+        console.print(
+            Text(
+                "? = a variant whose existence or arch list rests on secondary sources; `index show torch X.Y.Z` for details"
+            ),
+            soft_wrap=True,
+        )
         return
     for r in releases:
         console.print(Text(f"torch {r['version']}  (from {_short(r['origin'])})"), soft_wrap=True)
         for label, value in (
             ("Python", ", ".join(r["python"]) + f"  (Requires-Python {r['requires_python']})"),
-            ("PyPI", f"default {r['pypi_default']} (CUDA runtime {r['pypi_cuda_runtime']}), aarch64 {r['pypi_linux_aarch64']}"),
-            ("paired", f"torchvision {r['torchvision'] or '-'}, torchaudio {r['torchaudio'] or '-'}"),
+            (
+                "PyPI",
+                f"default {r['pypi_default']} (CUDA runtime {r['pypi_cuda_runtime']}), aarch64 {r['pypi_linux_aarch64']}",
+            ),
+            (
+                "paired",
+                f"torchvision {r['torchvision'] or '-'}, torchaudio {r['torchaudio'] or '-'}",
+            ),
             ("C++11 ABI", _abi(r["cxx11_abi"])),
             ("unverified", ", ".join(r["unverified"]) or "-"),
             ("notes", r["notes"]),
@@ -441,8 +567,15 @@ def _render_torch(data: dict[str, Any], console: Console) -> None:
                 _field(console, label, value)
         table = _table("", "variant", "CUDA", "TORCH_CUDA_ARCH_LIST", "index", "unverified")
         for v in r["variants"]:
-            table.add_row(*_cells(v["name"] + (" (PyPI)" if v["pypi_default"] else ""), v["cuda"] or "-", v["arch_list"] or "-",
-                                  v["index_url"], ", ".join(v["unverified"])))
+            table.add_row(
+                *_cells(
+                    v["name"] + (" (PyPI)" if v["pypi_default"] else ""),
+                    v["cuda"] or "-",
+                    v["arch_list"] or "-",
+                    v["index_url"],
+                    ", ".join(v["unverified"]),
+                )
+            )
         _print_table(table, console)
 
 
@@ -463,7 +596,10 @@ def _abi(value: bool | None) -> str:
 def _render_package(data: dict[str, Any], console: Console) -> None:
     from rich.text import Text
 
-    console.print(Text(f"{data['name']}  (import {data['import_name']}; from {_short(data['origin'])})"), soft_wrap=True)
+    console.print(
+        Text(f"{data['name']}  (import {data['import_name']}; from {_short(data['origin'])})"),
+        soft_wrap=True,
+    )
     placeholders = ", ".join(data["placeholder_versions"])
     for label, value in (
         ("description", data["description"]),
@@ -481,7 +617,16 @@ def _render_package(data: dict[str, Any], console: Console) -> None:
         # One origin (the usual case) goes in the title: the narrow column it needed split words.
         single = len(origins) == 1
         title = f"wheels (from {next(iter(origins))})" if single else "wheels"
-        table = _table(title, "version", "Python", "torch: variants", "platforms", "setup.py torch", "unverified", *(() if single else ("from",)))
+        table = _table(
+            title,
+            "version",
+            "Python",
+            "torch: variants",
+            "platforms",
+            "setup.py torch",
+            "unverified",
+            *(() if single else ("from",)),
+        )
         for w in data["wheels"]:
             groups: list[tuple[list[str], tuple[str, ...], tuple[str, ...]]] = []
             for torch_version, variants in w["torch"].items():
@@ -491,23 +636,58 @@ def _render_package(data: dict[str, Any], console: Console) -> None:
                 else:
                     groups.append(([torch_version], *shape))
             rows = [
-                f"{', '.join(versions)}: {' '.join(variants)}" + (f" (py {', '.join(python)})" if python else "")
+                f"{', '.join(versions)}: {' '.join(variants)}"
+                + (f" (py {', '.join(python)})" if python else "")
                 for versions, variants, python in groups
             ]
             window = (w["torch_window"] or "-").replace(",", ", ")
-            table.add_row(*_cells(w["version"], ", ".join(w["python"]), "\n".join(rows), ", ".join(w["platforms"]),
-                                  window, ", ".join(w["unverified"]), *(() if single else (_short(w["origin"]),))))
+            table.add_row(
+                *_cells(
+                    w["version"],
+                    ", ".join(w["python"]),
+                    "\n".join(rows),
+                    ", ".join(w["platforms"]),
+                    window,
+                    ", ".join(w["unverified"]),
+                    *(() if single else (_short(w["origin"]),)),
+                )
+            )
         _print_table(table, console)
     for r in data["recipes"]:
-        console.print(Text(f"recipe {r['name']}: {data['name']} {r['version']} from {r['repository']} @ {r['revision'][:12]}"
-                           f"{' /' + r['subdirectory'] if r['subdirectory'] else ''}  (from {_short(r['origin'])})"), soft_wrap=True)
+        console.print(
+            Text(
+                f"recipe {r['name']}: {data['name']} {r['version']} from {r['repository']} @ {r['revision'][:12]}"
+                f"{' /' + r['subdirectory'] if r['subdirectory'] else ''}  (from {_short(r['origin'])})"
+            ),
+            soft_wrap=True,
+        )
         for label, value in (
-            ("torch", r["torch"] + (f"  (setup.py accepts {r['torch_window']})" if r["torch_window"] else "")),
+            (
+                "torch",
+                r["torch"]
+                + (f"  (setup.py accepts {r['torch_window']})" if r["torch_window"] else ""),
+            ),
             ("Python", r["python"]),
-            ("CUDA", " ".join(x for x in (f">= {r['cuda_min']}" if r["cuda_min"] else "", f"<= {r['cuda_max']}" if r["cuda_max"] else "") if x)),
+            (
+                "CUDA",
+                " ".join(
+                    x
+                    for x in (
+                        f">= {r['cuda_min']}" if r["cuda_min"] else "",
+                        f"<= {r['cuda_max']}" if r["cuda_max"] else "",
+                    )
+                    if x
+                ),
+            ),
             ("build requires", ", ".join(r["build_requires"])),
             ("env", " ".join(f"{k}={v}" for k, v in r["env"].items())),
-            ("smoke", ", ".join(r["smoke"]["imports"]) + (" + GPU script" if r["smoke"]["gpu_script"] else "") if r["smoke"] else ""),
+            (
+                "smoke",
+                ", ".join(r["smoke"]["imports"])
+                + (" + GPU script" if r["smoke"]["gpu_script"] else "")
+                if r["smoke"]
+                else "",
+            ),
             ("unverified", ", ".join(r["unverified"])),
             ("notes", r["notes"]),
             ("source", r["source"]),

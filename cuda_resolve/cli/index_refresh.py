@@ -31,15 +31,33 @@ def register_refresh(index_subparsers: Any) -> None:
         "an overlay (default: the user index directory, which the index reads automatically). "
         "An index that cannot be reached is reported; the refresh goes on with the others.",
     )
-    parser.add_argument("what", nargs="?", choices=("torch", "kaolin"), default="torch",
-                        help="which entries to refresh (default: torch)")
-    parser.add_argument("--versions", nargs="+", metavar="VERSION",
-                        help="only these releases (torch: 2.5.1 ...; kaolin: 0.17.0 ...)")
-    parser.add_argument("--output", type=Path, metavar="DIR",
-                        help="the overlay directory to write (default: the user index directory)")
-    parser.add_argument("--dry-run", action="store_true", help="print the changes and the overlay; write nothing")
-    parser.add_argument("--no-cache", action="store_true",
-                        help="refetch everything: no HTTP cache and no remembered wheel readings")
+    parser.add_argument(
+        "what",
+        nargs="?",
+        choices=("torch", "kaolin"),
+        default="torch",
+        help="which entries to refresh (default: torch)",
+    )
+    parser.add_argument(
+        "--versions",
+        nargs="+",
+        metavar="VERSION",
+        help="only these releases (torch: 2.5.1 ...; kaolin: 0.17.0 ...)",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        metavar="DIR",
+        help="the overlay directory to write (default: the user index directory)",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the changes and the overlay; write nothing"
+    )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="refetch everything: no HTTP cache and no remembered wheel readings",
+    )
     add_json_option(parser)
     parser.set_defaults(handler=handle_refresh)
 
@@ -75,15 +93,29 @@ def handle_refresh(args: argparse.Namespace, *, client: Any = None) -> int:
         if args.what == "kaolin":
             from ..refresh.kaolin import refresh_kaolin
 
-            result: Any = refresh_kaolin(http, index=index, shipped=shipped, output_dir=output,
-                                         versions=args.versions, dry_run=args.dry_run, progress=progress)
+            result: Any = refresh_kaolin(
+                http,
+                index=index,
+                shipped=shipped,
+                output_dir=output,
+                versions=args.versions,
+                dry_run=args.dry_run,
+                progress=progress,
+            )
         else:
             from ..refresh import default_reading_cache
             from ..refresh.torch import refresh_torch
 
-            result = refresh_torch(http, index=index, shipped=shipped, output_dir=output,
-                                   versions=args.versions, dry_run=args.dry_run, progress=progress,
-                                   readings=None if args.no_cache else default_reading_cache())
+            result = refresh_torch(
+                http,
+                index=index,
+                shipped=shipped,
+                output_dir=output,
+                versions=args.versions,
+                dry_run=args.dry_run,
+                progress=progress,
+                readings=None if args.no_cache else default_reading_cache(),
+            )
     finally:
         if drawn[0]:
             err.file.write("\r\x1b[K")
@@ -108,7 +140,9 @@ def _as_json(result: Any, output: Path, args: argparse.Namespace) -> dict[str, A
         "what": args.what,
         "read": [str(f.version) for f in result.facts if str(f.version) not in _unchecked(result)],
         "unchecked": _unchecked(result),
-        "changes": [{"version": c.version, "key": c.key, "old": c.old, "new": c.new} for c in result.changes],
+        "changes": [
+            {"version": c.version, "key": c.key, "old": c.old, "new": c.new} for c in result.changes
+        ],
         "unreachable": [{"url": u.url, "error": u.error} for u in result.unreachable],
         "problems": [p for f in result.facts for p in f.problems],
         "overlay": str(result.overlay) if result.overlay else None,
@@ -133,8 +167,10 @@ def _render(result: Any, output: Path, args: argparse.Namespace) -> None:
     for facts in result.facts:
         unread = getattr(facts, "unread", ())
         if unread:
-            line(f"not checked: {args.what} {facts.version}: {len(unread)} of its pages could not be read; "
-                 "its entry is left as it is")
+            line(
+                f"not checked: {args.what} {facts.version}: {len(unread)} of its pages could not be read; "
+                "its entry is left as it is"
+            )
         for problem in facts.problems:
             line(f"problem: {args.what} {facts.version}: {problem}")
     if result.changes:
@@ -147,7 +183,9 @@ def _render(result: Any, output: Path, args: argparse.Namespace) -> None:
         line("nothing was checked: no page could be read")
     if args.dry_run:
         if result.document:
-            line(f"dry run: would write {output / result.file_name} with {', '.join(result.overlay_releases)}:")
+            line(
+                f"dry run: would write {output / result.file_name} with {', '.join(result.overlay_releases)}:"
+            )
             sys.stdout.write(result.document)
         elif count:
             line("dry run: no overlay needed (everything read agrees with the shipped index)")
@@ -155,7 +193,9 @@ def _render(result: Any, output: Path, args: argparse.Namespace) -> None:
             line("dry run: nothing to write")
     elif result.overlay is not None:
         written = len(result.overlay_releases)
-        line(f"wrote {result.overlay} ({written} {'entry' if written == 1 else 'entries'}: {', '.join(result.overlay_releases)})")
+        line(
+            f"wrote {result.overlay} ({written} {'entry' if written == 1 else 'entries'}: {', '.join(result.overlay_releases)})"
+        )
     elif count:
         line(f"no overlay needed in {output}: everything read agrees with the shipped index")
     else:

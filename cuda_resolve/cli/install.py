@@ -59,7 +59,12 @@ def register_build(subparsers: Any) -> None:
     )
     build.add_argument("requests", nargs="+", metavar="REQ")
     add_action_options(build, install=False)
-    build.add_argument("--profile", metavar="FILE", type=Path, help="build for the GPUs this profile describes (cross-building)")
+    build.add_argument(
+        "--profile",
+        metavar="FILE",
+        type=Path,
+        help="build for the GPUs this profile describes (cross-building)",
+    )
     build.set_defaults(handler=handle_build)
 
 
@@ -84,17 +89,28 @@ def driver_needed(plan: Plan, index: Index) -> list[str]:
     lines: list[str] = []
     for torch_build in sorted({(b.spec.torch_version, b.spec.variant) for b in plan.builds}):
         release = index.torch_release(torch_build[0])
-        variant = next((v for v in release.variants if v.name == torch_build[1]), None) if release else None
+        variant = (
+            next((v for v in release.variants if v.name == torch_build[1]), None)
+            if release
+            else None
+        )
         if variant is None or variant.cuda is None:
             continue
         family = index.family(variant.cuda.major)
         toolkit = index.toolkit(variant.cuda)
         if family is None:
             continue
-        own = (f" (>= {toolkit.driver_linux} with --strict-driver)"
-               if toolkit is not None and toolkit.driver_linux and toolkit.driver_linux != family.min_driver_linux else "")
-        lines.append(f"the machines that run these wheels need an NVIDIA driver >= {family.min_driver_linux} on Linux{own}: "
-                     f"torch {torch_build[0]}+{torch_build[1]} uses CUDA {variant.cuda}")
+        own = (
+            f" (>= {toolkit.driver_linux} with --strict-driver)"
+            if toolkit is not None
+            and toolkit.driver_linux
+            and toolkit.driver_linux != family.min_driver_linux
+            else ""
+        )
+        lines.append(
+            f"the machines that run these wheels need an NVIDIA driver >= {family.min_driver_linux} on Linux{own}: "
+            f"torch {torch_build[0]}+{torch_build[1]} uses CUDA {variant.cuda}"
+        )
     return lines
 
 
@@ -115,7 +131,12 @@ def _probe(url: str) -> tuple[bool, str]:
     from ..net.client import Timeouts
     from ..net.factory import client_from_config
 
-    timeouts = Timeouts(connect=5.0, read=REACHABILITY_SECONDS - 1, deadline=REACHABILITY_SECONDS - 0.5, total=REACHABILITY_SECONDS)
+    timeouts = Timeouts(
+        connect=5.0,
+        read=REACHABILITY_SECONDS - 1,
+        deadline=REACHABILITY_SECONDS - 0.5,
+        total=REACHABILITY_SECONDS,
+    )
     with client_from_config(timeouts=timeouts, use_cache=False) as client:
         answer = client.probe(url)
     if answer.ok:
@@ -131,7 +152,12 @@ def _read_page(url: str) -> tuple[str, str, str]:
     from ..net.client import Timeouts
     from ..net.factory import client_from_config
 
-    timeouts = Timeouts(connect=5.0, read=REACHABILITY_SECONDS - 1, deadline=REACHABILITY_SECONDS - 0.5, total=REACHABILITY_SECONDS)
+    timeouts = Timeouts(
+        connect=5.0,
+        read=REACHABILITY_SECONDS - 1,
+        deadline=REACHABILITY_SECONDS - 0.5,
+        total=REACHABILITY_SECONDS,
+    )
     with client_from_config(timeouts=timeouts, use_cache=False) as client:
         response = client.get(url, accept=PEP691_ACCEPT, ttl=0)
     if response.status != 200:
@@ -139,8 +165,14 @@ def _read_page(url: str) -> tuple[str, str, str]:
     return response.text, response.headers.get("Content-Type", ""), response.final_url
 
 
-def _request(args: argparse.Namespace, requests: Sequence[str], file_requirements: Sequence[FileRequirement],
-             file_notes: Sequence[str], *, keep_installed: bool = True) -> InstallRequest:
+def _request(
+    args: argparse.Namespace,
+    requests: Sequence[str],
+    file_requirements: Sequence[FileRequirement],
+    file_notes: Sequence[str],
+    *,
+    keep_installed: bool = True,
+) -> InstallRequest:
     from ..resolve import Options
     from .plan import parse_arch_list
 
@@ -148,18 +180,27 @@ def _request(args: argparse.Namespace, requests: Sequence[str], file_requirement
     plan_file = getattr(args, "plan", None)
     if plan_file is not None:
         if requests or file_requirements:
-            raise UsageError("--plan FILE carries out that plan alone: name no requirements beside it",
-                             hint="drop the requirements, or drop --plan and let cuda-pip decide")
+            raise UsageError(
+                "--plan FILE carries out that plan alone: name no requirements beside it",
+                hint="drop the requirements, or drop --plan and let cuda-pip decide",
+            )
         from ..install.apply import read_plan_file
 
         plan = read_plan_file(plan_file)
     return InstallRequest(
-        requirements=tuple(requests), file_requirements=tuple(file_requirements), file_notes=tuple(file_notes),
-        resolve=Options(allow_torch_change=args.allow_torch_change, strict_driver=args.strict_driver,
-                        arch_list=parse_arch_list(args.arch_list) if args.arch_list else None,
-                        rebuild=bool(getattr(args, "rebuild", False)) or not keep_installed,
-                        for_other_machines=not keep_installed),
-        accept_names=tuple(args.accept_name), plan=plan, dry_run=bool(args.dry_run),
+        requirements=tuple(requests),
+        file_requirements=tuple(file_requirements),
+        file_notes=tuple(file_notes),
+        resolve=Options(
+            allow_torch_change=args.allow_torch_change,
+            strict_driver=args.strict_driver,
+            arch_list=parse_arch_list(args.arch_list) if args.arch_list else None,
+            rebuild=bool(getattr(args, "rebuild", False)) or not keep_installed,
+            for_other_machines=not keep_installed,
+        ),
+        accept_names=tuple(args.accept_name),
+        plan=plan,
+        dry_run=bool(args.dry_run),
     )
 
 
@@ -191,7 +232,9 @@ def run_action(
 
     index = index_from_args(args)
     # `build` makes wheels: an installed build that fits is no reason to make none.
-    request = _request(args, requests, file_requirements, file_notes, keep_installed=mode == "install")
+    request = _request(
+        args, requests, file_requirements, file_notes, keep_installed=mode == "install"
+    )
     smoke = bool(getattr(args, "smoke", False))
     verify = not getattr(args, "no_verify", False)
     options = install_options(args, pip_args=pip_args, smoke=smoke, verify=verify)
@@ -204,8 +247,16 @@ def run_action(
             return _render_dry_run(args, plan, [], python, mode)
         return _render_builds(args, plan, results, reporter)
     interactive = sys.stdin.isatty() and not args.json
-    result = run(request, env, index, options, reporter=reporter, confirm=_ask if interactive else None, probe=_probe,
-                 read_page=_read_page)
+    result = run(
+        request,
+        env,
+        index,
+        options,
+        reporter=reporter,
+        confirm=_ask if interactive else None,
+        probe=_probe,
+        read_page=_read_page,
+    )
     result = replace(result, timings=(("detect", detected), *result.timings))
     if args.dry_run:
         return _render_dry_run(args, result.plan, [list(c) for c in result.pip_runs], python, mode)
@@ -213,7 +264,12 @@ def run_action(
     if args.json:
         outcome = result.to_json()
         outcome["seconds"] = round(total, 2)
-        document = {"target": python, "plan": result.plan.to_json(), "prepared": prepared_view(result.plan), "result": outcome}
+        document = {
+            "target": python,
+            "plan": result.plan.to_json(),
+            "prepared": prepared_view(result.plan),
+            "result": outcome,
+        }
         _output.print_json(document)
         return 0
     for note in result.notes:
@@ -226,7 +282,13 @@ def run_action(
         reporter.step(f"imports ok: {', '.join(result.verified)}")
     for package, output in result.smoke:
         reporter.step(f"{package} smoke test passed: {output}")
-    reporter.step(f"done in {total:.1f} s (" + ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in result.timings if seconds >= 0.05) + ")")
+    reporter.step(
+        f"done in {total:.1f} s ("
+        + ", ".join(
+            f"{phase} {seconds:.1f} s" for phase, seconds in result.timings if seconds >= 0.05
+        )
+        + ")"
+    )
     return 0
 
 
@@ -234,10 +296,19 @@ def prepared_view(plan: Plan) -> dict[str, Any]:
     """The ``prepared`` object of the install JSON (kept: its keys are a documented interface)."""
     return {
         "builds": [
-            {"package": b.spec.package, "version": str(b.spec.recipe.version), "recipe": b.spec.recipe.name,
-             "source": b.source, "torch": f"{b.spec.torch_version}+{b.spec.variant}", "toolkit": b.spec.toolkit.root,
-             "arch_list": b.spec.arch_list, "variables": dict(b.spec.variables), "notes": list(b.spec.notes),
-             "wheel_version": b.key.labelled_version, "reused": b.reused}
+            {
+                "package": b.spec.package,
+                "version": str(b.spec.recipe.version),
+                "recipe": b.spec.recipe.name,
+                "source": b.source,
+                "torch": f"{b.spec.torch_version}+{b.spec.variant}",
+                "toolkit": b.spec.toolkit.root,
+                "arch_list": b.spec.arch_list,
+                "variables": dict(b.spec.variables),
+                "notes": list(b.spec.notes),
+                "wheel_version": b.key.labelled_version,
+                "reused": b.reused,
+            }
             for b in plan.builds
         ],
         "pip": [{"purpose": s.purpose, "args": list(s.args)} for s in plan.steps],
@@ -246,27 +317,51 @@ def prepared_view(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _render_builds(args: argparse.Namespace, plan: Plan, results: Sequence[BuildResult], reporter: Reporter) -> int:
+def _render_builds(
+    args: argparse.Namespace, plan: Plan, results: Sequence[BuildResult], reporter: Reporter
+) -> int:
     if not plan.builds:
         reporter.step("nothing to build: the plan has no source builds")
     if args.json:
-        _output.print_json({"builds": [
-            {"package": r.spec.package, "wheel": str(r.wheel.path), "sha256": r.wheel.sha256, "cache_hit": r.cache_hit,
-             "arch_list": r.wheel.key.arch_list, "seconds": round(r.seconds, 1), "log": str(r.log) if r.log else None}
-            for r in results
-        ]})
+        _output.print_json(
+            {
+                "builds": [
+                    {
+                        "package": r.spec.package,
+                        "wheel": str(r.wheel.path),
+                        "sha256": r.wheel.sha256,
+                        "cache_hit": r.cache_hit,
+                        "arch_list": r.wheel.key.arch_list,
+                        "seconds": round(r.seconds, 1),
+                        "log": str(r.log) if r.log else None,
+                    }
+                    for r in results
+                ]
+            }
+        )
     else:
         for r in results:
-            _output.console().print(str(r.wheel.path), markup=False, highlight=False, soft_wrap=True)
+            _output.console().print(
+                str(r.wheel.path), markup=False, highlight=False, soft_wrap=True
+            )
     return 0
 
 
-def _render_dry_run(args: argparse.Namespace, plan: Plan, commands: Sequence[Sequence[str]], python: str, mode: str) -> int:
+def _render_dry_run(
+    args: argparse.Namespace, plan: Plan, commands: Sequence[Sequence[str]], python: str, mode: str
+) -> int:
     import shlex
 
     if args.json:
-        _output.print_json({"target": python, "plan": plan.to_json(), "prepared": prepared_view(plan),
-                            "commands": [list(c) for c in commands], "dry_run": True})
+        _output.print_json(
+            {
+                "target": python,
+                "plan": plan.to_json(),
+                "prepared": prepared_view(plan),
+                "commands": [list(c) for c in commands],
+                "dry_run": True,
+            }
+        )
         return 0
     from rich.text import Text
 
@@ -278,11 +373,16 @@ def _render_dry_run(args: argparse.Namespace, plan: Plan, commands: Sequence[Seq
 
     def say(text: str, first: str = "", rest: str = "    ") -> None:
         # Broken at spaces with a hanging indent: no path or URL is cut, nothing wraps to column 0.
-        console.print(Text(_output.hanging(redact_urls(text), first=first, rest=rest, width=width)), soft_wrap=True)
+        console.print(
+            Text(_output.hanging(redact_urls(text), first=first, rest=rest, width=width)),
+            soft_wrap=True,
+        )
 
     for planned in plan.builds:
         spec = planned.spec
-        say(f"build {spec.package} {spec.recipe.version} (recipe {spec.recipe.name}) against torch {spec.torch_version}+{spec.variant}:")
+        say(
+            f"build {spec.package} {spec.recipe.version} (recipe {spec.recipe.name}) against torch {spec.torch_version}+{spec.variant}:"
+        )
         if planned.reused:
             say(f"reused: {planned.reused}", first="  ")
         say(f"source: {planned.source}", first="  ")

@@ -29,20 +29,89 @@ def register(subparsers: Any) -> None:
         help="write one pylock.toml (PEP 751) for several machine profiles",
         description="Lock REQ... for every --profile (files from `cuda-resolve detect --save-profile`, or `this`): one PEP 751 pylock.toml whose extras are the profiles' names. Install it with `cuda-resolve sync`, `pip install -r 'pylock.toml[NAME]'` or `uv pip install -r pylock.toml --extra NAME`.",
     )
-    parser.add_argument("requests", nargs="*", metavar="REQ", help="requirements as pip writes them")
-    parser.add_argument("-r", "--requirement", metavar="FILE", type=Path, action="append", default=[], help="read requirements from FILE (one a line; comments and options are not taken)")
-    parser.add_argument("--profile", metavar="[NAME=]FILE", action="append", default=[], help="a machine profile to lock for (repeatable); `this` is the machine lock runs on; the name is the file's stem unless given")
-    parser.add_argument("-o", "--output", metavar="FILE", type=Path, default=Path("pylock.toml"), help="where to write the lock (default: pylock.toml)")
-    parser.add_argument("--python-for", metavar="NAME=PATH", action="append", default=[], help="the interpreter that resolves profile NAME's closure and builds its source builds (default: one of its Python version found here: PATH, pyenv, uv; a build needs the profile's torch installed in it)")
-    parser.add_argument("--no-build", action="store_true", help="build nothing: a source build the wheelhouse lacks fails the lock with the `cuda-resolve build` commands to run")
-    parser.add_argument("--index-url", metavar="URL", default=None, help="the package index the closure comes from (default: https://pypi.org/simple); the PyTorch index comes from the plan and the config's mirror")
-    parser.add_argument("--wheelhouse-url", metavar="URL", help="where the wheelhouse folder is served (`cuda-resolve wheelhouse path`; any static server): source-built wheels are locked at this URL")
-    parser.add_argument("--refresh", action="store_true", help="ask the indexes and pip afresh (default: index pages and pip's answers less than an hour old are reused)")
-    parser.add_argument("--skip-unfit", action="store_true", help="leave out a profile for which nothing fits, instead of failing")
-    parser.add_argument("--update", action="store_true", help="relock only the --profile(s) given in the lock at -o; the other profiles' entries stay byte-identical")
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 unless the lock at -o is current for these inputs")
-    parser.add_argument("--index", metavar="DIR", type=Path, action="append", default=[], help="an index overlay directory (repeatable; later ones win)")
-    parser.add_argument("--allow-torch-change", action="store_true", help="allow a profile's installed torch to be replaced")
+    parser.add_argument(
+        "requests", nargs="*", metavar="REQ", help="requirements as pip writes them"
+    )
+    parser.add_argument(
+        "-r",
+        "--requirement",
+        metavar="FILE",
+        type=Path,
+        action="append",
+        default=[],
+        help="read requirements from FILE (one a line; comments and options are not taken)",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="[NAME=]FILE",
+        action="append",
+        default=[],
+        help="a machine profile to lock for (repeatable); `this` is the machine lock runs on; the name is the file's stem unless given",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        type=Path,
+        default=Path("pylock.toml"),
+        help="where to write the lock (default: pylock.toml)",
+    )
+    parser.add_argument(
+        "--python-for",
+        metavar="NAME=PATH",
+        action="append",
+        default=[],
+        help="the interpreter that resolves profile NAME's closure and builds its source builds (default: one of its Python version found here: PATH, pyenv, uv; a build needs the profile's torch installed in it)",
+    )
+    parser.add_argument(
+        "--no-build",
+        action="store_true",
+        help="build nothing: a source build the wheelhouse lacks fails the lock with the `cuda-resolve build` commands to run",
+    )
+    parser.add_argument(
+        "--index-url",
+        metavar="URL",
+        default=None,
+        help="the package index the closure comes from (default: https://pypi.org/simple); the PyTorch index comes from the plan and the config's mirror",
+    )
+    parser.add_argument(
+        "--wheelhouse-url",
+        metavar="URL",
+        help="where the wheelhouse folder is served (`cuda-resolve wheelhouse path`; any static server): source-built wheels are locked at this URL",
+    )
+    parser.add_argument(
+        "--refresh",
+        action="store_true",
+        help="ask the indexes and pip afresh (default: index pages and pip's answers less than an hour old are reused)",
+    )
+    parser.add_argument(
+        "--skip-unfit",
+        action="store_true",
+        help="leave out a profile for which nothing fits, instead of failing",
+    )
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="relock only the --profile(s) given in the lock at -o; the other profiles' entries stay byte-identical",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 1 unless the lock at -o is current for these inputs",
+    )
+    parser.add_argument(
+        "--index",
+        metavar="DIR",
+        type=Path,
+        action="append",
+        default=[],
+        help="an index overlay directory (repeatable; later ones win)",
+    )
+    parser.add_argument(
+        "--allow-torch-change",
+        action="store_true",
+        help="allow a profile's installed torch to be replaced",
+    )
     add_json_option(parser)
     parser.set_defaults(handler=handle)
 
@@ -57,7 +126,10 @@ def _requests(args: argparse.Namespace) -> tuple[str, ...]:
             if text and not text.startswith(("#", "-")):
                 found.append(text)
     if not found:
-        raise UsageError("nothing to lock: give REQ... or -r FILE", hint="cuda-resolve lock torch kaolin --profile a100.toml --profile cpu.toml")
+        raise UsageError(
+            "nothing to lock: give REQ... or -r FILE",
+            hint="cuda-resolve lock torch kaolin --profile a100.toml --profile cpu.toml",
+        )
     return tuple(found)
 
 
@@ -68,7 +140,10 @@ def _python_for(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         name, sep, path = pair.partition("=")
         if not sep or not name or not path:
-            raise UsageError(f"--python-for {pair!r}: expected NAME=PATH", hint="--python-for a100=/usr/bin/python3.10")
+            raise UsageError(
+                f"--python-for {pair!r}: expected NAME=PATH",
+                hint="--python-for a100=/usr/bin/python3.10",
+            )
         found[profile_name(name, origin="--python-for")] = path
     return found
 
@@ -90,45 +165,83 @@ def handle(args: argparse.Namespace) -> int:
     from ._common import detect_target
 
     if not args.profile:
-        raise UsageError("which machines? give --profile FILE (repeatable) or --profile this",
-                         hint="save one per machine class with `cuda-resolve detect --save-profile CLASS.toml`")
+        raise UsageError(
+            "which machines? give --profile FILE (repeatable) or --profile this",
+            hint="save one per machine class with `cuda-resolve detect --save-profile CLASS.toml`",
+        )
     import re
 
     if not re.fullmatch(r"pylock\.([^.]+\.)?toml", args.output.name):
         # PEP 751's rule; uv refuses any other name, and tools look for these.
-        raise UsageError(f"-o {args.output}: a lock file is named pylock.toml or pylock.NAME.toml (PEP 751)",
-                         hint=f"-o {args.output.parent / 'pylock.toml'}")
+        raise UsageError(
+            f"-o {args.output}: a lock file is named pylock.toml or pylock.NAME.toml (PEP 751)",
+            hint=f"-o {args.output.parent / 'pylock.toml'}",
+        )
     requests = _requests(args)
-    profiles = tuple(load_lock_profile(spec, detect=lambda: detect_target(None)[0]) for spec in args.profile)
+    profiles = tuple(
+        load_lock_profile(spec, detect=lambda: detect_target(None)[0]) for spec in args.profile
+    )
     config = load_config()
-    request = LockRequest(requests=requests, profiles=profiles, index_url=(args.index_url or "https://pypi.org/simple").rstrip("/"),
-                          python_for=_python_for(args.python_for), skip_unfit=args.skip_unfit, wheelhouse_url=args.wheelhouse_url,
-                          options=Options(allow_torch_change=args.allow_torch_change))
+    request = LockRequest(
+        requests=requests,
+        profiles=profiles,
+        index_url=(args.index_url or "https://pypi.org/simple").rstrip("/"),
+        python_for=_python_for(args.python_for),
+        skip_unfit=args.skip_unfit,
+        wheelhouse_url=args.wheelhouse_url,
+        options=Options(allow_torch_change=args.allow_torch_change),
+    )
     if args.check:
         return _check(args, request, config)
     reporter = TerminalReporter(quiet=args.json)
     house = Wheelhouse.default()
-    present = {entry.sha256 for entry in house.entries()}  # what the lock builds is what is new after it
+    present = {
+        entry.sha256 for entry in house.entries()
+    }  # what the lock builds is what is new after it
     with client_from_config(config) as client:
-        finder = FileFinder(client, cache_dir=cache_root() / "lock-files", page_seconds=0 if args.refresh else 3600)
+        finder = FileFinder(
+            client, cache_dir=cache_root() / "lock-files", page_seconds=0 if args.refresh else 3600
+        )
         keep = None
         if args.update:
             from ..lock.read import read_lock
 
             keep = read_lock(args.output)
-        document, skipped = make_lock(request, index_from_args(args), config, finder=finder, environ=os.environ,
-                                      wheelhouse=house, reporter=reporter, keep=keep,
-                                      answers=PipAnswers(cache_root() / "lock-pip", seconds=0 if args.refresh else 3600),
-                                      builder=None if args.no_build else _builder(args, requests))
+        document, skipped = make_lock(
+            request,
+            index_from_args(args),
+            config,
+            finder=finder,
+            environ=os.environ,
+            wheelhouse=house,
+            reporter=reporter,
+            keep=keep,
+            answers=PipAnswers(cache_root() / "lock-pip", seconds=0 if args.refresh else 3600),
+            builder=None if args.no_build else _builder(args, requests),
+        )
     text = render(document)
     write_atomic(args.output, text, make_parents=False)
     if args.json:
-        built = [{"package": entry.key.package, "wheel": str(entry.path), "sha256": entry.sha256}
-                 for entry in house.entries() if entry.sha256 not in present]
-        _output.print_json({"lock": str(args.output), "profiles": list(document.names), "packages": len(document.packages),
-                            "skipped": list(skipped), "built": built})
+        built = [
+            {"package": entry.key.package, "wheel": str(entry.path), "sha256": entry.sha256}
+            for entry in house.entries()
+            if entry.sha256 not in present
+        ]
+        _output.print_json(
+            {
+                "lock": str(args.output),
+                "profiles": list(document.names),
+                "packages": len(document.packages),
+                "skipped": list(skipped),
+                "built": built,
+            }
+        )
     else:
-        _output.console().print(f"wrote {args.output}: {len(document.packages)} packages for profiles {', '.join(document.names)}", highlight=False, soft_wrap=True)
+        _output.console().print(
+            f"wrote {args.output}: {len(document.packages)} packages for profiles {', '.join(document.names)}",
+            highlight=False,
+            soft_wrap=True,
+        )
         for line in skipped:
             _output.console().print(f"left out: {line}", highlight=False, soft_wrap=True)
     return 0
@@ -159,7 +272,13 @@ def _builder(args: argparse.Namespace, requests: tuple[str, ...]) -> Any:
             done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=out, check=False)
             said = ""
         else:  # stderr is no file (captured): pass the build's output on as it comes
-            with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as child:
+            with subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            ) as child:
                 lines = []
                 assert child.stdout is not None
                 for line in child.stdout:
@@ -170,9 +289,11 @@ def _builder(args: argparse.Namespace, requests: tuple[str, ...]) -> Any:
             done = subprocess.CompletedProcess(argv, child.returncode)
             said = "".join(lines[-5:]).strip()
         if done.returncode != 0:
-            raise BuildError(f"profile {profile.name}: `cuda-resolve {' '.join(words)}` failed (exit status {done.returncode})"
-                             + (f": {said}" if said else ""),
-                             hint="its output above says why (its log is named there); fix that and lock again, or lock --no-build")
+            raise BuildError(
+                f"profile {profile.name}: `cuda-resolve {' '.join(words)}` failed (exit status {done.returncode})"
+                + (f": {said}" if said else ""),
+                hint="its output above says why (its log is named there); fix that and lock again, or lock --no-build",
+            )
 
     return build
 
@@ -188,7 +309,9 @@ def _check(args: argparse.Namespace, request: Any, config: Any) -> int:
     index = index_from_args(args)
     stale: list[str] = []
     if tuple(lock.requests) != tuple(request.requests):
-        stale.append(f"requests: the lock has {' '.join(lock.requests)}, asked {' '.join(request.requests)}")
+        stale.append(
+            f"requests: the lock has {' '.join(lock.requests)}, asked {' '.join(request.requests)}"
+        )
     names = {p.name for p in request.profiles}
     for missing in sorted(set(lock.profiles) - names):
         stale.append(f"profile {missing}: in the lock, not given")
@@ -198,16 +321,29 @@ def _check(args: argparse.Namespace, request: Any, config: Any) -> int:
             stale.append(f"profile {profile.name}: not in the lock")
             continue
         if record.digest != profile.digest:
-            stale.append(f"profile {profile.name}: {profile.source} changed since the lock was made")
-        plan, resolution = profile_plan(profile, request.requests, index, request.options or Options(), config, Wheelhouse.default())
+            stale.append(
+                f"profile {profile.name}: {profile.source} changed since the lock was made"
+            )
+        plan, resolution = profile_plan(
+            profile,
+            request.requests,
+            index,
+            request.options or Options(),
+            config,
+            Wheelhouse.default(),
+        )
         now = profile_record(profile, plan, resolution, record.interpreter)
         if now.decision != record.decision:
-            stale.append(f"profile {profile.name}: decided now {', '.join(now.decision)}; locked {', '.join(record.decision)}")
+            stale.append(
+                f"profile {profile.name}: decided now {', '.join(now.decision)}; locked {', '.join(record.decision)}"
+            )
     if args.json:
         _output.print_json({"lock": str(args.output), "current": not stale, "stale": stale})
     elif stale:
         for line in stale:
             _output.console().print(f"stale: {line}", highlight=False, soft_wrap=True)
     else:
-        _output.console().print(f"{args.output} is current for these inputs", highlight=False, soft_wrap=True)
+        _output.console().print(
+            f"{args.output} is current for these inputs", highlight=False, soft_wrap=True
+        )
     return 1 if stale else 0

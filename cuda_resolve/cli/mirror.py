@@ -28,15 +28,21 @@ def register(subparsers: Any) -> None:
         description="Mirror presets for PyPI, the PyTorch wheel index, conda channels and kaolin's pages.",
     )
     parser.set_defaults(handler=_no_subcommand, mirror_parser=parser)
-    sub = parser.add_subparsers(dest="mirror_command", metavar="SUBCOMMAND", parser_class=type(parser))
+    sub = parser.add_subparsers(
+        dest="mirror_command", metavar="SUBCOMMAND", parser_class=type(parser)
+    )
 
     p_list = sub.add_parser("list", help="list the presets, one line each")
     add_json_option(p_list)
     p_list.set_defaults(handler=handle_list)
 
-    p_show = sub.add_parser("show", help="show the active configuration and what each file says, or a preset")
+    p_show = sub.add_parser(
+        "show", help="show the active configuration and what each file says, or a preset"
+    )
     p_show.add_argument("preset", nargs="?", metavar="PRESET", help="show this preset instead")
-    p_show.add_argument("--python", metavar="PATH", help="also read this interpreter's environment files")
+    p_show.add_argument(
+        "--python", metavar="PATH", help="also read this interpreter's environment files"
+    )
     add_json_option(p_show)
     p_show.set_defaults(handler=handle_show)
 
@@ -48,17 +54,33 @@ def register(subparsers: Any) -> None:
         epilog=_SET_EPILOG,
     )
     p_set.add_argument("preset", metavar="PRESET", help="a preset name (`mirror list`) or 'custom'")
-    p_set.add_argument("--scope", choices=("user", "env"), default="user",
-                       help="user: ~/.config/pip/pip.conf and ~/.condarc (default); env: the target environment's files")
-    p_set.add_argument("--python", metavar="PATH", help="with --scope env: the environment's interpreter")
-    p_set.add_argument("--prefix", metavar="DIR", type=Path, help="with --scope env: the environment's prefix")
-    p_set.add_argument("--dry-run", action="store_true", help="print a unified diff of each file; write nothing")
+    p_set.add_argument(
+        "--scope",
+        choices=("user", "env"),
+        default="user",
+        help="user: ~/.config/pip/pip.conf and ~/.condarc (default); env: the target environment's files",
+    )
+    p_set.add_argument(
+        "--python", metavar="PATH", help="with --scope env: the environment's interpreter"
+    )
+    p_set.add_argument(
+        "--prefix", metavar="DIR", type=Path, help="with --scope env: the environment's prefix"
+    )
+    p_set.add_argument(
+        "--dry-run", action="store_true", help="print a unified diff of each file; write nothing"
+    )
     custom = p_set.add_argument_group("custom URLs (PRESET = custom)")
     custom.add_argument("--pypi", metavar="URL", help="a PyPI simple index")
-    custom.add_argument("--pypi-files", metavar="URL", help="the mirror of files.pythonhosted.org/packages/")
+    custom.add_argument(
+        "--pypi-files", metavar="URL", help="the mirror of files.pythonhosted.org/packages/"
+    )
     custom.add_argument("--pytorch", metavar="URL", help="the mirror of download.pytorch.org/whl/")
-    custom.add_argument("--pytorch-layout", choices=("simple", "flat"), default="simple",
-                        help="simple: PEP 503 tree per variant; flat: find-links page per variant")
+    custom.add_argument(
+        "--pytorch-layout",
+        choices=("simple", "flat"),
+        default="simple",
+        help="simple: PEP 503 tree per variant; flat: find-links page per variant",
+    )
     custom.add_argument("--kaolin", metavar="URL", help="the mirror of NVIDIA's kaolin wheel pages")
     custom.add_argument("--conda", metavar="URL", help="the base of a TUNA-style Anaconda mirror")
     add_json_option(p_set)
@@ -71,11 +93,21 @@ def register(subparsers: Any) -> None:
         "indexes and find-links pages, each named with where the setting came from) and through each mirror "
         "cuda-resolve is configured with; or through a preset's mirrors.",
     )
-    p_test.add_argument("preset", nargs="?", metavar="PRESET", help="test this preset instead of the active configuration")
-    p_test.add_argument("--variant", default="cpu", help="the PyTorch variant whose index is fetched (default: cpu)")
-    p_test.add_argument("--python", metavar="PATH",
-                        help="the interpreter whose pip settings are tested (default: the active virtualenv, "
-                        "else the active conda env, else python3 on PATH)")
+    p_test.add_argument(
+        "preset",
+        nargs="?",
+        metavar="PRESET",
+        help="test this preset instead of the active configuration",
+    )
+    p_test.add_argument(
+        "--variant", default="cpu", help="the PyTorch variant whose index is fetched (default: cpu)"
+    )
+    p_test.add_argument(
+        "--python",
+        metavar="PATH",
+        help="the interpreter whose pip settings are tested (default: the active virtualenv, "
+        "else the active conda env, else python3 on PATH)",
+    )
     add_json_option(p_test)
     p_test.set_defaults(handler=handle_test)
 
@@ -157,7 +189,10 @@ def handle_show(args: argparse.Namespace) -> int:
         _output.print_json(data)
         return 0
     config = data["config"]
-    _say(f"cuda-resolve config: {config.get('path')}" + ("" if config.get("exists") else " (not written yet)"))
+    _say(
+        f"cuda-resolve config: {config.get('path')}"
+        + ("" if config.get("exists") else " (not written yet)")
+    )
     if "error" in config:
         _say(f"  error: {config['error']}")
     else:
@@ -175,8 +210,16 @@ def handle_show(args: argparse.Namespace) -> int:
         _say(f"{item['tool']} {item['role']}: {item['path']}{state}")
         if "error" in item:
             _say(f"  error: {item['error']}")
-        for key in ("index_url", "extra_index_urls", "trusted_hosts", "channels", "default_channels",
-                    "custom_channels", "channel_alias", "ssl_verify"):
+        for key in (
+            "index_url",
+            "extra_index_urls",
+            "trusted_hosts",
+            "channels",
+            "default_channels",
+            "custom_channels",
+            "channel_alias",
+            "ssl_verify",
+        ):
             value = item.get(key)
             if value not in (None, [], {}):
                 _say(f"  {key}: {value}")
@@ -256,15 +299,22 @@ def handle_set(args: argparse.Namespace) -> int:
                 "path": str(change.path),
                 "changed": change.changed,
                 "written": bool(applied and applied[position].written),
-                "backup": str(applied[position].backup) if applied and applied[position].backup else None,
+                "backup": str(applied[position].backup)
+                if applied and applied[position].backup
+                else None,
             }
             if args.dry_run:
                 entry["diff"] = redact_urls(change.diff())
             files.append(entry)
-        _output.print_json({
-            "preset": preset.name, "scope": targets.scope, "dry_run": args.dry_run,
-            "files": files, "notes": [redact_urls(note) for note in plan.notes],
-        })
+        _output.print_json(
+            {
+                "preset": preset.name,
+                "scope": targets.scope,
+                "dry_run": args.dry_run,
+                "files": files,
+                "notes": [redact_urls(note) for note in plan.notes],
+            }
+        )
         return 0
     if args.dry_run:
         for change in plan.changes:
@@ -330,7 +380,9 @@ def handle_test(args: argparse.Namespace) -> int:
         indexes = _pip_indexes_of_target(args.python)
         configured = targets_from_config(config, canonical, variant=args.variant)
         if configured:
-            targets = targets_from_pip(indexes, configured, others_origin=f"cuda-resolve config {config.path}")
+            targets = targets_from_pip(
+                indexes, configured, others_origin=f"cuda-resolve config {config.path}"
+            )
         else:
             source = "upstream indexes (no mirror is configured)"
             targets = targets_from_pip(indexes, targets_from_preset(official, variant=args.variant))
@@ -340,12 +392,22 @@ def handle_test(args: argparse.Namespace) -> int:
     ok = all(result.ok for result in results) and not (indexes is not None and indexes.error)
     shown = [result.to_dict() for result in results]  # credentials in URLs are redacted here
     if args.json:
-        _output.print_json({"source": source, "ok": ok, "results": shown,
-                            "pip": indexes.to_dict() if indexes is not None else None})
+        _output.print_json(
+            {
+                "source": source,
+                "ok": ok,
+                "results": shown,
+                "pip": indexes.to_dict() if indexes is not None else None,
+            }
+        )
         return 0 if ok else 1
     _say(f"testing {source}")
     if indexes is not None:
-        _say(redact_urls(f"pip{' in ' + indexes.python if indexes.python else ''}: {indexes.describe()}"))
+        _say(
+            redact_urls(
+                f"pip{' in ' + indexes.python if indexes.python else ''}: {indexes.describe()}"
+            )
+        )
         for note in indexes.notes:
             _say(redact_urls(f"  note: {note}"))
         if indexes.error:

@@ -24,14 +24,43 @@ def register(subparsers: Any) -> None:
         help="decide the ABI-matched builds for a request (downloads nothing)",
         description="Resolve REQ... (e.g. kaolin, 'kaolin==0.14.0', pointnet2_ops, 'torch>=2.1') for this machine or a --profile, and print the plan. Exit 1 when nothing fits.",
     )
-    parser.add_argument("requests", nargs="+", metavar="REQ", help="requirements as pip writes them")
+    parser.add_argument(
+        "requests", nargs="+", metavar="REQ", help="requirements as pip writes them"
+    )
     add_environment_options(parser)
-    parser.add_argument("--explain", action="store_true", help="also list the alternatives that lost and the fact that ruled each out")
-    parser.add_argument("--allow-torch-change", action="store_true", help="allow replacing the installed torch")
-    parser.add_argument("--strict-driver", action="store_true", help="require each CUDA toolkit's own driver (no minor-version compatibility)")
-    parser.add_argument("--arch-list", metavar="LIST", help="TORCH_CUDA_ARCH_LIST for source builds (e.g. '8.0;8.6'); default: the GPUs here")
-    parser.add_argument("--index", metavar="DIR", type=Path, action="append", default=[], help="an index overlay directory (repeatable; later ones win)")
-    parser.add_argument("--accept-name", metavar="NAME", action="append", default=[], help="plan NAME although it is a look-alike of a package cuda-resolve curates (as cuda-pip's --accept-name)")
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="also list the alternatives that lost and the fact that ruled each out",
+    )
+    parser.add_argument(
+        "--allow-torch-change", action="store_true", help="allow replacing the installed torch"
+    )
+    parser.add_argument(
+        "--strict-driver",
+        action="store_true",
+        help="require each CUDA toolkit's own driver (no minor-version compatibility)",
+    )
+    parser.add_argument(
+        "--arch-list",
+        metavar="LIST",
+        help="TORCH_CUDA_ARCH_LIST for source builds (e.g. '8.0;8.6'); default: the GPUs here",
+    )
+    parser.add_argument(
+        "--index",
+        metavar="DIR",
+        type=Path,
+        action="append",
+        default=[],
+        help="an index overlay directory (repeatable; later ones win)",
+    )
+    parser.add_argument(
+        "--accept-name",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="plan NAME although it is a look-alike of a package cuda-resolve curates (as cuda-pip's --accept-name)",
+    )
     parser.set_defaults(handler=handle)
 
 
@@ -39,9 +68,14 @@ def parse_arch_list(text: str) -> tuple[ArchEntry, ...]:
     try:
         entries = parse_entries(text)
     except ValueError as exc:
-        raise UsageError(f"--arch-list {text!r}: {exc}", hint="write compute capabilities such as '7.5;8.6;9.0+PTX'") from None
+        raise UsageError(
+            f"--arch-list {text!r}: {exc}",
+            hint="write compute capabilities such as '7.5;8.6;9.0+PTX'",
+        ) from None
     if not entries:
-        raise UsageError(f"--arch-list {text!r} names no architecture", hint="e.g. --arch-list '8.6'")
+        raise UsageError(
+            f"--arch-list {text!r} names no architecture", hint="e.g. --arch-list '8.6'"
+        )
     return entries
 
 
@@ -83,8 +117,15 @@ def handle(args: argparse.Namespace) -> int:
         if incomplete:
             console = _output.error_console()
             text = f"this plan cannot be carried out as it stands: {incomplete}"
-            console.print(Text(_output.hanging(text, first="note: ", rest="      ", width=console.width)), soft_wrap=True)
-        where = "On that machine, carry it out with" if args.profile is not None else "Carry it out with"
+            console.print(
+                Text(_output.hanging(text, first="note: ", rest="      ", width=console.width)),
+                soft_wrap=True,
+            )
+        where = (
+            "On that machine, carry it out with"
+            if args.profile is not None
+            else "Carry it out with"
+        )
         # One line at any width: a wrapped command pasted into a shell runs half of itself.
         _output.console().print(Text(f"{where}:\n  {shlex.join(command)}"), soft_wrap=True)
     return 0
@@ -103,12 +144,18 @@ def _completed(plan: Plan, env: Environment, index: Index) -> tuple[Plan, str | 
     from ..wheelhouse.store import Wheelhouse
 
     config = load_config()
-    options = InstallOptions(torch_index=config.pytorch.url if config.pytorch else None,
-                             torch_index_option=config.pytorch.pip_option if config.pytorch else "--index-url")
+    options = InstallOptions(
+        torch_index=config.pytorch.url if config.pytorch else None,
+        torch_index_option=config.pytorch.pip_option if config.pytorch else "--index-url",
+    )
     try:
         # pip's hash-checking mode from its configuration or PIP_*: the plan is made in it, as cuda-pip would.
-        options = replace(options, hash_mode=checked_hash_mode((), env, InstallRequest(), os.environ))
-        return complete_for_target(plan, env, index, options, wheelhouse=Wheelhouse.default(), environ=os.environ), None
+        options = replace(
+            options, hash_mode=checked_hash_mode((), env, InstallRequest(), os.environ)
+        )
+        return complete_for_target(
+            plan, env, index, options, wheelhouse=Wheelhouse.default(), environ=os.environ
+        ), None
     except CudaResolveError as exc:
         return plan, str(exc)
 
@@ -168,31 +215,49 @@ def render_plan(plan: Plan, *, explain: bool) -> None:
             # overflow="fold" only for a single token wider than its column (never a URL here).
             table.add_column(column, overflow="fold")
         for row in rows:
-            table.add_row(*(Text(cell) for cell in row))  # Text, not markup: "requests[socks]" keeps its extras
+            table.add_row(
+                *(Text(cell) for cell in row)
+            )  # Text, not markup: "requests[socks]" keeps its extras
         console.print(table)
     else:
         # Too narrow for five columns: one item per line, broken at spaces only.
         console.print("Plan:")
         for name, version, variant, kind, source in rows:
-            line = " ".join(x for x in (name, version, f"({variant})" if variant else "", f"{kind}:", source) if x)
-            console.print(Text(_output.hanging(line, first="  ", rest="      ", width=width)), soft_wrap=True)
+            line = " ".join(
+                x
+                for x in (name, version, f"({variant})" if variant else "", f"{kind}:", source)
+                if x
+            )
+            console.print(
+                Text(_output.hanging(line, first="  ", rest="      ", width=width)), soft_wrap=True
+            )
     for number, url in enumerate(urls, start=1):
         console.print(Text(f"  [{number}] {url}"), soft_wrap=True)
     console.print("Why:")
     for reason in plan.reasons:
-        console.print(Text(_output.hanging(reason, first="  - ", rest="    ", width=width)), soft_wrap=True)
+        console.print(
+            Text(_output.hanging(reason, first="  - ", rest="    ", width=width)), soft_wrap=True
+        )
     for build in reused.values():
         line = f"{build.spec.package}: reused, not built: {build.reused}"
-        console.print(Text(_output.hanging(line, first="  - ", rest="    ", width=width)), soft_wrap=True)
+        console.print(
+            Text(_output.hanging(line, first="  - ", rest="    ", width=width)), soft_wrap=True
+        )
     if explain and plan.alternatives:
         console.print("Alternatives that also fit this machine:")
         for alternative in plan.alternatives:
-            console.print(Text(_output.hanging(alternative.reason, first="  - ", rest="    ", width=width)), soft_wrap=True)
+            console.print(
+                Text(_output.hanging(alternative.reason, first="  - ", rest="    ", width=width)),
+                soft_wrap=True,
+            )
     if explain and plan.rejected:
         console.print("Ruled out:")
         for line in plan.explain_lines():
             first = "  " if line.startswith("  ...") else "  - "
-            console.print(Text(_output.hanging(line.strip(), first=first, rest="    ", width=width)), soft_wrap=True)
+            console.print(
+                Text(_output.hanging(line.strip(), first=first, rest="    ", width=width)),
+                soft_wrap=True,
+            )
 
 
 def render_ruled_out(reasons: tuple[str, ...], *, limit: int = 40) -> None:
@@ -204,7 +269,10 @@ def render_ruled_out(reasons: tuple[str, ...], *, limit: int = 40) -> None:
         return
     width = _output.error_console().width
     lines = ["Ruled out:"]
-    lines.extend(_output.hanging(reason, first="  - ", rest="    ", width=width) for reason in reasons[:limit])
+    lines.extend(
+        _output.hanging(reason, first="  - ", rest="    ", width=width)
+        for reason in reasons[:limit]
+    )
     if len(reasons) > limit:
         lines.append(f"  ... and {len(reasons) - limit} more (--json lists them all)")
     sys.stderr.write("\n".join(lines) + "\n")

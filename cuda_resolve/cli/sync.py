@@ -26,12 +26,40 @@ def register(subparsers: Any) -> None:
         help="install exactly what a pylock.toml holds for this machine's profile (or check for drift)",
         description="Install exactly what LOCK (written by `cuda-resolve lock`) holds for one profile: --name NAME, or --name auto for the one profile that fits this machine. Every file's sha256 is checked before anything is installed; a failed install is undone. --check changes nothing and exits 1 on drift.",
     )
-    parser.add_argument("lock", metavar="LOCK", type=Path, nargs="?", default=Path("pylock.toml"), help="the lock file (default: pylock.toml)")
-    parser.add_argument("--name", metavar="NAME", default="auto", help="the profile to install (default: auto, the one that fits this machine)")
-    parser.add_argument("--python", metavar="PATH", help="the environment to sync (default: the active virtualenv, else the active conda env, else python3 on PATH)")
-    parser.add_argument("--check", action="store_true", help="change nothing; report drift per package and exit 1 when there is any")
-    parser.add_argument("--exact", action="store_true", help="also remove what the lock does not name (never pip, setuptools, wheel or cuda-resolve)")
-    parser.add_argument("--dry-run", action="store_true", help="say what would be installed and removed, and the pip commands; change nothing")
+    parser.add_argument(
+        "lock",
+        metavar="LOCK",
+        type=Path,
+        nargs="?",
+        default=Path("pylock.toml"),
+        help="the lock file (default: pylock.toml)",
+    )
+    parser.add_argument(
+        "--name",
+        metavar="NAME",
+        default="auto",
+        help="the profile to install (default: auto, the one that fits this machine)",
+    )
+    parser.add_argument(
+        "--python",
+        metavar="PATH",
+        help="the environment to sync (default: the active virtualenv, else the active conda env, else python3 on PATH)",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; report drift per package and exit 1 when there is any",
+    )
+    parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="also remove what the lock does not name (never pip, setuptools, wheel or cuda-resolve)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say what would be installed and removed, and the pip commands; change nothing",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON report")
     parser.set_defaults(handler=handle)
 
@@ -66,15 +94,23 @@ def handle(args: argparse.Namespace) -> int:
     installed = probed[1]
     profile = choose_profile(lock, env, default_cuda_facts(), args.name)
     wanted = wanted_files(lock, profile, env)
-    if env.torch is not None and installed.get("torch") == env.torch.base_version != env.torch.version:
+    if (
+        env.torch is not None
+        and installed.get("torch") == env.torch.base_version != env.torch.version
+    ):
         # PyPI's torch carries no local label in its metadata (2.11.0), while its version.py names
         # the build (2.11.0+cu130): that is the build a lock from the PyTorch index names.
         installed = {**installed, "torch": env.torch.version}
     report = drift(wanted, installed, exact=args.exact)
     to_install = [w for w, d in zip(wanted, report, strict=False) if d.state != "ok"]
     to_remove = [d.name for d in report if d.state == "not locked"]
-    document: dict[str, Any] = {"lock": str(args.lock), "profile": profile, "target": python, "notes": list(lock.notes),
-                                "packages": [d.to_json() for d in report]}
+    document: dict[str, Any] = {
+        "lock": str(args.lock),
+        "profile": profile,
+        "target": python,
+        "notes": list(lock.notes),
+        "packages": [d.to_json() for d in report],
+    }
     satisfied_note = "an installed package with the locked name, version and local label counts as installed; its files' hashes were not re-read"
     if args.check:
         drifted = [d for d in report if d.state != "ok"]
@@ -83,7 +119,11 @@ def handle(args: argparse.Namespace) -> int:
             _output.print_json(document)
         else:
             _render(report, profile, python, lock.notes)
-            _say(f"{len(drifted)} package(s) differ from the lock" if drifted else f"{python} matches profile {profile} of {args.lock}")
+            _say(
+                f"{len(drifted)} package(s) differ from the lock"
+                if drifted
+                else f"{python} matches profile {profile} of {args.lock}"
+            )
             _say(f"note: {satisfied_note}")
         return 1 if drifted else 0
     # Installing (or saying what would be installed) needs the acting layers; checking does not.
@@ -105,8 +145,14 @@ def handle(args: argparse.Namespace) -> int:
             paths = {w.name: cache_path(cache_root() / "lock-wheels", w) for w in to_install}
             plan = sync_plan(env, to_install, paths, requirements)
             commands = planned_commands(plan, python, Wheelhouse.default())
-            document.update({"install": [w.name + "==" + w.version for w in to_install], "remove": to_remove,
-                             "pip_runs": commands, "dry_run": True})
+            document.update(
+                {
+                    "install": [w.name + "==" + w.version for w in to_install],
+                    "remove": to_remove,
+                    "pip_runs": commands,
+                    "dry_run": True,
+                }
+            )
             if args.json:
                 _output.print_json(document)
             else:
@@ -114,7 +160,9 @@ def handle(args: argparse.Namespace) -> int:
                 for name in to_remove:
                     _say(f"would remove {name}")
                 for w in to_install:
-                    _say(f"would install {w.name} {w.version} ({w.file}, sha256 {w.sha256[:12]}...)")
+                    _say(
+                        f"would install {w.name} {w.version} ({w.file}, sha256 {w.sha256[:12]}...)"
+                    )
                 for command in commands:
                     _say("would run: " + " ".join(command))
             return 0
@@ -132,12 +180,25 @@ def handle(args: argparse.Namespace) -> int:
             # After installing, the torch and curated extensions it installed must import (else undone).
             # One --no-deps pip run over the locked files: only those names can change.
             options = InstallOptions(replaces=tuple(w.name for w in to_install))
-            result = execute(plan, env, wheelhouse=None, options=options, environ=environ,
-                             reporter=reporter, log_path=new_log_path("sync"), probed=probed)
+            result = execute(
+                plan,
+                env,
+                wheelhouse=None,
+                options=options,
+                environ=environ,
+                reporter=reporter,
+                log_path=new_log_path("sync"),
+                probed=probed,
+            )
         if to_remove:
             remove_extras(python, to_remove, environ, new_log_path("sync-remove"), reporter)
-    document.update({"installed": [w.name + "==" + w.version for w in to_install], "removed": to_remove,
-                     "pip_runs": [list(c) for c in result.pip_runs] if result else []})
+    document.update(
+        {
+            "installed": [w.name + "==" + w.version for w in to_install],
+            "removed": to_remove,
+            "pip_runs": [list(c) for c in result.pip_runs] if result else [],
+        }
+    )
     if args.json:
         _output.print_json(document)
     else:
@@ -174,12 +235,18 @@ def _say(text: str) -> None:
 def _render(report: list[Any], profile: str, python: str, notes: tuple[str, ...]) -> None:
     for note in notes:
         _say(f"note: {note}")
-    rows = [("package", "locked", "installed", "state"),
-            *((item.name, item.locked or "-", item.installed or "-", item.state) for item in report)]
+    rows = [
+        ("package", "locked", "installed", "state"),
+        *((item.name, item.locked or "-", item.installed or "-", item.state) for item in report),
+    ]
     widths = [max(len(row[column]) for row in rows) for column in range(3)]
     _say(f"profile {profile} -> {python}")
     for row in rows:
-        _say("  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "  " + row[3])
+        _say(
+            "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
+            + "  "
+            + row[3]
+        )
 
 
 def _imports_of(installed: Sequence[Wanted]) -> tuple[str, ...]:

@@ -28,10 +28,17 @@ def register(subparsers: Any) -> None:
         "(packages it replaced are put back from hard links, packages it added are removed). Exit 0 when the "
         "environment is back as it was or there is nothing to undo, 1 when something is still changed.",
     )
-    parser.add_argument("--last", action="store_true", required=True,
-                        help="undo the newest install into the target that neither finished nor was undone")
-    parser.add_argument("--python", metavar="PATH",
-                        help="the target interpreter (default: the active virtualenv, else the active conda env, else python3 on PATH)")
+    parser.add_argument(
+        "--last",
+        action="store_true",
+        required=True,
+        help="undo the newest install into the target that neither finished nor was undone",
+    )
+    parser.add_argument(
+        "--python",
+        metavar="PATH",
+        help="the target interpreter (default: the active virtualenv, else the active conda env, else python3 on PATH)",
+    )
     add_json_option(parser)
     parser.set_defaults(handler=handle)
 
@@ -45,15 +52,25 @@ def handle(args: argparse.Namespace) -> int:
         journals = [j for j in pending(default_journal_dir()) if j.prefix == prefix]
         if not journals:
             if args.json:
-                _output.print_json({"python": python, "prefix": prefix, "journal": None,
-                                    "restored": [], "not_restored": [], "kept": None})
+                _output.print_json(
+                    {
+                        "python": python,
+                        "prefix": prefix,
+                        "journal": None,
+                        "restored": [],
+                        "not_restored": [],
+                        "kept": None,
+                    }
+                )
             else:
                 _print(f"nothing to undo: no interrupted install into {prefix} left a journal")
             return 0
         journal = journals[0]
         report = recover(journal)
     if args.json:
-        _output.print_json({"python": python, "prefix": prefix, "journal": str(journal.path), **report.to_json()})
+        _output.print_json(
+            {"python": python, "prefix": prefix, "journal": str(journal.path), **report.to_json()}
+        )
         return 0 if report.complete else 1
     import time
 
@@ -66,7 +83,9 @@ def handle(args: argparse.Namespace) -> int:
     if not report.restored and not report.not_restored:
         _print("  nothing had changed")
     if report.kept:
-        _print(f"the stash {report.kept} is kept: run `cuda-resolve undo --last` again once the cause is fixed")
+        _print(
+            f"the stash {report.kept} is kept: run `cuda-resolve undo --last` again once the cause is fixed"
+        )
     return 0 if report.complete else 1
 
 

@@ -28,9 +28,13 @@ def register(subparsers: Any) -> None:
         "else the config file's `wheelhouse`, else cuda-resolve's cache folder.",
     )
     parser.set_defaults(handler=_no_subcommand, wheelhouse_parser=parser)
-    sub = parser.add_subparsers(dest="wheelhouse_command", metavar="SUBCOMMAND", parser_class=type(parser))
+    sub = parser.add_subparsers(
+        dest="wheelhouse_command", metavar="SUBCOMMAND", parser_class=type(parser)
+    )
 
-    p_list = sub.add_parser("list", help="list the wheels: package, labelled version, ABI, size, created, path")
+    p_list = sub.add_parser(
+        "list", help="list the wheels: package, labelled version, ABI, size, created, path"
+    )
     _add_location(p_list)
     p_list.set_defaults(handler=handle_list)
 
@@ -43,17 +47,36 @@ def register(subparsers: Any) -> None:
         "each --keep-locked, and the pylock.toml / pylock.*.toml in the current folder; a lock that "
         "cannot be read stops the prune.",
     )
-    p_prune.add_argument("--package", metavar="NAME", action="append", default=[],
-                         help="wheels of this package (repeatable)")
-    p_prune.add_argument("--older-than", metavar="DAYS", help="wheels created more than DAYS days ago")
+    p_prune.add_argument(
+        "--package",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="wheels of this package (repeatable)",
+    )
+    p_prune.add_argument(
+        "--older-than", metavar="DAYS", help="wheels created more than DAYS days ago"
+    )
     p_prune.add_argument("--all", action="store_true", help="every wheel")
-    p_prune.add_argument("--keep-locked", metavar="LOCK", action="append", default=[], type=Path,
-                         help="keep every wheel this pylock.toml names (a file, or a folder of pylock*.toml; repeatable)")
-    p_prune.add_argument("--dry-run", action="store_true", help="say what would be removed and what locks keep; remove nothing")
+    p_prune.add_argument(
+        "--keep-locked",
+        metavar="LOCK",
+        action="append",
+        default=[],
+        type=Path,
+        help="keep every wheel this pylock.toml names (a file, or a folder of pylock*.toml; repeatable)",
+    )
+    p_prune.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say what would be removed and what locks keep; remove nothing",
+    )
     _add_location(p_prune)
     p_prune.set_defaults(handler=handle_prune)
 
-    p_path = sub.add_parser("path", help="print the wheelhouse folder (with --json: also where it came from)")
+    p_path = sub.add_parser(
+        "path", help="print the wheelhouse folder (with --json: also where it came from)"
+    )
     _add_location(p_path)
     p_path.set_defaults(handler=handle_path)
 
@@ -65,16 +88,27 @@ def register(subparsers: Any) -> None:
         "or a ~/.pypirc section; by default the configured wheelhouse_url less its simple/. Credentials: "
         "the URL, ~/.pypirc, ~/.netrc, keyring; never printed. A wheel the server already has is no error.",
     )
-    p_publish.add_argument("--to", metavar="URL|NAME", help="the index's upload URL, or a ~/.pypirc section name")
-    p_publish.add_argument("--package", metavar="NAME", action="append", default=[],
-                           help="only wheels of this package (repeatable)")
+    p_publish.add_argument(
+        "--to", metavar="URL|NAME", help="the index's upload URL, or a ~/.pypirc section name"
+    )
+    p_publish.add_argument(
+        "--package",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="only wheels of this package (repeatable)",
+    )
     _add_location(p_publish)
     p_publish.set_defaults(handler=handle_publish)
 
 
 def _add_location(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--wheelhouse", metavar="DIR", type=Path,
-                        help="this wheelhouse instead of the configured one")
+    parser.add_argument(
+        "--wheelhouse",
+        metavar="DIR",
+        type=Path,
+        help="this wheelhouse instead of the configured one",
+    )
     add_json_option(parser)
 
 
@@ -191,15 +225,21 @@ def _lock_places(args: argparse.Namespace) -> list[tuple[Path, str]]:
 
 def _is_lock_name(name: str) -> bool:
     """PEP 751's file names: ``pylock.toml`` and ``pylock.NAME.toml``."""
-    return name == "pylock.toml" or (name.startswith("pylock.") and name.endswith(".toml") and len(name) > len("pylock..toml"))
+    return name == "pylock.toml" or (
+        name.startswith("pylock.") and name.endswith(".toml") and len(name) > len("pylock..toml")
+    )
 
 
 def _locks_in(folder: Path) -> list[Path]:
     try:
-        return sorted(child for child in folder.iterdir() if _is_lock_name(child.name) and child.is_file())
+        return sorted(
+            child for child in folder.iterdir() if _is_lock_name(child.name) and child.is_file()
+        )
     except OSError as exc:
-        raise UsageError(f"wheelhouse prune: cannot read the folder {folder} for locks: {exc.strerror or exc}; nothing was removed",
-                         hint="make it readable, or take it out of lock_paths / --keep-locked") from None
+        raise UsageError(
+            f"wheelhouse prune: cannot read the folder {folder} for locks: {exc.strerror or exc}; nothing was removed",
+            hint="make it readable, or take it out of lock_paths / --keep-locked",
+        ) from None
 
 
 def _find_locks(args: argparse.Namespace) -> list[tuple[Path, str]]:
@@ -214,8 +254,10 @@ def _find_locks(args: argparse.Namespace) -> list[tuple[Path, str]]:
             files = [path]
         else:
             where = "the config file" if origin.startswith("lock_paths") else "the command line"
-            raise UsageError(f"wheelhouse prune: the lock {path} ({origin}) does not exist; nothing was removed",
-                             hint=f"restore the lock, or take it off {where}: prune keeps the wheels every named lock uses")
+            raise UsageError(
+                f"wheelhouse prune: the lock {path} ({origin}) does not exist; nothing was removed",
+                hint=f"restore the lock, or take it off {where}: prune keeps the wheels every named lock uses",
+            )
         for file in files:
             found.setdefault(file.absolute(), (file, origin))
     for file in _locks_in(Path.cwd()):
@@ -232,9 +274,11 @@ def _read_locks(locks: list[tuple[Path, str]]) -> dict[str, Any]:
         try:
             read[str(path)] = read_locked_files(path)
         except CudaResolveError as exc:
-            raise type(exc)(f"wheelhouse prune: the lock {path} ({origin}) cannot be read, so nothing was removed: {exc.message}",
-                            hint=f"fix or restore the lock, or take it off {'lock_paths' if origin.startswith('lock_paths') else origin}; "
-                            f"{exc.hint or ''}".rstrip("; ")) from None
+            raise type(exc)(
+                f"wheelhouse prune: the lock {path} ({origin}) cannot be read, so nothing was removed: {exc.message}",
+                hint=f"fix or restore the lock, or take it off {'lock_paths' if origin.startswith('lock_paths') else origin}; "
+                f"{exc.hint or ''}".rstrip("; "),
+            ) from None
     return read
 
 
@@ -273,7 +317,9 @@ def handle_prune(args: argparse.Namespace) -> int:
         for entry in selected:
             house.remove(entry)
     freed = sum(entry.size for entry in selected)
-    unmatched = sorted(wanted - {entry.key.canonical_package for entry in house.entries() + selected})
+    unmatched = sorted(
+        wanted - {entry.key.canonical_package for entry in house.entries() + selected}
+    )
     if args.json:
         _output.print_json(
             {
@@ -282,7 +328,10 @@ def handle_prune(args: argparse.Namespace) -> int:
                 "removed": [entry.to_json() for entry in selected],
                 "freed_bytes": freed,
                 "unknown_packages": unmatched,
-                "kept_by_locks": [{**entry.to_json(), "locks": [ref.to_json() for ref in named[entry.path]]} for entry in kept],
+                "kept_by_locks": [
+                    {**entry.to_json(), "locks": [ref.to_json() for ref in named[entry.path]]}
+                    for entry in kept
+                ],
                 "locks": [{"path": str(path), "from": origin} for path, origin in locks],
             }
         )
@@ -324,13 +373,21 @@ def handle_publish(args: argparse.Namespace) -> int:
     served = served_index_from(os.environ) if args.to is None else None
     pypirc = default_pypirc(os.environ)
     url, section = resolve_target(args.to, served_url=served.url if served else None, pypirc=pypirc)
-    credentials = find_credentials(url, section=section, pypirc=pypirc, netrc_file=None, environ=os.environ)
+    credentials = find_credentials(
+        url, section=section, pypirc=pypirc, netrc_file=None, environ=os.environ
+    )
     wanted = {canonicalize_name(name) for name in args.package}
     entries = [e for e in house.entries() if not wanted or e.key.canonical_package in wanted]
     shown = redact(url)
     if not args.json:
-        who = f"as {credentials.username!r} (from {credentials.source})" if credentials else "without credentials"
-        _say(f"publishing {len(entries)} wheel{'s' if len(entries) != 1 else ''} from {house.root} to {shown} {who}")
+        who = (
+            f"as {credentials.username!r} (from {credentials.source})"
+            if credentials
+            else "without credentials"
+        )
+        _say(
+            f"publishing {len(entries)} wheel{'s' if len(entries) != 1 else ''} from {house.root} to {shown} {who}"
+        )
 
     def progress(outcome: Any) -> None:
         if not args.json:
@@ -341,9 +398,14 @@ def handle_publish(args: argparse.Namespace) -> int:
     with client_from_config(use_cache=False) as client:
         outcomes = publish_entries(entries, client, url, credentials, progress=progress)
     if args.json:
-        _output.print_json({"root": str(house.root), "to": shown,
-                            "credentials": credentials.source if credentials else None,
-                            "wheels": [o.to_json() for o in outcomes]})
+        _output.print_json(
+            {
+                "root": str(house.root),
+                "to": shown,
+                "credentials": credentials.source if credentials else None,
+                "wheels": [o.to_json() for o in outcomes],
+            }
+        )
         return 0
     uploaded = sum(o.status == "uploaded" for o in outcomes)
     _say(f"{uploaded} uploaded, {len(outcomes) - uploaded} already there")

@@ -52,7 +52,9 @@ def exact_spec(package: CondaPackage) -> str:
 
 
 def _installed(prefix: Path) -> dict[str, str]:
-    return {record.name: f"{record.version} {record.build}" for record in read_prefix_records(prefix)}
+    return {
+        record.name: f"{record.version} {record.build}" for record in read_prefix_records(prefix)
+    }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,33 +69,68 @@ class CondaChannelBackend:
 
     name = "conda-channel"
 
-    def execute(self, plan: Plan, env: Environment, *, index: Index, options: InstallOptions, wheelhouse: Wheelhouse | None = None,
-                reporter: Reporter | None = None, environ: Mapping[str, str] | None = None) -> InstallResult:
+    def execute(
+        self,
+        plan: Plan,
+        env: Environment,
+        *,
+        index: Index,
+        options: InstallOptions,
+        wheelhouse: Wheelhouse | None = None,
+        reporter: Reporter | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> InstallResult:
         """Build or fetch, convert, and install ``plan``'s extensions through conda; the result
         says what conda changed (``name``: ``version build`` before and after)."""
         if not plan.complete:
-            raise InstallError("the plan is not complete (no builds or pip steps decided)",
-                               hint="complete it with cuda_resolve.install.prepare.complete_plan before executing it")
+            raise InstallError(
+                "the plan is not complete (no builds or pip steps decided)",
+                hint="complete it with cuda_resolve.install.prepare.complete_plan before executing it",
+            )
         report = reporter or NullReporter()
         base = dict(os.environ if environ is None else environ)
-        built: list[ChannelBuild] = package_plan(plan, env, self.prefix, channel=self.channel, index=index, options=options,
-                                                 reporter=report, environ=base, client=self.client, wheelhouse=wheelhouse)
+        built: list[ChannelBuild] = package_plan(
+            plan,
+            env,
+            self.prefix,
+            channel=self.channel,
+            index=index,
+            options=options,
+            reporter=report,
+            environ=base,
+            client=self.client,
+            wheelhouse=wheelhouse,
+        )
         before = _installed(self.prefix)
         specs = [exact_spec(item.package) for item in built]
         if specs:
-            report.step(f"installing {', '.join(item.package.name for item in built)} into {self.prefix} through conda")
+            report.step(
+                f"installing {', '.join(item.package.name for item in built)} into {self.prefix} through conda"
+            )
             try:
-                self.install(self.prefix, list(dict.fromkeys((self.channel.url, *self.channels))), specs)
+                self.install(
+                    self.prefix, list(dict.fromkeys((self.channel.url, *self.channels))), specs
+                )
             except CudaResolveError:
                 raise
             except Exception as exc:
-                raise InstallError(f"conda could not install {', '.join(specs)} into {self.prefix}: {str(exc).strip() or type(exc).__name__}",
-                                   hint=f"conda's transaction undid what it had done; the packages stay in the local channel {self.channel.url}") from exc
+                raise InstallError(
+                    f"conda could not install {', '.join(specs)} into {self.prefix}: {str(exc).strip() or type(exc).__name__}",
+                    hint=f"conda's transaction undid what it had done; the packages stay in the local channel {self.channel.url}",
+                ) from exc
         after = _installed(self.prefix)
-        changed = tuple((name, before.get(name), after.get(name)) for name in sorted(set(before) | set(after))
-                        if before.get(name) != after.get(name))
-        notes = tuple(f"{item.package.name} {item.package.version} ({item.package.build}) from the local channel {self.channel.url}: "
-                      + (f"the prebuilt wheel {item.downloaded_from}" if item.downloaded_from else
-                         f"built{' (a wheelhouse hit)' if item.cache_hit else ''}, {item.wheel.name}")
-                      for item in built)
+        changed = tuple(
+            (name, before.get(name), after.get(name))
+            for name in sorted(set(before) | set(after))
+            if before.get(name) != after.get(name)
+        )
+        notes = tuple(
+            f"{item.package.name} {item.package.version} ({item.package.build}) from the local channel {self.channel.url}: "
+            + (
+                f"the prebuilt wheel {item.downloaded_from}"
+                if item.downloaded_from
+                else f"built{' (a wheelhouse hit)' if item.cache_hit else ''}, {item.wheel.name}"
+            )
+            for item in built
+        )
         return InstallResult(plan=plan, builds=(), changed=changed, verified=(), notes=notes)

@@ -39,7 +39,9 @@ class LocalChannel:
         return f"LocalChannel({str(self.root)!r})"
 
     @classmethod
-    def default(cls, configured: str | None = None, environ: Mapping[str, str] | None = None) -> LocalChannel:
+    def default(
+        cls, configured: str | None = None, environ: Mapping[str, str] | None = None
+    ) -> LocalChannel:
         env = os.environ if environ is None else environ
         named = env.get(CHANNEL_ENV, "").strip() or (configured or "").strip()
         return cls(Path(named) if named else cache_root() / "conda-channel")
@@ -102,11 +104,32 @@ class LocalChannel:
             for path in sorted(folder.glob("*.conda")):
                 index, _ = read_package_info(path)
                 data = path.read_bytes()
-                entry: dict[str, object] = {key: index[key] for key in ("name", "version", "build", "build_number", "depends",
-                                                     "constrains", "subdir", "timestamp", "license") if key in index}
-                entry.update(md5=hashlib.md5(data, usedforsecurity=False).hexdigest(),
-                             sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+                entry: dict[str, object] = {
+                    key: index[key]
+                    for key in (
+                        "name",
+                        "version",
+                        "build",
+                        "build_number",
+                        "depends",
+                        "constrains",
+                        "subdir",
+                        "timestamp",
+                        "license",
+                    )
+                    if key in index
+                }
+                entry.update(
+                    md5=hashlib.md5(data, usedforsecurity=False).hexdigest(),
+                    sha256=hashlib.sha256(data).hexdigest(),
+                    size=len(data),
+                )
                 entries[path.name] = entry
-            repodata = {"info": {"subdir": subdir}, "packages": {}, "packages.conda": entries,
-                        "removed": [], "repodata_version": 1}
+            repodata = {
+                "info": {"subdir": subdir},
+                "packages": {},
+                "packages.conda": entries,
+                "removed": [],
+                "repodata_version": 1,
+            }
             write_atomic(folder / "repodata.json", json.dumps(repodata, indent=1, sort_keys=True))

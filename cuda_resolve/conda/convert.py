@@ -32,7 +32,14 @@ from .fetch import FetchedWheel, fetch_wheel, prebuilt_key
 from .package import CondaPackage, package_for, wheel_to_conda
 from .records import CondaRecord, TorchRecord, read_prefix_records, torch_record
 
-__all__ = ["ChannelBuild", "build_into_channel", "channel_plan", "environment_torch", "package_plan", "prefix_python"]
+__all__ = [
+    "ChannelBuild",
+    "build_into_channel",
+    "channel_plan",
+    "environment_torch",
+    "package_plan",
+    "prefix_python",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -49,20 +56,29 @@ def prefix_python(prefix: Path) -> Path:
     for candidate in (prefix / "bin" / "python", prefix / "python.exe"):
         if candidate.exists():
             return candidate
-    raise UsageError(f"the environment {prefix} has no python", hint=f"conda install -p {prefix} python, then try again")
+    raise UsageError(
+        f"the environment {prefix} has no python",
+        hint=f"conda install -p {prefix} python, then try again",
+    )
 
 
-def environment_torch(prefix: Path, names: Sequence[str]) -> tuple[TorchRecord, tuple[CondaRecord, ...]]:
+def environment_torch(
+    prefix: Path, names: Sequence[str]
+) -> tuple[TorchRecord, tuple[CondaRecord, ...]]:
     """The torch ``prefix`` has, which ``names`` are built against (refused: none, or CPU-only),
     and the prefix's records."""
     records = read_prefix_records(prefix)
     torch = torch_record(prefix, records)
     if torch is None:
-        raise UsageError(f"{', '.join(names)} must be built against the environment's torch, and {prefix} has none",
-                         hint=f"install torch first (conda install -p {prefix} pytorch, or pip install torch), then conda install {' '.join(names)}")
+        raise UsageError(
+            f"{', '.join(names)} must be built against the environment's torch, and {prefix} has none",
+            hint=f"install torch first (conda install -p {prefix} pytorch, or pip install torch), then conda install {' '.join(names)}",
+        )
     if torch.is_cpu_only:
-        raise UsageError(f"the environment's torch is {torch.describe()}: a CUDA extension cannot be built against it",
-                         hint="install a CUDA build of torch (conda install pytorch=*=cuda*), then try again")
+        raise UsageError(
+            f"the environment's torch is {torch.describe()}: a CUDA extension cannot be built against it",
+            hint="install a CUDA build of torch (conda install pytorch=*=cuda*), then try again",
+        )
     return torch, records
 
 
@@ -91,12 +107,33 @@ def build_into_channel(
 
     env = detect_environment(python=None if running else str(python), environ=base)
     report.step(f"building {', '.join(names)} against {torch.describe()} in {prefix}")
-    plan = channel_plan(names, env, torch, index, options, arch_list=arch_list, reporter=report, environ=base)
-    return package_plan(plan, env, prefix, channel=channel, index=index, options=options, reporter=report, environ=base, client=client)
+    plan = channel_plan(
+        names, env, torch, index, options, arch_list=arch_list, reporter=report, environ=base
+    )
+    return package_plan(
+        plan,
+        env,
+        prefix,
+        channel=channel,
+        index=index,
+        options=options,
+        reporter=report,
+        environ=base,
+        client=client,
+    )
 
 
-def channel_plan(names: Sequence[str], env: Environment, torch: TorchRecord, index: Index, options: InstallOptions, *,
-                 arch_list: str | None = None, reporter: Reporter | None = None, environ: Mapping[str, str] | None = None) -> Plan:
+def channel_plan(
+    names: Sequence[str],
+    env: Environment,
+    torch: TorchRecord,
+    index: Index,
+    options: InstallOptions,
+    *,
+    arch_list: str | None = None,
+    reporter: Reporter | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Plan:
     """The complete plan for ``names`` against the environment's torch (nothing built yet):
     refused where it would change that torch (conda owns it, or its pin does)."""
     from ..install.prepare import TORCH_FAMILY
@@ -110,19 +147,40 @@ def channel_plan(names: Sequence[str], env: Environment, torch: TorchRecord, ind
         try:
             entries = parse_arch_list(arch_list)
         except ValueError as exc:
-            raise UsageError(f"arch list {arch_list!r}: {exc}", hint="write compute capabilities such as '8.0;9.0'") from None
-    request = InstallRequest(requirements=tuple(names), resolve=Options(arch_list=entries), dry_run=True)
+            raise UsageError(
+                f"arch list {arch_list!r}: {exc}",
+                hint="write compute capabilities such as '8.0;9.0'",
+            ) from None
+    request = InstallRequest(
+        requirements=tuple(names), resolve=Options(arch_list=entries), dry_run=True
+    )
     plan, _ = build_only(request, env, index, options, reporter=reporter, environ=environ)
-    changes = [item for item in plan.items if item.name in TORCH_FAMILY and item.kind != "installed"]
+    changes = [
+        item for item in plan.items if item.name in TORCH_FAMILY and item.kind != "installed"
+    ]
     if changes:
-        raise UsageError(f"{', '.join(names)} cannot be built for the environment's torch ({torch.describe()}): the plan would install {changes[0].requirement or changes[0].name}",
-                         hint="conda cuda plan " + " ".join(names) + " shows why; install the torch it names into the environment first")
+        raise UsageError(
+            f"{', '.join(names)} cannot be built for the environment's torch ({torch.describe()}): the plan would install {changes[0].requirement or changes[0].name}",
+            hint="conda cuda plan "
+            + " ".join(names)
+            + " shows why; install the torch it names into the environment first",
+        )
     return plan
 
 
-def package_plan(plan: Plan, env: Environment, prefix: Path, *, channel: LocalChannel, index: Index, options: InstallOptions,
-                 reporter: Reporter | None = None, environ: Mapping[str, str] | None = None, client: HttpClient | None = None,
-                 wheelhouse: Wheelhouse | None = None) -> list[ChannelBuild]:
+def package_plan(
+    plan: Plan,
+    env: Environment,
+    prefix: Path,
+    *,
+    channel: LocalChannel,
+    index: Index,
+    options: InstallOptions,
+    reporter: Reporter | None = None,
+    environ: Mapping[str, str] | None = None,
+    client: HttpClient | None = None,
+    wheelhouse: Wheelhouse | None = None,
+) -> list[ChannelBuild]:
     """Carry out the complete ``plan``'s builds (the wheelhouse's hits included) and fetch its
     prebuilt wheels, and put each into ``channel`` as a package pinned to the torch record
     ``prefix`` has; nothing is installed."""
@@ -132,33 +190,85 @@ def package_plan(plan: Plan, env: Environment, prefix: Path, *, channel: LocalCh
     report = reporter or NullReporter()
     names = [item.name for item in plan.items if item.name not in TORCH_FAMILY]
     torch, records = environment_torch(prefix, names)
-    _, results = build_only(InstallRequest(plan=plan), env, index, options, reporter=report, environ=environ, wheelhouse=wheelhouse)
-    prebuilt = [item for item in plan.items if item.kind == "wheel" and item.name not in TORCH_FAMILY]
+    _, results = build_only(
+        InstallRequest(plan=plan),
+        env,
+        index,
+        options,
+        reporter=report,
+        environ=environ,
+        wheelhouse=wheelhouse,
+    )
+    prebuilt = [
+        item for item in plan.items if item.kind == "wheel" and item.name not in TORCH_FAMILY
+    ]
     fetched = _fetch(prebuilt, env, client, report) if prebuilt else []
     python_record = next((record for record in records if record.name == "python"), None)
     built = []
     with tempfile.TemporaryDirectory(prefix="cuda-resolve-conda-") as scratch:
         for wheel in fetched:
             key, known = prebuilt_key(wheel, torch, index)
-            package = package_for(key, torch=torch, python=python_record, python_version=env.python.short_version)
-            made = wheel_to_conda(wheel.path, package, Path(scratch), extra_info={
-                "downloaded_from": wheel.url, "toolkit": "",
-                "arch_list_source": ("the index's arch list of the torch build the wheel was made for (the wheel states none)"
-                                     if known else "unknown: the wheel states none and the index knows none for its torch build")})
+            package = package_for(
+                key, torch=torch, python=python_record, python_version=env.python.short_version
+            )
+            made = wheel_to_conda(
+                wheel.path,
+                package,
+                Path(scratch),
+                extra_info={
+                    "downloaded_from": wheel.url,
+                    "toolkit": "",
+                    "arch_list_source": (
+                        "the index's arch list of the torch build the wheel was made for (the wheel states none)"
+                        if known
+                        else "unknown: the wheel states none and the index knows none for its torch build"
+                    ),
+                },
+            )
             path = channel.add(made, package.subdir)
-            report.step(f"{package.name} {package.version} ({package.build}, the prebuilt wheel from {wheel.url}) is in the local channel {channel.url}")
-            built.append(ChannelBuild(package=package, path=path, wheel=wheel.path, cache_hit=wheel.cache_hit, downloaded_from=wheel.url))
+            report.step(
+                f"{package.name} {package.version} ({package.build}, the prebuilt wheel from {wheel.url}) is in the local channel {channel.url}"
+            )
+            built.append(
+                ChannelBuild(
+                    package=package,
+                    path=path,
+                    wheel=wheel.path,
+                    cache_hit=wheel.cache_hit,
+                    downloaded_from=wheel.url,
+                )
+            )
         for result in results:
-            package = package_for(result.wheel.key, torch=torch, python=python_record, python_version=env.python.short_version)
-            made = wheel_to_conda(result.wheel.path, package, Path(scratch),
-                                  extra_info={"toolkit": result.spec.toolkit.root or "", "built_for": result.wheel.key.arch_list})
+            package = package_for(
+                result.wheel.key,
+                torch=torch,
+                python=python_record,
+                python_version=env.python.short_version,
+            )
+            made = wheel_to_conda(
+                result.wheel.path,
+                package,
+                Path(scratch),
+                extra_info={
+                    "toolkit": result.spec.toolkit.root or "",
+                    "built_for": result.wheel.key.arch_list,
+                },
+            )
             path = channel.add(made, package.subdir)
-            report.step(f"{package.name} {package.version} ({package.build}) is in the local channel {channel.url}")
-            built.append(ChannelBuild(package=package, path=path, wheel=result.wheel.path, cache_hit=result.cache_hit))
+            report.step(
+                f"{package.name} {package.version} ({package.build}) is in the local channel {channel.url}"
+            )
+            built.append(
+                ChannelBuild(
+                    package=package, path=path, wheel=result.wheel.path, cache_hit=result.cache_hit
+                )
+            )
     return built
 
 
-def _fetch(items: Sequence[PlanItem], env: Environment, client: HttpClient | None, report: Reporter) -> list[FetchedWheel]:
+def _fetch(
+    items: Sequence[PlanItem], env: Environment, client: HttpClient | None, report: Reporter
+) -> list[FetchedWheel]:
     from ..paths import cache_root
 
     folder = cache_root() / "conda-downloads"
@@ -170,8 +280,14 @@ def _fetch(items: Sequence[PlanItem], env: Environment, client: HttpClient | Non
         return [_fetch_one(item, env, own, folder, report) for item in items]
 
 
-def _fetch_one(item: PlanItem, env: Environment, client: HttpClient, folder: Path, report: Reporter) -> FetchedWheel:
-    report.step(f"{item.name} {item.version}: the plan takes a prebuilt wheel{f' ({item.url})' if item.url else ''}: fetching it")
+def _fetch_one(
+    item: PlanItem, env: Environment, client: HttpClient, folder: Path, report: Reporter
+) -> FetchedWheel:
+    report.step(
+        f"{item.name} {item.version}: the plan takes a prebuilt wheel{f' ({item.url})' if item.url else ''}: fetching it"
+    )
     wheel = fetch_wheel(item, env, client=client, folder=folder)
-    report.step(f"{item.name} {item.version}: {wheel.path.name} {'was already downloaded' if wheel.cache_hit else 'downloaded'}, sha256 {wheel.sha256} as its page lists")
+    report.step(
+        f"{item.name} {item.version}: {wheel.path.name} {'was already downloaded' if wheel.cache_hit else 'downloaded'}, sha256 {wheel.sha256} as its page lists"
+    )
     return wheel

@@ -51,17 +51,25 @@ def _listed(item: PlanItem, client: HttpClient) -> tuple[str, list[tuple[str, st
 
     page = item.find_links
     if not page:
-        raise UsageError(f"{item.name} {item.version}: the plan names no page that lists its wheel's sha256",
-                         hint=f"conda cuda install {item.name} installs it through the environment's pip")
+        raise UsageError(
+            f"{item.name} {item.version}: the plan names no page that lists its wheel's sha256",
+            hint=f"conda cuda install {item.name} installs it through the environment's pip",
+        )
     response = client.get(page, accept=_ACCEPT, ttl=0)
     if response.status != 200:
-        raise UsageError(f"{item.name} {item.version}: {page} answered HTTP {response.status}",
-                         hint="check the mirror or proxy for it: cuda-resolve doctor --network")
-    files = files_on_page(response.text, response.headers.get("Content-Type", ""), response.final_url)
+        raise UsageError(
+            f"{item.name} {item.version}: {page} answered HTTP {response.status}",
+            hint="check the mirror or proxy for it: cuda-resolve doctor --network",
+        )
+    files = files_on_page(
+        response.text, response.headers.get("Content-Type", ""), response.final_url
+    )
     return page, [(entry.filename, entry.url, entry.sha256) for entry in files]
 
 
-def _chosen(item: PlanItem, env: Environment, files: list[tuple[str, str, str | None]]) -> tuple[str, str, str | None] | None:
+def _chosen(
+    item: PlanItem, env: Environment, files: list[tuple[str, str, str | None]]
+) -> tuple[str, str, str | None] | None:
     """The plan's own file when it names one, else the wheel pip would take here (best tag)."""
     if item.url:
         wanted = file_name(item.url)
@@ -81,19 +89,29 @@ def _chosen(item: PlanItem, env: Environment, files: list[tuple[str, str, str | 
     return best[1] if best else None
 
 
-def fetch_wheel(item: PlanItem, env: Environment, *, client: HttpClient, folder: Path) -> FetchedWheel:
+def fetch_wheel(
+    item: PlanItem, env: Environment, *, client: HttpClient, folder: Path
+) -> FetchedWheel:
     """Download the wheel ``item`` names (checked against the sha256 its page lists) into
     ``folder/<sha256>/``; an already downloaded file with that hash is reused."""
     page, files = _listed(item, client)
     chosen = _chosen(item, env, files)
     if chosen is None:
-        wanted = file_name(item.url) if item.url else f"a {item.name} {item.version} wheel for this Python"
-        raise UsageError(f"{page} does not list {wanted}",
-                         hint="the index's wheel table may be ahead of the vendor's page: cuda-resolve index refresh, or conda cuda plan to see the choice")
+        wanted = (
+            file_name(item.url)
+            if item.url
+            else f"a {item.name} {item.version} wheel for this Python"
+        )
+        raise UsageError(
+            f"{page} does not list {wanted}",
+            hint="the index's wheel table may be ahead of the vendor's page: cuda-resolve index refresh, or conda cuda plan to see the choice",
+        )
     filename, url, sha256 = chosen
     if not sha256:
-        raise UsageError(f"{page} lists {filename} without a sha256: cuda-resolve puts no file into a conda channel that it could not check",
-                         hint=f"conda cuda install {item.name} installs it through the environment's pip (which installs it unchecked)")
+        raise UsageError(
+            f"{page} lists {filename} without a sha256: cuda-resolve puts no file into a conda channel that it could not check",
+            hint=f"conda cuda install {item.name} installs it through the environment's pip (which installs it unchecked)",
+        )
     target = folder / sha256 / filename
     cache_hit = target.is_file()
     client.download(url, target, sha256=sha256)
@@ -108,12 +126,29 @@ def prebuilt_key(fetched: FetchedWheel, torch: TorchRecord, index: Index) -> tup
     try:
         _, version, _, tags = parse_wheel_filename(fetched.path.name)
     except (InvalidWheelFilename, InvalidVersion) as exc:
-        raise UsageError(f"{fetched.url}: not a wheel file name ({exc})", hint="the vendor's page lists a file that is not a wheel") from None
+        raise UsageError(
+            f"{fetched.url}: not a wheel file name ({exc})",
+            hint="the vendor's page lists a file that is not a wheel",
+        ) from None
     tag: Tag = sorted(tags, key=str)[0]
-    variant = (fetched.item.variant or (f"cu{torch.cuda.major}{torch.cuda.minor}" if torch.cuda else "cpu")).lower()
+    variant = (
+        fetched.item.variant or (f"cu{torch.cuda.major}{torch.cuda.minor}" if torch.cuda else "cpu")
+    ).lower()
     base = torch.version.split("+", 1)[0]
     found = index.torch_build_arch_list(base, variant)
-    arch_list = canonical_arch_list(";".join(str(entry) for entry in found[1])) if found and found[1] else ""
-    key = WheelKey(package=fetched.item.name, version=str(version), torch=base, variant=variant,
-                   python_tag=tag.interpreter, platform=tag.platform, arch_list=arch_list, recipe_digest=fetched.sha256)
+    arch_list = (
+        canonical_arch_list(";".join(str(entry) for entry in found[1]))
+        if found and found[1]
+        else ""
+    )
+    key = WheelKey(
+        package=fetched.item.name,
+        version=str(version),
+        torch=base,
+        variant=variant,
+        python_tag=tag.interpreter,
+        platform=tag.platform,
+        arch_list=arch_list,
+        recipe_digest=fetched.sha256,
+    )
     return key, bool(arch_list)

@@ -34,8 +34,11 @@ class MatchSpec:
     channel: str | None = None
 
     def matches(self, name: str, version: str, build: str) -> bool:
-        return (name == self.name and version_matches(self.version, version)
-                and fnmatch.fnmatchcase(build, self.build))
+        return (
+            name == self.name
+            and version_matches(self.version, version)
+            and fnmatch.fnmatchcase(build, self.build)
+        )
 
     def __str__(self) -> str:
         if self.build != "*":
@@ -57,17 +60,25 @@ def parse_spec(text: str) -> MatchSpec:
             brackets[key.strip()] = value.strip().strip("'\"")
     match = _NAME.match(rest)
     if match is None:
-        raise UsageError(f"{text!r} is not a conda package spec", hint="write it as NAME, NAME=VERSION or 'NAME VERSION BUILD'")
-    name, tail = match.group(0), rest[match.end():].strip()
+        raise UsageError(
+            f"{text!r} is not a conda package spec",
+            hint="write it as NAME, NAME=VERSION or 'NAME VERSION BUILD'",
+        )
+    name, tail = match.group(0), rest[match.end() :].strip()
     version, build = "*", "*"
-    if tail.startswith("=") and not tail.startswith("=="):  # name=1.2 (fuzzy: 1.2.*) or name=1.2=build
+    if tail.startswith("=") and not tail.startswith(
+        "=="
+    ):  # name=1.2 (fuzzy: 1.2.*) or name=1.2=build
         version, _, build_text = tail[1:].partition("=")
         version = version if version.endswith("*") or version == "" else f"{version}.*"
         build = build_text or "*"
     elif tail:
         words = re.sub(r"(==|!=|>=|<=|~=|>|<)\s+", r"\1", tail).split()
         if len(words) > 2:
-            raise UsageError(f"{text!r} has more than a version and a build after the name", hint="write it as 'NAME VERSION BUILD'")
+            raise UsageError(
+                f"{text!r} has more than a version and a build after the name",
+                hint="write it as 'NAME VERSION BUILD'",
+            )
         version = words[0]
         build = words[1] if len(words) == 2 else "*"
     version = brackets.get("version", version) or "*"
@@ -76,8 +87,10 @@ def parse_spec(text: str) -> MatchSpec:
 
 
 def _components(text: str) -> tuple[tuple[int, int | str], ...]:
-    return tuple((1, int(piece)) if piece.isdigit() else (0, piece.lower())
-                 for piece in re.findall(r"\d+|[A-Za-z]+", text))
+    return tuple(
+        (1, int(piece)) if piece.isdigit() else (0, piece.lower())
+        for piece in re.findall(r"\d+|[A-Za-z]+", text)
+    )
 
 
 def compare_versions(left: str, right: str) -> int:
@@ -99,16 +112,29 @@ def _one(expression: str, version: str) -> bool:
         return True
     if wanted.endswith("*"):  # 2.5.* or 2.5*: a prefix at a component boundary
         prefix = wanted.rstrip("*").rstrip(".")
-        inside = version == prefix or version.startswith(prefix + ".") or version.startswith(prefix + "+")
+        inside = (
+            version == prefix
+            or version.startswith(prefix + ".")
+            or version.startswith(prefix + "+")
+        )
         return not inside if operator == "!=" else inside
     if operator == "=":  # =1.2 in an expression: fuzzy, as conda reads it
         return version == wanted or version.startswith(wanted + ".")
     if operator == "~=":
         base = wanted.rsplit(".", 1)[0]
-        return compare_versions(version, wanted) >= 0 and (version == base or version.startswith(base + "."))
+        return compare_versions(version, wanted) >= 0 and (
+            version == base or version.startswith(base + ".")
+        )
     order = compare_versions(version, wanted)
-    return {"": order == 0, "==": order == 0, "!=": order != 0, ">=": order >= 0,
-            "<=": order <= 0, ">": order > 0, "<": order < 0}[operator]
+    return {
+        "": order == 0,
+        "==": order == 0,
+        "!=": order != 0,
+        ">=": order >= 0,
+        "<=": order <= 0,
+        ">": order > 0,
+        "<": order < 0,
+    }[operator]
 
 
 def version_matches(expression: str, version: str) -> bool:
@@ -116,5 +142,7 @@ def version_matches(expression: str, version: str) -> bool:
     expression = expression.strip()
     if expression in ("", "*"):
         return True
-    return any(all(_one(part, version) for part in alternative.split(","))
-               for alternative in expression.split("|"))
+    return any(
+        all(_one(part, version) for part in alternative.split(","))
+        for alternative in expression.split("|")
+    )

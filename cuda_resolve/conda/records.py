@@ -21,7 +21,14 @@ from ..errors import UsageError
 from ..versions import CudaVersion
 from .matchspec import MatchSpec, parse_spec
 
-__all__ = ["PIP_BUILD", "CondaRecord", "TorchRecord", "pip_distribution", "read_prefix_records", "torch_record"]
+__all__ = [
+    "PIP_BUILD",
+    "CondaRecord",
+    "TorchRecord",
+    "pip_distribution",
+    "read_prefix_records",
+    "torch_record",
+]
 
 #: The build string conda gives a package pip installed (conda's own pypi prefix-data loader).
 PIP_BUILD = "pypi_0"
@@ -34,8 +41,10 @@ def _strings(value: object, origin: str, field: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise UsageError(f"{origin}: {field} must be a list of strings, not {value!r}",
-                         hint="the record was not written by conda or cuda-resolve; remove it or rebuild the package")
+        raise UsageError(
+            f"{origin}: {field} must be a list of strings, not {value!r}",
+            hint="the record was not written by conda or cuda-resolve; remove it or rebuild the package",
+        )
     return tuple(value)
 
 
@@ -60,19 +69,29 @@ class CondaRecord:
         for field in ("name", "version", "build"):
             value = data.get(field)
             if not isinstance(value, str) or not value:
-                raise UsageError(f"{origin}: {field} must be a non-empty string, not {value!r}",
-                                 hint="the record was not written by conda or cuda-resolve; remove it or rebuild the package")
+                raise UsageError(
+                    f"{origin}: {field} must be a non-empty string, not {value!r}",
+                    hint="the record was not written by conda or cuda-resolve; remove it or rebuild the package",
+                )
             values[field] = value
         number = data.get("build_number", 0)
         if not isinstance(number, int) or isinstance(number, bool):
-            raise UsageError(f"{origin}: build_number must be an integer, not {number!r}",
-                             hint="the record was not written by conda or cuda-resolve; remove it or rebuild the package")
+            raise UsageError(
+                f"{origin}: build_number must be an integer, not {number!r}",
+                hint="the record was not written by conda or cuda-resolve; remove it or rebuild the package",
+            )
         channel = data.get("channel", "")
-        return cls(name=values["name"], version=values["version"], build=values["build"], build_number=number,
-                   depends=_strings(data.get("depends"), origin, "depends"),
-                   constrains=_strings(data.get("constrains"), origin, "constrains"),
-                   subdir=str(data.get("subdir", "")), fn=str(data.get("fn", fn) or fn),
-                   channel=channel if isinstance(channel, str) else "")
+        return cls(
+            name=values["name"],
+            version=values["version"],
+            build=values["build"],
+            build_number=number,
+            depends=_strings(data.get("depends"), origin, "depends"),
+            constrains=_strings(data.get("constrains"), origin, "constrains"),
+            subdir=str(data.get("subdir", "")),
+            fn=str(data.get("fn", fn) or fn),
+            channel=channel if isinstance(channel, str) else "",
+        )
 
     def dependency(self, name: str) -> list[MatchSpec]:
         """The ``depends`` entries on ``name``."""
@@ -111,7 +130,12 @@ class TorchRecord:
 
     @classmethod
     def from_channel_record(cls, record: CondaRecord) -> TorchRecord:
-        return cls(source="channel", version=record.version, build=record.build, cuda=channel_torch_cuda(record))
+        return cls(
+            source="channel",
+            version=record.version,
+            build=record.build,
+            cuda=channel_torch_cuda(record),
+        )
 
 
 def channel_torch_cuda(record: CondaRecord) -> CudaVersion | None:
@@ -137,8 +161,10 @@ def read_prefix_records(prefix: Path) -> tuple[CondaRecord, ...]:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise UsageError(f"{path}: not a readable conda record ({exc})",
-                             hint="the environment's conda-meta is damaged; `conda doctor` checks it") from None
+            raise UsageError(
+                f"{path}: not a readable conda record ({exc})",
+                hint="the environment's conda-meta is damaged; `conda doctor` checks it",
+            ) from None
         if isinstance(data, dict):
             records.append(CondaRecord.from_json(data, origin=str(path), fn=path.name))
     return tuple(records)
@@ -155,7 +181,9 @@ class PipDistribution:
 
 
 def _site_packages(prefix: Path) -> list[Path]:
-    return sorted(prefix.glob("lib/python3*/site-packages")) + sorted(prefix.glob("Lib/site-packages"))
+    return sorted(prefix.glob("lib/python3*/site-packages")) + sorted(
+        prefix.glob("Lib/site-packages")
+    )
 
 
 def pip_distribution(prefix: Path, name: str) -> PipDistribution | None:
@@ -174,7 +202,9 @@ def pip_distribution(prefix: Path, name: str) -> PipDistribution | None:
                 by = ""
             if by == "conda":
                 continue
-            return PipDistribution(name=name, version=version, dist_info=dist_info, site_packages=site)
+            return PipDistribution(
+                name=name, version=version, dist_info=dist_info, site_packages=site
+            )
     return None
 
 
@@ -198,4 +228,9 @@ def torch_record(prefix: Path, records: Sequence[CondaRecord] | None = None) -> 
     distribution = pip_distribution(prefix, "torch")
     if distribution is None:
         return None
-    return TorchRecord(source="pip", version=distribution.version, build=PIP_BUILD, cuda=_pip_torch_cuda(distribution))
+    return TorchRecord(
+        source="pip",
+        version=distribution.version,
+        build=PIP_BUILD,
+        cuda=_pip_torch_cuda(distribution),
+    )

@@ -30,7 +30,15 @@ from ..versions import ComputeCapability, CudaVersion
 from .matchspec import MatchSpec, compare_versions, parse_spec
 from .records import CondaRecord, TorchRecord, channel_torch_cuda
 
-__all__ = ["Fit", "arch_list_of", "best_fitting", "build_fits", "cuda_of", "veto_cpu_torch", "veto_torch_swap"]
+__all__ = [
+    "Fit",
+    "arch_list_of",
+    "best_fitting",
+    "build_fits",
+    "cuda_of",
+    "veto_cpu_torch",
+    "veto_torch_swap",
+]
 
 _ARCH_WORD = re.compile(r"^sm(\d{2,3})(a|f)?(ptx)?$")
 
@@ -72,7 +80,9 @@ def cuda_of(record: CondaRecord) -> CudaVersion | None:
     bound, else (for pytorch itself) its build string; None when it states none (a CPU build)."""
     for name in ("cuda-version", "__cuda"):
         for spec in record.dependency(name):
-            found = re.search(r">=?\s*(\d+)(?:\.(\d+))?", spec.version) or re.fullmatch(r"(\d+)\.(\d+)(?:\.\*)?", spec.version)
+            found = re.search(r">=?\s*(\d+)(?:\.(\d+))?", spec.version) or re.fullmatch(
+                r"(\d+)\.(\d+)(?:\.\*)?", spec.version
+            )
             if found:
                 return CudaVersion(int(found.group(1)), int(found.group(2) or 0))
     return channel_torch_cuda(record) if record.name == "pytorch" else None
@@ -82,8 +92,14 @@ def _torch_specs(record: CondaRecord) -> list[MatchSpec]:
     return record.dependency("pytorch") + record.dependency("torch")
 
 
-def build_fits(record: CondaRecord, env: Environment, torch: TorchRecord | None, facts: CudaFactsSource,
-               *, toolkit_archs: Sequence[ComputeCapability] = ()) -> Fit:
+def build_fits(
+    record: CondaRecord,
+    env: Environment,
+    torch: TorchRecord | None,
+    facts: CudaFactsSource,
+    *,
+    toolkit_archs: Sequence[ComputeCapability] = (),
+) -> Fit:
     """Does ``record`` serve ``env`` (its driver and GPUs) and the environment's ``torch``?
 
     ``toolkit_archs`` is the arch set assumed for a build that states no arch list; by default
@@ -122,10 +138,14 @@ def build_fits(record: CondaRecord, env: Environment, torch: TorchRecord | None,
         wrong_source = [spec for spec in specs if spec.name != torch.name]
         if wrong_source:
             ok = False
-            reasons.append(f"needs {wrong_source[0].name} from {'a channel' if wrong_source[0].name == 'pytorch' else 'pip'}, the environment has {torch.describe()}")
+            reasons.append(
+                f"needs {wrong_source[0].name} from {'a channel' if wrong_source[0].name == 'pytorch' else 'pip'}, the environment has {torch.describe()}"
+            )
         elif not all(spec.matches(torch.name, torch.version, torch.build) for spec in specs):
             ok = False
-            reasons.append(f"needs {', '.join(map(str, specs))}; the environment has {torch.describe()}")
+            reasons.append(
+                f"needs {', '.join(map(str, specs))}; the environment has {torch.describe()}"
+            )
         else:
             reasons.append(f"pairs with {torch.describe()}")
     return Fit(record=record, ok=ok, reasons=tuple(reasons))
@@ -157,22 +177,36 @@ def veto_cpu_torch(env: Environment, installing: Sequence[CondaRecord]) -> str |
         torch = TorchRecord.from_channel_record(record)
         if torch.is_cpu_only:
             gpus = ", ".join(f"{gpu.name} ({gpu.compute_capability})" for gpu in env.gpus)
-            return (f"this solve would install {torch.describe()} on a machine with {gpus}: "
-                    "nothing would run on the GPU")
+            return (
+                f"this solve would install {torch.describe()} on a machine with {gpus}: "
+                "nothing would run on the GPU"
+            )
     return None
 
 
-def veto_torch_swap(installing: Sequence[CondaRecord], installed: Sequence[CondaRecord], torch: TorchRecord | None) -> str | None:
+def veto_torch_swap(
+    installing: Sequence[CondaRecord], installed: Sequence[CondaRecord], torch: TorchRecord | None
+) -> str | None:
     """The reason to refuse a solve that brings a channel's ``pytorch`` into an environment whose
     torch is pip's while packages there were built against that pip torch (None: no objection).
     The names differ (``pytorch`` vs ``torch``), so no solver sees the clash: conda's files
     would land over pip's and the extensions' ABI would change underneath them."""
-    if torch is None or torch.source != "pip" or not any(record.name == "pytorch" for record in installing):
+    if (
+        torch is None
+        or torch.source != "pip"
+        or not any(record.name == "pytorch" for record in installing)
+    ):
         return None
     leaving = {record.name for record in installing}
-    pinned = sorted(record.name for record in installed
-                    if record.name not in leaving and any(spec.build == torch.build for spec in record.dependency("torch")))
+    pinned = sorted(
+        record.name
+        for record in installed
+        if record.name not in leaving
+        and any(spec.build == torch.build for spec in record.dependency("torch"))
+    )
     if not pinned:
         return None
-    return (f"this solve would install a channel's pytorch over {torch.describe()}, which {', '.join(pinned)} "
-            "were built against: their compiled code would no longer match the torch they load")
+    return (
+        f"this solve would install a channel's pytorch over {torch.describe()}, which {', '.join(pinned)} "
+        "were built against: their compiled code would no longer match the torch they load"
+    )

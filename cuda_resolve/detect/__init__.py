@@ -46,7 +46,10 @@ __all__ = ["detect_environment"]
 
 
 def _find_extensions(
-    site_packages: Sequence[str], torch: TorchInfo | None, environ: Mapping[str, str], cache: ProbeCache
+    site_packages: Sequence[str],
+    torch: TorchInfo | None,
+    environ: Mapping[str, str],
+    cache: ProbeCache,
 ) -> tuple[ExtensionBinary, ...]:
     """Compiled CUDA extensions in the target and the libraries they cannot load (for doctor).
     The target's torch may live outside its own site-packages (a ``.pth`` file, a venv with
@@ -54,7 +57,9 @@ def _find_extensions(
     from .extensions import find_extensions_cached
 
     torch_sites = (os.path.dirname(torch.location),) if torch is not None and torch.location else ()
-    return find_extensions_cached(site_packages, environ=environ, cache=cache, torch_sites=torch_sites)
+    return find_extensions_cached(
+        site_packages, environ=environ, cache=cache, torch_sites=torch_sites
+    )
 
 
 def detect_environment(
@@ -79,7 +84,12 @@ def detect_environment(
     with sharing(deadline):
         try:
             return _detect(
-                python=python, root=root, environ=environ, timeout=timeout, cache_dir=cache_dir, deadline=deadline
+                python=python,
+                root=root,
+                environ=environ,
+                timeout=timeout,
+                cache_dir=cache_dir,
+                deadline=deadline,
             )
         except KeyboardInterrupt:
             _stop(deadline)
@@ -106,7 +116,9 @@ def _detect(
     target_python = resolve_python(python, env) if python is not None else None
     cache = ProbeCache(cache_dir if cache_dir is not None else default_cache_dir())
 
-    target_job = Background(lambda: probe_target(target_python, environ=env, timeout=timeout, cache=cache))
+    target_job = Background(
+        lambda: probe_target(target_python, environ=env, timeout=timeout, cache=cache)
+    )
     compilers_job = Background(lambda: find_compilers(environ=env, timeout=timeout, cache=cache))
     try:
         nvidia = probe_nvidia(root=root, environ=env, timeout=timeout, cache=cache)

@@ -58,7 +58,11 @@ class ProbeCache:
             if self._path is not None:
                 try:
                     raw = json.loads(read_bytes(self._path, limit=_READ_LIMIT))
-                except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested too deep
+                except (
+                    OSError,
+                    ValueError,
+                    RecursionError,
+                ):  # unreadable, not JSON, nested too deep
                     raw = None
                 if isinstance(raw, dict) and raw.get("format") == _FORMAT:
                     self._data = {k: v for k, v in raw.items() if isinstance(v, dict)}

@@ -90,7 +90,8 @@ def _devices(lib: ctypes.CDLL) -> CudaDeviceReport:
         major, minor = ctypes.c_int(), ctypes.c_int()
         if (
             lib.cuDeviceGetAttribute(ctypes.byref(major), _ATTRIBUTE_CC_MAJOR, device) != _SUCCESS
-            or lib.cuDeviceGetAttribute(ctypes.byref(minor), _ATTRIBUTE_CC_MINOR, device) != _SUCCESS
+            or lib.cuDeviceGetAttribute(ctypes.byref(minor), _ATTRIBUTE_CC_MINOR, device)
+            != _SUCCESS
         ):
             continue
         name = ctypes.create_string_buffer(256)

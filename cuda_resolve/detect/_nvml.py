@@ -53,7 +53,9 @@ def query_nvml() -> NvmlReport | NvmlFailure | None:
     """One NVML session; ``None`` when the library is not installed (no driver here)."""
     try:
         import pynvml  # type: ignore[import-untyped]  # 11.6 ms warm: only on a cache miss
-    except ImportError:  # a broken install (it is a dependency): libcuda and nvidia-smi still answer
+    except (
+        ImportError
+    ):  # a broken install (it is a dependency): libcuda and nvidia-smi still answer
         return None
     try:
         pynvml.nvmlInit()

@@ -24,11 +24,21 @@ from typing import Generic, TypeVar
 from .._bounded import DEFAULT_OUTPUT_LIMIT, Deadline, Ran
 from .._bounded import run as run_bounded
 
-__all__ = ["Background", "Ran", "call_with_timeout", "current_deadline", "run", "run_text", "sharing"]
+__all__ = [
+    "Background",
+    "Ran",
+    "call_with_timeout",
+    "current_deadline",
+    "run",
+    "run_text",
+    "sharing",
+]
 
 T = TypeVar("T")
 
-_DEADLINE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar("cuda_resolve_deadline", default=None)
+_DEADLINE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
+    "cuda_resolve_deadline", default=None
+)
 
 
 @contextlib.contextmanager
@@ -77,14 +87,22 @@ def run(
     deadline = _DEADLINE.get()
     allowed = timeout if deadline is None else deadline.timeout(timeout)
     if deadline is not None and allowed <= 0:
-        deadline.note_slow(f"{_label(argv)} was not run: the {deadline.seconds:g} s detection budget was spent")
+        deadline.note_slow(
+            f"{_label(argv)} was not run: the {deadline.seconds:g} s detection budget was spent"
+        )
         return Ran("", "", None)
-    ran = run_bounded(argv, timeout=allowed, output_limit=output_limit, env=_child_environment(environ), cwd=cwd)
+    ran = run_bounded(
+        argv, timeout=allowed, output_limit=output_limit, env=_child_environment(environ), cwd=cwd
+    )
     if deadline is not None and ran is not None and ran.returncode is None:
         if ran.overflowed:
-            deadline.note_slow(f"{_label(argv)} wrote more than {output_limit} bytes and was stopped")
+            deadline.note_slow(
+                f"{_label(argv)} wrote more than {output_limit} bytes and was stopped"
+            )
         else:
-            deadline.note_slow(f"{_label(argv)} did not answer within {allowed:.1f} s and was stopped")
+            deadline.note_slow(
+                f"{_label(argv)} did not answer within {allowed:.1f} s and was stopped"
+            )
     return ran
 
 
@@ -99,7 +117,9 @@ def run_text(
     return ran.stdout if ran is not None and ran.ok else None
 
 
-def call_with_timeout(function: Callable[[], T], *, timeout: float, label: str = "a library call") -> T | None:
+def call_with_timeout(
+    function: Callable[[], T], *, timeout: float, label: str = "a library call"
+) -> T | None:
     """Call *function* in a daemon thread; ``None`` if it has not returned by *timeout* (or by
     the shared deadline, whichever comes first). A call skipped because the deadline is spent
     is recorded there under *label*; one that timed out is the caller's to note.
@@ -111,7 +131,9 @@ def call_with_timeout(function: Callable[[], T], *, timeout: float, label: str =
     deadline = _DEADLINE.get()
     allowed = timeout if deadline is None else deadline.timeout(timeout)
     if deadline is not None and allowed <= 0:
-        deadline.note_slow(f"{label} was not made: the {deadline.seconds:g} s detection budget was spent")
+        deadline.note_slow(
+            f"{label} was not made: the {deadline.seconds:g} s detection budget was spent"
+        )
         return None
     box: list[T] = []
 

@@ -226,7 +226,9 @@ def _nvidia_wheels(distributions):
         include_dir, lib_dir, owns_files = _wheel_dirs(directory, record)
         if not owns_files and key != "cuda-toolkit":
             continue  # nvidia-ml-py and other Python-only packages carry no CUDA files
-        wheels.append({"name": key, "version": version, "include_dir": include_dir, "lib_dir": lib_dir})
+        wheels.append(
+            {"name": key, "version": version, "include_dir": include_dir, "lib_dir": lib_dir}
+        )
     return wheels
 
 
@@ -275,7 +277,8 @@ def probe(extension_names=()):
     distributions = {}  # type: Distributions
     try:
         distributions = _distributions(
-            search_path, lambda name: name in _TORCH_FAMILY or _is_cuda_wheel_name(name) or name in extensions
+            search_path,
+            lambda name: name in _TORCH_FAMILY or _is_cuda_wheel_name(name) or name in extensions,
         )
     except Exception as exc:
         errors.append("reading installed distributions: %r" % (exc,))

@@ -89,7 +89,11 @@ def _other_gcc(environ: Mapping[str, str]) -> list[str]:
             continue
         for entry in entries:
             name = entry.name
-            if name.startswith(("gcc-", "g++-")) and name not in found and _VERSIONED_GCC.match(name):
+            if (
+                name.startswith(("gcc-", "g++-"))
+                and name not in found
+                and _VERSIONED_GCC.match(name)
+            ):
                 if is_executable_file(entry.path):
                     found[name] = entry.path
     return [found[name] for name in sorted(found)]
@@ -114,11 +118,20 @@ def find_compilers(*, environ: Mapping[str, str], timeout: float, cache: ProbeCa
 
     # Sequential on purpose: answers are cached per binary, so after the first run this is a
     # few stat calls, cheaper than starting threads; the first run overlaps the driver probes.
-    versions = {key: _version(path, environ=environ, timeout=timeout, cache=cache) for key, path in programs.items()}
-    other_versions = [_version(path, environ=environ, timeout=timeout, cache=cache) for path in others]
+    versions = {
+        key: _version(path, environ=environ, timeout=timeout, cache=cache)
+        for key, path in programs.items()
+    }
+    other_versions = [
+        _version(path, environ=environ, timeout=timeout, cache=cache) for path in others
+    ]
     default_gcc = versions["gcc"][1] if versions["gcc"] else None
     other_gcc = sorted(
-        {found[1] for found in other_versions if found and found[0] == "gcc" and found[1] != default_gcc},
+        {
+            found[1]
+            for found in other_versions
+            if found and found[0] == "gcc" and found[1] != default_gcc
+        },
         key=lambda text: tuple(int(part) for part in text.split(".")),
     )
 

@@ -44,6 +44,7 @@ class _Cache(Protocol):
     def get(self, namespace: str, key: str) -> Any: ...
     def put(self, namespace: str, key: str, value: Any) -> None: ...
 
+
 __all__ = [
     "TORCH_LIBRARIES",
     "demangle",
@@ -55,22 +56,60 @@ __all__ = [
 ]
 
 #: The sonames that tie an extension to CUDA or to a torch build.
-_INTERESTING = re.compile(r"^(libcudart|libc10|libtorch|libcublas|libcusparse|libcurand|libcufft|libcusolver|libnvrtc|libcudnn)")
+_INTERESTING = re.compile(
+    r"^(libcudart|libc10|libtorch|libcublas|libcusparse|libcurand|libcufft|libcusolver|libnvrtc|libcudnn)"
+)
 #: Trees that are torch itself or CUDA runtime wheels, not extensions built by users.
-_SKIP_DIRS = frozenset({
-    "torch", "nvidia", "triton", "jax", "jaxlib", "jax_plugins", "cupy", "cupy_backends", "tensorflow",
-    "numpy", "scipy", "pandas", "sklearn", "cv2", "pyarrow", "onnxruntime", "PIL", "matplotlib",
-    "grpc", "google", "__pycache__",
-})
+_SKIP_DIRS = frozenset(
+    {
+        "torch",
+        "nvidia",
+        "triton",
+        "jax",
+        "jaxlib",
+        "jax_plugins",
+        "cupy",
+        "cupy_backends",
+        "tensorflow",
+        "numpy",
+        "scipy",
+        "pandas",
+        "sklearn",
+        "cv2",
+        "pyarrow",
+        "onnxruntime",
+        "PIL",
+        "matplotlib",
+        "grpc",
+        "google",
+        "__pycache__",
+    }
+)
 #: Extensions sit at most a few levels below site-packages (pkg/_C.so, pkg/ops/_ext.so);
 #: walking whole trees of large packages costs far more than it finds.
 _MAX_DEPTH = 3
-_DEFAULT_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu")
+_DEFAULT_DIRS = (
+    "/lib",
+    "/usr/lib",
+    "/lib64",
+    "/usr/lib64",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+)
 _LD_CACHE_LIMIT = 64 * 1024 * 1024  # a large distribution's cache is a few hundred KB
 _MAX_FILES = 2000  # a big conda env holds ~1000 .so files; each costs ~40 µs (mapped, not read)
 #: The torch libraries whose symbols an extension may use (torch/lib); what they do not define
 #: and the extension needs, ``import`` fails on.
-TORCH_LIBRARIES = ("libc10.so", "libc10_cuda.so", "libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so", "libtorch_python.so")
+TORCH_LIBRARIES = (
+    "libc10.so",
+    "libc10_cuda.so",
+    "libtorch.so",
+    "libtorch_cpu.so",
+    "libtorch_cuda.so",
+    "libtorch_python.so",
+)
 #: Mangled names in torch's namespaces (c10::, at::, torch::, caffe2::), their vtables and type
 #: infos, and libtorch_python's C names (THPVariable_Wrap ...): what torch is meant to provide.
 _TORCH_SYMBOL = re.compile(r"^_Z(?:T[VIS])?N[rVK]*[RO]?(?:3c10|2at|5torch|6caffe2)|^THP[A-Z]")
@@ -86,7 +125,8 @@ def ldconfig_sonames(cache: Path = Path("/etc/ld.so.cache")) -> frozenset[str]:
     except OSError:
         return frozenset()
     return frozenset(
-        match.decode("ascii", "replace") for match in re.findall(rb"(lib[\w.+-]+\.so[\w.]*)\x00", data)
+        match.decode("ascii", "replace")
+        for match in re.findall(rb"(lib[\w.+-]+\.so[\w.]*)\x00", data)
     )
 
 
@@ -119,7 +159,11 @@ def _candidates(site: Path) -> Iterable[Path]:
     for directory, subdirs, files in os.walk(site):
         depth = directory.rstrip(os.sep).count(os.sep) - base_depth
         if depth == 0:
-            subdirs[:] = [d for d in subdirs if d not in _SKIP_DIRS and not d.endswith((".dist-info", ".egg-info"))]
+            subdirs[:] = [
+                d
+                for d in subdirs
+                if d not in _SKIP_DIRS and not d.endswith((".dist-info", ".egg-info"))
+            ]
         elif depth >= _MAX_DEPTH:
             subdirs[:] = []
         else:
@@ -143,7 +187,9 @@ def demangle(names: Sequence[str], *, environ: Mapping[str, str]) -> tuple[str, 
     program = shutil.which("c++filt", path=environ.get("PATH", os.defpath))
     if program is None:
         return tuple(names)
-    ran = run_bounded([program], timeout=_DEMANGLE_TIMEOUT_S, stdin=("\n".join(names) + "\n").encode())
+    ran = run_bounded(
+        [program], timeout=_DEMANGLE_TIMEOUT_S, stdin=("\n".join(names) + "\n").encode()
+    )
     lines = ran.stdout.splitlines() if ran is not None and ran.ok else []
     return tuple(lines) if len(lines) == len(names) else tuple(names)
 
@@ -192,7 +238,9 @@ def _torch_lib_dir(homes: Iterable[Path]) -> Path | None:
     return None
 
 
-def _inspect(path: Path, torch_symbols: _TorchSymbols | None) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+def _inspect(
+    path: Path, torch_symbols: _TorchSymbols | None
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """(SASS targets, PTX targets, torch symbols the installed torch lacks, notes) of one file."""
     from ..elf import ElfError, open_elf
     from ..fatbin import FatbinError, kernel_images
@@ -208,7 +256,9 @@ def _inspect(path: Path, torch_symbols: _TorchSymbols | None) -> tuple[tuple[str
             try:
                 images = kernel_images(image)
             except (FatbinError, ElfError, struct.error) as exc:
-                notes.append(f"{path}: its fat binary cannot be read ({exc}); which GPUs it runs on is unknown")
+                notes.append(
+                    f"{path}: its fat binary cannot be read ({exc}); which GPUs it runs on is unknown"
+                )
             else:
                 if images is not None:
                     sass = tuple(c.sm for c in images.sass)
@@ -272,7 +322,9 @@ class _Distributions:
 
     def _top_level(self, dist_info: str) -> str:
         try:
-            return read_text(self.site / dist_info / "top_level.txt", limit=_DISTRIBUTION_TEXT_LIMIT)
+            return read_text(
+                self.site / dist_info / "top_level.txt", limit=_DISTRIBUTION_TEXT_LIMIT
+            )
         except (OSError, UnicodeDecodeError):
             return ""
 
@@ -322,23 +374,37 @@ def find_extensions(
                     continue
                 origin = str(path.parent)
                 own_dirs = [
-                    p.replace("${ORIGIN}", origin).replace("$ORIGIN", origin) for p in (*info.rpath, *info.runpath)
+                    p.replace("${ORIGIN}", origin).replace("$ORIGIN", origin)
+                    for p in (*info.rpath, *info.runpath)
                 ]
                 visible = searchable | preloaded | _names_in(own_dirs)
                 missing = tuple(name for name in needed if name not in visible)
                 links_torch = any(name.startswith(("libc10", "libtorch")) for name in needed)
                 sass, ptx, symbols, notes = _inspect(path, torch_symbols if links_torch else None)
-                found.append(ExtensionBinary(
-                    path=str(path), needed=needed, missing=missing, sass=sass, ptx=ptx,
-                    missing_symbols=symbols[:_MAX_SYMBOLS_SHOWN], distribution=owners.owner(path), notes=notes,
-                ))
+                found.append(
+                    ExtensionBinary(
+                        path=str(path),
+                        needed=needed,
+                        missing=missing,
+                        sass=sass,
+                        ptx=ptx,
+                        missing_symbols=symbols[:_MAX_SYMBOLS_SHOWN],
+                        distribution=owners.owner(path),
+                        notes=notes,
+                    )
+                )
         broken = tuple(torch_symbols.broken) if torch_symbols is not None else ()
     if broken and found:  # torch's own libraries could not be read: say so once, on the first
         found[0] = _with(found[0], notes=found[0].notes + broken)
     everything = sorted({name for ext in found for name in ext.missing_symbols})
     if everything:
         readable = dict(zip(everything, demangle(everything, environ=env), strict=True))
-        found = [_with(ext, demangled=tuple(readable[name] for name in ext.missing_symbols)) if ext.missing_symbols else ext for ext in found]
+        found = [
+            _with(ext, demangled=tuple(readable[name] for name in ext.missing_symbols))
+            if ext.missing_symbols
+            else ext
+            for ext in found
+        ]
     return tuple(found)
 
 
@@ -359,7 +425,9 @@ def scan_key(
     digest = hashlib.sha256()
     digest.update(environ.get("LD_LIBRARY_PATH", "").encode())
     for home in torch_sites:
-        torch, nvidia = (file_identity(os.path.join(home, name)) or "-" for name in ("torch", "nvidia"))
+        torch, nvidia = (
+            file_identity(os.path.join(home, name)) or "-" for name in ("torch", "nvidia")
+        )
         digest.update(f"torch:{home}|{torch}|{nvidia};".encode())
     try:
         digest.update(str(ld_cache.stat().st_mtime_ns).encode())
@@ -369,14 +437,20 @@ def scan_key(
         try:
             digest.update(f"{site}|{os.stat(site).st_mtime_ns}".encode())
             for entry in sorted(os.scandir(site), key=lambda e: e.name):
-                digest.update(f"{entry.name}:{entry.stat(follow_symlinks=False).st_mtime_ns};".encode())
+                digest.update(
+                    f"{entry.name}:{entry.stat(follow_symlinks=False).st_mtime_ns};".encode()
+                )
         except OSError:
             return None
     return digest.hexdigest()
 
 
 def find_extensions_cached(
-    site_packages: Sequence[str], *, environ: Mapping[str, str], cache: _Cache, torch_sites: Sequence[str] = ()
+    site_packages: Sequence[str],
+    *,
+    environ: Mapping[str, str],
+    cache: _Cache,
+    torch_sites: Sequence[str] = (),
 ) -> tuple[ExtensionBinary, ...]:
     """:func:`find_extensions`, remembered until an input of :func:`scan_key` changes.
 

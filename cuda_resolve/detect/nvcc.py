@@ -95,7 +95,7 @@ def _path_start(line: str, at: int, end: int) -> bool:
         return at + 1 <= end
     if first != "$":
         return False
-    name = at + 2 if line[at + 1:at + 2] == "{" else at + 1
+    name = at + 2 if line[at + 1 : at + 2] == "{" else at + 1
     return name < end and _word_char(line[name])
 
 
@@ -109,10 +109,12 @@ def script_nvcc_paths(line: str) -> list[str]:
     found: list[str] = []
     for word in _SCRIPT_WORD.finditer(line):
         start, end = word.span()
-        if not word.group().endswith("/nvcc") or line[end:end + 1] == "(":
+        if not word.group().endswith("/nvcc") or line[end : end + 1] == "(":
             continue
         suffix = end - len("/nvcc")
-        starts = [start] if start == 0 or line[start - 1].isspace() or line[start - 1] in "\"'" else []
+        starts = (
+            [start] if start == 0 or line[start - 1].isspace() or line[start - 1] in "\"'" else []
+        )
         at = line.find("=", start, end)
         while at != -1:
             starts.append(at + 1)
@@ -128,7 +130,9 @@ def _script_target(script: str, environ: Mapping[str, str]) -> str | None:
     if read_text(script, limit=2) != "#!":  # a binary nvcc: not read further
         return None
     text = read_text(script, limit=_SCRIPT_LIMIT) or ""
-    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    lines = [
+        line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
+    ]
     lines.sort(key=lambda line: "exec" not in line)  # stable: exec lines first, else in order
     here = os.path.realpath(script)
     for line in lines:

@@ -117,7 +117,9 @@ def _probe_libraries(found: _Findings, timeout: float) -> None:
         return  # no kernel module and no libcuda: no driver for NVML or cuInit to describe
     from . import _libcuda, _nvml
 
-    boxed = call_with_timeout(lambda: (_nvml.query_nvml(),), timeout=timeout, label="NVML (nvmlInit)")
+    boxed = call_with_timeout(
+        lambda: (_nvml.query_nvml(),), timeout=timeout, label="NVML (nvmlInit)"
+    )
     if boxed is None:
         found.notes.append(f"NVML did not answer within {timeout:g} s")
         found.nvml_refused = True
@@ -132,7 +134,9 @@ def _probe_libraries(found: _Findings, timeout: float) -> None:
         found.notes.extend(nvml.problems)
         found.gpus, found.gpus_source = nvml.gpus, "NVML"
         return
-    boxed_devices = call_with_timeout(lambda: (_libcuda.query_devices(),), timeout=timeout, label="libcuda (cuInit)")
+    boxed_devices = call_with_timeout(
+        lambda: (_libcuda.query_devices(),), timeout=timeout, label="libcuda (cuInit)"
+    )
     if boxed_devices is None:
         found.notes.append(f"libcuda: cuInit did not answer within {timeout:g} s")
         return
@@ -157,8 +161,16 @@ def _probe_nvidia_smi(found: _Findings, environ: Mapping[str, str], timeout: flo
 
     header: SmiHeader | None = None
     # The two invocations overlap: each can take tens of milliseconds, or the whole timeout.
-    header_job = Background(lambda: query_smi_header(executable, environ=environ, timeout=timeout)) if need_header else None
-    gpus_job = Background(lambda: query_smi_gpus(executable, environ=environ, timeout=timeout)) if need_gpus else None
+    header_job = (
+        Background(lambda: query_smi_header(executable, environ=environ, timeout=timeout))
+        if need_header
+        else None
+    )
+    gpus_job = (
+        Background(lambda: query_smi_gpus(executable, environ=environ, timeout=timeout))
+        if need_gpus
+        else None
+    )
     if header_job is not None:
         header, problem = header_job.result()
         if problem:
@@ -191,7 +203,9 @@ def _conclude(found: _Findings) -> NvidiaFacts:
         )
         return NvidiaFacts(None, (), tuple(found.notes))
     if found.gpus == ():
-        found.notes.append(f"NVIDIA driver {found.version} is loaded but no GPU is visible (No devices were found)")
+        found.notes.append(
+            f"NVIDIA driver {found.version} is loaded but no GPU is visible (No devices were found)"
+        )
     source = found.version_source or "unknown"
     if found.cuda_source and found.cuda_source != source:
         source = f"{source}+{found.cuda_source}"
@@ -244,7 +258,13 @@ def _from_cache(found: _Findings, cache: ProbeCache, key: str | None) -> bool:
 def _remember(found: _Findings, cache: ProbeCache, key: str | None) -> None:
     # Only a clean, complete NVML answer is worth remembering: libcuda's depends on this
     # process's CUDA_VISIBLE_DEVICES, and a partial answer should be retried next time.
-    if key is None or found.gpus_source != "NVML" or not found.gpus or found.cuda is None or found.notes:
+    if (
+        key is None
+        or found.gpus_source != "NVML"
+        or not found.gpus
+        or found.cuda is None
+        or found.notes
+    ):
         return
     entry: dict[str, Any] = {
         "cuda": str(found.cuda),

@@ -26,7 +26,10 @@ __all__ = [
     "smi_problem",
 ]
 
-GPU_QUERY = ("--query-gpu=index,name,uuid,compute_cap,memory.total", "--format=csv,noheader,nounits")
+GPU_QUERY = (
+    "--query-gpu=index,name,uuid,compute_cap,memory.total",
+    "--format=csv,noheader,nounits",
+)
 
 _DRIVER = re.compile(r"Driver Version:\s*([\d.]+)")
 _CUDA = re.compile(r"CUDA Version:\s*([\d.]+)")
@@ -104,7 +107,9 @@ def smi_problem(text: str) -> str | None:
     return None
 
 
-def _failure(executable: str, ran_output: str, returncode: int | None, timeout: float) -> str | None:
+def _failure(
+    executable: str, ran_output: str, returncode: int | None, timeout: float
+) -> str | None:
     if returncode is None:
         if current_deadline() is not None:
             return None  # the shared deadline's record says which probe was slow

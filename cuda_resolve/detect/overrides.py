@@ -31,7 +31,12 @@ from .driver import cuda_for_driver_version
 
 __all__ = ["OVERRIDE_VARIABLES", "Overrides", "apply_overrides", "read_overrides"]
 
-OVERRIDE_VARIABLES = ("CUDA_RESOLVE_DRIVER", "CUDA_RESOLVE_CUDA_ARCH", "CONDA_OVERRIDE_CUDA", "CONDA_OVERRIDE_CUDA_ARCH")
+OVERRIDE_VARIABLES = (
+    "CUDA_RESOLVE_DRIVER",
+    "CUDA_RESOLVE_CUDA_ARCH",
+    "CONDA_OVERRIDE_CUDA",
+    "CONDA_OVERRIDE_CUDA_ARCH",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +94,11 @@ def read_overrides(environ: Mapping[str, str]) -> Overrides:
     """Parse the override variables; a bad value raises before anything is probed."""
     result = Overrides()
     conda_cuda_text = environ.get("CONDA_OVERRIDE_CUDA")
-    conda_cuda = _parse_cuda("CONDA_OVERRIDE_CUDA", conda_cuda_text) if conda_cuda_text and conda_cuda_text.strip() else None
+    conda_cuda = (
+        _parse_cuda("CONDA_OVERRIDE_CUDA", conda_cuda_text)
+        if conda_cuda_text and conda_cuda_text.strip()
+        else None
+    )
     driver_text = environ.get("CUDA_RESOLVE_DRIVER")
     if driver_text is not None:
         if driver_text.strip():
@@ -101,12 +110,18 @@ def read_overrides(environ: Mapping[str, str]) -> Overrides:
                 driver_cuda=conda_cuda,
             )
         else:
-            result = replace(result, driver_set=True, driver_source="CUDA_RESOLVE_DRIVER", no_driver=True)
+            result = replace(
+                result, driver_set=True, driver_source="CUDA_RESOLVE_DRIVER", no_driver=True
+            )
     elif conda_cuda_text is not None:
         if conda_cuda is None:
-            result = replace(result, driver_set=True, driver_source="CONDA_OVERRIDE_CUDA", no_driver=True)
+            result = replace(
+                result, driver_set=True, driver_source="CONDA_OVERRIDE_CUDA", no_driver=True
+            )
         else:
-            result = replace(result, driver_set=True, driver_source="CONDA_OVERRIDE_CUDA", driver_cuda=conda_cuda)
+            result = replace(
+                result, driver_set=True, driver_source="CONDA_OVERRIDE_CUDA", driver_cuda=conda_cuda
+            )
     for variable in ("CUDA_RESOLVE_CUDA_ARCH", "CONDA_OVERRIDE_CUDA_ARCH"):
         text = environ.get(variable)
         if text is None:
@@ -138,7 +153,9 @@ def _driver(overrides: Overrides, probed: Driver | None) -> tuple[Driver | None,
         return probed, []
     source = overrides.driver_source or "override"
     if overrides.no_driver:
-        return None, [f"{source} is set but empty: treating this machine as having no NVIDIA driver"]
+        return None, [
+            f"{source} is set but empty: treating this machine as having no NVIDIA driver"
+        ]
     if overrides.driver_version is not None:
         cuda = overrides.driver_cuda or cuda_for_driver_version(overrides.driver_version)
         if cuda is None:
@@ -171,7 +188,10 @@ def _gpus(overrides: Overrides, probed: tuple[Gpu, ...]) -> tuple[tuple[Gpu, ...
     if source == "CONDA_OVERRIDE_CUDA_ARCH" and probed:
         capabilities = capabilities * len(probed)
     if len(capabilities) == len(probed):
-        return tuple(replace(gpu, compute_capability=cc) for gpu, cc in zip(probed, capabilities, strict=True)), []
+        return tuple(
+            replace(gpu, compute_capability=cc)
+            for gpu, cc in zip(probed, capabilities, strict=True)
+        ), []
     listed = ",".join(str(cc) for cc in capabilities)
     synthesised = tuple(
         Gpu(index=position, name=f"GPU from {source}", compute_capability=cc)

@@ -34,7 +34,14 @@ from ..versions import CudaVersion
 from ._files import which
 from ._run import run
 
-__all__ = ["MINIMUM_TARGET", "TargetFacts", "curated_extension_names", "facts_from_report", "probe_target", "resolve_python"]
+__all__ = [
+    "MINIMUM_TARGET",
+    "TargetFacts",
+    "curated_extension_names",
+    "facts_from_report",
+    "probe_target",
+    "resolve_python",
+]
 
 #: The oldest interpreter cuda-resolve installs into.
 MINIMUM_TARGET = (3, 7)
@@ -67,7 +74,9 @@ def resolve_python(python: str, environ: Mapping[str, str]) -> str:
             hint=f"give the interpreter inside it, e.g. {os.path.join(python, 'bin', 'python')}",
         )
     if not os.access(python, os.X_OK):
-        raise UsageError(f"--python {python}: is not executable, so it is not an interpreter", hint=_HINT)
+        raise UsageError(
+            f"--python {python}: is not executable, so it is not an interpreter", hint=_HINT
+        )
     return python
 
 
@@ -76,7 +85,9 @@ def _probe_source() -> str:
 
     from .._dist_metadata import source_text
 
-    return source_text() + files(__package__).joinpath("_target_probe.py").read_text(encoding="utf-8")
+    return source_text() + files(__package__).joinpath("_target_probe.py").read_text(
+        encoding="utf-8"
+    )
 
 
 #: The report's shape, part of every cache key: a report cached by an older cuda-resolve (without
@@ -84,7 +95,9 @@ def _probe_source() -> str:
 _REPORT_FORMAT = "report/2"
 #: A package file of the index larger than this is not read for its name.
 _PACKAGE_FILE_LIMIT = 1024 * 1024
-_PACKAGE_NAME = re.compile(r'^\[package\][ \t]*$.*?^name[ \t]*=[ \t]*"([^"\n]+)"', re.MULTILINE | re.DOTALL)
+_PACKAGE_NAME = re.compile(
+    r'^\[package\][ \t]*$.*?^name[ \t]*=[ \t]*"([^"\n]+)"', re.MULTILINE | re.DOTALL
+)
 
 
 def _normalized(name: str) -> str:
@@ -137,7 +150,9 @@ def curated_extension_names(environ: Mapping[str, str]) -> tuple[str, ...]:
 def _run_probe(
     python: str, *, environ: Mapping[str, str], timeout: float, extension_names: Sequence[str] = ()
 ) -> dict[str, Any]:
-    ran = run([python, "-c", _probe_source(), *extension_names], timeout=timeout, environ=environ, cwd="/")
+    ran = run(
+        [python, "-c", _probe_source(), *extension_names], timeout=timeout, environ=environ, cwd="/"
+    )
     if ran is None:
         raise UsageError(f"--python {python}: could not be run as a program", hint=_HINT)
     if ran.timed_out:
@@ -148,7 +163,10 @@ def _run_probe(
     report = _json_object(ran.stdout)
     if report is None or "version" not in report:
         said = ran.first_line or f"nothing (exit status {ran.returncode})"
-        raise UsageError(f"--python {python}: is not a Python interpreter (it printed {said[:200]!r})", hint=_HINT)
+        raise UsageError(
+            f"--python {python}: is not a Python interpreter (it printed {said[:200]!r})",
+            hint=_HINT,
+        )
     return report
 
 
@@ -198,7 +216,11 @@ def _installed_state(search_path: list[str]) -> tuple[str, int]:
             with os.scandir(folder) as entries:
                 for entry in sorted(entries, key=lambda e: e.name):
                     name = entry.name
-                    if name == "torch" or name.endswith((".dist-info", ".egg-info", *_PATH_HOOKS)) or name in _START_UP_HOOKS:
+                    if (
+                        name == "torch"
+                        or name.endswith((".dist-info", ".egg-info", *_PATH_HOOKS))
+                        or name in _START_UP_HOOKS
+                    ):
                         stat = entry.stat(follow_symlinks=False)
                         newest = max(newest, stat.st_mtime_ns)
                         digest.update(f"{name}:{stat.st_mtime_ns}:{stat.st_size};".encode())
@@ -228,7 +250,9 @@ def _storable(report: dict[str, Any]) -> bool:
     return not report.get("errors") and "fatal" not in report
 
 
-def _in_process_report(cache: _ReportCache | None, extension_names: Sequence[str] = ()) -> dict[str, Any]:
+def _in_process_report(
+    cache: _ReportCache | None, extension_names: Sequence[str] = ()
+) -> dict[str, Any]:
     """This interpreter's probe report, remembered while its installed packages stay the same.
 
     Reading the installed distributions (``importlib.metadata``) is most of what ``doctor`` costs
@@ -251,7 +275,14 @@ def _in_process_report(cache: _ReportCache | None, extension_names: Sequence[str
 
 
 #: Variables that move an interpreter's import path (and so which torch ``import torch`` finds).
-_PATH_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "PYTHONPLATLIBDIR", "HOME")
+_PATH_VARIABLES = (
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONUSERBASE",
+    "PYTHONNOUSERSITE",
+    "PYTHONPLATLIBDIR",
+    "HOME",
+)
 
 
 def _interpreter_key(python: str, environ: Mapping[str, str]) -> str | None:
@@ -265,7 +296,9 @@ def _interpreter_key(python: str, environ: Mapping[str, str]) -> str | None:
     if identity is None:
         return None
     given = os.path.abspath(python)
-    venv_config = file_identity(os.path.join(os.path.dirname(os.path.dirname(given)), "pyvenv.cfg")) or "-"
+    venv_config = (
+        file_identity(os.path.join(os.path.dirname(os.path.dirname(given)), "pyvenv.cfg")) or "-"
+    )
     variables = "\0".join(f"{name}={environ.get(name, '')}" for name in _PATH_VARIABLES)
     return f"{given}|{identity}|{venv_config}|{variables}"
 
@@ -277,8 +310,11 @@ def _watched_folders(report: dict[str, Any]) -> list[str] | None:
     path = report.get("search_path")
     if not isinstance(path, list) or not all(isinstance(entry, str) for entry in path):
         return None
-    absent = [folder for folder in (report.get("user_site"), *(report.get("absent_site_packages") or ()))
-              if isinstance(folder, str) and folder not in path]
+    absent = [
+        folder
+        for folder in (report.get("user_site"), *(report.get("absent_site_packages") or ()))
+        if isinstance(folder, str) and folder not in path
+    ]
     return [*path, *dict.fromkeys(absent)]
 
 
@@ -289,7 +325,11 @@ _SETTLED_NS = 2_000_000_000
 
 
 def _subprocess_report(
-    python: str, *, environ: Mapping[str, str], timeout: float, cache: _ReportCache | None,
+    python: str,
+    *,
+    environ: Mapping[str, str],
+    timeout: float,
+    cache: _ReportCache | None,
     extension_names: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Another interpreter's report, remembered like the in-process one: the probe's run (the
@@ -321,17 +361,27 @@ def _subprocess_report(
 
 
 def probe_target(
-    python: str | None, *, environ: Mapping[str, str], timeout: float, cache: _ReportCache | None = None,
+    python: str | None,
+    *,
+    environ: Mapping[str, str],
+    timeout: float,
+    cache: _ReportCache | None = None,
     extension_names: Sequence[str] | None = None,
 ) -> TargetFacts:
     """Facts of *python* (already checked by :func:`resolve_python`), or of this interpreter.
     *extension_names*: the packages whose installed distributions are reported (default: those
     the index curates, :func:`curated_extension_names`)."""
-    names = curated_extension_names(environ) if extension_names is None else tuple(sorted({_normalized(n) for n in extension_names}))
+    names = (
+        curated_extension_names(environ)
+        if extension_names is None
+        else tuple(sorted({_normalized(n) for n in extension_names}))
+    )
     if python is None:
         report = _in_process_report(cache, names)
     else:
-        report = _subprocess_report(python, environ=environ, timeout=timeout, cache=cache, extension_names=names)
+        report = _subprocess_report(
+            python, environ=environ, timeout=timeout, cache=cache, extension_names=names
+        )
     return facts_from_report(report, origin=python)
 
 
@@ -396,7 +446,9 @@ def _torch(data: dict[str, Any] | None, wheels: Any) -> tuple[TorchInfo | None, 
     location = data.get("location")
     version = from_file or from_metadata
     if not version:
-        notes.append(f"torch at {location} has neither torch/version.py nor metadata: a broken install")
+        notes.append(
+            f"torch at {location} has neither torch/version.py nor metadata: a broken install"
+        )
         return None, notes
     # PyPI wheels drop the local tag from their metadata ("2.11.0") while version.py keeps it
     # ("2.11.0+cu130"); only a different release means two installs are mixed.

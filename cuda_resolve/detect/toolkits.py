@@ -67,7 +67,10 @@ def toolkit_candidates(
     found.append(Candidate("/usr/local/cuda", root=str(default), nvcc=str(default / "bin" / _NVCC)))
     prefix = environ.get("CONDA_PREFIX")
     if prefix:
-        conda_nvcc = [os.path.join(prefix, "bin", _NVCC), *glob.glob(os.path.join(prefix, "targets", "*", "bin", _NVCC))]
+        conda_nvcc = [
+            os.path.join(prefix, "bin", _NVCC),
+            *glob.glob(os.path.join(prefix, "targets", "*", "bin", _NVCC)),
+        ]
         for nvcc in conda_nvcc:
             found.append(Candidate("CONDA_PREFIX", nvcc=nvcc))
     for site in site_packages:
@@ -75,16 +78,25 @@ def toolkit_candidates(
             found.append(Candidate("nvidia-cuda-nvcc wheel", nvcc=nvcc))
     for pattern in ("/usr/local/cuda-*", "/opt/cuda*"):
         base = under_root(root, pattern)
-        matches = sorted(glob.glob(os.path.join(glob.escape(str(base.parent)), base.name)), key=_version_key, reverse=True)
+        matches = sorted(
+            glob.glob(os.path.join(glob.escape(str(base.parent)), base.name)),
+            key=_version_key,
+            reverse=True,
+        )
         for directory in matches:
             label = "/" + os.path.relpath(directory, root) if root != Path("/") else directory
-            found.append(Candidate(label, root=directory, nvcc=os.path.join(directory, "bin", _NVCC)))
+            found.append(
+                Candidate(label, root=directory, nvcc=os.path.join(directory, "bin", _NVCC))
+            )
     return found
 
 
 def missing_headers(toolkit_dir: str) -> tuple[str, ...]:
     """Which of :data:`HEADERS` are in neither ``include/`` nor ``targets/*/include/``."""
-    include_dirs = [os.path.join(toolkit_dir, "include"), *glob.glob(os.path.join(glob.escape(toolkit_dir), "targets", "*", "include"))]
+    include_dirs = [
+        os.path.join(toolkit_dir, "include"),
+        *glob.glob(os.path.join(glob.escape(toolkit_dir), "targets", "*", "include")),
+    ]
     return tuple(
         header
         for header in HEADERS
@@ -130,7 +142,9 @@ def _locate(candidate: Candidate, environ: Mapping[str, str]) -> _Located | None
     return None
 
 
-def _nvcc_output(nvcc: str, argument: str, *, environ: Mapping[str, str], timeout: float, cache: ProbeCache) -> str | None:
+def _nvcc_output(
+    nvcc: str, argument: str, *, environ: Mapping[str, str], timeout: float, cache: ProbeCache
+) -> str | None:
     def compute() -> str | None:
         ran = run([nvcc, argument], timeout=timeout, environ=environ)
         return ran.stdout if ran is not None and ran.ok else None
@@ -138,27 +152,38 @@ def _nvcc_output(nvcc: str, argument: str, *, environ: Mapping[str, str], timeou
     return cache.command_output(nvcc, (argument,), compute)
 
 
-def _inspect(located: _Located, *, environ: Mapping[str, str], timeout: float, cache: ProbeCache) -> Toolkit | str:
+def _inspect(
+    located: _Located, *, environ: Mapping[str, str], timeout: float, cache: ProbeCache
+) -> Toolkit | str:
     candidate, root_dir, nvcc = located.candidate, located.root, located.real_nvcc
     version: CudaVersion | None = None
     release: str | None = None
     archs: tuple[ComputeCapability, ...] = ()
     if nvcc is not None:
-        parsed = parse_nvcc_version(_nvcc_output(nvcc, "--version", environ=environ, timeout=timeout, cache=cache) or "")
+        parsed = parse_nvcc_version(
+            _nvcc_output(nvcc, "--version", environ=environ, timeout=timeout, cache=cache) or ""
+        )
         if parsed is not None:
             version, release = parsed
             archs = parse_gpu_arch_list(
-                _nvcc_output(nvcc, "--list-gpu-arch", environ=environ, timeout=timeout, cache=cache) or ""
+                _nvcc_output(nvcc, "--list-gpu-arch", environ=environ, timeout=timeout, cache=cache)
+                or ""
             )
     if version is None:
         from_files = _version_from_files(root_dir)
         if from_files is None:
-            what = f"nvcc at {nvcc} did not report a version" if nvcc else f"{root_dir} has no bin/nvcc and no version file"
+            what = (
+                f"nvcc at {nvcc} did not report a version"
+                if nvcc
+                else f"{root_dir} has no bin/nvcc and no version file"
+            )
             return f"toolkit via {candidate.found_via}: {what}"
         version, release = from_files
     wrapper = None
     if candidate.found_via == "PATH" and candidate.nvcc is not None:
-        guessed = os.path.dirname(os.path.dirname(candidate.nvcc))  # what torch would take as CUDA_HOME
+        guessed = os.path.dirname(
+            os.path.dirname(candidate.nvcc)
+        )  # what torch would take as CUDA_HOME
         if os.path.realpath(guessed) != root_dir:
             wrapper = candidate.nvcc
     return Toolkit(
@@ -200,7 +225,10 @@ def find_toolkits(
     for item in located:
         first_by_root.setdefault(item.root, item)
     # Sequential: nvcc's answers are cached per binary, so threads would cost more than they save.
-    results = [_inspect(item, environ=environ, timeout=timeout, cache=cache) for item in first_by_root.values()]
+    results = [
+        _inspect(item, environ=environ, timeout=timeout, cache=cache)
+        for item in first_by_root.values()
+    ]
     # A PATH wrapper that leads to a toolkit first found another way still deserves a mention.
     for item in located:
         if item.candidate.found_via == "PATH" and item is not first_by_root[item.root]:

@@ -39,12 +39,18 @@ def _note_finding(note: str) -> Finding:
     lowered = note.lower()
     if "mismatch" in lowered:
         return Finding(
-            check="probe-notes", status="error", title="NVIDIA driver state", found=note,
+            check="probe-notes",
+            status="error",
+            title="NVIDIA driver state",
+            found=note,
             fix="the kernel module is older than the user-space driver library (a driver update without a reboot): reboot, or reload the nvidia modules",
         )
     if "no devices" in lowered or "no device" in lowered:
         return Finding(
-            check="probe-notes", status="warn", title="NVIDIA driver state", found=note,
+            check="probe-notes",
+            status="warn",
+            title="NVIDIA driver state",
+            found=note,
             fix="the driver is loaded but sees no GPU: check CUDA_VISIBLE_DEVICES, the scheduler's GPU allocation (--gres), or the container's device mounts",
         )
     return Finding(check="probe-notes", status="info", title="probe note", found=note)
@@ -60,29 +66,51 @@ def check_driver(env: Environment, index: CudaFactsSource) -> list[Finding]:
     torch = env.torch
     if env.driver is None:
         if torch is not None and torch.cuda is not None:
-            findings.append(Finding(
-                check="driver", status="warn", title="NVIDIA driver",
-                found=f"no NVIDIA driver found, but torch {torch.version} is a CUDA {torch.cuda} build: torch.cuda.is_available() will be False",
-                fix="on a GPU machine install the NVIDIA driver; on a login or build node this is expected",
-            ))
+            findings.append(
+                Finding(
+                    check="driver",
+                    status="warn",
+                    title="NVIDIA driver",
+                    found=f"no NVIDIA driver found, but torch {torch.version} is a CUDA {torch.cuda} build: torch.cuda.is_available() will be False",
+                    fix="on a GPU machine install the NVIDIA driver; on a login or build node this is expected",
+                )
+            )
         else:
-            findings.append(Finding(check="driver", status="info", title="NVIDIA driver",
-                                    found="no NVIDIA driver found: this machine is treated as CPU-only"))
+            findings.append(
+                Finding(
+                    check="driver",
+                    status="info",
+                    title="NVIDIA driver",
+                    found="no NVIDIA driver found: this machine is treated as CPU-only",
+                )
+            )
         return findings
-    found = f"driver {env.driver.version} supports CUDA <= {env.driver.cuda} (via {env.driver.source})"
+    found = (
+        f"driver {env.driver.version} supports CUDA <= {env.driver.cuda} (via {env.driver.source})"
+    )
     if torch is None or torch.cuda is None:
         findings.append(Finding(check="driver", status="ok", title="NVIDIA driver", found=found))
         return findings
     verdict = driver_supports_cuda(env.driver, torch.cuda, index, os=env.machine.os)
     if verdict:
-        findings.append(Finding(check="driver", status="ok", title="driver runs torch's CUDA",
-                                found=f"{found}; torch {torch.version} needs CUDA {torch.cuda}: {verdict.reason}"))
+        findings.append(
+            Finding(
+                check="driver",
+                status="ok",
+                title="driver runs torch's CUDA",
+                found=f"{found}; torch {torch.version} needs CUDA {torch.cuda}: {verdict.reason}",
+            )
+        )
     else:
-        findings.append(Finding(
-            check="driver", status="error", title="driver runs torch's CUDA",
-            found=f"torch {torch.version} is built for CUDA {torch.cuda}: {verdict.reason}",
-            fix=f"upgrade the NVIDIA driver, or install a torch built for CUDA <= {env.driver.cuda} (`cuda-resolve plan torch`)",
-        ))
+        findings.append(
+            Finding(
+                check="driver",
+                status="error",
+                title="driver runs torch's CUDA",
+                found=f"torch {torch.version} is built for CUDA {torch.cuda}: {verdict.reason}",
+                fix=f"upgrade the NVIDIA driver, or install a torch built for CUDA <= {env.driver.cuda} (`cuda-resolve plan torch`)",
+            )
+        )
     return findings
 
 
@@ -91,23 +119,35 @@ def check_smi_cuda_is_not_toolkit(env: Environment, index: CudaFactsSource) -> l
         return []
     toolkit = _primary(env)
     if toolkit is None:
-        return [Finding(
-            check="smi-cuda-version", status="info", title="nvidia-smi 'CUDA Version'",
-            found=f"nvidia-smi's 'CUDA Version: {env.driver.cuda}' is the newest CUDA this driver supports; no CUDA toolkit (nvcc) is installed",
-            fix="wheels need no toolkit; source builds need one whose major matches torch's CUDA",
-        )]
+        return [
+            Finding(
+                check="smi-cuda-version",
+                status="info",
+                title="nvidia-smi 'CUDA Version'",
+                found=f"nvidia-smi's 'CUDA Version: {env.driver.cuda}' is the newest CUDA this driver supports; no CUDA toolkit (nvcc) is installed",
+                fix="wheels need no toolkit; source builds need one whose major matches torch's CUDA",
+            )
+        ]
     verdict = driver_supports_cuda(env.driver, toolkit.version, index, os=env.machine.os)
     if not verdict:
-        return [Finding(
-            check="smi-cuda-version", status="error", title="toolkit vs driver",
-            found=f"nvcc {toolkit.version} at {toolkit.root}: {verdict.reason}; code it compiles will not run here",
-            fix=f"use a CUDA toolkit <= {env.driver.cuda} (or of a family the driver supports), or upgrade the driver",
-        )]
+        return [
+            Finding(
+                check="smi-cuda-version",
+                status="error",
+                title="toolkit vs driver",
+                found=f"nvcc {toolkit.version} at {toolkit.root}: {verdict.reason}; code it compiles will not run here",
+                fix=f"use a CUDA toolkit <= {env.driver.cuda} (or of a family the driver supports), or upgrade the driver",
+            )
+        ]
     if toolkit.version != env.driver.cuda:
-        return [Finding(
-            check="smi-cuda-version", status="info", title="nvidia-smi 'CUDA Version'",
-            found=f"the driver supports CUDA <= {env.driver.cuda}; the installed toolkit is {toolkit.version}. These differ by design: nvidia-smi does not show the toolkit",
-        )]
+        return [
+            Finding(
+                check="smi-cuda-version",
+                status="info",
+                title="nvidia-smi 'CUDA Version'",
+                found=f"the driver supports CUDA <= {env.driver.cuda}; the installed toolkit is {toolkit.version}. These differ by design: nvidia-smi does not show the toolkit",
+            )
+        ]
     return []
 
 
@@ -116,42 +156,80 @@ def check_nvcc_matches_torch(env: Environment, index: CudaFactsSource) -> list[F
     if toolkit is None or torch is None or torch.cuda is None:
         return []
     if toolkit.version.major != torch.cuda.major:
-        return [Finding(
-            check="nvcc-vs-torch", status="error", title="nvcc vs torch CUDA",
-            found=f"nvcc {toolkit.version} ({toolkit.root}) but torch {torch.version} was built with CUDA {torch.cuda}: extension builds fail with 'The detected CUDA version mismatches'",
-            fix=f"install a CUDA {torch.cuda.major}.x toolkit and export CUDA_HOME to it, or use a torch built for CUDA {toolkit.version.major}.x",
-        )]
+        return [
+            Finding(
+                check="nvcc-vs-torch",
+                status="error",
+                title="nvcc vs torch CUDA",
+                found=f"nvcc {toolkit.version} ({toolkit.root}) but torch {torch.version} was built with CUDA {torch.cuda}: extension builds fail with 'The detected CUDA version mismatches'",
+                fix=f"install a CUDA {torch.cuda.major}.x toolkit and export CUDA_HOME to it, or use a torch built for CUDA {toolkit.version.major}.x",
+            )
+        ]
     if toolkit.version.minor != torch.cuda.minor:
-        return [Finding(
-            check="nvcc-vs-torch", status="warn", title="nvcc vs torch CUDA",
-            found=f"nvcc {toolkit.version} vs torch CUDA {torch.cuda}: same major, torch only warns about the minor mismatch",
-            fix=f"usually fine; a CUDA {torch.cuda} toolkit removes the warning",
-        )]
-    return [Finding(check="nvcc-vs-torch", status="ok", title="nvcc vs torch CUDA",
-                    found=f"nvcc {toolkit.version} matches torch CUDA {torch.cuda}")]
+        return [
+            Finding(
+                check="nvcc-vs-torch",
+                status="warn",
+                title="nvcc vs torch CUDA",
+                found=f"nvcc {toolkit.version} vs torch CUDA {torch.cuda}: same major, torch only warns about the minor mismatch",
+                fix=f"usually fine; a CUDA {torch.cuda} toolkit removes the warning",
+            )
+        ]
+    return [
+        Finding(
+            check="nvcc-vs-torch",
+            status="ok",
+            title="nvcc vs torch CUDA",
+            found=f"nvcc {toolkit.version} matches torch CUDA {torch.cuda}",
+        )
+    ]
 
 
 def check_torch_build(env: Environment, index: CudaFactsSource) -> list[Finding]:
     torch = env.torch
     if torch is None:
-        return [Finding(check="torch-build", status="info", title="torch",
-                        found="torch is not installed in the target environment",
-                        fix="`cuda-resolve plan torch` picks the build for this machine")]
+        return [
+            Finding(
+                check="torch-build",
+                status="info",
+                title="torch",
+                found="torch is not installed in the target environment",
+                fix="`cuda-resolve plan torch` picks the build for this machine",
+            )
+        ]
     if env.gpus and torch.build == "cpu":
-        return [Finding(
-            check="torch-build", status="error", title="torch build",
-            found=f"torch {torch.version} is a CPU build on a machine with {len(env.gpus)} NVIDIA GPU(s)",
-            fix="reinstall torch with a CUDA variant: `cuda-resolve plan torch --allow-torch-change`",
-        )]
+        return [
+            Finding(
+                check="torch-build",
+                status="error",
+                title="torch build",
+                found=f"torch {torch.version} is a CPU build on a machine with {len(env.gpus)} NVIDIA GPU(s)",
+                fix="reinstall torch with a CUDA variant: `cuda-resolve plan torch --allow-torch-change`",
+            )
+        ]
     if env.gpus and torch.build == "rocm":
-        return [Finding(check="torch-build", status="error", title="torch build",
-                        found=f"torch {torch.version} is a ROCm (AMD) build on an NVIDIA machine",
-                        fix="reinstall torch with a CUDA variant")]
-    return [Finding(check="torch-build", status="ok", title="torch build",
-                    found=f"torch {torch.version} ({torch.build} build)")]
+        return [
+            Finding(
+                check="torch-build",
+                status="error",
+                title="torch build",
+                found=f"torch {torch.version} is a ROCm (AMD) build on an NVIDIA machine",
+                fix="reinstall torch with a CUDA variant",
+            )
+        ]
+    return [
+        Finding(
+            check="torch-build",
+            status="ok",
+            title="torch build",
+            found=f"torch {torch.version} ({torch.build} build)",
+        )
+    ]
 
 
-def torch_arch_entries(env: Environment, index: CudaFactsSource) -> tuple[tuple[ArchEntry, ...] | None, str]:
+def torch_arch_entries(
+    env: Environment, index: CudaFactsSource
+) -> tuple[tuple[ArchEntry, ...] | None, str]:
     """The installed torch's arch list and where it came from (the rule lives in compat)."""
     return torch_arch_list(env, index)
 
@@ -161,19 +239,35 @@ def check_torch_covers_gpus(env: Environment, index: CudaFactsSource) -> list[Fi
         return []
     entries, origin = torch_arch_entries(env, index)
     if entries is None:
-        return [Finding(check="torch-arch", status="info", title="torch kernels for the GPUs",
-                        found=f"torch {env.torch.version}'s arch list is not known to the index")]
+        return [
+            Finding(
+                check="torch-arch",
+                status="info",
+                title="torch kernels for the GPUs",
+                found=f"torch {env.torch.version}'s arch list is not known to the index",
+            )
+        ]
     listed = ";".join(str(e) for e in entries)
     missing = [gpu for gpu in env.gpus if not build_covers_gpu(entries, gpu.compute_capability)]
     if missing:
         names = ", ".join(f"{gpu.name} ({gpu.compute_capability})" for gpu in missing)
-        return [Finding(
-            check="torch-arch", status="error", title="torch kernels for the GPUs",
-            found=f"torch {env.torch.version} has kernels for {listed} ({origin}); none run on {names}: expect 'no kernel image is available for execution on the device'",
-            fix="install a torch variant whose arch list covers every GPU: `cuda-resolve plan torch --allow-torch-change --explain`",
-        )]
-    return [Finding(check="torch-arch", status="ok", title="torch kernels for the GPUs",
-                    found=f"{listed} covers {', '.join(str(c) for c in env.capabilities)}")]
+        return [
+            Finding(
+                check="torch-arch",
+                status="error",
+                title="torch kernels for the GPUs",
+                found=f"torch {env.torch.version} has kernels for {listed} ({origin}); none run on {names}: expect 'no kernel image is available for execution on the device'",
+                fix="install a torch variant whose arch list covers every GPU: `cuda-resolve plan torch --allow-torch-change --explain`",
+            )
+        ]
+    return [
+        Finding(
+            check="torch-arch",
+            status="ok",
+            title="torch kernels for the GPUs",
+            found=f"{listed} covers {', '.join(str(c) for c in env.capabilities)}",
+        )
+    ]
 
 
 def check_toolkit_targets_gpus(env: Environment, index: CudaFactsSource) -> list[Finding]:
@@ -186,17 +280,30 @@ def check_toolkit_targets_gpus(env: Environment, index: CudaFactsSource) -> list
     entries, impossible = arch_list_for_build(env.capabilities, archs)
     if impossible:
         wanted = ", ".join(str(c) for c in impossible)
-        able = [t.version for t in index.toolkits if any(
-            (a.major, a.minor) == (c.major, c.minor) for c in impossible for a in t.archs)]
+        able = [
+            t.version
+            for t in index.toolkits
+            if any((a.major, a.minor) == (c.major, c.minor) for c in impossible for a in t.archs)
+        ]
         suggestion = f" (CUDA {min(able)} .. {max(able)} can)" if able else ""
-        return [Finding(
-            check="toolkit-arch", status="error", title="toolkit targets the GPUs",
-            found=f"nvcc {toolkit.version} cannot generate code for compute capability {wanted}: lowest it accepts is {min(archs)}",
-            fix=f"build with a toolkit that targets {wanted}{suggestion}, with a torch of the same CUDA major",
-        )]
+        return [
+            Finding(
+                check="toolkit-arch",
+                status="error",
+                title="toolkit targets the GPUs",
+                found=f"nvcc {toolkit.version} cannot generate code for compute capability {wanted}: lowest it accepts is {min(archs)}",
+                fix=f"build with a toolkit that targets {wanted}{suggestion}, with a torch of the same CUDA major",
+            )
+        ]
     arch_list = ";".join(str(e) for e in entries)
-    return [Finding(check="toolkit-arch", status="ok", title="toolkit targets the GPUs",
-                    found=f"nvcc {toolkit.version} can build TORCH_CUDA_ARCH_LIST={arch_list}")]
+    return [
+        Finding(
+            check="toolkit-arch",
+            status="ok",
+            title="toolkit targets the GPUs",
+            found=f"nvcc {toolkit.version} can build TORCH_CUDA_ARCH_LIST={arch_list}",
+        )
+    ]
 
 
 def check_host_compiler(env: Environment, index: CudaFactsSource) -> list[Finding]:
@@ -209,27 +316,52 @@ def check_host_compiler(env: Environment, index: CudaFactsSource) -> list[Findin
         # NVCC_CCBIN=clang++: its version is clang's, not a gcc's
         clang = env.compiler.nvcc_host_version
         major = clang.split(".")[0]
-        if facts and facts.clang_max is not None and major.isdigit() and int(major) > facts.clang_max:
-            return [Finding(
-                check="host-compiler", status="error", title="host compiler",
-                found=f"nvcc's host compiler {host} is clang {clang}; CUDA {toolkit.version} accepts clang <= {facts.clang_max}",
-                fix=f"point NVCC_CCBIN at a clang <= {facts.clang_max} or at a gcc within CUDA {toolkit.version}'s range",
-            )]
-        return [Finding(check="host-compiler", status="ok", title="host compiler",
-                        found=f"nvcc's host compiler is clang {clang}")]
+        if (
+            facts
+            and facts.clang_max is not None
+            and major.isdigit()
+            and int(major) > facts.clang_max
+        ):
+            return [
+                Finding(
+                    check="host-compiler",
+                    status="error",
+                    title="host compiler",
+                    found=f"nvcc's host compiler {host} is clang {clang}; CUDA {toolkit.version} accepts clang <= {facts.clang_max}",
+                    fix=f"point NVCC_CCBIN at a clang <= {facts.clang_max} or at a gcc within CUDA {toolkit.version}'s range",
+                )
+            ]
+        return [
+            Finding(
+                check="host-compiler",
+                status="ok",
+                title="host compiler",
+                found=f"nvcc's host compiler is clang {clang}",
+            )
+        ]
     gcc = env.compiler.nvcc_host_version or env.compiler.gcc
     if gcc is None:
         return []
     verdict, switch_to = host_compiler_for(env.compiler, facts)
     if verdict:
-        return [Finding(check="host-compiler", status="ok", title="host compiler", found=verdict.reason)]
+        return [
+            Finding(check="host-compiler", status="ok", title="host compiler", found=verdict.reason)
+        ]
     major = switch_to.split(".")[0] if switch_to else ""
     fix = (
         f"use gcc {switch_to}: export NVCC_CCBIN=g++-{major} CC=gcc-{major} CXX=g++-{major} (cuda-pip builds switch to it themselves)"
         if switch_to
         else f"install a gcc within CUDA {toolkit.version}'s range (conda: gxx_linux-64) and point NVCC_CCBIN/CC/CXX at it"
     )
-    return [Finding(check="host-compiler", status="error", title="host compiler", found=verdict.reason, fix=fix)]
+    return [
+        Finding(
+            check="host-compiler",
+            status="error",
+            title="host compiler",
+            found=verdict.reason,
+            fix=fix,
+        )
+    ]
 
 
 def _same_dir(first: str, second: str) -> bool:
@@ -242,34 +374,52 @@ def check_toolkits_agree(env: Environment, index: CudaFactsSource) -> list[Findi
     findings: list[Finding] = []
     home = env.variables.cuda_home or env.variables.cuda_path
     on_path = next((t for t in env.toolkits if t.found_via == "PATH"), None)
-    home_kit = next((t for t in env.toolkits if t.found_via in ("CUDA_HOME", "CUDA_PATH") and t.root), None)
+    home_kit = next(
+        (t for t in env.toolkits if t.found_via in ("CUDA_HOME", "CUDA_PATH") and t.root), None
+    )
     if home_kit is None and home:
         home_kit = next((t for t in env.toolkits if t.root and _same_dir(t.root, home)), None)
     home_root = home_kit.root if home_kit and home_kit.root else home
     if home and home_root and on_path and on_path.root and not _same_dir(home_root, on_path.root):
         home_version = f" (CUDA {home_kit.version})" if home_kit else ""
-        findings.append(Finding(
-            check="toolkits-agree", status="warn", title="CUDA_HOME vs nvcc on PATH",
-            found=f"CUDA_HOME={home}{home_version} but nvcc on PATH is {on_path.nvcc} (CUDA {on_path.version}): torch builds with CUDA_HOME, your shell runs the other",
-            fix=f"pick one: export PATH={home}/bin:$PATH, or export CUDA_HOME={on_path.root}",
-        ))
+        findings.append(
+            Finding(
+                check="toolkits-agree",
+                status="warn",
+                title="CUDA_HOME vs nvcc on PATH",
+                found=f"CUDA_HOME={home}{home_version} but nvcc on PATH is {on_path.nvcc} (CUDA {on_path.version}): torch builds with CUDA_HOME, your shell runs the other",
+                fix=f"pick one: export PATH={home}/bin:$PATH, or export CUDA_HOME={on_path.root}",
+            )
+        )
     elif len(env.toolkits) > 1:
         listed = ", ".join(f"{t.version} at {t.root}" for t in env.toolkits)
-        findings.append(Finding(check="toolkits-agree", status="info", title="CUDA toolkits",
-                                found=f"{len(env.toolkits)} toolkits: {listed}; builds use the first"))
+        findings.append(
+            Finding(
+                check="toolkits-agree",
+                status="info",
+                title="CUDA toolkits",
+                found=f"{len(env.toolkits)} toolkits: {listed}; builds use the first",
+            )
+        )
     return findings
 
 
 def check_nvcc_wrapper(env: Environment, index: CudaFactsSource) -> list[Finding]:
     findings = []
     for toolkit in env.toolkits:
-        if toolkit.nvcc_on_path_wrapper and not (env.variables.cuda_home or env.variables.cuda_path):
+        if toolkit.nvcc_on_path_wrapper and not (
+            env.variables.cuda_home or env.variables.cuda_path
+        ):
             guessed = os.path.dirname(os.path.dirname(toolkit.nvcc_on_path_wrapper))
-            findings.append(Finding(
-                check="nvcc-wrapper", status="warn", title="nvcc wrapper on PATH",
-                found=f"nvcc on PATH ({toolkit.nvcc_on_path_wrapper}) is a wrapper for {toolkit.nvcc}; torch would guess CUDA_HOME={guessed} and miss the headers ('cuda_runtime_api.h: No such file')",
-                fix=f"export CUDA_HOME={toolkit.root}",
-            ))
+            findings.append(
+                Finding(
+                    check="nvcc-wrapper",
+                    status="warn",
+                    title="nvcc wrapper on PATH",
+                    found=f"nvcc on PATH ({toolkit.nvcc_on_path_wrapper}) is a wrapper for {toolkit.nvcc}; torch would guess CUDA_HOME={guessed} and miss the headers ('cuda_runtime_api.h: No such file')",
+                    fix=f"export CUDA_HOME={toolkit.root}",
+                )
+            )
     return findings
 
 
@@ -278,32 +428,52 @@ def check_toolkit_headers(env: Environment, index: CudaFactsSource) -> list[Find
     if toolkit is None or not toolkit.missing_headers:
         return []
     missing = ", ".join(toolkit.missing_headers)
-    carriers = [w.include_dir for w in (env.torch.nvidia_wheels if env.torch else ()) if w.include_dir]
+    carriers = [
+        w.include_dir for w in (env.torch.nvidia_wheels if env.torch else ()) if w.include_dir
+    ]
     if carriers:
-        return [Finding(
-            check="toolkit-headers", status="warn", title="CUDA headers",
-            found=f"the toolkit at {toolkit.root} lacks {missing}, which torch's headers include; torch's nvidia-* wheels carry them",
-            fix=f"export CPATH={':'.join(dict.fromkeys(carriers))}  (cuda-resolve sets this for its own builds)",
-        )]
+        return [
+            Finding(
+                check="toolkit-headers",
+                status="warn",
+                title="CUDA headers",
+                found=f"the toolkit at {toolkit.root} lacks {missing}, which torch's headers include; torch's nvidia-* wheels carry them",
+                fix=f"export CPATH={':'.join(dict.fromkeys(carriers))}  (cuda-resolve sets this for its own builds)",
+            )
+        ]
     if env.torch is None:  # nothing to build against yet; a pip torch may bring the headers
-        return [Finding(
-            check="toolkit-headers", status="warn", title="CUDA headers",
-            found=f"the toolkit at {toolkit.root} lacks {missing}; extension builds against torch will need them (a PyPI torch's nvidia-* wheels carry them)",
-            fix="install the toolkit's math library headers (conda: cuda-libraries-dev; apt: cuda-libraries-dev-X-Y), or build against a PyPI torch",
-        )]
-    return [Finding(
-        check="toolkit-headers", status="error", title="CUDA headers",
-        found=f"the toolkit at {toolkit.root} lacks {missing}; extension builds against torch fail ('cusparse.h: No such file')",
-        fix="install the toolkit's math library headers (conda: cuda-libraries-dev; apt: cuda-libraries-dev-X-Y)",
-    )]
+        return [
+            Finding(
+                check="toolkit-headers",
+                status="warn",
+                title="CUDA headers",
+                found=f"the toolkit at {toolkit.root} lacks {missing}; extension builds against torch will need them (a PyPI torch's nvidia-* wheels carry them)",
+                fix="install the toolkit's math library headers (conda: cuda-libraries-dev; apt: cuda-libraries-dev-X-Y), or build against a PyPI torch",
+            )
+        ]
+    return [
+        Finding(
+            check="toolkit-headers",
+            status="error",
+            title="CUDA headers",
+            found=f"the toolkit at {toolkit.root} lacks {missing}; extension builds against torch fail ('cusparse.h: No such file')",
+            fix="install the toolkit's math library headers (conda: cuda-libraries-dev; apt: cuda-libraries-dev-X-Y)",
+        )
+    ]
 
 
 def check_extensions_load(env: Environment, index: CudaFactsSource) -> list[Finding]:
     broken = [ext for ext in env.extensions if ext.missing]
     if not broken:
         if env.extensions:
-            return [Finding(check="extension-libs", status="ok", title="installed CUDA extensions",
-                            found=f"{len(env.extensions)} extension(s) find every CUDA/torch library they need")]
+            return [
+                Finding(
+                    check="extension-libs",
+                    status="ok",
+                    title="installed CUDA extensions",
+                    found=f"{len(env.extensions)} extension(s) find every CUDA/torch library they need",
+                )
+            ]
         return []
     findings = []
     torch_cuda = env.torch.cuda if env.torch else None
@@ -314,11 +484,15 @@ def check_extensions_load(env: Environment, index: CudaFactsSource) -> list[Find
             fix = f"rebuild it against the installed torch (CUDA {torch_cuda}): `cuda-resolve plan <package>`; or put a {cudart[0]} directory on LD_LIBRARY_PATH"
         else:
             fix = "rebuild it against the installed torch, or add the directory holding those libraries to LD_LIBRARY_PATH"
-        findings.append(Finding(
-            check="extension-libs", status="error", title="installed CUDA extension",
-            found=f"{ext.path} needs {missing}, which the loader cannot find: import fails with 'cannot open shared object file'",
-            fix=fix,
-        ))
+        findings.append(
+            Finding(
+                check="extension-libs",
+                status="error",
+                title="installed CUDA extension",
+                found=f"{ext.path} needs {missing}, which the loader cannot find: import fails with 'cannot open shared object file'",
+                fix=fix,
+            )
+        )
     return findings
 
 
@@ -349,7 +523,9 @@ def _carries(ext: ExtensionBinary) -> str:
 def _arch_list_with(ext: ExtensionBinary, wanted: list[ComputeCapability]) -> str:
     """What to build with: the targets it carries plus the GPUs it lacks, as TORCH_CUDA_ARCH_LIST."""
     entries = {ArchEntry(c) for c in _capabilities(ext.sass)} | {ArchEntry(c) for c in wanted}
-    return format_arch_list(sorted(entries, key=lambda e: (e.capability.major, e.capability.minor, e.capability.suffix)))
+    return format_arch_list(
+        sorted(entries, key=lambda e: (e.capability.major, e.capability.minor, e.capability.suffix))
+    )
 
 
 def check_extension_kernels(env: Environment, index: CudaFactsSource) -> list[Finding]:
@@ -363,31 +539,54 @@ def check_extension_kernels(env: Environment, index: CudaFactsSource) -> list[Fi
     findings: list[Finding] = []
     for ext in with_code:
         sass, ptx = _capabilities(ext.sass), _capabilities(ext.ptx)
-        kinds = {gpu.compute_capability: gpu_kernel(sass, ptx, gpu.compute_capability) for gpu in env.gpus}
+        kinds = {
+            gpu.compute_capability: gpu_kernel(sass, ptx, gpu.compute_capability)
+            for gpu in env.gpus
+        }
         none = [gpu for gpu in env.gpus if kinds[gpu.compute_capability] is None]
         jit = [gpu for gpu in env.gpus if kinds[gpu.compute_capability] == "ptx"]
         if none:
-            gpus = ", ".join(dict.fromkeys(f"{gpu.name} ({gpu.compute_capability})" for gpu in none))
+            gpus = ", ".join(
+                dict.fromkeys(f"{gpu.name} ({gpu.compute_capability})" for gpu in none)
+            )
             lacking = sorted({gpu.compute_capability for gpu in none})
             package = _package(ext)
-            rebuild = f"`cuda-pip install --rebuild {package}` (builds for the GPUs here)" if package else "rebuild it for the GPUs here"
-            findings.append(Finding(
-                check="extension-kernels", status="error", title="kernels for the GPUs",
-                found=f"{_named(ext)} carries {_carries(ext)}; none runs on {gpus}: expect 'no kernel image is available for execution on the device'",
-                fix=f"{rebuild}, or build it with TORCH_CUDA_ARCH_LIST=\"{_arch_list_with(ext, lacking)}\"",
-            ))
+            rebuild = (
+                f"`cuda-pip install --rebuild {package}` (builds for the GPUs here)"
+                if package
+                else "rebuild it for the GPUs here"
+            )
+            findings.append(
+                Finding(
+                    check="extension-kernels",
+                    status="error",
+                    title="kernels for the GPUs",
+                    found=f"{_named(ext)} carries {_carries(ext)}; none runs on {gpus}: expect 'no kernel image is available for execution on the device'",
+                    fix=f'{rebuild}, or build it with TORCH_CUDA_ARCH_LIST="{_arch_list_with(ext, lacking)}"',
+                )
+            )
         elif jit:
             gpus = ", ".join(dict.fromkeys(f"{gpu.name} ({gpu.compute_capability})" for gpu in jit))
             lacking = sorted({gpu.compute_capability for gpu in jit})
-            findings.append(Finding(
-                check="extension-kernels", status="warn", title="kernels for the GPUs",
-                found=f"{_named(ext)} carries {_carries(ext)}: {gpus} run(s) only its PTX, which the driver JIT-compiles at first use (minutes for a large extension; cached in ~/.nv/ComputeCache)",
-                fix=f"build it with TORCH_CUDA_ARCH_LIST=\"{_arch_list_with(ext, lacking)}\" for compiled kernels",
-            ))
+            findings.append(
+                Finding(
+                    check="extension-kernels",
+                    status="warn",
+                    title="kernels for the GPUs",
+                    found=f"{_named(ext)} carries {_carries(ext)}: {gpus} run(s) only its PTX, which the driver JIT-compiles at first use (minutes for a large extension; cached in ~/.nv/ComputeCache)",
+                    fix=f'build it with TORCH_CUDA_ARCH_LIST="{_arch_list_with(ext, lacking)}" for compiled kernels',
+                )
+            )
     if not findings:
         caps = ", ".join(str(c) for c in env.capabilities)
-        findings.append(Finding(check="extension-kernels", status="ok", title="kernels for the GPUs",
-                                found=f"{len(with_code)} extension(s) carry compiled kernels for {caps}"))
+        findings.append(
+            Finding(
+                check="extension-kernels",
+                status="ok",
+                title="kernels for the GPUs",
+                found=f"{len(with_code)} extension(s) carry compiled kernels for {caps}",
+            )
+        )
     return findings
 
 
@@ -446,23 +645,45 @@ def check_extension_symbols(env: Environment, index: CudaFactsSource) -> list[Fi
         other_torch = label is not None and not _same_torch(label, torch.version)
         package = _package(ext)
         if ext.missing_symbols:
-            shown = ext.demangled if len(ext.demangled) == len(ext.missing_symbols) else ext.missing_symbols
-            first = shown[0] if shown[0] == ext.missing_symbols[0] else f"{shown[0]} ({ext.missing_symbols[0]})"
-            more = f" and {len(ext.missing_symbols) - 1} more" if len(ext.missing_symbols) > 1 else ""
+            shown = (
+                ext.demangled
+                if len(ext.demangled) == len(ext.missing_symbols)
+                else ext.missing_symbols
+            )
+            first = (
+                shown[0]
+                if shown[0] == ext.missing_symbols[0]
+                else f"{shown[0]} ({ext.missing_symbols[0]})"
+            )
+            more = (
+                f" and {len(ext.missing_symbols) - 1} more" if len(ext.missing_symbols) > 1 else ""
+            )
             origin = f"; it was built for {built_for}" if built_for else ""
             rebuild = f" (`cuda-pip install --rebuild {package}`)" if package else ""
-            install = f", or install the torch it was built for (torch=={_label_version(label)})" if label else ""
-            findings.append(Finding(
-                check="extension-symbols", status="error", title="torch symbols of an extension",
-                found=f"{_named(ext)} needs {first}{more}, which the installed torch {torch.version} does not define{origin}: import fails with 'undefined symbol: {ext.missing_symbols[0]}'",
-                fix=f"rebuild it against the installed torch {torch.version}{rebuild}{install}",
-            ))
+            install = (
+                f", or install the torch it was built for (torch=={_label_version(label)})"
+                if label
+                else ""
+            )
+            findings.append(
+                Finding(
+                    check="extension-symbols",
+                    status="error",
+                    title="torch symbols of an extension",
+                    found=f"{_named(ext)} needs {first}{more}, which the installed torch {torch.version} does not define{origin}: import fails with 'undefined symbol: {ext.missing_symbols[0]}'",
+                    fix=f"rebuild it against the installed torch {torch.version}{rebuild}{install}",
+                )
+            )
         elif other_torch and built_for:
-            findings.append(Finding(
-                check="extension-symbols", status="warn", title="torch symbols of an extension",
-                found=f"{_named(ext)} was built for {built_for}, the installed torch is {torch.version}; every torch symbol it needs is defined, so it loads, but torch's ABI is not stable across releases",
-                fix=f"rebuild it against torch {torch.version} (`cuda-pip install --rebuild {package or 'NAME'}`) before relying on it",
-            ))
+            findings.append(
+                Finding(
+                    check="extension-symbols",
+                    status="warn",
+                    title="torch symbols of an extension",
+                    found=f"{_named(ext)} was built for {built_for}, the installed torch is {torch.version}; every torch symbol it needs is defined, so it loads, but torch's ABI is not stable across releases",
+                    fix=f"rebuild it against torch {torch.version} (`cuda-pip install --rebuild {package or 'NAME'}`) before relying on it",
+                )
+            )
     return findings
 
 
@@ -492,15 +713,29 @@ def check_slurm(env: Environment, index: CudaFactsSource) -> list[Finding]:
     if unloadable:
         missing.append(f"the libraries its extensions need ({', '.join(unloadable)})")
     if not missing:
-        return [Finding(check="slurm", status="ok", title="Slurm job",
-                        found=f"job {env.scheduler.slurm_job_id}: CUDA variables are set")]
-    exports = f"export CUDA_HOME={toolkit.root} LD_LIBRARY_PATH={toolkit.root}/lib64:$LD_LIBRARY_PATH" if toolkit and toolkit.root else "set the CUDA variables in the job script"
-    return [Finding(
-        check="slurm", status="warn", title="Slurm job",
-        found=f"job {env.scheduler.slurm_job_id} lacks {', '.join(missing)}: Slurm resets the environment and Python-side changes come too late for the loader",
-        # `cuda-resolve env` computes them from the extension scan; the hand-written line stays for a toolkit alone.
-        fix=f'in the job script, before python: eval "$(cuda-resolve env)" (or paste the lines `cuda-resolve env --slurm` prints); by hand: {exports}',
-    )]
+        return [
+            Finding(
+                check="slurm",
+                status="ok",
+                title="Slurm job",
+                found=f"job {env.scheduler.slurm_job_id}: CUDA variables are set",
+            )
+        ]
+    exports = (
+        f"export CUDA_HOME={toolkit.root} LD_LIBRARY_PATH={toolkit.root}/lib64:$LD_LIBRARY_PATH"
+        if toolkit and toolkit.root
+        else "set the CUDA variables in the job script"
+    )
+    return [
+        Finding(
+            check="slurm",
+            status="warn",
+            title="Slurm job",
+            found=f"job {env.scheduler.slurm_job_id} lacks {', '.join(missing)}: Slurm resets the environment and Python-side changes come too late for the loader",
+            # `cuda-resolve env` computes them from the extension scan; the hand-written line stays for a toolkit alone.
+            fix=f'in the job script, before python: eval "$(cuda-resolve env)" (or paste the lines `cuda-resolve env --slurm` prints); by hand: {exports}',
+        )
+    ]
 
 
 CHECKS: tuple[Check, ...] = (

@@ -50,17 +50,27 @@ class KernelContext:
 
     pid: int | None  # the kernel's process, where an ancestor (or this process) is one
     evidence: str  # how it was recognised, for the reader
-    variables: tuple[tuple[str, str], ...]  # the compared variables, as the kernel started with them
+    variables: tuple[
+        tuple[str, str], ...
+    ]  # the compared variables, as the kernel started with them
     variables_from: str  # where those were read
-    spec: str | None = None  # the kernel spec cuda-resolve wrote that started it (KERNEL_SPEC_VARIABLE)
+    spec: str | None = (
+        None  # the kernel spec cuda-resolve wrote that started it (KERNEL_SPEC_VARIABLE)
+    )
     notebook: str | None = None  # JPY_SESSION_NAME
 
     def get(self, name: str) -> str | None:
         return dict(self.variables).get(name)
 
     def to_json(self) -> dict[str, Any]:
-        return {"pid": self.pid, "evidence": self.evidence, "variables": dict(self.variables),
-                "variables_from": self.variables_from, "spec": self.spec, "notebook": self.notebook}
+        return {
+            "pid": self.pid,
+            "evidence": self.evidence,
+            "variables": dict(self.variables),
+            "variables_from": self.variables_from,
+            "spec": self.spec,
+            "notebook": self.notebook,
+        }
 
 
 def is_ipykernel(argv: list[str]) -> bool:
@@ -71,7 +81,11 @@ def is_ipykernel(argv: list[str]) -> bool:
             return True
         if word.startswith("-m") and word[2:] in _LAUNCHERS:
             return True
-        if position > 0 and os.path.basename(word) in ("ipykernel_launcher.py", "__main__.py") and "ipykernel" in word:
+        if (
+            position > 0
+            and os.path.basename(word) in ("ipykernel_launcher.py", "__main__.py")
+            and "ipykernel" in word
+        ):
             return True
     return False
 
@@ -89,7 +103,7 @@ def _parent(proc: Path, pid: int) -> int | None:
     if stat is None:
         return None
     # "PID (comm) STATE PPID ...": comm may hold spaces and parentheses; the last ')' ends it.
-    fields = stat[stat.rfind(b")") + 1:].split()
+    fields = stat[stat.rfind(b")") + 1 :].split()
     return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
 
 
@@ -117,7 +131,9 @@ def _kernel_ancestor(proc: Path, pid: int) -> int | None:
     return None
 
 
-def detect_kernel(environ: Mapping[str, str], *, pid: int | None = None, proc: Path = Path("/proc")) -> KernelContext | None:
+def detect_kernel(
+    environ: Mapping[str, str], *, pid: int | None = None, proc: Path = Path("/proc")
+) -> KernelContext | None:
     """The Jupyter kernel this process runs in (itself, or an ancestor), or None."""
     kernel = _kernel_ancestor(proc, os.getpid() if pid is None else pid)
     started = _environ(proc, kernel) if kernel is not None else None
@@ -128,10 +144,15 @@ def detect_kernel(environ: Mapping[str, str], *, pid: int | None = None, proc: P
     else:
         return None
     variables = started if started is not None else environ
-    where = (f"/proc/{kernel}/environ, what the kernel started with" if started is not None
-             else "this process's environment, as the kernel's start environment could not be read")
+    where = (
+        f"/proc/{kernel}/environ, what the kernel started with"
+        if started is not None
+        else "this process's environment, as the kernel's start environment could not be read"
+    )
     return KernelContext(
-        pid=kernel, evidence=evidence, variables_from=where,
+        pid=kernel,
+        evidence=evidence,
+        variables_from=where,
         variables=tuple((name, variables[name]) for name in _COMPARED if name in variables),
         spec=variables.get(KERNEL_SPEC_VARIABLE) or None,
         notebook=variables.get("JPY_SESSION_NAME") or environ.get("JPY_SESSION_NAME") or None,
@@ -158,39 +179,73 @@ def check_kernel(kernel: KernelContext, job: JobEnvironment, python: str) -> lis
     wrong_library = False
     if job.cuda_home and _entries(kernel.get("CUDA_HOME")) != [os.path.normpath(job.cuda_home)]:
         had = kernel.get("CUDA_HOME")
-        lacks.append(f"CUDA_HOME={job.cuda_home} (it has {had})" if had else f"CUDA_HOME={job.cuda_home}")
+        lacks.append(
+            f"CUDA_HOME={job.cuda_home} (it has {had})" if had else f"CUDA_HOME={job.cuda_home}"
+        )
     path = _entries(kernel.get("PATH"))
-    lacks += [f"{directory} on PATH" for directory in job.path if os.path.normpath(directory) not in path]
+    lacks += [
+        f"{directory} on PATH" for directory in job.path if os.path.normpath(directory) not in path
+    ]
     libraries = _entries(kernel.get("LD_LIBRARY_PATH"))
     for directory in job.library_path:
         if os.path.normpath(directory) not in libraries:
             wrong_library = True
-            sonames = ", ".join(dict.fromkeys(soname for _, soname, where in job.needs if where == directory))
+            sonames = ", ".join(
+                dict.fromkeys(soname for _, soname, where in job.needs if where == directory)
+            )
             lacks.append(f"{directory} on LD_LIBRARY_PATH (for {sonames})")
     unresolved = sorted({soname for _, soname in job.unresolved})
     if job.arch_list and kernel.get("TORCH_CUDA_ARCH_LIST") != job.arch_list:
         lacks.append(f"TORCH_CUDA_ARCH_LIST={job.arch_list}")
     where = f"kernel process {kernel.pid}" if kernel.pid is not None else "this kernel"
-    origin = f"started from the kernel spec {kernel.spec!r} cuda-resolve wrote" if kernel.spec else "started from a kernel spec whose env does not carry them"
+    origin = (
+        f"started from the kernel spec {kernel.spec!r} cuda-resolve wrote"
+        if kernel.spec
+        else "started from a kernel spec whose env does not carry them"
+    )
     if not lacks and not unresolved:
         spec = f" (kernel spec {kernel.spec!r})" if kernel.spec else ""
-        return [Finding(check="jupyter-kernel", status="ok", title="Jupyter kernel",
-                        found=f"{where}{spec} started with what {python} needs ({kernel.evidence})")]
+        return [
+            Finding(
+                check="jupyter-kernel",
+                status="ok",
+                title="Jupyter kernel",
+                found=f"{where}{spec} started with what {python} needs ({kernel.evidence})",
+            )
+        ]
     name = kernel.spec or suggested_name(python)
     parts = []
     if lacks:
         parts.append(f"{where} started without {'; '.join(lacks)}")
     if unresolved:
-        parts.append(f"its extensions need {', '.join(unresolved)}, which the kernel's loader does not find and no folder known here holds")
-    late = ("; values set in the notebook (os.environ) reach `!` commands but come too late for the kernel's own loader"
-            if wrong_library else "")
+        parts.append(
+            f"its extensions need {', '.join(unresolved)}, which the kernel's loader does not find and no folder known here holds"
+        )
+    late = (
+        "; values set in the notebook (os.environ) reach `!` commands but come too late for the kernel's own loader"
+        if wrong_library
+        else ""
+    )
     found = f"{'; '.join(parts)}: a kernel starts from the Jupyter server's environment and its spec's env, not your shell's ({origin}; read from {kernel.variables_from}){late}"
     write = f"`cuda-resolve env --jupyter {name} --python {python}`"
-    where_to = " in a terminal where the extensions import (its LD_LIBRARY_PATH names their folders)" if unresolved else ""
+    where_to = (
+        " in a terminal where the extensions import (its LD_LIBRARY_PATH names their folders)"
+        if unresolved
+        else ""
+    )
     if kernel.spec:
         fix = f"rewrite the kernel spec with {write}{where_to}, then restart this kernel (Kernel > Restart Kernel)"
     else:
-        fix = (f"write a kernel spec that carries them with {write}{where_to}, then switch this notebook to the "
-               f"kernel '{name} (cuda-resolve)' (Kernel > Change Kernel) and restart it")
-    return [Finding(check="jupyter-kernel", status="error" if wrong_library or unresolved else "warn",
-                    title="Jupyter kernel", found=found, fix=fix)]
+        fix = (
+            f"write a kernel spec that carries them with {write}{where_to}, then switch this notebook to the "
+            f"kernel '{name} (cuda-resolve)' (Kernel > Change Kernel) and restart it"
+        )
+    return [
+        Finding(
+            check="jupyter-kernel",
+            status="error" if wrong_library or unresolved else "warn",
+            title="Jupyter kernel",
+            found=found,
+            fix=fix,
+        )
+    ]

@@ -76,8 +76,17 @@ class IndexTarget:
     URL without cuda-resolve's mirror rewrite, as pip would; ``page`` is ``"project"``,
     ``"root"`` or ``"links"`` (see :data:`PageKind`)."""
 
-    def __init__(self, name: str, url: str, *, required: bool, what: str, source: str | None = None,
-                 as_is: bool = False, page: PageKind = "project") -> None:
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        *,
+        required: bool,
+        what: str,
+        source: str | None = None,
+        as_is: bool = False,
+        page: PageKind = "project",
+    ) -> None:
         self.name = name
         self.url = url
         self.required = required
@@ -88,14 +97,25 @@ class IndexTarget:
 
 
 DEFAULT_TARGETS: tuple[IndexTarget, ...] = (
-    IndexTarget("pypi", "https://pypi.org/simple/torch/", required=True,
-                what="PyPI (torch's PyPI build and every pure-Python dependency)"),
-    IndexTarget("pytorch", "https://download.pytorch.org/whl/torch/", required=False,
-                what="the PyTorch wheel index (every CUDA variant other than PyPI's default)"),
-    IndexTarget("kaolin", "https://nvidia-kaolin.s3.us-east-2.amazonaws.com/torch-2.5.1_cu124.html", required=False,
-                what="NVIDIA's kaolin find-links pages (prebuilt kaolin wheels)"),
+    IndexTarget(
+        "pypi",
+        "https://pypi.org/simple/torch/",
+        required=True,
+        what="PyPI (torch's PyPI build and every pure-Python dependency)",
+    ),
+    IndexTarget(
+        "pytorch",
+        "https://download.pytorch.org/whl/torch/",
+        required=False,
+        what="the PyTorch wheel index (every CUDA variant other than PyPI's default)",
+    ),
+    IndexTarget(
+        "kaolin",
+        "https://nvidia-kaolin.s3.us-east-2.amazonaws.com/torch-2.5.1_cu124.html",
+        required=False,
+        what="NVIDIA's kaolin find-links pages (prebuilt kaolin wheels)",
+    ),
 )
-
 
 
 def targets_from_index(index: Index) -> tuple[IndexTarget, ...]:
@@ -106,10 +126,16 @@ def targets_from_index(index: Index) -> tuple[IndexTarget, ...]:
     if package is not None and package.find_links and package.wheels:
         torch, variants = max(package.wheels, key=lambda w: w.version).torch[-1]
         variant = variants[-1]
-        url = package.find_links.format(torch=torch, cuda=f"{variant[2:-1]}.{variant[-1]}",
-                                        cuda_nodot=variant[2:], variant=variant)
-        targets = [t if t.name != "kaolin" else IndexTarget("kaolin", url, required=False, what=t.what)
-                   for t in targets]
+        url = package.find_links.format(
+            torch=torch,
+            cuda=f"{variant[2:-1]}.{variant[-1]}",
+            cuda_nodot=variant[2:],
+            variant=variant,
+        )
+        targets = [
+            t if t.name != "kaolin" else IndexTarget("kaolin", url, required=False, what=t.what)
+            for t in targets
+        ]
     return tuple(targets)
 
 
@@ -117,7 +143,9 @@ def _with_slash(url: str) -> str:
     return url if url.endswith("/") else url + "/"
 
 
-def targets_for_pip(indexes: PipIndexes, others: Sequence[IndexTarget] = DEFAULT_TARGETS) -> tuple[IndexTarget, ...]:
+def targets_for_pip(
+    indexes: PipIndexes, others: Sequence[IndexTarget] = DEFAULT_TARGETS
+) -> tuple[IndexTarget, ...]:
     """What an install with ``indexes`` contacts, each an :class:`IndexTarget` fetched as is:
     ``pypi`` (the ``index-url``'s ``torch/`` page; PyPI itself when nothing is set), one
     ``extra-index-<n>`` per extra index (its root page) and one ``find-links-<n>`` per find-links
@@ -129,20 +157,43 @@ def targets_for_pip(indexes: PipIndexes, others: Sequence[IndexTarget] = DEFAULT
             continue  # a local folder: pip_indexes_finding says whether it is there
         source = f"pip's {where.option}, from {where.origin}"
         if where.option == "index-url":
-            found.append(IndexTarget(
-                "pypi", f"{_with_slash(where.url)}torch/", required=True, source=source, as_is=True,
-                what="pip's index (torch's PyPI build and every pure-Python dependency)"))
+            found.append(
+                IndexTarget(
+                    "pypi",
+                    f"{_with_slash(where.url)}torch/",
+                    required=True,
+                    source=source,
+                    as_is=True,
+                    what="pip's index (torch's PyPI build and every pure-Python dependency)",
+                )
+            )
         elif where.option == "extra-index-url":
             extras += 1
-            found.append(IndexTarget(
-                f"extra-index-{extras}", _with_slash(where.url), required=True, source=source, as_is=True,
-                page="root", what="this extra index (pip skips an index it cannot reach and takes "
-                                  "the package from another)"))
+            found.append(
+                IndexTarget(
+                    f"extra-index-{extras}",
+                    _with_slash(where.url),
+                    required=True,
+                    source=source,
+                    as_is=True,
+                    page="root",
+                    what="this extra index (pip skips an index it cannot reach and takes "
+                    "the package from another)",
+                )
+            )
         else:
             links += 1
-            found.append(IndexTarget(
-                f"find-links-{links}", where.url, required=True, source=source, as_is=True, page="links",
-                what="this find-links page (pip skips a page it cannot read)"))
+            found.append(
+                IndexTarget(
+                    f"find-links-{links}",
+                    where.url,
+                    required=True,
+                    source=source,
+                    as_is=True,
+                    page="links",
+                    what="this find-links page (pip skips a page it cannot read)",
+                )
+            )
     found.extend(target for target in others if target.name != "pypi")
     return tuple(found)
 
@@ -179,14 +230,24 @@ def _condarc_files(environ: Mapping[str, str], prefix: str | None) -> list[Path]
     home = Path(environ.get("HOME", str(Path.home())))
     xdg = Path(environ.get("XDG_CONFIG_HOME", str(home / ".config")))
     candidates = [
-        Path("/etc/conda/.condarc"), Path("/etc/conda/condarc"), Path("/var/lib/conda/.condarc"),
+        Path("/etc/conda/.condarc"),
+        Path("/etc/conda/condarc"),
+        Path("/var/lib/conda/.condarc"),
         Path("/var/lib/conda/condarc"),
     ]
-    root = environ.get("CONDA_ROOT") or (str(Path(environ["CONDA_EXE"]).parent.parent) if environ.get("CONDA_EXE") else None)
+    root = environ.get("CONDA_ROOT") or (
+        str(Path(environ["CONDA_EXE"]).parent.parent) if environ.get("CONDA_EXE") else None
+    )
     if root:
         candidates += [Path(root, ".condarc"), Path(root, "condarc")]
-    candidates += [xdg / "conda" / ".condarc", xdg / "conda" / "condarc", home / ".config" / "conda" / ".condarc",
-                   home / ".conda" / ".condarc", home / ".conda" / "condarc", home / ".condarc"]
+    candidates += [
+        xdg / "conda" / ".condarc",
+        xdg / "conda" / "condarc",
+        home / ".config" / "conda" / ".condarc",
+        home / ".conda" / ".condarc",
+        home / ".conda" / "condarc",
+        home / ".condarc",
+    ]
     if prefix:
         candidates.append(Path(prefix, ".condarc"))
     if environ.get("CONDARC"):
@@ -201,7 +262,9 @@ def _condarc_files(environ: Mapping[str, str], prefix: str | None) -> list[Path]
 _SSL_VERIFY = re.compile(r"^ssl_verify\s*:\s*(?P<value>[^#]*?)\s*(?:#.*)?$")
 
 
-def conda_ssl_verify(environ: Mapping[str, str], files: Sequence[Path]) -> tuple[str | None, str | None]:
+def conda_ssl_verify(
+    environ: Mapping[str, str], files: Sequence[Path]
+) -> tuple[str | None, str | None]:
     """(value, where it came from) of conda's ``ssl_verify``: ``CONDA_SSL_VERIFY`` beats the
     files, later files beat earlier ones. (None, None) when nothing sets it (conda's default:
     verify with its own CA bundle)."""
@@ -242,22 +305,37 @@ def _conda_version(environ: Mapping[str, str]) -> Version | None:
 def _store_finding(facts: TrustFacts) -> list[Finding]:
     findings = []
     if facts.shadowed:
-        findings.append(Finding(
-            check="tls-store", status="info", title="cuda-resolve's TLS trust",
-            found=f"{facts.summary()}. OpenSSL's default CA file here is {facts.cafile} "
-                  f"({'a conda environment' if facts.conda_openssl else 'not the OS store'}); "
-                  f"cuda-resolve adds the OS bundle {facts.os_bundle} so a campus CA there is trusted",
-        ))
+        findings.append(
+            Finding(
+                check="tls-store",
+                status="info",
+                title="cuda-resolve's TLS trust",
+                found=f"{facts.summary()}. OpenSSL's default CA file here is {facts.cafile} "
+                f"({'a conda environment' if facts.conda_openssl else 'not the OS store'}); "
+                f"cuda-resolve adds the OS bundle {facts.os_bundle} so a campus CA there is trusted",
+            )
+        )
     else:
-        findings.append(Finding(check="tls-store", status="ok", title="cuda-resolve's TLS trust", found=facts.summary()))
+        findings.append(
+            Finding(
+                check="tls-store",
+                status="ok",
+                title="cuda-resolve's TLS trust",
+                found=facts.summary(),
+            )
+        )
     if facts.ignored_env:
         names = ", ".join(f"{name}={value}" for name, value in facts.ignored_env)
-        findings.append(Finding(
-            check="tls-ca-variables", status="info", title="CA bundle variables",
-            found=f"{names} set: cuda-resolve does not read them (it verifies with the OS store); "
-                  "pip and requests do, and then use that bundle instead of the system store",
-            fix="if that bundle holds a CA the OS store lacks, add the CA to the OS store instead",
-        ))
+        findings.append(
+            Finding(
+                check="tls-ca-variables",
+                status="info",
+                title="CA bundle variables",
+                found=f"{names} set: cuda-resolve does not read them (it verifies with the OS store); "
+                "pip and requests do, and then use that bundle instead of the system store",
+                fix="if that bundle holds a CA the OS store lacks, add the CA to the OS store instead",
+            )
+        )
     return findings
 
 
@@ -300,88 +378,157 @@ def _reach_finding(target: IndexTarget, probe: Probe, client: HttpClient) -> Fin
         mirror += f" ({target.source})"
     proxy = client.proxy_for(probe.fetched_url)
     via = f" through proxy {redact(proxy)}" if proxy else ""
-    consequence = (f"without it, {target.what} cannot be used: cuda-resolve fails rather than fall back to another index"
-                   + (" (PyPI's 'kaolin 0.1' is a placeholder, never a substitute)" if target.name == "kaolin" else ""))
+    consequence = (
+        f"without it, {target.what} cannot be used: cuda-resolve fails rather than fall back to another index"
+        + (
+            " (PyPI's 'kaolin 0.1' is a placeholder, never a substitute)"
+            if target.name == "kaolin"
+            else ""
+        )
+    )
     status: Status = "error" if target.required else "warn"
     if probe.ok and probe.status is not None and probe.status < 400:
         latency = f"{probe.latency * 1000:.0f} ms" if probe.latency is not None else "?"
-        moved = f", redirected to {probe.final_url}" if probe.final_url and probe.final_url != probe.fetched_url else ""
+        moved = (
+            f", redirected to {probe.final_url}"
+            if probe.final_url and probe.final_url != probe.fetched_url
+            else ""
+        )
         answer = _root_answer(probe) if target.page == "root" else index_answer(probe)
         if answer is None:
             return Finding(
-                check=f"index:{target.name}", status=status, title=f"reach {target.name}",
-                found=redact_urls(f"{probe.fetched_url}{mirror}{via}: HTTP {probe.status}{moved}, but the answer is "
-                                  "not an index (no distribution links, no PEP 691 JSON); ") + consequence,
+                check=f"index:{target.name}",
+                status=status,
+                title=f"reach {target.name}",
+                found=redact_urls(
+                    f"{probe.fetched_url}{mirror}{via}: HTTP {probe.status}{moved}, but the answer is "
+                    "not an index (no distribution links, no PEP 691 JSON); "
+                )
+                + consequence,
                 fix="a captive portal or proxy may be answering: open the URL in a browser (log in if asked), "
-                    "or check the mirror (`cuda-resolve mirror test`)",
+                "or check the mirror (`cuda-resolve mirror test`)",
             )
-        return Finding(check=f"index:{target.name}", status="ok", title=f"reach {target.name}",
-                       found=redact_urls(f"{probe.fetched_url}{mirror}{via}: HTTP {probe.status} in {latency}{moved}, "
-                                         f"{answer}"))
+        return Finding(
+            check=f"index:{target.name}",
+            status="ok",
+            title=f"reach {target.name}",
+            found=redact_urls(
+                f"{probe.fetched_url}{mirror}{via}: HTTP {probe.status} in {latency}{moved}, "
+                f"{answer}"
+            ),
+        )
     error = probe.error
-    found = error.message if error is not None else redact_urls(f"{probe.fetched_url}{mirror}: HTTP {probe.status}")
+    found = (
+        error.message
+        if error is not None
+        else redact_urls(f"{probe.fetched_url}{mirror}: HTTP {probe.status}")
+    )
     if error is not None and target.source:
         found += redact_urls(f" ({target.source})")
     fix = error.hint if error is not None else None
-    return Finding(check=f"index:{target.name}", status=status,
-                   title=f"reach {target.name}", found=f"{found}{via if error is None else ''}; {consequence}",
-                   fix=fix or "configure a mirror (`cuda-resolve mirror list`) or a proxy (HTTPS_PROXY)")
+    return Finding(
+        check=f"index:{target.name}",
+        status=status,
+        title=f"reach {target.name}",
+        found=f"{found}{via if error is None else ''}; {consequence}",
+        fix=fix or "configure a mirror (`cuda-resolve mirror list`) or a proxy (HTTPS_PROXY)",
+    )
 
 
 def _interception_finding(host: str, report: TlsReport) -> Finding:
     if report.intercepted:
         return Finding(
-            check="tls-interception", status="info", title="TLS interception",
+            check="tls-interception",
+            status="info",
+            title="TLS interception",
             found=f"HTTPS to {host} is re-signed by {report.top_issuer!r}, a CA only this machine's OS store "
-                  "trusts (certifi/Mozilla does not): tools that verify with certifi alone fail here "
-                  "(plain requests, pip < 24.2, uv without --system-certs, conda without ssl_verify: truststore)",
+            "trusts (certifi/Mozilla does not): tools that verify with certifi alone fail here "
+            "(plain requests, pip < 24.2, uv without --system-certs, conda without ssl_verify: truststore)",
         )
     if report.intercepted is False:
         issuer = f" by {report.top_issuer!r}" if report.top_issuer else ""
-        return Finding(check="tls-interception", status="ok", title="TLS interception",
-                       found=f"{host} presents a certificate issued{issuer}, trusted by Mozilla's roots: no interception")
-    return Finding(check="tls-interception", status="info", title="TLS interception",
-                   found=f"could not tell for {host}: {report.describe()}")
+        return Finding(
+            check="tls-interception",
+            status="ok",
+            title="TLS interception",
+            found=f"{host} presents a certificate issued{issuer}, trusted by Mozilla's roots: no interception",
+        )
+    return Finding(
+        check="tls-interception",
+        status="info",
+        title="TLS interception",
+        found=f"could not tell for {host}: {report.describe()}",
+    )
 
 
 def pip_trust_finding(
-    pip: Version | None, python: tuple[int, int], *, intercepted: bool | None, truststore_installed: bool,
-    ip_literal_index: str | None = None, cert: str | None = None,
+    pip: Version | None,
+    python: tuple[int, int],
+    *,
+    intercepted: bool | None,
+    truststore_installed: bool,
+    ip_literal_index: str | None = None,
+    cert: str | None = None,
 ) -> Finding:
     """Will the target's pip verify with the system store? (pure; see the module docs)
     ``cert``: the CA bundle PIP_CERT names (an existing file), which pip uses instead of its own."""
     title = "pip and the system trust store"
     bad: Status = "error" if intercepted else "warn"
     if pip is None:
-        return Finding(check="pip-trust", status="info", title=title, found="no pip in the target environment")
+        return Finding(
+            check="pip-trust", status="info", title=title, found="no pip in the target environment"
+        )
     if cert and (pip < PIP_SYSTEM_STORE or python < (3, 10)):
-        return Finding(check="pip-trust", status="ok", title=title,
-                       found=f"pip {pip} verifies with PIP_CERT={cert} instead of its own CA bundle")
+        return Finding(
+            check="pip-trust",
+            status="ok",
+            title=title,
+            found=f"pip {pip} verifies with PIP_CERT={cert} instead of its own CA bundle",
+        )
     if pip >= PIP_SYSTEM_STORE and python >= (3, 10):
         if ip_literal_index and pip < PIP_IP_LITERAL_FIX:
             return Finding(
-                check="pip-trust", status="warn", title=title,
+                check="pip-trust",
+                status="warn",
+                title=title,
                 found=f"pip {pip} uses the system store, but crashes on an HTTPS index given by IP address "
-                      f"({ip_literal_index}: 'check_hostname requires server_hostname', pip #12905)",
+                f"({ip_literal_index}: 'check_hostname requires server_hostname', pip #12905)",
                 fix=f"upgrade pip to >= {PIP_IP_LITERAL_FIX} (python -m pip install -U pip), or give the index a host name",
             )
-        return Finding(check="pip-trust", status="ok", title=title,
-                       found=f"pip {pip} on Python {python[0]}.{python[1]} verifies with the system store and certifi")
-    if pip >= PIP_SYSTEM_STORE:
-        return Finding(check="pip-trust", status=bad, title=title,
-                       found=f"pip {pip} on Python {python[0]}.{python[1]} uses certifi only (system store needs Python >= 3.10)",
-                       fix="use Python >= 3.10 for this environment, or add the proxy's CA with PIP_CERT=<bundle>")
-    if pip >= PIP_TRUSTSTORE_FLAG and python >= (3, 10):
-        needs = "" if pip >= PIP_VENDORED_TRUSTSTORE or truststore_installed else \
-            "; it also needs the truststore package installed next to it, which is missing"
-        status: Status = "error" if needs and intercepted else "warn" if needs or intercepted else "info"
         return Finding(
-            check="pip-trust", status=status, title=title,
+            check="pip-trust",
+            status="ok",
+            title=title,
+            found=f"pip {pip} on Python {python[0]}.{python[1]} verifies with the system store and certifi",
+        )
+    if pip >= PIP_SYSTEM_STORE:
+        return Finding(
+            check="pip-trust",
+            status=bad,
+            title=title,
+            found=f"pip {pip} on Python {python[0]}.{python[1]} uses certifi only (system store needs Python >= 3.10)",
+            fix="use Python >= 3.10 for this environment, or add the proxy's CA with PIP_CERT=<bundle>",
+        )
+    if pip >= PIP_TRUSTSTORE_FLAG and python >= (3, 10):
+        needs = (
+            ""
+            if pip >= PIP_VENDORED_TRUSTSTORE or truststore_installed
+            else "; it also needs the truststore package installed next to it, which is missing"
+        )
+        status: Status = (
+            "error" if needs and intercepted else "warn" if needs or intercepted else "info"
+        )
+        return Finding(
+            check="pip-trust",
+            status=status,
+            title=title,
             found=f"pip {pip} uses the system store only with --use-feature=truststore (cuda-resolve passes it){needs}",
             fix=f"upgrade pip to >= {PIP_SYSTEM_STORE}: python -m pip install -U pip --use-feature=truststore",
         )
     return Finding(
-        check="pip-trust", status=bad, title=title,
+        check="pip-trust",
+        status=bad,
+        title=title,
         found=f"pip {pip} cannot use the system store (Python {python[0]}.{python[1]}; needs pip >= {PIP_TRUSTSTORE_FLAG} on Python >= 3.10)",
         fix=f"upgrade pip once with the OS bundle: PIP_CERT={_os_bundle() or '<distro CA bundle>'} python -m pip install -U pip",
     )
@@ -391,7 +538,9 @@ def _os_bundle() -> str | None:
     return next((b for b in DISTRO_CA_BUNDLES if os.path.isfile(b)), None)
 
 
-def _conda_finding(environ: Mapping[str, str], files: Sequence[Path], intercepted: bool | None) -> Finding | None:
+def _conda_finding(
+    environ: Mapping[str, str], files: Sequence[Path], intercepted: bool | None
+) -> Finding | None:
     if not environ.get("CONDA_EXE") and not any(p.is_file() for p in files):
         return None
     title = "conda and the system trust store"
@@ -400,28 +549,47 @@ def _conda_finding(environ: Mapping[str, str], files: Sequence[Path], intercepte
     at = f" ({where})" if where else ""
     if value is not None and value.lower() == "truststore":
         if version is not None and version < CONDA_TRUSTSTORE:
-            return Finding(check="conda-trust", status="warn", title=title,
-                           found=f"ssl_verify: truststore{at}, but conda {version} predates it ({CONDA_TRUSTSTORE})",
-                           fix=f"a newer conda is needed for that; meanwhile point it at the OS bundle: conda config --set ssl_verify {_os_bundle() or '<bundle>'}")
-        return Finding(check="conda-trust", status="ok", title=title, found=f"ssl_verify: truststore{at}")
+            return Finding(
+                check="conda-trust",
+                status="warn",
+                title=title,
+                found=f"ssl_verify: truststore{at}, but conda {version} predates it ({CONDA_TRUSTSTORE})",
+                fix=f"a newer conda is needed for that; meanwhile point it at the OS bundle: conda config --set ssl_verify {_os_bundle() or '<bundle>'}",
+            )
+        return Finding(
+            check="conda-trust", status="ok", title=title, found=f"ssl_verify: truststore{at}"
+        )
     if value is not None and value.lower() in ("false", "no", "0", "off"):
-        return Finding(check="conda-trust", status="error", title=title,
-                       found=f"ssl_verify: {value}{at} turns certificate checks off for conda",
-                       fix="conda config --set ssl_verify truststore (conda >= 23.9 on Python >= 3.10)")
+        return Finding(
+            check="conda-trust",
+            status="error",
+            title=title,
+            found=f"ssl_verify: {value}{at} turns certificate checks off for conda",
+            fix="conda config --set ssl_verify truststore (conda >= 23.9 on Python >= 3.10)",
+        )
     if value is not None and value.lower() not in ("true", "yes", "1", "on"):
         exists = Path(os.path.expanduser(value)).is_file()
-        return Finding(check="conda-trust", status="info" if exists else "warn", title=title,
-                       found=f"ssl_verify: {value}{at}: conda verifies with that bundle" + ("" if exists else ", which does not exist"),
-                       fix=None if exists else "conda config --set ssl_verify truststore")
+        return Finding(
+            check="conda-trust",
+            status="info" if exists else "warn",
+            title=title,
+            found=f"ssl_verify: {value}{at}: conda verifies with that bundle"
+            + ("" if exists else ", which does not exist"),
+            fix=None if exists else "conda config --set ssl_verify truststore",
+        )
     return Finding(
-        check="conda-trust", status="warn" if intercepted else "info", title=title,
+        check="conda-trust",
+        status="warn" if intercepted else "info",
+        title=title,
         found="conda verifies with its own CA bundle (ssl_verify is not 'truststore')"
-              + ("; this network's interception CA is not in it" if intercepted else ""),
+        + ("; this network's interception CA is not in it" if intercepted else ""),
         fix="conda config --set ssl_verify truststore (conda >= 23.9 on Python >= 3.10)",
     )
 
 
-def _target_openssl_finding(env: Environment, environ: Mapping[str, str], intercepted: bool | None) -> Finding | None:
+def _target_openssl_finding(
+    env: Environment, environ: Mapping[str, str], intercepted: bool | None
+) -> Finding | None:
     prefix = env.python.prefix
     if not env.python.is_conda or not prefix:
         return None
@@ -431,12 +599,19 @@ def _target_openssl_finding(env: Environment, environ: Mapping[str, str], interc
         return None
     user = environ.get("SSL_CERT_FILE")
     if user and not Path(user).resolve().is_relative_to(Path(prefix).resolve()):
-        return Finding(check="target-openssl", status="ok", title="target environment's OpenSSL",
-                       found=f"SSL_CERT_FILE={user} overrides the conda bundle for pip in {prefix}")
+        return Finding(
+            check="target-openssl",
+            status="ok",
+            title="target environment's OpenSSL",
+            found=f"SSL_CERT_FILE={user} overrides the conda bundle for pip in {prefix}",
+        )
     return Finding(
-        check="target-openssl", status="error" if intercepted else "warn", title="target environment's OpenSSL",
+        check="target-openssl",
+        status="error" if intercepted else "warn",
+        title="target environment's OpenSSL",
         found=f"pip in {prefix} verifies with conda's bundle {bundle} (OpenSSL's default there), not the OS "
-              f"store {os_bundle}" + ("; this network's interception CA is only in the OS store" if intercepted else ""),
+        f"store {os_bundle}"
+        + ("; this network's interception CA is only in the OS store" if intercepted else ""),
         fix=f"conda env config vars set -p {prefix} SSL_CERT_FILE={os_bundle} (cuda-resolve sets it for the pip it runs)",
     )
 
@@ -462,20 +637,37 @@ def pip_indexes_finding(indexes: PipIndexes) -> Finding:
     cannot read its own configuration, a warning when it could not be asked or a local folder it
     names is missing (pip ignores that folder)."""
     who = f"pip in {indexes.python}" if indexes.python else "pip"
-    missing = [where for where in indexes.locations if not where.is_url and not _local_path(where).exists()]
+    missing = [
+        where for where in indexes.locations if not where.is_url and not _local_path(where).exists()
+    ]
     found = f"{who}: {indexes.describe()}"
     if missing:
-        found += "; missing here (pip ignores it): " + ", ".join(redact(where.url) for where in missing)
+        found += "; missing here (pip ignores it): " + ", ".join(
+            redact(where.url) for where in missing
+        )
     for note in indexes.notes:
         found += f"; {note}"
     title = "where pip's indexes come from"
     if indexes.error:
-        return Finding(check="pip-indexes", status="error", title=title, found=redact_urls(f"{found}; {indexes.error}"),
-                       fix="fix the file or variable pip names: `pip install` stops on it before asking any index")
+        return Finding(
+            check="pip-indexes",
+            status="error",
+            title=title,
+            found=redact_urls(f"{found}; {indexes.error}"),
+            fix="fix the file or variable pip names: `pip install` stops on it before asking any index",
+        )
     if (indexes.python and not indexes.config_read) or missing:
-        return Finding(check="pip-indexes", status="warn", title=title, found=redact_urls(found),
-                       fix=(f"check that `{indexes.python} -m pip config debug` works" if not indexes.config_read
-                            else "create the folder, or remove the setting that names it"))
+        return Finding(
+            check="pip-indexes",
+            status="warn",
+            title=title,
+            found=redact_urls(found),
+            fix=(
+                f"check that `{indexes.python} -m pip config debug` works"
+                if not indexes.config_read
+                else "create the folder, or remove the setting that names it"
+            ),
+        )
     return Finding(check="pip-indexes", status="ok", title=title, found=redact_urls(found))
 
 
@@ -542,15 +734,24 @@ def network_findings(
     if target_openssl is not None:
         findings.append(target_openssl)
     site = env.python.site_packages
-    findings.append(pip_trust_finding(
-        read_dist_version(site, "pip"), env.python.version_tuple, intercepted=intercepted,
-        truststore_installed=read_dist_version(site, "truststore") is not None,
-        ip_literal_index=_ip_literal(pypi_fetched) if pypi_fetched else None,
-        cert=environment.get("PIP_CERT") if os.path.isfile(environment.get("PIP_CERT") or "") else None,
-    ))
-    files = list(condarc_files) if condarc_files is not None else _condarc_files(environment, env.python.prefix)
+    findings.append(
+        pip_trust_finding(
+            read_dist_version(site, "pip"),
+            env.python.version_tuple,
+            intercepted=intercepted,
+            truststore_installed=read_dist_version(site, "truststore") is not None,
+            ip_literal_index=_ip_literal(pypi_fetched) if pypi_fetched else None,
+            cert=environment.get("PIP_CERT")
+            if os.path.isfile(environment.get("PIP_CERT") or "")
+            else None,
+        )
+    )
+    files = (
+        list(condarc_files)
+        if condarc_files is not None
+        else _condarc_files(environment, env.python.prefix)
+    )
     conda = _conda_finding(environment, files, intercepted)
     if conda is not None:
         findings.append(conda)
     return findings
-

@@ -65,10 +65,20 @@ def _gpu_rows(gpus: tuple[Gpu, ...]) -> list[tuple[str, str]]:
 def _environment_rows(env: Environment) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     machine = env.machine
-    rows.append(("machine", f"{machine.os} {machine.arch}" + (f", glibc {machine.glibc}" if machine.glibc else "")))
+    rows.append(
+        (
+            "machine",
+            f"{machine.os} {machine.arch}" + (f", glibc {machine.glibc}" if machine.glibc else ""),
+        )
+    )
     py = env.python
     kind = "conda env" if py.is_conda else "venv" if py.is_venv else "interpreter"
-    rows.append(("python", f"{py.version} ({py.abi_tag}, {kind})" + (f" {py.executable}" if py.executable else "")))
+    rows.append(
+        (
+            "python",
+            f"{py.version} ({py.abi_tag}, {kind})" + (f" {py.executable}" if py.executable else ""),
+        )
+    )
     if env.driver:
         rows.append(("driver", f"{env.driver.version}, supports CUDA <= {env.driver.cuda}"))
     else:
@@ -81,14 +91,22 @@ def _environment_rows(env: Environment) -> list[tuple[str, str]]:
         rows.append(("toolkit", "no nvcc found"))
     compiler = env.compiler
     if compiler.gcc or compiler.clang:
-        parts = [f"gcc {compiler.gcc}" if compiler.gcc else "", f"clang {compiler.clang}" if compiler.clang else ""]
+        parts = [
+            f"gcc {compiler.gcc}" if compiler.gcc else "",
+            f"clang {compiler.clang}" if compiler.clang else "",
+        ]
         if compiler.nvcc_host:
             parts.append(f"nvcc host: {compiler.nvcc_host}")
         rows.append(("compiler", ", ".join(p for p in parts if p)))
     torch = env.torch
     if torch:
         detail = f"CUDA {torch.cuda}" if torch.cuda else torch.build
-        rows.append(("torch", f"{torch.version} ({detail})" + (f" at {torch.location}" if torch.location else "")))
+        rows.append(
+            (
+                "torch",
+                f"{torch.version} ({detail})" + (f" at {torch.location}" if torch.location else ""),
+            )
+        )
     else:
         rows.append(("torch", "not installed"))
     if env.scheduler.in_slurm_job:

@@ -42,7 +42,18 @@ __all__ = [
     "parse_arch_entry",
 ]
 
-_FROM_MODEL = frozenset({"ExtensionWheels", "Index", "Package", "Patch", "Recipe", "SmokeTest", "TorchRelease", "TorchVariant"})
+_FROM_MODEL = frozenset(
+    {
+        "ExtensionWheels",
+        "Index",
+        "Package",
+        "Patch",
+        "Recipe",
+        "SmokeTest",
+        "TorchRelease",
+        "TorchVariant",
+    }
+)
 
 
 def __getattr__(name: str) -> Any:

@@ -54,7 +54,9 @@ __all__ = ["FORMAT_VERSION", "Layer", "PackageDraft", "cross_check", "parse_file
 FORMAT_VERSION = 1
 DEFAULT_INDEX_URL = "https://download.pytorch.org/whl/{variant}"
 #: Placeholders of find_links / wheel_url patterns (expanded by :mod:`.urls`).
-LINK_FIELDS = frozenset({"torch", "torch_minor", "torch_nodot", "variant", "cuda", "cuda_nodot", "python_nodot"})
+LINK_FIELDS = frozenset(
+    {"torch", "torch_minor", "torch_nodot", "variant", "cuda", "cuda_nodot", "python_nodot"}
+)
 WHEEL_FIELDS = LINK_FIELDS | {"version", "python_tag", "abi_tag", "platform"}
 
 _HINT = "see docs/index-format.md; `cuda-resolve index validate DIR` lists every problem"
@@ -150,9 +152,15 @@ def parse_file(kind: str, file: Traversable, layer: Layer) -> None:
     """Read one file (``kind`` = cuda | torch | package) into ``layer``."""
     origin = str(file)
     try:  # an overlay on disk goes through the bounded reader (regular file, size cap)
-        text = read_text(file, limit=_READ_LIMIT) if isinstance(file, Path) else file.read_text(encoding="utf-8")
+        text = (
+            read_text(file, limit=_READ_LIMIT)
+            if isinstance(file, Path)
+            else file.read_text(encoding="utf-8")
+        )
     except (OSError, UnicodeDecodeError) as exc:
-        raise IndexDataError(f"{origin}: cannot be read: {getattr(exc, 'strerror', None) or exc}", hint=_HINT) from None
+        raise IndexDataError(
+            f"{origin}: cannot be read: {getattr(exc, 'strerror', None) or exc}", hint=_HINT
+        ) from None
     top = parse_toml_text(text, origin=origin, error=IndexDataError, hint=_HINT)
     version = top.integer("format", FORMAT_VERSION)
     if version != FORMAT_VERSION:
@@ -215,7 +223,10 @@ def _unverified(
             raise t.fail(where, f"= {item!r}: expected a key name, optionally with [detail]")
         name, detail = match.groups()
         if name not in t.data and name not in extra:
-            known = ", ".join(sorted(k for k in t.data if k not in ("unverified", "source"))) or "(none)"
+            known = (
+                ", ".join(sorted(k for k in t.data if k not in ("unverified", "source")))
+                or "(none)"
+            )
             raise t.fail(where, f"= {item!r}: this table has no key {name!r} (keys here: {known})")
         if detail is not None and (detail_ok is None or not detail_ok(name, detail)):
             raise t.fail(where, f"= {item!r}: {detail!r} does not name an element of {name!r}")
@@ -237,7 +248,10 @@ def _python_tags(t: Table, key: str) -> tuple[str, ...]:
     tags: tuple[str, ...] = t.strings(key)
     for position, tag in enumerate(tags):
         if not _PYTHON.fullmatch(tag):
-            raise t.fail(f"{key}[{position}]", f"= {tag!r}: expected a Python version such as '3.12' or '3.13t'")
+            raise t.fail(
+                f"{key}[{position}]",
+                f"= {tag!r}: expected a Python version such as '3.12' or '3.13t'",
+            )
     if len(set(tags)) != len(tags):
         raise t.fail(key, f"= {list(tags)!r}: lists a version twice")
     return tags
@@ -281,7 +295,10 @@ def _capabilities(t: Table, key: str, *, specific: bool) -> tuple[ComputeCapabil
         except ValueError as exc:
             raise t.fail(where, f"= {item!r}: {exc}") from None
         if specific and not capability.suffix:
-            raise t.fail(where, f"= {item!r}: specific_archs holds 'a'/'f' targets (sm_90a); plain ones belong in archs")
+            raise t.fail(
+                where,
+                f"= {item!r}: specific_archs holds 'a'/'f' targets (sm_90a); plain ones belong in archs",
+            )
         if not specific and capability.suffix:
             raise t.fail(where, f"= {item!r}: an 'a'/'f' target belongs in specific_archs")
         result.append(capability)
@@ -329,7 +346,9 @@ def _relative_path(t: Table, key: str, default: str | None = None) -> str:
         return text
     parts = text.split("/")
     if not text or text.startswith("/") or "\\" in text or ".." in parts or "" in parts:
-        raise t.fail(key, f"= {text!r}: expected a relative path with '/' separators, inside the repository")
+        raise t.fail(
+            key, f"= {text!r}: expected a relative path with '/' separators, inside the repository"
+        )
     return text
 
 
@@ -353,10 +372,13 @@ def _cuda_file(top: Table, layer: Layer) -> None:
             table = families.table(key, required=True)
             assert table is not None
             if not key.isdigit():
-                raise families.fail(key, "family keys are CUDA major versions such as \"12\"")
+                raise families.fail(key, 'family keys are CUDA major versions such as "12"')
             major = int(key)
             if major < 11:
-                raise families.fail(key, "minor-version compatibility starts with CUDA 11; older toolkits need their own driver")
+                raise families.fail(
+                    key,
+                    "minor-version compatibility starts with CUDA 11; older toolkits need their own driver",
+                )
             family = CudaFamily(
                 major=major,
                 min_driver_linux=table.parsed("min_driver_linux", DriverVersion.parse),
@@ -398,11 +420,17 @@ def _cuda_file(top: Table, layer: Layer) -> None:
 
 
 def _torch_file(top: Table, layer: Layer) -> None:
-    pattern = _pattern(top, "index_url", frozenset({"variant"})) if "index_url" in top else DEFAULT_INDEX_URL
+    pattern = (
+        _pattern(top, "index_url", frozenset({"variant"}))
+        if "index_url" in top
+        else DEFAULT_INDEX_URL
+    )
     for table in top.tables("torch"):
         for release in _torch_series(table, pattern, layer):
             if release.version in layer.torch:
-                raise table.fail("releases", f"torch {release.version} is listed by two [[torch]] tables")
+                raise table.fail(
+                    "releases", f"torch {release.version} is listed by two [[torch]] tables"
+                )
             layer.torch[release.version] = release
             layer.origins[f"torch {release.version}"] = top.origin
 
@@ -435,7 +463,9 @@ def _torch_series(t: Table, pattern: str, layer: Layer) -> list[TorchRelease]:
     for position, name in enumerate(names):
         version = _version(t, f"releases[{position}]", name)
         if version.local is not None or ".".join(map(str, version.release[:2])) != series:
-            raise t.fail(f"releases[{position}]", f"= {name!r}: not a public release of series {series}")
+            raise t.fail(
+                f"releases[{position}]", f"= {name!r}: not a public release of series {series}"
+            )
         releases.append(version)
     python = _python_tags(t, "python")
     requires_python: SpecifierSet = t.parsed("requires_python", _specifier)
@@ -463,12 +493,19 @@ def _torch_series(t: Table, pattern: str, layer: Layer) -> list[TorchRelease]:
             raise one.fail("arch_list", "a cpu build has no arch list")
         only: frozenset[Version] | None = None
         if "releases" in one:
-            subset = [(i, _version(one, f"releases[{i}]", n)) for i, n in enumerate(one.strings("releases"))]
+            subset = [
+                (i, _version(one, f"releases[{i}]", n))
+                for i, n in enumerate(one.strings("releases"))
+            ]
             for position, version in subset:
                 if version not in releases:
-                    raise one.fail(f"releases[{position}]", f"= '{version}': not one of this table's releases")
+                    raise one.fail(
+                        f"releases[{position}]", f"= '{version}': not one of this table's releases"
+                    )
             only = frozenset(version for _, version in subset)
-        url: str = _url(one, "index_url", one.string("index_url", None) or pattern.format(variant=name))
+        url: str = _url(
+            one, "index_url", one.string("index_url", None) or pattern.format(variant=name)
+        )
         flags = _unverified(one, extra=("exists",))
         one.finish()
         variant = TorchVariant(
@@ -582,8 +619,12 @@ def _package_file(top: Table, layer: Layer) -> None:
 
     key = canonicalize_name(name)
     if key in layer.packages:
-        raise table.fail("name", f"= {name!r}: {layer.packages[key].origin} in the same directory defines it too")
-    layer.packages[key] = PackageDraft(fields=fields, wheels=wheels, recipes=recipes, origin=top.origin)
+        raise table.fail(
+            "name", f"= {name!r}: {layer.packages[key].origin} in the same directory defines it too"
+        )
+    layer.packages[key] = PackageDraft(
+        fields=fields, wheels=wheels, recipes=recipes, origin=top.origin
+    )
 
 
 def _wheels(t: Table, layer: Layer) -> ExtensionWheels:
@@ -592,7 +633,10 @@ def _wheels(t: Table, layer: Layer) -> ExtensionWheels:
     platforms: tuple[str, ...] = t.strings("platforms", ("linux_x86_64",))
     for position, platform in enumerate(platforms):
         if not _PLATFORM.fullmatch(platform):
-            raise t.fail(f"platforms[{position}]", f"= {platform!r}: expected a wheel platform tag such as 'linux_x86_64'")
+            raise t.fail(
+                f"platforms[{position}]",
+                f"= {platform!r}: expected a wheel platform tag such as 'linux_x86_64'",
+            )
     window: SpecifierSet = t.parsed("torch_window", _specifier, SpecifierSet())
     rows: list[tuple[Version, str, tuple[str, ...]]] = []
     row_python: dict[str, tuple[str, ...]] = {}
@@ -600,7 +644,10 @@ def _wheels(t: Table, layer: Layer) -> ExtensionWheels:
         texts: tuple[str, ...] = row.strings("versions")
         variants: tuple[str, ...] = row.strings("variants")
         if not texts or not variants:
-            raise row.fail("versions" if not texts else "variants", "= []: a row needs torch versions and variants")
+            raise row.fail(
+                "versions" if not texts else "variants",
+                "= []: a row needs torch versions and variants",
+            )
         for position, variant in enumerate(variants):
             _variant_name(row, f"variants[{position}]", variant)
         python_here = _python_tags(row, "python") if "python" in row else None
@@ -608,15 +655,23 @@ def _wheels(t: Table, layer: Layer) -> ExtensionWheels:
         for position, text in enumerate(texts):
             torch_version = _version(row, f"versions[{position}]", text)
             if torch_version.local is not None:
-                raise row.fail(f"versions[{position}]", f"= {text!r}: write the base version (the variant says the CUDA)")
+                raise row.fail(
+                    f"versions[{position}]",
+                    f"= {text!r}: write the base version (the variant says the CUDA)",
+                )
             canonical = str(torch_version)
             if any(canonical == seen for _, seen, _ in rows):
-                raise row.fail(f"versions[{position}]", f"= {text!r}: torch {canonical} is in two rows")
+                raise row.fail(
+                    f"versions[{position}]", f"= {text!r}: torch {canonical} is in two rows"
+                )
             rows.append((torch_version, canonical, variants))
             if python_here is not None:
                 row_python[canonical] = python_here
     if not rows:
-        raise t.fail("torch", "lists no torch builds ([[wheels]] needs torch = [{ versions = [...], variants = [...] }])")
+        raise t.fail(
+            "torch",
+            "lists no torch builds ([[wheels]] needs torch = [{ versions = [...], variants = [...] }])",
+        )
     listed = {canonical for _, canonical, _ in rows}
 
     def detail_ok(name: str, detail: str) -> bool:
@@ -682,8 +737,11 @@ def _recipe(t: Table, package: str, layer: Layer) -> Recipe:
         raise t.fail("cuda_max", f"= '{recipe.cuda_max}': below cuda_min '{recipe.cuda_min}'")
     if archive is not None and recipe.submodules:
         # The archive wins over the clone, and a release tarball carries no submodules.
-        raise t.fail("submodules", "= true: the recipe's archive is built, not a clone, so submodules would be missing",
-                     hint="name an archive that includes them (an sdist does), or drop the archive and build from the clone")
+        raise t.fail(
+            "submodules",
+            "= true: the recipe's archive is built, not a clone, so submodules would be missing",
+            hint="name an archive that includes them (an sdist does), or drop the archive and build from the clone",
+        )
     t.finish()
     return recipe
 
@@ -694,9 +752,15 @@ def _git_source(t: Table, *, has_archive: bool) -> tuple[str | None, str | None]
     revision: str | None = t.string("revision", None)
     if repository is None:
         if revision is not None:
-            raise t.fail("revision", f"= {revision!r}: a revision pins a commit of a repository, and the recipe names none")
+            raise t.fail(
+                "revision",
+                f"= {revision!r}: a revision pins a commit of a repository, and the recipe names none",
+            )
         if not has_archive:
-            raise t.fail("repository", "is required but missing: a recipe builds from a git repository (with revision) or an [recipe.archive] (url, sha256)")
+            raise t.fail(
+                "repository",
+                "is required but missing: a recipe builds from a git repository (with revision) or an [recipe.archive] (url, sha256)",
+            )
         return None, None
     if not _REPOSITORY.fullmatch(repository):
         raise t.fail("repository", f"= {repository!r}: expected a git URL (https://...)")
@@ -704,9 +768,13 @@ def _git_source(t: Table, *, has_archive: bool) -> tuple[str | None, str | None]
     if insecure is not None:
         raise t.fail("repository", f"= {repository!r}: {insecure}")
     if revision is None:
-        raise t.fail("revision", "is required but missing: pin the repository's commit (40 hex digits)")
+        raise t.fail(
+            "revision", "is required but missing: pin the repository's commit (40 hex digits)"
+        )
     if not _REVISION.fullmatch(revision):
-        raise t.fail("revision", f"= {revision!r}: pin a full 40-character commit id (lower-case hex)")
+        raise t.fail(
+            "revision", f"= {revision!r}: pin a full 40-character commit id (lower-case hex)"
+        )
     return repository, revision
 
 
@@ -714,10 +782,19 @@ def _archive(t: Table) -> SourceArchive:
     url: str = _url(t, "url", t.string("url"))
     sha256: str = t.string("sha256")
     if not _SHA256.fullmatch(sha256):
-        raise t.fail("sha256", f"= {sha256!r}: expected the archive's sha256 as 64 lower-case hex digits")
+        raise t.fail(
+            "sha256", f"= {sha256!r}: expected the archive's sha256 as 64 lower-case hex digits"
+        )
     strip: str | None = t.string("strip", None)
-    if strip is not None and strip != "" and (strip in (".", "..") or "/" in strip or "\\" in strip):
-        raise t.fail("strip", f"= {strip!r}: expected the name of the archive's one top-level folder (or '' to keep the layout)")
+    if (
+        strip is not None
+        and strip != ""
+        and (strip in (".", "..") or "/" in strip or "\\" in strip)
+    ):
+        raise t.fail(
+            "strip",
+            f"= {strip!r}: expected the name of the archive's one top-level folder (or '' to keep the layout)",
+        )
     archive = SourceArchive(url=url, sha256=sha256, strip=strip)
     t.finish()
     return archive
@@ -769,7 +846,9 @@ def cross_check(index: Index, layer: Layer) -> list[str]:
         where = layer.origins[f"torch {version}"]
         for build in entry.variants:
             if build.cuda is not None and index.toolkit(build.cuda) is None:
-                problems.append(f"{where}: torch {version} +{build.name}: no toolkit facts for CUDA {build.cuda}")
+                problems.append(
+                    f"{where}: torch {version} +{build.name}: no toolkit facts for CUDA {build.cuda}"
+                )
     for draft in layer.packages.values():
         package = index.package(draft.name)
         assert package is not None
@@ -785,12 +864,18 @@ def cross_check(index: Index, layer: Layer) -> list[str]:
                     continue
                 for variant in variants:
                     if release.variant(variant) is None:
-                        problems.append(f"{label}: torch {torch_version} has no {variant} build in the torch index")
+                        problems.append(
+                            f"{label}: torch {torch_version} has no {variant} build in the torch index"
+                        )
                 extra = [py for py in wheels.python_for(torch_version) if py not in release.python]
                 if extra:
-                    problems.append(f"{label}: Python {', '.join(extra)} wheels for torch {torch_version}, which has none")
+                    problems.append(
+                        f"{label}: Python {', '.join(extra)} wheels for torch {torch_version}, which has none"
+                    )
         if draft.wheels and package.find_links is None and package.wheel_url is None:
-            problems.append(f"{where}: {package.name} lists wheels but neither find_links nor wheel_url")
+            problems.append(
+                f"{where}: {package.name} lists wheels but neither find_links nor wheel_url"
+            )
         for recipe in draft.recipes.values():
             label = f"{where}: recipe {recipe.name}"
             for patch in recipe.patches:

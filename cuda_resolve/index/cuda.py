@@ -96,7 +96,9 @@ class CudaFactsSource(Protocol):
 
     def family(self, major: int) -> CudaFamily | None: ...
 
-    def torch_build_arch_list(self, version: str, variant: str) -> tuple[str, tuple[ArchEntry, ...]] | None: ...
+    def torch_build_arch_list(
+        self, version: str, variant: str
+    ) -> tuple[str, tuple[ArchEntry, ...]] | None: ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -114,7 +116,9 @@ class CudaFacts:
     def family(self, major: int) -> CudaFamily | None:
         return next((f for f in self.families if f.major == major), None)
 
-    def torch_build_arch_list(self, version: str, variant: str) -> tuple[str, tuple[ArchEntry, ...]] | None:
+    def torch_build_arch_list(
+        self, version: str, variant: str
+    ) -> tuple[str, tuple[ArchEntry, ...]] | None:
         """As ``Index.torch_build_arch_list``: the release is matched on its base version."""
         from packaging.version import Version
 

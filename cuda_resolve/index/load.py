@@ -232,7 +232,10 @@ def _roots(dirs: Sequence[Path], *, include_shipped: bool, include_user: bool) -
     for directory in dirs:
         path = Path(directory).expanduser()
         if not path.is_dir():
-            raise IndexDataError(f"--index {directory}: not a directory", hint="give a directory holding cuda.toml, torch.toml or packages/*.toml")
+            raise IndexDataError(
+                f"--index {directory}: not a directory",
+                hint="give a directory holding cuda.toml, torch.toml or packages/*.toml",
+            )
         roots.append(path)
     return roots
 
@@ -381,7 +384,9 @@ def _write_parsed(key: str | None, suffix: str, value: object) -> None:
     for path in _parsed_cache_paths(key, suffix):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            for old in sorted(path.parent.glob("*.pickle"), key=lambda p: p.lstat().st_mtime)[:-_KEPT_FILES]:
+            for old in sorted(path.parent.glob("*.pickle"), key=lambda p: p.lstat().st_mtime)[
+                :-_KEPT_FILES
+            ]:
                 old.unlink(missing_ok=True)
             write_atomic(path, data)
         except OSError:
@@ -433,7 +438,10 @@ def validate_directory(path: str | Path) -> list[str]:
     """Every problem of an index directory, read on top of the shipped index; empty = fine."""
     root = Path(path).expanduser()
     if not root.is_dir():
-        raise UsageError(f"{path}: not a directory", hint="give an index directory (cuda.toml, torch.toml, packages/*.toml)")
+        raise UsageError(
+            f"{path}: not a directory",
+            hint="give an index directory (cuda.toml, torch.toml, packages/*.toml)",
+        )
     shipped = shipped_index_dir()
     is_shipped = isinstance(shipped, Path) and shipped.resolve() == root.resolve()
     return _validate(root, base=None if is_shipped else shipped)
@@ -449,7 +457,9 @@ def _validate(root: Traversable, *, base: Traversable | None) -> list[str]:
     files, _ = index_files(root)
     layer = _read_layer(root, collect=problems)
     if not files:
-        problems.append(f"{root}: no index files (expected cuda.toml, torch.toml or packages/*.toml)")
+        problems.append(
+            f"{root}: no index files (expected cuda.toml, torch.toml or packages/*.toml)"
+        )
     if problems:
         return problems
     layers = [_read_layer(base), layer] if base is not None else [layer]
@@ -461,4 +471,3 @@ def _validate(root: Traversable, *, base: Traversable | None) -> list[str]:
 
     problems.extend(_parse.cross_check(index, layer))
     return problems
-

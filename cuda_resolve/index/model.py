@@ -97,7 +97,9 @@ class Patch:
     replace: str
     reason: str
     count: int = 1  # how many occurrences must be found; a mismatch fails the build
-    torch: SpecifierSet = field(default_factory=SpecifierSet)  # apply only for these torch; empty = always
+    torch: SpecifierSet = field(
+        default_factory=SpecifierSet
+    )  # apply only for these torch; empty = always
 
     def applies_to(self, torch_version: str) -> bool:
         """Whether the patch is applied when building against ``torch_version`` (local label ignored)."""
@@ -197,7 +199,9 @@ class Index:
         base = Version(Version(version).base_version)
         return next((r for r in self.torch if r.version == base), None)
 
-    def torch_build_arch_list(self, version: str, variant: str) -> tuple[str, tuple[ArchEntry, ...]] | None:
+    def torch_build_arch_list(
+        self, version: str, variant: str
+    ) -> tuple[str, tuple[ArchEntry, ...]] | None:
         """``("2.5.1+cu124", arch list)`` for a torch build the index knows an arch list of."""
         return self.cuda_facts().torch_build_arch_list(version, variant)  # one matching rule
 
@@ -209,7 +213,9 @@ class Index:
             for variant in release.variants
             if variant.arch_list
         )
-        return CudaFacts(toolkits=self.toolkits, families=self.families, torch_arch_lists=arch_lists)
+        return CudaFacts(
+            toolkits=self.toolkits, families=self.families, torch_arch_lists=arch_lists
+        )
 
     def origin(self, key: str) -> str | None:
         return dict(self.origins).get(key)

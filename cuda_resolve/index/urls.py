@@ -51,10 +51,21 @@ __all__ = [
 ]
 
 #: Every placeholder a ``find_links`` or ``wheel_url`` pattern may use.
-PLACEHOLDERS = frozenset({
-    "torch", "torch_minor", "torch_nodot", "variant", "cuda", "cuda_nodot", "python_nodot",
-    "python_tag", "abi_tag", "platform", "version",
-})
+PLACEHOLDERS = frozenset(
+    {
+        "torch",
+        "torch_minor",
+        "torch_nodot",
+        "variant",
+        "cuda",
+        "cuda_nodot",
+        "python_nodot",
+        "python_tag",
+        "abi_tag",
+        "platform",
+        "version",
+    }
+)
 
 
 def _loopback(host: str) -> bool:
@@ -176,15 +187,21 @@ def expand_pattern(
     index built in memory from putting them into a plan)."""
     problem = _placeholder_problem(pattern, PLACEHOLDERS)
     if problem is not None:
-        raise IndexDataError(f"URL pattern {pattern!r}: {problem}",
-                             hint="fix the index entry (`cuda-resolve index validate` checks a directory)")
-    fields = pattern_fields(torch=torch, variant=variant, python=python, version=version, platform=platform)
+        raise IndexDataError(
+            f"URL pattern {pattern!r}: {problem}",
+            hint="fix the index entry (`cuda-resolve index validate` checks a directory)",
+        )
+    fields = pattern_fields(
+        torch=torch, variant=variant, python=python, version=version, platform=platform
+    )
     needed = {name for _, name, _, _ in string.Formatter().parse(pattern) if name is not None}
     if not needed <= fields.keys():
         return None
     url = pattern.format(**fields)
     problem = url_problem(url) if "://" in url else None
     if problem is not None:
-        raise IndexDataError(f"URL pattern {pattern!r} gives {url!r}: {problem}",
-                             hint="fix the index entry (`cuda-resolve index validate` checks a directory)")
+        raise IndexDataError(
+            f"URL pattern {pattern!r} gives {url!r}: {problem}",
+            hint="fix the index entry (`cuda-resolve index validate` checks a directory)",
+        )
     return url

@@ -51,7 +51,9 @@ def split_words(text: str) -> list[str]:
         token = _TOKEN.match(text, at)
         if token is None:
             # What no piece can start with: an unclosed quote, or a backslash at the very end.
-            raise ValueError("No escaped character" if text[at:] == "\\" else "No closing quotation")
+            raise ValueError(
+                "No escaped character" if text[at:] == "\\" else "No closing quotation"
+            )
         at = token.end()
         word = token.group("word")
         if word is not None:

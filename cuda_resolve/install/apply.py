@@ -37,12 +37,19 @@ class PlanFactChanged(UsageError):
 def read_plan_file(path: Path) -> Plan:
     from .._bounded import read_user_text
 
-    text = read_user_text(path, error=PlanFormatError, hint="give the file `cuda-resolve plan ... --json` wrote",
-                          what="a plan file", limit=_PLAN_LIMIT)
+    text = read_user_text(
+        path,
+        error=PlanFormatError,
+        hint="give the file `cuda-resolve plan ... --json` wrote",
+        what="a plan file",
+        limit=_PLAN_LIMIT,
+    )
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise PlanFormatError(f"{path}: not JSON: {exc}", hint="give the file `cuda-resolve plan ... --json` wrote") from None
+        raise PlanFormatError(
+            f"{path}: not JSON: {exc}", hint="give the file `cuda-resolve plan ... --json` wrote"
+        ) from None
     return Plan.from_json(data, origin=str(path))
 
 
@@ -59,12 +66,17 @@ def _relocated(build: PlannedBuild, env: Environment) -> PlannedBuild:
     toolkit = next((t for t in env.toolkits if t.version == wanted and t.nvcc), None)
     if toolkit is None:
         found = ", ".join(str(t.version) for t in env.toolkits) or "none"
-        raise _changed(f"{spec.package}'s build with CUDA toolkit", str(wanted), f"toolkits {found}")
+        raise _changed(
+            f"{spec.package}'s build with CUDA toolkit", str(wanted), f"toolkits {found}"
+        )
     python = env.python.executable or spec.python
     if toolkit.root == spec.toolkit.root and python == spec.python:
         return build
     root = toolkit.root or spec.toolkit.root or ""
-    variables = tuple((name, root if name in ("CUDA_HOME", "CUDA_PATH") else value) for name, value in spec.variables)
+    variables = tuple(
+        (name, root if name in ("CUDA_HOME", "CUDA_PATH") else value)
+        for name, value in spec.variables
+    )
     moved: BuildSpec = replace(spec, toolkit=toolkit, python=python, variables=variables)
     return replace(build, spec=moved)
 
@@ -82,9 +94,14 @@ def _check_kept_builds(plan: Plan, env: Environment) -> None:
         if found is None or not _same_version(found, item.version):
             raise _changed(f"the installed {item.name}", item.version, found or "none")
         for gpu in env.gpus:
-            if item.arch_list and not build_covers_gpu(parse_arch_list(item.arch_list), gpu.compute_capability):
-                raise _changed(f"the installed {item.name}'s arch list", item.arch_list,
-                               f"GPU {gpu.index} ({gpu.name}, compute capability {gpu.compute_capability}) that it does not cover")
+            if item.arch_list and not build_covers_gpu(
+                parse_arch_list(item.arch_list), gpu.compute_capability
+            ):
+                raise _changed(
+                    f"the installed {item.name}'s arch list",
+                    item.arch_list,
+                    f"GPU {gpu.index} ({gpu.name}, compute capability {gpu.compute_capability}) that it does not cover",
+                )
 
 
 def _same_version(one: str, other: str) -> bool:
@@ -100,14 +117,22 @@ def check_plan_facts(plan: Plan, env: Environment) -> Plan:
     """``plan`` ready to execute in ``env`` (paths moved to this machine's), or the fact that changed."""
     made = plan.environment
     if (made.machine.os, made.machine.arch) != (env.machine.os, env.machine.arch):
-        raise _changed("platform", f"{made.machine.os} {made.machine.arch}", f"{env.machine.os} {env.machine.arch}")
+        raise _changed(
+            "platform",
+            f"{made.machine.os} {made.machine.arch}",
+            f"{env.machine.os} {env.machine.arch}",
+        )
     if made.python.interpreter_tag != env.python.interpreter_tag:
         raise _changed("Python", made.python.interpreter_tag, env.python.interpreter_tag)
     if made.driver is not None:
         if env.driver is None:
             raise _changed("NVIDIA driver", str(made.driver.version), "no driver")
         if env.driver.version < made.driver.version:
-            raise _changed("NVIDIA driver", f"{made.driver.version} (CUDA {made.driver.cuda})", f"{env.driver.version} (CUDA {env.driver.cuda})")
+            raise _changed(
+                "NVIDIA driver",
+                f"{made.driver.version} (CUDA {made.driver.cuda})",
+                f"{env.driver.version} (CUDA {env.driver.cuda})",
+            )
     made_torch = made.torch.version if made.torch else None
     here_torch = env.torch.version if env.torch else None
     if made_torch != here_torch:
@@ -117,12 +142,18 @@ def check_plan_facts(plan: Plan, env: Environment) -> Plan:
         arch_list = parse_arch_list(build.key.arch_list)
         for gpu in env.gpus:
             if not build_covers_gpu(arch_list, gpu.compute_capability):
-                raise _changed(f"{build.spec.package}'s arch list", build.key.arch_list,
-                               f"GPU {gpu.index} ({gpu.name}, compute capability {gpu.compute_capability}) that it does not cover")
+                raise _changed(
+                    f"{build.spec.package}'s arch list",
+                    build.key.arch_list,
+                    f"GPU {gpu.index} ({gpu.name}, compute capability {gpu.compute_capability}) that it does not cover",
+                )
     known = {gpu.compute_capability for gpu in made.gpus}
     for gpu in env.gpus:
         if made.gpus and gpu.compute_capability not in known and not plan.builds:
-            raise _changed("GPUs of compute capability", ", ".join(sorted(str(c) for c in known)),
-                           f"GPU {gpu.index} ({gpu.name}, {gpu.compute_capability})")
+            raise _changed(
+                "GPUs of compute capability",
+                ", ".join(sorted(str(c) for c in known)),
+                f"GPU {gpu.index} ({gpu.name}, {gpu.compute_capability})",
+            )
     builds = tuple(_relocated(build, env) for build in plan.builds)
     return replace(plan, builds=builds, environment=env)

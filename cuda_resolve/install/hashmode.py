@@ -60,8 +60,12 @@ def built_wheel_requirement(package: str, wheel: Path, sha256: str) -> str:
     return f"{canonicalize_name(package)} @ {wheel.resolve().as_uri()}#sha256={sha256}"
 
 
-def unhashed_before_build(plan: Plan, builds: Sequence[PlannedBuild], unmet: Mapping[str, Sequence[str]],
-                          torch_family: Collection[str]) -> list[str]:
+def unhashed_before_build(
+    plan: Plan,
+    builds: Sequence[PlannedBuild],
+    unmet: Mapping[str, Sequence[str]],
+    torch_family: Collection[str],
+) -> list[str]:
     """What pip would fetch with no hash to check, known before anything is built. ``unmet``:
     each build's known requirements (runtime and build) that the target does not satisfy, by
     wheel-key digest."""
@@ -69,35 +73,49 @@ def unhashed_before_build(plan: Plan, builds: Sequence[PlannedBuild], unmet: Map
     for item in plan.items:
         label = item.requirement or f"{item.name} {item.version}"
         if item.kind == "wheel" and item.name in torch_family:
-            problems.append(f"{label}: pip would resolve its dependencies (the nvidia-* wheels, triton, ...) "
-                            "from the index with no hash to check")
+            problems.append(
+                f"{label}: pip would resolve its dependencies (the nvidia-* wheels, triton, ...) "
+                "from the index with no hash to check"
+            )
         elif item.kind == "wheel" and builds:
             # A prebuilt wheel's dependencies are not known before pip resolves them; alone, pip's
             # own --require-hashes check costs a download at most, but beside a build it would
             # waste the build.
-            problems.append(f"{label}: its dependencies are not known before pip resolves them, after the build of "
-                            f"{', '.join(b.spec.package for b in builds)}: install it in its own cuda-pip run first")
+            problems.append(
+                f"{label}: its dependencies are not known before pip resolves them, after the build of "
+                f"{', '.join(b.spec.package for b in builds)}: install it in its own cuda-pip run first"
+            )
     for build in builds:
         # A build whose runtime requirements are not known (a recipe that does not list them)
         # is left to pip's own check: --require-hashes refuses an unhashed one before installing.
         for requirement in unmet.get(build.key.digest, ()):
-            problems.append(f"{requirement} (needed by {build.spec.package}) is not installed: pip would download it with no hash")
+            problems.append(
+                f"{requirement} (needed by {build.spec.package}) is not installed: pip would download it with no hash"
+            )
     for text in plan.pass_through:
         if not hashed_requirement(text):
-            problems.append(f"{text} (on the command line) has no hash: give it as 'name @ URL#sha256=...' or in a file with --hash")
+            problems.append(
+                f"{text} (on the command line) has no hash: give it as 'name @ URL#sha256=...' or in a file with --hash"
+            )
     return problems
 
 
 def unhashed_file_lines(requirements: Sequence[FileRequirement]) -> list[str]:
     """Requirement lines of ``-r`` files without ``--hash`` (constraints need none)."""
-    return [f"{item.origin}: {item.text} has no --hash" for item in requirements
-            if not (item.hashed or hashed_requirement(item.text)) and not item.constraint]
+    return [
+        f"{item.origin}: {item.text} has no --hash"
+        for item in requirements
+        if not (item.hashed or hashed_requirement(item.text)) and not item.constraint
+    ]
 
 
 def unhashed_wheels(plan: Plan) -> list[str]:
     """The plan's index wheels with no sha256 after pinning (their index page lists none)."""
-    return [f"{item.name} {item.version}: {'its index page lists no sha256 for it' if item.index or item.find_links else 'no sha256 is known'}"
-            for item in plan.items if item.kind == "wheel" and not item.sha256]
+    return [
+        f"{item.name} {item.version}: {'its index page lists no sha256 for it' if item.index or item.find_links else 'no sha256 is known'}"
+        for item in plan.items
+        if item.kind == "wheel" and not item.sha256
+    ]
 
 
 def refuse_unhashed(where: str, problems: Sequence[str]) -> None:
@@ -109,5 +127,5 @@ def refuse_unhashed(where: str, problems: Sequence[str]) -> None:
         f"pip's hash-checking mode is on ({where}) and {len(problems)} file{'s' if len(problems) != 1 else ''} "
         f"would be installed with no hash to check: {listed}",
         hint="install what is named first (with its hash), or lock the environment with `cuda-resolve lock` and "
-             "install it with `cuda-resolve sync`, which checks a sha256 for every file; nothing was built or installed",
+        "install it with `cuda-resolve sync`, which checks a sha256 for every file; nothing was built or installed",
     )

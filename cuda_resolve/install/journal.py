@@ -123,11 +123,19 @@ class Distribution:
     name: str  # as its METADATA spells it
     version: str
     meta: str  # absolute path of its .dist-info / .egg-info
-    files: tuple[str, ...]  # absolute, normalised: what RECORD lists plus the metadata folder's files
+    files: tuple[
+        str, ...
+    ]  # absolute, normalised: what RECORD lists plus the metadata folder's files
     record: bool  # False: no RECORD / installed-files.txt (its package files are unknown)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "version": self.version, "meta": self.meta, "files": list(self.files), "record": self.record}
+        return {
+            "name": self.name,
+            "version": self.version,
+            "meta": self.meta,
+            "files": list(self.files),
+            "record": self.record,
+        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -142,9 +150,14 @@ class State:
     top: tuple[str, ...] = ()  # the names in the prefix folder itself (read at begin only)
 
     def to_json(self) -> dict[str, Any]:
-        return {"prefix": self.prefix, "sites": list(self.sites),
-                "distributions": [d.to_json() for d in self.distributions],
-                "egg_links": [list(e) for e in self.egg_links], "tilde": list(self.tilde), "top": list(self.top)}
+        return {
+            "prefix": self.prefix,
+            "sites": list(self.sites),
+            "distributions": [d.to_json() for d in self.distributions],
+            "egg_links": [list(e) for e in self.egg_links],
+            "tilde": list(self.tilde),
+            "top": list(self.top),
+        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -167,9 +180,17 @@ class Journal:
         return self.before.prefix
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": _FORMAT, "id": self.id, "python": self.python, "created": self.created, "pid": self.pid,
-                "stash": self.stash, "ready": self.ready, "unstashed": [list(u) for u in self.unstashed],
-                "before": self.before.to_json()}
+        return {
+            "format": _FORMAT,
+            "id": self.id,
+            "python": self.python,
+            "created": self.created,
+            "pid": self.pid,
+            "stash": self.stash,
+            "ready": self.ready,
+            "unstashed": [list(u) for u in self.unstashed],
+            "before": self.before.to_json(),
+        }
 
 
 def default_journal_dir() -> Path:
@@ -177,25 +198,37 @@ def default_journal_dir() -> Path:
     return cache_root() / "journal"
 
 
-def read_state(python: str, environ: Mapping[str, str], *, sites: Sequence[str] = (), prefix: str | None = None) -> State:
+def read_state(
+    python: str, environ: Mapping[str, str], *, sites: Sequence[str] = (), prefix: str | None = None
+) -> State:
     """The target's distributions. With ``sites`` (and ``prefix``) those folders are read by the
     target started without its site machinery (``-S``: a half-installed ``.pth`` cannot stop it)."""
     from .._dist_metadata import source_text
 
     argv = [python, *(["-S"] if sites else []), "-c", source_text() + _LISTING_BODY, *sites]
-    done = bounded_run(argv, timeout=_LISTING_SECONDS, env=environ, output_limit=_JOURNAL_LIMIT, cwd="/")
+    done = bounded_run(
+        argv, timeout=_LISTING_SECONDS, env=environ, output_limit=_JOURNAL_LIMIT, cwd="/"
+    )
     if done is None or not done.ok:
-        why = "could not be started" if done is None else (done.first_line or f"exit {done.returncode}")
-        raise InstallError(f"{python} could not list its installed files: {why}",
-                           hint="check that the target interpreter runs (pass --python PATH)")
+        why = (
+            "could not be started"
+            if done is None
+            else (done.first_line or f"exit {done.returncode}")
+        )
+        raise InstallError(
+            f"{python} could not list its installed files: {why}",
+            hint="check that the target interpreter runs (pass --python PATH)",
+        )
     try:
         data = json.loads(done.stdout)
         if prefix is not None:
             data["prefix"] = prefix
         return _state(data)
     except (ValueError, KeyError, TypeError) as exc:
-        raise InstallError(f"{python} gave an unreadable list of its installed files ({exc})",
-                           hint="check that the target interpreter runs (pass --python PATH)") from None
+        raise InstallError(
+            f"{python} gave an unreadable list of its installed files ({exc})",
+            hint="check that the target interpreter runs (pass --python PATH)",
+        ) from None
 
 
 def write_journal(journal: Journal) -> None:
@@ -210,14 +243,21 @@ def read_journal(path: Path) -> Journal:
         if data.get("format") != _FORMAT:
             raise ValueError(f"format {data.get('format')!r}, expected {_FORMAT}")
         return Journal(
-            path=path, id=_str(data["id"]), python=_str(data["python"]), created=float(data["created"]),
-            pid=int(data["pid"]), stash=_str(data["stash"]), ready=bool(data["ready"]),
+            path=path,
+            id=_str(data["id"]),
+            python=_str(data["python"]),
+            created=float(data["created"]),
+            pid=int(data["pid"]),
+            stash=_str(data["stash"]),
+            ready=bool(data["ready"]),
             unstashed=tuple((_str(u[0]), _str(u[1]), _str(u[2])) for u in _list(data["unstashed"])),
             before=_state(data["before"]),
         )
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
-        raise InstallError(f"{path}: not a readable cuda-pip journal ({exc})",
-                           hint="remove it; it cannot be used to undo an install") from None
+        raise InstallError(
+            f"{path}: not a readable cuda-pip journal ({exc})",
+            hint="remove it; it cannot be used to undo an install",
+        ) from None
 
 
 def pending(journal_dir: Path) -> list[Journal]:
@@ -227,7 +267,9 @@ def pending(journal_dir: Path) -> list[Journal]:
     Call it holding the target's lock (:func:`~.stash.target_lock`): a journal of an install
     that is still running is listed too."""
     try:
-        names = sorted(entry.name for entry in os.scandir(journal_dir) if entry.name.endswith(".json"))
+        names = sorted(
+            entry.name for entry in os.scandir(journal_dir) if entry.name.endswith(".json")
+        )
     except OSError:
         return []
     journals: list[Journal] = []
@@ -255,8 +297,13 @@ def _list(value: object) -> list[Any]:
 
 
 def _distribution(data: Any) -> Distribution:
-    return Distribution(name=_str(data["name"]), version=_str(data["version"]), meta=_str(data["meta"]),
-                        files=tuple(_str(f) for f in _list(data["files"])), record=bool(data["record"]))
+    return Distribution(
+        name=_str(data["name"]),
+        version=_str(data["version"]),
+        meta=_str(data["meta"]),
+        files=tuple(_str(f) for f in _list(data["files"])),
+        record=bool(data["record"]),
+    )
 
 
 def _state(data: Any) -> State:

@@ -25,7 +25,12 @@ def edit_distance_at_most_one(a: str, b: str) -> bool:
         diffs = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
         if len(diffs) == 1:
             return True
-        return len(diffs) == 2 and diffs[1] == diffs[0] + 1 and a[diffs[0]] == b[diffs[1]] and a[diffs[1]] == b[diffs[0]]
+        return (
+            len(diffs) == 2
+            and diffs[1] == diffs[0] + 1
+            and a[diffs[0]] == b[diffs[1]]
+            and a[diffs[1]] == b[diffs[0]]
+        )
     short, long = (a, b) if len(a) < len(b) else (b, a)
     i = 0
     while i < len(short) and short[i] == long[i]:
@@ -54,6 +59,8 @@ def near_miss(name: str, curated: Iterable[str]) -> str | None:
         other = canonicalize_name(candidate)
         if other == wanted:
             continue
-        if edit_distance_at_most_one(wanted, other) or any(wanted == other + suffix for suffix in FOLDER_SUFFIXES):
+        if edit_distance_at_most_one(wanted, other) or any(
+            wanted == other + suffix for suffix in FOLDER_SUFFIXES
+        ):
             return candidate
     return None

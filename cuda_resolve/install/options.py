@@ -21,7 +21,9 @@ class InstallOptions:
     explicit_arch_list: bool = False  # --arch-list was given: no reuse of a wider wheel by coverage
     torch_index: str | None = None  # the configured PyTorch mirror base, "https://mirror/whl/"
     torch_index_option: str = "--index-url"  # or "--find-links" for a flat mirror
-    hash_mode: str | None = None  # where pip's hash-checking mode comes from (None: off): see .hashmode
+    hash_mode: str | None = (
+        None  # where pip's hash-checking mode comes from (None: off): see .hashmode
+    )
     #: The only distributions the run can replace (a ``--no-deps`` install of named files, as
     #: ``sync`` runs); None: any. Only their files are stashed for the undo (see Stash.begin).
     replaces: tuple[str, ...] | None = None

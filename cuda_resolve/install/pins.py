@@ -48,17 +48,32 @@ def files_on_page(text: str, content_type: str, page_url: str) -> list[IndexFile
             return []
         entries = data.get("files") if isinstance(data, dict) else None
         for entry in entries if isinstance(entries, list) else ():
-            if not isinstance(entry, dict) or not isinstance(entry.get("filename"), str) or not isinstance(entry.get("url"), str):
+            if (
+                not isinstance(entry, dict)
+                or not isinstance(entry.get("filename"), str)
+                or not isinstance(entry.get("url"), str)
+            ):
                 continue
             hashes = entry.get("hashes")
             sha = hashes.get("sha256") if isinstance(hashes, dict) else None
-            found.append(IndexFile(filename=entry["filename"], url=urldefrag(urljoin(page_url, entry["url"])).url,
-                                   sha256=sha if isinstance(sha, str) else None))
+            found.append(
+                IndexFile(
+                    filename=entry["filename"],
+                    url=urldefrag(urljoin(page_url, entry["url"])).url,
+                    sha256=sha if isinstance(sha, str) else None,
+                )
+            )
         return found
     for link in page_links(text, page_url):
         url, fragment = urldefrag(link)
         name, _, value = fragment.partition("=")
-        found.append(IndexFile(filename=file_name(url), url=url, sha256=value.lower() if name == "sha256" and value else None))
+        found.append(
+            IndexFile(
+                filename=file_name(url),
+                url=url,
+                sha256=value.lower() if name == "sha256" and value else None,
+            )
+        )
     return found
 
 
@@ -67,7 +82,9 @@ def files_on_page(text: str, content_type: str, page_url: str) -> list[IndexFile
 ReadPage = Callable[[str], tuple[str, str, str]]
 
 
-def _best_file(files: Sequence[IndexFile], item: PlanItem, version: Version, env: Environment) -> IndexFile | None:
+def _best_file(
+    files: Sequence[IndexFile], item: PlanItem, version: Version, env: Environment
+) -> IndexFile | None:
     """The wheel pip would take for ``item`` here: the same name and version, the highest-priority tag."""
     priority = {tag: rank for rank, tag in enumerate(env.wheel_tags())}
     wanted = canonicalize_name(item.name)
@@ -104,7 +121,9 @@ def _page_for(item: PlanItem, step: PipStep, pypi: str) -> str | None:
     return None
 
 
-def pin_plan(plan: Plan, env: Environment, read_page: ReadPage, *, pypi_index: str = PYPI_SIMPLE) -> Plan:
+def pin_plan(
+    plan: Plan, env: Environment, read_page: ReadPage, *, pypi_index: str = PYPI_SIMPLE
+) -> Plan:
     """``plan`` with each wheel item whose index lists a hash pinned to that file (see the module
     doc). ``pypi_index``: the index pip uses for PyPI names (the user's mirror)."""
     pages: dict[str, list[IndexFile] | str] = {}
@@ -128,17 +147,23 @@ def pin_plan(plan: Plan, env: Environment, read_page: ReadPage, *, pypi_index: s
                 pages[page] = str(exc) or type(exc).__name__
         listed = pages[page]
         if isinstance(listed, str):
-            notes.append(f"{item.name} {item.version}: its index page {page} could not be read ({listed}): not pinned to a file")
+            notes.append(
+                f"{item.name} {item.version}: its index page {page} could not be read ({listed}): not pinned to a file"
+            )
             continue
         chosen = _best_file(listed, item, Version(item.requirement.rsplit("==", 1)[-1]), env)
         if chosen is None or not chosen.sha256:
-            notes.append(f"{item.name} {item.version}: {page} lists no {'hash for the' if chosen else ''} wheel for this "
-                         "interpreter: not pinned to a file")
+            notes.append(
+                f"{item.name} {item.version}: {page} lists no {'hash for the' if chosen else ''} wheel for this "
+                "interpreter: not pinned to a file"
+            )
             continue
         requirement = item.requirement.rsplit("==", 1)[0]
         pinned = f"{requirement} @ {chosen.url}#sha256={chosen.sha256}"
         step = steps[where]
-        steps[where] = replace(step, args=tuple(pinned if word == item.requirement else word for word in step.args))
+        steps[where] = replace(
+            step, args=tuple(pinned if word == item.requirement else word for word in step.args)
+        )
         items[at] = replace(item, url=chosen.url, sha256=chosen.sha256)
     if not notes and items == list(plan.items):
         return plan

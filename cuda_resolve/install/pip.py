@@ -23,8 +23,13 @@ if TYPE_CHECKING:
     from ..build.runner import ProcessRunner
 
 __all__ = [
-    "TORCH_INDEX_ONLY_CLEARED", "PipFacts", "TargetPip", "installed_distributions", "pip_facts_and_distributions",
-    "refuse_externally_managed", "trust_options",
+    "TORCH_INDEX_ONLY_CLEARED",
+    "PipFacts",
+    "TargetPip",
+    "installed_distributions",
+    "pip_facts_and_distributions",
+    "refuse_externally_managed",
+    "trust_options",
 ]
 
 # One interpreter start answers everything cuda-pip asks of the target: each start of a big
@@ -68,7 +73,9 @@ class PipFacts:
     truststore: bool
     externally_managed: bool = False  # PEP 668: the interpreter's distributor manages its packages
     prefix: str | None = None
-    real_prefix: str | None = None  # sys.prefix with links resolved: what the target lock is keyed by
+    real_prefix: str | None = (
+        None  # sys.prefix with links resolved: what the target lock is keyed by
+    )
     cert: str | None = None  # the CA bundle PIP_CERT names (an existing file): pip verifies with it
 
 
@@ -81,41 +88,62 @@ def _run_json(python: str, script: str, environ: Mapping[str, str], what: str) -
             return json.loads(done.stdout)
         except ValueError:
             pass
-    raise InstallError(f"{python} could not report {what}", hint="check that the target interpreter runs (pass --python PATH)")
+    raise InstallError(
+        f"{python} could not report {what}",
+        hint="check that the target interpreter runs (pass --python PATH)",
+    )
 
 
 def _probe(python: str, environ: Mapping[str, str]) -> dict[str, object]:
     data = _run_json(python, _probe_script(), environ, "its pip version and installed packages")
     if not isinstance(data, dict):
-        raise InstallError(f"{python} gave an unreadable answer about its packages", hint="check that the target interpreter runs")
+        raise InstallError(
+            f"{python} gave an unreadable answer about its packages",
+            hint="check that the target interpreter runs",
+        )
     return data
 
 
-def pip_facts_and_distributions(python: str, environ: Mapping[str, str]) -> tuple[PipFacts, dict[str, str]]:
+def pip_facts_and_distributions(
+    python: str, environ: Mapping[str, str]
+) -> tuple[PipFacts, dict[str, str]]:
     data = _probe(python, environ)
     return _parse_facts(python, data), _distributions(data.get("distributions"))
 
 
 def _parse_facts(python: str, data: object) -> PipFacts:
     if not isinstance(data, dict):
-        raise InstallError(f"{python} could not report its pip version", hint="check that the target interpreter runs")
+        raise InstallError(
+            f"{python} could not report its pip version",
+            hint="check that the target interpreter runs",
+        )
     text = data.get("pip")
     if not isinstance(text, str):
         raise InstallError(f"{python} has no pip", hint=f"{python} -m ensurepip --upgrade")
     try:
         version = Version(text)
     except InvalidVersion:
-        raise InstallError(f"{python}: pip reports version {text!r}", hint=f"{python} -m pip install -U pip") from None
+        raise InstallError(
+            f"{python}: pip reports version {text!r}", hint=f"{python} -m pip install -U pip"
+        ) from None
     if version < MINIMUM_PIP:
-        raise InstallError(f"{python} has pip {version}; cuda-pip needs pip >= {MINIMUM_PIP}",
-                           hint=f"{python} -m pip install -U pip")
+        raise InstallError(
+            f"{python} has pip {version}; cuda-pip needs pip >= {MINIMUM_PIP}",
+            hint=f"{python} -m pip install -U pip",
+        )
     prefix = data.get("prefix")
     real_prefix = data.get("real_prefix")
     cert = data.get("cert")
-    return PipFacts(version=version, truststore=bool(data.get("truststore")),
-                    externally_managed=bool(data.get("externally_managed")), prefix=prefix if isinstance(prefix, str) else None,
-                    real_prefix=real_prefix if isinstance(real_prefix, str) and real_prefix.startswith("/") else None,
-                    cert=cert if isinstance(cert, str) else None)
+    return PipFacts(
+        version=version,
+        truststore=bool(data.get("truststore")),
+        externally_managed=bool(data.get("externally_managed")),
+        prefix=prefix if isinstance(prefix, str) else None,
+        real_prefix=real_prefix
+        if isinstance(real_prefix, str) and real_prefix.startswith("/")
+        else None,
+        cert=cert if isinstance(cert, str) else None,
+    )
 
 
 def trust_options(facts: PipFacts) -> tuple[list[str], str | None]:
@@ -146,8 +174,9 @@ def _distributions(data: object) -> dict[str, str]:
     return result
 
 
-
-def refuse_externally_managed(python: str, facts: PipFacts, pip_args: Sequence[str], environ: Mapping[str, str]) -> None:
+def refuse_externally_managed(
+    python: str, facts: PipFacts, pip_args: Sequence[str], environ: Mapping[str, str]
+) -> None:
     """PEP 668: pip refuses to install into a distributor-managed interpreter (Debian's system
     Python); say so before anything is built, not after a 60-second compile."""
     if not facts.externally_managed:
@@ -155,18 +184,26 @@ def refuse_externally_managed(python: str, facts: PipFacts, pip_args: Sequence[s
     from .pipoptions import pip_settings
 
     # pip's override in any form pip reads it: options in any spelling, PIP_* variables, its configuration.
-    if pip_settings(pip_args, python=python, environ=environ).externally_managed_override is not None:
+    if (
+        pip_settings(pip_args, python=python, environ=environ).externally_managed_override
+        is not None
+    ):
         return
     raise InstallError(
         f"{python} is externally managed (PEP 668: its distributor's package manager owns it), so pip will not install into it",
         hint="create a virtual environment and install there: python3 -m venv .venv && .venv/bin/cuda-pip install ... "
-             "(or pass --python PATH of one); pip's --break-system-packages overrides this at your own risk",
+        "(or pass --python PATH of one); pip's --break-system-packages overrides this at your own risk",
     )
 
 
 #: Variables that would add indexes or folders to the torch step: it asks the PyTorch index
 #: (or its mirror) alone, so a folder of CPU wheels in PIP_FIND_LINKS cannot replace the build.
-TORCH_INDEX_ONLY_CLEARED = ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL", "PIP_NO_INDEX")
+TORCH_INDEX_ONLY_CLEARED = (
+    "PIP_FIND_LINKS",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_INDEX_URL",
+    "PIP_NO_INDEX",
+)
 
 
 class TargetPip:
@@ -198,7 +235,9 @@ class TargetPip:
         self.on_note = on_note
         self._runner = runner
 
-    def environ_for(self, *, torch_index_only: bool = False, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    def environ_for(
+        self, *, torch_index_only: bool = False, extra: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
         """The environment a pip run gets: the user's, ``extra`` over it; for the torch step
         without the variables that would add indexes or folders (:data:`TORCH_INDEX_ONLY_CLEARED`)."""
         environ = dict(self.environ)
@@ -215,11 +254,27 @@ class TargetPip:
 
     def install_command(self, args: Sequence[str]) -> list[str]:
         """The exact words of ``pip install ARGS`` as this runner runs them."""
-        return [self.python, "-m", "pip", "install", "--disable-pip-version-check", *self.trust, *args]
+        return [
+            self.python,
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            *self.trust,
+            *args,
+        ]
 
     def wheel_command(self, args: Sequence[str]) -> list[str]:
         """The exact words of ``pip wheel ARGS`` as this runner runs them."""
-        return [self.python, "-m", "pip", "wheel", "--disable-pip-version-check", *self.trust, *args]
+        return [
+            self.python,
+            "-m",
+            "pip",
+            "wheel",
+            "--disable-pip-version-check",
+            *self.trust,
+            *args,
+        ]
 
     def run(
         self,
@@ -245,15 +300,42 @@ class TargetPip:
             on_line(text)
 
         runner = self._runner or logged_runner
-        return runner(command, environ=full_environ, log_path=log_path or self.log_path, cwd=cwd, on_line=line)
+        return runner(
+            command, environ=full_environ, log_path=log_path or self.log_path, cwd=cwd, on_line=line
+        )
 
-    def install(self, args: Sequence[str], *, torch_index_only: bool = False, environ: Mapping[str, str] | None = None,
-                log_path: Path | None = None, on_line: Callable[[str], None] = lambda _: None) -> tuple[int, list[str]]:
+    def install(
+        self,
+        args: Sequence[str],
+        *,
+        torch_index_only: bool = False,
+        environ: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+        on_line: Callable[[str], None] = lambda _: None,
+    ) -> tuple[int, list[str]]:
         """``pip install`` with the trust options (:meth:`install_command`) and ``args``."""
-        return self.run(self.install_command(args)[3:], torch_index_only=torch_index_only, environ=environ,
-                        log_path=log_path, on_line=on_line)
+        return self.run(
+            self.install_command(args)[3:],
+            torch_index_only=torch_index_only,
+            environ=environ,
+            log_path=log_path,
+            on_line=on_line,
+        )
 
-    def wheel(self, args: Sequence[str], *, environ: Mapping[str, str] | None = None, log_path: Path | None = None,
-              cwd: Path | None = None, on_line: Callable[[str], None] = lambda _: None) -> tuple[int, list[str]]:
+    def wheel(
+        self,
+        args: Sequence[str],
+        *,
+        environ: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+        cwd: Path | None = None,
+        on_line: Callable[[str], None] = lambda _: None,
+    ) -> tuple[int, list[str]]:
         """``pip wheel`` with the trust options (:meth:`wheel_command`) and ``args``, run in ``cwd``."""
-        return self.run(self.wheel_command(args)[3:], environ=environ, log_path=log_path, cwd=cwd, on_line=on_line)
+        return self.run(
+            self.wheel_command(args)[3:],
+            environ=environ,
+            log_path=log_path,
+            cwd=cwd,
+            on_line=on_line,
+        )

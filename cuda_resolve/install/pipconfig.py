@@ -121,25 +121,42 @@ class PipIndexes:
         left out under ``no_index``), then the find-links pages and folders."""
         found: list[IndexLocation] = []
         if not self.no_index:
-            found.append(IndexLocation(option="index-url", url=self.index_url, origin=self.index_url_origin))
-            found.extend(IndexLocation(option="extra-index-url", url=url, origin=origin)
-                         for url, origin in zip(self.extra_index_urls, self.extra_index_url_origins, strict=True))
-        found.extend(IndexLocation(option="find-links", url=url, origin=origin)
-                     for url, origin in zip(self.find_links, self.find_links_origins, strict=True))
+            found.append(
+                IndexLocation(option="index-url", url=self.index_url, origin=self.index_url_origin)
+            )
+            found.extend(
+                IndexLocation(option="extra-index-url", url=url, origin=origin)
+                for url, origin in zip(
+                    self.extra_index_urls, self.extra_index_url_origins, strict=True
+                )
+            )
+        found.extend(
+            IndexLocation(option="find-links", url=url, origin=origin)
+            for url, origin in zip(self.find_links, self.find_links_origins, strict=True)
+        )
         return tuple(found)
 
     def origin_of(self, url: str) -> str | None:
         """Where the setting naming ``url`` came from (None when pip does not use ``url``)."""
         wanted = url.rstrip("/")
-        return next((where.origin for where in self.locations if where.url.rstrip("/") == wanted), None)
+        return next(
+            (where.origin for where in self.locations if where.url.rstrip("/") == wanted), None
+        )
 
     def describe(self) -> str:
         """One line for a report, credentials redacted."""
         parts = [where.describe() for where in self.locations]
         if self.no_index:
-            parts.insert(0, f"no-index (from {self.no_index_origin}): the index-url {redact(self.index_url)} "
-                            "and any extra-index-url are not read")
-        return "; ".join(parts) if parts else "no index and no find-links: pip can install nothing from a name"
+            parts.insert(
+                0,
+                f"no-index (from {self.no_index_origin}): the index-url {redact(self.index_url)} "
+                "and any extra-index-url are not read",
+            )
+        return (
+            "; ".join(parts)
+            if parts
+            else "no index and no find-links: pip can install nothing from a name"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """For ``--json``: credentials in URLs replaced by ``***``."""
@@ -169,6 +186,7 @@ def urls_to_check(indexes: PipIndexes) -> tuple[str, ...]:
 
 
 # -- the command line ----------------------------------------------------------------------
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class IndexOptions:
@@ -212,8 +230,14 @@ def parse_pip_args(pip_args: Sequence[str]) -> IndexOptions:
             links.append(value)
         elif name == "--requirement":
             files.append(value)
-    return IndexOptions(index_url=index, extra_index_urls=tuple(extras), find_links=tuple(links),
-                        no_index=no_index, isolated=isolated, requirement_files=tuple(files))
+    return IndexOptions(
+        index_url=index,
+        extra_index_urls=tuple(extras),
+        find_links=tuple(links),
+        no_index=no_index,
+        isolated=isolated,
+        requirement_files=tuple(files),
+    )
 
 
 # -- the configuration files, as the target's pip lists them --------------------------------
@@ -249,8 +273,13 @@ def parse_config_debug(text: str) -> list[ConfigFile] | None:
     def close() -> None:
         if variant is not None and path is not None:
             rank = _VARIANT_RANK.get(variant, 4)
-            files.append((rank, len(files), ConfigFile(path=path, variant=variant,
-                                                  values=tuple((k, v) for k, v in values))))
+            files.append(
+                (
+                    rank,
+                    len(files),
+                    ConfigFile(path=path, variant=variant, values=tuple((k, v) for k, v in values)),
+                )
+            )
 
     for line in text.splitlines():
         header = _HEADER.match(line)
@@ -264,9 +293,13 @@ def parse_config_debug(text: str) -> list[ConfigFile] | None:
             path = file_line.group("path") if file_line.group("exists") == "True" else None
             values = []
         elif key_line and path is not None:
-            values.append([f"{key_line.group('section')}.{key_line.group('key')}", key_line.group("value")])
+            values.append(
+                [f"{key_line.group('section')}.{key_line.group('key')}", key_line.group("value")]
+            )
         elif values and path is not None:
-            values[-1][1] += "\n" + line  # a multi-line value: pip prints its later lines unindented
+            values[-1][1] += (
+                "\n" + line
+            )  # a multi-line value: pip prints its later lines unindented
     close()
     return [entry for _, _, entry in sorted(files, key=lambda item: (item[0], item[1]))]
 
@@ -295,14 +328,23 @@ def attribute_merged(files: list[ConfigFile]) -> list[ConfigFile]:
     no readable file names stays with every file, so the later one is credited)."""
     out: list[ConfigFile] = []
     for entry in files:
-        twins = [other for other in files if other.variant == entry.variant and other.values == entry.values]
+        twins = [
+            other
+            for other in files
+            if other.variant == entry.variant and other.values == entry.values
+        ]
         if len(twins) < 2 or not entry.values:
             out.append(entry)
             continue
         keys = _keys_in(entry.path)
-        claimed = set().union(*(found for found in map(_keys_in, (t.path for t in twins)) if found is not None))
-        kept = tuple((key, value) for key, value in entry.values
-                     if (keys is not None and key in keys) or key not in claimed)
+        claimed = set().union(
+            *(found for found in map(_keys_in, (t.path for t in twins)) if found is not None)
+        )
+        kept = tuple(
+            (key, value)
+            for key, value in entry.values
+            if (keys is not None and key in keys) or key not in claimed
+        )
         out.append(ConfigFile(path=entry.path, variant=entry.variant, values=kept))
     return out
 
@@ -320,47 +362,90 @@ def parse_config_list(text: str) -> list[ConfigFile]:
             continue
         if isinstance(value, str):
             values.append((f"{match.group('section')}.{match.group('key')}", value))
-    return [ConfigFile(path="pip's configuration", variant="unknown", values=tuple(values))] if values else []
+    return (
+        [ConfigFile(path="pip's configuration", variant="unknown", values=tuple(values))]
+        if values
+        else []
+    )
 
 
 def _child_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """The caller's environment for ``pip config``: its ``PIP_*`` variables removed except
     ``PIP_CONFIG_FILE`` (they are read here; ``PIP_QUIET`` or a bad ``PIP_VERBOSE`` would
     silence or break the listing), output in UTF-8."""
-    child = {name: value for name, value in environ.items() if not name.startswith("PIP_") or name == "PIP_CONFIG_FILE"}
+    child = {
+        name: value
+        for name, value in environ.items()
+        if not name.startswith("PIP_") or name == "PIP_CONFIG_FILE"
+    }
     child["PYTHONIOENCODING"] = "utf-8"
     return child
 
 
-def _read_config(python: str, environ: Mapping[str, str], *, isolated: bool,
-                 timeout: float) -> tuple[list[ConfigFile] | None, list[str], str | None]:
+def _read_config(
+    python: str, environ: Mapping[str, str], *, isolated: bool, timeout: float
+) -> tuple[list[ConfigFile] | None, list[str], str | None]:
     """(files, notes, error) from the target's pip; files is None when pip gave no listing."""
-    base = [python, "-m", "pip", "--disable-pip-version-check", *(["--isolated"] if isolated else []), "config"]
+    base = [
+        python,
+        "-m",
+        "pip",
+        "--disable-pip-version-check",
+        *(["--isolated"] if isolated else []),
+        "config",
+    ]
     child = _child_environment(environ)
     here = os.path.abspath(os.sep)  # not the caller's folder: a ./pip there would shadow pip
     ran = run([*base, "debug"], timeout=timeout, env=child, cwd=here)
     if ran is None:
-        return None, [f"{python} could not be started: pip's configuration files were not read"], None
+        return (
+            None,
+            [f"{python} could not be started: pip's configuration files were not read"],
+            None,
+        )
     if ran.timed_out:
-        return None, [f"{python} -m pip config did not answer within {timeout:.0f} s: "
-                      "pip's configuration files were not read"], None
+        return (
+            None,
+            [
+                f"{python} -m pip config did not answer within {timeout:.0f} s: "
+                "pip's configuration files were not read"
+            ],
+            None,
+        )
     output = ran.stdout + "\n" + ran.stderr
     if ran.ok:
         files = parse_config_debug(ran.stdout)
         if files is not None:
             return attribute_merged(files), [], None
     if "No module named pip" in output:
-        return None, [f"{python} has no pip: pip's configuration files were not read "
-                      "(an install there cannot run pip either)"], None
+        return (
+            None,
+            [
+                f"{python} has no pip: pip's configuration files were not read "
+                "(an install there cannot run pip either)"
+            ],
+            None,
+        )
     failed = _pip_error(output)
     if failed is not None:
         return None, [], failed
     listed = run([*base, "list"], timeout=timeout, env=child, cwd=here)  # pip < 20.2 has no debug
     if listed is not None and listed.ok:
-        return (parse_config_list(listed.stdout),
-                [f"{python}'s pip predates `pip config debug` (20.2): values are named by section, not by file"], None)
+        return (
+            parse_config_list(listed.stdout),
+            [
+                f"{python}'s pip predates `pip config debug` (20.2): values are named by section, not by file"
+            ],
+            None,
+        )
     first = (listed.first_line if listed is not None and not listed.ok else "") or ran.first_line
-    return None, [f"{python} -m pip config failed ({first or 'no output'}): pip's configuration files were not read"], None
+    return (
+        None,
+        [
+            f"{python} -m pip config failed ({first or 'no output'}): pip's configuration files were not read"
+        ],
+        None,
+    )
 
 
 def _pip_error(output: str) -> str | None:
@@ -371,14 +456,19 @@ def _pip_error(output: str) -> str | None:
     for at, line in enumerate(lines):
         lowered = line.lower()
         if "configuration file" in lowered or (line.startswith("ERROR:") and "config" in lowered):
-            return " ".join(lines[at:at + 4])
+            return " ".join(lines[at : at + 4])
     return None
 
 
 # -- putting it together -----------------------------------------------------------------------
 
-_NAMES = {"index-url": "index-url", "pypi-url": "index-url", "extra-index-url": "extra-index-url",
-          "find-links": "find-links", "no-index": "no-index"}
+_NAMES = {
+    "index-url": "index-url",
+    "pypi-url": "index-url",
+    "extra-index-url": "extra-index-url",
+    "find-links": "find-links",
+    "no-index": "no-index",
+}
 _TRUE = frozenset({"y", "yes", "t", "true", "on", "1"})
 _FALSE = frozenset({"n", "no", "f", "false", "off", "0"})
 
@@ -408,11 +498,15 @@ class _Merged:
             if word in _TRUE or word in _FALSE:
                 self.no_index = (word in _TRUE, origin)
             else:
-                self.errors.append(f"{value!r} is not a valid value for no-index ({where}): pip stops with "
-                                   "'please specify a boolean value like yes/no, true/false or 1/0'")
+                self.errors.append(
+                    f"{value!r} is not a valid value for no-index ({where}): pip stops with "
+                    "'please specify a boolean value like yes/no, true/false or 1/0'"
+                )
 
 
-def _sections(files: Iterable[ConfigFile], names: Mapping[str, str] = _NAMES) -> list[tuple[str, str, str]]:
+def _sections(
+    files: Iterable[ConfigFile], names: Mapping[str, str] = _NAMES
+) -> list[tuple[str, str, str]]:
     """(option, value, origin) in the order pip applies them: [global] merged across files (a
     later file wins), then [install] merged the same way. ``names``: the keys read, and the
     option each stands for."""
@@ -420,12 +514,16 @@ def _sections(files: Iterable[ConfigFile], names: Mapping[str, str] = _NAMES) ->
     for section in ("global", "install"):
         merged: dict[str, tuple[str, str]] = {}
         for entry in files:
-            label = f"{entry.path} [{section}]" + (" (PIP_CONFIG_FILE)" if entry.variant == "env" else "")
+            label = f"{entry.path} [{section}]" + (
+                " (PIP_CONFIG_FILE)" if entry.variant == "env" else ""
+            )
             for key, value in entry.values:
                 name, _, option = key.partition(".")
                 if name == section and _normalise(option) in names:
                     merged[_normalise(option)] = (value, label)
-        ordered.extend((names[key], value, origin) for key, (value, origin) in merged.items() if value)
+        ordered.extend(
+            (names[key], value, origin) for key, (value, origin) in merged.items() if value
+        )
     return ordered
 
 
@@ -433,25 +531,35 @@ def _sections(files: Iterable[ConfigFile], names: Mapping[str, str] = _NAMES) ->
 _INDEX_KEYS = frozenset({"index-url", "pypi-url", "extra-index-url", "find-links", "no-index"})
 
 
-def without_configured_indexes(python: str, environ: Mapping[str, str], *,
-                               timeout: float = PROBE_TIMEOUT) -> dict[str, str]:
+def without_configured_indexes(
+    python: str, environ: Mapping[str, str], *, timeout: float = PROBE_TIMEOUT
+) -> dict[str, str]:
     """Variables that make ``python -m pip install`` ignore the indexes and folders its
     configuration files name, and keep every other setting in them: empty when no file names
     one; else ``PIP_CONFIG_FILE`` = ``os.devnull`` (pip then reads no file) and each other
     ``[global]``/``[install]`` value as the ``PIP_*`` variable pip reads the same way (one the
     caller's environment already sets is left to it: a variable beats a file anyway). For the
     torch step, which asks the PyTorch index alone."""
-    return dict(_without_configured_indexes(os.path.abspath(python) if os.sep in python else python,
-                                            tuple(sorted(environ.items())), timeout))
+    return dict(
+        _without_configured_indexes(
+            os.path.abspath(python) if os.sep in python else python,
+            tuple(sorted(environ.items())),
+            timeout,
+        )
+    )
 
 
 @functools.lru_cache(maxsize=8)
-def _without_configured_indexes(python: str, environ: tuple[tuple[str, str], ...],
-                                 timeout: float) -> tuple[tuple[str, str], ...]:
+def _without_configured_indexes(
+    python: str, environ: tuple[tuple[str, str], ...], timeout: float
+) -> tuple[tuple[str, str], ...]:
     env = dict(environ)
     files, _, _ = _read_config(python, env, isolated=False, timeout=timeout)
     merged: dict[str, str] = {}
-    for section in ("global", "install"):  # pip's order: [install] over [global], a later file over an earlier
+    for section in (
+        "global",
+        "install",
+    ):  # pip's order: [install] over [global], a later file over an earlier
         for entry in files or ():
             for key, value in entry.values:
                 name, _, option = key.partition(".")
@@ -459,12 +567,25 @@ def _without_configured_indexes(python: str, environ: tuple[tuple[str, str], ...
                     merged[_normalise(option)] = value
     if not _INDEX_KEYS & merged.keys():
         return ()
-    kept = {"PIP_" + key.upper().replace("-", "_"): value for key, value in merged.items() if key not in _INDEX_KEYS}
-    return (("PIP_CONFIG_FILE", os.devnull), *sorted((name, value) for name, value in kept.items() if name not in env))
+    kept = {
+        "PIP_" + key.upper().replace("-", "_"): value
+        for key, value in merged.items()
+        if key not in _INDEX_KEYS
+    }
+    return (
+        ("PIP_CONFIG_FILE", os.devnull),
+        *sorted((name, value) for name, value in kept.items() if name not in env),
+    )
 
 
-def config_values(python: str, environ: Mapping[str, str], *, keys: Sequence[str], isolated: bool = False,
-                  timeout: float = PROBE_TIMEOUT) -> list[tuple[str, str, str]]:
+def config_values(
+    python: str,
+    environ: Mapping[str, str],
+    *,
+    keys: Sequence[str],
+    isolated: bool = False,
+    timeout: float = PROBE_TIMEOUT,
+) -> list[tuple[str, str, str]]:
     """(key, value, origin) for ``keys`` (``trusted-host``, ``require-hashes`` ...) in the
     configuration files the target's pip reads, in the order pip applies them (the ``PIP_*``
     variables are not read here). Never raises: files pip does not list give nothing."""
@@ -504,13 +625,17 @@ def pip_indexes(
     else:
         # pip runs in a neutral folder (see _read_config): a relative path is the caller's.
         python = os.path.abspath(python) if os.sep in python else python
-        files, found_notes, error = _read_config(python, environ, isolated=command.isolated, timeout=timeout)
+        files, found_notes, error = _read_config(
+            python, environ, isolated=command.isolated, timeout=timeout
+        )
         notes.extend(found_notes)
     merged = _Merged()
     for option, value, origin in _sections(files or ()):
         merged.apply(option, value, origin, origin)
     if command.isolated:
-        notes.append("--isolated: pip ignores its PIP_* variables and the user's configuration file")
+        notes.append(
+            "--isolated: pip ignores its PIP_* variables and the user's configuration file"
+        )
     else:
         for option, value, variable in _variables(environ):
             merged.apply(option, value, variable, variable)
@@ -525,15 +650,23 @@ def pip_indexes(
     if command.no_index:
         no_index, no_index_origin = True, COMMAND_LINE
     for path in command.requirement_files:
-        notes.append(f"requirement file {path} may name indexes of its own (--index-url, --extra-index-url, "
-                     "--find-links lines): pip applies them too; they are not read here")
+        notes.append(
+            f"requirement file {path} may name indexes of its own (--index-url, --extra-index-url, "
+            "--find-links lines): pip applies them too; they are not read here"
+        )
     return PipIndexes(
         index_url=index_url,
         index_url_origin=index_origin,
         extra_index_urls=(*extras, *command.extra_index_urls),
-        extra_index_url_origins=(*(extras_origin for _ in extras), *(COMMAND_LINE for _ in command.extra_index_urls)),
+        extra_index_url_origins=(
+            *(extras_origin for _ in extras),
+            *(COMMAND_LINE for _ in command.extra_index_urls),
+        ),
         find_links=(*links, *command.find_links),
-        find_links_origins=(*(links_origin for _ in links), *(COMMAND_LINE for _ in command.find_links)),
+        find_links_origins=(
+            *(links_origin for _ in links),
+            *(COMMAND_LINE for _ in command.find_links),
+        ),
         no_index=no_index,
         no_index_origin=no_index_origin,
         python=python,

@@ -30,8 +30,17 @@ from ..errors import UsageError
 from ._words import split_words
 
 __all__ = [
-    "OPTIONS", "Found", "PipOption", "PipSettings", "file_options", "find_options", "options_for_torch_step",
-    "pip_settings", "refuse_disabled_verification", "split_command_line", "split_requirement_line",
+    "OPTIONS",
+    "Found",
+    "PipOption",
+    "PipSettings",
+    "file_options",
+    "find_options",
+    "options_for_torch_step",
+    "pip_settings",
+    "refuse_disabled_verification",
+    "split_command_line",
+    "split_requirement_line",
 ]
 
 #: (long names, the first canonical; takes a value; short letters; read in requirement files;
@@ -124,7 +133,9 @@ _TABLE: tuple[tuple[str, bool, str, bool, bool], ...] = (
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PipOption:
-    names: tuple[str, ...]  # long spellings with their dashes, canonical first: ("--index-url", "--pypi-url")
+    names: tuple[
+        str, ...
+    ]  # long spellings with their dashes, canonical first: ("--index-url", "--pypi-url")
     takes_value: bool
     short: tuple[str, ...] = ()  # ("-i",)
     in_files: bool = False
@@ -136,8 +147,13 @@ class PipOption:
 
 
 OPTIONS: tuple[PipOption, ...] = tuple(
-    PipOption(names=tuple("--" + n for n in names.split()), takes_value=value, short=tuple("-" + s for s in short),
-              in_files=in_files, on_command_line=cli)
+    PipOption(
+        names=tuple("--" + n for n in names.split()),
+        takes_value=value,
+        short=tuple("-" + s for s in short),
+        in_files=in_files,
+        on_command_line=cli,
+    )
     for names, value, short, in_files, cli in _TABLE
 )
 _BY_NAME: dict[str, PipOption] = {n: o for o in OPTIONS for n in o.names}
@@ -159,7 +175,9 @@ class Found:
     option: PipOption
     value: str | None
     words: tuple[str, ...]
-    normalised: tuple[str, ...]  # the same in full: ("--index-url", "URL"), ("-r", "F"), ("--no-deps",)
+    normalised: tuple[
+        str, ...
+    ]  # the same in full: ("--index-url", "URL"), ("-r", "F"), ("--no-deps",)
 
 
 def _match(word: str, names: Mapping[str, object], where: str) -> str | None:
@@ -169,13 +187,22 @@ def _match(word: str, names: Mapping[str, object], where: str) -> str | None:
         return word
     matches = sorted(n for n in names if n.startswith(word))
     if len(matches) > 1:
-        raise UsageError(f"{word} ({where}) is ambiguous: it could be {', '.join(matches)}",
-                         hint="write the option out in full")
+        raise UsageError(
+            f"{word} ({where}) is ambiguous: it could be {', '.join(matches)}",
+            hint="write the option out in full",
+        )
     return matches[0] if matches else None
 
 
-def _scan(words: Sequence[str], long: Mapping[str, PipOption], short: Mapping[str, PipOption], where: str,
-          own: Mapping[str, bool], *, lenient: bool = False) -> Iterator[Found | tuple[str, tuple[str, ...]] | str]:
+def _scan(
+    words: Sequence[str],
+    long: Mapping[str, PipOption],
+    short: Mapping[str, PipOption],
+    where: str,
+    own: Mapping[str, bool],
+    *,
+    lenient: bool = False,
+) -> Iterator[Found | tuple[str, tuple[str, ...]] | str]:
     """Found for pip's options, (own name, words) for cuda-pip's, a plain str for anything else
     (a requirement, an unknown option; with ``lenient`` an ambiguous one too, else it is
     refused); ``--`` and what follows come as plain words too."""
@@ -199,7 +226,9 @@ def _scan(words: Sequence[str], long: Mapping[str, PipOption], short: Mapping[st
             elif name in own:  # an exact own name wins; a prefix of both was refused by _match
                 if own[name] and not equals:
                     if i + 1 >= len(words):
-                        raise UsageError(f"{word} needs a value", hint="run `cuda-pip install --help`")
+                        raise UsageError(
+                            f"{word} needs a value", hint="run `cuda-pip install --help`"
+                        )
                     yield name, (name, words[i + 1])
                     i += 1
                 else:
@@ -208,33 +237,56 @@ def _scan(words: Sequence[str], long: Mapping[str, PipOption], short: Mapping[st
                 found = long[name]
                 if found.takes_value and not equals:
                     if i + 1 >= len(words):
-                        raise UsageError(f"pip option {word} ({where}) needs a value", hint="see `pip install --help`")
-                    yield Found(option=found, value=words[i + 1], words=(word, words[i + 1]), normalised=(found.name, words[i + 1]))
+                        raise UsageError(
+                            f"pip option {word} ({where}) needs a value",
+                            hint="see `pip install --help`",
+                        )
+                    yield Found(
+                        option=found,
+                        value=words[i + 1],
+                        words=(word, words[i + 1]),
+                        normalised=(found.name, words[i + 1]),
+                    )
                     i += 1
                 else:
                     value = inline if equals else None
-                    yield Found(option=found, value=value, words=(word,),
-                                normalised=(f"{found.name}={inline}" if equals else found.name,))
+                    yield Found(
+                        option=found,
+                        value=value,
+                        words=(word,),
+                        normalised=(f"{found.name}={inline}" if equals else found.name,),
+                    )
         elif word.startswith("-") and len(word) > 1:
             at = 1
             while at < len(word):
                 letter = "-" + word[at]
                 found_short = short.get(letter)
                 if found_short is None:
-                    yield word if at == 1 else "-" + word[at:]  # pip will name what it does not know
+                    yield (
+                        word if at == 1 else "-" + word[at:]
+                    )  # pip will name what it does not know
                     break
                 if not found_short.takes_value:
                     yield Found(option=found_short, value=None, words=(word,), normalised=(letter,))
                     at += 1
                     continue
-                rest = word[at + 1:]
+                rest = word[at + 1 :]
                 if rest:
-                    yield Found(option=found_short, value=rest, words=(word,), normalised=(letter + rest,))
+                    yield Found(
+                        option=found_short, value=rest, words=(word,), normalised=(letter + rest,)
+                    )
                 else:
                     if i + 1 >= len(words):
-                        raise UsageError(f"pip option {letter} ({where}) needs a value", hint="see `pip install --help`")
-                    yield Found(option=found_short, value=words[i + 1], words=(word, words[i + 1]),
-                                normalised=(letter, words[i + 1]))
+                        raise UsageError(
+                            f"pip option {letter} ({where}) needs a value",
+                            hint="see `pip install --help`",
+                        )
+                    yield Found(
+                        option=found_short,
+                        value=words[i + 1],
+                        words=(word, words[i + 1]),
+                        normalised=(letter, words[i + 1]),
+                    )
                     i += 1
                 break
         else:
@@ -242,7 +294,9 @@ def _scan(words: Sequence[str], long: Mapping[str, PipOption], short: Mapping[st
         i += 1
 
 
-def split_command_line(words: Sequence[str], own: Mapping[str, bool]) -> tuple[list[str], list[str], list[str]]:
+def split_command_line(
+    words: Sequence[str], own: Mapping[str, bool]
+) -> tuple[list[str], list[str], list[str]]:
     """(cuda-pip's own options, pip's options, requirements) of ``cuda-pip install WORDS``.
 
     ``own`` maps cuda-pip's long options to whether they take a value. Both are normalised
@@ -269,14 +323,22 @@ def split_command_line(words: Sequence[str], own: Mapping[str, bool]) -> tuple[l
 def find_options(pip_args: Sequence[str], *, lenient: bool = False) -> list[Found]:
     """pip's options among ``pip install`` arguments (any spelling), in order; an ambiguous
     prefix is refused (``lenient``: skipped, as pip would stop on it before installing)."""
-    return [item for item in _scan(pip_args, _LONG_CLI, _SHORT_CLI, "among pip's options", {}, lenient=lenient)
-            if isinstance(item, Found)]
+    return [
+        item
+        for item in _scan(
+            pip_args, _LONG_CLI, _SHORT_CLI, "among pip's options", {}, lenient=lenient
+        )
+        if isinstance(item, Found)
+    ]
 
 
 def names_requirements(pip_args: Sequence[str]) -> bool:
     """Whether pip's own options bring requirements of their own (``-r FILE``, ``-e PATH``), in
     any spelling pip accepts."""
-    return any(found.option.name in ("--requirement", "--editable") for found in find_options(pip_args, lenient=True))
+    return any(
+        found.option.name in ("--requirement", "--editable")
+        for found in find_options(pip_args, lenient=True)
+    )
 
 
 def split_requirement_line(line: str) -> tuple[str, list[str]]:
@@ -295,7 +357,9 @@ def split_requirement_line(line: str) -> tuple[str, list[str]]:
 def file_options(words: Sequence[str], where: str) -> list[Found]:
     """The options of one requirements-file line (its words after the requirement, if any),
     read with pip's table for files; an ambiguous prefix is refused naming ``where``."""
-    return [item for item in _scan(words, _LONG_FILE, _SHORT_FILE, where, {}) if isinstance(item, Found)]
+    return [
+        item for item in _scan(words, _LONG_FILE, _SHORT_FILE, where, {}) if isinstance(item, Found)
+    ]
 
 
 # -- what the options mean, wherever pip reads them ---------------------------------------------
@@ -312,7 +376,7 @@ def _refuse_host(where: str) -> None:
     raise UsageError(
         f"{where} turns TLS verification off for a host; cuda-pip does not run pip with it",
         hint="remove it and put the proxy's or mirror's CA in the system trust store (cuda-resolve doctor --network "
-             "says which), or use an https mirror: cuda-resolve mirror set PRESET",
+        "says which), or use an https mirror: cuda-resolve mirror set PRESET",
     )
 
 
@@ -333,22 +397,31 @@ class PipSettings:
     externally_managed_override: str | None = None
 
 
-def _file_settings(pip_args: Sequence[str]) -> tuple[list[tuple[str, str | None, str, bool]], list[str]]:
+def _file_settings(
+    pip_args: Sequence[str],
+) -> tuple[list[tuple[str, str | None, str, bool]], list[str]]:
     """(option, value, origin, inside a constraints file) of every option in the -r/-c files
     (nested too), and the origins of requirements that pin a hash."""
     from .reqfile import read_requirement_files, requirement_file_options
 
     reading = read_requirement_files(requirement_file_options(pip_args))
-    return ([(o.option, o.value, o.origin, o.constraint) for o in reading.options],
-            [r.origin for r in reading.requirements if r.hashed])
+    return (
+        [(o.option, o.value, o.origin, o.constraint) for o in reading.options],
+        [r.origin for r in reading.requirements if r.hashed],
+    )
 
 
-def _config_and_variables(python: str | None, environ: Mapping[str, str], isolated: bool,
-                          keys: tuple[str, ...]) -> list[tuple[str, str, str]]:
+def _config_and_variables(
+    python: str | None, environ: Mapping[str, str], isolated: bool, keys: tuple[str, ...]
+) -> list[tuple[str, str, str]]:
     """(key, value, origin) for ``keys`` from pip's configuration and ``PIP_*`` variables, in pip's order."""
     from .pipconfig import config_values
 
-    found = list(config_values(python, environ, keys=keys, isolated=isolated)) if python is not None else []
+    found = (
+        list(config_values(python, environ, keys=keys, isolated=isolated))
+        if python is not None
+        else []
+    )
     if not isolated:
         for name, value in environ.items():
             key = name[4:].lower().replace("_", "-") if name.startswith("PIP_") else ""
@@ -357,7 +430,9 @@ def _config_and_variables(python: str | None, environ: Mapping[str, str], isolat
     return found
 
 
-def pip_settings(pip_args: Sequence[str], *, python: str | None, environ: Mapping[str, str]) -> PipSettings:
+def pip_settings(
+    pip_args: Sequence[str], *, python: str | None, environ: Mapping[str, str]
+) -> PipSettings:
     """Hosts without TLS verification, hash-checking mode and index options in constraint files,
     from the command line, the ``-r``/``-c`` files (nested), pip's configuration files as the
     target's pip lists them (``python`` None: not read) and the ``PIP_*`` variables. Read once
@@ -366,23 +441,32 @@ def pip_settings(pip_args: Sequence[str], *, python: str | None, environ: Mappin
 
 
 @functools.lru_cache(maxsize=8)
-def _pip_settings(pip_args: tuple[str, ...], python: str | None, environ: tuple[tuple[str, str], ...]) -> PipSettings:
+def _pip_settings(
+    pip_args: tuple[str, ...], python: str | None, environ: tuple[tuple[str, str], ...]
+) -> PipSettings:
     found = find_options(pip_args)
     names = {f.option.name for f in found}
     hosts: list[tuple[str, str]] = []
     hash_mode: str | None = None
     no_hash_mode = "--no-require-hashes" in names
     override: str | None = None
-    for key, value, origin in _config_and_variables(python, dict(environ), "--isolated" in names,
-                                                    ("trusted-host", "require-hashes", "no-require-hashes",
-                                                     *_PEP668_OVERRIDES)):
+    for key, value, origin in _config_and_variables(
+        python,
+        dict(environ),
+        "--isolated" in names,
+        ("trusted-host", "require-hashes", "no-require-hashes", *_PEP668_OVERRIDES),
+    ):
         if key in _PEP668_OVERRIDES:
             if key != "break-system-packages" or value.strip().lower() in _TRUE:
                 override = f"{key} = {value} from {origin}"
         elif key == "trusted-host":
             hosts.extend((host, origin) for host in value.split())
         elif key == "require-hashes":
-            hash_mode = f"require-hashes = {value} from {origin}" if value.strip().lower() in _TRUE else None
+            hash_mode = (
+                f"require-hashes = {value} from {origin}"
+                if value.strip().lower() in _TRUE
+                else None
+            )
         elif value.strip().lower() in _TRUE:
             no_hash_mode = True
     for item in found:
@@ -402,7 +486,9 @@ def _pip_settings(pip_args: tuple[str, ...], python: str | None, environ: tuple[
             no_hash_mode = True
     if hash_mode is None and hashed and not no_hash_mode:
         hash_mode = f"--hash at {hashed[0]}"
-    return PipSettings(unverified_hosts=tuple(hosts), hash_mode=hash_mode, externally_managed_override=override)
+    return PipSettings(
+        unverified_hosts=tuple(hosts), hash_mode=hash_mode, externally_managed_override=override
+    )
 
 
 def refuse_disabled_verification(settings: PipSettings) -> None:
@@ -432,8 +518,14 @@ def options_for_torch_step(pip_args: Sequence[str]) -> list[str]:
                 constraints.append(item.value)
     if constraints:
         options, _ = _file_settings([f"--constraint={name}" for name in constraints])
-        inside = next((f"{origin} ({option_name})" for option_name, _, origin, _ in options
-                       if option_name in _INDEX_OPTIONS), None)
+        inside = next(
+            (
+                f"{origin} ({option_name})"
+                for option_name, _, origin, _ in options
+                if option_name in _INDEX_OPTIONS
+            ),
+            None,
+        )
         if inside is not None:
             raise UsageError(
                 f"constraints file line {inside} names an index: pip applies it to every step, and the torch "
@@ -441,4 +533,3 @@ def options_for_torch_step(pip_args: Sequence[str]) -> list[str]:
                 hint="give index options on the command line or in a -r file; keep -c files to version limits",
             )
     return kept
-

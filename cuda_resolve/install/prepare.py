@@ -64,7 +64,9 @@ def _recipe(index: Index, item: PlanItem) -> tuple[Recipe, str]:
     return recipe, package.import_name
 
 
-def _torch_index_for(variant: str | None, index_url: str, options: InstallOptions) -> tuple[str, str]:
+def _torch_index_for(
+    variant: str | None, index_url: str, options: InstallOptions
+) -> tuple[str, str]:
     """(pip option, URL) for a torch-family wheel from the PyTorch index (or its mirror)."""
     if options.torch_index and variant:
         return options.torch_index_option, f"{options.torch_index}{variant}/"
@@ -81,7 +83,14 @@ def requires_dist(wheel: Path) -> list[str] | None:
 
     try:
         with zipfile.ZipFile(wheel) as archive:
-            name = next((n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
+            name = next(
+                (
+                    n
+                    for n in archive.namelist()
+                    if n.count("/") == 1 and n.endswith(".dist-info/METADATA")
+                ),
+                None,
+            )
             if name is None or archive.getinfo(name).file_size > _METADATA_LIMIT:
                 return None
             text = archive.read(name).decode("utf-8", "replace")
@@ -90,12 +99,16 @@ def requires_dist(wheel: Path) -> list[str] | None:
     return list(email.parser.HeaderParser().parsestr(text).get_all("Requires-Dist") or [])
 
 
-def requirements_met(lines: Sequence[str] | None, installed: Mapping[str, str], env: Environment) -> bool:
+def requirements_met(
+    lines: Sequence[str] | None, installed: Mapping[str, str], env: Environment
+) -> bool:
     """Every requirement in ``lines`` that applies to the target is installed at a fitting version."""
     return lines is not None and not unmet_requirements(lines, installed, env)
 
 
-def unmet_requirements(lines: Sequence[str], installed: Mapping[str, str], env: Environment) -> list[str]:
+def unmet_requirements(
+    lines: Sequence[str], installed: Mapping[str, str], env: Environment
+) -> list[str]:
     """The requirements in ``lines`` that apply to the target and are not installed at a fitting
     version (one with extras or a URL counts as unmet: what it pulls in is pip's to resolve)."""
     markers = dict(marker_environment(env), extra="")
@@ -116,8 +129,13 @@ def unmet_requirements(lines: Sequence[str], installed: Mapping[str, str], env: 
     return [*unmet, *unsatisfied(applying, installed)]
 
 
-def _planned_build(spec: BuildSpec, source: str, wheelhouse: Wheelhouse | None, options: InstallOptions,
-                   env: Environment) -> tuple[PlannedBuild, Path | None]:
+def _planned_build(
+    spec: BuildSpec,
+    source: str,
+    wheelhouse: Wheelhouse | None,
+    options: InstallOptions,
+    env: Environment,
+) -> tuple[PlannedBuild, Path | None]:
     """The build, and the wheelhouse file already holding a wheel for it (None: it will be built).
 
     Reuse by coverage: where the exact key is not there, a wheel of the same ABI (torch, variant,
@@ -131,26 +149,42 @@ def _planned_build(spec: BuildSpec, source: str, wheelhouse: Wheelhouse | None, 
         return PlannedBuild(spec=spec, key=key, source=source), None
     found = wheelhouse.lookup(key)
     if found is not None:
-        return PlannedBuild(spec=spec, key=key, source=source,
-                            reused=f"the wheelhouse has this exact build ({found.path.name})"), found.path
+        return PlannedBuild(
+            spec=spec,
+            key=key,
+            source=source,
+            reused=f"the wheelhouse has this exact build ({found.path.name})",
+        ), found.path
     capabilities = list(env.capabilities)
     if capabilities and not options.explicit_arch_list:
         covering = wheelhouse.find_covering(key.query(), capabilities)
         if covering is not None:
             stored, reason = covering
-            return PlannedBuild(spec=spec, key=stored.key, source=source, reused=reason), stored.path
-    if wheelhouse.served is not None:  # the lab's index server: a fitting wheel is downloaded into the wheelhouse
-        served = wheelhouse.served.fetch_into(wheelhouse, key, capabilities, exact_arch_list=options.explicit_arch_list)
+            return PlannedBuild(
+                spec=spec, key=stored.key, source=source, reused=reason
+            ), stored.path
+    if (
+        wheelhouse.served is not None
+    ):  # the lab's index server: a fitting wheel is downloaded into the wheelhouse
+        served = wheelhouse.served.fetch_into(
+            wheelhouse, key, capabilities, exact_arch_list=options.explicit_arch_list
+        )
         spec = replace(spec, notes=(*spec.notes, *served.notes)) if served.notes else spec
         if served.stored is not None:
-            return PlannedBuild(spec=spec, key=served.stored.key, source=source, reused=served.reason), served.stored.path
+            return PlannedBuild(
+                spec=spec, key=served.stored.key, source=source, reused=served.reason
+            ), served.stored.path
     return PlannedBuild(spec=spec, key=key, source=source), None
 
 
 def _gpu_smoke(index: Index, name: str) -> str | None:
     """The GPU smoke test of the first of ``name``'s recipes that has one (None: none has)."""
     package = index.package(name)
-    found = next((r.smoke for r in package.recipes if r.smoke and r.smoke.gpu_script), None) if package else None
+    found = (
+        next((r.smoke for r in package.recipes if r.smoke and r.smoke.gpu_script), None)
+        if package
+        else None
+    )
     return found.gpu_script if found else None
 
 
@@ -198,17 +232,32 @@ def complete_plan(
     for item in plan.items:
         if item.kind == "build":
             recipe, import_name = _recipe(index, item)
-            spec = check_build(item, recipe, env, index, import_name=import_name,
-                               torch_item=torch_item if torch_item and torch_item.kind == "wheel" else None, ptx=options.ptx)
+            spec = check_build(
+                item,
+                recipe,
+                env,
+                index,
+                import_name=import_name,
+                torch_item=torch_item if torch_item and torch_item.kind == "wheel" else None,
+                ptx=options.ptx,
+            )
             if spec.torch_requirement and spec.torch_index:
                 option, url = _torch_index_for(spec.variant, spec.torch_index, options)
                 spec = replace(spec, torch_index=url, torch_index_option=option)
                 checked.append(url)
             if user_jobs.isdigit() and int(user_jobs) > 0:
-                spec = replace(spec, max_jobs=int(user_jobs))  # the user's word wins: the machine may be shared
+                spec = replace(
+                    spec, max_jobs=int(user_jobs)
+                )  # the user's word wins: the machine may be shared
             elif capacity is not None:
                 spec = replace(spec, max_jobs=max_jobs(*capacity))
-            planned, reused_file = _planned_build(spec, describe_source(recipe, options.source_for(item.name)), wheelhouse, options, env)
+            planned, reused_file = _planned_build(
+                spec,
+                describe_source(recipe, options.source_for(item.name)),
+                wheelhouse,
+                options,
+                env,
+            )
             builds.append(planned)
             if reused_file is not None:
                 reused_files[planned.key.digest] = reused_file
@@ -254,42 +303,100 @@ def complete_plan(
                 smoke.append((item.name, wheel_smoke))
     steps: list[PipStep] = []
     if from_torch_index:
-        option, url = _torch_index_for(from_torch_index[0].variant, from_torch_index[0].index or "", options)
+        option, url = _torch_index_for(
+            from_torch_index[0].variant, from_torch_index[0].index or "", options
+        )
         requirements = [i.requirement or f"{i.name}=={i.version}" for i in from_torch_index]
         # Only the torch family is asked of the PyTorch index (it also carries their
         # dependencies); no other name goes there, so no other package can be taken from it.
-        steps.append(PipStep(purpose=f"torch family from {url}", args=(*options_for_torch_step(options.pip_args), option, url, *requirements),
-                             checked_urls=(url,), torch_index_only=True))
+        steps.append(
+            PipStep(
+                purpose=f"torch family from {url}",
+                args=(*options_for_torch_step(options.pip_args), option, url, *requirements),
+                checked_urls=(url,),
+                torch_index_only=True,
+            )
+        )
         # Later steps keep them where this step put them.
         main_requirements = [*requirements, *main_requirements]
     main_requirements.extend(plan.pass_through)
     digests = tuple(b.key.digest for b in builds)
-    has_work = bool(builds or plan.pass_through or any(i.kind == "wheel" and i.name not in TORCH_FAMILY for i in plan.items)
-                    or names_requirements(options.pip_args))
-    only_built = (bool(builds) and not plan.pass_through and not options.pip_args and not from_torch_index
-                  and all(item.kind in ("installed", "build") for item in plan.items))
+    has_work = bool(
+        builds
+        or plan.pass_through
+        or any(i.kind == "wheel" and i.name not in TORCH_FAMILY for i in plan.items)
+        or names_requirements(options.pip_args)
+    )
+    only_built = (
+        bool(builds)
+        and not plan.pass_through
+        and not options.pip_args
+        and not from_torch_index
+        and all(item.kind in ("installed", "build") for item in plan.items)
+    )
     if options.hash_mode is not None:
         # Without the target's distributions (a plan for another machine) what a build needs is
         # checked when the plan is applied; the rest is known now.
-        unmet = {b.key.digest: [*unmet_requirements(runtime[b.key.digest] or (), installed, env),
-                                *(unsatisfied(b.spec.build_requires, installed) if b.key.digest not in reused_files else ())]
-                 for b in builds} if installed is not None else {}
+        unmet = (
+            {
+                b.key.digest: [
+                    *unmet_requirements(runtime[b.key.digest] or (), installed, env),
+                    *(
+                        unsatisfied(b.spec.build_requires, installed)
+                        if b.key.digest not in reused_files
+                        else ()
+                    ),
+                ]
+                for b in builds
+            }
+            if installed is not None
+            else {}
+        )
         refuse_unhashed(options.hash_mode, unhashed_before_build(plan, builds, unmet, TORCH_FAMILY))
     notes = [note for b in builds for note in b.spec.notes]
     skip_pip = None
-    if (plan.items and not builds and not plan.pass_through and not options.pip_args
-            and installed is not None and all(_installed_as_planned(item, installed) for item in plan.items)):
+    if (
+        plan.items
+        and not builds
+        and not plan.pass_through
+        and not options.pip_args
+        and installed is not None
+        and all(_installed_as_planned(item, installed) for item in plan.items)
+    ):
         skip_pip = "every planned package is installed at the planned version: pip is not run"
-    elif (only_built and installed is not None and len(reused_files) == len(builds)
-            and all(installed.get(canonicalize_name(b.spec.package)) == b.key.labelled_version for b in builds)):
+    elif (
+        only_built
+        and installed is not None
+        and len(reused_files) == len(builds)
+        and all(
+            installed.get(canonicalize_name(b.spec.package)) == b.key.labelled_version
+            for b in builds
+        )
+    ):
         skip_pip = "every planned package is installed at the planned version: pip is not run"
-    elif only_built and installed is not None and all(requirements_met(runtime[d], installed, env) for d in digests):
+    elif (
+        only_built
+        and installed is not None
+        and all(requirements_met(runtime[d], installed, env) for d in digests)
+    ):
         # Everything the wheels need is installed: pip need not resolve torch's whole dependency
         # tree again, nor check every installed package for conflicts (seconds in a big env).
-        steps.append(PipStep(purpose="built wheels (their requirements are installed)", args=("--no-deps",), built=digests))
+        steps.append(
+            PipStep(
+                purpose="built wheels (their requirements are installed)",
+                args=("--no-deps",),
+                built=digests,
+            )
+        )
     elif has_work or not from_torch_index:
-        steps.append(PipStep(purpose="extensions and the rest", args=(*options.pip_args, *main_requirements),
-                             built=digests, checked_urls=tuple(checked)))
+        steps.append(
+            PipStep(
+                purpose="extensions and the rest",
+                args=(*options.pip_args, *main_requirements),
+                built=digests,
+                checked_urls=tuple(checked),
+            )
+        )
     elif checked:
         steps[0] = replace(steps[0], checked_urls=(*steps[0].checked_urls, *checked))
     if options.hash_mode is not None:  # pip checks every file of every step, dependencies included
@@ -302,7 +409,15 @@ def complete_plan(
         words, trust_note = trust_options(pip)
         trust = tuple(words)
     return replace(
-        plan, complete=True, builds=tuple(builds), steps=tuple(steps), imports=tuple(dict.fromkeys(imports)),
-        smoke=tuple(smoke), notes=tuple(dict.fromkeys(notes)), pip_version=str(pip.version) if pip else None,
-        trust=trust, trust_note=trust_note, skip_pip=skip_pip,
+        plan,
+        complete=True,
+        builds=tuple(builds),
+        steps=tuple(steps),
+        imports=tuple(dict.fromkeys(imports)),
+        smoke=tuple(smoke),
+        notes=tuple(dict.fromkeys(notes)),
+        pip_version=str(pip.version) if pip else None,
+        trust=trust,
+        trust_note=trust_note,
+        skip_pip=skip_pip,
     )

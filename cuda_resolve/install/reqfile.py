@@ -27,8 +27,14 @@ from ..redaction import register_secret
 from ._words import split_words
 
 __all__ = [
-    "FileOption", "FileRequests", "FileRequirement", "Reading", "option_value", "read_requirement_files",
-    "requirement_file_options", "select_requests",
+    "FileOption",
+    "FileRequests",
+    "FileRequirement",
+    "Reading",
+    "option_value",
+    "read_requirement_files",
+    "requirement_file_options",
+    "select_requests",
 ]
 
 #: A requirements file that nests deeper than this is a loop or a mistake.
@@ -90,7 +96,7 @@ def option_value(words: Sequence[str], i: int, names: tuple[str, ...]) -> str | 
         if name.startswith("--") and word.startswith(name + "="):
             return word.split("=", 1)[1] or None
         if not name.startswith("--") and word.startswith(name) and len(word) > len(name):
-            return word[len(name):]
+            return word[len(name) :]
     return None
 
 
@@ -99,20 +105,25 @@ def requirement_file_options(pip_args: Sequence[str]) -> list[tuple[str, bool]]:
     any spelling pip takes (``-rF``, ``--requirement=F``, ``--requirem F``, ``-qr F``)."""
     from .pipoptions import find_options
 
-    return [(found.value, found.option.name == "--constraint") for found in find_options(pip_args)
-            if found.value and found.option.name in ("--requirement", "--constraint")]
+    return [
+        (found.value, found.option.name == "--constraint")
+        for found in find_options(pip_args)
+        if found.value and found.option.name in ("--requirement", "--constraint")
+    ]
 
 
 def _decode(data: bytes, path: str) -> str:
     """As pip decodes a requirements file: a byte-order mark wins, else UTF-8."""
     for bom, encoding in _BOMS:
         if data.startswith(bom):
-            return data[len(bom):].decode(encoding)
+            return data[len(bom) :].decode(encoding)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: cannot be read: not UTF-8 text (byte {exc.start})",
-                         hint="save the requirements file as UTF-8") from None
+        raise UsageError(
+            f"{path}: cannot be read: not UTF-8 text (byte {exc.start})",
+            hint="save the requirements file as UTF-8",
+        ) from None
 
 
 def _strip_comment(line: str) -> str:
@@ -120,12 +131,14 @@ def _strip_comment(line: str) -> str:
     if line.startswith("#"):
         return ""
     found = _COMMENT_AFTER_SPACE.search(line) if "#" in line else None
-    return line if found is None else line[:found.start()].rstrip()
+    return line if found is None else line[: found.start()].rstrip()
 
 
 def _too_long(where: str, length: int) -> UsageError:
-    return UsageError(f"{where}: a line of {length} characters, more than the {_MAX_LINE} cuda-pip reads",
-                      hint="a requirements line is one requirement and its options: split the line, or check the file is a requirements file")
+    return UsageError(
+        f"{where}: a line of {length} characters, more than the {_MAX_LINE} cuda-pip reads",
+        hint="a requirements line is one requirement and its options: split the line, or check the file is a requirements file",
+    )
 
 
 def _expand_variables(line: str, environ: Mapping[str, str], where: str) -> str:
@@ -207,23 +220,31 @@ def read_requirement_files(
 
     def visit(name: str, base: Path | None, constraint: bool, depth: int) -> None:
         if "://" in name:
-            notes.append(f"{name}: a requirements file given by URL is read by pip alone; "
-                         "names in it are not planned or checked by cuda-resolve")
+            notes.append(
+                f"{name}: a requirements file given by URL is read by pip alone; "
+                "names in it are not planned or checked by cuda-resolve"
+            )
             return
         path = Path(name) if base is None or Path(name).is_absolute() else base / name
         if depth > _MAX_DEPTH:
-            raise UsageError(f"requirements file {path} nests -r more than {_MAX_DEPTH} deep",
-                             hint="check the -r lines of the files for a loop")
+            raise UsageError(
+                f"requirements file {path} nests -r more than {_MAX_DEPTH} deep",
+                hint="check the -r lines of the files for a loop",
+            )
         if (path.resolve(), constraint) in seen:
             return
         seen.add((path.resolve(), constraint))
         try:
             data = read_bytes(path, limit=_LIMIT)
         except FileNotFoundError:
-            raise UsageError(f"{path}: no such file", hint="check the path given to -r / -c") from None
+            raise UsageError(
+                f"{path}: no such file", hint="check the path given to -r / -c"
+            ) from None
         except OSError as exc:
-            raise UsageError(f"{path}: cannot be read as a requirements file: {exc.strerror or exc}",
-                             hint="give a regular text file to -r / -c") from None
+            raise UsageError(
+                f"{path}: cannot be read as a requirements file: {exc.strerror or exc}",
+                hint="give a regular text file to -r / -c",
+            ) from None
         for number, line in _logical_lines(_decode(data, str(path)), env, str(path)):
             if line.startswith("-"):
                 try:
@@ -232,17 +253,35 @@ def read_requirement_files(
                     words = line.split()
                 # Options in any spelling pip's file parser takes (--requirem F, -rF, --constraint=F).
                 for given in file_options(words, f"{path}:{number}"):
-                    options.append(FileOption(option=given.option.name, value=given.value, origin=f"{path}:{number}",
-                                              constraint=constraint))
+                    options.append(
+                        FileOption(
+                            option=given.option.name,
+                            value=given.value,
+                            origin=f"{path}:{number}",
+                            constraint=constraint,
+                        )
+                    )
                     if given.value and given.option.name in ("--requirement", "--constraint"):
-                        visit(given.value, path.parent, constraint or given.option.name == "--constraint", depth + 1)
+                        visit(
+                            given.value,
+                            path.parent,
+                            constraint or given.option.name == "--constraint",
+                            depth + 1,
+                        )
                 continue  # other options (-e, --index-url ...) are pip's to apply
             requirement, hashed = _split_requirement(line, f"{path}:{number}")
             try:
                 Requirement(requirement)
             except InvalidRequirement:
                 continue  # a path, a bare URL, an archive: pip's to read
-            found.append(FileRequirement(text=requirement, origin=f"{path}:{number}", hashed=hashed, constraint=constraint))
+            found.append(
+                FileRequirement(
+                    text=requirement,
+                    origin=f"{path}:{number}",
+                    hashed=hashed,
+                    constraint=constraint,
+                )
+            )
 
     for name, constraint in files:
         visit(name, None, constraint, 0)
@@ -253,7 +292,9 @@ def read_requirement_files(
 class FileRequests:
     """What the ``-r``/``-c`` files add to a cuda-pip install."""
 
-    requests: tuple[str, ...]  # to plan with the command line's: curated names, and constraints on them
+    requests: tuple[
+        str, ...
+    ]  # to plan with the command line's: curated names, and constraints on them
     unchecked: tuple[str, ...]  # pip's alone: only checked for look-alike names
     said: tuple[str, ...]  # one line each, for the terminal
 
@@ -280,7 +321,9 @@ def select_requests(
         elif applies(Requirement(item.text)):
             requests.append(item.text)
             planned.add(name)
-            said.append(f"{item.origin}: {item.text} is planned by cuda-resolve (pip still reads the file)")
+            said.append(
+                f"{item.origin}: {item.text} is planned by cuda-resolve (pip still reads the file)"
+            )
     for item in found:
         # A constraint limits what cuda-resolve picks for a name it plans; other names are pip's.
         if item.constraint and curated(item.text) in planned and applies(Requirement(item.text)):

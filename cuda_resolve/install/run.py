@@ -31,7 +31,16 @@ if TYPE_CHECKING:
     from .pins import ReadPage
     from .transaction import InstallResult
 
-__all__ = ["InstallBackend", "InstallRequest", "build_only", "check_names", "checked_hash_mode", "complete_for_target", "decide", "run"]
+__all__ = [
+    "InstallBackend",
+    "InstallRequest",
+    "build_only",
+    "check_names",
+    "checked_hash_mode",
+    "complete_for_target",
+    "decide",
+    "run",
+]
 
 
 class InstallBackend(Protocol):
@@ -41,14 +50,25 @@ class InstallBackend(Protocol):
 
     name: str
 
-    def execute(self, plan: Plan, env: Environment, *, index: Index, options: InstallOptions, wheelhouse: Wheelhouse | None = None,
-                reporter: Reporter | None = None, environ: Mapping[str, str] | None = None) -> InstallResult: ...
+    def execute(
+        self,
+        plan: Plan,
+        env: Environment,
+        *,
+        index: Index,
+        options: InstallOptions,
+        wheelhouse: Wheelhouse | None = None,
+        reporter: Reporter | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> InstallResult: ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class InstallRequest:
     requirements: tuple[str, ...] = ()
-    file_requirements: tuple[FileRequirement, ...] = ()  # inside -r/-c files (pip still reads the files)
+    file_requirements: tuple[
+        FileRequirement, ...
+    ] = ()  # inside -r/-c files (pip still reads the files)
     file_notes: tuple[str, ...] = ()  # what was left unread in them
     resolve: ResolveOptions | None = None
     accept_names: tuple[str, ...] = ()
@@ -72,7 +92,13 @@ def _curated_name(index: Index) -> Callable[[str], str | None]:
     return curated
 
 
-def check_names(requirements: Sequence[str], index: Index, accepted: Sequence[str], *, confirm: Callable[[str], bool] | None) -> None:
+def check_names(
+    requirements: Sequence[str],
+    index: Index,
+    accepted: Sequence[str],
+    *,
+    confirm: Callable[[str], bool] | None,
+) -> None:
     """Refuse a name pip would get (a pass-through request, a line of a ``-r`` file) that is one
     edit away from a curated package, unless the user confirms it (``confirm`` None: no prompt)."""
     from .names import edit_distance_at_most_one, near_miss, requirement_name
@@ -86,7 +112,9 @@ def check_names(requirements: Sequence[str], index: Index, accepted: Sequence[st
         meant = near_miss(name, curated)
         if meant is None:
             continue
-        if confirm is not None and confirm(f"'{name}' is not {meant}, which cuda-resolve curates; a look-alike name on a public index can be a typosquatted package. Install '{name}' from your index anyway? [y/N] "):
+        if confirm is not None and confirm(
+            f"'{name}' is not {meant}, which cuda-resolve curates; a look-alike name on a public index can be a typosquatted package. Install '{name}' from your index anyway? [y/N] "
+        ):
             continue
         close = edit_distance_at_most_one(canonicalize_name(name), canonicalize_name(meant))
         raise UsageError(
@@ -95,24 +123,47 @@ def check_names(requirements: Sequence[str], index: Index, accepted: Sequence[st
         )
 
 
-def decide(request: InstallRequest, env: Environment, index: Index, *, reporter: Reporter, install: bool,
-           confirm: Callable[[str], bool] | None) -> Plan:
+def decide(
+    request: InstallRequest,
+    env: Environment,
+    index: Index,
+    *,
+    reporter: Reporter,
+    install: bool,
+    confirm: Callable[[str], bool] | None,
+) -> Plan:
     """The decision for ``request`` (the requirements, and those read from -r/-c files)."""
     from ..plan import make_plan
     from ..resolve import Options, applies, resolve
     from .reqfile import select_requests
 
-    from_files = select_requests(request.file_requirements, request.requirements, curated=_curated_name(index),
-                                 applies=lambda requirement: applies(requirement, str(requirement), env))
+    from_files = select_requests(
+        request.file_requirements,
+        request.requirements,
+        curated=_curated_name(index),
+        applies=lambda requirement: applies(requirement, str(requirement), env),
+    )
     for line in (*from_files.said, *request.file_notes):
         reporter.step(line)
-    plan = make_plan(resolve([*request.requirements, *from_files.requests], env, index, request.resolve or Options()), env)
+    plan = make_plan(
+        resolve(
+            [*request.requirements, *from_files.requests], env, index, request.resolve or Options()
+        ),
+        env,
+    )
     if install:
-        check_names([*plan.pass_through, *from_files.unchecked], index, request.accept_names, confirm=confirm)
+        check_names(
+            [*plan.pass_through, *from_files.unchecked],
+            index,
+            request.accept_names,
+            confirm=confirm,
+        )
     return plan
 
 
-def checked_hash_mode(pip_args: Sequence[str], env: Environment, request: InstallRequest, environ: Mapping[str, str]) -> str | None:
+def checked_hash_mode(
+    pip_args: Sequence[str], env: Environment, request: InstallRequest, environ: Mapping[str, str]
+) -> str | None:
     """Where pip's hash-checking mode comes from (None: off), after refusing what pip would do
     without verifying TLS. pip's options are read wherever pip reads them: the command line,
     -r/-c files, its configuration and ``PIP_*`` (:func:`.pipoptions.pip_settings`). A plan
@@ -120,21 +171,35 @@ def checked_hash_mode(pip_args: Sequence[str], env: Environment, request: Instal
     from .hashmode import REQUIRE_HASHES, refuse_unhashed, unhashed_file_lines
     from .pipoptions import pip_settings, refuse_disabled_verification
 
-    settings = pip_settings(pip_args, python=env.python.executable if env.source == "detected" else None, environ=environ)
+    settings = pip_settings(
+        pip_args,
+        python=env.python.executable if env.source == "detected" else None,
+        environ=environ,
+    )
     refuse_disabled_verification(settings)
     if request.plan is not None:
         made_in_mode = any(REQUIRE_HASHES in step.args for step in request.plan.steps)
         if settings.hash_mode is not None and request.plan.steps and not made_in_mode:
-            raise UsageError(f"pip's hash-checking mode is on ({settings.hash_mode}), and this plan was made without it",
-                             hint="make the plan again with the same pip options and settings, then apply it")
+            raise UsageError(
+                f"pip's hash-checking mode is on ({settings.hash_mode}), and this plan was made without it",
+                hint="make the plan again with the same pip options and settings, then apply it",
+            )
         return settings.hash_mode or ("the plan's --require-hashes" if made_in_mode else None)
     if settings.hash_mode is not None:
         refuse_unhashed(settings.hash_mode, unhashed_file_lines(request.file_requirements))
     return settings.hash_mode
 
 
-def complete_for_target(plan: Plan, env: Environment, index: Index, options: InstallOptions, *, wheelhouse: Wheelhouse | None,
-                        environ: Mapping[str, str], probe_target: bool = True) -> Plan:
+def complete_for_target(
+    plan: Plan,
+    env: Environment,
+    index: Index,
+    options: InstallOptions,
+    *,
+    wheelhouse: Wheelhouse | None,
+    environ: Mapping[str, str],
+    probe_target: bool = True,
+) -> Plan:
     """``plan`` completed for ``env``'s target (its pip facts and distributions read once)."""
     from ..build.buildenv import machine_capacity
     from .pip import pip_facts_and_distributions, refuse_externally_managed
@@ -145,8 +210,17 @@ def complete_for_target(plan: Plan, env: Environment, index: Index, options: Ins
     if probe_target and python is not None and env.source == "detected":
         facts, installed = pip_facts_and_distributions(python, environ)
         refuse_externally_managed(python, facts, options.pip_args, environ)
-    return complete_plan(plan, env, index, options, pip=facts, installed=installed, wheelhouse=wheelhouse,
-                         capacity=machine_capacity(), environ=environ)
+    return complete_plan(
+        plan,
+        env,
+        index,
+        options,
+        pip=facts,
+        installed=installed,
+        wheelhouse=wheelhouse,
+        capacity=machine_capacity(),
+        environ=environ,
+    )
 
 
 def run(
@@ -179,7 +253,9 @@ def run(
     report = reporter or NullReporter()
     base = dict(os.environ if environ is None else environ)
     house = wheelhouse or Wheelhouse.default()
-    for note in house.notes:  # a shared wheelhouse this process cannot write: builds go to the user's own
+    for (
+        note
+    ) in house.notes:  # a shared wheelhouse this process cannot write: builds go to the user's own
         report.note(note)
     phases = Phases()
     hash_mode = checked_hash_mode(options.pip_args, environment, request, base)
@@ -188,17 +264,28 @@ def run(
     if request.plan is not None:
         with phases.timed("plan check"):
             plan = check_plan_facts(request.plan, environment)
-        if hash_mode is not None:  # made in the mode, maybe for another machine: what it fetches unhashed
+        if (
+            hash_mode is not None
+        ):  # made in the mode, maybe for another machine: what it fetches unhashed
             from .hashmode import refuse_unhashed, unhashed_before_build
             from .prepare import TORCH_FAMILY
 
             refuse_unhashed(hash_mode, unhashed_before_build(plan, plan.builds, {}, TORCH_FAMILY))
     else:
         with phases.timed("plan"):
-            plan = decide(request, environment, index, reporter=report, install=True, confirm=confirm)
+            plan = decide(
+                request, environment, index, reporter=report, install=True, confirm=confirm
+            )
         with phases.timed("pre-flight"):
-            plan = complete_for_target(plan, environment, index, options, wheelhouse=house, environ=base,
-                                       probe_target=backend is None)
+            plan = complete_for_target(
+                plan,
+                environment,
+                index,
+                options,
+                wheelhouse=house,
+                environ=base,
+                probe_target=backend is None,
+            )
     python = environment.python.executable or "python3"
     if read_page is not None:
         with phases.timed("pin"):
@@ -209,28 +296,65 @@ def run(
         refuse_unhashed(hash_mode, unhashed_wheels(plan))
     if backend is not None:
         if request.dry_run:
-            return InstallResult(plan=plan, builds=(), changed=(), verified=(), notes=plan.notes, timings=phases.items())
-        done = backend.execute(plan, environment, index=index, options=options, wheelhouse=house, reporter=report, environ=base)
+            return InstallResult(
+                plan=plan,
+                builds=(),
+                changed=(),
+                verified=(),
+                notes=plan.notes,
+                timings=phases.items(),
+            )
+        done = backend.execute(
+            plan,
+            environment,
+            index=index,
+            options=options,
+            wheelhouse=house,
+            reporter=report,
+            environ=base,
+        )
         return replace(done, timings=(*phases.items(), *done.timings))
     if request.dry_run:
         commands = planned_commands(plan, python, house)
-        return InstallResult(plan=plan, builds=(), changed=(), verified=(), notes=plan.notes,
-                             timings=phases.items(), pip_runs=tuple(tuple(c) for c in commands))
-    result = execute(plan, environment, wheelhouse=house, options=options, probe=probe, environ=base,
-                     reporter=report, log_path=new_log_path("install"))
+        return InstallResult(
+            plan=plan,
+            builds=(),
+            changed=(),
+            verified=(),
+            notes=plan.notes,
+            timings=phases.items(),
+            pip_runs=tuple(tuple(c) for c in commands),
+        )
+    result = execute(
+        plan,
+        environment,
+        wheelhouse=house,
+        options=options,
+        probe=probe,
+        environ=base,
+        reporter=report,
+        log_path=new_log_path("install"),
+    )
     return replace(result, timings=(*phases.items(), *result.timings))
 
 
-def _pinned(plan: Plan, environment: Environment, read_page: ReadPage, environ: Mapping[str, str]) -> Plan:
+def _pinned(
+    plan: Plan, environment: Environment, read_page: ReadPage, environ: Mapping[str, str]
+) -> Plan:
     from ..plan import PYPI_SIMPLE
     from .pins import pin_plan
 
     pypi = PYPI_SIMPLE
     python = environment.python.executable
-    if python and any(item.kind == "wheel" and (item.index or "").rstrip("/") == PYPI_SIMPLE for item in plan.items):
+    if python and any(
+        item.kind == "wheel" and (item.index or "").rstrip("/") == PYPI_SIMPLE
+        for item in plan.items
+    ):
         from .pipconfig import pip_indexes
 
-        pypi = pip_indexes(python, environ).index_url  # the user's mirror of PyPI, where pip will look
+        pypi = pip_indexes(
+            python, environ
+        ).index_url  # the user's mirror of PyPI, where pip will look
     return pin_plan(plan, environment, read_page, pypi_index=pypi)
 
 
@@ -259,10 +383,21 @@ def build_only(
     house = wheelhouse or Wheelhouse.default()
     for note in house.notes:
         report.note(note)
-    plan = request.plan or decide(request, environment, index, reporter=report, install=False, confirm=None)
+    plan = request.plan or decide(
+        request, environment, index, reporter=report, install=False, confirm=None
+    )
     if not plan.complete:
-        plan = complete_plan(plan, environment, index, options, pip=None, installed=None, wheelhouse=house,
-                             capacity=machine_capacity(), environ=base)
+        plan = complete_plan(
+            plan,
+            environment,
+            index,
+            options,
+            pip=None,
+            installed=None,
+            wheelhouse=house,
+            capacity=machine_capacity(),
+            environ=base,
+        )
     if request.dry_run or not plan.builds:
         return plan, []
     python = plan.builds[0].spec.python
@@ -273,9 +408,18 @@ def build_only(
         report.note(trust_note)
     pip = TargetPip(python, environ=base, trust=trust, log_path=new_log_path("build-overlay"))
     results = [
-        build(b.spec, house, source_dir=options.source_for(b.spec.package), installed=installed, reporter=report,
-              rebuild=options.rebuild, environ=base, pip=pip, key=b.key,
-              pip_options=options_for_torch_step(options.pip_args))
+        build(
+            b.spec,
+            house,
+            source_dir=options.source_for(b.spec.package),
+            installed=installed,
+            reporter=report,
+            rebuild=options.rebuild,
+            environ=base,
+            pip=pip,
+            key=b.key,
+            pip_options=options_for_torch_step(options.pip_args),
+        )
         for b in plan.builds
     ]
     return plan, results

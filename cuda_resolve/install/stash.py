@@ -97,7 +97,9 @@ _DISCARDED = ".discarded"
 class RestoreReport:
     """What a restore put back, and what is still changed (each with why)."""
 
-    restored: tuple[str, ...] = ()  # "torch 1.0 put back (the install had put 2.0 in its place)", "foo 1.0 removed (...)"
+    restored: tuple[
+        str, ...
+    ] = ()  # "torch 1.0 put back (the install had put 2.0 in its place)", "foo 1.0 removed (...)"
     not_restored: tuple[str, ...] = ()
     kept: str | None = None  # the stash folder, kept with its journal for a retry (`undo --last`)
 
@@ -106,7 +108,11 @@ class RestoreReport:
         return not self.not_restored
 
     def to_json(self) -> dict[str, Any]:
-        return {"restored": list(self.restored), "not_restored": list(self.not_restored), "kept": self.kept}
+        return {
+            "restored": list(self.restored),
+            "not_restored": list(self.not_restored),
+            "kept": self.kept,
+        }
 
 
 class Stash:
@@ -120,7 +126,14 @@ class Stash:
         self._finished = False
 
     @classmethod
-    def begin(cls, python: str, *, environ: Mapping[str, str], journal_dir: Path, only: Collection[str] | None = None) -> Stash:
+    def begin(
+        cls,
+        python: str,
+        *,
+        environ: Mapping[str, str],
+        journal_dir: Path,
+        only: Collection[str] | None = None,
+    ) -> Stash:
         """List the target's distributions, write the journal, link their files into the stash.
 
         Call it before the first pip run that changes the target, holding :func:`target_lock`.
@@ -133,20 +146,33 @@ class Stash:
         linking leaves nothing behind."""
         before = read_state(python, environ)
         _remove_discarded(before.prefix)
-        ident = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}-{secrets.token_hex(4)}"
-        journal = Journal(path=journal_dir / f"{ident}.json", id=ident, python=python, created=time.time(),
-                          pid=os.getpid(), stash=os.path.join(before.prefix, STASH_PREFIX + ident), before=before)
+        ident = (
+            f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}-{secrets.token_hex(4)}"
+        )
+        journal = Journal(
+            path=journal_dir / f"{ident}.json",
+            id=ident,
+            python=python,
+            created=time.time(),
+            pid=os.getpid(),
+            stash=os.path.join(before.prefix, STASH_PREFIX + ident),
+            before=before,
+        )
         try:
             write_journal(journal)
         except OSError as exc:
-            raise InstallError(f"cannot write the install journal {journal.path}: {exc.strerror or exc}",
-                               hint=f"make {journal_dir} writable (or set CUDA_RESOLVE_CACHE_DIR)") from None
+            raise InstallError(
+                f"cannot write the install journal {journal.path}: {exc.strerror or exc}",
+                hint=f"make {journal_dir} writable (or set CUDA_RESOLVE_CACHE_DIR)",
+            ) from None
         try:
             os.mkdir(journal.stash)
         except OSError as exc:
             _unlink(journal.path)
-            raise InstallError(f"cannot make the stash folder {journal.stash}: {exc.strerror or exc}",
-                               hint=f"the install could not be undone: make {before.prefix} writable (pip needs that too)") from None
+            raise InstallError(
+                f"cannot make the stash folder {journal.stash}: {exc.strerror or exc}",
+                hint=f"the install could not be undone: make {before.prefix} writable (pip needs that too)",
+            ) from None
         try:
             unstashed = _link_all(before, journal.stash, only)
             journal = replace(journal, unstashed=tuple(unstashed), ready=True)
@@ -155,8 +181,10 @@ class Stash:
             _remove_tree(journal.stash)  # nothing has changed in the target yet
             _unlink(journal.path)
             if isinstance(exc, OSError):
-                raise InstallError(f"cannot stash the files of {python} in {journal.stash}: {exc.strerror or exc}",
-                                   hint=f"the install could not be undone: make {before.prefix} and {journal_dir} writable") from None
+                raise InstallError(
+                    f"cannot stash the files of {python} in {journal.stash}: {exc.strerror or exc}",
+                    hint=f"the install could not be undone: make {before.prefix} and {journal_dir} writable",
+                ) from None
             raise
         return cls(journal, environ=environ)
 
@@ -184,11 +212,19 @@ class Stash:
             return RestoreReport()
         if not os.path.isdir(journal.stash):  # never guess: without the old files, change nothing
             self._discard()
-            return RestoreReport(not_restored=(f"the stash {journal.stash} is gone: nothing was changed, the journal was removed",))
-        now = read_state(journal.python, self._environ, sites=journal.before.sites, prefix=journal.prefix)
+            return RestoreReport(
+                not_restored=(
+                    f"the stash {journal.stash} is gone: nothing was changed, the journal was removed",
+                )
+            )
+        now = read_state(
+            journal.python, self._environ, sites=journal.before.sites, prefix=journal.prefix
+        )
         restored, not_restored, failed = _Restore(journal, now).run()
         if failed:
-            return RestoreReport(restored=tuple(restored), not_restored=tuple(not_restored), kept=journal.stash)
+            return RestoreReport(
+                restored=tuple(restored), not_restored=tuple(not_restored), kept=journal.stash
+            )
         self._discard()
         return RestoreReport(restored=tuple(restored), not_restored=tuple(not_restored))
 
@@ -229,17 +265,30 @@ def default_lock_dir() -> Path:
 
 def target_prefix(python: str, environ: Mapping[str, str] | None = None) -> str:
     """The target's ``sys.prefix`` with links resolved; :class:`InstallError` if it does not run."""
-    done = bounded_run([python, "-c", "import os, sys; print(os.path.realpath(sys.prefix))"],
-                       timeout=60, env=environ, cwd="/")
+    done = bounded_run(
+        [python, "-c", "import os, sys; print(os.path.realpath(sys.prefix))"],
+        timeout=60,
+        env=environ,
+        cwd="/",
+    )
     lines = done.stdout.strip().splitlines() if done is not None and done.ok else []
     if not lines or not os.path.isabs(lines[-1]):
-        raise InstallError(f"{python} could not tell its prefix", hint="check that the target interpreter runs (pass --python PATH)")
+        raise InstallError(
+            f"{python} could not tell its prefix",
+            hint="check that the target interpreter runs (pass --python PATH)",
+        )
     return lines[-1]
 
 
 @contextlib.contextmanager
-def target_lock(python: str, lock_dir: Path, *, timeout: float, environ: Mapping[str, str] | None = None,
-                prefix: str | None = None) -> Iterator[str]:
+def target_lock(
+    python: str,
+    lock_dir: Path,
+    *,
+    timeout: float,
+    environ: Mapping[str, str] | None = None,
+    prefix: str | None = None,
+) -> Iterator[str]:
     """Hold the lock of ``python``'s environment (one cuda-pip install at a time); yields its
     resolved prefix (``prefix``: already known, else asked of ``python``). Waiting more than
     ``timeout`` seconds is an :class:`InstallError`."""
@@ -261,12 +310,16 @@ def target_lock(python: str, lock_dir: Path, *, timeout: float, environ: Mapping
             "(the lock is released when that process ends)",
         ) from None
     except OSError as exc:
-        raise InstallError(f"cannot take the lock {path}: {exc.strerror or exc}",
-                           hint=f"make {lock_dir} writable (or set CUDA_RESOLVE_CACHE_DIR)") from None
+        raise InstallError(
+            f"cannot take the lock {path}: {exc.strerror or exc}",
+            hint=f"make {lock_dir} writable (or set CUDA_RESOLVE_CACHE_DIR)",
+        ) from None
     try:
         with contextlib.suppress(OSError):
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            write_atomic(owner, f"pid {os.getpid()} on {socket.gethostname()} at {stamp} for {python}\n")
+            write_atomic(
+                owner, f"pid {os.getpid()} on {socket.gethostname()} at {stamp} for {python}\n"
+            )
         yield prefix
     finally:
         lock.release()
@@ -275,7 +328,9 @@ def target_lock(python: str, lock_dir: Path, *, timeout: float, environ: Mapping
 # -- stashing -------------------------------------------------------------------------------------
 
 
-def _link_all(before: State, stash: str, only: Collection[str] | None = None) -> list[tuple[str, str, str]]:
+def _link_all(
+    before: State, stash: str, only: Collection[str] | None = None
+) -> list[tuple[str, str, str]]:
     """Link every file of ``before`` (of the distributions named in ``only``, when given) into
     ``stash``; the files kept out, with why and identity."""
     made: set[str] = set()
@@ -292,7 +347,14 @@ def _link_all(before: State, stash: str, only: Collection[str] | None = None) ->
             if info is None or stat.S_ISDIR(info.st_mode):
                 continue  # listed but not there (a .pyc never compiled): nothing to keep
             if kept_out:
-                left.append((path, "was not stashed: this run was to change only " + ", ".join(sorted(only or ())), _identity(info)))
+                left.append(
+                    (
+                        path,
+                        "was not stashed: this run was to change only "
+                        + ", ".join(sorted(only or ())),
+                        _identity(info),
+                    )
+                )
                 continue
             if not _inside(path, before.prefix):
                 left.append((path, f"outside the prefix {before.prefix}", _identity(info)))
@@ -307,7 +369,9 @@ def _link_all(before: State, stash: str, only: Collection[str] | None = None) ->
             except FileExistsError:
                 continue
             except OSError as exc:
-                left.append((path, f"could not be hard-linked: {exc.strerror or exc}", _identity(info)))
+                left.append(
+                    (path, f"could not be hard-linked: {exc.strerror or exc}", _identity(info))
+                )
     return left
 
 
@@ -339,14 +403,22 @@ class _Restore:
         if not _inside(path, self.prefix):
             return False
         here, kept = _lstat(path), _lstat(self.stashed(path))
-        return here is not None and kept is not None and (here.st_dev, here.st_ino) == (kept.st_dev, kept.st_ino)
+        return (
+            here is not None
+            and kept is not None
+            and (here.st_dev, here.st_ino) == (kept.st_dev, kept.st_ino)
+        )
 
     def run(self) -> tuple[list[str], list[str], bool]:
         changed = self._changed()
         before_metas = {d.meta for d in self.before.distributions}
         now_metas = {d.meta for d in self.now.distributions}
-        foreign = [d for d in self.now.distributions if d.meta not in before_metas or d.meta in changed]
-        replaced = {path for paths in changed.values() for path in paths}  # swapped in one rename each
+        foreign = [
+            d for d in self.now.distributions if d.meta not in before_metas or d.meta in changed
+        ]
+        replaced = {
+            path for paths in changed.values() for path in paths
+        }  # swapped in one rename each
         for dist in foreign:
             self._remove(dist, new=dist.meta not in before_metas, keep=replaced)
         put_back = {meta: self._link_back(paths) for meta, paths in changed.items()}
@@ -372,8 +444,10 @@ class _Restore:
             if back:
                 changed[dist.meta] = back
             if lost:
-                self.not_restored.append(f"{_label(dist)}: {_count(lost)} changed and could not be put back: "
-                                         f"{lost[0]} {self.why[lost[0]]}; reinstall {dist.name}=={dist.version}")
+                self.not_restored.append(
+                    f"{_label(dist)}: {_count(lost)} changed and could not be put back: "
+                    f"{lost[0]} {self.why[lost[0]]}; reinstall {dist.name}=={dist.version}"
+                )
         return changed
 
     def _remove(self, dist: Distribution, *, new: bool, keep: set[str]) -> None:
@@ -396,11 +470,15 @@ class _Restore:
                 self._delete(dist.meta)
             self.emptied.add(os.path.dirname(dist.meta))
             if not dist.record:
-                self.not_restored.append(f"{dist.name} {dist.version}: its metadata had no RECORD (pip stopped half-way?): "
-                                         f"{dist.meta} was removed, but files it had written may remain")
+                self.not_restored.append(
+                    f"{dist.name} {dist.version}: its metadata had no RECORD (pip stopped half-way?): "
+                    f"{dist.meta} was removed, but files it had written may remain"
+                )
         if outside:
-            self.not_restored.append(f"{_label(dist)}: left {_count(outside)} outside the prefix {self.prefix} in place, "
-                                     f"such as {outside[0]}")
+            self.not_restored.append(
+                f"{_label(dist)}: left {_count(outside)} outside the prefix {self.prefix} in place, "
+                f"such as {outside[0]}"
+            )
 
     def _delete(self, path: str) -> None:
         try:
@@ -447,38 +525,61 @@ class _Restore:
     def _prune(self) -> None:
         """Remove the folders that the removals left empty (never a site folder, its parents, or
         a folder that was directly in the prefix before, such as ``include/``)."""
-        keep = {self.prefix, *self.before.sites, *(os.path.join(self.prefix, name) for name in self.before.top)}
+        keep = {
+            self.prefix,
+            *self.before.sites,
+            *(os.path.join(self.prefix, name) for name in self.before.top),
+        }
         for site in self.before.sites:
             parent = site
             while _inside(parent, self.prefix) and parent != self.prefix:
                 parent = os.path.dirname(parent)
                 keep.add(parent)
         for folder in sorted(self.emptied, key=len, reverse=True):
-            while _inside(folder, self.prefix) and folder not in keep and not _inside(folder, self.journal.stash):
+            while (
+                _inside(folder, self.prefix)
+                and folder not in keep
+                and not _inside(folder, self.journal.stash)
+            ):
                 try:
                     os.rmdir(folder)
                 except OSError:
                     break
                 folder = os.path.dirname(folder)
 
-    def _report(self, changed: Mapping[str, list[str]], failed: Mapping[str, list[str]],
-                foreign: list[Distribution], now_metas: set[str]) -> None:
+    def _report(
+        self,
+        changed: Mapping[str, list[str]],
+        failed: Mapping[str, list[str]],
+        foreign: list[Distribution],
+        now_metas: set[str],
+    ) -> None:
         replaced_by: dict[str, list[Distribution]] = {}
         for dist in foreign:
             replaced_by.setdefault(canonicalize_name(dist.name), []).append(dist)
         for dist in self.before.distributions:
             if dist.meta not in changed:
                 continue
-            newer = [d for d in replaced_by.pop(canonicalize_name(dist.name), []) if d.meta != dist.meta or d.version != dist.version]
+            newer = [
+                d
+                for d in replaced_by.pop(canonicalize_name(dist.name), [])
+                if d.meta != dist.meta or d.version != dist.version
+            ]
             if failed[dist.meta]:
-                self.not_restored.append(f"{_label(dist)}: {_count(failed[dist.meta])} could not be put back; "
-                                         f"reinstall {dist.name}=={dist.version}")
+                self.not_restored.append(
+                    f"{_label(dist)}: {_count(failed[dist.meta])} could not be put back; "
+                    f"reinstall {dist.name}=={dist.version}"
+                )
             elif newer:
-                self.restored.append(f"{_label(dist)} put back (the install had put {newer[0].version} in its place)")
+                self.restored.append(
+                    f"{_label(dist)} put back (the install had put {newer[0].version} in its place)"
+                )
             elif dist.meta not in now_metas:
                 self.restored.append(f"{_label(dist)} put back (the install had removed it)")
             else:
-                self.restored.append(f"{_label(dist)} put back ({_count(changed[dist.meta])} changed)")
+                self.restored.append(
+                    f"{_label(dist)} put back ({_count(changed[dist.meta])} changed)"
+                )
         for dists in replaced_by.values():
             for dist in dists:
                 if dist.meta not in changed:
@@ -490,8 +591,10 @@ class _Restore:
             if now.get(path) != text:
                 name = os.path.basename(path).removesuffix(".egg-link")
                 source = text.splitlines()[0] if text.strip() else "its source folder"
-                self.not_restored.append(f"{name} (an editable install, {path}) was changed and is not restored by "
-                                         f"cuda-pip: pip install -e {source}")
+                self.not_restored.append(
+                    f"{name} (an editable install, {path}) was changed and is not restored by "
+                    f"cuda-pip: pip install -e {source}"
+                )
 
 
 def _place(source: str, path: str) -> None:
@@ -523,7 +626,7 @@ def _count(paths: list[str]) -> str:
 
 def _mirror(path: str, prefix: str, stash: str) -> str:
     """Where the stash keeps ``path`` (normalised, inside ``prefix``): the same path under ``stash``."""
-    return stash + path[len(prefix.rstrip(os.sep)):]
+    return stash + path[len(prefix.rstrip(os.sep)) :]
 
 
 def _in_pycache(path: str) -> bool:

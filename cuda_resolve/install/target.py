@@ -17,10 +17,19 @@ from pathlib import Path
 
 from ..errors import UsageError
 
-__all__ = ["RULE", "TargetChoice", "choose_target", "is_base_interpreter", "is_running_interpreter", "is_tool_environment"]
+__all__ = [
+    "RULE",
+    "TargetChoice",
+    "choose_target",
+    "is_base_interpreter",
+    "is_running_interpreter",
+    "is_tool_environment",
+]
 
-RULE = ("--python PATH; else the virtual environment the command runs from (not a pipx or uv tool "
-        "environment); else $VIRTUAL_ENV; else $CONDA_PREFIX; else python3 on PATH")
+RULE = (
+    "--python PATH; else the virtual environment the command runs from (not a pipx or uv tool "
+    "environment); else $VIRTUAL_ENV; else $CONDA_PREFIX; else python3 on PATH"
+)
 
 RUNNING = "the venv it runs from"
 
@@ -46,8 +55,9 @@ def _under(path: str, folder: str) -> bool:
     """By the path as written and as resolved: a tool's venv may be reached through a link."""
     inside = Path(folder).expanduser()
     try:
-        return (Path(os.path.abspath(path)).is_relative_to(os.path.abspath(inside))
-                or Path(path).resolve().is_relative_to(inside.resolve()))
+        return Path(os.path.abspath(path)).is_relative_to(os.path.abspath(inside)) or Path(
+            path
+        ).resolve().is_relative_to(inside.resolve())
     except (OSError, ValueError):
         return False
 
@@ -65,7 +75,10 @@ def is_tool_environment(prefix: str, environ: Mapping[str, str]) -> bool:
     if any(_under(prefix, folder) for folder in tool_dirs):
         return True
     # Moved homes: the files pipx and uv write into each tool's environment.
-    return any(os.path.isfile(os.path.join(prefix, marker)) for marker in ("pipx_metadata.json", "uv-receipt.toml"))
+    return any(
+        os.path.isfile(os.path.join(prefix, marker))
+        for marker in ("pipx_metadata.json", "uv-receipt.toml")
+    )
 
 
 def is_base_interpreter(python: str) -> bool:
@@ -77,8 +90,12 @@ def is_base_interpreter(python: str) -> bool:
     return not ((prefix / "pyvenv.cfg").is_file() or (prefix / "conda-meta").is_dir())
 
 
-def choose_target(explicit: str | None, environ: Mapping[str, str] | None = None, *,
-                  running: tuple[str, str] | None = None) -> TargetChoice:
+def choose_target(
+    explicit: str | None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    running: tuple[str, str] | None = None,
+) -> TargetChoice:
     """The target by RULE; ``running`` is (sys.prefix, sys.base_prefix) of the running tool."""
     env = os.environ if environ is None else environ
     if explicit is not None:
@@ -86,7 +103,9 @@ def choose_target(explicit: str | None, environ: Mapping[str, str] | None = None
         python = os.path.abspath(explicit) if os.sep in explicit else explicit
         return TargetChoice(python=python, how="--python")
     prefix, base_prefix = (sys.prefix, sys.base_prefix) if running is None else running
-    if os.path.abspath(prefix) != os.path.abspath(base_prefix) and not is_tool_environment(prefix, env):
+    if os.path.abspath(prefix) != os.path.abspath(base_prefix) and not is_tool_environment(
+        prefix, env
+    ):
         found = _interpreter_in(prefix)
         if found is not None:
             return TargetChoice(python=found, how=RUNNING)
@@ -103,8 +122,10 @@ def choose_target(explicit: str | None, environ: Mapping[str, str] | None = None
         return TargetChoice(python=found, how=variable)
     found = shutil.which("python3", path=env.get("PATH", ""))
     if found is None:
-        raise UsageError("no target environment: no virtualenv or conda env is active and python3 is not on PATH",
-                         hint="activate the environment to use, or pass --python PATH")
+        raise UsageError(
+            "no target environment: no virtualenv or conda env is active and python3 is not on PATH",
+            hint="activate the environment to use, or pass --python PATH",
+        )
     return TargetChoice(python=found, how="python3 on PATH")
 
 
@@ -113,8 +134,11 @@ def is_running_interpreter(python: str) -> bool:
 
     Compared by folder, not by resolved path: a venv's ``bin/python`` links to the base
     interpreter, yet sees other site-packages."""
+
     def folder(path: str) -> str:
         return os.path.normcase(os.path.abspath(os.path.dirname(path)))
 
     candidate = python if os.sep in python else (shutil.which(python) or python)
-    return folder(candidate) == folder(sys.executable) and os.path.basename(candidate).startswith("python")
+    return folder(candidate) == folder(sys.executable) and os.path.basename(candidate).startswith(
+        "python"
+    )

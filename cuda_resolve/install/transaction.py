@@ -49,7 +49,12 @@ if TYPE_CHECKING:  # a plan without builds (a sync, a plain install) loads none 
     from ..wheelhouse.store import Wheelhouse
 
 __all__ = [
-    "InstallOptions", "InstallResult", "Phases", "execute", "planned_commands", "predicted_wheel_path",
+    "InstallOptions",
+    "InstallResult",
+    "Phases",
+    "execute",
+    "planned_commands",
+    "predicted_wheel_path",
 ]
 
 #: An index that does not answer within this is reported before anything is installed.
@@ -70,11 +75,19 @@ class InstallResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "builds": [
-                {"package": b.spec.package, "wheel": str(b.wheel.path), "sha256": b.wheel.sha256,
-                 "cache_hit": b.cache_hit, "seconds": round(b.seconds, 1), "log": str(b.log) if b.log else None}
+                {
+                    "package": b.spec.package,
+                    "wheel": str(b.wheel.path),
+                    "sha256": b.wheel.sha256,
+                    "cache_hit": b.cache_hit,
+                    "seconds": round(b.seconds, 1),
+                    "log": str(b.log) if b.log else None,
+                }
                 for b in self.builds
             ],
-            "changed": [{"name": n, "before": before, "after": after} for n, before, after in self.changed],
+            "changed": [
+                {"name": n, "before": before, "after": after} for n, before, after in self.changed
+            ],
             "verified_imports": list(self.verified),
             "smoke": [{"package": p, "output": out} for p, out in self.smoke],
             "notes": list(self.notes),
@@ -89,10 +102,15 @@ class InstallResult:
 def predicted_wheel_path(wheelhouse: Wheelhouse, key: WheelKey) -> Path:
     """Where the wheelhouse keeps ``key``'s wheel once built (setuptools' file name, relabelled)."""
     name = canonicalize_name(key.package).replace("-", "_")
-    return wheelhouse.entry_dir(key) / f"{name}-{key.labelled_version}-{key.python_tag}-{key.python_tag}-{key.platform}.whl"
+    return (
+        wheelhouse.entry_dir(key)
+        / f"{name}-{key.labelled_version}-{key.python_tag}-{key.python_tag}-{key.platform}.whl"
+    )
 
 
-def _pip_for(plan: Plan, python: str, environ: Mapping[str, str], log_path: Path, facts: PipFacts | None) -> tuple[TargetPip, str | None]:
+def _pip_for(
+    plan: Plan, python: str, environ: Mapping[str, str], log_path: Path, facts: PipFacts | None
+) -> tuple[TargetPip, str | None]:
     trust = plan.trust
     note = plan.trust_note
     if trust is None:  # a plan made for another machine: the target's pip decides it here
@@ -108,21 +126,41 @@ def _pip_for(plan: Plan, python: str, environ: Mapping[str, str], log_path: Path
 UNBUILT_SHA256 = "<sha256 of the built wheel>"
 
 
-def _step_args(step: PipStep, plan: Plan, wheels: Mapping[str, Path], hashes: Mapping[str, str]) -> list[str]:
+def _step_args(
+    step: PipStep, plan: Plan, wheels: Mapping[str, Path], hashes: Mapping[str, str]
+) -> list[str]:
     """``step``'s words with its built wheels appended: their paths, or in hash-checking mode
     ``name @ file:///...whl#sha256=H`` references pip checks (``hashes`` by wheel-key digest)."""
     if REQUIRE_HASHES not in step.args:
         return [*step.args, *(str(wheels[digest]) for digest in step.built)]
     package = {b.key.digest: b.spec.package for b in plan.builds}
-    return [*step.args, *(built_wheel_requirement(package[digest], wheels[digest], hashes.get(digest, UNBUILT_SHA256))
-                          for digest in step.built)]
+    return [
+        *step.args,
+        *(
+            built_wheel_requirement(
+                package[digest], wheels[digest], hashes.get(digest, UNBUILT_SHA256)
+            )
+            for digest in step.built
+        ),
+    ]
 
 
-def planned_commands(plan: Plan, python: str, wheelhouse: Wheelhouse, *, trust: Sequence[str] | None = None) -> list[list[str]]:
+def planned_commands(
+    plan: Plan, python: str, wheelhouse: Wheelhouse, *, trust: Sequence[str] | None = None
+) -> list[list[str]]:
     """The exact pip commands :func:`execute` runs for ``plan`` (built wheels at their wheelhouse paths)."""
-    pip = TargetPip(python, environ={}, trust=plan.trust if plan.trust is not None else tuple(trust or ()), log_path=Path(os.devnull))
+    pip = TargetPip(
+        python,
+        environ={},
+        trust=plan.trust if plan.trust is not None else tuple(trust or ()),
+        log_path=Path(os.devnull),
+    )
     wheels = {b.key.digest: predicted_wheel_path(wheelhouse, b.key) for b in plan.builds}
-    hashes = {b.key.digest: stored.sha256 for b in plan.builds if (stored := wheelhouse.lookup(b.key)) is not None}
+    hashes = {
+        b.key.digest: stored.sha256
+        for b in plan.builds
+        if (stored := wheelhouse.lookup(b.key)) is not None
+    }
     return [pip.install_command(_step_args(step, plan, wheels, hashes)) for step in plan.steps]
 
 
@@ -145,10 +183,14 @@ def _indexes_used(plan: Plan, pip: TargetPip, options: InstallOptions) -> dict[s
         if (torch_index_only, tuple(words)) in asked:
             return
         asked.add((torch_index_only, tuple(words)))
-        indexes = pip_indexes(pip.python, pip.environ_for(torch_index_only=torch_index_only), pip_args=words)
+        indexes = pip_indexes(
+            pip.python, pip.environ_for(torch_index_only=torch_index_only), pip_args=words
+        )
         if indexes.error:
-            raise InstallError(f"pip would stop on its configuration before {what}: {indexes.error}; nothing was installed",
-                               hint="fix the file or variable it names (cuda-resolve doctor --network shows what pip reads)")
+            raise InstallError(
+                f"pip would stop on its configuration before {what}: {indexes.error}; nothing was installed",
+                hint="fix the file or variable it names (cuda-resolve doctor --network shows what pip reads)",
+            )
         for url in urls_to_check(indexes):
             found.setdefault(url, f"{indexes.origin_of(url) or 'pip'}, for {what}")
 
@@ -164,7 +206,9 @@ def _indexes_used(plan: Plan, pip: TargetPip, options: InstallOptions) -> dict[s
     return found
 
 
-def _check_reachable(urls: Mapping[str, str], probe: Callable[[str], tuple[bool, str]], report: Reporter) -> None:
+def _check_reachable(
+    urls: Mapping[str, str], probe: Callable[[str], tuple[bool, str]], report: Reporter
+) -> None:
     for url, origin in urls.items():
         report.step(f"checking that {url} answers")
         ok, detail = probe(url)
@@ -175,7 +219,9 @@ def _check_reachable(urls: Mapping[str, str], probe: Callable[[str], tuple[bool,
             )
 
 
-def _diff(before: Mapping[str, str], after: Mapping[str, str]) -> list[tuple[str, str | None, str | None]]:
+def _diff(
+    before: Mapping[str, str], after: Mapping[str, str]
+) -> list[tuple[str, str | None, str | None]]:
     names = sorted(set(before) | set(after))
     return [(n, before.get(n), after.get(n)) for n in names if before.get(n) != after.get(n)]
 
@@ -184,18 +230,23 @@ def _diff(before: Mapping[str, str], after: Mapping[str, str]) -> list[tuple[str
 TARGET_LOCK_SECONDS = 600.0
 
 
-def _recover_pending(prefix: str, environ: Mapping[str, str], journal_dir: Path, report: Reporter) -> None:
+def _recover_pending(
+    prefix: str, environ: Mapping[str, str], journal_dir: Path, report: Reporter
+) -> None:
     """A run killed while pip worked (SIGKILL, a power cut) left a journal: restore from it first."""
     from .stash import pending, recover
 
     for journal in pending(journal_dir):
         if journal.prefix != prefix:
             continue
-        report.step(f"an earlier install into {prefix} was interrupted: restoring what it changed first")
+        report.step(
+            f"an earlier install into {prefix} was interrupted: restoring what it changed first"
+        )
         outcome = recover(journal, environ=environ)
         if not outcome.complete:
             raise InstallError(
-                "an earlier interrupted install could not be fully undone: " + "; ".join(outcome.not_restored),
+                "an earlier interrupted install could not be fully undone: "
+                + "; ".join(outcome.not_restored),
                 hint="fix what is named, then run `cuda-resolve undo --last` (or reinstall those packages) before installing again",
             )
 
@@ -205,10 +256,14 @@ def _restored(exc: BaseException, stash: Stash, report: Reporter) -> None:
     from .._signals import deferred_interrupts
 
     try:
-        with deferred_interrupts(report.note):  # a second Ctrl-C or SIGTERM: the restore finishes first
+        with deferred_interrupts(
+            report.note
+        ):  # a second Ctrl-C or SIGTERM: the restore finishes first
             outcome = stash.restore()
     except CudaResolveError as problem:
-        outcome_text = f"the environment could not be restored: {problem}; run `cuda-resolve undo --last`"
+        outcome_text = (
+            f"the environment could not be restored: {problem}; run `cuda-resolve undo --last`"
+        )
         report.note(outcome_text)
         if isinstance(exc, CudaResolveError):
             exc.hint = outcome_text
@@ -228,7 +283,9 @@ def _restored(exc: BaseException, stash: Stash, report: Reporter) -> None:
 _CHECK_SECONDS = 600
 
 
-def _run_check(python: str, args: Sequence[str], environ: Mapping[str, str], what: str) -> tuple[int | None, list[str]]:
+def _run_check(
+    python: str, args: Sequence[str], environ: Mapping[str, str], what: str
+) -> tuple[int | None, list[str]]:
     """(exit status, output lines) of the target running ``args``; status None when it was cut off."""
     done = _bounded_run([python, *args], timeout=_CHECK_SECONDS, env=environ, cwd="/")
     if done is None:
@@ -286,8 +343,14 @@ def refuse_kernel_gaps(results: Sequence[BuildResult], env: Environment) -> list
     for result in results:
         try:
             gaps = kernel_gaps(result.wheel.path, capabilities)
-        except (ValueError, OSError, zipfile.BadZipFile) as exc:  # FatbinError, ElfError: ValueErrors naming the file
-            notes.append(f"{result.wheel.path.name}: its device code could not be read ({exc}): kernels not checked")
+        except (
+            ValueError,
+            OSError,
+            zipfile.BadZipFile,
+        ) as exc:  # FatbinError, ElfError: ValueErrors naming the file
+            notes.append(
+                f"{result.wheel.path.name}: its device code could not be read ({exc}): kernels not checked"
+            )
             continue
         if gaps:
             missing = ", ".join(sorted({str(gap.capability) for gap in gaps}))
@@ -295,13 +358,21 @@ def refuse_kernel_gaps(results: Sequence[BuildResult], env: Environment) -> list
                 f"{result.spec.package}: the wheel {result.wheel.path.name} has no kernel for compute capability {missing} "
                 f"of this machine ({gaps[0].describe()}); nothing was installed",
                 hint=f"build it for this machine: cuda-pip install --rebuild {result.spec.package} "
-                     f"(or give an --arch-list that includes {missing})",
+                f"(or give an --arch-list that includes {missing})",
             )
     return notes
 
 
-def _build_all(plan: Plan, wheelhouse: Wheelhouse, options: InstallOptions, pip: TargetPip, before: Mapping[str, str],
-               environ: Mapping[str, str], report: Reporter, phases: Phases) -> list[BuildResult]:
+def _build_all(
+    plan: Plan,
+    wheelhouse: Wheelhouse,
+    options: InstallOptions,
+    pip: TargetPip,
+    before: Mapping[str, str],
+    environ: Mapping[str, str],
+    report: Reporter,
+    phases: Phases,
+) -> list[BuildResult]:
     results: list[BuildResult] = []
     for planned in plan.builds:
         with phases.timed(f"build {planned.spec.package}"):
@@ -309,8 +380,15 @@ def _build_all(plan: Plan, wheelhouse: Wheelhouse, options: InstallOptions, pip:
     return results
 
 
-def _build_one(planned: PlannedBuild, wheelhouse: Wheelhouse, options: InstallOptions, pip: TargetPip,
-               before: Mapping[str, str], environ: Mapping[str, str], report: Reporter) -> BuildResult:
+def _build_one(
+    planned: PlannedBuild,
+    wheelhouse: Wheelhouse,
+    options: InstallOptions,
+    pip: TargetPip,
+    before: Mapping[str, str],
+    environ: Mapping[str, str],
+    report: Reporter,
+) -> BuildResult:
     from ..build.builder import build, wheel_key
 
     if planned.key != wheel_key(planned.spec) and wheelhouse.lookup(planned.key) is None:
@@ -319,9 +397,18 @@ def _build_one(planned: PlannedBuild, wheelhouse: Wheelhouse, options: InstallOp
             f"the plan reuses {planned.spec.package} {planned.key.labelled_version} from the wheelhouse, which no longer has it",
             hint="make the plan again (it will build for this machine), or copy that wheelhouse entry here",
         )
-    return build(planned.spec, wheelhouse, source_dir=options.source_for(planned.spec.package), installed=before,
-                 environ=environ, reporter=report, rebuild=options.rebuild and planned.reused is None, pip=pip, key=planned.key,
-                 pip_options=options_for_torch_step(options.pip_args))
+    return build(
+        planned.spec,
+        wheelhouse,
+        source_dir=options.source_for(planned.spec.package),
+        installed=before,
+        environ=environ,
+        reporter=report,
+        rebuild=options.rebuild and planned.reused is None,
+        pip=pip,
+        key=planned.key,
+        pip_options=options_for_torch_step(options.pip_args),
+    )
 
 
 def execute(
@@ -341,8 +428,10 @@ def execute(
     ago (``sync`` reads it to decide what to install): then it is not asked again. ``wheelhouse``
     None: the default one, loaded only when the plan builds."""
     if not plan.complete:
-        raise InstallError("the plan is not complete (no builds or pip steps decided)",
-                           hint="complete it with cuda_resolve.install.prepare.complete_plan before executing it")
+        raise InstallError(
+            "the plan is not complete (no builds or pip steps decided)",
+            hint="complete it with cuda_resolve.install.prepare.complete_plan before executing it",
+        )
     report = reporter or NullReporter()
     phases = Phases()
     base = dict(os.environ if environ is None else environ)
@@ -362,7 +451,11 @@ def execute(
         from ..wheelhouse.store import Wheelhouse
 
         wheelhouse = Wheelhouse.default()
-    results = _build_all(plan, wheelhouse, options, pip, before, base, report, phases) if wheelhouse is not None else []
+    results = (
+        _build_all(plan, wheelhouse, options, pip, before, base, report, phases)
+        if wheelhouse is not None
+        else []
+    )
     if env.gpus and results:
         with phases.timed("kernel check"):
             notes.extend(refuse_kernel_gaps(results, env))
@@ -371,29 +464,68 @@ def execute(
         notes.append(plan.skip_pip)
         # Nothing changes, so nothing needs undoing: the GPU tests run on what is installed.
         kept_smoke = _smoke_tests(plan, env, python, options, base, report, phases, notes, log_path)
-        return InstallResult(plan=plan, builds=tuple(results), changed=(), verified=(), smoke=tuple(kept_smoke), notes=tuple(notes),
-                             timings=phases.items())
+        return InstallResult(
+            plan=plan,
+            builds=tuple(results),
+            changed=(),
+            verified=(),
+            smoke=tuple(kept_smoke),
+            notes=tuple(notes),
+            timings=phases.items(),
+        )
     if trust_note:
         notes.append(trust_note)
     report.step(f"installing into {python}")
-    with target_lock(python, default_lock_dir(), timeout=TARGET_LOCK_SECONDS, environ=base, prefix=facts.real_prefix) as prefix:
+    with target_lock(
+        python,
+        default_lock_dir(),
+        timeout=TARGET_LOCK_SECONDS,
+        environ=base,
+        prefix=facts.real_prefix,
+    ) as prefix:
         _recover_pending(prefix, base, default_journal_dir(), report)
         with phases.timed("stash"):
-            stash = Stash.begin(python, environ=base, journal_dir=default_journal_dir(), only=options.replaces)
+            stash = Stash.begin(
+                python, environ=base, journal_dir=default_journal_dir(), only=options.replaces
+            )
         try:
-            changed, verified, smoke_results, ran = _install_and_check(plan, env, pip, options, results, before, base, log_path,
-                                                                        report, phases, notes)
+            changed, verified, smoke_results, ran = _install_and_check(
+                plan, env, pip, options, results, before, base, log_path, report, phases, notes
+            )
         except BaseException as exc:
             _restored(exc, stash, report)
             raise
         stash.commit()
-    return InstallResult(plan=plan, builds=tuple(results), changed=tuple(changed), verified=tuple(verified),
-                         smoke=tuple(smoke_results), notes=tuple(notes), timings=phases.items(), pip_runs=tuple(ran))
+    return InstallResult(
+        plan=plan,
+        builds=tuple(results),
+        changed=tuple(changed),
+        verified=tuple(verified),
+        smoke=tuple(smoke_results),
+        notes=tuple(notes),
+        timings=phases.items(),
+        pip_runs=tuple(ran),
+    )
 
 
-def _install_and_check(plan: Plan, env: Environment, pip: TargetPip, options: InstallOptions, results: Sequence[BuildResult],
-                       before: Mapping[str, str], base: Mapping[str, str], log_path: Path, report: Reporter, phases: Phases,
-                       notes: list[str]) -> tuple[list[tuple[str, str | None, str | None]], list[str], list[tuple[str, str]], list[tuple[str, ...]]]:
+def _install_and_check(
+    plan: Plan,
+    env: Environment,
+    pip: TargetPip,
+    options: InstallOptions,
+    results: Sequence[BuildResult],
+    before: Mapping[str, str],
+    base: Mapping[str, str],
+    log_path: Path,
+    report: Reporter,
+    phases: Phases,
+    notes: list[str],
+) -> tuple[
+    list[tuple[str, str | None, str | None]],
+    list[str],
+    list[tuple[str, str]],
+    list[tuple[str, ...]],
+]:
     python = pip.python
     wheels = {b.key.digest: r.wheel.path for b, r in zip(plan.builds, results, strict=True)}
     hashes = {b.key.digest: r.wheel.sha256 for b, r in zip(plan.builds, results, strict=True)}
@@ -401,17 +533,26 @@ def _install_and_check(plan: Plan, env: Environment, pip: TargetPip, options: In
     ran: list[tuple[str, ...]] = []
     # pip's temporary files (and those of a source build pip runs) go in a folder of this run,
     # removed however the run ends: a signal gives pip no time to clean up after itself.
-    with phases.timed("pip install"), tempfile.TemporaryDirectory(prefix="cuda-resolve-install-") as scratch:
+    with (
+        phases.timed("pip install"),
+        tempfile.TemporaryDirectory(prefix="cuda-resolve-install-") as scratch,
+    ):
         inside = {"TMPDIR": scratch, "TEMP": scratch, "TMP": scratch}
         for step in plan.steps:
             args = _step_args(step, plan, wheels, hashes)
             ran.append(tuple(pip.install_command(args)))
-            status, tail = pip.install(args, torch_index_only=step.torch_index_only, environ=inside,
-                                       on_line=lambda line: report.progress("pip", None, None, time.monotonic() - started))
+            status, tail = pip.install(
+                args,
+                torch_index_only=step.torch_index_only,
+                environ=inside,
+                on_line=lambda line: report.progress("pip", None, None, time.monotonic() - started),
+            )
             if status != 0:
                 detail = [line for line in tail if line.startswith("ERROR")] or tail[-3:]
-                raise InstallError(f"pip install ({step.purpose}) failed: {' / '.join(d.strip() for d in detail)}",
-                                   hint=f"the environment was restored as it was; full log: {log_path}")
+                raise InstallError(
+                    f"pip install ({step.purpose}) failed: {' / '.join(d.strip() for d in detail)}",
+                    hint=f"the environment was restored as it was; full log: {log_path}",
+                )
         after = installed_distributions(python, base)
     changed = _diff(before, after)
     verified: list[str] = []
@@ -423,16 +564,39 @@ def _install_and_check(plan: Plan, env: Environment, pip: TargetPip, options: In
             with phases.timed("import check"):
                 failure = _verify_imports(python, plan.imports, base)
             if failure is not None:
-                raise InstallError(f"installed, but the import check failed: {failure}",
-                                   hint=f"the environment was restored as it was; full log: {log_path}")
+                raise InstallError(
+                    f"installed, but the import check failed: {failure}",
+                    hint=f"the environment was restored as it was; full log: {log_path}",
+                )
             verified = list(plan.imports)
-    smoke_results = _smoke_tests(plan, env, python, options, base, report, phases, notes, log_path,
-                                 restored="the environment was restored as it was; ")
+    smoke_results = _smoke_tests(
+        plan,
+        env,
+        python,
+        options,
+        base,
+        report,
+        phases,
+        notes,
+        log_path,
+        restored="the environment was restored as it was; ",
+    )
     return changed, verified, smoke_results, ran
 
 
-def _smoke_tests(plan: Plan, env: Environment, python: str, options: InstallOptions, base: Mapping[str, str], report: Reporter,
-                 phases: Phases, notes: list[str], log_path: Path, *, restored: str = "") -> list[tuple[str, str]]:
+def _smoke_tests(
+    plan: Plan,
+    env: Environment,
+    python: str,
+    options: InstallOptions,
+    base: Mapping[str, str],
+    report: Reporter,
+    phases: Phases,
+    notes: list[str],
+    log_path: Path,
+    *,
+    restored: str = "",
+) -> list[tuple[str, str]]:
     """With ``--smoke``, each planned package's GPU test, in order; the first failure raises."""
     results: list[tuple[str, str]] = []
     if not options.smoke:
@@ -445,7 +609,9 @@ def _smoke_tests(plan: Plan, env: Environment, python: str, options: InstallOpti
         with phases.timed("smoke test"):
             ok, output = _run_smoke(python, script, base)
         if not ok:
-            raise InstallError(f"{package}'s smoke test failed: {output}",
-                               hint=f"{restored}if the GPU is busy or missing, install without --smoke; log: {log_path}")
+            raise InstallError(
+                f"{package}'s smoke test failed: {output}",
+                hint=f"{restored}if the GPU is busy or missing, install without --smoke; log: {log_path}",
+            )
         results.append((package, output))
     return results

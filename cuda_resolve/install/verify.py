@@ -62,7 +62,7 @@ def _reports(stdout: str, marker: str) -> list[dict[str, object]]:
     for line in stdout.splitlines():
         if line.startswith(prefix):
             try:
-                value = json.loads(line[len(prefix):])
+                value = json.loads(line[len(prefix) :])
             except ValueError:
                 continue
             if isinstance(value, dict):
@@ -82,7 +82,9 @@ def _shorten(text: str) -> str:
     return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + " ..."
 
 
-def import_failure(stdout: str, returncode: int | None, marker: str, modules: Sequence[str]) -> ImportFailure | None:
+def import_failure(
+    stdout: str, returncode: int | None, marker: str, modules: Sequence[str]
+) -> ImportFailure | None:
     """The verdict of one run of the check (its stdout, exit status and marker): None when every
     module imported."""
     reports = _reports(stdout, marker)
@@ -90,7 +92,10 @@ def import_failure(stdout: str, returncode: int | None, marker: str, modules: Se
     if failed is not None:
         kind = printable(str(failed.get("type", "Exception")), one_line=True)
         message = printable(_shorten(str(failed.get("message", ""))), one_line=True)
-        return ImportFailure(module=printable(str(failed["failed"]), one_line=True), reason=f"{kind}: {message}" if message else kind)
+        return ImportFailure(
+            module=printable(str(failed["failed"]), one_line=True),
+            reason=f"{kind}: {message}" if message else kind,
+        )
     if returncode == 0 and any(r.get("done") is True for r in reports):
         return None
     importing = [str(r["importing"]) for r in reports if "importing" in r]
@@ -104,10 +109,18 @@ def import_failure(stdout: str, returncode: int | None, marker: str, modules: Se
         reason = f"the interpreter ended with exit {returncode} {where}"
     return ImportFailure(module=module, reason=printable(reason, one_line=True))
 
-def verify_imports(python: str, modules: Sequence[str], environ: Mapping[str, str], *, timeout: float) -> ImportFailure | None:
+
+def verify_imports(
+    python: str, modules: Sequence[str], environ: Mapping[str, str], *, timeout: float
+) -> ImportFailure | None:
     """None when every module in ``modules`` imports in a fresh ``python``, else which did not and why."""
     marker = f"cuda-resolve-import-check-{secrets.token_hex(8)}"
-    done = bounded_run([python, "-c", _SCRIPT, marker, *modules], timeout=timeout, env=environ, cwd="/")
+    done = bounded_run(
+        [python, "-c", _SCRIPT, marker, *modules], timeout=timeout, env=environ, cwd="/"
+    )
     if done is None:
-        return ImportFailure(module=None, reason=f"{printable(python, one_line=True)} could not be started for the import check")
+        return ImportFailure(
+            module=None,
+            reason=f"{printable(python, one_line=True)} could not be started for the import check",
+        )
     return import_failure(done.stdout, done.returncode, marker, modules)

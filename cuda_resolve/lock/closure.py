@@ -30,8 +30,16 @@ from ..environment import Environment
 from ..errors import LockError, UsageError
 from ..plan import Plan
 
-__all__ = ["BuiltFile", "PipAnswers", "ResolvedFile", "find_interpreter", "interpreter_candidates", "pip_closure", "pip_markers",
-           "platform_options"]
+__all__ = [
+    "BuiltFile",
+    "PipAnswers",
+    "ResolvedFile",
+    "find_interpreter",
+    "interpreter_candidates",
+    "pip_closure",
+    "pip_markers",
+    "platform_options",
+]
 
 #: pip resolving a large closure (torch and its nvidia-* wheels) from metadata takes seconds.
 PIP_SECONDS = 600
@@ -51,7 +59,11 @@ class ResolvedFile:
 def _runs_as(python: str, minor: str, environ: Mapping[str, str]) -> bool:
     """Whether ``python`` starts and is Python ``minor`` (a pyenv shim for a version it does not
     have starts and fails)."""
-    done = run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], timeout=30, env=dict(environ))
+    done = run(
+        [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        timeout=30,
+        env=dict(environ),
+    )
     return done is not None and done.ok and done.stdout.strip() == minor
 
 
@@ -64,7 +76,12 @@ def interpreter_candidates(version: str, environ: Mapping[str, str]) -> list[str
     if "{}.{}".format(*sys.version_info[:2]) == minor:
         candidates.append(sys.executable)
     root = environ.get("PYENV_ROOT") or os.path.join(environ.get("HOME", "~"), ".pyenv")
-    candidates += sorted(glob.glob(os.path.join(os.path.expanduser(root), "versions", f"{minor}.*", "bin", "python")), reverse=True)
+    candidates += sorted(
+        glob.glob(
+            os.path.join(os.path.expanduser(root), "versions", f"{minor}.*", "bin", "python")
+        ),
+        reverse=True,
+    )
     on_path = shutil.which(f"python{minor}", path=environ.get("PATH"))
     if on_path:
         candidates.append(on_path)
@@ -75,7 +92,12 @@ def interpreter_candidates(version: str, environ: Mapping[str, str]) -> list[str
         if done is not None and done.ok and done.stdout.strip():
             candidates.append(done.stdout.strip().splitlines()[0])
     uv_root = os.path.join(environ.get("HOME", "~"), ".local", "share", "uv", "python")
-    candidates += sorted(glob.glob(os.path.join(os.path.expanduser(uv_root), f"cpython-{minor}.*", "bin", "python3")), reverse=True)
+    candidates += sorted(
+        glob.glob(
+            os.path.join(os.path.expanduser(uv_root), f"cpython-{minor}.*", "bin", "python3")
+        ),
+        reverse=True,
+    )
     return list(dict.fromkeys(candidates))
 
 
@@ -86,7 +108,9 @@ def find_interpreter(version: str, given: str | None, environ: Mapping[str, str]
     minor = ".".join(version.split(".")[:2])
     if "{}.{}".format(*sys.version_info[:2]) == minor:
         return sys.executable
-    return next((c for c in interpreter_candidates(version, environ) if _runs_as(c, minor, environ)), None)
+    return next(
+        (c for c in interpreter_candidates(version, environ) if _runs_as(c, minor, environ)), None
+    )
 
 
 def pip_markers(env: Environment) -> dict[str, str]:
@@ -140,18 +164,29 @@ def _pip_root() -> str:
 
     spec = importlib.util.find_spec("pip")
     if spec is None or spec.origin is None:
-        raise LockError("pip is not installed beside cuda-resolve", hint=f"{sys.executable} -m pip --version; reinstall cuda-resolve")
+        raise LockError(
+            "pip is not installed beside cuda-resolve",
+            hint=f"{sys.executable} -m pip --version; reinstall cuda-resolve",
+        )
     return os.path.dirname(os.path.dirname(spec.origin))
 
 
 def platform_options(env: Environment) -> list[str]:
     """pip's target options for ``env``: Python version, implementation, ABI and every platform tag."""
     if env.machine.os == "linux" and not env.machine.glibc:
-        raise UsageError(f"{env.source}: machine.glibc is not given, so pip cannot tell which manylinux wheels fit",
-                         hint="add it (machine.glibc = \"2.35\"; `ldd --version` says it), or save the profile with `cuda-resolve detect --save-profile`")
+        raise UsageError(
+            f"{env.source}: machine.glibc is not given, so pip cannot tell which manylinux wheels fit",
+            hint='add it (machine.glibc = "2.35"; `ldd --version` says it), or save the profile with `cuda-resolve detect --save-profile`',
+        )
     major, minor = env.python.version_tuple
-    words = ["--python-version", f"{major}.{minor}", "--implementation", "cp" if env.python.implementation == "cpython" else "pp",
-             "--abi", env.python.abi_tag]
+    words = [
+        "--python-version",
+        f"{major}.{minor}",
+        "--implementation",
+        "cp" if env.python.implementation == "cpython" else "pp",
+        "--abi",
+        env.python.abi_tag,
+    ]
     for tag in env.platform_tags():
         words += ["--platform", tag]
     return words
@@ -167,35 +202,73 @@ def _index_of(args: Sequence[str]) -> list[str]:
     return urls
 
 
-def _report(pip_python: str, markers: Mapping[str, str], words: Sequence[str], environ: Mapping[str, str], what: str,
-            report_path: Path) -> list[dict[str, object]]:
+def _report(
+    pip_python: str,
+    markers: Mapping[str, str],
+    words: Sequence[str],
+    environ: Mapping[str, str],
+    what: str,
+    report_path: Path,
+) -> list[dict[str, object]]:
     # This process's pip under the profile's interpreter, with the profile's marker values.
-    command = [pip_python, "-c", _PIP_WITH_MARKERS, _pip_root(), json.dumps(dict(markers), sort_keys=True),
-               "--isolated", "--disable-pip-version-check", "install",
-               "--dry-run", "--ignore-installed", "--report", str(report_path), "--quiet", "--only-binary=:all:", *words]
+    command = [
+        pip_python,
+        "-c",
+        _PIP_WITH_MARKERS,
+        _pip_root(),
+        json.dumps(dict(markers), sort_keys=True),
+        "--isolated",
+        "--disable-pip-version-check",
+        "install",
+        "--dry-run",
+        "--ignore-installed",
+        "--report",
+        str(report_path),
+        "--quiet",
+        "--only-binary=:all:",
+        *words,
+    ]
     done = run(command, timeout=PIP_SECONDS, env=dict(environ))
     if done is None or done.returncode is None:
-        raise LockError(f"pip did not finish resolving {what} within {PIP_SECONDS} s", hint="check the index answers (cuda-resolve doctor --network)")
-    missing = next((line for line in done.stderr.splitlines() if line.startswith(_NO_MARKERS)), None) if not done.ok else None
+        raise LockError(
+            f"pip did not finish resolving {what} within {PIP_SECONDS} s",
+            hint="check the index answers (cuda-resolve doctor --network)",
+        )
+    missing = (
+        next((line for line in done.stderr.splitlines() if line.startswith(_NO_MARKERS)), None)
+        if not done.ok
+        else None
+    )
     if missing is not None:
         # pip has no public option to evaluate markers for another machine: without this hook a
         # profile of another platform would get this machine's closure.
-        pip = missing[len(_NO_MARKERS):]
-        raise LockError(f"{pip} has no pip._vendor.packaging.markers.default_environment, so profiles of another platform "
-                        f"cannot be closed with it (resolving {what})",
-                        hint=f"install a pip release that has it beside cuda-resolve (pip 26.3 does: {sys.executable} -m pip install pip==26.3), "
-                             "then lock again")
+        pip = missing[len(_NO_MARKERS) :]
+        raise LockError(
+            f"{pip} has no pip._vendor.packaging.markers.default_environment, so profiles of another platform "
+            f"cannot be closed with it (resolving {what})",
+            hint=f"install a pip release that has it beside cuda-resolve (pip 26.3 does: {sys.executable} -m pip install pip==26.3), "
+            "then lock again",
+        )
     if not done.ok:
-        errors = [line.strip() for line in done.stderr.splitlines() if line.startswith("ERROR")] or done.stderr.strip().splitlines()[-3:]
-        raise LockError(f"pip could not resolve {what}: {' / '.join(errors)}",
-                        hint="pip was asked for the profile's Python and platform with wheels only: a package with no wheel for it cannot be locked")
+        errors = [
+            line.strip() for line in done.stderr.splitlines() if line.startswith("ERROR")
+        ] or done.stderr.strip().splitlines()[-3:]
+        raise LockError(
+            f"pip could not resolve {what}: {' / '.join(errors)}",
+            hint="pip was asked for the profile's Python and platform with wheels only: a package with no wheel for it cannot be locked",
+        )
     try:
         report = json.loads(report_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        raise LockError(f"pip's report for {what} is not JSON", hint="pip >= 22.2 is needed (its --report)") from None
+        raise LockError(
+            f"pip's report for {what} is not JSON", hint="pip >= 22.2 is needed (its --report)"
+        ) from None
     install = report.get("install") if isinstance(report, dict) else None
     if not isinstance(install, list):
-        raise LockError(f"pip's report for {what} has no install list", hint="pip >= 22.2 is needed (its --report)")
+        raise LockError(
+            f"pip's report for {what} has no install list",
+            hint="pip >= 22.2 is needed (its --report)",
+        )
     return [entry for entry in install if isinstance(entry, dict)]
 
 
@@ -204,8 +277,15 @@ def _built(entry: dict[str, object], built: BuiltFile) -> ResolvedFile:
 
     metadata = entry.get("metadata")
     assert isinstance(metadata, dict)
-    return ResolvedFile(name=canonicalize_name(str(metadata.get("name"))), version=str(metadata.get("version")), url=built.url,
-                        sha256=built.sha256, requested=True, index=None, size=built.size)
+    return ResolvedFile(
+        name=canonicalize_name(str(metadata.get("name"))),
+        version=str(metadata.get("version")),
+        url=built.url,
+        sha256=built.sha256,
+        requested=True,
+        index=None,
+        size=built.size,
+    )
 
 
 def _resolved(entry: dict[str, object], index: str | None, what: str) -> ResolvedFile:
@@ -214,18 +294,35 @@ def _resolved(entry: dict[str, object], index: str | None, what: str) -> Resolve
     metadata = entry.get("metadata")
     info = entry.get("download_info")
     if not isinstance(metadata, dict) or not isinstance(info, dict):
-        raise LockError(f"pip's report for {what} has an entry without metadata", hint="pip >= 22.2 is needed")
-    name, version, url = str(metadata.get("name")), str(metadata.get("version")), str(info.get("url"))
+        raise LockError(
+            f"pip's report for {what} has an entry without metadata", hint="pip >= 22.2 is needed"
+        )
+    name, version, url = (
+        str(metadata.get("name")),
+        str(metadata.get("version")),
+        str(info.get("url")),
+    )
     if "vcs_info" in info or "dir_info" in info:
-        raise LockError(f"{name} {version} comes from {url} (a VCS checkout or a folder): a lock names files with hashes only",
-                        hint="build it into a wheel and serve it from an index (cuda-resolve wheelhouse), then lock again")
+        raise LockError(
+            f"{name} {version} comes from {url} (a VCS checkout or a folder): a lock names files with hashes only",
+            hint="build it into a wheel and serve it from an index (cuda-resolve wheelhouse), then lock again",
+        )
     if not url.startswith(("https://", "http://")):
-        raise LockError(f"{name} {version} comes from {url}: other machines cannot fetch that", hint="lock from an index served over HTTP(S)")
+        raise LockError(
+            f"{name} {version} comes from {url}: other machines cannot fetch that",
+            hint="lock from an index served over HTTP(S)",
+        )
     archive = info.get("archive_info")
     hashes = archive.get("hashes") if isinstance(archive, dict) else None
     sha256 = hashes.get("sha256") if isinstance(hashes, dict) else None
-    return ResolvedFile(name=canonicalize_name(name), version=version, url=url, sha256=str(sha256) if sha256 else None,
-                        requested=bool(entry.get("requested")), index=index)
+    return ResolvedFile(
+        name=canonicalize_name(name),
+        version=version,
+        url=url,
+        sha256=str(sha256) if sha256 else None,
+        requested=bool(entry.get("requested")),
+        index=index,
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -287,9 +384,18 @@ class PipAnswers:
                 pass  # a cache that cannot be written is only slower
 
 
-def pip_closure(plan: Plan, env: Environment, *, pip_python: str, index_url: str, environ: Mapping[str, str],
-                scratch: Path, name: str, memo: PipAnswers | None = None,
-                built: Mapping[str, BuiltFile] | None = None) -> list[ResolvedFile]:
+def pip_closure(
+    plan: Plan,
+    env: Environment,
+    *,
+    pip_python: str,
+    index_url: str,
+    environ: Mapping[str, str],
+    scratch: Path,
+    name: str,
+    memo: PipAnswers | None = None,
+    built: Mapping[str, BuiltFile] | None = None,
+) -> list[ResolvedFile]:
     """Everything ``plan``'s pip steps would install for ``env``, one file each.
 
     Steps that ask the PyTorch index alone are resolved against it alone; later steps keep their
@@ -305,8 +411,10 @@ def pip_closure(plan: Plan, env: Environment, *, pip_python: str, index_url: str
         files = {digest: (built or {}).get(digest) for digest in step.built}
         missing = [digest for digest, found in files.items() if found is None]
         if missing:
-            raise LockError(f"profile {name}: {step.purpose} installs source-built wheels the lock was not given ({', '.join(missing)})",
-                            hint="build them first (cuda-resolve build REQ --profile FILE)")
+            raise LockError(
+                f"profile {name}: {step.purpose} installs source-built wheels the lock was not given ({', '.join(missing)})",
+                hint="build them first (cuda-resolve build REQ --profile FILE)",
+            )
         local = {f.path.resolve().as_uri(): f for f in files.values() if f is not None}
         args = [*step.args, *(str(f.path) for f in files.values() if f is not None)]
         what = f"profile {name} ({step.purpose.split(' from ')[0]})"
@@ -315,18 +423,32 @@ def pip_closure(plan: Plan, env: Environment, *, pip_python: str, index_url: str
             torch_indexes.extend(indexes)
             words = [*target, *args]
         else:
-            words = [*target, "--index-url", index_url, *(w for u in torch_indexes for w in ("--extra-index-url", u))]
+            words = [
+                *target,
+                "--index-url",
+                index_url,
+                *(w for u in torch_indexes for w in ("--extra-index-url", u)),
+            ]
             if found:
-                constraints.write_text("".join(f"{f.name}=={f.version}\n" for f in found.values()), encoding="utf-8")
+                constraints.write_text(
+                    "".join(f"{f.name}=={f.version}\n" for f in found.values()), encoding="utf-8"
+                )
                 words += ["-c", str(constraints)]
             words += args
             indexes = [index_url.rstrip("/")]
         # The constraints' text, not the scratch file's name, is what pip was asked.
-        key = [pip_python, *(w for w in words if w != str(constraints)), constraints.read_text(encoding="utf-8") if "-c" in words else "",
-               *(f"{f.path.name}:{f.sha256}" for f in local.values()), json.dumps(markers, sort_keys=True)]
+        key = [
+            pip_python,
+            *(w for w in words if w != str(constraints)),
+            constraints.read_text(encoding="utf-8") if "-c" in words else "",
+            *(f"{f.path.name}:{f.sha256}" for f in local.values()),
+            json.dumps(markers, sort_keys=True),
+        ]
         entries = memo.get(key) if memo is not None else None
         if entries is None:
-            entries = _report(pip_python, markers, words, environ, what, scratch / f"{name}-{number}.json")
+            entries = _report(
+                pip_python, markers, words, environ, what, scratch / f"{name}-{number}.json"
+            )
             if memo is not None:
                 memo.put(key, entries)
         for entry in entries:
@@ -336,7 +458,11 @@ def pip_closure(plan: Plan, env: Environment, *, pip_python: str, index_url: str
                 resolved = _built(entry, here)
             else:
                 resolved = _resolved(entry, indexes[0] if indexes else None, what)
-            if resolved.name in found and number > 0 and found[resolved.name].version == resolved.version:
+            if (
+                resolved.name in found
+                and number > 0
+                and found[resolved.name].version == resolved.version
+            ):
                 continue  # kept from an earlier step
             found[resolved.name] = resolved
     return sorted(found.values(), key=lambda f: f.name)

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 
 from . import LOCK_VERSION
 
-__all__ = ["LockDocument", "LockedFile", "LockedPackage", "ProfileRecord", "extras_marker", "render"]
+__all__ = [
+    "LockDocument",
+    "LockedFile",
+    "LockedPackage",
+    "ProfileRecord",
+    "extras_marker",
+    "render",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -59,17 +66,33 @@ class ProfileRecord:
     toolkit: str | None
     decision: tuple[str, ...]  # the Plan's items: "torch==2.14.1+cu126 (wheel)"
     interpreter: str  # the Python version whose interpreter resolved the closure
-    builds: tuple[str, ...] = ()  # each source build: package, labelled version, recipe, revision, patches, ABI key
+    builds: tuple[
+        str, ...
+    ] = ()  # each source build: package, labelled version, recipe, revision, patches, ABI key
 
     def to_table(self) -> dict[str, object]:
         table: dict[str, object] = {
-            "source": self.source, "digest": self.digest, "python": self.python, "os": self.os, "arch": self.arch,
-            "gpus": list(self.gpus), "capabilities": list(self.capabilities), "decision": list(self.decision),
+            "source": self.source,
+            "digest": self.digest,
+            "python": self.python,
+            "os": self.os,
+            "arch": self.arch,
+            "gpus": list(self.gpus),
+            "capabilities": list(self.capabilities),
+            "decision": list(self.decision),
             "interpreter": self.interpreter,
         }
         if self.builds:
             table["builds"] = list(self.builds)
-        for key in ("glibc", "driver", "driver_cuda", "torch", "torch_cuda", "torch_arch_list", "toolkit"):
+        for key in (
+            "glibc",
+            "driver",
+            "driver_cuda",
+            "torch",
+            "torch_cuda",
+            "torch_arch_list",
+            "toolkit",
+        ):
             value = getattr(self, key)
             if value is not None:
                 table[key.replace("_", "-")] = value
@@ -99,8 +122,10 @@ def extras_marker(profiles: Sequence[str], every: Sequence[str]) -> str | None:
 
 def _environment_marker(record: ProfileRecord) -> str:
     platform = {"linux": "linux", "darwin": "darwin", "windows": "win32"}.get(record.os, record.os)
-    return (f"sys_platform == '{platform}' and platform_machine == '{record.arch}' "
-            f"and python_version == '{record.python}'")
+    return (
+        f"sys_platform == '{platform}' and platform_machine == '{record.arch}' "
+        f"and python_version == '{record.python}'"
+    )
 
 
 def _requires_python(records: Iterable[ProfileRecord]) -> str:
@@ -124,14 +149,22 @@ def _value(value: object) -> str:
     if isinstance(value, str):
         return _string(value)
     if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + " }" if value else "{}"
+        return (
+            "{ " + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + " }"
+            if value
+            else "{}"
+        )
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_value(v) for v in value) + "]"
     raise TypeError(f"no TOML form for {type(value).__name__}")
 
 
 def _key(key: str) -> str:
-    return key if key and all(c.isalnum() or c in "-_" for c in key) and key.isascii() else _string(key)
+    return (
+        key
+        if key and all(c.isalnum() or c in "-_" for c in key) and key.isascii()
+        else _string(key)
+    )
 
 
 def _array(key: str, values: Sequence[object]) -> list[str]:
@@ -155,27 +188,45 @@ def render(document: LockDocument) -> str:
     """The PEP 751 text of ``document``: the same document gives the same bytes."""
     every = document.names
     lines = [f"lock-version = {_string(LOCK_VERSION)}"]
-    lines.extend(_array("environments", sorted({_environment_marker(r) for r in document.profiles})))
+    lines.extend(
+        _array("environments", sorted({_environment_marker(r) for r in document.profiles}))
+    )
     lines.append(f"requires-python = {_string(_requires_python(document.profiles))}")
     lines.append(f"extras = {_value(sorted(every))}")
     lines.append("dependency-groups = []")
     lines.append("default-groups = []")
     lines.append(f"created-by = {_string(document.created_by)}")
     for package in sorted(document.packages, key=lambda p: (p.name, p.profiles, p.version)):
-        lines.extend(["", "[[packages]]", f"name = {_string(package.name)}", f"version = {_string(package.version)}"])
+        lines.extend(
+            [
+                "",
+                "[[packages]]",
+                f"name = {_string(package.name)}",
+                f"version = {_string(package.version)}",
+            ]
+        )
         marker = extras_marker(package.profiles, every)
         if marker is not None:
             lines.append(f"marker = {_string(marker)}")
         if package.index:
             lines.append(f"index = {_string(package.index)}")
-        wheels = [{"name": w.name, "url": w.url, "size": w.size, "hashes": {"sha256": w.sha256}}
-                  for w in sorted(package.wheels, key=lambda w: w.name)]
+        wheels = [
+            {"name": w.name, "url": w.url, "size": w.size, "hashes": {"sha256": w.sha256}}
+            for w in sorted(package.wheels, key=lambda w: w.name)
+        ]
         lines.extend(_array("wheels", wheels))
         if package.requested:
             lines.extend([f"[packages.tool.{_key('cuda-resolve')}]", "requested = true"])
     lines.extend(["", "[tool.cuda-resolve]"])
-    lines.extend(_table_lines({"resolver": document.resolver, "requests": list(document.requests),
-                               "index-url": document.index_url}))
+    lines.extend(
+        _table_lines(
+            {
+                "resolver": document.resolver,
+                "requests": list(document.requests),
+                "index-url": document.index_url,
+            }
+        )
+    )
     for record in sorted(document.profiles, key=lambda r: r.name):
         lines.extend(["", f"[tool.cuda-resolve.profiles.{_key(record.name)}]"])
         lines.extend(_table_lines(record.to_table()))

@@ -31,8 +31,14 @@ class FileFacts:
 class FileFinder:
     """Finds a file's facts. ``canonical`` maps the URL pip fetched (a mirror's) to the canonical one."""
 
-    def __init__(self, client: HttpClient, *, cache_dir: Path, canonical: Callable[[str], str] = lambda url: url,
-                 page_seconds: float = PAGE_SECONDS) -> None:
+    def __init__(
+        self,
+        client: HttpClient,
+        *,
+        cache_dir: Path,
+        canonical: Callable[[str], str] = lambda url: url,
+        page_seconds: float = PAGE_SECONDS,
+    ) -> None:
         self.client = client
         self.page_seconds = page_seconds
         self.cache_dir = cache_dir
@@ -48,7 +54,9 @@ class FileFinder:
         page = f"{index.rstrip('/')}/{project}/"
         if page not in self._links:
             try:
-                self._links[page] = project_files(self.client, index, project, ttl=self.page_seconds)
+                self._links[page] = project_files(
+                    self.client, index, project, ttl=self.page_seconds
+                )
             except CudaResolveError:
                 self._links[page] = {}
         return self._links[page].get(filename)
@@ -61,7 +69,11 @@ class FileFinder:
         found: dict[str, tuple[str | None, int | None]] = {}
         try:
             response = self.client.get(url, accept=PEP691, ttl=self.page_seconds)
-            data = response.json() if response.status == 200 and "json" in response.headers.get("Content-Type", "") else None
+            data = (
+                response.json()
+                if response.status == 200 and "json" in response.headers.get("Content-Type", "")
+                else None
+            )
         except CudaResolveError:
             data = None
         files = data.get("files") if isinstance(data, dict) else None
@@ -71,7 +83,10 @@ class FileFinder:
             hashes = entry.get("hashes")
             sha = hashes.get("sha256") if isinstance(hashes, dict) else None
             size = entry.get("size")
-            found[entry["filename"]] = (sha if isinstance(sha, str) else None, size if isinstance(size, int) else None)
+            found[entry["filename"]] = (
+                sha if isinstance(sha, str) else None,
+                size if isinstance(size, int) else None,
+            )
         self._pages[url] = found
         return found
 
@@ -87,19 +102,33 @@ class FileFinder:
         from ..paths import write_atomic
 
         path = self.cache_dir / (hashlib.sha256(facts.url.encode()).hexdigest() + ".json")
-        write_atomic(path, json.dumps({"url": facts.url, "size": facts.size, "sha256": facts.sha256}))
+        write_atomic(
+            path, json.dumps({"url": facts.url, "size": facts.size, "sha256": facts.sha256})
+        )
 
-    def facts(self, fetched_url: str, *, project: str, index: str | None, sha256: str | None, size: int | None = None) -> FileFacts:
+    def facts(
+        self,
+        fetched_url: str,
+        *,
+        project: str,
+        index: str | None,
+        sha256: str | None,
+        size: int | None = None,
+    ) -> FileFacts:
         url = self.canonical(fetched_url.split("#", 1)[0])
         name = file_name(url)
-        if sha256 and size is not None:  # a wheelhouse file, or one kept from the lock: nothing to ask
+        if (
+            sha256 and size is not None
+        ):  # a wheelhouse file, or one kept from the lock: nothing to ask
             return FileFacts(url=url, size=size, sha256=sha256)
         if index:
             page_sha, page_size = self._page(index, project).get(name, (None, None))
             size = size if size is not None else page_size
             if sha256 and page_sha and page_sha != sha256:
-                raise LockError(f"{name}: the index's page says sha256 {page_sha}, pip saw {sha256}",
-                                hint="the index changed while locking, or a mirror serves another file: lock again")
+                raise LockError(
+                    f"{name}: the index's page says sha256 {page_sha}, pip saw {sha256}",
+                    hint="the index changed while locking, or a mirror serves another file: lock again",
+                )
             sha256 = sha256 or page_sha
         if sha256 and size is not None:
             return FileFacts(url=url, size=size, sha256=sha256)
@@ -107,13 +136,20 @@ class FileFinder:
         if remembered is not None and (sha256 is None or remembered.sha256 == sha256):
             return remembered
         try:
-            response = self.client.get(fetched_url.split("#", 1)[0], ttl=0, max_bytes=self.client.limits.artifact)
+            response = self.client.get(
+                fetched_url.split("#", 1)[0], ttl=0, max_bytes=self.client.limits.artifact
+            )
         except CudaResolveError as exc:
-            raise LockError(f"{name}: its index gives no {'size' if sha256 else 'hash'}, and reading the file failed: {exc}",
-                            hint="lock from an index that publishes PEP 691 JSON (hashes and sizes), or check the network") from None
+            raise LockError(
+                f"{name}: its index gives no {'size' if sha256 else 'hash'}, and reading the file failed: {exc}",
+                hint="lock from an index that publishes PEP 691 JSON (hashes and sizes), or check the network",
+            ) from None
         digest = hashlib.sha256(response.content).hexdigest()
         if sha256 and digest != sha256:
-            raise LockError(f"{name}: the file's sha256 is {digest}, its index says {sha256}", hint="the index or a mirror serves another file")
+            raise LockError(
+                f"{name}: the file's sha256 is {digest}, its index says {sha256}",
+                hint="the index or a mirror serves another file",
+            )
         facts = FileFacts(url=url, size=len(response.content), sha256=digest)
         self._remember(facts)
         return facts

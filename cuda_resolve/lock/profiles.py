@@ -31,8 +31,10 @@ def profile_name(text: str, *, origin: str) -> str:
     """``text`` normalised as a PEP 685 extra; an error naming ``origin`` when it cannot be one."""
     name = canonicalize_name(text)
     if not _EXTRA.match(name):
-        raise UsageError(f"{origin}: {text!r} cannot name a profile (a lock's extra): use letters, digits, '-', '_' or '.'",
-                         hint="rename the file, or give the name: --profile NAME=FILE")
+        raise UsageError(
+            f"{origin}: {text!r} cannot name a profile (a lock's extra): use letters, digits, '-', '_' or '.'",
+            hint="rename the file, or give the name: --profile NAME=FILE",
+        )
     return name
 
 
@@ -47,25 +49,47 @@ def load_lock_profile(spec: str, *, detect: Callable[[], Environment] | None = N
         env = detect()
         text = dump_profile(env)
         name = profile_name(given_name or "this", origin="--profile this")
-        return LockProfile(name=name, environment=env, source="this", digest=hashlib.sha256(text.encode()).hexdigest())
+        return LockProfile(
+            name=name,
+            environment=env,
+            source="this",
+            digest=hashlib.sha256(text.encode()).hexdigest(),
+        )
     from .._bounded import read_user_text
     from ..errors import ProfileError
 
     path = Path(path_text)
-    text = read_user_text(path, error=ProfileError, hint="write one with `cuda-resolve detect --save-profile FILE`", what="a profile")
-    data = parse_toml_text(text, origin=str(path), error=ProfileError, hint="write one with `cuda-resolve detect --save-profile FILE`").data
+    text = read_user_text(
+        path,
+        error=ProfileError,
+        hint="write one with `cuda-resolve detect --save-profile FILE`",
+        what="a profile",
+    )
+    data = parse_toml_text(
+        text,
+        origin=str(path),
+        error=ProfileError,
+        hint="write one with `cuda-resolve detect --save-profile FILE`",
+    ).data
     own = data.pop("name", None)
     if own is not None and not isinstance(own, str):
-        raise ProfileError(f"{path}: name = {own!r}: expected a string", hint="name = \"a100\"")
+        raise ProfileError(f"{path}: name = {own!r}: expected a string", hint='name = "a100"')
     environment = environment_from_dict(data, origin=str(path))
     name = profile_name(given_name or own or path.stem, origin=str(path))
-    return LockProfile(name=name, environment=environment, source=str(path), digest=hashlib.sha256(text.encode()).hexdigest())
+    return LockProfile(
+        name=name,
+        environment=environment,
+        source=str(path),
+        digest=hashlib.sha256(text.encode()).hexdigest(),
+    )
 
 
 def refuse_clashes(profiles: list[LockProfile]) -> None:
     seen: dict[str, str] = {}
     for profile in profiles:
         if profile.name in seen:
-            raise UsageError(f"two profiles are both named {profile.name!r}: {seen[profile.name]} and {profile.source}",
-                             hint="name one of them: --profile OTHER=FILE, or `name = \"...\"` in the file")
+            raise UsageError(
+                f"two profiles are both named {profile.name!r}: {seen[profile.name]} and {profile.source}",
+                hint='name one of them: --profile OTHER=FILE, or `name = "..."` in the file',
+            )
         seen[profile.name] = profile.source

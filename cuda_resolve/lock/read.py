@@ -19,9 +19,19 @@ from .document import ProfileRecord
 if TYPE_CHECKING:
     from packaging.pylock import Pylock
 
-__all__ = ["LockFormatError", "LockedFile", "ReadLock", "locked_files", "parse_lock", "read_lock", "read_locked_files"]
+__all__ = [
+    "LockFormatError",
+    "LockedFile",
+    "ReadLock",
+    "locked_files",
+    "parse_lock",
+    "read_lock",
+    "read_locked_files",
+]
 
-_HINT = "write it again with `cuda-resolve lock ... -o pylock.toml`, or restore it from version control"
+_HINT = (
+    "write it again with `cuda-resolve lock ... -o pylock.toml`, or restore it from version control"
+)
 
 
 class LockFormatError(LockError, UsageError):
@@ -51,18 +61,26 @@ def read_lock(path: Path) -> ReadLock:
 def _lock_version(data: dict[str, Any], origin: str) -> tuple[Version, list[str]]:
     value = data.get("lock-version")
     if not isinstance(value, str):
-        raise LockFormatError(f"{origin}: lock-version: is required (a string such as {LOCK_VERSION!r})", hint=_HINT)
+        raise LockFormatError(
+            f"{origin}: lock-version: is required (a string such as {LOCK_VERSION!r})", hint=_HINT
+        )
     try:
         version = Version(value)
     except InvalidVersion:
-        raise LockFormatError(f"{origin}: lock-version = {value!r}: not a version", hint=_HINT) from None
+        raise LockFormatError(
+            f"{origin}: lock-version = {value!r}: not a version", hint=_HINT
+        ) from None
     supported = Version(LOCK_VERSION)
     if version.major > supported.major:
-        raise LockFormatError(f"{origin}: lock-version = {value!r}: this cuda-resolve reads lock version {supported.major}.x only",
-                              hint="upgrade cuda-resolve, or lock again with this one")
+        raise LockFormatError(
+            f"{origin}: lock-version = {value!r}: this cuda-resolve reads lock version {supported.major}.x only",
+            hint="upgrade cuda-resolve, or lock again with this one",
+        )
     notes = []
     if version > supported:
-        notes.append(f"{origin}: lock-version {value} is newer than {LOCK_VERSION}: keys it added are ignored")
+        notes.append(
+            f"{origin}: lock-version {value} is newer than {LOCK_VERSION}: keys it added are ignored"
+        )
     return version, notes
 
 
@@ -73,8 +91,10 @@ def _validated(text: str, origin: str) -> tuple[dict[str, Any], Pylock, list[str
     except ImportError:
         import packaging
 
-        raise LockError(f"reading {origin} needs packaging >= 25 (its pylock module); this Python has packaging {packaging.__version__}",
-                        hint="python -m pip install -U packaging") from None
+        raise LockError(
+            f"reading {origin} needs packaging >= 25 (its pylock module); this Python has packaging {packaging.__version__}",
+            hint="python -m pip install -U packaging",
+        ) from None
 
     from .._toml import parse_toml_text
 
@@ -96,8 +116,10 @@ def parse_lock(text: str, *, origin: str = "<lock>") -> ReadLock:
     tool_table = tool.table("tool")
     ours = tool_table.table("cuda-resolve") if tool_table is not None else None
     if ours is None:
-        raise LockFormatError(f"{origin}: tool.cuda-resolve: is required (the profiles' facts): this lock was not written by cuda-resolve",
-                              hint="install it with pip (`pip install -r 'pylock.toml[EXTRA]'`), or lock with cuda-resolve")
+        raise LockFormatError(
+            f"{origin}: tool.cuda-resolve: is required (the profiles' facts): this lock was not written by cuda-resolve",
+            hint="install it with pip (`pip install -r 'pylock.toml[EXTRA]'`), or lock with cuda-resolve",
+        )
     records: dict[str, ProfileRecord] = {}
     profiles_table = ours.table("profiles", required=True)
     assert profiles_table is not None
@@ -106,19 +128,41 @@ def parse_lock(text: str, *, origin: str = "<lock>") -> ReadLock:
     declared = set(pylock.extras or ())
     for name in records:
         if name not in declared:
-            raise profiles_table.fail(name, f"names a profile that is not in the lock's extras ({', '.join(sorted(declared)) or 'none'})")
-    return ReadLock(pylock=pylock, profiles=records, requests=ours.strings("requests", ()), index_url=ours.string("index-url", None),
-                    resolver=ours.string("resolver", None), origin=origin, notes=tuple(notes))
+            raise profiles_table.fail(
+                name,
+                f"names a profile that is not in the lock's extras ({', '.join(sorted(declared)) or 'none'})",
+            )
+    return ReadLock(
+        pylock=pylock,
+        profiles=records,
+        requests=ours.strings("requests", ()),
+        index_url=ours.string("index-url", None),
+        resolver=ours.string("resolver", None),
+        origin=origin,
+        notes=tuple(notes),
+    )
 
 
 def _record(name: str, table: Table) -> ProfileRecord:
     record = ProfileRecord(
-        name=name, source=table.string("source"), digest=table.string("digest"), python=table.string("python"),
-        os=table.string("os"), arch=table.string("arch"), glibc=table.string("glibc", None), driver=table.string("driver", None),
-        driver_cuda=table.string("driver-cuda", None), gpus=table.strings("gpus", ()), capabilities=table.strings("capabilities", ()),
-        torch=table.string("torch", None), torch_cuda=table.string("torch-cuda", None),
-        torch_arch_list=table.string("torch-arch-list", None), toolkit=table.string("toolkit", None),
-        decision=table.strings("decision", ()), interpreter=table.string("interpreter", ""), builds=table.strings("builds", ()),
+        name=name,
+        source=table.string("source"),
+        digest=table.string("digest"),
+        python=table.string("python"),
+        os=table.string("os"),
+        arch=table.string("arch"),
+        glibc=table.string("glibc", None),
+        driver=table.string("driver", None),
+        driver_cuda=table.string("driver-cuda", None),
+        gpus=table.strings("gpus", ()),
+        capabilities=table.strings("capabilities", ()),
+        torch=table.string("torch", None),
+        torch_cuda=table.string("torch-cuda", None),
+        torch_arch_list=table.string("torch-arch-list", None),
+        toolkit=table.string("toolkit", None),
+        decision=table.strings("decision", ()),
+        interpreter=table.string("interpreter", ""),
+        builds=table.strings("builds", ()),
     )
     return record
 
@@ -158,14 +202,30 @@ def locked_files(pylock: Pylock, *, origin: str = "<lock>") -> tuple[LockedFile,
             try:
                 filename = wheel.filename
             except PylockValidationError:
-                raise LockFormatError(f"{origin}: packages[{position}].wheels[{number}]: names no file (no name, path or url)",
-                                      hint=_HINT) from None
-            found.append(LockedFile(package=str(package.name), version=version, filename=filename,
-                                    sha256=(wheel.hashes or {}).get("sha256"), url=wheel.url or wheel.path))
+                raise LockFormatError(
+                    f"{origin}: packages[{position}].wheels[{number}]: names no file (no name, path or url)",
+                    hint=_HINT,
+                ) from None
+            found.append(
+                LockedFile(
+                    package=str(package.name),
+                    version=version,
+                    filename=filename,
+                    sha256=(wheel.hashes or {}).get("sha256"),
+                    url=wheel.url or wheel.path,
+                )
+            )
         archive = package.archive
         if archive is not None:
             where = archive.url or archive.path or ""
             filename = file_name(where)
-            found.append(LockedFile(package=str(package.name), version=version, filename=filename,
-                                    sha256=(archive.hashes or {}).get("sha256"), url=where or None))
+            found.append(
+                LockedFile(
+                    package=str(package.name),
+                    version=version,
+                    filename=filename,
+                    sha256=(archive.hashes or {}).get("sha256"),
+                    url=where or None,
+                )
+            )
     return tuple(found)

@@ -39,14 +39,20 @@ def differences(record: ProfileRecord, env: Environment, facts: CudaFactsSource)
         found.append(f"{env.machine.os}/{env.machine.arch} here, {record.os}/{record.arch} locked")
     here = sorted({str(c) for c in env.capabilities})
     if bool(here) != bool(record.capabilities):
-        found.append(f"GPUs here: {', '.join(here) or 'none'}; locked for: {', '.join(record.capabilities) or 'none'}")
+        found.append(
+            f"GPUs here: {', '.join(here) or 'none'}; locked for: {', '.join(record.capabilities) or 'none'}"
+        )
     elif here:
         if here != sorted(record.capabilities):
-            found.append(f"GPU compute capability {', '.join(here)} here; locked for {', '.join(record.capabilities)}")
+            found.append(
+                f"GPU compute capability {', '.join(here)} here; locked for {', '.join(record.capabilities)}"
+            )
         if record.torch_arch_list:
             uncovered = uncovered_gpus(parse_arch_list(record.torch_arch_list), env.gpus)
             if uncovered:
-                found.append(f"the locked torch ({record.torch_arch_list}) has no kernels for {', '.join(g.name for g in uncovered)}")
+                found.append(
+                    f"the locked torch ({record.torch_arch_list}) has no kernels for {', '.join(g.name for g in uncovered)}"
+                )
     if record.torch_cuda:
         verdict = driver_supports_cuda(env.driver, CudaVersion.parse(record.torch_cuda), facts)
         if not verdict.ok:
@@ -59,8 +65,10 @@ def choose_profile(lock: ReadLock, env: Environment, facts: CudaFactsSource, nam
     if name != "auto":
         wanted = canonicalize_name(name)
         if wanted not in lock.profiles:
-            raise UsageError(f"{lock.origin} has no profile {name!r}; it has {', '.join(sorted(lock.profiles))}",
-                             hint="--name NAME with one of those, or --name auto to pick the one that fits this machine")
+            raise UsageError(
+                f"{lock.origin} has no profile {name!r}; it has {', '.join(sorted(lock.profiles))}",
+                hint="--name NAME with one of those, or --name auto to pick the one that fits this machine",
+            )
         return wanted
     fitting = []
     lines = []
@@ -72,8 +80,10 @@ def choose_profile(lock: ReadLock, env: Environment, facts: CudaFactsSource, nam
     if len(fitting) == 1:
         return fitting[0]
     what = "no profile" if not fitting else f"{len(fitting)} profiles ({', '.join(fitting)})"
-    raise LockError(f"{what} of {lock.origin} fit this machine: " + " | ".join(lines),
-                    hint="pick one with --name NAME, or lock a profile of this machine (cuda-resolve detect --save-profile)")
+    raise LockError(
+        f"{what} of {lock.origin} fit this machine: " + " | ".join(lines),
+        hint="pick one with --name NAME, or lock a profile of this machine (cuda-resolve detect --save-profile)",
+    )
 
 
 def wanted_files(lock: ReadLock, profile: str, env: Environment) -> list[Wanted]:
@@ -83,34 +93,55 @@ def wanted_files(lock: ReadLock, profile: str, env: Environment) -> list[Wanted]
         from packaging.pylock import PackageWheel, PylockSelectError
     except ImportError:  # before packaging 26.1
         from packaging.pylock import PackageWheel
+
         PylockSelectError = LockError  # type: ignore[misc, assignment]
 
     markers = dict(marker_environment(env))
     try:
         if hasattr(lock.pylock, "select"):
-            chosen = list(lock.pylock.select(environment=markers, tags=env.wheel_tags(), extras={profile}))  # type: ignore[arg-type]
+            chosen = list(
+                lock.pylock.select(
+                    environment=markers,  # type: ignore[arg-type]
+                    tags=env.wheel_tags(),
+                    extras={profile},
+                )
+            )
         else:  # packaging 25.0 - 26.0 reads and validates pylock files, and selects nothing
             chosen = _select(lock, profile, env, markers)
     except PylockSelectError as exc:
-        raise LockError(f"{lock.origin}: profile {profile} cannot be installed here: {exc}",
-                        hint="check the profile fits this machine (sync --name auto says which facts differ)") from None
+        raise LockError(
+            f"{lock.origin}: profile {profile} cannot be installed here: {exc}",
+            hint="check the profile fits this machine (sync --name auto says which facts differ)",
+        ) from None
     wanted = []
     for package, source in chosen:
         if not isinstance(source, PackageWheel) or source.url is None:
-            raise LockError(f"{lock.origin}: {package.name} is locked as {type(source).__name__}, not a wheel with a URL: sync installs wheels only",
-                            hint="lock it again with cuda-resolve lock")
+            raise LockError(
+                f"{lock.origin}: {package.name} is locked as {type(source).__name__}, not a wheel with a URL: sync installs wheels only",
+                hint="lock it again with cuda-resolve lock",
+            )
         sha256 = (source.hashes or {}).get("sha256")
         if not sha256:
-            raise LockError(f"{lock.origin}: {package.name}'s wheel {source.filename} has no sha256", hint="lock it again with cuda-resolve lock")
-        wanted.append(Wanted(name=str(package.name), version=str(package.version), file=source.filename, url=source.url,
-                             size=source.size, sha256=str(sha256)))
+            raise LockError(
+                f"{lock.origin}: {package.name}'s wheel {source.filename} has no sha256",
+                hint="lock it again with cuda-resolve lock",
+            )
+        wanted.append(
+            Wanted(
+                name=str(package.name),
+                version=str(package.version),
+                file=source.filename,
+                url=source.url,
+                size=source.size,
+                sha256=str(sha256),
+            )
+        )
     return sorted(wanted, key=lambda w: w.name)
 
 
-
-
-
-def _select(lock: ReadLock, profile: str, env: Environment, markers: dict[str, str]) -> list[tuple[Any, Any]]:
+def _select(
+    lock: ReadLock, profile: str, env: Environment, markers: dict[str, str]
+) -> list[tuple[Any, Any]]:
     """PEP 751's selection, for a packaging without ``Pylock.select``: markers with the profile as
     the one extra, then each package's wheel with the best tag for the target."""
     from packaging.utils import parse_wheel_filename
@@ -118,14 +149,34 @@ def _select(lock: ReadLock, profile: str, env: Environment, markers: dict[str, s
     priority = {tag: rank for rank, tag in enumerate(env.wheel_tags())}
     chosen: dict[str, tuple[Any, Any]] = {}
     for position, package in enumerate(lock.pylock.packages):
-        if package.marker is not None and not package.marker.evaluate(dict(markers, extras=frozenset({profile})), context="lock_file"):  # type: ignore[arg-type, call-arg, dict-item, unused-ignore]
+        if package.marker is not None and not package.marker.evaluate(
+            dict(markers, extras=frozenset({profile})), context="lock_file"
+        ):  # type: ignore[arg-type, call-arg, dict-item, unused-ignore]
             continue
         if package.name in chosen:
-            raise LockError(f"{lock.origin}: packages[{position}]: a second {package.name} for profile {profile}", hint="lock it again")
-        ranked = sorted(((min((priority.get(t, len(priority)) for t in parse_wheel_filename(w.filename)[3]), default=len(priority)), i)
-                         for i, w in enumerate(package.wheels or ())))
+            raise LockError(
+                f"{lock.origin}: packages[{position}]: a second {package.name} for profile {profile}",
+                hint="lock it again",
+            )
+        ranked = sorted(
+            (
+                (
+                    min(
+                        (
+                            priority.get(t, len(priority))
+                            for t in parse_wheel_filename(w.filename)[3]
+                        ),
+                        default=len(priority),
+                    ),
+                    i,
+                )
+                for i, w in enumerate(package.wheels or ())
+            )
+        )
         if not ranked or ranked[0][0] >= len(priority):
-            raise LockError(f"{lock.origin}: packages[{position}]: no wheel of {package.name} fits this machine's tags",
-                            hint="check the profile fits this machine (sync --name auto says which facts differ)")
+            raise LockError(
+                f"{lock.origin}: packages[{position}]: no wheel of {package.name} fits this machine's tags",
+                hint="check the profile fits this machine (sync --name auto says which facts differ)",
+            )
         chosen[str(package.name)] = (package, (package.wheels or ())[ranked[0][1]])
     return list(chosen.values())

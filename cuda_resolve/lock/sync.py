@@ -28,11 +28,22 @@ from ..errors import InstallError, LockError
 from ..reporting import NullReporter, Reporter
 from .select import Wanted
 
-if TYPE_CHECKING:  # `sync --check` imports none of the acting layers: it must answer within a second
+if (
+    TYPE_CHECKING
+):  # `sync --check` imports none of the acting layers: it must answer within a second
     from ..net.client import HttpClient
     from ..plan import Plan
 
-__all__ = ["KEEP", "Drift", "cache_path", "cached_files", "drift", "fetch_all", "remove_extras", "sync_plan"]
+__all__ = [
+    "KEEP",
+    "Drift",
+    "cache_path",
+    "cached_files",
+    "drift",
+    "fetch_all",
+    "remove_extras",
+    "sync_plan",
+]
 
 #: Never removed by ``--exact``: the tools that install.
 KEEP = frozenset({"pip", "setuptools", "wheel", "cuda-resolve"})
@@ -46,7 +57,12 @@ class Drift:
     installed: str | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "state": self.state, "locked": self.locked, "installed": self.installed}
+        return {
+            "name": self.name,
+            "state": self.state,
+            "locked": self.locked,
+            "installed": self.installed,
+        }
 
 
 def _same(installed: str, locked: str) -> bool:
@@ -73,8 +89,11 @@ def drift(wanted: Sequence[Wanted], installed: Mapping[str, str], *, exact: bool
         found.append(Drift(name=item.name, state=state, locked=item.version, installed=have))
     if exact:
         names = {w.name for w in wanted}
-        found.extend(Drift(name=name, state="not locked", locked=None, installed=version)
-                     for name, version in sorted(installed.items()) if name not in names and name not in KEEP)
+        found.extend(
+            Drift(name=name, state="not locked", locked=None, installed=version)
+            for name, version in sorted(installed.items())
+            if name not in names and name not in KEEP
+        )
     return found
 
 
@@ -89,7 +108,13 @@ def _stamp_path(path: Path) -> Path:
 
 def _stat_facts(path: Path) -> dict[str, int]:
     info = path.stat()
-    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "ctime_ns": info.st_ctime_ns, "ino": info.st_ino, "dev": info.st_dev}
+    return {
+        "size": info.st_size,
+        "mtime_ns": info.st_mtime_ns,
+        "ctime_ns": info.st_ctime_ns,
+        "ino": info.st_ino,
+        "dev": info.st_dev,
+    }
 
 
 def _stamp(path: Path, sha256: str) -> None:
@@ -132,7 +157,9 @@ def cached_files(wanted: Sequence[Wanted], cache_dir: Path) -> tuple[dict[str, P
     return paths, missing
 
 
-def fetch_all(wanted: Sequence[Wanted], client: HttpClient, cache_dir: Path, reporter: Reporter | None = None) -> dict[str, Path]:
+def fetch_all(
+    wanted: Sequence[Wanted], client: HttpClient, cache_dir: Path, reporter: Reporter | None = None
+) -> dict[str, Path]:
     """Every file in the cache, its sha256 (and size) checked and stamped (:func:`cached_files`);
     one failure stops before any install."""
     from ..errors import NetworkError
@@ -147,19 +174,30 @@ def fetch_all(wanted: Sequence[Wanted], client: HttpClient, cache_dir: Path, rep
         try:
             client.download(item.url, target, sha256=item.sha256, size=item.size)
         except NetworkError as exc:
-            raise LockError(f"{item.file}: {exc}; nothing was installed",
-                            hint=exc.hint or "a file whose hash differs from the lock is never installed: check the mirror, or lock again") from None
+            raise LockError(
+                f"{item.file}: {exc}; nothing was installed",
+                hint=exc.hint
+                or "a file whose hash differs from the lock is never installed: check the mirror, or lock again",
+            ) from None
         if item.size is not None and target.stat().st_size != item.size:
             target.unlink()
-            raise LockError(f"{item.file}: {target.stat().st_size if target.exists() else 'other'} bytes, the lock says {item.size}; nothing was installed",
-                            hint="the index serves another file than the one locked: lock again")
+            raise LockError(
+                f"{item.file}: {target.stat().st_size if target.exists() else 'other'} bytes, the lock says {item.size}; nothing was installed",
+                hint="the index serves another file than the one locked: lock again",
+            )
         _stamp(target, item.sha256)
         paths[item.name] = target
     return paths
 
 
-def sync_plan(env: Environment, to_install: Sequence[Wanted], paths: Mapping[str, Path], requirements_file: Path, *,
-              imports: Sequence[str] = ()) -> Plan:
+def sync_plan(
+    env: Environment,
+    to_install: Sequence[Wanted],
+    paths: Mapping[str, Path],
+    requirements_file: Path,
+    *,
+    imports: Sequence[str] = (),
+) -> Plan:
     """The complete Plan the executor runs: one pip step over the locked files, hash-checked by pip
     too. ``--quiet``: pip's lines about local files say nothing sync does not say itself, and
     printing them costs pip 0.15 s (its rich console), as much as a small profile's install."""
@@ -167,12 +205,43 @@ def sync_plan(env: Environment, to_install: Sequence[Wanted], paths: Mapping[str
 
     lines = [f"{paths[w.name].as_uri()} --hash=sha256:{w.sha256}\n" for w in to_install]
     requirements_file.write_text("".join(lines), encoding="utf-8")
-    steps = (PipStep(purpose="locked files", args=("--no-deps", "--no-index", "--require-hashes", "--quiet", "-r", str(requirements_file))),) if to_install else ()
-    return Plan(environment=env, items=(), pass_through=(), reasons=(), rejected=(), complete=True, steps=steps,
-                imports=tuple(imports), skip_pip=None if to_install else "everything locked is installed")
+    steps = (
+        (
+            PipStep(
+                purpose="locked files",
+                args=(
+                    "--no-deps",
+                    "--no-index",
+                    "--require-hashes",
+                    "--quiet",
+                    "-r",
+                    str(requirements_file),
+                ),
+            ),
+        )
+        if to_install
+        else ()
+    )
+    return Plan(
+        environment=env,
+        items=(),
+        pass_through=(),
+        reasons=(),
+        rejected=(),
+        complete=True,
+        steps=steps,
+        imports=tuple(imports),
+        skip_pip=None if to_install else "everything locked is installed",
+    )
 
 
-def remove_extras(python: str, names: Sequence[str], environ: Mapping[str, str], log_path: Path, reporter: Reporter | None = None) -> None:
+def remove_extras(
+    python: str,
+    names: Sequence[str],
+    environ: Mapping[str, str],
+    log_path: Path,
+    reporter: Reporter | None = None,
+) -> None:
     """``pip uninstall`` of ``names`` with the target's files stashed first: restored on failure."""
     from ..install.pip import TargetPip
     from ..install.stash import Stash, default_journal_dir, default_lock_dir, target_lock
@@ -181,17 +250,24 @@ def remove_extras(python: str, names: Sequence[str], environ: Mapping[str, str],
     report = reporter or NullReporter()
     keep = [n for n in names if canonicalize_name(n) in KEEP]
     if keep:
-        raise InstallError(f"refusing to remove {', '.join(keep)}", hint="these install everything else")
+        raise InstallError(
+            f"refusing to remove {', '.join(keep)}", hint="these install everything else"
+        )
     pip = TargetPip(python, environ=environ, log_path=log_path)
     with target_lock(python, default_lock_dir(), timeout=TARGET_LOCK_SECONDS, environ=environ):
         stash = Stash.begin(python, environ=environ, journal_dir=default_journal_dir(), only=names)
         try:
             report.step(f"removing {', '.join(names)}")
             started = time.monotonic()
-            status, tail = pip.run(["uninstall", "--yes", *names],
-                                   on_line=lambda line: report.progress("pip", None, None, time.monotonic() - started))
+            status, tail = pip.run(
+                ["uninstall", "--yes", *names],
+                on_line=lambda line: report.progress("pip", None, None, time.monotonic() - started),
+            )
             if status != 0:
-                raise InstallError(f"pip uninstall failed: {' / '.join(tail[-3:])}", hint=f"the environment was restored as it was; log: {log_path}")
+                raise InstallError(
+                    f"pip uninstall failed: {' / '.join(tail[-3:])}",
+                    hint=f"the environment was restored as it was; log: {log_path}",
+                )
         except BaseException:
             outcome = stash.restore()
             if outcome.complete:

@@ -99,7 +99,9 @@ def _read(path: Path) -> str | None:
     except (FileNotFoundError, NotADirectoryError):
         return None  # not there yet (a parent that is a file is reported when writing)
     except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory, expected a file", hint="move it away or pick another scope") from None
+        raise UsageError(
+            f"{path}: is a directory, expected a file", hint="move it away or pick another scope"
+        ) from None
     except (NotRegularFileError, FileTooLargeError) as exc:
         raise UsageError(
             f"{path}: {exc.strerror}; mirror set edits regular files only",
@@ -108,7 +110,9 @@ def _read(path: Path) -> str | None:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text", hint=f"fix {path} by hand") from None
     except OSError as exc:
-        raise UsageError(f"{path}: cannot be read: {exc.strerror}", hint="check its permissions") from None
+        raise UsageError(
+            f"{path}: cannot be read: {exc.strerror}", hint="check its permissions"
+        ) from None
 
 
 def _overridden(variable: str, value: str, target: Path) -> str:
@@ -135,7 +139,11 @@ def _override_notes(changes: Iterable[FileChange], environ: Mapping[str, str]) -
 
 
 def plan_set(
-    preset: Preset, targets: Targets, *, all_presets: Iterable[Preset], environ: Mapping[str, str] | None = None
+    preset: Preset,
+    targets: Targets,
+    *,
+    all_presets: Iterable[Preset],
+    environ: Mapping[str, str] | None = None,
 ) -> Plan:
     """The edits ``mirror set`` would make; reads the files, writes nothing."""
     presets = list(all_presets)
@@ -153,7 +161,9 @@ def plan_set(
             )
     if targets.condarc is not None and preset.covers("conda"):
         old = _read(targets.condarc)
-        new, conda_notes = edit_condarc(old or "", preset, all_presets=presets, origin=str(targets.condarc))
+        new, conda_notes = edit_condarc(
+            old or "", preset, all_presets=presets, origin=str(targets.condarc)
+        )
         changes.append(FileChange(tool="conda", path=targets.condarc, old=old, new=new))
         notes.extend(conda_notes)
     old = _read(targets.config)
@@ -164,8 +174,13 @@ def plan_set(
         notes.append(f"pypi: {preset.pypi.note}")
     if preset.pytorch is not None and preset.pytorch.note:
         notes.append(f"pytorch: {preset.pytorch.note}")
-    return Plan(preset=preset, targets=targets, changes=tuple(changes), notes=tuple(notes),
-                all_presets=tuple(presets))
+    return Plan(
+        preset=preset,
+        targets=targets,
+        changes=tuple(changes),
+        notes=tuple(notes),
+        all_presets=tuple(presets),
+    )
 
 
 def _through_links(path: Path) -> Path:

@@ -37,7 +37,12 @@ if TYPE_CHECKING:
     from ..net import HttpClient
 
 __all__ = [
-    "CheckResult", "MirrorTarget", "check_mirrors", "targets_from_config", "targets_from_pip", "targets_from_preset",
+    "CheckResult",
+    "MirrorTarget",
+    "check_mirrors",
+    "targets_from_config",
+    "targets_from_pip",
+    "targets_from_preset",
     "upstream_hosts",
 ]
 
@@ -118,18 +123,25 @@ def upstream_hosts(canonical: Canonical) -> frozenset[str]:
 
 
 def _pypi_target(simple: str) -> MirrorTarget:
-    return MirrorTarget(ecosystem="pypi", url=f"{simple}{PYPI_PROJECT}/", kind="simple", mirror=simple)
+    return MirrorTarget(
+        ecosystem="pypi", url=f"{simple}{PYPI_PROJECT}/", kind="simple", mirror=simple
+    )
 
 
 def _torch_target(layout: str, base: str, variant: str) -> MirrorTarget:
     if layout == "flat":
         return MirrorTarget(ecosystem="pytorch", url=f"{base}{variant}/", kind="flat", mirror=base)
-    return MirrorTarget(ecosystem="pytorch", url=f"{base}{variant}/torch/", kind="simple", mirror=base)
+    return MirrorTarget(
+        ecosystem="pytorch", url=f"{base}{variant}/torch/", kind="simple", mirror=base
+    )
 
 
 def _conda_target(channel_url: str) -> MirrorTarget:
     return MirrorTarget(
-        ecosystem="conda", url=f"{channel_url}noarch/repodata.json", kind="probe", mirror=channel_url
+        ecosystem="conda",
+        url=f"{channel_url}noarch/repodata.json",
+        kind="probe",
+        mirror=channel_url,
     )
 
 
@@ -153,7 +165,9 @@ def targets_from_preset(preset: Preset, *, variant: str = "cpu") -> tuple[Mirror
     return tuple(out)
 
 
-def targets_from_config(config: Config, canonical: Canonical, *, variant: str = "cpu") -> tuple[MirrorTarget, ...]:
+def targets_from_config(
+    config: Config, canonical: Canonical, *, variant: str = "cpu"
+) -> tuple[MirrorTarget, ...]:
     """The mirrors cuda-resolve's config points at (empty when everything is canonical)."""
     out: list[MirrorTarget] = []
     simple = config.mirror_for(canonical.pypi_simple)
@@ -192,24 +206,46 @@ def targets_from_pip(
         origin = f"pip's {where.option}, from {where.origin}"
         if where.option == "index-url":
             base = _with_slash(where.url)
-            found.append(MirrorTarget(ecosystem="pypi", url=f"{base}{PYPI_PROJECT}/", kind="simple", mirror=base,
-                                      origin=origin))
+            found.append(
+                MirrorTarget(
+                    ecosystem="pypi",
+                    url=f"{base}{PYPI_PROJECT}/",
+                    kind="simple",
+                    mirror=base,
+                    origin=origin,
+                )
+            )
         elif where.option == "extra-index-url":
             base = _with_slash(where.url)
-            found.append(MirrorTarget(ecosystem="pypi-extra", url=base, kind="probe", mirror=base, origin=origin))
+            found.append(
+                MirrorTarget(
+                    ecosystem="pypi-extra", url=base, kind="probe", mirror=base, origin=origin
+                )
+            )
         else:
-            found.append(MirrorTarget(ecosystem="find-links", url=where.url, kind="flat", mirror=where.url,
-                                      origin=origin))
+            found.append(
+                MirrorTarget(
+                    ecosystem="find-links",
+                    url=where.url,
+                    kind="flat",
+                    mirror=where.url,
+                    origin=origin,
+                )
+            )
     used = None if indexes.no_index else _with_slash(indexes.index_url)
     if indexes.no_index:
-        elsewhere = f"pip does not use this mirror: no-index is set (from {indexes.no_index_origin})"
+        elsewhere = (
+            f"pip does not use this mirror: no-index is set (from {indexes.no_index_origin})"
+        )
     else:
         elsewhere = f"pip does not use this mirror: its index-url is {indexes.index_url} (from {indexes.index_url_origin})"
     for target in others:
         if target.ecosystem != "pypi":
             found.append(target)
         elif others_origin is not None and _with_slash(target.mirror) != used:
-            found.append(replace(target, origin=others_origin, warnings=(*target.warnings, elsewhere)))
+            found.append(
+                replace(target, origin=others_origin, warnings=(*target.warnings, elsewhere))
+            )
     return tuple(found)
 
 
@@ -253,7 +289,9 @@ def _check_one(target: MirrorTarget, client: HttpClient, upstream: frozenset[str
         final_host = _host(probe.final_url)
         if final_host != mirror_host:
             if final_host in upstream and not is_upstream:
-                warnings.append(f"the mirror redirected to upstream {final_host}: downloads bypass it")
+                warnings.append(
+                    f"the mirror redirected to upstream {final_host}: downloads bypass it"
+                )
             else:
                 notes.append(f"served by {final_host} (redirected)")
         return CheckResult(
@@ -269,10 +307,18 @@ def _check_one(target: MirrorTarget, client: HttpClient, upstream: frozenset[str
     try:
         response = client.get(target.url, ttl=0, total=deadline)
     except FetchError as exc:
-        return CheckResult(target=target, ok=False, status=exc.status, error=exc.message, hint=exc.hint,
-                           warnings=tuple(warnings))
+        return CheckResult(
+            target=target,
+            ok=False,
+            status=exc.status,
+            error=exc.message,
+            hint=exc.hint,
+            warnings=tuple(warnings),
+        )
     except CudaResolveError as exc:
-        return CheckResult(target=target, ok=False, error=exc.message, hint=exc.hint, warnings=tuple(warnings))
+        return CheckResult(
+            target=target, ok=False, error=exc.message, hint=exc.hint, warnings=tuple(warnings)
+        )
 
     final_host = _host(response.final_url)
     if final_host != mirror_host:
@@ -296,7 +342,9 @@ def _check_one(target: MirrorTarget, client: HttpClient, upstream: frozenset[str
             warnings=tuple(warnings),
             notes=tuple(notes),
         )
-    upstream_links = [link for link in files if _host(link) in upstream and _host(link) != mirror_host]
+    upstream_links = [
+        link for link in files if _host(link) in upstream and _host(link) != mirror_host
+    ]
     hosts = tuple(sorted({_host(link) for link in upstream_links}))
     if upstream_links and not is_upstream:
         warnings.append(
@@ -310,10 +358,16 @@ def _check_one(target: MirrorTarget, client: HttpClient, upstream: frozenset[str
     sample = own[-1] if own else None  # a file served by the mirror itself (upstream is not tested)
     if sample is not None:
         sample_probe = client.probe(sample, total=deadline)
-        if sample_probe.error is not None or not sample_probe.ok or (sample_probe.status or 0) >= 400:
+        if (
+            sample_probe.error is not None
+            or not sample_probe.ok
+            or (sample_probe.status or 0) >= 400
+        ):
             ok = False
             message = f"the page lists {sample}, but fetching it failed: " + (
-                sample_probe.error.message if sample_probe.error is not None else f"HTTP {sample_probe.status}"
+                sample_probe.error.message
+                if sample_probe.error is not None
+                else f"HTTP {sample_probe.status}"
             )
             hint = (
                 sample_probe.error.hint
@@ -323,7 +377,9 @@ def _check_one(target: MirrorTarget, client: HttpClient, upstream: frozenset[str
         else:
             sample_host = _host(sample_probe.final_url)
             if sample_host in upstream and not is_upstream:
-                warnings.append(f"a listed file redirects to upstream {sample_host}: downloads bypass the mirror")
+                warnings.append(
+                    f"a listed file redirects to upstream {sample_host}: downloads bypass the mirror"
+                )
     return CheckResult(
         target=target,
         ok=ok,

@@ -58,9 +58,13 @@ def _load(text: str, origin: str) -> CommentedMap:
     try:
         data = _yaml().load(text)
     except YAMLError as exc:
-        raise ConfigError(f"{origin}: not valid YAML: {exc}".replace("\n", " "), hint=hint) from None
+        raise ConfigError(
+            f"{origin}: not valid YAML: {exc}".replace("\n", " "), hint=hint
+        ) from None
     except RecursionError:
-        raise ConfigError(f"{origin}: not valid YAML: lists or mappings nested too deeply", hint=hint) from None
+        raise ConfigError(
+            f"{origin}: not valid YAML: lists or mappings nested too deeply", hint=hint
+        ) from None
     except ValueError as exc:  # a number with thousands of digits: int() refuses it
         message = str(exc) if len(str(exc)) <= 120 else str(exc)[:100] + "..."
         raise ConfigError(f"{origin}: not valid YAML: {message}", hint=hint) from None
@@ -238,11 +242,19 @@ def edit_condarc(
     for legacy in ("verify_ssl",):
         if legacy in data:
             value = data.pop(legacy)
-            if "ssl_verify" not in data and isinstance(value, str) and value.lower() not in ("", "true", "false"):
+            if (
+                "ssl_verify" not in data
+                and isinstance(value, str)
+                and value.lower() not in ("", "true", "false")
+            ):
                 data["ssl_verify"] = value  # a CA bundle path: the user's trust setting moves over
             notes.append(f"{origin}: replaced the legacy key {legacy} with ssl_verify")
     current = data.get("ssl_verify")
-    if isinstance(current, str) and current not in ("", TRUSTSTORE) and current.lower() not in ("true", "false"):
+    if (
+        isinstance(current, str)
+        and current not in ("", TRUSTSTORE)
+        and current.lower() not in ("true", "false")
+    ):
         notes.append(
             f"{origin}: ssl_verify names a CA bundle ({current}); kept. `ssl_verify: truststore` "
             "would use the OS trust store instead"

@@ -40,14 +40,21 @@ def locked(*, timeout: float = LOCK_TIMEOUT_S) -> Iterator[Path]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"{path}: cannot be locked: {exc.strerror or exc}", hint="check that its folder is writable") from None
+        raise UsageError(
+            f"{path}: cannot be locked: {exc.strerror or exc}",
+            hint="check that its folder is writable",
+        ) from None
     own = "it is in your own cache folder: give it back to you (`chown`) or remove it; it holds no data"
-    with _holding(path, mode=0o644, timeout=timeout, holder="another `mirror set` of yours", unwritable=own):
+    with _holding(
+        path, mode=0o644, timeout=timeout, holder="another `mirror set` of yours", unwritable=own
+    ):
         yield path
 
 
 @contextlib.contextmanager
-def environment_locked(targets: Targets, *, timeout: float = LOCK_TIMEOUT_S) -> Iterator[Path | None]:
+def environment_locked(
+    targets: Targets, *, timeout: float = LOCK_TIMEOUT_S
+) -> Iterator[Path | None]:
     """Hold the lock of the environment whose files ``targets`` edits; yields its path. The user
     scope has none (its files are the user's, serialised by :func:`locked`): yields None."""
     if targets.scope != "env" or targets.prefix is None:
@@ -61,13 +68,17 @@ def environment_locked(targets: Targets, *, timeout: float = LOCK_TIMEOUT_S) -> 
         f"administrator to run `chmod g+w {path}` (and chgrp it to the group that shares the "
         "environment), or to remove it while no `mirror set` runs; it holds no data"
     )
-    with _holding(path, mode=_shared_mode(folder), timeout=timeout, holder=holder, unwritable=shared):
+    with _holding(
+        path, mode=_shared_mode(folder), timeout=timeout, holder=holder, unwritable=shared
+    ):
         _share(path, folder)
         yield path
 
 
 @contextlib.contextmanager
-def _holding(path: Path, *, mode: int, timeout: float, holder: str, unwritable: str) -> Iterator[None]:
+def _holding(
+    path: Path, *, mode: int, timeout: float, holder: str, unwritable: str
+) -> Iterator[None]:
     """Hold the flock on ``path`` (created with ``mode``); ``holder`` names who may hold it,
     ``unwritable`` is the hint when the file exists but this user cannot write it."""
     from filelock import FileLock, Timeout
@@ -75,8 +86,10 @@ def _holding(path: Path, *, mode: int, timeout: float, holder: str, unwritable: 
     if path.is_symlink():
         # In a folder others can write, a link planted here would have the lock truncate and
         # chmod the file it points at (older filelock versions open it without O_NOFOLLOW).
-        raise UsageError(f"{path}: the lock file of `mirror set` is a symbolic link ({os.readlink(path)})",
-                         hint=f"remove it (rm {path}) while no `mirror set` runs; it holds no data")
+        raise UsageError(
+            f"{path}: the lock file of `mirror set` is a symbolic link ({os.readlink(path)})",
+            hint=f"remove it (rm {path}) while no `mirror set` runs; it holds no data",
+        )
     lock = FileLock(str(path), timeout=timeout, mode=mode)
     try:
         lock.acquire()
@@ -95,8 +108,10 @@ def _holding(path: Path, *, mode: int, timeout: float, holder: str, unwritable: 
 
 def _cannot_lock(path: Path, exc: OSError, unwritable: str) -> UsageError:
     if isinstance(exc, PermissionError) and os.path.lexists(path):
-        return UsageError(f"{path}: the lock file of `mirror set` is not writable by you{_owned_by(path)}",
-                          hint=unwritable)
+        return UsageError(
+            f"{path}: the lock file of `mirror set` is not writable by you{_owned_by(path)}",
+            hint=unwritable,
+        )
     return UsageError(
         f"{path}: cannot be locked: {exc.strerror or exc}",
         hint=f"mirror set needs to write in {path.parent}: check that you can, or choose another "

@@ -114,5 +114,7 @@ def set_index_url(text: str, url: str, *, origin: str = "pip.conf") -> str:
     result = "".join(out)
     parsed = read_pip_settings(result, origin=origin)
     if parsed.index_url != url:  # pragma: no cover - a bug in the editor above, not user input
-        raise ConfigError(f"{origin}: editing index-url failed", hint="report this as a cuda-resolve bug")
+        raise ConfigError(
+            f"{origin}: editing index-url failed", hint="report this as a cuda-resolve bug"
+        )
     return result

@@ -54,7 +54,6 @@ class Canonical:
     conda_channel_alias: str
     conda_default_channels: tuple[str, ...]
 
-
     def ecosystem_of(self, prefix: str) -> Ecosystem | None:
         """Which ecosystem a canonical rewrite prefix belongs to (None: not one presets manage)."""
         if prefix in (self.pypi_simple, self.pypi_files):
@@ -130,7 +129,12 @@ class Preset:
         """Whether applying this preset changes ``ecosystem``'s settings at all."""
         if not self.partial:
             return True
-        value = {"pypi": self.pypi, "pytorch": self.pytorch, "conda": self.conda, "kaolin": self.kaolin}
+        value = {
+            "pypi": self.pypi,
+            "pytorch": self.pytorch,
+            "conda": self.conda,
+            "kaolin": self.kaolin,
+        }
         return value[ecosystem] is not None
 
     def torch_index(self) -> TorchIndex | None:
@@ -149,7 +153,9 @@ class Preset:
 
         def add(prefix: str, mirror: str, *, artifacts_only: bool = False) -> None:
             if prefix != mirror and all(rule.canonical != prefix for rule in rules):
-                rules.append(Rewrite(canonical=prefix, mirror=mirror, artifacts_only=artifacts_only))
+                rules.append(
+                    Rewrite(canonical=prefix, mirror=mirror, artifacts_only=artifacts_only)
+                )
 
         if self.pypi is not None:
             add(canonical.pypi_simple, self.pypi.simple)

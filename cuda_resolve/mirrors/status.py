@@ -34,7 +34,13 @@ from .targets import (
 __all__ = ["FileState", "Status", "preset_to_dict", "read_status", "status_to_dict"]
 
 #: Environment variables that override what the files say.
-PIP_VARIABLES = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_TRUSTED_HOST", "PIP_CERT")
+PIP_VARIABLES = (
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_FIND_LINKS",
+    "PIP_TRUSTED_HOST",
+    "PIP_CERT",
+)
 CONDA_VARIABLES = ("CONDA_SSL_VERIFY", "CONDA_CHANNELS", "CONDA_CHANNEL_ALIAS")
 
 
@@ -66,7 +72,9 @@ def _pip_state(role: str, path: Path) -> FileState:
     try:
         settings = read_pip_settings(read_text(path), origin=str(path))
     except (OSError, UnicodeDecodeError) as exc:
-        return FileState(tool="pip", role=role, path=path, exists=True, error=f"cannot be read: {exc}")
+        return FileState(
+            tool="pip", role=role, path=path, exists=True, error=f"cannot be read: {exc}"
+        )
     except CudaResolveError as exc:
         return FileState(tool="pip", role=role, path=path, exists=True, error=exc.message)
     warnings = []
@@ -75,7 +83,9 @@ def _pip_state(role: str, path: Path) -> FileState:
             f"trusted-host {' '.join(settings.trusted_hosts)} turns certificate checks off for those hosts; "
             "pip >= 24.2 uses the system trust store, so remove it"
         )
-    return FileState(tool="pip", role=role, path=path, exists=True, pip=settings, warnings=tuple(warnings))
+    return FileState(
+        tool="pip", role=role, path=path, exists=True, pip=settings, warnings=tuple(warnings)
+    )
 
 
 def _conda_state(role: str, path: Path) -> FileState:
@@ -84,14 +94,20 @@ def _conda_state(role: str, path: Path) -> FileState:
     try:
         settings = read_conda_settings(read_text(path), origin=str(path))
     except (OSError, UnicodeDecodeError) as exc:
-        return FileState(tool="conda", role=role, path=path, exists=True, error=f"cannot be read: {exc}")
+        return FileState(
+            tool="conda", role=role, path=path, exists=True, error=f"cannot be read: {exc}"
+        )
     except CudaResolveError as exc:
         return FileState(tool="conda", role=role, path=path, exists=True, error=exc.message)
     warnings = []
     verify = settings.ssl_verify
     if verify is False or (isinstance(verify, str) and verify.lower() == "false"):
-        warnings.append("ssl_verify: false turns certificate checks off; use `ssl_verify: truststore`")
-    return FileState(tool="conda", role=role, path=path, exists=True, conda=settings, warnings=tuple(warnings))
+        warnings.append(
+            "ssl_verify: false turns certificate checks off; use `ssl_verify: truststore`"
+        )
+    return FileState(
+        tool="conda", role=role, path=path, exists=True, conda=settings, warnings=tuple(warnings)
+    )
 
 
 def read_status(
@@ -134,7 +150,9 @@ def read_status(
     if env.get("CONDARC"):
         files.append(_conda_state("CONDARC", Path(env["CONDARC"])))
 
-    variables = tuple((name, env[name]) for name in (*PIP_VARIABLES, *CONDA_VARIABLES) if env.get(name))
+    variables = tuple(
+        (name, env[name]) for name in (*PIP_VARIABLES, *CONDA_VARIABLES) if env.get(name)
+    )
     warnings = [f"{name} is set: it overrides the config files" for name, _ in variables]
     config: Config | None = None
     config_error: str | None = None
@@ -153,7 +171,12 @@ def read_status(
 
 
 def _file_to_dict(state: FileState) -> dict[str, Any]:
-    data: dict[str, Any] = {"tool": state.tool, "role": state.role, "path": str(state.path), "exists": state.exists}
+    data: dict[str, Any] = {
+        "tool": state.tool,
+        "role": state.role,
+        "path": str(state.path),
+        "exists": state.exists,
+    }
     if state.pip is not None:
         data.update(
             index_url=state.pip.index_url,
@@ -176,8 +199,15 @@ def _file_to_dict(state: FileState) -> dict[str, Any]:
 
 
 def status_to_dict(status: Status) -> dict[str, Any]:
-    path = status.config.path if status.config is not None and status.config.path is not None else status.config_path
-    config: dict[str, Any] = {"path": str(path) if path is not None else None, "exists": bool(path and path.exists())}
+    path = (
+        status.config.path
+        if status.config is not None and status.config.path is not None
+        else status.config_path
+    )
+    config: dict[str, Any] = {
+        "path": str(path) if path is not None else None,
+        "exists": bool(path and path.exists()),
+    }
     if status.config is not None:
         config.update(config_to_dict(status.config))
     if status.config_error is not None:
@@ -188,7 +218,9 @@ def status_to_dict(status: Status) -> dict[str, Any]:
         "variables": dict(status.variables),
         "warnings": list(status.warnings),
     }
-    return dict(redact_data(data))  # what is shown: credentials in URLs (mirrors, proxies) become ***
+    return dict(
+        redact_data(data)
+    )  # what is shown: credentials in URLs (mirrors, proxies) become ***
 
 
 def preset_to_dict(preset: Preset) -> dict[str, Any]:

@@ -89,14 +89,21 @@ def is_conda_prefix(prefix: Path) -> bool:
 def interpreter_prefix(python: str) -> Path:
     """``sys.prefix`` of another interpreter, asked with a timeout and an output cap (never
     imported here); the interpreter and anything it starts are killed past the timeout."""
-    result = run_bounded([python, "-c", "import sys; print(sys.prefix)"], timeout=_PROBE_TIMEOUT_S, output_limit=_OUTPUT_LIMIT)
+    result = run_bounded(
+        [python, "-c", "import sys; print(sys.prefix)"],
+        timeout=_PROBE_TIMEOUT_S,
+        output_limit=_OUTPUT_LIMIT,
+    )
     if result is None:  # could not be started: say why
         if not os.path.exists(python) and shutil.which(python) is None:
             raise UsageError(
-                f"--python {python}: no such interpreter", hint="give the path of the target environment's python"
+                f"--python {python}: no such interpreter",
+                hint="give the path of the target environment's python",
             )
         if os.path.isfile(python) and not os.access(python, os.X_OK):
-            raise UsageError(f"--python {python}: not executable", hint="give the path of a python executable")
+            raise UsageError(
+                f"--python {python}: not executable", hint="give the path of a python executable"
+            )
         raise UsageError(f"--python {python}: cannot run", hint="give a python executable")
     if result.returncode is None:
         raise UsageError(
@@ -148,7 +155,12 @@ def resolve_targets(
                 "--python/--prefix name an environment, but --scope is user",
                 hint="add --scope env to write that environment's pip.conf and .condarc",
             )
-        return Targets(scope=scope, pip=pip_user_file(home, env, platform), condarc=conda_user_file(home), config=own)
+        return Targets(
+            scope=scope,
+            pip=pip_user_file(home, env, platform),
+            condarc=conda_user_file(home),
+            config=own,
+        )
     if prefix is None and python is not None:
         prefix = interpreter_prefix(python)
     if prefix is None:
@@ -162,12 +174,16 @@ def resolve_targets(
             hint="pass --python PATH (the environment's interpreter), or activate a venv or conda environment",
         )
     if not prefix.is_dir():
-        raise UsageError(f"--scope env: {prefix} is not a directory", hint="give an existing environment")
+        raise UsageError(
+            f"--scope env: {prefix} is not a directory", hint="give an existing environment"
+        )
     notes: list[str] = []
     condarc: Path | None = conda_env_file(prefix)
     if not is_conda_prefix(prefix):
         condarc = None
-        notes.append(f"{prefix} is not a conda environment (no conda-meta/): no .condarc written there")
+        notes.append(
+            f"{prefix} is not a conda environment (no conda-meta/): no .condarc written there"
+        )
     return Targets(
         scope=scope,
         pip=pip_env_file(prefix, platform),

@@ -81,7 +81,13 @@ def make_backup(target: Path, now: datetime) -> Path:
     with the original's permission bits and times."""
     info = os.stat(target)
     data = read_bytes(target, limit=_BACKUP_LIMIT)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    flags = (
+        os.O_WRONLY
+        | os.O_CREAT
+        | os.O_EXCL
+        | getattr(os, "O_NOFOLLOW", 0)
+        | getattr(os, "O_BINARY", 0)
+    )
     for candidate in _backup_names(target, now):
         try:
             handle = os.open(candidate, flags, 0o600)
@@ -170,14 +176,20 @@ def _reason(exc: OSError, item: _Staged) -> str:
     where = exc.filename
     temporary = item.temporary
     shown = {str(item.write.path), str(item.write.target), str(temporary) if temporary else ""}
-    if isinstance(where, (str, os.PathLike)) and str(where) not in shown and not Path(where).name.endswith(".tmp"):
+    if (
+        isinstance(where, (str, os.PathLike))
+        and str(where) not in shown
+        and not Path(where).name.endswith(".tmp")
+    ):
         reason += f" ({os.fspath(where)})"
     if item.write.target != item.write.path:
         reason += f"; it links to {item.write.target}"
     return reason
 
 
-def write_all(writes: Sequence[PendingWrite], *, now: datetime | None = None) -> tuple[Path | None, ...]:
+def write_all(
+    writes: Sequence[PendingWrite], *, now: datetime | None = None
+) -> tuple[Path | None, ...]:
     """Replace every file in ``writes`` with its text, or none of them; the backup of each
     (None for a file that did not exist)."""
     when = now or datetime.now()
@@ -207,12 +219,18 @@ def write_all(writes: Sequence[PendingWrite], *, now: datetime | None = None) ->
         try:
             os.replace(item.temporary, item.write.target)
         except OSError as exc:
-            problems = [problem for done in reversed(staged) if done.replaced and (problem := _restore(done))]
+            problems = [
+                problem
+                for done in reversed(staged)
+                if done.replaced and (problem := _restore(done))
+            ]
             _clean_up(staged)
             if problems:
                 hint = "; ".join(problems) + f"; {item.write.hint}"
             else:
                 hint = f"the files replaced before it were restored from their backups: nothing was changed; {item.write.hint}"
-            raise UsageError(f"{item.write.path}: cannot be replaced: {_reason(exc, item)}", hint=hint) from None
+            raise UsageError(
+                f"{item.write.path}: cannot be replaced: {_reason(exc, item)}", hint=hint
+            ) from None
         item.replaced = True
     return tuple(item.backup for item in staged)

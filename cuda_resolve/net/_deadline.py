@@ -202,11 +202,15 @@ def _guarded_pool(pool: type[HTTPConnectionPool]) -> type[HTTPConnectionPool]:
         made = _guarded.get(pool)
         if made is None:
             guarded = type(f"Guarded{connection.__name__}", (_DeadlineGuard, connection), {})
-            made = _guarded[pool] = type(f"Guarded{pool.__name__}", (pool,), {"ConnectionCls": guarded})
+            made = _guarded[pool] = type(
+                f"Guarded{pool.__name__}", (pool,), {"ConnectionCls": guarded}
+            )
         return made
 
 
-def guarded_pools(pools: Mapping[str, type[HTTPConnectionPool]]) -> dict[str, type[HTTPConnectionPool]]:
+def guarded_pools(
+    pools: Mapping[str, type[HTTPConnectionPool]],
+) -> dict[str, type[HTTPConnectionPool]]:
     """A pool manager's ``pool_classes_by_scheme`` with every connection class guarded."""
     return {scheme: _guarded_pool(pool) for scheme, pool in pools.items()}
 

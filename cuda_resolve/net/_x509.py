@@ -92,7 +92,11 @@ def _name(data: bytes, start: int, end: int) -> str:
                 raise ValueError("bad attribute type")
             oid = _oid(data[ostart:oend])
             key = _ATTRIBUTES.get(oid, oid)
-            value = _string(vtag, data[vstart:vend]) if vtag in _STRING_TAGS else data[vstart:vend].hex()
+            value = (
+                _string(vtag, data[vstart:vend])
+                if vtag in _STRING_TAGS
+                else data[vstart:vend].hex()
+            )
             parts.append(f"{key}={value}")
     return ", ".join(reversed(parts))
 

@@ -92,7 +92,9 @@ class HttpCache:
         except OSError:
             return
 
-    def touch(self, entry: CacheEntry, accept: str | None, *, now: float | None = None) -> CacheEntry:
+    def touch(
+        self, entry: CacheEntry, accept: str | None, *, now: float | None = None
+    ) -> CacheEntry:
         """Mark ``entry`` fresh again (the server answered 304 Not Modified)."""
         fresh = CacheEntry(
             url=entry.url,

@@ -122,7 +122,8 @@ class HttpResponse:
         except (ValueError, RecursionError) as exc:
             raise FetchError(
                 f"expected JSON from {self.fetched_url}, got {self.headers.get('Content-Type', 'no content type')}: {exc}",
-                kind="content", url=self.fetched_url,
+                kind="content",
+                url=self.fetched_url,
                 hint="the server (or a captive portal/proxy) answered with something else",
             ) from None
 
@@ -160,7 +161,9 @@ class _TrustStoreAdapter(HTTPAdapter):
         self._ssl_context = ssl_context
         super().__init__(max_retries=0)
 
-    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any) -> None:
+    def init_poolmanager(
+        self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any
+    ) -> None:
         pool_kwargs["ssl_context"] = self._ssl_context
         super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
         self.poolmanager.pool_classes_by_scheme = GUARDED_POOLS  # connections honour a Deadline
@@ -182,10 +185,23 @@ class _TrustStoreAdapter(HTTPAdapter):
             conn.ca_certs = None
             conn.ca_cert_dir = None
 
-    def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
-             verify: Any = True, cert: Any = None, proxies: Mapping[str, str] | None = None) -> requests.Response:
-        return super().send(request, stream=stream, timeout=timeout, verify=True, cert=None,
-                            proxies=dict(proxies or {}))
+    def send(
+        self,
+        request: requests.PreparedRequest,
+        stream: bool = False,
+        timeout: Any = None,
+        verify: Any = True,
+        cert: Any = None,
+        proxies: Mapping[str, str] | None = None,
+    ) -> requests.Response:
+        return super().send(
+            request,
+            stream=stream,
+            timeout=timeout,
+            verify=True,
+            cert=None,
+            proxies=dict(proxies or {}),
+        )
 
 
 class _Session(requests.Session):
@@ -196,7 +212,9 @@ class _Session(requests.Session):
         super().__init__()
         self._explicit_proxies = dict(explicit_proxies) if explicit_proxies else None
 
-    def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any) -> dict[str, Any]:
+    def merge_environment_settings(
+        self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any
+    ) -> dict[str, Any]:
         settings = super().merge_environment_settings(url, proxies, stream, verify, cert)
         proxy = proxy_for(str(url), self._explicit_proxies)
         settings["proxies"] = {urlsplit(str(url)).scheme: proxy} if proxy else {}
@@ -264,9 +282,16 @@ class HttpClient:
     def proxy_for(self, url: str) -> str | None:
         return proxy_for(url, self._explicit_proxies)
 
-    def get(self, url: str, *, accept: str | None = None, ttl: float | None = None,
-            headers: Mapping[str, str] | None = None, max_bytes: int | None = None,
-            total: float | None = None) -> HttpResponse:
+    def get(
+        self,
+        url: str,
+        *,
+        accept: str | None = None,
+        ttl: float | None = None,
+        headers: Mapping[str, str] | None = None,
+        max_bytes: int | None = None,
+        total: float | None = None,
+    ) -> HttpResponse:
         """GET ``url`` (rewritten), from the cache when an entry is younger than ``ttl``
         (default: the client's ``cache_ttl``; 0 revalidates: a cached entry with an ETag or
         Last-Modified is reused when the server answers 304 Not Modified).
@@ -289,20 +314,31 @@ class HttpClient:
             if entry.last_modified:
                 request_headers["If-Modified-Since"] = entry.last_modified
 
-        def consume(resp: requests.Response, final: str, redirects: tuple[str, ...], elapsed: float) -> HttpResponse:
+        def consume(
+            resp: requests.Response, final: str, redirects: tuple[str, ...], elapsed: float
+        ) -> HttpResponse:
             if resp.status_code == 304 and entry is not None and cache is not None:
                 return _from_entry(url, fetched, cache.touch(entry, accept))
             content = _read_capped(resp, final, limit)
             result = HttpResponse(
-                url=url, fetched_url=fetched, final_url=final, status=resp.status_code,
-                headers=dict(resp.headers), content=content, elapsed=elapsed, redirects=redirects,
+                url=url,
+                fetched_url=fetched,
+                final_url=final,
+                status=resp.status_code,
+                headers=dict(resp.headers),
+                content=content,
+                elapsed=elapsed,
+                redirects=redirects,
             )
             if cache is not None and resp.status_code == 200:
                 cache.put(
                     CacheEntry(
-                        url=fetched, final_url=final, fetched_at=time.time(),
+                        url=fetched,
+                        final_url=final,
+                        fetched_at=time.time(),
                         content_type=resp.headers.get("Content-Type"),
-                        etag=resp.headers.get("ETag"), last_modified=resp.headers.get("Last-Modified"),
+                        etag=resp.headers.get("ETag"),
+                        last_modified=resp.headers.get("Last-Modified"),
                         body=content,
                     ),
                     accept,
@@ -314,11 +350,19 @@ class HttpClient:
     def get_text(self, url: str, *, accept: str | None = None, ttl: float | None = None) -> str:
         return self.get(url, accept=accept, ttl=ttl).text
 
-    def get_json(self, url: str, *, accept: str = "application/json", ttl: float | None = None) -> Any:
+    def get_json(
+        self, url: str, *, accept: str = "application/json", ttl: float | None = None
+    ) -> Any:
         return self.get(url, accept=accept, ttl=ttl).json()
 
-    def get_range(self, url: str, *, start: int | None = None, end: int | None = None,
-                  suffix: int | None = None) -> RangeResponse:
+    def get_range(
+        self,
+        url: str,
+        *,
+        start: int | None = None,
+        end: int | None = None,
+        suffix: int | None = None,
+    ) -> RangeResponse:
         """Bytes ``start..end`` (inclusive) or the last ``suffix`` bytes of ``url``, never the
         whole file: a server that ignores Range is an error (its body is not read)."""
         if suffix is not None:
@@ -327,24 +371,37 @@ class HttpClient:
             spec = f"bytes={start}-{'' if end is None else end}"
         else:
             raise ValueError("give start (and end) or suffix")
-        span = suffix if suffix is not None else (end - start + 1 if start is not None and end is not None else None)
+        span = (
+            suffix
+            if suffix is not None
+            else (end - start + 1 if start is not None and end is not None else None)
+        )
         fetched = self.resolve(url)
 
-        def consume(resp: requests.Response, final: str, redirects: tuple[str, ...], elapsed: float) -> RangeResponse:
+        def consume(
+            resp: requests.Response, final: str, redirects: tuple[str, ...], elapsed: float
+        ) -> RangeResponse:
             if resp.status_code != 206:
                 raise FetchError(
                     f"{final} ignored the byte-range request (HTTP {resp.status_code} instead of 206)",
-                    kind="http", url=final, status=resp.status_code,
+                    kind="http",
+                    url=final,
+                    status=resp.status_code,
                     hint="this server or mirror cannot serve parts of a file",
                 )
             content = _read_capped(resp, final, span if span is not None else self.limits.page)
             first, total = _content_range(resp.headers.get("Content-Range", ""))
-            return RangeResponse(content=content, start=first if first is not None else (start or 0), total=total)
+            return RangeResponse(
+                content=content, start=first if first is not None else (start or 0), total=total
+            )
 
-        return self._run("GET", url, fetched, {"Range": spec, "Accept-Encoding": "identity"}, consume)
+        return self._run(
+            "GET", url, fetched, {"Range": spec, "Accept-Encoding": "identity"}, consume
+        )
 
-    def probe(self, url: str, *, accept: str | None = None, sample: int = 0,
-              total: float | None = None) -> Probe:
+    def probe(
+        self, url: str, *, accept: str | None = None, sample: int = 0, total: float | None = None
+    ) -> Probe:
         """GET ``url`` (rewritten) up to the response headers: status, latency, final URL; with
         ``sample``, also the first ``sample`` bytes of the body (at most ``limits.probe``), so the
         caller can tell a real index from a login page. The probe ends within ``total`` seconds
@@ -355,19 +412,37 @@ class HttpClient:
         headers = {"Accept": accept} if accept else {}
         wanted = min(max(sample, 0), self.limits.probe)
 
-        def consume(resp: requests.Response, final: str, redirects: tuple[str, ...], elapsed: float) -> Probe:
+        def consume(
+            resp: requests.Response, final: str, redirects: tuple[str, ...], elapsed: float
+        ) -> Probe:
             body, complete = _read_sample(resp, wanted) if wanted else (b"", True)
-            return Probe(url=url, fetched_url=fetched, ok=True, status=resp.status_code,
-                         latency=elapsed, final_url=final, redirects=redirects,
-                         content_type=resp.headers.get("Content-Type"), body=body, complete=complete)
+            return Probe(
+                url=url,
+                fetched_url=fetched,
+                ok=True,
+                status=resp.status_code,
+                latency=elapsed,
+                final_url=final,
+                redirects=redirects,
+                content_type=resp.headers.get("Content-Type"),
+                body=body,
+                complete=complete,
+            )
 
         try:
             return self._run("GET", url, fetched, headers, consume, total=total)
         except FetchError as exc:
             return Probe(url=url, fetched_url=fetched, ok=False, status=exc.status, error=exc)
 
-    def download(self, url: str, dest: Path | str, *, sha256: str, size: int | None = None,
-                 progress: Progress | None = None) -> Path:
+    def download(
+        self,
+        url: str,
+        dest: Path | str,
+        *,
+        sha256: str,
+        size: int | None = None,
+        progress: Progress | None = None,
+    ) -> Path:
         """Fetch artifact ``url`` (rewritten) to ``dest``; the file appears only when complete
         and its sha256 equals ``sha256`` (the canonical record's). An existing ``dest`` with that
         hash is kept without a request.
@@ -382,15 +457,32 @@ class HttpClient:
             return target
         fetched = self.resolve(url)
 
-        def consume(resp: requests.Response, final: str, redirects: tuple[str, ...], elapsed: float) -> Path:
-            return stream_to_file(resp, target, sha256=expected, size=size, progress=progress,
-                                  url=final, canonical=url,
-                                  max_bytes=size if size is not None else self.limits.artifact)
+        def consume(
+            resp: requests.Response, final: str, redirects: tuple[str, ...], elapsed: float
+        ) -> Path:
+            return stream_to_file(
+                resp,
+                target,
+                sha256=expected,
+                size=size,
+                progress=progress,
+                url=final,
+                canonical=url,
+                max_bytes=size if size is not None else self.limits.artifact,
+            )
 
-        return self._run("GET", url, fetched, {"Accept-Encoding": "identity"}, consume,
-                         total=self.timeouts.download)
+        return self._run(
+            "GET",
+            url,
+            fetched,
+            {"Accept-Encoding": "identity"},
+            consume,
+            total=self.timeouts.download,
+        )
 
-    def post(self, url: str, *, body: bytes, headers: Mapping[str, str], max_bytes: int | None = None) -> HttpResponse:
+    def post(
+        self, url: str, *, body: bytes, headers: Mapping[str, str], max_bytes: int | None = None
+    ) -> HttpResponse:
         """POST ``body`` to ``url`` once (an upload goes where it is told: no mirror rewrite, no
         retry, no redirect followed) and return the answer whatever its status; the caller judges
         it (an index server answers 409 for a file it already has). Network failures raise
@@ -400,8 +492,15 @@ class HttpClient:
         with Deadline(timeouts.download) as guard:
             try:
                 started = time.monotonic()
-                resp = self._session.request("POST", url, data=body, headers=dict(headers),
-                                             timeout=(timeouts.connect, timeouts.read), stream=True, allow_redirects=False)
+                resp = self._session.request(
+                    "POST",
+                    url,
+                    data=body,
+                    headers=dict(headers),
+                    timeout=(timeouts.connect, timeouts.read),
+                    stream=True,
+                    allow_redirects=False,
+                )
                 elapsed = time.monotonic() - started
                 try:
                     content = _read_capped(resp, url, limit)
@@ -411,15 +510,27 @@ class HttpClient:
                 if guard.fired:
                     raise _too_slow(url, url, timeouts.download) from exc
                 raise self._describe(exc, url, timeouts.connect, timeouts.read, 1) from exc
-        return HttpResponse(url=url, fetched_url=url, final_url=url, status=resp.status_code,
-                            headers=dict(resp.headers), content=content, elapsed=elapsed)
+        return HttpResponse(
+            url=url,
+            fetched_url=url,
+            final_url=url,
+            status=resp.status_code,
+            headers=dict(resp.headers),
+            content=content,
+            elapsed=elapsed,
+        )
 
     def inspect_tls(self, url: str) -> TlsReport:
         """Name the certificate chain ``url``'s host presents and which trust stores accept it."""
         fetched = self.resolve(url)
         parts = urlsplit(fetched)
-        return inspect_tls(parts.hostname or "", parts.port or 443, proxy=self.proxy_for(fetched),
-                           context_factory=self._ssl_context_factory, timeout=self.timeouts.connect)
+        return inspect_tls(
+            parts.hostname or "",
+            parts.port or 443,
+            proxy=self.proxy_for(fetched),
+            context_factory=self._ssl_context_factory,
+            timeout=self.timeouts.connect,
+        )
 
     # -- the engine -------------------------------------------------------------------------
 
@@ -427,17 +538,38 @@ class HttpClient:
         if not self._diagnose_tls:
             return None
         try:
-            return inspect_tls(host, port, proxy=proxy, context_factory=self._ssl_context_factory,
-                               timeout=self.timeouts.connect)
+            return inspect_tls(
+                host,
+                port,
+                proxy=proxy,
+                context_factory=self._ssl_context_factory,
+                timeout=self.timeouts.connect,
+            )
         except Exception:  # diagnosis must never hide the original failure
             return None
 
-    def _describe(self, exc: BaseException, url: str, connect: float, read: float, attempt: int) -> FetchError:
-        return describe_exception(exc, url=url, proxy=self.proxy_for(url), connect_timeout=connect,
-                                  read_timeout=read, attempts=attempt, inspect=self._inspect)
+    def _describe(
+        self, exc: BaseException, url: str, connect: float, read: float, attempt: int
+    ) -> FetchError:
+        return describe_exception(
+            exc,
+            url=url,
+            proxy=self.proxy_for(url),
+            connect_timeout=connect,
+            read_timeout=read,
+            attempts=attempt,
+            inspect=self._inspect,
+        )
 
-    def _open(self, method: str, url: str, headers: Mapping[str, str], connect: float, read: float,
-              where: list[str]) -> tuple[requests.Response, tuple[str, ...], float]:
+    def _open(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        connect: float,
+        read: float,
+        where: list[str],
+    ) -> tuple[requests.Response, tuple[str, ...], float]:
         """One attempt: send, following redirects ourselves (never https -> http)."""
         redirects: list[str] = []
         current = url
@@ -445,8 +577,14 @@ class HttpClient:
         for _ in range(MAX_REDIRECTS + 1):
             where[0] = current
             started = time.monotonic()
-            resp = self._session.request(method, current, headers=dict(headers), timeout=(connect, read),
-                                         stream=True, allow_redirects=False)
+            resp = self._session.request(
+                method,
+                current,
+                headers=dict(headers),
+                timeout=(connect, read),
+                stream=True,
+                allow_redirects=False,
+            )
             elapsed += time.monotonic() - started
             location = resp.headers.get("Location")
             if resp.status_code not in _REDIRECTS or not location:
@@ -456,16 +594,26 @@ class HttpClient:
             if urlsplit(current).scheme == "https" and urlsplit(target).scheme != "https":
                 raise FetchError(
                     f"{current} redirected to {target}, which is not HTTPS; refused",
-                    kind="redirect", url=current,
+                    kind="redirect",
+                    url=current,
                     hint="the server or mirror downgrades to plain HTTP; use an HTTPS mirror",
                 )
             redirects.append(target)
             current = target
-        raise FetchError(f"more than {MAX_REDIRECTS} redirects fetching {url}", kind="redirect", url=url)
+        raise FetchError(
+            f"more than {MAX_REDIRECTS} redirects fetching {url}", kind="redirect", url=url
+        )
 
-    def _run(self, method: str, canonical: str, fetched: str, headers: Mapping[str, str],
-             consume: Callable[[requests.Response, str, tuple[str, ...], float], T],
-             *, total: float | None = None) -> T:
+    def _run(
+        self,
+        method: str,
+        canonical: str,
+        fetched: str,
+        headers: Mapping[str, str],
+        consume: Callable[[requests.Response, str, tuple[str, ...], float], T],
+        *,
+        total: float | None = None,
+    ) -> T:
         """:meth:`_attempts` under one total deadline (``timeouts.total`` unless given): when it
         passes, the connection is cut and the fetch fails as a timeout, whatever stage it was in."""
         limit = self.timeouts.total if total is None else total
@@ -473,7 +621,12 @@ class HttpClient:
         with Deadline(limit) as guard:
             try:
                 result = self._attempts(method, canonical, fetched, headers, consume, guard, where)
-            except (FetchError, requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+            except (
+                FetchError,
+                requests.exceptions.RequestException,
+                urllib3.exceptions.HTTPError,
+                OSError,
+            ) as exc:
                 if not guard.fired:
                     raise
                 raise _too_slow(where[0], canonical, limit) from exc
@@ -481,9 +634,16 @@ class HttpClient:
                 raise _too_slow(where[0], canonical, limit)
             return result
 
-    def _attempts(self, method: str, canonical: str, fetched: str, headers: Mapping[str, str],
-                  consume: Callable[[requests.Response, str, tuple[str, ...], float], T],
-                  guard: Deadline, where: list[str]) -> T:
+    def _attempts(
+        self,
+        method: str,
+        canonical: str,
+        fetched: str,
+        headers: Mapping[str, str],
+        consume: Callable[[requests.Response, str, tuple[str, ...], float], T],
+        guard: Deadline,
+        where: list[str],
+    ) -> T:
         """Attempts with back-off until success, a final error, or the deadline."""
         timeouts, policy = self.timeouts, self.retry
         deadline = time.monotonic() + timeouts.deadline
@@ -497,14 +657,21 @@ class HttpClient:
             got_response = False
             try:
                 try:
-                    resp, redirects, elapsed = self._open(method, fetched, headers, connect, read, where)
+                    resp, redirects, elapsed = self._open(
+                        method, fetched, headers, connect, read, where
+                    )
                 except (requests.exceptions.RequestException, OSError) as exc:
                     raise self._describe(exc, where[0], connect, read, attempt) from exc
                 got_response = True
                 try:
                     if resp.status_code >= 400:
-                        raise http_status_error(resp.status_code, resp.reason or "", where[0],
-                                                attempts=attempt, canonical=canonical)
+                        raise http_status_error(
+                            resp.status_code,
+                            resp.reason or "",
+                            where[0],
+                            attempts=attempt,
+                            canonical=canonical,
+                        )
                     # consume reports local trouble (disk full) as CudaResolveError: not retried
                     return consume(resp, where[0], redirects, elapsed)
                 except requests.exceptions.RequestException as exc:  # reading the body
@@ -514,12 +681,17 @@ class HttpClient:
             except FetchError as err:
                 error = err
             if got_response:
-                deadline = time.monotonic() + timeouts.deadline  # the server answered: a fresh budget
+                deadline = (
+                    time.monotonic() + timeouts.deadline
+                )  # the server answered: a fresh budget
             if guard.fired:
                 raise error
             wait = min(policy.backoff * 2 ** (attempt - 1), policy.max_backoff)
-            if (not _retryable(error) or attempt >= policy.attempts
-                    or time.monotonic() + wait + 0.25 > min(deadline, guard.expires)):
+            if (
+                not _retryable(error)
+                or attempt >= policy.attempts
+                or time.monotonic() + wait + 0.25 > min(deadline, guard.expires)
+            ):
                 raise _mention_canonical(error, canonical)
             self._sleep(wait)
 
@@ -530,7 +702,8 @@ def _retryable(error: FetchError) -> bool:
     if error.kind == "dns":  # only "temporary failure in name resolution"
         cause = error.__cause__
         return cause is not None and any(
-            isinstance(e, socket.gaierror) and e.errno == socket.EAI_AGAIN for e in exception_chain(cause)
+            isinstance(e, socket.gaierror) and e.errno == socket.EAI_AGAIN
+            for e in exception_chain(cause)
         )
     return error.kind in _RETRY_KINDS
 
@@ -540,7 +713,9 @@ def _mention_canonical(error: FetchError, canonical: str) -> FetchError:
     if shown == error.url or shown in error.message:
         return error
     message = f"{error.message} (mirror of {canonical})"
-    new = FetchError(message, kind=error.kind, url=error.url, hint=error.hint, status=error.status, tls=error.tls)
+    new = FetchError(
+        message, kind=error.kind, url=error.url, hint=error.hint, status=error.status, tls=error.tls
+    )
     new.__cause__ = error.__cause__
     return new
 
@@ -549,7 +724,8 @@ def _too_slow(url: str, canonical: str, limit: float) -> FetchError:
     error = FetchError(
         f"no complete answer from {url} within {limit:g} s (the total time allowed for one fetch): "
         "the server or the network is too slow, or the connection stalls",
-        kind="timeout", url=url,
+        kind="timeout",
+        url=url,
         hint="retry later, or configure a mirror closer to you (`cuda-resolve mirror list`)",
     )
     return _mention_canonical(error, canonical)
@@ -559,7 +735,8 @@ def _too_large(url: str, limit: int, declared: int | None = None) -> FetchError:
     said = f" (it announced {declared} bytes)" if declared is not None else ""
     return FetchError(
         f"the answer from {url} is larger than the {limit} bytes allowed{said}; refused",
-        kind="size", url=url,
+        kind="size",
+        url=url,
         hint="that is not the page or file expected there: check the URL or the mirror (a proxy or "
         "captive portal may be answering in its place)",
     )
@@ -583,7 +760,9 @@ def _read_capped(resp: requests.Response, url: str, limit: int) -> bytes:
     if length is not None and length.isdigit() and not encoded and len(content) != int(length):
         raise FetchError(
             f"the response from {url} was truncated: received {len(content)} of {length} bytes",
-            kind="truncated", url=url, hint="the connection was cut; retry, or use a mirror closer to you",
+            kind="truncated",
+            url=url,
+            hint="the connection was cut; retry, or use a mirror closer to you",
         )
     return content
 
@@ -614,7 +793,13 @@ def _content_range(header: str) -> tuple[int | None, int | None]:
 
 def _from_entry(url: str, fetched: str, entry: CacheEntry) -> HttpResponse:
     headers = {"Content-Type": entry.content_type} if entry.content_type else {}
-    return HttpResponse(url=url, fetched_url=fetched, final_url=entry.final_url, status=200,
-                        headers=headers, content=entry.body, elapsed=0.0,
-                        from_cache=True)
-
+    return HttpResponse(
+        url=url,
+        fetched_url=fetched,
+        final_url=entry.final_url,
+        status=200,
+        headers=headers,
+        content=entry.body,
+        elapsed=0.0,
+        from_cache=True,
+    )

@@ -80,7 +80,8 @@ def stream_to_file(
     if length is not None and length > max_bytes:
         raise FetchError(
             f"{url}{mirror} announces {length} bytes, more than the {max_bytes} expected; refused",
-            kind="size" if size is None else "integrity", url=url,
+            kind="size" if size is None else "integrity",
+            url=url,
             hint="the server sent a different file than the one recorded; it was not downloaded",
         )
     expected_total = length if length is not None else size
@@ -94,7 +95,8 @@ def stream_to_file(
                     if received > max_bytes:
                         raise FetchError(
                             f"{url}{mirror} sent more than the {max_bytes} bytes expected; refused",
-                            kind="size" if size is None else "integrity", url=url,
+                            kind="size" if size is None else "integrity",
+                            url=url,
                             hint="the server sent a different file than the one recorded; it was not kept",
                         )
                     out.write(chunk)
@@ -110,11 +112,20 @@ def stream_to_file(
                 raise FetchError(
                     f"download truncated: received {received}{expected} bytes before the connection "
                     f"ended ({exc.__class__.__name__}) fetching {url}{mirror}",
-                    kind="truncated", url=url,
+                    kind="truncated",
+                    url=url,
                     hint="the connection was cut; retry, or use a mirror closer to you",
                 ) from exc
-            _check(response, received, digest.hexdigest(), length=length, size=size, sha256=sha256,
-                   url=url, mirror=mirror)
+            _check(
+                response,
+                received,
+                digest.hexdigest(),
+                length=length,
+                size=size,
+                sha256=sha256,
+                url=url,
+                mirror=mirror,
+            )
     except FetchError:
         raise
     except requests.exceptions.RequestException:  # an OSError too, but a network failure
@@ -124,25 +135,38 @@ def stream_to_file(
     return dest
 
 
-def _check(response: requests.Response, received: int, actual: str, *, length: int | None,
-           size: int | None, sha256: str, url: str, mirror: str) -> None:
+def _check(
+    response: requests.Response,
+    received: int,
+    actual: str,
+    *,
+    length: int | None,
+    size: int | None,
+    sha256: str,
+    url: str,
+    mirror: str,
+) -> None:
     """Refuse a body cut short, of the wrong size, or with the wrong hash."""
     wire = response.raw.tell() if response.raw is not None else received
     if length is not None and wire != length:
         raise FetchError(
             f"download truncated: received {wire} of {length} bytes (Content-Length) fetching {url}{mirror}",
-            kind="truncated", url=url, hint="the connection was cut; retry, or use a mirror closer to you",
+            kind="truncated",
+            url=url,
+            hint="the connection was cut; retry, or use a mirror closer to you",
         )
     if size is not None and received != size:
         raise FetchError(
             f"size mismatch for {url}{mirror}: the record says {size} bytes, received {received}",
-            kind="integrity", url=url,
+            kind="integrity",
+            url=url,
             hint="the server sent a different file than the one recorded; do not install it",
         )
     if actual != sha256:
         raise FetchError(
             f"sha256 mismatch for {url}{mirror}: expected {sha256}, got {actual}",
-            kind="integrity", url=url,
+            kind="integrity",
+            url=url,
             hint="the server sent a different file than the one recorded (a stale or tampered "
             "mirror, or a changed upload); it was not installed",
         )
@@ -153,4 +177,6 @@ def _local_error(dest: Path, exc: OSError) -> CudaResolveError:
         hint = "only a regular file is ever replaced by a download: move that away, or download elsewhere"
     else:
         hint = "check free space and permissions of that directory"
-    return CudaResolveError(f"cannot write the download to {dest}: {exc.strerror or exc}", hint=hint)
+    return CudaResolveError(
+        f"cannot write the download to {dest}: {exc.strerror or exc}", hint=hint
+    )

@@ -18,11 +18,28 @@ from ..errors import NetworkError
 from .inspect import TlsReport
 from .proxy import ProxyRefused, redact
 
-__all__ = ["FailureKind", "FetchError", "describe_exception", "exception_chain", "http_status_error"]
+__all__ = [
+    "FailureKind",
+    "FetchError",
+    "describe_exception",
+    "exception_chain",
+    "http_status_error",
+]
 
 FailureKind = Literal[
-    "url", "dns", "refused", "timeout", "proxy", "tls", "connection", "http", "redirect",
-    "content", "integrity", "truncated", "size",
+    "url",
+    "dns",
+    "refused",
+    "timeout",
+    "proxy",
+    "tls",
+    "connection",
+    "http",
+    "redirect",
+    "content",
+    "integrity",
+    "truncated",
+    "size",
 ]
 
 TLS_HINT = (
@@ -127,19 +144,30 @@ def describe_exception(
     parts = urlsplit(url)
     host = parts.hostname or "?"
     bad_url = (
-        requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
-        requests.exceptions.InvalidSchema, u3.LocationValueError,
+        requests.exceptions.InvalidURL,
+        requests.exceptions.MissingSchema,
+        requests.exceptions.InvalidSchema,
+        u3.LocationValueError,
     )
-    if isinstance(exc, requests.exceptions.InvalidSchema) and proxy and proxy.lower().startswith("socks"):
+    if (
+        isinstance(exc, requests.exceptions.InvalidSchema)
+        and proxy
+        and proxy.lower().startswith("socks")
+    ):
         # requests raises this before connecting when PySocks is missing
         return FetchError(
             f"proxy {redact(proxy)} is a SOCKS proxy and SOCKS support is not installed ({exc}) fetching {url}",
-            kind="proxy", url=url,
+            kind="proxy",
+            url=url,
             hint="install PySocks next to cuda-resolve (pip install 'requests[socks]'), or use an http:// proxy",
         )
     if isinstance(exc, bad_url):
-        return FetchError(f"cannot fetch {url!r}: {exc}", kind="url", url=url,
-                          hint="check the URL (an https:// URL with a host name)")
+        return FetchError(
+            f"cannot fetch {url!r}: {exc}",
+            kind="url",
+            url=url,
+            hint="check the URL (an https:// URL with a host name)",
+        )
     where = _where(url)
     via = f" through proxy {redact(proxy)}" if proxy else ""
     tried = f" (after {attempts} attempts)" if attempts > 1 else ""
@@ -151,7 +179,10 @@ def describe_exception(
         detail = f": {report.describe()}" if report is not None else ""
         return FetchError(
             f"TLS certificate verification failed for {where}{via} ({reason}) fetching {url}{detail}",
-            kind="tls", url=url, hint=_tls_hint(verify.verify_code, host), tls=report,
+            kind="tls",
+            url=url,
+            hint=_tls_hint(verify.verify_code, host),
+            tls=report,
         )
 
     proxy_error = _first(exc, requests.exceptions.ProxyError, u3.ProxyError, ProxyRefused)
@@ -170,8 +201,14 @@ def describe_exception(
             what = f"did not answer within {connect_timeout:g} s"
             hint = "check the proxy address, or whether this machine must use a proxy at all"
         else:
-            status = next((s for s in ("403", "502", "503", "504") if f" {s} " in f" {text} "), None)
-            what = f"refused to CONNECT to {where} (HTTP {status})" if status else f"failed: {proxy_error}"
+            status = next(
+                (s for s in ("403", "502", "503", "504") if f" {s} " in f" {text} "), None
+            )
+            what = (
+                f"refused to CONNECT to {where} (HTTP {status})"
+                if status
+                else f"failed: {proxy_error}"
+            )
             hint = "the proxy may block this host; ask for it to be allowed, or configure a mirror"
         return FetchError(
             f"proxy {redact(proxy)} {what}{tried} fetching {url}", kind="proxy", url=url, hint=hint
@@ -180,13 +217,16 @@ def describe_exception(
     if _first(exc, name_resolution, socket.gaierror) is not None:
         return FetchError(
             f"DNS lookup failed for host {host!r}{tried} fetching {url}",
-            kind="dns", url=url,
+            kind="dns",
+            url=url,
             hint="check the host name; if this network only reaches the internet through a proxy, set HTTPS_PROXY",
         )
     if _first(exc, ConnectionRefusedError) is not None:
         return FetchError(
             f"connection to {where}{via} refused{tried} fetching {url}",
-            kind="refused", url=url, hint="nothing is listening there; check the URL and port",
+            kind="refused",
+            url=url,
+            hint="nothing is listening there; check the URL and port",
         )
     # urllib3's NewConnectionError subclasses ConnectTimeoutError: only a real timeout counts
     connect_timed_out = any(
@@ -196,45 +236,63 @@ def describe_exception(
     if connect_timed_out:
         return FetchError(
             f"connection to {where}{via} timed out after {connect_timeout:g} s{tried} fetching {url}",
-            kind="timeout", url=url,
+            kind="timeout",
+            url=url,
             hint="the host may be blocked or down; a proxy may be needed (HTTPS_PROXY), or configure a mirror",
         )
-    if _first(exc, requests.exceptions.ReadTimeout, u3.ReadTimeoutError, socket.timeout) is not None:
+    if (
+        _first(exc, requests.exceptions.ReadTimeout, u3.ReadTimeoutError, socket.timeout)
+        is not None
+    ):
         return FetchError(
             f"{where}{via} sent no data for {read_timeout:g} s{tried} fetching {url}",
-            kind="timeout", url=url, hint="the server is overloaded or the connection stalls; retry later or use a mirror",
+            kind="timeout",
+            url=url,
+            hint="the server is overloaded or the connection stalls; retry later or use a mirror",
         )
     if _first(exc, u3.IncompleteRead, requests.exceptions.ChunkedEncodingError) is not None:
         return FetchError(
             f"the response from {where} ended early (truncated body){tried} fetching {url}",
-            kind="truncated", url=url, hint="the connection was cut; retry, or use a mirror closer to you",
+            kind="truncated",
+            url=url,
+            hint="the connection was cut; retry, or use a mirror closer to you",
         )
     ssl_error = _first(exc, ssl.SSLError)
     if ssl_error is not None:
         reason = getattr(ssl_error, "reason", None) or str(ssl_error)
         return FetchError(
             f"TLS handshake with {where}{via} failed ({reason}){tried} fetching {url}",
-            kind="tls", url=url,
+            kind="tls",
+            url=url,
             hint="the server or a proxy in between does not speak TLS as expected; check the URL's scheme and port",
         )
     return FetchError(
-        f"connection to {where}{via} failed: {exc}{tried} fetching {url}", kind="connection", url=url
+        f"connection to {where}{via} failed: {exc}{tried} fetching {url}",
+        kind="connection",
+        url=url,
     )
 
 
-def http_status_error(status: int, reason: str, url: str, *, attempts: int = 1, canonical: str | None = None) -> FetchError:
+def http_status_error(
+    status: int, reason: str, url: str, *, attempts: int = 1, canonical: str | None = None
+) -> FetchError:
     """An HTTP status that is not success: names the status and the URL."""
     tried = f" (after {attempts} attempts)" if attempts > 1 else ""
     also = f" (mirror of {canonical})" if canonical and canonical != url else ""
     if status == 404:
         hint = "the file or page does not exist there; check the version, or whether the mirror carries it"
     elif status in (401, 403):
-        hint = "the server refused access; check credentials (~/.netrc) or whether the host is allowed"
+        hint = (
+            "the server refused access; check credentials (~/.netrc) or whether the host is allowed"
+        )
     elif status >= 500:
         hint = "the server failed; retry later or use a mirror"
     else:
         hint = None
     return FetchError(
         f"HTTP {status} {reason}".rstrip() + f"{tried} fetching {url}{also}",
-        kind="http", url=url, hint=hint, status=status,
+        kind="http",
+        url=url,
+        hint=hint,
+        status=status,
     )

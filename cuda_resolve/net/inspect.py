@@ -61,7 +61,12 @@ class TlsReport:
         was issued by a CA only this machine trusts (a TLS-intercepting proxy, or a private CA).
         None when that cannot be told."""
         os_store, mozilla = self.verdict("OS trust store"), self.verdict("certifi")
-        if os_store is None or mozilla is None or os_store.trusted is None or mozilla.trusted is None:
+        if (
+            os_store is None
+            or mozilla is None
+            or os_store.trusted is None
+            or mozilla.trusted is None
+        ):
             return None
         if mozilla.trusted:
             return False
@@ -163,7 +168,9 @@ def inspect_tls(
     ):
         try:
             verdict = _handshake(host, port, proxy, factory(), timeout)
-            verdicts.append(TrustVerdict(source=source, trusted=verdict.trusted, detail=verdict.detail))
+            verdicts.append(
+                TrustVerdict(source=source, trusted=verdict.trusted, detail=verdict.detail)
+            )
         except (OSError, ssl.SSLError) as exc:
             detail = str(getattr(exc, "reason", None) or exc) or type(exc).__name__
             if isinstance(exc, socket.timeout):

@@ -44,4 +44,8 @@ def file_name(url: str) -> str:
 
 def distribution_links(html: str, base_url: str | None = None) -> list[str]:
     """The links of ``html`` that point at distribution files (:data:`ARCHIVE_SUFFIXES`)."""
-    return [link for link in page_links(html, base_url) if file_name(link).lower().endswith(ARCHIVE_SUFFIXES)]
+    return [
+        link
+        for link in page_links(html, base_url)
+        if file_name(link).lower().endswith(ARCHIVE_SUFFIXES)
+    ]

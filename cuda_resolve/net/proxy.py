@@ -52,7 +52,9 @@ def open_tunnel(host: str, port: int, proxy: str | None, *, timeout: float) -> s
         return socket.create_connection((host, port), timeout=timeout)
     parts = urlsplit(proxy)
     if parts.scheme != "http" or not parts.hostname:
-        raise OSError(f"cannot open a diagnostic tunnel through {redact(proxy)} (only http:// proxies)")
+        raise OSError(
+            f"cannot open a diagnostic tunnel through {redact(proxy)} (only http:// proxies)"
+        )
     sock = socket.create_connection((parts.hostname, parts.port or 80), timeout=timeout)
     try:
         target = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"

@@ -75,7 +75,9 @@ class RemoteZip:
                 raise self._bad("zip64 locator missing")
             (eocd64_offset,) = struct.unpack("<Q", tail[loc + 8 : loc + 16])
             rel = eocd64_offset - tail_start
-            record = tail[rel : rel + 56] if 0 <= rel else self._range(eocd64_offset, eocd64_offset + 55)
+            record = (
+                tail[rel : rel + 56] if 0 <= rel else self._range(eocd64_offset, eocd64_offset + 55)
+            )
             if record[:4] != _ZIP64_EOCD:
                 raise self._bad("zip64 end record missing")
             count, cd_size, cd_offset = struct.unpack("<QQQ", record[32:56])
@@ -100,8 +102,14 @@ class RemoteZip:
             name = data[pos + 46 : pos + 46 + name_len].decode("utf-8", "replace")
             extra = data[pos + 46 + name_len : pos + 46 + name_len + extra_len]
             usize, csize, offset = _zip64_sizes(extra, usize, csize, offset)
-            members[name] = ZipMember(name=name, offset=offset, compressed_size=csize, size=usize,
-                                      method=method, crc32=crc)
+            members[name] = ZipMember(
+                name=name,
+                offset=offset,
+                compressed_size=csize,
+                size=usize,
+                method=method,
+                crc32=crc,
+            )
             pos += 46 + name_len + extra_len + comment_len
         return members
 

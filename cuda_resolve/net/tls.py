@@ -127,8 +127,15 @@ def analyse_trust(
     if platform == "darwin" or platform.startswith("win"):
         return TrustFacts(
             backend="macos" if platform == "darwin" else "windows",
-            cafile=None, capath=None, cafile_env=None, capath_env=None, os_bundle=None,
-            uses_os_store=True, conda_openssl=False, user_override=False, shadowed=False,
+            cafile=None,
+            capath=None,
+            cafile_env=None,
+            capath_env=None,
+            os_bundle=None,
+            uses_os_store=True,
+            conda_openssl=False,
+            user_override=False,
+            shadowed=False,
             ignored_env=ignored,
         )
     cafile_env = environ.get(paths.openssl_cafile_env) or None
@@ -144,7 +151,9 @@ def analyse_trust(
         uses_os_store = os_bundle is not None
     else:
         uses_os_store = _real(cafile) in os_files or _real(capath) in os_dirs
-    conda_openssl = _in_conda_prefix(cafile, conda_prefixes) or _in_conda_prefix(capath, conda_prefixes)
+    conda_openssl = _in_conda_prefix(cafile, conda_prefixes) or _in_conda_prefix(
+        capath, conda_prefixes
+    )
     user_override = bool(
         (cafile_env and not _in_conda_prefix(cafile_env, conda_prefixes))
         or (capath_env and not _in_conda_prefix(capath_env, conda_prefixes))

@@ -44,7 +44,11 @@ class ReadingCache:
         try:
             if self.path.is_file() and self.path.stat().st_size <= _LIMIT:
                 data: Any = json.loads(self.path.read_text(encoding="utf-8"))
-                if isinstance(data, dict) and data.get("format") == _FORMAT and isinstance(data.get("wheels"), dict):
+                if (
+                    isinstance(data, dict)
+                    and data.get("format") == _FORMAT
+                    and isinstance(data.get("wheels"), dict)
+                ):
                     for key, value in data["wheels"].items():
                         if _valid(value):
                             entries[str(key)] = value
@@ -63,7 +67,10 @@ class ReadingCache:
         entries = self._load()
         entries[self._key(filename, sha256)] = {name: getattr(reading, name) for name in _FIELDS}
         try:
-            write_atomic(self.path, json.dumps({"format": _FORMAT, "wheels": entries}, indent=0, sort_keys=True))
+            write_atomic(
+                self.path,
+                json.dumps({"format": _FORMAT, "wheels": entries}, indent=0, sort_keys=True),
+            )
         except OSError:
             pass
 
@@ -73,4 +80,7 @@ def _valid(value: object) -> bool:
         return False
     if not all(isinstance(value[name], str) for name in ("filename", "platform", "evidence")):
         return False
-    return all(value[name] is None or isinstance(value[name], str) for name in ("variant", "cuda_runtime", "requires_python"))
+    return all(
+        value[name] is None or isinstance(value[name], str)
+        for name in ("variant", "cuda_runtime", "requires_python")
+    )

@@ -46,7 +46,9 @@ class Change:
     def describe(self) -> str:
         if self.key == "release":
             return f"{self.package} {self.version}: new release ({self.new})"
-        return f"{self.package} {self.version}: {self.key}: {_shown(self.old)} -> {_shown(self.new)}"
+        return (
+            f"{self.package} {self.version}: {self.key}: {_shown(self.old)} -> {_shown(self.new)}"
+        )
 
 
 def _shown(value: str | None) -> str:
@@ -64,7 +66,8 @@ def wrong_shape(url: str, what: str, found: str) -> FetchError:
     never index data."""
     return FetchError(
         f"{url} did not answer with {what}: {found}",
-        kind="content", url=url,
+        kind="content",
+        url=url,
         hint="a captive portal, proxy or misconfigured mirror may be answering in its place; open the "
         "URL in a browser, log in if asked, or check the mirror; nothing was written",
     )

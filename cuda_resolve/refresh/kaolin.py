@@ -38,7 +38,13 @@ from .common import (
     wrong_shape,
 )
 
-__all__ = ["KAOLIN_SOURCE_KEY", "KaolinFacts", "KaolinRefresh", "parse_kaolin_page", "refresh_kaolin"]
+__all__ = [
+    "KAOLIN_SOURCE_KEY",
+    "KaolinFacts",
+    "KaolinRefresh",
+    "parse_kaolin_page",
+    "refresh_kaolin",
+]
 
 KAOLIN_SOURCE_KEY = "cuda-resolve-refresh-kaolin"
 
@@ -46,7 +52,9 @@ KAOLIN_SOURCE_KEY = "cuda-resolve-refresh-kaolin"
 @dataclass(frozen=True, kw_only=True, slots=True)
 class KaolinFacts:
     version: Version  # the kaolin release
-    rows: tuple[tuple[str, tuple[str, ...]], ...]  # (torch version, variants) found on the pages read
+    rows: tuple[
+        tuple[str, tuple[str, ...]], ...
+    ]  # (torch version, variants) found on the pages read
     python: tuple[str, ...]
     platforms: tuple[str, ...]
     torch_python: tuple[tuple[str, tuple[str, ...]], ...]  # per torch version, where != python
@@ -89,13 +97,17 @@ def _checked_page(client: HttpClient, url: str) -> list[tuple[Version, tuple[str
     text = client.get_text(url, accept="text/html")
     wheels = parse_kaolin_page(text)
     if not wheels and not any(file_name(link).endswith(".whl") for link in page_links(text)):
-        raise wrong_shape(client.resolve(url), "a find-links page of wheels", "no wheel links in it")
+        raise wrong_shape(
+            client.resolve(url), "a find-links page of wheels", "no wheel links in it"
+        )
     return wheels
 
 
 def _page_url(pattern: str, torch: str, variant: str) -> str:
     cuda = CudaVersion.parse(variant)
-    return pattern.format(torch=torch, cuda=f"{cuda.major}.{cuda.minor}", cuda_nodot=variant[2:], variant=variant)
+    return pattern.format(
+        torch=torch, cuda=f"{cuda.major}.{cuda.minor}", cuda_nodot=variant[2:], variant=variant
+    )
 
 
 def _kaolin_facts(
@@ -122,7 +134,10 @@ def _kaolin_facts(
     )
     return KaolinFacts(
         version=version,
-        rows=tuple((t, tuple(sorted(v, key=variant_order))) for t, v in sorted(rows.items(), key=lambda i: Version(i[0]))),
+        rows=tuple(
+            (t, tuple(sorted(v, key=variant_order)))
+            for t, v in sorted(rows.items(), key=lambda i: Version(i[0]))
+        ),
         python=tuple(every),
         platforms=tuple(sorted(platforms)),
         torch_python=per_torch,
@@ -133,7 +148,7 @@ def _kaolin_facts(
 def _python_order(tag: str) -> tuple[int, int, str]:
     major, _, rest = tag.partition(".")
     minor = rest.rstrip("t")
-    return int(major), int(minor), rest[len(minor):]
+    return int(major), int(minor), rest[len(minor) :]
 
 
 def _rows_text(rows: Iterable[tuple[str, Iterable[str]]]) -> str:
@@ -155,21 +170,31 @@ def refresh_kaolin(
     date = today or datetime.date.today().isoformat()
     package = index.package("kaolin")
     if package is None or not package.find_links:
-        raise UsageError("the index has no kaolin package with a find_links pattern",
-                         hint="check `cuda-resolve index show kaolin`")
+        raise UsageError(
+            "the index has no kaolin package with a find_links pattern",
+            hint="check `cuda-resolve index show kaolin`",
+        )
     entries = list(package.wheels)
     if versions:
         try:
             wanted = {Version(v) for v in versions}
         except InvalidVersion as exc:
-            raise UsageError(f"--versions: {exc}", hint="give kaolin releases such as 0.17.0") from None
+            raise UsageError(
+                f"--versions: {exc}", hint="give kaolin releases such as 0.17.0"
+            ) from None
         unknown = wanted - {e.version for e in entries}
         if unknown:
-            raise UsageError(f"kaolin {', '.join(sorted(map(str, unknown)))}: not in the index",
-                             hint=f"kaolin releases in the index: {', '.join(str(e.version) for e in entries)}")
+            raise UsageError(
+                f"kaolin {', '.join(sorted(map(str, unknown)))}: not in the index",
+                hint=f"kaolin releases in the index: {', '.join(str(e.version) for e in entries)}",
+            )
         entries = [e for e in entries if e.version in wanted]
-    urls = {(torch, variant): _page_url(package.find_links, torch, variant)
-            for entry in entries for torch, variants in entry.torch for variant in variants}
+    urls = {
+        (torch, variant): _page_url(package.find_links, torch, variant)
+        for entry in entries
+        for torch, variants in entry.torch
+        for variant in variants
+    }
     pages: dict[tuple[str, str], list[tuple[Version, tuple[str, ...], str]] | None] = {}
     unreachable: list[Unreachable] = []
     problems: list[str] = []
@@ -192,7 +217,11 @@ def refresh_kaolin(
                 pages[key] = None
                 if exc.kind in UNREACHABLE_KINDS:
                     dead.add(host)
-                    unreachable.append(Unreachable(url=url, error=f"{exc.message}; the other pages on {host} were skipped"))
+                    unreachable.append(
+                        Unreachable(
+                            url=url, error=f"{exc.message}; the other pages on {host} were skipped"
+                        )
+                    )
                 elif exc.kind == "content" or exc.status is None:
                     raise  # an answer of the wrong shape: an error, never index data
                 else:
@@ -212,21 +241,38 @@ def refresh_kaolin(
         version = str(entry.version)
         old_rows = _rows_text((t, v) for t, v in entry.torch)
         if old_rows != _rows_text(found.rows):
-            changes.append(Change(package="kaolin", version=version, key="torch", old=old_rows, new=_rows_text(found.rows)))
+            changes.append(
+                Change(
+                    package="kaolin",
+                    version=version,
+                    key="torch",
+                    old=old_rows,
+                    new=_rows_text(found.rows),
+                )
+            )
         if found.python and ", ".join(found.python) != ", ".join(entry.python):
-            changes.append(Change(package="kaolin", version=version, key="python",
-                                  old=", ".join(entry.python), new=", ".join(found.python)))
+            changes.append(
+                Change(
+                    package="kaolin",
+                    version=version,
+                    key="python",
+                    old=", ".join(entry.python),
+                    new=", ".join(found.python),
+                )
+            )
         if not found.rows:
             continue  # nothing on any page: reported above; an entry with no rows cannot be written
         flags = tuple(f for f in entry.unverified if f.split("[")[0] not in ("torch", "python"))
-        updated.append(replace(
-            entry,
-            python=found.python or entry.python,
-            torch=found.rows,
-            torch_python=found.torch_python,
-            unverified=flags,
-            source=f"[{KAOLIN_SOURCE_KEY}] {date}: the find-links pages of every listed build; {entry.source}",
-        ))
+        updated.append(
+            replace(
+                entry,
+                python=found.python or entry.python,
+                torch=found.rows,
+                torch_python=found.torch_python,
+                unverified=flags,
+                source=f"[{KAOLIN_SOURCE_KEY}] {date}: the find-links pages of every listed build; {entry.source}",
+            )
+        )
 
     target = output_dir / "packages" / "kaolin.toml" if output_dir is not None else None
     keep: dict[Version, ExtensionWheels] = {}
@@ -236,14 +282,21 @@ def refresh_kaolin(
         merged = load_index([output_dir], include_shipped=True, include_user=False)
         mine = merged.package("kaolin")
         if mine is not None:
-            keep = {w.version: w for w in mine.wheels
-                    if merged.origin(f"package kaolin wheels {w.version}") == str(target)}
+            keep = {
+                w.version: w
+                for w in mine.wheels
+                if merged.origin(f"package kaolin wheels {w.version}") == str(target)
+            }
     base = shipped.package("kaolin")
     base_wheels = {w.version: w for w in base.wheels} if base is not None else {}
     overlay = {v: w for v, w in keep.items() if v not in {u.version for u in updated}}
     for wheels in updated:
         before = base_wheels.get(wheels.version)
-        if before is None or (before.torch, before.python, before.torch_python) != (wheels.torch, wheels.python, wheels.torch_python):
+        if before is None or (before.torch, before.python, before.torch_python) != (
+            wheels.torch,
+            wheels.python,
+            wheels.torch_python,
+        ):
             overlay[wheels.version] = wheels
     entries_out = [overlay[v] for v in sorted(overlay)]
     document = _kaolin_document(entries_out, dict(index.sources), today=date) if entries_out else ""
@@ -253,8 +306,14 @@ def refresh_kaolin(
             written = write_overlay_file(output_dir, Path("packages") / "kaolin.toml", document)
         elif target.is_file():
             target.unlink()
-    return KaolinRefresh(facts=tuple(facts), changes=tuple(changes), unreachable=tuple(unreachable),
-                         overlay=written, overlay_releases=tuple(str(v) for v in sorted(overlay)), document=document)
+    return KaolinRefresh(
+        facts=tuple(facts),
+        changes=tuple(changes),
+        unreachable=tuple(unreachable),
+        overlay=written,
+        overlay_releases=tuple(str(v) for v in sorted(overlay)),
+        document=document,
+    )
 
 
 def _kaolin_document(entries: Sequence[Any], sources: Mapping[str, str], *, today: str) -> str:
@@ -270,15 +329,22 @@ def _kaolin_document(entries: Sequence[Any], sources: Mapping[str, str], *, toda
         groups: list[dict[str, Any]] = []
         for torch, variants in wheels.torch:
             python = list(python_of.get(torch, ()))
-            if groups and groups[-1]["variants"] == list(variants) and groups[-1].get("python", []) == python:
+            if (
+                groups
+                and groups[-1]["variants"] == list(variants)
+                and groups[-1].get("python", []) == python
+            ):
                 groups[-1]["versions"].append(torch)
                 continue
             group: dict[str, Any] = {"versions": [torch], "variants": list(variants)}
             if python:
                 group["python"] = python
             groups.append(group)
-        table: dict[str, Any] = {"version": str(wheels.version), "python": list(wheels.python),
-                                 "platforms": list(wheels.platforms)}
+        table: dict[str, Any] = {
+            "version": str(wheels.version),
+            "python": list(wheels.python),
+            "platforms": list(wheels.platforms),
+        }
         if str(wheels.torch_window):
             table["torch_window"] = str(wheels.torch_window)
         table["torch"] = groups
@@ -293,7 +359,12 @@ def _kaolin_document(entries: Sequence[Any], sources: Mapping[str, str], *, toda
         f"Re-read by `cuda-resolve index refresh kaolin` on {today}: the find-links page of every "
         "(torch, CUDA) build the index lists for these kaolin releases"
     )
-    body = {"format": 1, "sources": dict(sorted(cited.items())), "package": {"name": "kaolin"}, "wheels": tables}
+    body = {
+        "format": 1,
+        "sources": dict(sorted(cited.items())),
+        "package": {"name": "kaolin"},
+        "wheels": tables,
+    }
     header = (
         "# kaolin wheel matrices re-read by `cuda-resolve index refresh kaolin` (an index overlay;\n"
         "# format: docs/index-format.md). Each [[wheels]] table replaces the shipped one of its version.\n"

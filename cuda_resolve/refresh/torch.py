@@ -92,7 +92,14 @@ FIRST_RELEASE = Version("1.8.0")
 METADATA_TTL = 30 * 24 * 3600.0
 _RUNTIME_NAMES = re.compile(r"^(nvidia-cuda-runtime(-cu\d+)?|cuda-toolkit)$")
 _VARIANT = re.compile(r"^(cpu|cu\d{2,3})$")
-_FIELDS = ("python", "requires_python", "pypi_default", "pypi_cuda_runtime", "pypi_linux_aarch64", "variants")
+_FIELDS = (
+    "python",
+    "requires_python",
+    "pypi_default",
+    "pypi_cuda_runtime",
+    "pypi_linux_aarch64",
+    "variants",
+)
 
 
 # -- facts ------------------------------------------------------------------------------------
@@ -125,8 +132,6 @@ class ReleaseFacts:
     problems: tuple[str, ...] = ()
 
 
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TorchRefresh:
     facts: tuple[ReleaseFacts, ...]
@@ -138,8 +143,6 @@ class TorchRefresh:
     file_name: str = "torch.toml"  # relative to the overlay directory
 
 
-
-
 # -- pure helpers -----------------------------------------------------------------------------
 
 
@@ -148,14 +151,22 @@ def _python_of(filename: str) -> str:
     return versions[0] if versions else "3.12"
 
 
-def cuda_pin(requires_dist: Iterable[str], *, platform: str, python: str) -> tuple[str, str, str] | None:
+def cuda_pin(
+    requires_dist: Iterable[str], *, platform: str, python: str
+) -> tuple[str, str, str] | None:
     """The CUDA runtime pin among ``Requires-Dist`` lines that apply on ``platform``:
     (variant, runtime version, the requirement) or None."""
     machine = "x86_64" if platform == "linux_x86_64" else "aarch64"
     environment = {
-        "platform_system": "Linux", "sys_platform": "linux", "os_name": "posix",
-        "platform_machine": machine, "python_version": python, "python_full_version": f"{python}.0",
-        "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": "",
+        "platform_system": "Linux",
+        "sys_platform": "linux",
+        "os_name": "posix",
+        "platform_machine": machine,
+        "python_version": python,
+        "python_full_version": f"{python}.0",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "extra": "",
     }
     for line in requires_dist:
         try:
@@ -203,7 +214,6 @@ def variant_from_version_py(text: str) -> str | None:
     return None
 
 
-
 def parse_index_page(text: str) -> dict[Version, tuple[str, ...]]:
     """A PEP 503 page of torch wheels -> the variants with a Linux x86_64 wheel, per release."""
     found: dict[Version, set[str]] = {}
@@ -222,19 +232,17 @@ def parse_index_page(text: str) -> dict[Version, tuple[str, ...]]:
     return {v: tuple(sorted(labels, key=variant_order)) for v, labels in found.items()}
 
 
-
-
 def _metadata_fields(text: str) -> tuple[str | None, list[str]]:
     message = HeaderParser().parsestr(text)
     return message.get("Requires-Python"), list(message.get_all("Requires-Dist") or [])
 
 
-
-
 # -- reading PyPI ----------------------------------------------------------------------------
 
 
-def _read_metadata(client: HttpClient, url: str, record: Mapping[str, Any]) -> tuple[str, str, RemoteZip | None]:
+def _read_metadata(
+    client: HttpClient, url: str, record: Mapping[str, Any]
+) -> tuple[str, str, RemoteZip | None]:
     """(METADATA text, how, the RemoteZip if one was opened): PEP 658 first, then range reads."""
     declared = record.get("core-metadata") or record.get("data-dist-info-metadata")
     try:
@@ -244,7 +252,8 @@ def _read_metadata(client: HttpClient, url: str, record: Mapping[str, Any]) -> t
             if actual != str(declared["sha256"]).lower():
                 raise FetchError(
                     f"sha256 mismatch for {url}.metadata: expected {declared['sha256']}, got {actual}",
-                    kind="integrity", url=url + ".metadata",
+                    kind="integrity",
+                    url=url + ".metadata",
                 )
         return _checked_metadata(response.text, url + ".metadata"), "PEP 658 metadata file", None
     except FetchError as exc:
@@ -260,7 +269,7 @@ def _read_metadata(client: HttpClient, url: str, record: Mapping[str, Any]) -> t
 
 def _checked_metadata(text: str, url: str) -> str:
     """``text`` if it is core metadata of torch (``Metadata-Version`` and ``Name: torch``)."""
-    message = HeaderParser().parsestr(text[:1 << 20])
+    message = HeaderParser().parsestr(text[: 1 << 20])
     name = (message.get("Name") or "").strip().lower()
     if not message.get("Metadata-Version") or name != "torch":
         found = f"Name: {name}" if name else repr(text[:60])
@@ -268,8 +277,13 @@ def _checked_metadata(text: str, url: str) -> str:
     return text
 
 
-def _read_wheel(client: HttpClient, record: Mapping[str, Any], base: str, platform: str,
-                readings: ReadingCache | None = None) -> WheelReading:
+def _read_wheel(
+    client: HttpClient,
+    record: Mapping[str, Any],
+    base: str,
+    platform: str,
+    readings: ReadingCache | None = None,
+) -> WheelReading:
     filename = str(record["filename"])
     url = urljoin(base, str(record["url"]))
     digest = _sha256_of(record)
@@ -277,8 +291,12 @@ def _read_wheel(client: HttpClient, record: Mapping[str, Any], base: str, platfo
         known = readings.get(filename, digest)
         if known is not None:
             return WheelReading(
-                filename=filename, url=url, platform=str(known["platform"]), variant=known["variant"],
-                cuda_runtime=known["cuda_runtime"], requires_python=known["requires_python"],
+                filename=filename,
+                url=url,
+                platform=str(known["platform"]),
+                variant=known["variant"],
+                cuda_runtime=known["cuda_runtime"],
+                requires_python=known["requires_python"],
                 evidence=str(known["evidence"]),
             )
     reading = _read_wheel_uncached(client, filename, url, record, platform)
@@ -290,23 +308,38 @@ def _read_wheel(client: HttpClient, record: Mapping[str, Any], base: str, platfo
 def _sha256_of(record: Mapping[str, Any]) -> str | None:
     digests = record.get("digests")
     value = digests.get("sha256") if isinstance(digests, Mapping) else None
-    return value.lower() if isinstance(value, str) and re.fullmatch(r"[0-9a-fA-F]{64}", value) else None
+    return (
+        value.lower()
+        if isinstance(value, str) and re.fullmatch(r"[0-9a-fA-F]{64}", value)
+        else None
+    )
 
 
-def _read_wheel_uncached(client: HttpClient, filename: str, url: str, record: Mapping[str, Any],
-                         platform: str) -> WheelReading:
+def _read_wheel_uncached(
+    client: HttpClient, filename: str, url: str, record: Mapping[str, Any], platform: str
+) -> WheelReading:
     text, how, remote = _read_metadata(client, url, record)
     requires_python, requires = _metadata_fields(text)
     pin = cuda_pin(requires, platform=platform, python=_python_of(filename))
     if pin is not None:
         variant, runtime, line = pin
-        return WheelReading(filename=filename, url=url, platform=platform, variant=variant, cuda_runtime=runtime,
-                            requires_python=requires_python, evidence=f"{how}: Requires-Dist {line}")
+        return WheelReading(
+            filename=filename,
+            url=url,
+            platform=platform,
+            variant=variant,
+            cuda_runtime=runtime,
+            requires_python=requires_python,
+            evidence=f"{how}: Requires-Dist {line}",
+        )
     remote = remote or RemoteZip(client, url)
     source = remote.read("torch/version.py").decode("utf-8", "replace")
     built = variant_from_version_py(source)
     return WheelReading(
-        filename=filename, url=url, platform=platform, variant=built,
+        filename=filename,
+        url=url,
+        platform=platform,
+        variant=built,
         cuda_runtime="bundled" if built not in (None, "cpu") else None,
         requires_python=requires_python,
         evidence=f"{how}: no CUDA runtime pin; torch/version.py read by range requests: {built or 'unreadable'}",
@@ -315,17 +348,27 @@ def _read_wheel_uncached(client: HttpClient, filename: str, url: str, record: Ma
 
 def _pick(records: Sequence[Mapping[str, Any]], platform: str) -> Mapping[str, Any] | None:
     """The wheel to read for a platform: the newest regular CPython build."""
-    candidates = [r for r in records if str(r.get("filename", "")).endswith(".whl")
-                  and wheel_platform(str(r["filename"])) == platform]
-    regular = [r for r in candidates if python_versions([str(r["filename"])]) and
-               not python_versions([str(r["filename"])])[0].endswith("t")]
+    candidates = [
+        r
+        for r in records
+        if str(r.get("filename", "")).endswith(".whl")
+        and wheel_platform(str(r["filename"])) == platform
+    ]
+    regular = [
+        r
+        for r in candidates
+        if python_versions([str(r["filename"])])
+        and not python_versions([str(r["filename"])])[0].endswith("t")
+    ]
     pool = regular or candidates
     if not pool:
         return None
     return max(pool, key=lambda r: tuple(int(x) for x in _python_of(str(r["filename"])).split(".")))
 
 
-def _select_versions(releases: Mapping[str, Sequence[Mapping[str, Any]]], wanted: Sequence[str] | None) -> list[Version]:
+def _select_versions(
+    releases: Mapping[str, Sequence[Mapping[str, Any]]], wanted: Sequence[str] | None
+) -> list[Version]:
     available: dict[Version, str] = {}
     for text, files in releases.items():
         try:
@@ -340,13 +383,24 @@ def _select_versions(releases: Mapping[str, Sequence[Mapping[str, Any]]], wanted
             try:
                 version = Version(text)
             except InvalidVersion:
-                raise UsageError(f"--versions {text}: not a version", hint="give torch releases such as 2.5.1") from None
+                raise UsageError(
+                    f"--versions {text}: not a version", hint="give torch releases such as 2.5.1"
+                ) from None
             if version not in available:
-                near = ", ".join(str(v) for v in sorted(available) if v.release[:2] == version.release[:2]) or "none"
-                raise UsageError(f"torch {text} is not on PyPI", hint=f"releases of that series on PyPI: {near}")
+                near = (
+                    ", ".join(
+                        str(v) for v in sorted(available) if v.release[:2] == version.release[:2]
+                    )
+                    or "none"
+                )
+                raise UsageError(
+                    f"torch {text} is not on PyPI", hint=f"releases of that series on PyPI: {near}"
+                )
             chosen.append(version)
         return sorted(set(chosen))
-    return sorted(v for v in available if v >= FIRST_RELEASE and not v.is_prerelease and not v.is_devrelease)
+    return sorted(
+        v for v in available if v >= FIRST_RELEASE and not v.is_prerelease and not v.is_devrelease
+    )
 
 
 def derive_torch(
@@ -380,14 +434,25 @@ def derive_torch(
         else:
             page = parse_index_page(text)
             if not page:
-                raise wrong_shape(client.resolve(pytorch_page), "a PEP 503 page of torch wheels",
-                                  "no torch wheel links in it")
+                raise wrong_shape(
+                    client.resolve(pytorch_page),
+                    "a PEP 503 page of torch wheels",
+                    "no torch wheel links in it",
+                )
     facts = []
     for position, version in enumerate(chosen, 1):
         if progress is not None:
             progress(f"torch {version}", position, len(chosen))
-        facts.append(_release_facts(client, version, releases[_key(releases, version)], project.final_url, page,
-                                    readings))
+        facts.append(
+            _release_facts(
+                client,
+                version,
+                releases[_key(releases, version)],
+                project.final_url,
+                page,
+                readings,
+            )
+        )
     return tuple(facts), tuple(unreachable)
 
 
@@ -395,28 +460,46 @@ def _checked_releases(data: object, url: str) -> dict[str, list[Mapping[str, Any
     """PyPI's ``releases`` mapping, every file record checked: wrong shapes are errors naming
     the URL and the key, never index data."""
     if not isinstance(data, dict) or not isinstance(data.get("releases"), dict):
-        found = f"a JSON {type(data).__name__}" + (" without a 'releases' object" if isinstance(data, dict) else "")
+        found = f"a JSON {type(data).__name__}" + (
+            " without a 'releases' object" if isinstance(data, dict) else ""
+        )
         raise wrong_shape(url, "PyPI's JSON API document for torch", found)
     info = data.get("info")
-    if isinstance(info, dict) and isinstance(info.get("name"), str) and info["name"].lower() != "torch":
-        raise wrong_shape(url, "PyPI's JSON API document for torch", f"the project {info['name']!r}")
+    if (
+        isinstance(info, dict)
+        and isinstance(info.get("name"), str)
+        and info["name"].lower() != "torch"
+    ):
+        raise wrong_shape(
+            url, "PyPI's JSON API document for torch", f"the project {info['name']!r}"
+        )
     out: dict[str, list[Mapping[str, Any]]] = {}
     for version, files in data["releases"].items():
         if not isinstance(files, list):
-            raise wrong_shape(url, "PyPI's JSON API document", f"releases[{version!r}] is not a list")
+            raise wrong_shape(
+                url, "PyPI's JSON API document", f"releases[{version!r}] is not a list"
+            )
         for position, record in enumerate(files):
             where = f"releases[{version!r}][{position}]"
             if not isinstance(record, dict):
                 raise wrong_shape(url, "PyPI's JSON API document", f"{where} is not an object")
             for key in ("filename", "url"):
                 if not isinstance(record.get(key), str) or not record[key]:
-                    raise wrong_shape(url, "PyPI's JSON API document", f"{where}.{key} is not a string")
+                    raise wrong_shape(
+                        url, "PyPI's JSON API document", f"{where}.{key} is not a string"
+                    )
             target = urljoin(url, record["url"])
             scheme = urlsplit(target).scheme
             if not (scheme == "https" or (scheme == "http" and _loopback(target))):
-                raise wrong_shape(url, "PyPI's JSON API document", f"{where}.url is not an https URL")
-            if record.get("requires_python") is not None and not isinstance(record["requires_python"], str):
-                raise wrong_shape(url, "PyPI's JSON API document", f"{where}.requires_python is not a string")
+                raise wrong_shape(
+                    url, "PyPI's JSON API document", f"{where}.url is not an https URL"
+                )
+            if record.get("requires_python") is not None and not isinstance(
+                record["requires_python"], str
+            ):
+                raise wrong_shape(
+                    url, "PyPI's JSON API document", f"{where}.requires_python is not a string"
+                )
         out[str(version)] = files
     return out
 
@@ -439,8 +522,12 @@ def _same(text: str, version: Version) -> bool:
 
 
 def _release_facts(
-    client: HttpClient, version: Version, files: Sequence[Mapping[str, Any]], base: str,
-    page: dict[Version, tuple[str, ...]] | None, cache: ReadingCache | None = None,
+    client: HttpClient,
+    version: Version,
+    files: Sequence[Mapping[str, Any]],
+    base: str,
+    page: dict[Version, tuple[str, ...]] | None,
+    cache: ReadingCache | None = None,
 ) -> ReleaseFacts:
     live = [f for f in files if not f.get("yanked")] or list(files)
     names = [str(f.get("filename", "")) for f in live]
@@ -501,9 +588,15 @@ def apply_facts(current: TorchRelease | None, facts: ReleaseFacts, *, today: str
     lists, ABI, pairing and notes are kept. Unknown facts (a failed reading) keep the current
     value. A new release gets only what was derived, its arch lists marked unverified."""
     python = facts.python or (current.python if current else ())
-    requires = _spec(facts.requires_python) or (current.requires_python if current else SpecifierSet())
+    requires = _spec(facts.requires_python) or (
+        current.requires_python if current else SpecifierSet()
+    )
     default = facts.pypi_default or (_default_of(current) if current else None)
-    runtime = facts.pypi_cuda_runtime if facts.pypi_default else (current.pypi_cuda_runtime if current else None)
+    runtime = (
+        facts.pypi_cuda_runtime
+        if facts.pypi_default
+        else (current.pypi_cuda_runtime if current else None)
+    )
     if facts.pypi_linux_aarch64 is not None or (not facts.has_aarch64 and not facts.problems):
         aarch64 = facts.pypi_linux_aarch64
     else:
@@ -521,32 +614,69 @@ def apply_facts(current: TorchRelease | None, facts: ReleaseFacts, *, today: str
     for name in sorted(names, key=variant_order):
         old = old_variants.get(name)
         if old is not None:
-            flags = tuple(f for f in old.unverified if not (f == "exists" and (name in confirmed or name == facts.pypi_default)))
-            variants.append(replace(old, pypi_default=name == default, unverified=flags, verified=not flags))
+            flags = tuple(
+                f
+                for f in old.unverified
+                if not (f == "exists" and (name in confirmed or name == facts.pypi_default))
+            )
+            variants.append(
+                replace(old, pypi_default=name == default, unverified=flags, verified=not flags)
+            )
         else:
             cuda = None if name == "cpu" else CudaVersion.parse(name)
             flags = ("arch_list",) if cuda is not None else ()
             if name not in confirmed and name != facts.pypi_default:
                 flags = ("exists", *flags)
-            variants.append(TorchVariant(
-                name=name, cuda=cuda, arch_list=(), index_url=DEFAULT_INDEX_URL.format(variant=name),
-                pypi_default=name == default, verified=not flags, unverified=flags,
-            ))
-    derived = ["python", "requires_python", "pypi_default", "pypi_cuda_runtime", "pypi_linux_aarch64"]
-    unverified = tuple(k for k in (current.unverified if current else ()) if k.split("[")[0] not in derived)
-    read = "; ".join(r.evidence.split(":")[0] + f" of {r.filename}" for r in facts.readings) or "PyPI JSON"
+            variants.append(
+                TorchVariant(
+                    name=name,
+                    cuda=cuda,
+                    arch_list=(),
+                    index_url=DEFAULT_INDEX_URL.format(variant=name),
+                    pypi_default=name == default,
+                    verified=not flags,
+                    unverified=flags,
+                )
+            )
+    derived = [
+        "python",
+        "requires_python",
+        "pypi_default",
+        "pypi_cuda_runtime",
+        "pypi_linux_aarch64",
+    ]
+    unverified = tuple(
+        k for k in (current.unverified if current else ()) if k.split("[")[0] not in derived
+    )
+    read = (
+        "; ".join(r.evidence.split(":")[0] + f" of {r.filename}" for r in facts.readings)
+        or "PyPI JSON"
+    )
     note = f"[{SOURCE_KEY}] {today}: {read}"
     if facts.index_variants is not None:
         note += "; variants from the PyTorch index page"
     source = f"{note}; {current.source}" if current and current.source else note
     if current is None:
         return TorchRelease(
-            version=facts.version, python=python, requires_python=requires, variants=tuple(variants),
-            pypi_linux_aarch64=aarch64, pypi_cuda_runtime=runtime, source=source,
+            version=facts.version,
+            python=python,
+            requires_python=requires,
+            variants=tuple(variants),
+            pypi_linux_aarch64=aarch64,
+            pypi_cuda_runtime=runtime,
+            source=source,
             notes=f"added by `cuda-resolve index refresh` on {today}; arch lists, C++ ABI and torchvision pairing not known",
         )
-    return replace(current, python=python, requires_python=requires, variants=tuple(variants),
-                   pypi_linux_aarch64=aarch64, pypi_cuda_runtime=runtime, source=source, unverified=unverified)
+    return replace(
+        current,
+        python=python,
+        requires_python=requires,
+        variants=tuple(variants),
+        pypi_linux_aarch64=aarch64,
+        pypi_cuda_runtime=runtime,
+        source=source,
+        unverified=unverified,
+    )
 
 
 def _facts_view(release: TorchRelease) -> dict[str, str | None]:
@@ -556,7 +686,9 @@ def _facts_view(release: TorchRelease) -> dict[str, str | None]:
         "pypi_default": _default_of(release),
         "pypi_cuda_runtime": release.pypi_cuda_runtime,
         "pypi_linux_aarch64": release.pypi_linux_aarch64,
-        "variants": " ".join(v.name for v in sorted(release.variants, key=lambda v: variant_order(v.name))),
+        "variants": " ".join(
+            v.name for v in sorted(release.variants, key=lambda v: variant_order(v.name))
+        ),
     }
 
 
@@ -574,7 +706,9 @@ def compare(index: Index, updated: Iterable[TorchRelease]) -> tuple[Change, ...]
         view = _facts_view(release)
         if current is None or current.version != release.version:
             summary = f"PyPI default {view['pypi_default'] or '?'}, Python {view['python'] or '?'}"
-            changes.append(Change(version=str(release.version), key="release", old=None, new=summary))
+            changes.append(
+                Change(version=str(release.version), key="release", old=None, new=summary)
+            )
             continue
         old = _facts_view(current)
         for key in _FIELDS:
@@ -583,7 +717,9 @@ def compare(index: Index, updated: Iterable[TorchRelease]) -> tuple[Change, ...]
                     continue
             elif old[key] == view[key]:
                 continue
-            changes.append(Change(version=str(release.version), key=key, old=old[key], new=view[key]))
+            changes.append(
+                Change(version=str(release.version), key=key, old=old[key], new=view[key])
+            )
     return tuple(changes)
 
 
@@ -632,7 +768,9 @@ def _release_table(release: TorchRelease) -> dict[str, Any]:
     return table
 
 
-def overlay_document(releases: Sequence[TorchRelease], sources: Mapping[str, str], *, today: str) -> str:
+def overlay_document(
+    releases: Sequence[TorchRelease], sources: Mapping[str, str], *, today: str
+) -> str:
     """The overlay ``torch.toml``: a ``[sources]`` table defining every key the entries cite,
     and one ``[[torch]]`` table per release."""
     import tomli_w
@@ -690,10 +828,20 @@ def refresh_torch(
     ``output_dir`` (unless ``dry_run``): the entries whose facts differ from ``shipped``, plus
     the entries an existing overlay there holds for releases not refreshed now."""
     date = today or datetime.date.today().isoformat()
-    facts, unreachable = derive_torch(client, versions=versions, pypi_json=pypi_json,
-                                      pytorch_page=pytorch_page, progress=progress, readings=readings)
-    updated = [apply_facts(index.torch_release(str(f.version)) if _has(index, f.version) else None, f, today=date)
-               for f in facts]
+    facts, unreachable = derive_torch(
+        client,
+        versions=versions,
+        pypi_json=pypi_json,
+        pytorch_page=pytorch_page,
+        progress=progress,
+        readings=readings,
+    )
+    updated = [
+        apply_facts(
+            index.torch_release(str(f.version)) if _has(index, f.version) else None, f, today=date
+        )
+        for f in facts
+    ]
     changes = compare(index, updated)
     keep: dict[Version, TorchRelease] = {}
     if output_dir is not None:
@@ -701,7 +849,9 @@ def refresh_torch(
     refreshed = {r.version for r in updated}
     overlay = {v: r for v, r in keep.items() if v not in refreshed}
     for release in updated:
-        base = shipped.torch_release(str(release.version)) if _has(shipped, release.version) else None
+        base = (
+            shipped.torch_release(str(release.version)) if _has(shipped, release.version) else None
+        )
         if base is None or not _same_facts(base, release):
             overlay[release.version] = release
     entries = [overlay[v] for v in sorted(overlay)]
@@ -710,10 +860,21 @@ def refresh_torch(
     written: Path | None = None
     if output_dir is not None and not dry_run and entries:
         written = _write_overlay(output_dir, document)
-    elif output_dir is not None and not dry_run and not entries and (output_dir / "torch.toml").is_file():
+    elif (
+        output_dir is not None
+        and not dry_run
+        and not entries
+        and (output_dir / "torch.toml").is_file()
+    ):
         (output_dir / "torch.toml").unlink()  # nothing differs from the shipped index any more
-    return TorchRefresh(facts=facts, changes=changes, unreachable=unreachable, overlay=written,
-                        overlay_releases=tuple(str(v) for v in sorted(overlay)), document=document)
+    return TorchRefresh(
+        facts=facts,
+        changes=changes,
+        unreachable=unreachable,
+        overlay=written,
+        overlay_releases=tuple(str(v) for v in sorted(overlay)),
+        document=document,
+    )
 
 
 def _has(index: Index, version: Version) -> bool:

@@ -31,7 +31,16 @@ from ..versions import CudaVersion
 from .candidates import CATEGORIES, TORCH_FAMILY, Candidate, Catalogue, Options, Rejection, Req
 from .provider import Provider
 
-__all__ = ["Alternative", "Candidate", "Options", "Rejection", "Resolution", "applies", "parse_request", "resolve"]
+__all__ = [
+    "Alternative",
+    "Candidate",
+    "Options",
+    "Rejection",
+    "Resolution",
+    "applies",
+    "parse_request",
+    "resolve",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -77,7 +86,9 @@ def applies(requirement: Requirement, text: str, env: Environment | None) -> boo
     return requirement.marker.evaluate(marker_environment(env))
 
 
-def parse_request(texts: Sequence[str], index: Index, env: Environment | None = None) -> tuple[list[Req], list[str], list[str]]:
+def parse_request(
+    texts: Sequence[str], index: Index, env: Environment | None = None
+) -> tuple[list[Req], list[str], list[str]]:
     """Split user requests into known requirements, pass-through strings and skipped requests.
 
     Environment markers are evaluated against ``env`` (the target's Python and platform): a
@@ -93,7 +104,10 @@ def parse_request(texts: Sequence[str], index: Index, env: Environment | None = 
             requirement = Requirement(text)
         except InvalidRequirement as exc:
             reason = str(exc).splitlines()[0]
-            raise UsageError(f"requirement {text!r} is not valid: {reason}", hint="write it as pip would, e.g. 'kaolin==0.18.0' or 'torch>=2.1'") from None
+            raise UsageError(
+                f"requirement {text!r} is not valid: {reason}",
+                hint="write it as pip would, e.g. 'kaolin==0.18.0' or 'torch>=2.1'",
+            ) from None
         if not applies(requirement, text, env):
             skipped.append(text)
             continue
@@ -110,15 +124,32 @@ def parse_request(texts: Sequence[str], index: Index, env: Environment | None = 
             )
         if package is not None:
             for placeholder in package.placeholder_versions:
-                if requirement.specifier and requirement.specifier.contains(placeholder, prereleases=True) and all(
-                    not requirement.specifier.contains(str(w.version), prereleases=True) for w in package.wheels
-                ) and all(not requirement.specifier.contains(str(r.version), prereleases=True) for r in package.recipes):
+                if (
+                    requirement.specifier
+                    and requirement.specifier.contains(placeholder, prereleases=True)
+                    and all(
+                        not requirement.specifier.contains(str(w.version), prereleases=True)
+                        for w in package.wheels
+                    )
+                    and all(
+                        not requirement.specifier.contains(str(r.version), prereleases=True)
+                        for r in package.recipes
+                    )
+                ):
                     raise ResolutionImpossible(
                         f"{name} {placeholder} is a placeholder on PyPI, not a real release: importing it raises ImportError",
                         hint=f"ask for a real release (`cuda-resolve index show {name}` lists them), or just '{name}'",
                     )
         specifier, variant = _split_local(requirement.specifier, text)
-        known.append(Req(name=name, specifier=specifier, variant=variant, origin="requested", extras=tuple(sorted(requirement.extras))))
+        known.append(
+            Req(
+                name=name,
+                specifier=specifier,
+                variant=variant,
+                origin="requested",
+                extras=tuple(sorted(requirement.extras)),
+            )
+        )
     return known, passed, skipped
 
 
@@ -130,7 +161,10 @@ def _split_local(specifier: SpecifierSet, text: str) -> tuple[SpecifierSet, str 
         if "+" in spec.version and spec.operator in ("==", "==="):
             base, local = spec.version.split("+", 1)
             if variant is not None and variant != local:
-                raise UsageError(f"requirement {text!r} names two variants", hint="name one, e.g. torch==2.5.1+cu124")
+                raise UsageError(
+                    f"requirement {text!r} names two variants",
+                    hint="name one, e.g. torch==2.5.1+cu124",
+                )
             variant = local
             kept.append(f"=={base}")
         else:
@@ -161,7 +195,9 @@ def resolve(
     except resolvelib.ResolutionImpossible as exc:
         raise _conflict(exc, catalogue, requirements) from None
     except resolvelib.ResolutionTooDeep:
-        raise ResolutionImpossible("the resolver gave up after too many rounds", hint="pin versions, e.g. 'torch==2.5.1'") from None
+        raise ResolutionImpossible(
+            "the resolver gave up after too many rounds", hint="pin versions, e.g. 'torch==2.5.1'"
+        ) from None
     extras = tuple((req.name, req.extras) for req in requirements if req.extras)
     for candidate in chosen:
         wanted = next((e for name, e in extras if name == candidate.name), ())
@@ -174,13 +210,19 @@ def resolve(
     rejected = tuple(r for r in catalogue.rejections if r.name in names)
     reasons = tuple(_reason(c, chosen, env, index, catalogue) for c in chosen) + notes
     return Resolution(
-        chosen=tuple(chosen), pass_through=tuple(passed), reasons=reasons, rejected=rejected,
-        alternatives=_alternatives(chosen, catalogue), extras=extras,
+        chosen=tuple(chosen),
+        pass_through=tuple(passed),
+        reasons=reasons,
+        rejected=rejected,
+        alternatives=_alternatives(chosen, catalogue),
+        extras=extras,
     )
 
 
 def _solve(catalogue: Catalogue, requirements: Sequence[Req]) -> list[Candidate]:
-    resolver: resolvelib.Resolver[Req, Candidate, str] = resolvelib.Resolver(Provider(catalogue), resolvelib.BaseReporter())
+    resolver: resolvelib.Resolver[Req, Candidate, str] = resolvelib.Resolver(
+        Provider(catalogue), resolvelib.BaseReporter()
+    )
     result = resolver.resolve(requirements, max_rounds=2000)
     return _install_order(list(result.mapping.values()))
 
@@ -189,7 +231,9 @@ def _builds(chosen: Sequence[Candidate]) -> int:
     return sum(1 for c in chosen if c.kind == "build")
 
 
-def _fewest_builds(catalogue: Catalogue, requirements: Sequence[Req], chosen: list[Candidate]) -> list[Candidate]:
+def _fewest_builds(
+    catalogue: Catalogue, requirements: Sequence[Req], chosen: list[Candidate]
+) -> list[Candidate]:
     """Source builds cost minutes each: where a chosen build's package also has wheels that fit
     here, try the set again with that package as a wheel, and keep whichever set builds less.
 
@@ -200,7 +244,9 @@ def _fewest_builds(catalogue: Catalogue, requirements: Sequence[Req], chosen: li
     best = chosen
     keeps_installed = any(c.name == "torch" and c.kind == "installed" for c in chosen)
     for candidate in chosen:
-        if candidate.kind != "build" or not any(c.kind == "wheel" for c in catalogue.candidates(candidate.name)):
+        if candidate.kind != "build" or not any(
+            c.kind == "wheel" for c in catalogue.candidates(candidate.name)
+        ):
             continue
         if all(c.name != candidate.name or c.kind == "wheel" for c in best):
             continue  # an earlier retry already made it a wheel
@@ -222,13 +268,17 @@ def _install_order(chosen: list[Candidate]) -> list[Candidate]:
 
 
 def _pass_reasons(passed: Sequence[str]) -> tuple[str, ...]:
-    return tuple(f"{text}: not in the index; passed to pip as an ordinary requirement" for text in passed)
+    return tuple(
+        f"{text}: not in the index; passed to pip as an ordinary requirement" for text in passed
+    )
 
 
 def _skip_reasons(skipped: Sequence[str], env: Environment) -> tuple[str, ...]:
     facts = marker_environment(env)
     where = f"{facts['sys_platform']} {facts['platform_machine']}, Python {facts['python_full_version']}"
-    return tuple(f"{text}: skipped, its marker is false for the target ({where})" for text in skipped)
+    return tuple(
+        f"{text}: skipped, its marker is false for the target ({where})" for text in skipped
+    )
 
 
 def _driver_needed(cuda: CudaVersion, index: Index) -> str:
@@ -246,8 +296,10 @@ def _newer_unconfirmed(candidate: Candidate, catalogue: Catalogue) -> list[str]:
     return [
         other.label
         for other in catalogue.candidates("torch")
-        if other.kind == "wheel" and other.torch_variant is not None
-        and "exists" in other.torch_variant.unverified and other.base_version > candidate.base_version
+        if other.kind == "wheel"
+        and other.torch_variant is not None
+        and "exists" in other.torch_variant.unverified
+        and other.base_version > candidate.base_version
     ]
 
 
@@ -268,14 +320,24 @@ def _build_reason(candidate: Candidate, chosen: Sequence[Candidate], catalogue: 
     return f"no published wheel for {torch.label}, and no torch that has one fits the rest of the request"
 
 
-def _reason(candidate: Candidate, chosen: list[Candidate], env: Environment, index: Index, catalogue: Catalogue) -> str:
+def _reason(
+    candidate: Candidate,
+    chosen: list[Candidate],
+    env: Environment,
+    index: Index,
+    catalogue: Catalogue,
+) -> str:
     gpus = ", ".join(f"{gpu.name} ({gpu.compute_capability})" for gpu in env.gpus) or "no GPU"
     if candidate.kind == "installed":
         if candidate.note:  # an installed extension build: what its label says, and why that fits
             return candidate.note
         return f"{candidate.label}: already installed and fits this machine ({gpus}): kept"
     if candidate.name == "torch":
-        dependents = [c for c in chosen if c.name != "torch" and c.kind == "wheel" and c.torch_version is not None]
+        dependents = [
+            c
+            for c in chosen
+            if c.name != "torch" and c.kind == "wheel" and c.torch_version is not None
+        ]
         builds = [c for c in chosen if c.kind == "build" and c.toolkit is not None]
         if dependents:
             why = f"pinned by {dependents[0].label}"
@@ -304,7 +366,11 @@ def _reason(candidate: Candidate, chosen: list[Candidate], env: Environment, ind
     torch = next((c for c in chosen if c.name == "torch"), None)
     against = f" against {torch.label}" if torch else ""
     toolkit = candidate.toolkit
-    tk = (f"nvcc {toolkit.version} ({toolkit.root})" if toolkit.root else f"nvcc {toolkit.version}") if toolkit else "nvcc"
+    tk = (
+        (f"nvcc {toolkit.version} ({toolkit.root})" if toolkit.root else f"nvcc {toolkit.version}")
+        if toolkit
+        else "nvcc"
+    )
     name = candidate.package.name if candidate.package else candidate.name
     why = _build_reason(candidate, chosen, catalogue)
     return f"{name} {candidate.version}: {why}; source build{against} with {tk}, TORCH_CUDA_ARCH_LIST={format_arch_list(candidate.arch_list)} (recipe {candidate.recipe.name if candidate.recipe else '?'})"
@@ -313,7 +379,9 @@ def _reason(candidate: Candidate, chosen: list[Candidate], env: Environment, ind
 # -- the alternatives that also fit ------------------------------------------------------------
 
 
-def _conflicts_with(alternative: Candidate, chosen: Sequence[Candidate], catalogue: Catalogue) -> str | None:
+def _conflicts_with(
+    alternative: Candidate, chosen: Sequence[Candidate], catalogue: Catalogue
+) -> str | None:
     """Which chosen build rules ``alternative`` out (a requirement it does not satisfy).
 
     Extensions are asked first: torchvision only follows torch, the extension is the reason."""
@@ -321,7 +389,9 @@ def _conflicts_with(alternative: Candidate, chosen: Sequence[Candidate], catalog
         if other.name == alternative.name:
             continue
         for dependency in catalogue.dependencies(other):
-            if dependency.name == alternative.name and not Catalogue.satisfies(dependency, alternative):
+            if dependency.name == alternative.name and not Catalogue.satisfies(
+                dependency, alternative
+            ):
                 return f"{other.label} needs {dependency}"
     for dependency in catalogue.dependencies(alternative):
         picked = next((c for c in chosen if c.name == dependency.name), None)
@@ -340,7 +410,11 @@ def _less_preferred(alternative: Candidate, winner: Candidate) -> str:
     variant = alternative.torch_variant
     if variant is not None and "exists" in variant.unverified:
         return "the index cannot confirm it was published"
-    if alternative.torch_version is not None and winner.torch_version is not None and alternative.torch_version < winner.torch_version:
+    if (
+        alternative.torch_version is not None
+        and winner.torch_version is not None
+        and alternative.torch_version < winner.torch_version
+    ):
         return f"built for an older torch than {winner.torch_version}"
     if alternative.cuda is not None and winner.cuda is not None and alternative.cuda < winner.cuda:
         return f"CUDA {alternative.cuda} is lower than {winner.cuda}"
@@ -349,7 +423,9 @@ def _less_preferred(alternative: Candidate, winner: Candidate) -> str:
     return "ranked lower by the preferences (installed, wheel, newer, confirmed, higher CUDA)"
 
 
-def _alternatives(chosen: Sequence[Candidate], catalogue: Catalogue, *, per_package: int = 3) -> tuple[Alternative, ...]:
+def _alternatives(
+    chosen: Sequence[Candidate], catalogue: Catalogue, *, per_package: int = 3
+) -> tuple[Alternative, ...]:
     """For each chosen build, the next few that also fit here, and why each lost."""
     found: list[Alternative] = []
     for winner in chosen:
@@ -357,7 +433,9 @@ def _alternatives(chosen: Sequence[Candidate], catalogue: Catalogue, *, per_pack
             continue  # they follow torch: torch's alternatives say it all
         preferred, lower = 0, 0
         seen = {winner.label}
-        ahead = True  # candidates come in preference order: those before the winner lost to a conflict
+        ahead = (
+            True  # candidates come in preference order: those before the winner lost to a conflict
+        )
         for alternative in catalogue.candidates(winner.name):
             if alternative is winner:
                 ahead = False
@@ -374,7 +452,13 @@ def _alternatives(chosen: Sequence[Candidate], catalogue: Catalogue, *, per_pack
                 reason = f"less preferred: {_less_preferred(alternative, winner)}"
             else:
                 continue
-            found.append(Alternative(name=winner.name, label=alternative.label, reason=f"{alternative.label}: {reason}"))
+            found.append(
+                Alternative(
+                    name=winner.name,
+                    label=alternative.label,
+                    reason=f"{alternative.label}: {reason}",
+                )
+            )
     return tuple(found)
 
 
@@ -392,7 +476,9 @@ def _label_in(label: str, request: Req) -> bool:
             continue
         if request.variant is not None and version.local not in (None, request.variant):
             return False
-        return not request.specifier or request.specifier.contains(version.base_version, prereleases=True)
+        return not request.specifier or request.specifier.contains(
+            version.base_version, prereleases=True
+        )
     return True
 
 
@@ -406,8 +492,10 @@ def _hint(rejection: Rejection, catalogue: Catalogue) -> str:
         fits = fact("fits")
         if not fits:
             return f"no torch release in the index fits {fact('package')}'s recipes on this Python; see --explain"
-        return (f"install a torch {fact('package')}'s recipes accept first (cuda-pip install torch=={fits}), or rerun with "
-                f"--allow-torch-change to let cuda-resolve replace the installed {fact('torch')}")
+        return (
+            f"install a torch {fact('package')}'s recipes accept first (cuda-pip install torch=={fits}), or rerun with "
+            f"--allow-torch-change to let cuda-resolve replace the installed {fact('torch')}"
+        )
     if kind == "installed-no-wheel":
         return f"rerun with --allow-torch-change to switch to a torch that {fact('package')} publishes wheels for"
     if kind == "driver-cuda":
@@ -442,46 +530,74 @@ def _hint(rejection: Rejection, catalogue: Catalogue) -> str:
     if kind == "no-torch-pair":
         return f"ask for a torch release that has a paired {rejection.name}"
     if kind == "cpu-build":
-        return "a GPU machine needs a CUDA build: see --explain for why each CUDA build was ruled out"
+        return (
+            "a GPU machine needs a CUDA build: see --explain for why each CUDA build was ruled out"
+        )
     return "see --explain for what ruled each option out"
 
 
 def _toolkit_major_conflict(name: str, catalogue: Catalogue, torch: Candidate) -> Rejection | None:
     """A build needs a toolkit of torch's CUDA major, and every toolkit here has another major."""
     builds = [c for c in catalogue.candidates(name) if c.kind == "build" and c.toolkit is not None]
-    if not builds or torch.cuda is None or any(c.toolkit is not None and c.toolkit.version.major == torch.cuda.major for c in builds):
+    if (
+        not builds
+        or torch.cuda is None
+        or any(
+            c.toolkit is not None and c.toolkit.version.major == torch.cuda.major for c in builds
+        )
+    ):
         return None
     toolkits = sorted({str(c.toolkit.version) for c in builds if c.toolkit is not None})
     shown = catalogue.index.package(name)
     package = shown.name if shown else name
     only = "the only toolkit here is" if len(toolkits) == 1 else "the toolkits here are"
     return Rejection(
-        name, f"{package} source build",
+        name,
+        f"{package} source build",
         f"{package} must be built with a CUDA toolkit of torch's CUDA major: the installed {torch.label} is CUDA {torch.cuda.major}, "
         f"and {only} nvcc {', '.join(toolkits)}",
         "toolkit-torch-major",
-        (("package", package), ("torch", torch.label), ("torch_major", str(torch.cuda.major)), ("toolkits", ",".join(toolkits))),
+        (
+            ("package", package),
+            ("torch", torch.label),
+            ("torch_major", str(torch.cuda.major)),
+            ("toolkits", ",".join(toolkits)),
+        ),
     )
 
 
 def _torch_window_conflict(name: str, catalogue: Catalogue, torch: Candidate) -> Rejection | None:
     """Every recipe of ``name`` builds against other torch releases than the kept one: the torch
     window is the obstacle (not the Python of wheels made for older torch releases)."""
-    builds = [c for c in catalogue.candidates(name) if c.kind == "build" and c.torch_spec is not None]
-    if not builds or any(c.torch_spec is not None and c.torch_spec.contains(torch.base_version, prereleases=True) for c in builds):
+    builds = [
+        c for c in catalogue.candidates(name) if c.kind == "build" and c.torch_spec is not None
+    ]
+    if not builds or any(
+        c.torch_spec is not None and c.torch_spec.contains(torch.base_version, prereleases=True)
+        for c in builds
+    ):
         return None
     package = catalogue.index.package(name)
     shown = package.name if package else name
-    windows = dict.fromkeys(f"{c.torch_spec} ({c.recipe.name if c.recipe else c.label})" for c in builds)
+    windows = dict.fromkeys(
+        f"{c.torch_spec} ({c.recipe.name if c.recipe else c.label})" for c in builds
+    )
     python = catalogue.env.python
     fitting = sorted(
-        (r.version for r in catalogue.index.torch
-         if any(c.torch_spec is not None and c.torch_spec.contains(r.version, prereleases=True) for c in builds)
-         and python_matches(r.python, python.version, free_threaded=python.abi_tag.endswith("t"))),
+        (
+            r.version
+            for r in catalogue.index.torch
+            if any(
+                c.torch_spec is not None and c.torch_spec.contains(r.version, prereleases=True)
+                for c in builds
+            )
+            and python_matches(r.python, python.version, free_threaded=python.abi_tag.endswith("t"))
+        ),
         reverse=True,
     )
     return Rejection(
-        name, f"{shown} source build",
+        name,
+        f"{shown} source build",
         f"{shown}'s recipes build against torch {', '.join(windows)}, and the installed {torch.label} is outside "
         f"{'that window' if len(windows) == 1 else 'each window'}",
         "installed-torch-window",
@@ -489,7 +605,9 @@ def _torch_window_conflict(name: str, catalogue: Catalogue, torch: Candidate) ->
     )
 
 
-def _conflict(exc: resolvelib.ResolutionImpossible[Req, Candidate], catalogue: Catalogue, requested: list[Req]) -> ResolutionImpossible:
+def _conflict(
+    exc: resolvelib.ResolutionImpossible[Req, Candidate], catalogue: Catalogue, requested: list[Req]
+) -> ResolutionImpossible:
     involved: list[str] = []
     for cause in exc.causes:
         for name in (cause.requirement.name, cause.parent.name if cause.parent else None):
@@ -520,38 +638,61 @@ def _conflict(exc: resolvelib.ResolutionImpossible[Req, Candidate], catalogue: C
             ):
                 package = catalogue.index.package(name)
                 shown = package.name if package else name
-                leading.append(Rejection(
-                    name, f"{shown} wheels",
-                    f"{shown}: no published wheel for the installed {installed.label}; pass --allow-torch-change to switch torch",
-                    "installed-no-wheel", (("package", shown), ("torch", installed.label)),
-                ))
+                leading.append(
+                    Rejection(
+                        name,
+                        f"{shown} wheels",
+                        f"{shown}: no published wheel for the installed {installed.label}; pass --allow-torch-change to switch torch",
+                        "installed-no-wheel",
+                        (("package", shown), ("torch", installed.label)),
+                    )
+                )
     for name in involved:
         asked = next((req for req in requested if req.name == name), None)
-        relevant = [r for r in catalogue.rejected(name) if asked is None or _label_in(r.label, asked)]
+        relevant = [
+            r for r in catalogue.rejected(name) if asked is None or _label_in(r.label, asked)
+        ]
         relevant.sort(key=lambda r: _RELEVANCE.get(r.category, len(_RELEVANCE)))
         ruled_out.extend(relevant)
     # The package that has no candidate left leads: its facts explain the conflict. Among its
     # facts, the most telling category first (a driver or GPU fact before a CPU build's).
-    empty = [name for name in involved if not any(
-        all(Catalogue.satisfies(req, c) for req in requested if req.name == name) for c in catalogue.candidates(name)
-    )]
-    ranked = sorted(ruled_out, key=lambda r: (r.name not in empty, _RELEVANCE.get(r.category, len(_RELEVANCE))))
+    empty = [
+        name
+        for name in involved
+        if not any(
+            all(Catalogue.satisfies(req, c) for req in requested if req.name == name)
+            for c in catalogue.candidates(name)
+        )
+    ]
+    ranked = sorted(
+        ruled_out, key=lambda r: (r.name not in empty, _RELEVANCE.get(r.category, len(_RELEVANCE)))
+    )
     ordered = leading + ranked
 
     def shown_name(requirement: Req) -> str:
         package = catalogue.index.package(requirement.name)
         text = str(requirement)
-        return package.name + text[len(requirement.name):] if package is not None else text
+        return package.name + text[len(requirement.name) :] if package is not None else text
 
-    demands = sorted({shown_name(cause.requirement) + (f" (from {cause.parent.label})" if cause.parent else "") for cause in exc.causes})
+    demands = sorted(
+        {
+            shown_name(cause.requirement)
+            + (f" (from {cause.parent.label})" if cause.parent else "")
+            for cause in exc.causes
+        }
+    )
     shown = ", ".join(demands[:3]) + (f" and {len(demands) - 3} more" if len(demands) > 3 else "")
     message = "nothing fits this machine for " + shown
     if ordered:
         message += ": " + ordered[0].reason
-    hint = _hint(ordered[0], catalogue) if ordered else "see --explain for what ruled each option out"
+    hint = (
+        _hint(ordered[0], catalogue) if ordered else "see --explain for what ruled each option out"
+    )
     if ordered and ordered[0].kind == "toolkit-torch-major":
         hint = _major_hint(ordered[0], catalogue, requested)
-    return ResolutionImpossible(message, hint=hint, reasons=tuple(dict.fromkeys(r.reason for r in ordered)))
+    return ResolutionImpossible(
+        message, hint=hint, reasons=tuple(dict.fromkeys(r.reason for r in ordered))
+    )
 
 
 def _major_hint(rejection: Rejection, catalogue: Catalogue, requested: list[Req]) -> str:
@@ -560,7 +701,9 @@ def _major_hint(rejection: Rejection, catalogue: Catalogue, requested: list[Req]
     first = f"install a CUDA {rejection.fact('torch_major')}.x toolkit to build against the installed {rejection.fact('torch')}"
     if catalogue.options.allow_torch_change:
         return first
-    changed = Catalogue(catalogue.env, catalogue.index, replace(catalogue.options, allow_torch_change=True))
+    changed = Catalogue(
+        catalogue.env, catalogue.index, replace(catalogue.options, allow_torch_change=True)
+    )
     try:
         result = _solve(changed, requested)
     except (resolvelib.ResolutionImpossible, resolvelib.ResolutionTooDeep):

@@ -121,7 +121,17 @@ class Req:
 
 #: Rejection categories (the ``category`` of ``plan --explain --json``), most telling first: the
 #: order in which a conflict presents the facts that ruled its options out.
-CATEGORIES = ("installed", "driver", "gpu", "toolkit", "compiler", "python", "platform", "other", "cpu")
+CATEGORIES = (
+    "installed",
+    "driver",
+    "gpu",
+    "toolkit",
+    "compiler",
+    "python",
+    "platform",
+    "other",
+    "cpu",
+)
 
 #: The rule each rejection records (its ``kind``) and the category it belongs to. Conflict
 #: messages, hints and ``--explain`` groups are derived from the kind and the facts, never from
@@ -246,7 +256,13 @@ class Catalogue:
         torch = self.env.torch
         if torch is None:
             return None
-        return torch.torchvision if name == "torchvision" else torch.torchaudio if name == "torchaudio" else None
+        return (
+            torch.torchvision
+            if name == "torchvision"
+            else torch.torchaudio
+            if name == "torchaudio"
+            else None
+        )
 
     def _torch_runs_here(
         self, label: str, cuda: CudaVersion | None, arch: tuple[ArchEntry, ...] | None
@@ -263,19 +279,32 @@ class Catalogue:
         # GPUs without a driver: a machine-class profile or a login node given CUDA_RESOLVE_CUDA_ARCH.
         # The driver is unknown, not absent: judge the GPUs and say which driver the plan needs.
         if env.driver is not None:
-            verdict = driver_supports_cuda(env.driver, cuda, self.index, strict=self.options.strict_driver, os=env.machine.os)
+            verdict = driver_supports_cuda(
+                env.driver, cuda, self.index, strict=self.options.strict_driver, os=env.machine.os
+            )
             if not verdict:
-                return f"{label}: {verdict.reason}", "driver-cuda", {
-                    "driver": env.driver.version, "driver_cuda": env.driver.cuda, "cuda": cuda,
-                }
+                return (
+                    f"{label}: {verdict.reason}",
+                    "driver-cuda",
+                    {
+                        "driver": env.driver.version,
+                        "driver_cuda": env.driver.cuda,
+                        "cuda": cuda,
+                    },
+                )
         if arch is None:
             return f"{label}: its arch list is not known to the index", "arch-list-unknown", {}
         missing = uncovered_gpus(arch, env.gpus)
         if missing:
             names = ", ".join(f"{gpu.name} ({gpu.compute_capability})" for gpu in missing)
-            return f"{label}: no kernels for {names} (it has {format_arch_list(arch) or 'none'})", "gpu-kernels", {
-                "gpus": ";".join(str(gpu.compute_capability) for gpu in missing), "arch_list": format_arch_list(arch),
-            }
+            return (
+                f"{label}: no kernels for {names} (it has {format_arch_list(arch) or 'none'})",
+                "gpu-kernels",
+                {
+                    "gpus": ";".join(str(gpu.compute_capability) for gpu in missing),
+                    "arch_list": format_arch_list(arch),
+                },
+            )
         return None
 
     def _torch_candidates(self) -> None:
@@ -296,8 +325,15 @@ class Catalogue:
                 if self.options.allow_torch_change:
                     self.reject("torch", installed.label, reason, kind, **facts)
                 else:
-                    self.reject("torch", installed.label, reason + "; pass --allow-torch-change to replace it", "installed-unfit",
-                                torch=installed.label, because=kind, **facts)
+                    self.reject(
+                        "torch",
+                        installed.label,
+                        reason + "; pass --allow-torch-change to replace it",
+                        "installed-unfit",
+                        torch=installed.label,
+                        because=kind,
+                        **facts,
+                    )
             else:
                 self._by_name["torch"].append(installed)
             if not self.options.allow_torch_change:
@@ -308,25 +344,51 @@ class Catalogue:
         for release in self.index.torch:
             label_base = f"torch {release.version}"
             if not python_matches(release.python, python.version, free_threaded=free_threaded):
-                self.reject("torch", label_base, f"{label_base}: no wheels for Python {python.short_version} (has {', '.join(release.python)})",
-                            "python", python=python.short_version, supported=",".join(release.python))
+                self.reject(
+                    "torch",
+                    label_base,
+                    f"{label_base}: no wheels for Python {python.short_version} (has {', '.join(release.python)})",
+                    "python",
+                    python=python.short_version,
+                    supported=",".join(release.python),
+                )
                 continue
             for variant in release.variants:
                 label = f"torch {release.version}+{variant.name}"
                 if not self._variant_on_platform(release, variant):
-                    self.reject("torch", label, f"{label}: not published for {env.machine.os} {env.machine.arch}", "platform",
-                                os=env.machine.os, arch=env.machine.arch)
+                    self.reject(
+                        "torch",
+                        label,
+                        f"{label}: not published for {env.machine.os} {env.machine.arch}",
+                        "platform",
+                        os=env.machine.os,
+                        arch=env.machine.arch,
+                    )
                     continue
-                problem = self._torch_runs_here(label, variant.cuda, variant.arch_list if variant.arch_list or variant.cuda is None else None)
+                problem = self._torch_runs_here(
+                    label,
+                    variant.cuda,
+                    variant.arch_list if variant.arch_list or variant.cuda is None else None,
+                )
                 if problem:
                     reason, kind, facts = problem
                     self.reject("torch", label, reason, kind, **facts)
                     continue
-                if installed is not None and _base(installed.version) == release.version and installed.variant == variant.name:
+                if (
+                    installed is not None
+                    and _base(installed.version) == release.version
+                    and installed.variant == variant.name
+                ):
                     continue  # the installed build itself is already the first candidate
                 candidate = Candidate(
-                    name="torch", version=release.version, kind="wheel", variant=variant.name,
-                    cuda=variant.cuda, release=release, torch_variant=variant, arch_list=variant.arch_list,
+                    name="torch",
+                    version=release.version,
+                    kind="wheel",
+                    variant=variant.name,
+                    cuda=variant.cuda,
+                    release=release,
+                    torch_variant=variant,
+                    arch_list=variant.arch_list,
                 )
                 ordered.append((self._variant_rank(release, variant), candidate))
         ordered.sort(key=lambda item: item[0], reverse=True)
@@ -360,19 +422,37 @@ class Catalogue:
             release = torch.release
             if release is None:
                 continue
-            for name, version in (("torchvision", release.torchvision), ("torchaudio", release.torchaudio)):
+            for name, version in (
+                ("torchvision", release.torchvision),
+                ("torchaudio", release.torchaudio),
+            ):
                 if not version:
                     continue
                 installed = self.installed_companion(name)
-                kept = torch.kind == "installed" and installed is not None and _base(installed) == _base(version)
-                self._by_name[name].append(Candidate(
-                    name=name, version=Version(installed if kept and installed else version),
-                    kind="installed" if kept else "wheel",
-                    variant=torch.variant, cuda=torch.cuda, pairs_with=_base(torch.version), release=release,
-                ))
+                kept = (
+                    torch.kind == "installed"
+                    and installed is not None
+                    and _base(installed) == _base(version)
+                )
+                self._by_name[name].append(
+                    Candidate(
+                        name=name,
+                        version=Version(installed if kept and installed else version),
+                        kind="installed" if kept else "wheel",
+                        variant=torch.variant,
+                        cuda=torch.cuda,
+                        pairs_with=_base(torch.version),
+                        release=release,
+                    )
+                )
         for name in ("torchvision", "torchaudio"):
             if not self._by_name.get(name):
-                self.reject(name, name, f"{name}: no release pairs with any torch that fits this machine", "no-torch-pair")
+                self.reject(
+                    name,
+                    name,
+                    f"{name}: no release pairs with any torch that fits this machine",
+                    "no-torch-pair",
+                )
 
     # -- extension packages ----------------------------------------------------------------
     def _installed_build(self, package: Package) -> Candidate | None:
@@ -381,20 +461,44 @@ class Catalogue:
         from .installed import Refused, judge_installed
 
         name = canonicalize_name(package.name)
-        found = next((e for e in self.env.installed_extensions if canonicalize_name(e.name) == name), None)
+        found = next(
+            (e for e in self.env.installed_extensions if canonicalize_name(e.name) == name), None
+        )
         if found is None:
             return None
         torch = self.installed_torch
-        pinned = (_base(torch.version), torch.variant) if torch is not None and torch.variant else None
-        verdict = judge_installed(found, torch=pinned, gpus=self.env.gpus, arch_list_given=self.options.arch_list is not None,
-                                  rebuild=self.options.rebuild, releases=self.index.torch)
+        pinned = (
+            (_base(torch.version), torch.variant) if torch is not None and torch.variant else None
+        )
+        verdict = judge_installed(
+            found,
+            torch=pinned,
+            gpus=self.env.gpus,
+            arch_list_given=self.options.arch_list is not None,
+            rebuild=self.options.rebuild,
+            releases=self.index.torch,
+        )
         if isinstance(verdict, Refused):
-            self.reject(package.name, f"installed {found.name} {found.version}", verdict.reason, verdict.kind, **dict(verdict.facts))
+            self.reject(
+                package.name,
+                f"installed {found.name} {found.version}",
+                verdict.reason,
+                verdict.kind,
+                **dict(verdict.facts),
+            )
             return None
         assert torch is not None and pinned is not None  # kept only for the installed torch
         return Candidate(
-            name=name, version=Version(found.version), kind="installed", variant=pinned[1], cuda=torch.cuda,
-            torch_version=pinned[0], arch_list=verdict.arch_list, package=package, requires=package.requires, note=verdict.reason,
+            name=name,
+            version=Version(found.version),
+            kind="installed",
+            variant=pinned[1],
+            cuda=torch.cuda,
+            torch_version=pinned[0],
+            arch_list=verdict.arch_list,
+            package=package,
+            requires=package.requires,
+            note=verdict.reason,
         )
 
     def _package_candidates(self, package: Package) -> None:
@@ -405,17 +509,37 @@ class Catalogue:
         keeps_installed = installed is not None
         for wheels in package.wheels:
             for candidate in self._wheel_candidates(package, wheels):
-                matches_installed = keeps_installed and installed is not None and _base(installed.version) == candidate.torch_version and installed.variant == candidate.variant
-                rank = (int(matches_installed), 1, *wheels.version.release, *(candidate.torch_version.release if candidate.torch_version else ()), self._cuda_rank(candidate.variant))
+                matches_installed = (
+                    keeps_installed
+                    and installed is not None
+                    and _base(installed.version) == candidate.torch_version
+                    and installed.variant == candidate.variant
+                )
+                rank = (
+                    int(matches_installed),
+                    1,
+                    *wheels.version.release,
+                    *(candidate.torch_version.release if candidate.torch_version else ()),
+                    self._cuda_rank(candidate.variant),
+                )
                 ranked.append((rank, candidate))
         for recipe in package.recipes:
             for candidate in self._build_candidates(package, recipe):
-                matches_installed = keeps_installed and installed is not None and candidate.torch_spec is not None and _specifier_allows(candidate.torch_spec, installed.version) and installed.cuda is not None
+                matches_installed = (
+                    keeps_installed
+                    and installed is not None
+                    and candidate.torch_spec is not None
+                    and _specifier_allows(candidate.torch_spec, installed.version)
+                    and installed.cuda is not None
+                )
                 rank = (int(matches_installed), 0, *recipe.version.release, 0, 0, 0, 0)
                 ranked.append((rank, candidate))
         ranked.sort(key=lambda item: item[0], reverse=True)
         # The installed build that fits comes first, as the installed torch does.
-        self._by_name[name] = [*([installed_build] if installed_build else []), *(candidate for _, candidate in ranked)]
+        self._by_name[name] = [
+            *([installed_build] if installed_build else []),
+            *(candidate for _, candidate in ranked),
+        ]
 
     @staticmethod
     def _cuda_rank(variant: str | None) -> int:
@@ -430,92 +554,194 @@ class Catalogue:
     def _wheel_candidates(self, package: Package, wheels: ExtensionWheels) -> list[Candidate]:
         env = self.env
         label = f"{package.name} {wheels.version} wheels"
-        supported = {py for torch_version, _ in wheels.torch for py in wheels.python_for(torch_version)}
+        supported = {
+            py for torch_version, _ in wheels.torch for py in wheels.python_for(torch_version)
+        }
         if not python_matches(supported, env.python.version):
-            self.reject(package.name, label, f"{label}: built for Python {', '.join(sorted(supported, key=_python_key))}, not {env.python.short_version}",
-                        "python", python=env.python.short_version, supported=",".join(sorted(supported, key=_python_key)))
+            self.reject(
+                package.name,
+                label,
+                f"{label}: built for Python {', '.join(sorted(supported, key=_python_key))}, not {env.python.short_version}",
+                "python",
+                python=env.python.short_version,
+                supported=",".join(sorted(supported, key=_python_key)),
+            )
             return []
         platforms = set(env.platform_tags())
         if not platforms.intersection(wheels.platforms):
-            self.reject(package.name, label, f"{label}: published for {', '.join(wheels.platforms)} only", "platform",
-                        os=env.machine.os, arch=env.machine.arch)
+            self.reject(
+                package.name,
+                label,
+                f"{label}: published for {', '.join(wheels.platforms)} only",
+                "platform",
+                os=env.machine.os,
+                arch=env.machine.arch,
+            )
             return []
         found: list[Candidate] = []
         for torch_version, variants in wheels.torch:
             if not python_matches(wheels.python_for(torch_version), env.python.version):
-                self.reject(package.name, f"{label} for torch {torch_version}", f"{label} for torch {torch_version}: no wheel for Python {env.python.short_version}",
-                            "python", python=env.python.short_version, supported=",".join(wheels.python_for(torch_version)))
+                self.reject(
+                    package.name,
+                    f"{label} for torch {torch_version}",
+                    f"{label} for torch {torch_version}: no wheel for Python {env.python.short_version}",
+                    "python",
+                    python=env.python.short_version,
+                    supported=",".join(wheels.python_for(torch_version)),
+                )
                 continue
             for variant in variants:
-                found.append(Candidate(
-                    name=canonicalize_name(package.name), version=wheels.version, kind="wheel", variant=variant,
-                    torch_version=Version(torch_version), package=package, wheels=wheels, requires=package.requires,
-                ))
+                found.append(
+                    Candidate(
+                        name=canonicalize_name(package.name),
+                        version=wheels.version,
+                        kind="wheel",
+                        variant=variant,
+                        torch_version=Version(torch_version),
+                        package=package,
+                        wheels=wheels,
+                        requires=package.requires,
+                    )
+                )
         return found
 
     def _build_candidates(self, package: Package, recipe: Recipe) -> list[Candidate]:
         env = self.env
         label = f"{package.name} {recipe.version} source build ({recipe.name})"
         if recipe.python and not recipe.python.contains(env.python.version, prereleases=True):
-            self.reject(package.name, label, f"{label}: recipe supports Python {recipe.python}, not {env.python.version}",
-                        "python", python=env.python.short_version, supported=recipe.python)
+            self.reject(
+                package.name,
+                label,
+                f"{label}: recipe supports Python {recipe.python}, not {env.python.version}",
+                "python",
+                python=env.python.short_version,
+                supported=recipe.python,
+            )
             return []
         if not env.toolkits:
-            self.reject(package.name, label, f"{label}: no CUDA toolkit (nvcc) found to build with", "toolkit-missing")
+            self.reject(
+                package.name,
+                label,
+                f"{label}: no CUDA toolkit (nvcc) found to build with",
+                "toolkit-missing",
+            )
             return []
         found: list[Candidate] = []
         for toolkit in env.toolkits:
             tk_label = f"{label} with nvcc {toolkit.version}"
-            if (recipe.cuda_min and toolkit.version < recipe.cuda_min) or (recipe.cuda_max and toolkit.version > recipe.cuda_max):
-                self.reject(package.name, tk_label, f"{tk_label}: recipe needs CUDA {recipe.cuda_min or ''}..{recipe.cuda_max or ''}",
-                            "toolkit-recipe-range", toolkit=toolkit.version, cuda_min=recipe.cuda_min, cuda_max=recipe.cuda_max)
+            if (recipe.cuda_min and toolkit.version < recipe.cuda_min) or (
+                recipe.cuda_max and toolkit.version > recipe.cuda_max
+            ):
+                self.reject(
+                    package.name,
+                    tk_label,
+                    f"{tk_label}: recipe needs CUDA {recipe.cuda_min or ''}..{recipe.cuda_max or ''}",
+                    "toolkit-recipe-range",
+                    toolkit=toolkit.version,
+                    cuda_min=recipe.cuda_min,
+                    cuda_max=recipe.cuda_max,
+                )
                 continue
             facts = self.index.toolkit(toolkit.version)
             archs = toolkit_archs(toolkit, facts)
             arch_list = self.options.arch_list
             if arch_list is None:
                 if not env.gpus:
-                    self.reject(package.name, tk_label, f"{tk_label}: no GPU to build for; pass --arch-list (e.g. 8.6) to build for other machines",
-                                "arch-list-needed", toolkit=toolkit.version)
+                    self.reject(
+                        package.name,
+                        tk_label,
+                        f"{tk_label}: no GPU to build for; pass --arch-list (e.g. 8.6) to build for other machines",
+                        "arch-list-needed",
+                        toolkit=toolkit.version,
+                    )
                     continue
                 if not archs:
-                    self.reject(package.name, tk_label, f"{tk_label}: the architectures this nvcc accepts are unknown",
-                                "toolkit-archs-unknown", toolkit=toolkit.version)
+                    self.reject(
+                        package.name,
+                        tk_label,
+                        f"{tk_label}: the architectures this nvcc accepts are unknown",
+                        "toolkit-archs-unknown",
+                        toolkit=toolkit.version,
+                    )
                     continue
                 arch_list, impossible = arch_list_for_build(env.capabilities, archs)
                 if impossible:
-                    self.reject(package.name, tk_label, f"{tk_label}: nvcc {toolkit.version} cannot target compute capability {', '.join(str(c) for c in impossible)} (lowest it accepts: {min(archs)})",
-                                "toolkit-target", toolkit=toolkit.version, gpus=";".join(str(c) for c in impossible))
+                    self.reject(
+                        package.name,
+                        tk_label,
+                        f"{tk_label}: nvcc {toolkit.version} cannot target compute capability {', '.join(str(c) for c in impossible)} (lowest it accepts: {min(archs)})",
+                        "toolkit-target",
+                        toolkit=toolkit.version,
+                        gpus=";".join(str(c) for c in impossible),
+                    )
                     continue
             elif archs:
                 verdict = toolkit_can_build(archs, arch_list, version=toolkit.version)
                 if not verdict:
-                    self.reject(package.name, tk_label, f"{tk_label}: {verdict.reason}", "toolkit-target",
-                                toolkit=toolkit.version, gpus=format_arch_list(arch_list))
+                    self.reject(
+                        package.name,
+                        tk_label,
+                        f"{tk_label}: {verdict.reason}",
+                        "toolkit-target",
+                        toolkit=toolkit.version,
+                        gpus=format_arch_list(arch_list),
+                    )
                     continue
-            if env.gpus and not (self.options.for_other_machines and self.options.arch_list is not None):
+            if env.gpus and not (
+                self.options.for_other_machines and self.options.arch_list is not None
+            ):
                 missing = uncovered_gpus(arch_list, env.gpus)
                 if missing:
-                    self.reject(package.name, tk_label, f"{tk_label}: arch list {format_arch_list(arch_list)} has no kernels for {', '.join(str(g.compute_capability) for g in missing)}",
-                                "gpu-kernels", gpus=";".join(str(g.compute_capability) for g in missing), arch_list=format_arch_list(arch_list))
+                    self.reject(
+                        package.name,
+                        tk_label,
+                        f"{tk_label}: arch list {format_arch_list(arch_list)} has no kernels for {', '.join(str(g.compute_capability) for g in missing)}",
+                        "gpu-kernels",
+                        gpus=";".join(str(g.compute_capability) for g in missing),
+                        arch_list=format_arch_list(arch_list),
+                    )
                     continue
             compiler, switch_to = host_compiler_for(env.compiler, facts)
             if not compiler and switch_to is None:
-                self.reject(package.name, tk_label, f"{tk_label}: {compiler.reason}", "compiler-range",
-                            toolkit=toolkit.version, gcc=env.compiler.nvcc_host_version or env.compiler.gcc,
-                            gcc_max=facts.gcc_max if facts else None)
+                self.reject(
+                    package.name,
+                    tk_label,
+                    f"{tk_label}: {compiler.reason}",
+                    "compiler-range",
+                    toolkit=toolkit.version,
+                    gcc=env.compiler.nvcc_host_version or env.compiler.gcc,
+                    gcc_max=facts.gcc_max if facts else None,
+                )
                 continue
-            if env.driver is not None and not driver_supports_cuda(env.driver, toolkit.version, self.index, os=env.machine.os):
+            if env.driver is not None and not driver_supports_cuda(
+                env.driver, toolkit.version, self.index, os=env.machine.os
+            ):
                 # Code nvcc compiles must run on this driver; a build for other machines (--arch-list) may still be wanted.
                 if self.options.arch_list is None:
-                    self.reject(package.name, tk_label, f"{tk_label}: driver {env.driver.version} cannot run CUDA {toolkit.version} code",
-                                "toolkit-driver", driver=env.driver.version, driver_cuda=env.driver.cuda, toolkit=toolkit.version)
+                    self.reject(
+                        package.name,
+                        tk_label,
+                        f"{tk_label}: driver {env.driver.version} cannot run CUDA {toolkit.version} code",
+                        "toolkit-driver",
+                        driver=env.driver.version,
+                        driver_cuda=env.driver.cuda,
+                        toolkit=toolkit.version,
+                    )
                     continue
-            found.append(Candidate(
-                name=canonicalize_name(package.name), version=recipe.version, kind="build", torch_spec=recipe.torch,
-                toolkit=toolkit, arch_list=arch_list, recipe=recipe, package=package, requires=package.requires,
-                cuda=toolkit.version,
-            ))
+            found.append(
+                Candidate(
+                    name=canonicalize_name(package.name),
+                    version=recipe.version,
+                    kind="build",
+                    torch_spec=recipe.torch,
+                    toolkit=toolkit,
+                    arch_list=arch_list,
+                    recipe=recipe,
+                    package=package,
+                    requires=package.requires,
+                    cuda=toolkit.version,
+                )
+            )
         return found
 
     # -- matching -------------------------------------------------------------------------
@@ -531,17 +757,41 @@ class Catalogue:
             return False
         if req.wheel_only and candidate.kind == "build":
             return False
-        return not (req.cuda_major is not None and (candidate.cuda is None or candidate.cuda.major != req.cuda_major))
+        return not (
+            req.cuda_major is not None
+            and (candidate.cuda is None or candidate.cuda.major != req.cuda_major)
+        )
 
     def dependencies(self, candidate: Candidate) -> list[Req]:
         deps: list[Req] = []
         origin = candidate.label
         if candidate.name in ("torchvision", "torchaudio") and candidate.pairs_with is not None:
-            deps.append(Req(name="torch", specifier=SpecifierSet(f"=={candidate.pairs_with}"), variant=candidate.variant, origin=origin))
+            deps.append(
+                Req(
+                    name="torch",
+                    specifier=SpecifierSet(f"=={candidate.pairs_with}"),
+                    variant=candidate.variant,
+                    origin=origin,
+                )
+            )
         elif candidate.kind in ("wheel", "installed") and candidate.torch_version is not None:
-            deps.append(Req(name="torch", specifier=SpecifierSet(f"=={candidate.torch_version}"), variant=candidate.variant, origin=origin))
+            deps.append(
+                Req(
+                    name="torch",
+                    specifier=SpecifierSet(f"=={candidate.torch_version}"),
+                    variant=candidate.variant,
+                    origin=origin,
+                )
+            )
         elif candidate.kind == "build" and candidate.toolkit is not None:
-            deps.append(Req(name="torch", specifier=candidate.torch_spec or SpecifierSet(), cuda_major=candidate.toolkit.version.major, origin=origin))
+            deps.append(
+                Req(
+                    name="torch",
+                    specifier=candidate.torch_spec or SpecifierSet(),
+                    cuda_major=candidate.toolkit.version.major,
+                    origin=origin,
+                )
+            )
         for requirement in candidate.requires:
             deps.append(Req(name=canonicalize_name(requirement), origin=origin))
         return deps

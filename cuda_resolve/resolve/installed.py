@@ -28,6 +28,7 @@ from ..wheelhouse.key import covers, parse_local_label, torch_label
 
 __all__ = ["BuildLabel", "Kept", "Refused", "judge_installed", "parse_build_label", "torch_label"]
 
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BuildLabel:
     """A built wheel's local label, read back: the torch part as written (``pt2141cu130``: the
@@ -47,7 +48,9 @@ def parse_build_label(version: str) -> BuildLabel | None:
     parts = parse_local_label(local) if local is not None else None
     if parts is None:
         return None
-    return BuildLabel(torch=parts.torch, arch_list=parse_arch_list(parts.arch_list) if parts.arch_list else ())
+    return BuildLabel(
+        torch=parts.torch, arch_list=parse_arch_list(parts.arch_list) if parts.arch_list else ()
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -89,9 +92,15 @@ def judge_installed(
     the one the plan keeps; ``releases`` only name the torch a foreign label was built for."""
     label = f"installed {installed.name} {installed.version}"
     if rebuild:
-        return Refused(kind="installed-build-ignored", reason=f"{label}: not kept: --rebuild asks for a new build")
+        return Refused(
+            kind="installed-build-ignored",
+            reason=f"{label}: not kept: --rebuild asks for a new build",
+        )
     if arch_list_given:
-        return Refused(kind="installed-build-ignored", reason=f"{label}: not kept: --arch-list names the GPUs to build for")
+        return Refused(
+            kind="installed-build-ignored",
+            reason=f"{label}: not kept: --arch-list names the GPUs to build for",
+        )
     built = parse_build_label(installed.version)
     if built is None:
         return Refused(
@@ -99,8 +108,11 @@ def judge_installed(
             reason=f"{label}: its version has no build label (+pt<torch><variant>.sm<arch>...), so the torch and GPUs it was built for are unknown",
         )
     if torch is None:
-        return Refused(kind="installed-build-torch", reason=f"{label}: built for {_built_for(built.torch, releases)}, and no torch is installed",
-                       facts=(("built_for", built.torch),))
+        return Refused(
+            kind="installed-build-torch",
+            reason=f"{label}: built for {_built_for(built.torch, releases)}, and no torch is installed",
+            facts=(("built_for", built.torch),),
+        )
     base, variant = torch
     if built.torch != torch_label(base, variant):
         return Refused(
@@ -110,16 +122,23 @@ def judge_installed(
         )
     arch_text = format_arch_list(built.arch_list)
     if gpus:
-        coverage = covers(arch_text, [gpu.compute_capability for gpu in gpus]) if arch_text else None
+        coverage = (
+            covers(arch_text, [gpu.compute_capability for gpu in gpus]) if arch_text else None
+        )
         if coverage is None:
             missing = uncovered_gpus(built.arch_list, gpus)
             names = ", ".join(f"{gpu.name} ({gpu.compute_capability})" for gpu in missing)
             return Refused(
                 kind="installed-build-gpu",
                 reason=f"{label}: built for {arch_text or 'no GPU'}, which has no kernels for {names}",
-                facts=(("gpus", ";".join(str(gpu.compute_capability) for gpu in missing)), ("arch_list", arch_text)),
+                facts=(
+                    ("gpus", ";".join(str(gpu.compute_capability) for gpu in missing)),
+                    ("arch_list", arch_text),
+                ),
             )
         why = f"covers {coverage.describe()}"
     else:
         why = f"no GPU here, and it was built for {arch_text or 'no GPU'} on purpose"
-    return Kept(arch_list=built.arch_list, reason=f"{label}: built for torch {base}+{variant}, {why}: kept")
+    return Kept(
+        arch_list=built.arch_list, reason=f"{label}: built for torch {base}+{variant}, {why}: kept"
+    )

@@ -47,7 +47,8 @@ class Provider(AbstractProvider[Req, Candidate, str]):
         return [
             candidate
             for candidate in self.catalogue.candidates(identifier)
-            if id(candidate) not in bad and all(Catalogue.satisfies(req, candidate) for req in wanted)
+            if id(candidate) not in bad
+            and all(Catalogue.satisfies(req, candidate) for req in wanted)
         ]
 
     def is_satisfied_by(self, requirement: Req, candidate: Candidate) -> bool:

@@ -61,7 +61,9 @@ class Task:
     package: str
     requirement: str
     profile: str  # absolute path of the profile file
-    sbatch: tuple[str, ...] = ()  # its sbatch options (resources): tasks with equal ones share an array
+    sbatch: tuple[
+        str, ...
+    ] = ()  # its sbatch options (resources): tasks with equal ones share an array
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -116,8 +118,16 @@ class Outcome:
     diagnosis: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"package": self.task.package, "profile": self.task.profile, "task": self.task.index, "state": self.state,
-                "sbatch": list(self.task.sbatch), "wheel": self.wheel, "log": self.log, "diagnosis": self.diagnosis}
+        return {
+            "package": self.task.package,
+            "profile": self.task.profile,
+            "task": self.task.index,
+            "state": self.state,
+            "sbatch": list(self.task.sbatch),
+            "wheel": self.wheel,
+            "log": self.log,
+            "diagnosis": self.diagnosis,
+        }
 
 
 def poll_seconds(environ: Mapping[str, str]) -> float:
@@ -126,7 +136,9 @@ def poll_seconds(environ: Mapping[str, str]) -> float:
     try:
         wanted = float(text) if text else _DEFAULT_POLL_SECONDS
     except ValueError:
-        raise UsageError(f"CUDA_RESOLVE_SLURM_POLL={text!r} is not a number of seconds", hint="for example 5") from None
+        raise UsageError(
+            f"CUDA_RESOLVE_SLURM_POLL={text!r} is not a number of seconds", hint="for example 5"
+        ) from None
     return max(wanted, MIN_POLL_SECONDS)
 
 
@@ -149,12 +161,20 @@ def _requirement_for(package: str, requests: Sequence[str]) -> str:
 
 
 def already_built(profile: str, prepared: Mapping[str, Any]) -> list[Already]:
-    return [Already(package=str(b["package"]), profile=profile, wheel=f"{b['package']} {b['wheel_version']}")
-            for b in prepared.get("builds", []) if b.get("reused")]
+    return [
+        Already(
+            package=str(b["package"]), profile=profile, wheel=f"{b['package']} {b['wheel_version']}"
+        )
+        for b in prepared.get("builds", [])
+        if b.get("reused")
+    ]
 
 
-def plan_tasks(requests: Sequence[str], prepared_by_profile: Mapping[str, Mapping[str, Any]],
-               resources: Mapping[str, tuple[str, ...]] | None = None) -> tuple[list[Task], list[Already]]:
+def plan_tasks(
+    requests: Sequence[str],
+    prepared_by_profile: Mapping[str, Mapping[str, Any]],
+    resources: Mapping[str, tuple[str, ...]] | None = None,
+) -> tuple[list[Task], list[Already]]:
     """One task per (package, profile) whose build the profile's dry run did not find in the
     wheelhouse. ``prepared_by_profile``: each profile's ``build --dry-run --json`` "prepared";
     ``resources``: each profile's sbatch options (:func:`.resources.profile_resources`)."""
@@ -166,8 +186,15 @@ def plan_tasks(requests: Sequence[str], prepared_by_profile: Mapping[str, Mappin
             if build.get("reused"):
                 continue
             package = str(build["package"])
-            tasks.append(Task(index=len(tasks), package=package, requirement=_requirement_for(package, requests), profile=profile,
-                              sbatch=(resources or {}).get(profile, ())))
+            tasks.append(
+                Task(
+                    index=len(tasks),
+                    package=package,
+                    requirement=_requirement_for(package, requests),
+                    profile=profile,
+                    sbatch=(resources or {}).get(profile, ()),
+                )
+            )
     return tasks, already
 
 
@@ -187,8 +214,13 @@ def _array(indices: Sequence[int]) -> str:
     return ",".join(map(str, ordered))
 
 
-def job_script(run: Run, command: Sequence[str], *, tasks: Sequence[Task] | None = None,
-               job_name: str = "cuda-resolve-build") -> str:
+def job_script(
+    run: Run,
+    command: Sequence[str],
+    *,
+    tasks: Sequence[Task] | None = None,
+    job_name: str = "cuda-resolve-build",
+) -> str:
     """A bash array script for ``tasks`` (default: all the run's): task N runs ``command REQ
     --profile P`` (its --json answer, log and exit status into the run's folder)."""
     chosen = run.tasks if tasks is None else tuple(tasks)
@@ -202,7 +234,9 @@ def job_script(run: Run, command: Sequence[str], *, tasks: Sequence[Task] | None
     ]
     for task in chosen:
         argv = [*command[:1], *command[1:], task.requirement, "--profile", task.profile]
-        lines.append(f"  {task.index}) {shlex.join(argv)} > {shlex.quote(str(run.result(task)))} ;;")
+        lines.append(
+            f"  {task.index}) {shlex.join(argv)} > {shlex.quote(str(run.result(task)))} ;;"
+        )
     lines += [
         '  *) echo "cuda-resolve: no task $SLURM_ARRAY_TASK_ID in this array" >&2; exit 2 ;;',
         "esac",
@@ -213,24 +247,41 @@ def job_script(run: Run, command: Sequence[str], *, tasks: Sequence[Task] | None
     return "\n".join(lines) + "\n"
 
 
-def prepare_run(tasks: Sequence[Task], already: Sequence[Already], environ: Mapping[str, str]) -> Run:
+def prepare_run(
+    tasks: Sequence[Task], already: Sequence[Already], environ: Mapping[str, str]
+) -> Run:
     root = runs_root(environ)
     folder = root / f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
     try:
         folder.mkdir(parents=True, mode=0o700)
     except OSError as exc:
-        raise UsageError(f"cannot make the build run's folder {folder}: {exc.strerror or exc}",
-                         hint="set CUDA_RESOLVE_SLURM_DIR to a writable folder every node sees") from None
+        raise UsageError(
+            f"cannot make the build run's folder {folder}: {exc.strerror or exc}",
+            hint="set CUDA_RESOLVE_SLURM_DIR to a writable folder every node sees",
+        ) from None
     return Run(folder=folder, tasks=tuple(tasks), already=tuple(already))
 
 
 def _manifest(run: Run) -> dict[str, Any]:
     return {
-        "format": 2, "folder": str(run.folder),
-        "jobs": [{"job_id": j.job_id, "tasks": list(j.tasks), "sbatch": list(j.sbatch)} for j in run.jobs],
-        "tasks": [{"index": t.index, "package": t.package, "requirement": t.requirement, "profile": t.profile,
-                   "sbatch": list(t.sbatch)} for t in run.tasks],
-        "already": [{"package": a.package, "profile": a.profile, "wheel": a.wheel} for a in run.already],
+        "format": 2,
+        "folder": str(run.folder),
+        "jobs": [
+            {"job_id": j.job_id, "tasks": list(j.tasks), "sbatch": list(j.sbatch)} for j in run.jobs
+        ],
+        "tasks": [
+            {
+                "index": t.index,
+                "package": t.package,
+                "requirement": t.requirement,
+                "profile": t.profile,
+                "sbatch": list(t.sbatch),
+            }
+            for t in run.tasks
+        ],
+        "already": [
+            {"package": a.package, "profile": a.profile, "wheel": a.wheel} for a in run.already
+        ],
     }
 
 
@@ -244,26 +295,49 @@ def record_submission(run: Run, environ: Mapping[str, str]) -> None:
 
 def load_run(job_id: str, environ: Mapping[str, str]) -> Run:
     if not job_id.isdigit():
-        raise UsageError(f"--status {job_id!r}: a Slurm job id is a number", hint="the id `build --slurm --no-wait` printed")
+        raise UsageError(
+            f"--status {job_id!r}: a Slurm job id is a number",
+            hint="the id `build --slurm --no-wait` printed",
+        )
     pointer = runs_root(environ) / "jobs" / job_id
     try:
         folder = Path(read_text(pointer, limit=4096).strip())
         document = json.loads(read_text(folder / "manifest.json", limit=_LOG_LIMIT))
-        tasks = tuple(Task(index=int(t["index"]), package=str(t["package"]), requirement=str(t["requirement"]),
-                           profile=str(t["profile"]), sbatch=tuple(map(str, t.get("sbatch", ())))) for t in document["tasks"])
-        already = tuple(Already(package=str(a["package"]), profile=str(a["profile"]), wheel=str(a["wheel"]))
-                        for a in document["already"])
+        tasks = tuple(
+            Task(
+                index=int(t["index"]),
+                package=str(t["package"]),
+                requirement=str(t["requirement"]),
+                profile=str(t["profile"]),
+                sbatch=tuple(map(str, t.get("sbatch", ()))),
+            )
+            for t in document["tasks"]
+        )
+        already = tuple(
+            Already(package=str(a["package"]), profile=str(a["profile"]), wheel=str(a["wheel"]))
+            for a in document["already"]
+        )
         if "jobs" in document:
-            jobs = tuple(ArrayJob(job_id=str(j["job_id"]), tasks=tuple(int(i) for i in j["tasks"]),
-                                  sbatch=tuple(map(str, j["sbatch"]))) for j in document["jobs"])
+            jobs = tuple(
+                ArrayJob(
+                    job_id=str(j["job_id"]),
+                    tasks=tuple(int(i) for i in j["tasks"]),
+                    sbatch=tuple(map(str, j["sbatch"])),
+                )
+                for j in document["jobs"]
+            )
         else:  # format 1: one array of every task
             jobs = (ArrayJob(job_id=str(document["job_id"]), tasks=tuple(t.index for t in tasks)),)
     except (OSError, UnicodeDecodeError):
-        raise UsageError(f"--status {job_id}: no build run of that job id is recorded under {runs_root(environ)}",
-                         hint="give the id `build --slurm` printed, as the same user (or with the same CUDA_RESOLVE_SLURM_DIR)") from None
+        raise UsageError(
+            f"--status {job_id}: no build run of that job id is recorded under {runs_root(environ)}",
+            hint="give the id `build --slurm` printed, as the same user (or with the same CUDA_RESOLVE_SLURM_DIR)",
+        ) from None
     except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"--status {job_id}: {folder / 'manifest.json'} is damaged ({exc})",
-                         hint="look at the task logs in that folder") from None
+        raise UsageError(
+            f"--status {job_id}: {folder / 'manifest.json'} is damaged ({exc})",
+            hint="look at the task logs in that folder",
+        ) from None
     return Run(folder=folder, tasks=tasks, already=already, jobs=jobs)
 
 
@@ -314,13 +388,20 @@ def outcome(run: Run, task: Task, queued: Mapping[int, str], ended: Mapping[int,
                 builds = json.loads(answer).get("builds", [])
             except ValueError:
                 builds = []
-            wheel = next((str(b["wheel"]) for b in builds if b.get("package") == task.package), None)
+            wheel = next(
+                (str(b["wheel"]) for b in builds if b.get("package") == task.package), None
+            )
             if wheel is not None:
                 return Outcome(task=task, state="built", wheel=wheel, log=log)
         reported = _reported_error(answer)
         if reported is not None:
             return Outcome(task=task, state="failed", log=reported[1] or log, diagnosis=reported[0])
-        return Outcome(task=task, state="failed", log=log, diagnosis=_diagnosis(_read(run.log(task)) or "", None))
+        return Outcome(
+            task=task,
+            state="failed",
+            log=log,
+            diagnosis=_diagnosis(_read(run.log(task)) or "", None),
+        )
     if task.index in queued:
         state = queued[task.index]
         return Outcome(task=task, state="pending" if state == "PENDING" else "running", log=log)
@@ -328,7 +409,9 @@ def outcome(run: Run, task: Task, queued: Mapping[int, str], ended: Mapping[int,
     if how in (None, "PENDING", "RUNNING", "COMPLETING", "CONFIGURING"):
         # Left the queue a moment ago; its exit status is being written (or the file system lags).
         return Outcome(task=task, state="running", log=log)
-    return Outcome(task=task, state="failed", log=log, diagnosis=_diagnosis(_read(run.log(task)) or "", how))
+    return Outcome(
+        task=task, state="failed", log=log, diagnosis=_diagnosis(_read(run.log(task)) or "", how)
+    )
 
 
 def outcomes(run: Run, environ: Mapping[str, str]) -> list[Outcome] | None:
@@ -346,8 +429,20 @@ def outcomes(run: Run, environ: Mapping[str, str]) -> list[Outcome] | None:
     found = [outcome(run, task, queued, ended) for task in run.tasks]
     if pending and not ended and all(o.state == "running" for o in found if o.task in pending):
         # Neither queued nor remembered by scontrol, and no exit status: the job is long gone.
-        found = [Outcome(task=o.task, state="failed", log=o.log, diagnosis=_diagnosis(_read(run.log(o.task)) or "", "without an exit status (killed, or its node lost)"))
-                 if o.task in pending else o for o in found]
+        found = [
+            Outcome(
+                task=o.task,
+                state="failed",
+                log=o.log,
+                diagnosis=_diagnosis(
+                    _read(run.log(o.task)) or "",
+                    "without an exit status (killed, or its node lost)",
+                ),
+            )
+            if o.task in pending
+            else o
+            for o in found
+        ]
     return found
 
 
@@ -356,8 +451,14 @@ def counts(found: Sequence[Outcome]) -> str:
     return ", ".join(f"{sum(1 for o in found if o.state == s)} {s}" for s in order)
 
 
-def follow(run: Run, environ: Mapping[str, str], *, say: Callable[[str], None],
-           sleep: Callable[[float], None] = time.sleep, every: float | None = None) -> list[Outcome]:
+def follow(
+    run: Run,
+    environ: Mapping[str, str],
+    *,
+    say: Callable[[str], None],
+    sleep: Callable[[float], None] = time.sleep,
+    every: float | None = None,
+) -> list[Outcome]:
     """Ask the queue every ``every`` seconds (:func:`poll_seconds`) until every task is built or
     failed; a line through ``say`` whenever the counts change."""
     interval = max(every if every is not None else poll_seconds(environ), MIN_POLL_SECONDS)
@@ -372,4 +473,3 @@ def follow(run: Run, environ: Mapping[str, str], *, say: Callable[[str], None],
             if all(o.state in _DONE for o in found):
                 return found
         sleep(interval)
-

@@ -19,13 +19,17 @@ _JOB_ID = re.compile(r"^\d+$")
 def _run(argv: Sequence[str], environ: Mapping[str, str]) -> Ran:
     ran = run_bounded(argv, timeout=_TIMEOUT_S, env=environ)
     if ran is None:
-        raise UsageError(f"{argv[0]} cannot be run: Slurm's client programs are not on PATH here",
-                         hint="run this on a login node of the cluster (where sbatch works), or load Slurm's module")
+        raise UsageError(
+            f"{argv[0]} cannot be run: Slurm's client programs are not on PATH here",
+            hint="run this on a login node of the cluster (where sbatch works), or load Slurm's module",
+        )
     return ran
 
 
 def _said(ran: Ran) -> str:
-    return (ran.stderr.strip() or ran.stdout.strip() or f"exit status {ran.returncode}").splitlines()[-1]
+    return (
+        ran.stderr.strip() or ran.stdout.strip() or f"exit status {ran.returncode}"
+    ).splitlines()[-1]
 
 
 def submit(script: Path, sbatch_args: Sequence[str], environ: Mapping[str, str]) -> str:
@@ -33,8 +37,10 @@ def submit(script: Path, sbatch_args: Sequence[str], environ: Mapping[str, str])
     ran = _run(["sbatch", "--parsable", *sbatch_args, str(script)], environ)
     job_id = ran.stdout.strip().split(";", 1)[0] if ran.ok else ""
     if not _JOB_ID.match(job_id):
-        raise BuildError(f"sbatch refused the build job: {_said(ran)}",
-                         hint="check the --sbatch-arg values (partition, account, time) against `sinfo`")
+        raise BuildError(
+            f"sbatch refused the build job: {_said(ran)}",
+            hint="check the --sbatch-arg values (partition, account, time) against `sinfo`",
+        )
     return job_id
 
 

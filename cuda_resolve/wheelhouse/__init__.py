@@ -36,8 +36,17 @@ if TYPE_CHECKING:
 
 #: Loaded on first use: a plan names wheel keys, and the store (file locks, page rendering) is
 #: only needed where wheels are published or looked up.
-_FROM_STORE = frozenset({"DEFAULT_LOCK_TIMEOUT", "WHEELHOUSE_ENV", "StoredWheel", "Wheelhouse", "best_covering",
-                         "covering_reason", "rank_covering"})
+_FROM_STORE = frozenset(
+    {
+        "DEFAULT_LOCK_TIMEOUT",
+        "WHEELHOUSE_ENV",
+        "StoredWheel",
+        "Wheelhouse",
+        "best_covering",
+        "covering_reason",
+        "rank_covering",
+    }
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -46,6 +55,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(store, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",

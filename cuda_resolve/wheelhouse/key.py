@@ -140,11 +140,14 @@ def _label_arch(entry: ArchEntry) -> str:
     return f"sm{cap.major}{cap.minor}{cap.suffix}{'ptx' if entry.ptx else ''}"
 
 
-def _fail(origin: str, field: str, value: object, expected: str, hint: str | None = None) -> WheelhouseError:
+def _fail(
+    origin: str, field: str, value: object, expected: str, hint: str | None = None
+) -> WheelhouseError:
     where = f"wheel key {field} = {value!r}" if field else f"wheel key {value!r}"
     return WheelhouseError(
         f"{origin}: {where}: {expected}",
-        hint=hint or "the key is computed by cuda-resolve from the plan; a hand-edited or foreign entry file should be removed (`cuda-resolve wheelhouse prune`)",
+        hint=hint
+        or "the key is computed by cuda-resolve from the plan; a hand-edited or foreign entry file should be removed (`cuda-resolve wheelhouse prune`)",
     )
 
 
@@ -155,7 +158,9 @@ def _version(origin: str, field: str, text: str) -> str:
         raise _fail(origin, field, text, "not a PEP 440 version") from None
     if version.local is not None:
         raise _fail(
-            origin, field, text,
+            origin,
+            field,
+            text,
             "has a local label; the key wants the base version",
             hint=f"pass {version.public!r} (the CUDA variant is a field of its own)",
         )
@@ -174,11 +179,20 @@ def _check_abi(obj: WheelKey | KeyQuery, origin: str, fields: tuple[str, ...]) -
     object.__setattr__(obj, "version", _version(origin, "version", obj.version))
     object.__setattr__(obj, "torch", _version(origin, "torch", obj.torch))
     if not _VARIANT.fullmatch(obj.variant):
-        raise _fail(origin, "variant", obj.variant, "expected torch's variant name, such as 'cu130' or 'cpu'")
+        raise _fail(
+            origin,
+            "variant",
+            obj.variant,
+            "expected torch's variant name, such as 'cu130' or 'cpu'",
+        )
     if not _PYTHON_TAG.fullmatch(obj.python_tag):
-        raise _fail(origin, "python_tag", obj.python_tag, "expected a wheel Python tag such as 'cp311'")
+        raise _fail(
+            origin, "python_tag", obj.python_tag, "expected a wheel Python tag such as 'cp311'"
+        )
     if not _PLATFORM.fullmatch(obj.platform):
-        raise _fail(origin, "platform", obj.platform, "expected a wheel platform tag such as 'linux_x86_64'")
+        raise _fail(
+            origin, "platform", obj.platform, "expected a wheel platform tag such as 'linux_x86_64'"
+        )
 
 
 def _check_digest(obj: WheelKey | KeyQuery, origin: str) -> None:
@@ -217,7 +231,9 @@ class WheelKey:
             raise _fail(origin, "arch_list", self.arch_list, "a cpu build has no CUDA arch list")
         if self.variant.startswith("cu") and not arch_list:
             raise _fail(
-                origin, "arch_list", self.arch_list,
+                origin,
+                "arch_list",
+                self.arch_list,
                 f"a {self.variant} build always has an arch list (TORCH_CUDA_ARCH_LIST is always set)",
             )
         object.__setattr__(self, "arch_list", arch_list)
@@ -245,9 +261,7 @@ class WheelKey:
         style), then each arch (``ptx`` where PTX is embedded), then :attr:`recipe_word`, so two
         recipes of one version have two file names on an index server. A valid PEP 440 local
         label, already in normal form."""
-        archs = [
-            _label_arch(parse_arch_entry(word)) for word in self.arch_list.split(";") if word
-        ]
+        archs = [_label_arch(parse_arch_entry(word)) for word in self.arch_list.split(";") if word]
         return ".".join([torch_label(Version(self.torch), self.variant), *archs, self.recipe_word])
 
     @property
@@ -314,12 +328,16 @@ class KeyQuery:
     def matches(self, key: WheelKey) -> bool:
         """Does ``key`` have exactly these fields (the package compared canonicalized)?"""
         return key.canonical_package == self.canonical_package and all(
-            getattr(key, field) == getattr(self, field) for field in QUERY_FIELDS if field != "package"
+            getattr(key, field) == getattr(self, field)
+            for field in QUERY_FIELDS
+            if field != "package"
         )
 
     def with_arch_list(self, arch_list: str) -> WheelKey:
         """The full key for a build with ``arch_list``."""
-        return WheelKey(arch_list=arch_list, **{field: getattr(self, field) for field in QUERY_FIELDS})
+        return WheelKey(
+            arch_list=arch_list, **{field: getattr(self, field) for field in QUERY_FIELDS}
+        )
 
 
 # -- coverage -------------------------------------------------------------------------------------
@@ -392,7 +410,9 @@ def _gpu_coverage(entries: Sequence[ArchEntry], gpu: ComputeCapability) -> GpuCo
             continue
         cap = entry.capability
         if build_covers_gpu((ArchEntry(cap, ptx=False),), gpu):
-            kind: CoverageKind = "exact" if ComputeCapability(cap.major, cap.minor) == plain else "sass"
+            kind: CoverageKind = (
+                "exact" if ComputeCapability(cap.major, cap.minor) == plain else "sass"
+            )
         else:
             kind = "ptx"
         # Within one kind the closest (highest) capability is what the driver loads.

@@ -39,7 +39,15 @@ if TYPE_CHECKING:
     from ..net.client import HttpClient
     from .store import StoredWheel
 
-__all__ = ["Credentials", "UploadOutcome", "default_pypirc", "find_credentials", "publish_entries", "resolve_target", "upload_wheel"]
+__all__ = [
+    "Credentials",
+    "UploadOutcome",
+    "default_pypirc",
+    "find_credentials",
+    "publish_entries",
+    "resolve_target",
+    "upload_wheel",
+]
 
 _SIMPLE_SUFFIXES = ("/+simple/", "/simple/")
 
@@ -63,7 +71,12 @@ class UploadOutcome:
     detail: str = ""
 
     def to_json(self) -> dict[str, object]:
-        return {"file": self.filename, "size": self.size, "status": self.status, "detail": self.detail}
+        return {
+            "file": self.filename,
+            "size": self.size,
+            "status": self.status,
+            "detail": self.detail,
+        }
 
 
 def _pypirc(path: Path) -> configparser.RawConfigParser:
@@ -71,8 +84,10 @@ def _pypirc(path: Path) -> configparser.RawConfigParser:
     try:
         parser.read(path, encoding="utf-8")
     except (configparser.Error, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot be read ({type(exc).__name__})",
-                         hint="fix the file (twine's format: [distutils] index-servers, then one section per server)") from None
+        raise UsageError(
+            f"{path}: cannot be read ({type(exc).__name__})",
+            hint="fix the file (twine's format: [distutils] index-servers, then one section per server)",
+        ) from None
     return parser
 
 
@@ -81,7 +96,9 @@ def _same_url(a: str, b: str) -> bool:
         parts = urlsplit(url.strip())
         host = parts.hostname or ""
         port = f":{parts.port}" if parts.port else ""
-        return urlunsplit((parts.scheme.lower(), host.lower() + port, parts.path.rstrip("/"), "", ""))
+        return urlunsplit(
+            (parts.scheme.lower(), host.lower() + port, parts.path.rstrip("/"), "", "")
+        )
 
     try:
         return bare(a) == bare(b)
@@ -89,7 +106,9 @@ def _same_url(a: str, b: str) -> bool:
         return False
 
 
-def resolve_target(target: str | None, *, served_url: str | None, pypirc: Path) -> tuple[str, str | None]:
+def resolve_target(
+    target: str | None, *, served_url: str | None, pypirc: Path
+) -> tuple[str, str | None]:
     """(upload URL, the ~/.pypirc section it came from) for ``--to``: a URL, a section name of
     ``~/.pypirc``, or None for the configured ``wheelhouse_url`` (its ``simple/`` or devpi's
     ``+simple/`` taken off: uploads go to the index's root)."""
@@ -97,9 +116,11 @@ def resolve_target(target: str | None, *, served_url: str | None, pypirc: Path) 
 
     if target is None:
         if served_url is None:
-            raise UsageError("wheelhouse publish: no server to publish to",
-                             hint="give --to URL (the index's upload URL), or set wheelhouse_url in the config file "
-                             "(or $CUDA_RESOLVE_WHEELHOUSE_URL)")
+            raise UsageError(
+                "wheelhouse publish: no server to publish to",
+                hint="give --to URL (the index's upload URL), or set wheelhouse_url in the config file "
+                "(or $CUDA_RESOLVE_WHEELHOUSE_URL)",
+            )
         url = served_url
         for suffix in _SIMPLE_SUFFIXES:
             if url.endswith(suffix):
@@ -108,46 +129,86 @@ def resolve_target(target: str | None, *, served_url: str | None, pypirc: Path) 
         return url, None
     if "://" not in target:
         parser = _pypirc(pypirc) if pypirc.is_file() else None
-        if parser is None or not parser.has_section(target) or not parser.get(target, "repository", fallback=""):
-            raise UsageError(f"wheelhouse publish --to {target!r}: not a URL, and {pypirc} has no [{target}] with a repository",
-                             hint="give the index's URL (https://host/ for pypiserver, https://host/USER/INDEX/ for devpi)")
+        if (
+            parser is None
+            or not parser.has_section(target)
+            or not parser.get(target, "repository", fallback="")
+        ):
+            raise UsageError(
+                f"wheelhouse publish --to {target!r}: not a URL, and {pypirc} has no [{target}] with a repository",
+                hint="give the index's URL (https://host/ for pypiserver, https://host/USER/INDEX/ for devpi)",
+            )
         target_url, section = parser.get(target, "repository"), target
     else:
         target_url, section = target, None
     try:
         return parse_mirror_url(target_url), section
     except ValueError as exc:
-        raise UsageError(f"wheelhouse publish --to {redact(target_url)!r}: {exc}",
-                         hint="the index's upload URL: https://host/ for pypiserver, https://host/USER/INDEX/ for devpi") from None
+        raise UsageError(
+            f"wheelhouse publish --to {redact(target_url)!r}: {exc}",
+            hint="the index's upload URL: https://host/ for pypiserver, https://host/USER/INDEX/ for devpi",
+        ) from None
 
 
-def find_credentials(url: str, *, section: str | None, pypirc: Path, netrc_file: Path | None,
-                     environ: Mapping[str, str]) -> Credentials | None:
+def find_credentials(
+    url: str,
+    *,
+    section: str | None,
+    pypirc: Path,
+    netrc_file: Path | None,
+    environ: Mapping[str, str],
+) -> Credentials | None:
     """The first credentials for ``url`` (see the module doc); each password is registered as a
     secret the moment it is read."""
     parts = urlsplit(url)
     if parts.username:
-        found = Credentials(username=unquote(parts.username), password=unquote(parts.password or ""), source="the URL")
+        found = Credentials(
+            username=unquote(parts.username),
+            password=unquote(parts.password or ""),
+            source="the URL",
+        )
         return _registered(found)
     if pypirc.is_file():
         parser = _pypirc(pypirc)
-        names = [section] if section else [s for s in parser.sections() if _same_url(parser.get(s, "repository", fallback=""), url)]
+        names = (
+            [section]
+            if section
+            else [
+                s
+                for s in parser.sections()
+                if _same_url(parser.get(s, "repository", fallback=""), url)
+            ]
+        )
         for name in names:
             username = parser.get(name, "username", fallback="")
             if username:
-                return _registered(Credentials(username=username, password=parser.get(name, "password", fallback=""),
-                                               source=f"{pypirc} [{name}]"))
+                return _registered(
+                    Credentials(
+                        username=username,
+                        password=parser.get(name, "password", fallback=""),
+                        source=f"{pypirc} [{name}]",
+                    )
+                )
     host = parts.hostname or ""
-    netrc_path = netrc_file if netrc_file is not None else Path(environ.get("NETRC") or Path.home() / ".netrc")
+    netrc_path = (
+        netrc_file
+        if netrc_file is not None
+        else Path(environ.get("NETRC") or Path.home() / ".netrc")
+    )
     if netrc_path.is_file():
         import netrc
 
         try:
             entry = netrc.netrc(str(netrc_path)).authenticators(host)
         except (netrc.NetrcParseError, OSError) as exc:
-            raise UsageError(f"{netrc_path}: cannot be read ({type(exc).__name__})", hint="fix the file, or give the credentials another way") from None
+            raise UsageError(
+                f"{netrc_path}: cannot be read ({type(exc).__name__})",
+                hint="fix the file, or give the credentials another way",
+            ) from None
         if entry is not None and entry[0]:
-            return _registered(Credentials(username=entry[0], password=entry[2] or "", source=str(netrc_path)))
+            return _registered(
+                Credentials(username=entry[0], password=entry[2] or "", source=str(netrc_path))
+            )
     try:
         import keyring  # type: ignore[import-not-found]
     except ImportError:
@@ -157,7 +218,11 @@ def find_credentials(url: str, *, section: str | None, pypirc: Path, netrc_file:
     except Exception:  # a keyring backend can fail in any way; it only offers credentials
         return None
     if credential is not None and credential.username:
-        return _registered(Credentials(username=credential.username, password=credential.password or "", source="keyring"))
+        return _registered(
+            Credentials(
+                username=credential.username, password=credential.password or "", source="keyring"
+            )
+        )
     return None
 
 
@@ -175,35 +240,63 @@ def _without_userinfo(url: str) -> str:
 
 def _metadata(wheel: Path) -> dict[str, str]:
     with zipfile.ZipFile(wheel) as archive:
-        name = next((n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
+        name = next(
+            (
+                n
+                for n in archive.namelist()
+                if n.count("/") == 1 and n.endswith(".dist-info/METADATA")
+            ),
+            None,
+        )
         if name is None:
-            raise WheelhouseError(f"{wheel.name} has no .dist-info/METADATA", hint="remove the entry and build it again")
-        headers = email.parser.HeaderParser().parsestr(archive.read(name).decode("utf-8", "replace"))
-    return {"name": headers.get("Name", ""), "version": headers.get("Version", ""),
-            "metadata_version": headers.get("Metadata-Version", "2.1")}
+            raise WheelhouseError(
+                f"{wheel.name} has no .dist-info/METADATA",
+                hint="remove the entry and build it again",
+            )
+        headers = email.parser.HeaderParser().parsestr(
+            archive.read(name).decode("utf-8", "replace")
+        )
+    return {
+        "name": headers.get("Name", ""),
+        "version": headers.get("Version", ""),
+        "metadata_version": headers.get("Metadata-Version", "2.1"),
+    }
 
 
 def _form(fields: Sequence[tuple[str, str]], wheel: Path) -> tuple[bytes, str]:
     boundary = secrets.token_hex(16)
     parts: list[bytes] = []
     for name, value in fields:
-        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode())
+        parts.append(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
+        )
     parts.append(
         f'--{boundary}\r\nContent-Disposition: form-data; name="content"; filename="{quote(wheel.name, safe="+")}"\r\n'
-        "Content-Type: application/octet-stream\r\n\r\n".encode() + wheel.read_bytes() + b"\r\n"
+        "Content-Type: application/octet-stream\r\n\r\n".encode()
+        + wheel.read_bytes()
+        + b"\r\n"
     )
     parts.append(f"--{boundary}--\r\n".encode())
     return b"".join(parts), f"multipart/form-data; boundary={boundary}"
 
 
-def upload_wheel(client: HttpClient, url: str, wheel: Path, credentials: Credentials | None) -> UploadOutcome:
+def upload_wheel(
+    client: HttpClient, url: str, wheel: Path, credentials: Credentials | None
+) -> UploadOutcome:
     """POST one wheel to ``url`` (the legacy upload API); see the module doc for the answers."""
     data = wheel.read_bytes()
     meta = _metadata(wheel)
-    fields = [(":action", "file_upload"), ("protocol_version", "1"), ("name", meta["name"]), ("version", meta["version"]),
-              ("metadata_version", meta["metadata_version"]), ("filetype", "bdist_wheel"),
-              ("pyversion", wheel.name.split("-")[-3]), ("sha256_digest", hashlib.sha256(data).hexdigest()),
-              ("md5_digest", hashlib.md5(data, usedforsecurity=False).hexdigest())]
+    fields = [
+        (":action", "file_upload"),
+        ("protocol_version", "1"),
+        ("name", meta["name"]),
+        ("version", meta["version"]),
+        ("metadata_version", meta["metadata_version"]),
+        ("filetype", "bdist_wheel"),
+        ("pyversion", wheel.name.split("-")[-3]),
+        ("sha256_digest", hashlib.sha256(data).hexdigest()),
+        ("md5_digest", hashlib.md5(data, usedforsecurity=False).hexdigest()),
+    ]
     body, content_type = _form(fields, wheel)
     headers = {"Content-Type": content_type}
     if credentials is not None:
@@ -214,25 +307,45 @@ def upload_wheel(client: HttpClient, url: str, wheel: Path, credentials: Credent
     if 200 <= response.status < 300:
         return UploadOutcome(filename=wheel.name, size=len(data), status="uploaded")
     if response.status == 409 or (response.status == 400 and "exist" in said.lower()):
-        return UploadOutcome(filename=wheel.name, size=len(data), status="already there", detail=said)
+        return UploadOutcome(
+            filename=wheel.name, size=len(data), status="already there", detail=said
+        )
     if response.status in (401, 403):
-        who = f"the credentials from {credentials.source} (user {credentials.username!r})" if credentials else "no credentials"
-        raise WheelhouseError(f"{redact(target)} refused the upload of {wheel.name} with HTTP {response.status}: {who}",
-                              hint="put the index's user and password in ~/.pypirc (a section whose repository is this URL), "
-                              "~/.netrc, keyring, or the URL")
-    raise WheelhouseError(f"{redact(target)} answered HTTP {response.status} to the upload of {wheel.name}" + (f": {said}" if said else ""),
-                          hint="check that the URL is the index's upload URL (https://host/ for pypiserver, https://host/USER/INDEX/ for devpi)")
+        who = (
+            f"the credentials from {credentials.source} (user {credentials.username!r})"
+            if credentials
+            else "no credentials"
+        )
+        raise WheelhouseError(
+            f"{redact(target)} refused the upload of {wheel.name} with HTTP {response.status}: {who}",
+            hint="put the index's user and password in ~/.pypirc (a section whose repository is this URL), "
+            "~/.netrc, keyring, or the URL",
+        )
+    raise WheelhouseError(
+        f"{redact(target)} answered HTTP {response.status} to the upload of {wheel.name}"
+        + (f": {said}" if said else ""),
+        hint="check that the URL is the index's upload URL (https://host/ for pypiserver, https://host/USER/INDEX/ for devpi)",
+    )
 
 
-def publish_entries(entries: Sequence[StoredWheel], client: HttpClient, url: str, credentials: Credentials | None,
-                    *, progress: Callable[[UploadOutcome], None] | None = None) -> list[UploadOutcome]:
+def publish_entries(
+    entries: Sequence[StoredWheel],
+    client: HttpClient,
+    url: str,
+    credentials: Credentials | None,
+    *,
+    progress: Callable[[UploadOutcome], None] | None = None,
+) -> list[UploadOutcome]:
     """Upload every entry's wheel (relabelled first where it has no key file: see the module
     doc); ``progress`` hears each outcome as it comes."""
     outcomes: list[UploadOutcome] = []
     for entry in entries:
         with tempfile.TemporaryDirectory(prefix="cuda-resolve-publish-") as scratch:
             wheel = entry.path
-            if read_wheel_key(wheel) is None or entry.path.name.split("-")[1] != entry.key.labelled_version:
+            if (
+                read_wheel_key(wheel) is None
+                or entry.path.name.split("-")[1] != entry.key.labelled_version
+            ):
                 written = rewrite_wheel(entry.path, entry.key, Path(scratch), strip=None)
                 wheel = Path(scratch) / written.filename
             outcome = upload_wheel(client, url, wheel, credentials)

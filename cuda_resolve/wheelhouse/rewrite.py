@@ -30,7 +30,14 @@ from packaging.version import Version
 from .errors import WheelhouseError
 from .key import WheelKey
 
-__all__ = ["KEY_FILE", "RewrittenWheel", "find_strip", "key_document", "read_wheel_key", "rewrite_wheel"]
+__all__ = [
+    "KEY_FILE",
+    "RewrittenWheel",
+    "find_strip",
+    "key_document",
+    "read_wheel_key",
+    "rewrite_wheel",
+]
 
 #: The file in a relabelled wheel's ``.dist-info`` that carries its full :class:`WheelKey`
 #: (the local label holds only a short recipe digest): a served wheel is taken by it.
@@ -41,7 +48,9 @@ _KEY_FILE_LIMIT = 64 * 1024
 
 def key_document(key: WheelKey) -> str:
     """The text of :data:`KEY_FILE` for ``key``."""
-    return json.dumps({"format": _KEY_FORMAT, "key": key.to_json()}, indent=2, sort_keys=True) + "\n"
+    return (
+        json.dumps({"format": _KEY_FORMAT, "key": key.to_json()}, indent=2, sort_keys=True) + "\n"
+    )
 
 
 def read_wheel_key(wheel: Path) -> WheelKey | None:
@@ -50,11 +59,17 @@ def read_wheel_key(wheel: Path) -> WheelKey | None:
     when the file is there and is not a valid key, or the wheel is not a zip archive."""
     try:
         with zipfile.ZipFile(wheel) as archive:
-            names = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(f".dist-info/{KEY_FILE}")]
+            names = [
+                n
+                for n in archive.namelist()
+                if n.count("/") == 1 and n.endswith(f".dist-info/{KEY_FILE}")
+            ]
             if not names:
                 return None
             if len(names) > 1 or archive.getinfo(names[0]).file_size > _KEY_FILE_LIMIT:
-                raise _bad_key(wheel, f"has {len(names)} {KEY_FILE} files or one too large to be a key")
+                raise _bad_key(
+                    wheel, f"has {len(names)} {KEY_FILE} files or one too large to be a key"
+                )
             text = archive.read(names[0]).decode("utf-8")
     except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
         raise _bad_key(wheel, f"cannot be read ({exc})") from None
@@ -68,8 +83,11 @@ def read_wheel_key(wheel: Path) -> WheelKey | None:
 
 
 def _bad_key(wheel: Path, why: str) -> WheelhouseError:
-    return WheelhouseError(f"wheel {wheel.name}: {why}",
-                           hint="it was not written by cuda-resolve's wheelhouse; it is not used")
+    return WheelhouseError(
+        f"wheel {wheel.name}: {why}",
+        hint="it was not written by cuda-resolve's wheelhouse; it is not used",
+    )
+
 
 _SHARED_OBJECT = re.compile(r"\.so(\.\d+)*$")
 _ELF_MAGIC = b"\x7fELF"
@@ -142,7 +160,7 @@ def _rewrite_metadata(text: str, new_version: str, path: Path) -> tuple[str, str
             continue
         field = name.strip().lower()
         if field == "version" and not replaced:
-            ending = line[len(line.rstrip("\r\n")):]
+            ending = line[len(line.rstrip("\r\n")) :]
             lines[number] = f"Version: {new_version}{ending or chr(10)}"
             replaced = True
         elif field == "requires-python":
@@ -198,7 +216,10 @@ def rewrite_wheel(
         if canonicalize_name(dist_name) != name:
             raise _bad_wheel(source, f"its {old_dist_info} does not match its file name")
         new_stem = f"{dist_name}-{new_version}"
-        renames = {f"{old_stem}.dist-info": f"{new_stem}.dist-info", f"{old_stem}.data": f"{new_stem}.data"}
+        renames = {
+            f"{old_stem}.dist-info": f"{new_stem}.dist-info",
+            f"{old_stem}.data": f"{new_stem}.data",
+        }
         record_name = f"{new_stem}.dist-info/RECORD"
         metadata_name = f"{old_stem}.dist-info/METADATA"
         if metadata_name not in archive.namelist():
@@ -224,7 +245,11 @@ def rewrite_wheel(
                             data.decode("utf-8"), new_version, source
                         )
                         data = text.encode("utf-8")
-                    elif strip and _SHARED_OBJECT.search(info.filename) and data.startswith(_ELF_MAGIC):
+                    elif (
+                        strip
+                        and _SHARED_OBJECT.search(info.filename)
+                        and data.startswith(_ELF_MAGIC)
+                    ):
                         smaller = _strip_debug(data, strip, info.filename)
                         if smaller is not None:
                             data = smaller
@@ -233,7 +258,9 @@ def rewrite_wheel(
                     records.append((new_name, _record_hash(data), str(len(data))))
                 key_name = f"{new_stem}.dist-info/{KEY_FILE}"
                 key_data = key_document(key).encode("utf-8")
-                key_info = zipfile.ZipInfo(key_name, date_time=infos[0].date_time if infos else (1980, 1, 1, 0, 0, 0))
+                key_info = zipfile.ZipInfo(
+                    key_name, date_time=infos[0].date_time if infos else (1980, 1, 1, 0, 0, 0)
+                )
                 key_info.external_attr = 0o644 << 16
                 out.writestr(key_info, key_data, zipfile.ZIP_DEFLATED)
                 records.append((key_name, _record_hash(key_data), str(len(key_data))))
@@ -241,7 +268,9 @@ def rewrite_wheel(
                 writer = csv.writer(buffer, lineterminator="\n")
                 writer.writerows(records)
                 writer.writerow((record_name, "", ""))
-                record_info = zipfile.ZipInfo(record_name, date_time=infos[0].date_time if infos else (1980, 1, 1, 0, 0, 0))
+                record_info = zipfile.ZipInfo(
+                    record_name, date_time=infos[0].date_time if infos else (1980, 1, 1, 0, 0, 0)
+                )
                 record_info.external_attr = 0o644 << 16
                 out.writestr(record_info, buffer.getvalue().encode("utf-8"), zipfile.ZIP_DEFLATED)
         except (zipfile.BadZipFile, zipfile.LargeZipFile, UnicodeDecodeError) as exc:

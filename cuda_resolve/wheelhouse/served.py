@@ -79,7 +79,9 @@ class ServedResult:
 PEP691 = "application/vnd.pypi.simple.v1+json"
 
 
-def parse_project_page(text: str, content_type: str, base_url: str) -> dict[str, tuple[str, str | None]]:
+def parse_project_page(
+    text: str, content_type: str, base_url: str
+) -> dict[str, tuple[str, str | None]]:
     """{file name: (absolute URL without its fragment, sha256 or None)} of one project page:
     PEP 691 JSON when ``content_type`` says JSON, else the PEP 503 HTML page's links. Pure."""
     import json
@@ -94,7 +96,11 @@ def parse_project_page(text: str, content_type: str, base_url: str) -> dict[str,
             return files
         entries = data.get("files") if isinstance(data, dict) else None
         for entry in entries if isinstance(entries, list) else ():
-            if isinstance(entry, dict) and isinstance(entry.get("filename"), str) and isinstance(entry.get("url"), str):
+            if (
+                isinstance(entry, dict)
+                and isinstance(entry.get("filename"), str)
+                and isinstance(entry.get("url"), str)
+            ):
                 hashes = entry.get("hashes")
                 sha = hashes.get("sha256") if isinstance(hashes, dict) else None
                 address = urljoin(base_url, entry["url"]).partition("#")[0]
@@ -103,16 +109,25 @@ def parse_project_page(text: str, content_type: str, base_url: str) -> dict[str,
     for link in page_links(text, base_url):
         address, _, fragment = link.partition("#")
         values = dict(item.partition("=")[::2] for item in fragment.split("&") if item)
-        files[unquote(urlsplit(address).path.rsplit("/", 1)[-1])] = (address, values.get("sha256", "").lower() or None)
+        files[unquote(urlsplit(address).path.rsplit("/", 1)[-1])] = (
+            address,
+            values.get("sha256", "").lower() or None,
+        )
     return files
 
 
-def project_files(client: HttpClient, index_url: str, project: str, *, ttl: float) -> dict[str, tuple[str, str | None]]:
+def project_files(
+    client: HttpClient, index_url: str, project: str, *, ttl: float
+) -> dict[str, tuple[str, str | None]]:
     """:func:`parse_project_page` of ``index_url``'s page for ``project`` (asked for PEP 691 JSON,
     HTML accepted). The one reader of a served index's pages: the served wheelhouse's and the
     lock's (lock/files.py). Raises FetchError as the client does (404 included)."""
-    response = client.get(f"{index_url.rstrip('/')}/{project}/", accept=f"{PEP691}, text/html;q=0.1", ttl=ttl)
-    return parse_project_page(response.text, response.headers.get("Content-Type", ""), response.final_url)
+    response = client.get(
+        f"{index_url.rstrip('/')}/{project}/", accept=f"{PEP691}, text/html;q=0.1", ttl=ttl
+    )
+    return parse_project_page(
+        response.text, response.headers.get("Content-Type", ""), response.final_url
+    )
 
 
 def _links(files: Mapping[str, tuple[str, str | None]]) -> list[ServedWheel]:
@@ -128,16 +143,26 @@ def _links(files: Mapping[str, tuple[str, str | None]]) -> list[ServedWheel]:
         label = parse_local_label(version.local or "") if version.local else None
         if label is None:
             continue  # no build label: not a wheel of ours
-        wheels.append(ServedWheel(
-            url=url, filename=filename, sha256=sha256, version=version.public,
-            python_tags=tuple(sorted({t.interpreter for t in tags})),
-            platforms=tuple(sorted({t.platform for t in tags})), label=label,
-        ))
+        wheels.append(
+            ServedWheel(
+                url=url,
+                filename=filename,
+                sha256=sha256,
+                version=version.public,
+                python_tags=tuple(sorted({t.interpreter for t in tags})),
+                platforms=tuple(sorted({t.platform for t in tags})),
+                label=label,
+            )
+        )
     return wheels
 
 
 def served_candidates(
-    wheels: Sequence[ServedWheel], key: WheelKey, capabilities: Sequence[ComputeCapability], *, exact_arch_list: bool
+    wheels: Sequence[ServedWheel],
+    key: WheelKey,
+    capabilities: Sequence[ComputeCapability],
+    *,
+    exact_arch_list: bool,
 ) -> list[tuple[ServedWheel, Coverage | None]]:
     """The served wheels whose file name fits ``key``: its version, torch release and variant,
     Python tag, platform and recipe word, and an arch list covering every capability (the
@@ -145,9 +170,13 @@ def served_candidates(
     torch_part = key.local_label.split(".", 1)[0]
     fitting: list[tuple[ServedWheel, Coverage | None]] = []
     for wheel in wheels:
-        if (Version(wheel.version) != Version(key.version) or wheel.label.torch != torch_part
-                or wheel.label.recipe != key.recipe_word or key.python_tag not in wheel.python_tags
-                or key.platform not in wheel.platforms):
+        if (
+            Version(wheel.version) != Version(key.version)
+            or wheel.label.torch != torch_part
+            or wheel.label.recipe != key.recipe_word
+            or key.python_tag not in wheel.python_tags
+            or key.platform not in wheel.platforms
+        ):
             continue
         if exact_arch_list or not capabilities:
             if wheel.label.arch_list == key.arch_list:
@@ -189,7 +218,8 @@ class ServedIndex:
 
             self._client = client_from_config(
                 timeouts=Timeouts(connect=3.0, read=15.0, deadline=6.0),
-                retry=RetryPolicy(attempts=2, backoff=0.5), use_cache=False,
+                retry=RetryPolicy(attempts=2, backoff=0.5),
+                use_cache=False,
             )
         return self._client
 
@@ -202,14 +232,22 @@ class ServedIndex:
         from ..net.errors import FetchError
 
         try:
-            return _links(project_files(self.client(), self.url, str(canonicalize_name(package)), ttl=0))
+            return _links(
+                project_files(self.client(), self.url, str(canonicalize_name(package)), ttl=0)
+            )
         except FetchError as exc:
             if exc.status == 404:
                 return []
             raise
 
-    def fetch_into(self, house: Wheelhouse, key: WheelKey, capabilities: Sequence[ComputeCapability], *,
-                   exact_arch_list: bool = False) -> ServedResult:
+    def fetch_into(
+        self,
+        house: Wheelhouse,
+        key: WheelKey,
+        capabilities: Sequence[ComputeCapability],
+        *,
+        exact_arch_list: bool = False,
+    ) -> ServedResult:
         """The best served wheel that fits ``key`` (:func:`served_candidates`), downloaded
         (sha256 checked), its carried key checked, and published into ``house`` under the key's
         lock (a process that got there first is reused: one wheel). Never raises for the
@@ -217,25 +255,39 @@ class ServedIndex:
         try:
             listed = self.wheels(key.package)
         except CudaResolveError as exc:
-            return ServedResult(notes=(f"the lab's wheelhouse {self.shown} (from {self.origin}) cannot be read "
-                                       f"({_first_line(exc)}): building locally",))
+            return ServedResult(
+                notes=(
+                    f"the lab's wheelhouse {self.shown} (from {self.origin}) cannot be read "
+                    f"({_first_line(exc)}): building locally",
+                )
+            )
         notes: list[str] = []
-        for wheel, coverage in served_candidates(listed, key, capabilities, exact_arch_list=exact_arch_list):
+        for wheel, coverage in served_candidates(
+            listed, key, capabilities, exact_arch_list=exact_arch_list
+        ):
             full = key.query().with_arch_list(wheel.label.arch_list)
             try:
                 stored = self._take(house, wheel, full)
             except CudaResolveError as exc:
-                notes.append(f"{wheel.filename} from the lab's wheelhouse {self.shown} is not used: {_first_line(exc)}")
+                notes.append(
+                    f"{wheel.filename} from the lab's wheelhouse {self.shown} is not used: {_first_line(exc)}"
+                )
                 continue
-            how = f"covers every GPU here ({coverage.describe()})" if coverage else "is this exact build"
+            how = (
+                f"covers every GPU here ({coverage.describe()})"
+                if coverage
+                else "is this exact build"
+            )
             reason = f"{key.package} {full.labelled_version} from the lab's wheelhouse {self.shown} {how}"
             return ServedResult(stored=stored, reason=reason, notes=tuple(notes))
         return ServedResult(notes=tuple(notes))
 
     def _take(self, house: Wheelhouse, wheel: ServedWheel, key: WheelKey) -> StoredWheel:
         if wheel.sha256 is None:
-            raise WheelhouseError("its link carries no #sha256=, so the download could not be checked",
-                                  hint="serve the wheelhouse with an index that publishes hashes (pypiserver and devpi do)")
+            raise WheelhouseError(
+                "its link carries no #sha256=, so the download could not be checked",
+                hint="serve the wheelhouse with an index that publishes hashes (pypiserver and devpi do)",
+            )
         with house.lock(key):
             found = house.lookup(key)
             if found is not None:
@@ -246,12 +298,20 @@ class ServedIndex:
                 self.client().download(wheel.url, target, sha256=wheel.sha256)
                 carried = read_wheel_key(target)
                 if carried is None:
-                    raise WheelhouseError(f"it carries no {KEY_FILE} (not published by cuda-resolve's wheelhouse)",
-                                          hint="publish it again with `cuda-resolve wheelhouse publish`")
+                    raise WheelhouseError(
+                        f"it carries no {KEY_FILE} (not published by cuda-resolve's wheelhouse)",
+                        hint="publish it again with `cuda-resolve wheelhouse publish`",
+                    )
                 if not _same(carried, key):
-                    different = [f for f, v in carried.to_json().items() if v != key.to_json()[f] and f != "package"]
-                    raise WheelhouseError(f"the key it carries differs from this plan's in {', '.join(different)}",
-                                          hint="it was built for another torch or recipe; a local build is made instead")
+                    different = [
+                        f
+                        for f, v in carried.to_json().items()
+                        if v != key.to_json()[f] and f != "package"
+                    ]
+                    raise WheelhouseError(
+                        f"the key it carries differs from this plan's in {', '.join(different)}",
+                        hint="it was built for another torch or recipe; a local build is made instead",
+                    )
                 return house.publish(key, target, strip_debug=False)
 
 
@@ -275,8 +335,10 @@ def served_index_from(environ: Mapping[str, str] | None = None) -> ServedIndex |
         try:
             return ServedIndex(parse_mirror_url(named), origin=f"${WHEELHOUSE_URL_ENV}")
         except ValueError as exc:
-            raise UsageError(f"${WHEELHOUSE_URL_ENV} = {redact(named)!r}: {exc}",
-                             hint="set it to the lab index's simple URL, such as https://pypi.lab.example/simple/") from None
+            raise UsageError(
+                f"${WHEELHOUSE_URL_ENV} = {redact(named)!r}: {exc}",
+                hint="set it to the lab index's simple URL, such as https://pypi.lab.example/simple/",
+            ) from None
     config = load_config(environ=env)
     if config.wheelhouse_url is None:
         return None

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-__all__ = ["PageLink", "page_paths", "pages", "render_flat_page", "render_project_page", "render_root_page"]
+__all__ = [
+    "PageLink",
+    "page_paths",
+    "pages",
+    "render_flat_page",
+    "render_project_page",
+    "render_root_page",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -53,7 +60,9 @@ def render_project_page(project: str, links: Sequence[PageLink]) -> str:
 
 def render_root_page(projects: Iterable[str]) -> str:
     """``simple/index.html``."""
-    body = (f'    <a href="{quote(name)}/">{html.escape(name)}</a><br/>\n' for name in sorted(projects))
+    body = (
+        f'    <a href="{quote(name)}/">{html.escape(name)}</a><br/>\n' for name in sorted(projects)
+    )
     return _page("Simple index", body)
 
 
@@ -73,7 +82,9 @@ def pages(links: Iterable[PageLink]) -> Mapping[str, str]:
         os.path.join("simple", "index.html"): render_root_page(by_project),
     }
     for project, project_links in by_project.items():
-        result[os.path.join("simple", project, "index.html")] = render_project_page(project, project_links)
+        result[os.path.join("simple", project, "index.html")] = render_project_page(
+            project, project_links
+        )
     return result
 
 

@@ -222,13 +222,27 @@ def _parse_entry(path: Path, text: str) -> StoredWheel:
     if not isinstance(data, dict):
         raise _entry_problem(path, "the file", type(data).__name__, "expected a JSON object")
     if data.get("format") != _FORMAT:
-        raise _entry_problem(path, "format", data.get("format"), f"expected {_FORMAT} (written by another cuda-resolve version?)")
+        raise _entry_problem(
+            path,
+            "format",
+            data.get("format"),
+            f"expected {_FORMAT} (written by another cuda-resolve version?)",
+        )
     key = WheelKey.from_json(data.get("key"), origin=f"{path}: key")
     name = data.get("file")
-    if not isinstance(name, str) or not name.endswith(".whl") or "/" in name or name.startswith("."):
+    if (
+        not isinstance(name, str)
+        or not name.endswith(".whl")
+        or "/" in name
+        or name.startswith(".")
+    ):
         raise _entry_problem(path, "file", name, "expected the wheel's file name")
     sha256 = data.get("sha256")
-    if not isinstance(sha256, str) or len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+    if (
+        not isinstance(sha256, str)
+        or len(sha256) != 64
+        or any(c not in "0123456789abcdef" for c in sha256)
+    ):
         raise _entry_problem(path, "sha256", sha256, "expected 64 lower-case hex digits")
     size = data.get("size")
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
@@ -322,8 +336,9 @@ class LockReference:
         return {"lock": self.lock, "package": self.package, "match": self.match}
 
 
-def referenced_by_locks(entries: Iterable[StoredWheel],
-                        locks: Mapping[str, Iterable[_LockedFile]]) -> dict[Path, tuple[LockReference, ...]]:
+def referenced_by_locks(
+    entries: Iterable[StoredWheel], locks: Mapping[str, Iterable[_LockedFile]]
+) -> dict[Path, tuple[LockReference, ...]]:
     """The entries some lock names, by wheel path, with each lock that does. A lock names an
     entry by its sha256 or by its file name, wherever its URL points (the served wheelhouse,
     the lab's index server, a mirror, a file path): a wheel of the same name with another hash
@@ -341,7 +356,9 @@ def referenced_by_locks(entries: Iterable[StoredWheel],
         for lock, item in by_hash.get(entry.sha256, ()):
             found.setdefault(lock, LockReference(lock=lock, package=item.package, match="sha256"))
         for lock, item in by_name.get(entry.filename, ()):
-            found.setdefault(lock, LockReference(lock=lock, package=item.package, match="file name"))
+            found.setdefault(
+                lock, LockReference(lock=lock, package=item.package, match="file name")
+            )
         if found:
             kept[entry.path] = tuple(found[lock] for lock in sorted(found))
     return kept
@@ -356,8 +373,14 @@ class Wheelhouse:
     cannot write, see :meth:`default`): :meth:`lookup`, :meth:`find_covering`, :meth:`scan` and
     :meth:`entry_dir` see their entries first; everything written goes to ``root``."""
 
-    def __init__(self, root: Path, *, origin: str = "given", shared: Sequence[Wheelhouse] = (),
-                 served: ServedIndex | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        origin: str = "given",
+        shared: Sequence[Wheelhouse] = (),
+        served: ServedIndex | None = None,
+    ) -> None:
         self.root = Path(root).expanduser().absolute()
         #: The lab's index server asked before a build (served.py); None: none is configured.
         self.served = served
@@ -367,7 +390,9 @@ class Wheelhouse:
         #: Said once to the user where the configured wheelhouse is read-only here.
         self.notes: tuple[str, ...] = tuple(
             f"the wheelhouse {house.root} (from {house.origin}) cannot be written here: its wheels are used, "
-            f"new builds go to {self.root}; lookups search both, {house.root} first" for house in self.shared)
+            f"new builds go to {self.root}; lookups search both, {house.root} first"
+            for house in self.shared
+        )
 
     def __repr__(self) -> str:
         shared = f", shared={list(self.shared)!r}" if self.shared else ""
@@ -391,7 +416,11 @@ class Wheelhouse:
             from ..config import load_config
 
             config = load_config(environ=env)
-            chosen = cls(config.wheelhouse, origin=f"the config file {config.path}") if config.wheelhouse is not None else own
+            chosen = (
+                cls(config.wheelhouse, origin=f"the config file {config.path}")
+                if config.wheelhouse is not None
+                else own
+            )
         from .served import served_index_from
 
         house = chosen.with_writable_fallback(environ=env)
@@ -407,11 +436,16 @@ class Wheelhouse:
             return self
         env = os.environ if environ is None else environ
         cache_override = env.get("CUDA_RESOLVE_CACHE_DIR", "").strip()
-        for base in dict.fromkeys([*([Path(cache_override)] if cache_override else []), user_cache_dir(env)]):
+        for base in dict.fromkeys(
+            [*([Path(cache_override)] if cache_override else []), user_cache_dir(env)]
+        ):
             own = (base / "wheelhouse").expanduser().absolute()
             if own != self.root and writable(own):
-                return Wheelhouse(own, origin="the user's own cache folder (the configured wheelhouse is read-only here)",
-                                  shared=(self,))
+                return Wheelhouse(
+                    own,
+                    origin="the user's own cache folder (the configured wheelhouse is read-only here)",
+                    shared=(self,),
+                )
         return self
 
     def _layers(self) -> tuple[Wheelhouse, ...]:
@@ -451,25 +485,31 @@ class Wheelhouse:
     # -- errors ------------------------------------------------------------------------------
 
     def _write_error(self, exc: OSError, what: str) -> WheelhouseError:
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # nothing half-written stays: the caller removed its staging
+        if exc.errno in (
+            errno.ENOSPC,
+            errno.EDQUOT,
+        ):  # nothing half-written stays: the caller removed its staging
             try:
                 free = f"{shutil.disk_usage(self.root).free / 2**20:.0f} MB free now"
             except OSError:
                 free = "its free space could not be read"
             # Pages are each replaced atomically, after the entries: a full disk there leaves the
             # wheels stored and some pages older than them.
-            outcome = ("the wheels are stored; some index pages were not updated (the next publish or prune rewrites them)"
-                       if what == _PAGES_STEP else "nothing was left half-written")
+            outcome = (
+                "the wheels are stored; some index pages were not updated (the next publish or prune rewrites them)"
+                if what == _PAGES_STEP
+                else "nothing was left half-written"
+            )
             return WheelhouseError(
                 f"the disk holding the wheelhouse {self.root} is full ({what}: {exc.strerror or exc}); {outcome}",
                 hint=f"free space on that disk ({free}), or choose a wheelhouse on another disk: set {WHEELHOUSE_ENV}=/path "
-                "or `wheelhouse = \"/path\"` in cuda-resolve's config file",
+                'or `wheelhouse = "/path"` in cuda-resolve\'s config file',
             )
         return WheelhouseError(
             f"cannot write to the wheelhouse {self.root} ({what}): {exc.strerror or exc}"
             + (f": {exc.filename}" if exc.filename else ""),
             hint=f"make the folder writable, or choose another one: set {WHEELHOUSE_ENV}=/path "
-            "or `wheelhouse = \"/path\"` in cuda-resolve's config file (its location came from "
+            'or `wheelhouse = "/path"` in cuda-resolve\'s config file (its location came from '
             f"{self.origin}); a read-only shared wheelhouse still serves lookups and installs",
         )
 
@@ -526,7 +566,9 @@ class Wheelhouse:
         finally:
             lock.release()
 
-    def lock(self, key: WheelKey, *, timeout: float = DEFAULT_LOCK_TIMEOUT) -> contextlib.AbstractContextManager[None]:
+    def lock(
+        self, key: WheelKey, *, timeout: float = DEFAULT_LOCK_TIMEOUT
+    ) -> contextlib.AbstractContextManager[None]:
         """Hold ``key``'s lock (a :class:`filelock.FileLock`; re-entrant within a thread).
 
         Hold it across lookup -> build -> publish, so that concurrent builds of one key (on
@@ -618,7 +660,9 @@ class Wheelhouse:
             raise self._read_error(exc, Path(exc.filename or self.wheels_dir)) from None
         for project in projects:
             self._scan_project(project, entries, problems)
-        entries.sort(key=lambda e: (e.key.canonical_package, e.key.version, e.created, e.key.digest))
+        entries.sort(
+            key=lambda e: (e.key.canonical_package, e.key.version, e.created, e.key.digest)
+        )
         return entries, problems
 
     def _scan_project(self, project: Path, entries: list[StoredWheel], problems: list[str]) -> None:
@@ -642,7 +686,9 @@ class Wheelhouse:
                     problems.append(exc.message)
                     continue
                 if entry.key.digest != folder.name or entry.key.canonical_package != project.name:
-                    problems.append(f"{path}: its key belongs in {entry.key.canonical_package}/{entry.key.digest}")
+                    problems.append(
+                        f"{path}: its key belongs in {entry.key.canonical_package}/{entry.key.digest}"
+                    )
                     continue
                 try:
                     size = entry.path.stat().st_size
@@ -678,7 +724,9 @@ class Wheelhouse:
             final = self._own_entry_dir(key)
             try:
                 project_dir.mkdir(parents=True, exist_ok=True)
-                staging = Path(tempfile.mkdtemp(prefix=f"{_TMP}{key.digest}-{_host_token()}-", dir=project_dir))
+                staging = Path(
+                    tempfile.mkdtemp(prefix=f"{_TMP}{key.digest}-{_host_token()}-", dir=project_dir)
+                )
             except OSError as exc:
                 raise self._write_error(exc, f"creating {project_dir}") from None
             retired: Path | None = None
@@ -731,10 +779,14 @@ class Wheelhouse:
     def remove(self, entry: StoredWheel) -> None:
         """Remove ``entry`` (it disappears in one rename, then its files go) and refresh the pages."""
         key = entry.key
-        shared = next((house for house in self.shared if entry.path.is_relative_to(house.root)), None)
+        shared = next(
+            (house for house in self.shared if entry.path.is_relative_to(house.root)), None
+        )
         if shared is not None:
-            raise WheelhouseError(f"{entry.path} is in the shared wheelhouse {shared.root}, which cannot be written here",
-                                  hint="ask whoever maintains the shared wheelhouse to remove it")
+            raise WheelhouseError(
+                f"{entry.path} is in the shared wheelhouse {shared.root}, which cannot be written here",
+                hint="ask whoever maintains the shared wheelhouse to remove it",
+            )
         with self.lock(key):
             final = self._own_entry_dir(key)
             if final.is_dir():
@@ -752,12 +804,19 @@ class Wheelhouse:
         """Regenerate ``index.html`` and ``simple/`` from the complete entries, under the
         wheelhouse-wide lock, each page replaced atomically. Where two entries have one file
         name (same ABI label, different recipe digest) the newest is listed."""
-        with self._hold(self.root / "locks" / "wheelhouse.lock", _PAGES_LOCK_TIMEOUT, "the index pages"):
+        with self._hold(
+            self.root / "locks" / "wheelhouse.lock", _PAGES_LOCK_TIMEOUT, "the index pages"
+        ):
             newest: dict[str, StoredWheel] = {}
-            own = Wheelhouse(self.root, origin=self.origin)  # the pages list this folder's wheels only
+            own = Wheelhouse(
+                self.root, origin=self.origin
+            )  # the pages list this folder's wheels only
             for entry in own.entries():
                 current = newest.get(entry.filename)
-                if current is None or (entry.created, entry.key.digest) > (current.created, current.key.digest):
+                if current is None or (entry.created, entry.key.digest) > (
+                    current.created,
+                    current.key.digest,
+                ):
                     newest[entry.filename] = entry
             links = [
                 simple.PageLink(

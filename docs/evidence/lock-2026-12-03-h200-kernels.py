@@ -23,7 +23,14 @@ idx = pointnet2_utils.furthest_point_sample(xyz, 128)
 same_fps = torch.equal(idx.long().cpu(), reference_fps(xyz.cpu(), 128))
 features = torch.rand(4, 16, 2048, device="cuda")
 gathered = pointnet2_utils.gather_operation(features, idx)
-same_gather = torch.equal(gathered.cpu(), torch.gather(features.cpu(), 2, idx.long().cpu().unsqueeze(1).expand(-1, 16, -1)))
-print(f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}; pointnet2_ops from {pointnet2_utils.__file__}")
-print(f"furthest_point_sample equals the reference: {same_fps}; gather_operation equals torch.gather: {same_gather}")
+same_gather = torch.equal(
+    gathered.cpu(),
+    torch.gather(features.cpu(), 2, idx.long().cpu().unsqueeze(1).expand(-1, 16, -1)),
+)
+print(
+    f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}; pointnet2_ops from {pointnet2_utils.__file__}"
+)
+print(
+    f"furthest_point_sample equals the reference: {same_fps}; gather_operation equals torch.gather: {same_gather}"
+)
 raise SystemExit(0 if same_fps and same_gather else 1)

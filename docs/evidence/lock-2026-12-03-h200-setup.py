@@ -32,7 +32,10 @@ def profile(out: Path, name: str, gpus: list[tuple[str, str]]) -> Path:
     text = H200.read_text()
     head, _, rest = text.partition("[[gpu]]")
     rest = rest.split("\n[[toolkit]]", 1)[1]
-    gpu_tables = "".join(f'[[gpu]]\nindex = {i}\nname = "{g}"\ncompute_capability = "{c}"\n\n' for i, (g, c) in enumerate(gpus))
+    gpu_tables = "".join(
+        f'[[gpu]]\nindex = {i}\nname = "{g}"\ncompute_capability = "{c}"\n\n'
+        for i, (g, c) in enumerate(gpus)
+    )
     path = out / f"{name}.toml"
     path.write_text(f'name = "{name}"\n' + head + gpu_tables + "[[toolkit]]" + rest)
     return path
@@ -48,8 +51,12 @@ def main() -> None:
     mixed = profile(out, "a100-h200", [("NVIDIA A100-SXM4-80GB", "8.0"), ("NVIDIA H200", "9.0")])
     stand_in = StaticIndex(out / "stand-in")
     stand_in.add(make_wheel(out / "built", "torch", "2.11.0+cu130"), variant="cu130")
-    env = dict(os.environ, CUDA_RESOLVE_WHEELHOUSE=str(out / "wheelhouse"), CUDA_RESOLVE_CACHE_DIR=str(out / "cache"),
-               CUDA_RESOLVE_CONFIG=str(out / "config.toml"))
+    env = dict(
+        os.environ,
+        CUDA_RESOLVE_WHEELHOUSE=str(out / "wheelhouse"),
+        CUDA_RESOLVE_CACHE_DIR=str(out / "cache"),
+        CUDA_RESOLVE_CONFIG=str(out / "config.toml"),
+    )
     env.pop("PIP_FIND_LINKS", None)
     os.environ.update(env)
     from cuda_resolve.config import load_config
@@ -60,18 +67,46 @@ def main() -> None:
     from cuda_resolve.wheelhouse.store import Wheelhouse
 
     with serve(out / "stand-in") as url:
-        (out / "config.toml").write_text(f'[pytorch]\nlayout = "simple"\nurl = "{url}/whl/"\n'
-                                         f'[[rewrite]]\ncanonical = "https://download.pytorch.org/whl/"\nmirror = "{url}/whl/"\n')
+        (out / "config.toml").write_text(
+            f'[pytorch]\nlayout = "simple"\nurl = "{url}/whl/"\n'
+            f'[[rewrite]]\ncanonical = "https://download.pytorch.org/whl/"\nmirror = "{url}/whl/"\n'
+        )
         house = Wheelhouse(out / "wheelhouse")
         for path, wheel in ((out / "h200.toml", "sm90"), (mixed, "sm80.sm90")):
-            plan, _ = profile_plan(load_lock_profile(str(path)), ["torch", "pointnet2_ops"], default_index(), Options(), load_config(), house)
+            plan, _ = profile_plan(
+                load_lock_profile(str(path)),
+                ["torch", "pointnet2_ops"],
+                default_index(),
+                Options(),
+                load_config(),
+                house,
+            )
             key = plan.builds[0].key
-            source = WHEELS / f"pointnet2_ops-3.0.0+pt2110cu130.{wheel}-cp312-cp312-linux_x86_64.whl"
+            source = (
+                WHEELS / f"pointnet2_ops-3.0.0+pt2110cu130.{wheel}-cp312-cp312-linux_x86_64.whl"
+            )
             assert f"cu130.{wheel}" in key.labelled_version, (key.labelled_version, wheel)
             house.publish(key, source, strip_debug=False)
-        command = [sys.executable, "-m", "cuda_resolve", "lock", "torch", "pointnet2_ops", "--index-url", f"{url}/simple",
-                   "--wheelhouse-url", "http://127.0.0.1:8765", "-o", str(out / "pylock.toml"),
-                   "--profile", str(out / "h200.toml"), "--profile", str(a100), "--profile", str(mixed)]
+        command = [
+            sys.executable,
+            "-m",
+            "cuda_resolve",
+            "lock",
+            "torch",
+            "pointnet2_ops",
+            "--index-url",
+            f"{url}/simple",
+            "--wheelhouse-url",
+            "http://127.0.0.1:8765",
+            "-o",
+            str(out / "pylock.toml"),
+            "--profile",
+            str(out / "h200.toml"),
+            "--profile",
+            str(a100),
+            "--profile",
+            str(mixed),
+        ]
         subprocess.run(command, check=True, env=env)
 
 

@@ -25,7 +25,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
             sys.stderr.write(f"/usr/bin/ld: final link failed: {exc.strerror}\n")
             raise SystemExit(1) from None
     if arch_list and arch_list == os.environ.get("QUICKEXT_FAIL"):
-        sys.stderr.write("quickext/ops.cu(1): error: identifier \"__nv_bfloat16\" is undefined\n")
+        sys.stderr.write('quickext/ops.cu(1): error: identifier "__nv_bfloat16" is undefined\n')
         raise SystemExit(1)
     return _write_wheel(wheel_directory)
 
@@ -45,7 +45,9 @@ def _write_wheel(folder):
     }
     record = []
     for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        digest = (
+            base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        )
         record.append(f"{path},sha256={digest},{len(text.encode())}")
     files[f"{dist}/RECORD"] = "\n".join([*record, f"{dist}/RECORD,,"]) + "\n"
     with zipfile.ZipFile(os.path.join(folder, name), "w") as archive:

@@ -37,7 +37,9 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     child = subprocess.Popen(["sleep", "300"])
     _record(os.getpid(), child.pid)
     # As nvcc does: intermediate files in TMPDIR (tmpxft_*), which a killed compile leaves behind.
-    with open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"tmpxft_{os.getpid():08x}.cpp"), "w") as scratch:
+    with open(
+        os.path.join(os.environ.get("TMPDIR", "/tmp"), f"tmpxft_{os.getpid():08x}.cpp"), "w"
+    ) as scratch:
         scratch.write("// intermediate\n")
     print("compiling (this never ends by itself)", flush=True)
     time.sleep(300)
@@ -55,7 +57,9 @@ def _write_wheel(folder):
     }
     record = []
     for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        digest = (
+            base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        )
         record.append(f"{path},sha256={digest},{len(text.encode())}")
     files[f"{dist}/RECORD"] = "\n".join([*record, f"{dist}/RECORD,,"]) + "\n"
     with zipfile.ZipFile(os.path.join(folder, name), "w") as archive:
