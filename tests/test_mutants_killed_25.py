@@ -1,0 +1,212 @@
+"""Decisions that survived a mutant until issue 25 (item 5): each test here fails when the guarding
+code is broken that way (the mutation and its failing run are in the issue's report).
+
+Every test drives the real path where it is cheap: the Slurm job script is run by bash with a
+stand-in build command, the credentials are read from real ``~/.pypirc`` and netrc files (and a
+stand-in ``keyring`` module) by ``wheelhouse publish`` against a loopback server, plans are made
+and applied by the CLI on machines described by ``CUDA_RESOLVE_DRIVER`` /
+``CUDA_RESOLVE_CUDA_ARCH``, and locks are made and synced against loopback indexes with real pip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import types
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from test_wheelhouse import make_key
+from test_wheelhouse import make_wheel as make_built_wheel
+
+from cuda_resolve.cli import main
+from cuda_resolve.redaction import clear_secrets
+from cuda_resolve.slurm import fanout
+from cuda_resolve.wheelhouse import Wheelhouse
+
+# -- Slurm: the job script's lines, and a failed task's answer ------------------------------------
+
+#: A stand-in for ``cuda-resolve build ... --json``: its answer names the words it was given and
+#: the wheel it "built"; it exits with $STANDIN_RC (a build that failed after writing its answer).
+STANDIN_BUILD = """\
+import json, os, sys
+print(json.dumps({
+    "argv": sys.argv[1:],
+    "builds": [{"package": "demo-ext", "wheel": "/wheelhouse/demo_ext-1.0-cp311-cp311-linux.whl"}],
+}))
+sys.exit(int(os.environ.get("STANDIN_RC", "0")))
+"""
+
+#: A requirement and a profile path with words the shell reads: ``>`` redirects, ``;`` ends a
+#: command, ``'``, ``(``, ``$`` and spaces.
+ODD_REQUIREMENT = "demo-ext>=1.0; python_version >= '3.8'"
+ODD_PROFILE_NAME = "lab's A100 (80 GB) $HOME.toml"
+
+
+def _slurm_run(tmp_path: Path) -> tuple[fanout.Run, list[str]]:
+    folder = tmp_path / "runs of the lab" / "run 1"
+    folder.mkdir(parents=True)
+    profile = tmp_path / "profiles dir" / ODD_PROFILE_NAME
+    task = fanout.Task(
+        index=0, package="demo-ext", requirement=ODD_REQUIREMENT, profile=str(profile)
+    )
+    standin = tmp_path / "stand-in build.py"
+    standin.write_text(STANDIN_BUILD, encoding="utf-8")
+    command = [sys.executable, str(standin), "build", "--json"]
+    return fanout.Run(folder=folder, tasks=(task,)), command
+
+
+def _run_task(run: fanout.Run, command: list[str], rc: int) -> subprocess.CompletedProcess[str]:
+    """What a Slurm node does with the array script for task 0 (the #SBATCH lines are comments)."""
+    script = run.folder / "job.sh"
+    script.write_text(fanout.job_script(run, command), encoding="utf-8")
+    environ = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(run.folder),
+        "SLURM_ARRAY_TASK_ID": "0",
+        "STANDIN_RC": str(rc),
+    }
+    return subprocess.run(
+        ["bash", str(script)],
+        cwd=run.folder,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_each_word_of_a_task_line_reaches_the_build_as_one_argument(tmp_path: Path) -> None:
+    """A requirement with ``>=`` and ``;`` and a profile path with spaces, a quote and ``$`` reach
+    the build command word for word; joined without quoting, bash would redirect, split and
+    expand them."""
+    run, command = _slurm_run(tmp_path)
+    [task] = run.tasks
+    done = _run_task(run, command, rc=0)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(run.result(task).read_text(encoding="utf-8"))
+    assert answer["argv"] == ["build", "--json", ODD_REQUIREMENT, "--profile", task.profile]
+    assert run.status_file(task).read_text(encoding="utf-8").strip() == "0"
+    assert sorted(p.name for p in run.folder.iterdir()) == ["job.sh", "task-0.json", "task-0.rc"]
+
+
+def test_a_task_that_failed_after_naming_a_wheel_is_failed_not_built(tmp_path: Path) -> None:
+    """The exit status decides: a build that wrote an answer listing its wheel and then failed
+    (exit 1) is a failed task; the same answer with exit 0 is a built one."""
+    run, command = _slurm_run(tmp_path)
+    [task] = run.tasks
+    assert _run_task(run, command, rc=1).returncode == 1
+    assert run.status_file(task).read_text(encoding="utf-8").strip() == "1"
+    assert "demo_ext-1.0" in run.result(task).read_text(encoding="utf-8")
+    failed = fanout.outcome(run, task, {}, {})
+    assert failed.state == "failed" and failed.wheel is None, failed
+    assert _run_task(run, command, rc=0).returncode == 0
+    built = fanout.outcome(run, task, {}, {})
+    assert built.state == "built" and built.wheel is not None and "demo_ext-1.0" in built.wheel
+
+
+# -- credentials read for wheelhouse publish are registered as secrets ----------------------------
+
+PASSWORD = "s3cret-upload-pass"
+
+
+class _EchoingServer(BaseHTTPRequestHandler):
+    """An index server that fails an upload and, badly, says the password it was given."""
+
+    def do_POST(self) -> None:
+        import base64
+
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        said = self.headers.get("Authorization", "").partition(" ")[2]
+        user, _, password = base64.b64decode(said).decode().partition(":")
+        body = f"cannot store the file for {user} (password {password})\n".encode()
+        self.send_response(500)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def echoing_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoingServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def publisher(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A home folder with a wheelhouse of one entry; no secret registered before or after."""
+    home = tmp_path / "home"
+    home.mkdir()
+    house = tmp_path / "wheelhouse"
+    Wheelhouse(house).publish(make_key(), make_built_wheel(tmp_path / "built"), strip_debug=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CUDA_RESOLVE_WHEELHOUSE", str(house))
+    monkeypatch.setenv("NETRC", str(home / "no-netrc"))
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setitem(sys.modules, "keyring", None)  # none unless a test puts one there
+    clear_secrets()
+    yield home
+    clear_secrets()
+
+
+def _publish(capsys: pytest.CaptureFixture[str], *words: str) -> tuple[int, str]:
+    code = main(["wheelhouse", "publish", *words])
+    shown = capsys.readouterr()
+    return code, shown.out + shown.err
+
+
+@pytest.mark.parametrize("source", ["pypirc", "netrc", "keyring"])
+def test_a_password_read_for_publish_is_never_shown_even_where_a_server_echoes_it(
+    source: str,
+    publisher: Path,
+    echoing_server: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The password is registered the moment it is read, so it is masked in any text, not only
+    in a URL's user info: here the server's error line repeats it."""
+    if source == "pypirc":
+        (publisher / ".pypirc").write_text(
+            textwrap.dedent(f"""\
+                [distutils]
+                index-servers = lab
+                [lab]
+                repository = {echoing_server}
+                username = lab
+                password = {PASSWORD}
+            """),
+            encoding="utf-8",
+        )
+    elif source == "netrc":
+        netrc = publisher / "netrc"
+        netrc.write_text(f"machine 127.0.0.1 login lab password {PASSWORD}\n", encoding="utf-8")
+        netrc.chmod(0o600)
+        monkeypatch.setenv("NETRC", str(netrc))
+    else:
+        keyring = types.ModuleType("keyring")
+        keyring.get_credential = lambda url, user: types.SimpleNamespace(  # type: ignore[attr-defined]
+            username="lab", password=PASSWORD
+        )
+        monkeypatch.setitem(sys.modules, "keyring", keyring)
+    code, shown = _publish(capsys, "--to", echoing_server)
+    assert code != 0 and "answered HTTP 500" in shown, shown
+    assert "cannot store the file for lab (password ***)" in shown, shown
+    assert PASSWORD not in shown
