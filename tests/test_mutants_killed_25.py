@@ -26,6 +26,7 @@ from test_wheelhouse import make_key
 from test_wheelhouse import make_wheel as make_built_wheel
 
 from cuda_resolve.cli import main
+from cuda_resolve.errors import UsageError
 from cuda_resolve.redaction import clear_secrets
 from cuda_resolve.slurm import fanout
 from cuda_resolve.wheelhouse import Wheelhouse
@@ -202,11 +203,174 @@ def test_a_password_read_for_publish_is_never_shown_even_where_a_server_echoes_i
         monkeypatch.setenv("NETRC", str(netrc))
     else:
         keyring = types.ModuleType("keyring")
-        keyring.get_credential = lambda url, user: types.SimpleNamespace(  # type: ignore[attr-defined]
-            username="lab", password=PASSWORD
-        )
+        found = types.SimpleNamespace(username="lab", password=PASSWORD)
+        setattr(keyring, "get_credential", lambda url, user: found)  # noqa: B010 (a stand-in)
         monkeypatch.setitem(sys.modules, "keyring", keyring)
     code, shown = _publish(capsys, "--to", echoing_server)
     assert code != 0 and "answered HTTP 500" in shown, shown
     assert "cannot store the file for lab (password ***)" in shown, shown
     assert PASSWORD not in shown
+
+
+# -- hash-checking mode and the files a plan is pinned to ------------------------------------------
+
+H200 = Path(__file__).parent / "data" / "profiles" / "h200-detected-2026-12-02.toml"
+SHA_A = "a" * 64
+SHA_B = "b" * 64
+
+#: A curated package whose wheels sit on a find-links page (kaolin's way), that page on loopback.
+CURATED_FIND_LINKS = """\
+format = 1
+
+[sources]
+fixture = "cuda-resolve's test fixture (tests/test_mutants_killed_25.py)"
+
+[package]
+name = "demo-ext"
+import_name = "demo_ext"
+find_links = "{url}/torch-{{torch}}_cu{{cuda_nodot}}.html"
+source = "[fixture]"
+
+[[wheels]]
+version = "1.0"
+python = ["3.12"]
+platforms = ["linux_x86_64"]
+torch = [{{ versions = ["2.11.0"], variants = ["cu130"] }}]
+source = "[fixture]"
+"""
+
+#: The H200 profile's page: torch 2.11.0, CUDA 13.0.
+PAGE = "torch-2.11.0_cu130.html"
+
+
+@pytest.fixture
+def find_links(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, str]]:
+    """(the folder served on loopback, its URL); the page is written by each test."""
+    from test_lock_support import serve
+
+    served = tmp_path / "served"
+    served.mkdir()
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with serve(served) as url:
+        yield served, url
+
+
+def _page(folder: Path, url: str, *links: tuple[str, str | None]) -> None:
+    """The find-links page, one link per (wheel file name, its sha256 or None)."""
+    lines = [
+        f'<a href="{url}/files/{name}{f"#sha256={sha}" if sha else ""}">{name}</a><br>'
+        for name, sha in links
+    ]
+    (folder / PAGE).write_text("<html><body>\n" + "\n".join(lines) + "\n</body></html>\n")
+
+
+def _dry_run(
+    tmp_path: Path,
+    url: str,
+    requirements: tuple[str, ...] = ("demo-ext",),
+    *,
+    pip_args: tuple[str, ...] = ("--require-hashes",),
+    lines: str | None = None,
+) -> list[list[str]]:
+    """``cuda-pip install REQ... PIP_ARGS --dry-run`` for the H200 profile, its pages read from
+    loopback by the CLI's own reader; the pip commands it would run. ``lines``: a -r file's."""
+    from cuda_resolve.cli.install import _read_page
+    from cuda_resolve.index.load import load_index
+    from cuda_resolve.install.options import InstallOptions
+    from cuda_resolve.install.reqfile import read_requirement_files, requirement_file_options
+    from cuda_resolve.install.run import InstallRequest, run
+    from cuda_resolve.profile import load_profile
+
+    (tmp_path / "index" / "packages").mkdir(parents=True, exist_ok=True)
+    recipe = tmp_path / "index" / "packages" / "demo-ext.toml"
+    recipe.write_text(CURATED_FIND_LINKS.format(url=url), encoding="utf-8")
+    if lines is not None:
+        (tmp_path / "req.txt").write_text(lines, encoding="utf-8")
+        pip_args = (*pip_args, "-r", str(tmp_path / "req.txt"))
+    reading = read_requirement_files(requirement_file_options(pip_args), environ={})
+    result = run(
+        InstallRequest(
+            requirements=requirements,
+            file_requirements=tuple(reading.requirements),
+            dry_run=True,
+        ),
+        load_profile(H200),
+        load_index([tmp_path / "index"], include_user=False),
+        InstallOptions(pip_args=pip_args),
+        read_page=_read_page,
+        wheelhouse=Wheelhouse(tmp_path / "wheelhouse"),
+        environ={},
+    )
+    return [list(command) for command in result.pip_runs]
+
+
+WHEEL_10 = "demo_ext-1.0-cp312-cp312-linux_x86_64.whl"
+
+
+@pytest.mark.parametrize("where", ["command line", "requirements file"])
+def test_a_direct_url_without_a_sha256_is_not_hashed(
+    tmp_path: Path, find_links: tuple[Path, str], where: str
+) -> None:
+    """``name @ URL`` is pip's to download with nothing to check unless the URL carries
+    ``#sha256=``: refused in hash-checking mode before anything is built; with the fragment the
+    same requirement goes to pip as written."""
+    folder, url = find_links
+    _page(folder, url, (WHEEL_10, SHA_A))
+    direct = "six @ https://files.example.org/six-1.16.0-py2.py3-none-any.whl"
+
+    def attempt(requirement: str) -> list[list[str]]:
+        if where == "command line":
+            return _dry_run(tmp_path, url, ("demo-ext", requirement))
+        return _dry_run(tmp_path, url, lines=f"{requirement}\n")
+
+    with pytest.raises(UsageError) as refused:
+        attempt(direct)
+    assert (
+        "hash-checking mode is on (--require-hashes on the command line)" in refused.value.message
+    )
+    said = "(on the command line) has no hash" if where == "command line" else "has no --hash"
+    assert f"{direct} {said}" in refused.value.message, refused.value.message
+    [command] = attempt(f"{direct}#sha256={SHA_B}")
+    assert "--require-hashes" in command
+    if where == "command line":
+        assert f"{direct}#sha256={SHA_B}" in command
+
+
+def test_an_index_wheel_whose_page_lists_no_hash_is_refused_in_hash_mode(
+    tmp_path: Path, find_links: tuple[Path, str]
+) -> None:
+    """The page lists the wheel without a sha256: nothing to pin it to, so hash-checking mode
+    refuses it (by name) before pip runs; with the page's hash it is pinned and goes ahead."""
+    folder, url = find_links
+    _page(folder, url, (WHEEL_10, None))
+    with pytest.raises(UsageError) as refused:
+        _dry_run(tmp_path, url)
+    assert "demo-ext 1.0: its index page lists no sha256 for it" in refused.value.message
+    _page(folder, url, (WHEEL_10, SHA_A))
+    [command] = _dry_run(tmp_path, url)
+    assert f"demo-ext @ {url}/files/{WHEEL_10}#sha256={SHA_A}" in command
+
+
+@pytest.mark.parametrize("hash_mode", [True, False], ids=["hash mode", "plain"])
+def test_a_wheel_is_pinned_to_its_own_versions_file_never_another_versions(
+    tmp_path: Path, find_links: tuple[Path, str], hash_mode: bool
+) -> None:
+    """The page lists demo-ext 1.1 with a better tag for the H200 (cp312) beside the planned 1.0
+    (py3): the pin is 1.0's file. A page with 1.1 alone pins nothing (and hash-checking mode then
+    refuses the wheel)."""
+    folder, url = find_links
+    newer = "demo_ext-1.1-cp312-cp312-linux_x86_64.whl"
+    planned = "demo_ext-1.0-py3-none-any.whl"
+    pip_args = ("--require-hashes",) if hash_mode else ()
+    _page(folder, url, (newer, SHA_B), (planned, SHA_A))
+    [command] = _dry_run(tmp_path, url, pip_args=pip_args)
+    assert f"demo-ext @ {url}/files/{planned}#sha256={SHA_A}" in command, command
+    assert not any(newer in word for word in command)
+    _page(folder, url, (newer, SHA_B))
+    if hash_mode:
+        with pytest.raises(UsageError, match=r"demo-ext 1\.0: its index page lists no sha256"):
+            _dry_run(tmp_path, url, pip_args=pip_args)
+    else:
+        [command] = _dry_run(tmp_path, url, pip_args=pip_args)
+        assert "demo-ext==1.0" in command and not any(newer in word for word in command)
