@@ -30,6 +30,8 @@ __all__ = [
     "SHELLS",
     "JobEnvironment",
     "bare_extension_scan",
+    "csh_quote",
+    "fish_quote",
     "job_environment",
     "kernel_spec",
     "library_locations",
@@ -38,8 +40,8 @@ __all__ = [
     "validate_kernel_name",
 ]
 
-Shell = Literal["bash", "zsh", "fish", "csh"]
-SHELLS: tuple[Shell, ...] = ("bash", "zsh", "fish", "csh")
+Shell = Literal["bash", "zsh", "fish", "csh", "tcsh"]
+SHELLS: tuple[Shell, ...] = ("bash", "zsh", "fish", "csh", "tcsh")  # csh and tcsh: one rendering
 _KERNEL_NAME = re.compile(r"^[A-Za-z0-9._-]+$")  # what jupyter_client accepts as a kernel name
 
 
@@ -171,56 +173,101 @@ def job_environment(
 def _prepend_posix(name: str, dirs: Sequence[str]) -> str:
     """Put ``dirs`` first unless they already are: a second evaluation finds them there."""
     prefix = ":".join(dirs)
-    quoted = shlex.quote(prefix)
+    quoted = shlex.quote(prefix)  # single quotes: every byte but ' itself is literal there
     return (
         f'case "${{{name}-}}" in {quoted}|{quoted}:*) ;; '
         f'*) {name}={quoted}"${{{name}:+:${name}}}" ;; esac; export {name}'
     )
 
 
+def fish_quote(value: str) -> str:
+    """``value`` as one fish word, exactly: in fish's single quotes only ``\\`` and ``\'`` are
+    escapes; nothing is expanded (no ``$HOME``, no ``$(...)``), a newline stays a newline."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def _prepend_fish(name: str, dirs: Sequence[str]) -> str:
-    items = " ".join(shlex.quote(d) for d in dirs)
-    firsts = " ".join(f"$__cr[{i + 1}]" for i in range(len(dirs)))
-    # fish keeps PATH-like variables as lists: compare the first entries with ours.
-    return (
-        f'set -l __cr ${name}; if test (count $__cr) -lt {len(dirs)}; or test "{firsts}" != "{" ".join(dirs)}"; '
-        f"set -gx {name} {items} ${name}; end; set -e __cr"
+    # fish keeps PATH-like variables as lists: compare the first entries with ours, one by one
+    # ("x" first: test never reads a value such as "-n" or "!" as an operator).
+    same = "".join(
+        f'; and test "x${name}[{i + 1}]" = {fish_quote("x" + d)}' for i, d in enumerate(dirs)
     )
+    items = " ".join(fish_quote(d) for d in dirs)
+    # Unset or empty: ours alone (an empty entry would be the current folder).
+    return (
+        f'if set -q {name}[{len(dirs)}]{same}; else if test -z "${name}"; '
+        f"set -gx {name} {items}; else; set -gx {name} {items} ${name}; end"
+    )
+
+
+def csh_quote(value: str) -> str:
+    """``value`` as one csh/tcsh word, exactly. In single quotes csh expands nothing but history
+    (``!``, even in a script): each ``!`` is written ``\\!`` outside the quotes. A newline cannot
+    survive the documented ``eval "`...`"`` (it splits the output into words): refused."""
+    if "\n" in value:
+        raise UsageError(
+            f"{value!r} holds a newline, which csh and tcsh cannot be given exactly through "
+            'eval "`cuda-resolve env --shell csh`"',
+            hint="use --shell bash, zsh or fish, or move the folder to a path without a newline",
+        )
+    return "'" + value.replace("'", "'\\''").replace("!", "'\\!'") + "'"
+
+
+def _csh_pattern(value: str) -> str:
+    """A csh ``=~`` pattern that matches ``value`` itself: quoting does not make ``*``, ``?``,
+    ``[`` and ``\\`` literal in a pattern, a one-character class does."""
+    return csh_quote("".join(f"[{c}]" if c in "*?[\\" else c for c in value))
 
 
 def _prepend_csh(name: str, dirs: Sequence[str]) -> str:
     prefix = ":".join(dirs)
-    quoted = shlex.quote(prefix)
+    quoted = csh_quote(prefix)
+    pattern = _csh_pattern(prefix)
     # csh cannot evaluate multi-line blocks: one-line ifs, in an order where each sees the last.
     return (
         f"if ( ! $?{name} ) setenv {name} {quoted}\n"
         f'if ( "${name}" == "" ) setenv {name} {quoted}\n'
-        f'if ( "${name}" != {quoted} && "${name}" !~ {quoted}:* ) setenv {name} {quoted}:"${name}"'
+        f'if ( "${name}" != {quoted} && "${name}" !~ {pattern}:* ) '
+        f'setenv {name} {quoted}:"${name}"'
     )
 
 
 def _set(shell: Shell, name: str, value: str) -> str:
     if shell == "fish":
-        return f"set -gx {name} {shlex.quote(value)}"
-    if shell == "csh":
-        return f"setenv {name} {shlex.quote(value)}"
+        return f"set -gx {name} {fish_quote(value)}"
+    if shell in ("csh", "tcsh"):
+        return f"setenv {name} {csh_quote(value)}"
     return f"export {name}={shlex.quote(value)}"
 
 
+def _entries(name: str, dirs: Sequence[str]) -> tuple[str, ...]:
+    """``dirs`` as entries of the ':'-separated ``name``; a folder whose path holds ':' cannot be
+    one (it would become two entries): refused, naming it."""
+    for directory in dirs:
+        if ":" in directory:
+            raise UsageError(
+                f"{directory!r} cannot be put on {name}: ':' separates its entries",
+                hint="move the environment or toolkit to a path without ':'",
+            )
+    return tuple(dirs)
+
+
 def render(job: JobEnvironment, shell: Shell, *, extra_path: Sequence[str] = ()) -> str:
-    """The lines to ``eval`` in ``shell``; ``extra_path`` goes first on PATH after the toolkit."""
-    prepend = {"fish": _prepend_fish, "csh": _prepend_csh}.get(shell, _prepend_posix)
+    """The lines to ``eval`` in ``shell``; ``extra_path`` goes first on PATH after the toolkit.
+    Every value is quoted for ``shell``'s own rules and arrives byte for byte."""
+    csh = shell in ("csh", "tcsh")
+    prepend = _prepend_csh if csh else _prepend_fish if shell == "fish" else _prepend_posix
     lines: list[str] = []
     if job.cuda_home:
         lines.append(_set(shell, "CUDA_HOME", job.cuda_home))
-    path = tuple(dict.fromkeys((*job.path, *extra_path)))
+    path = _entries("PATH", tuple(dict.fromkeys((*job.path, *extra_path))))
     if path:
         lines.append(prepend("PATH", path))
     if job.library_path:
-        lines.append(prepend("LD_LIBRARY_PATH", job.library_path))
+        lines.append(prepend("LD_LIBRARY_PATH", _entries("LD_LIBRARY_PATH", job.library_path)))
     if job.arch_list:
         lines.append(_set(shell, "TORCH_CUDA_ARCH_LIST", job.arch_list))
-    if shell == "csh":
+    if csh:
         # `eval "`cuda-resolve env --shell csh`"` joins the lines into one: each ends its statement.
         lines = [f"{statement};" for line in lines for statement in line.split("\n")]
     return "\n".join(lines) + ("\n" if lines else "")
@@ -228,10 +275,13 @@ def render(job: JobEnvironment, shell: Shell, *, extra_path: Sequence[str] = ())
 
 def slurm_lines(job: JobEnvironment, python: str) -> str:
     """Lines for an sbatch script (bash): the exports, and the target's interpreter folder first
-    on PATH so ``python`` there is the target even when the job starts from a bare environment."""
-    header = (
-        f"# cuda-resolve env --slurm: the environment {python} needs (safe to evaluate twice)\n"
-    )
+    on PATH so ``python`` there is the target even when the job starts from a bare environment.
+    The comment names the interpreter on one line (control characters escaped): a newline of its
+    path must not end the comment and run the rest."""
+    from ._printable import printable
+
+    shown = printable(python, one_line=True)
+    header = f"# cuda-resolve env --slurm: the environment {shown} needs (safe to evaluate twice)\n"
     return header + render(job, "bash", extra_path=(os.path.dirname(python),))
 
 

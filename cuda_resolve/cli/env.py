@@ -113,6 +113,8 @@ def handle(args: argparse.Namespace) -> int:
     if kernel_file is not None:
         sys.stderr.write(f"wrote kernel spec {name} to {kernel_file}\n")
         return 0
-    sys.stdout.write(text)
+    # Byte for byte: a path that is not UTF-8 is written as the bytes it is (os.fsencode).
     sys.stdout.flush()
+    sys.stdout.buffer.write(os.fsencode(text))
+    sys.stdout.buffer.flush()
     return 0
