@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from _torch_env import standin_cuda_toolkit, torch_venv_template  # noqa: F401  (a fixture)
 from test_wheelhouse import make_key
 from test_wheelhouse import make_wheel as make_built_wheel
 
@@ -374,3 +375,92 @@ def test_a_wheel_is_pinned_to_its_own_versions_file_never_another_versions(
     else:
         [command] = _dry_run(tmp_path, url, pip_args=pip_args)
         assert "demo-ext==1.0" in command and not any(newer in word for word in command)
+
+
+# -- a plan applied on another machine than the one it was made on ---------------------------------
+
+DATA = Path(__file__).parent / "data"
+QUICKEXT_INDEX = DATA / "index" / "quickext"
+QUICKEXT_SOURCE = DATA / "packages" / "quickext"
+
+
+def _cli(*words: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cuda_resolve", *words],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+@pytest.fixture
+def planned_on_an_h200(
+    tmp_path: Path, torch_venv_template: Path
+) -> tuple[Path, Path, dict[str, str]]:
+    """(the plan file, the target's python, the environment of the machine it was made on): a
+    build of the fixture extension for an H200 (9.0) on driver 580, against a stand-in torch
+    2.14.1+cu130 and a stand-in CUDA 13.0 toolkit."""
+    from _torch_env import copy_venv
+
+    python = copy_venv(tmp_path / "target", torch_venv_template)
+    cuda = standin_cuda_toolkit(tmp_path / "cuda")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    env.update(
+        CUDA_HOME=str(cuda),
+        PATH=f"{cuda / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin",
+        CUDA_RESOLVE_WHEELHOUSE=str(tmp_path / "wheelhouse"),
+        CUDA_RESOLVE_DRIVER="580.95.05",
+        CUDA_RESOLVE_CUDA_ARCH="9.0",
+    )
+    made = _cli(
+        "plan", "quickext", "--index", str(QUICKEXT_INDEX), "--python", str(python), "--json",
+        env=env,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    [build] = json.loads(made.stdout)["builds"]
+    assert build["wheel_key"]["arch_list"] == "9.0", build
+    plan = tmp_path / "plan.json"
+    plan.write_text(made.stdout, encoding="utf-8")
+    return plan, python, env
+
+
+@pytest.mark.parametrize(
+    ("machine", "said"),
+    [
+        (
+            {"CUDA_RESOLVE_DRIVER": "570.86.10"},
+            "the plan was made for NVIDIA driver 580.95.05 (CUDA 13.0); this machine has 570.86.10",
+        ),
+        (
+            {"CUDA_RESOLVE_CUDA_ARCH": "9.0,12.0"},
+            "the plan was made for quickext's arch list 9.0; this machine has GPU 1",
+        ),
+    ],
+    ids=["older driver", "GPU the build does not cover"],
+)
+def test_a_plan_is_refused_on_a_machine_whose_driver_or_gpus_it_does_not_fit(
+    tmp_path: Path,
+    planned_on_an_h200: tuple[Path, Path, dict[str, str]],
+    machine: dict[str, str],
+    said: str,
+) -> None:
+    """Applied where it was made, the plan goes ahead (a dry run); on a machine with an older
+    driver, or with a GPU its build has no kernels for, it is refused naming that fact, before
+    anything is built."""
+    plan, python, env = planned_on_an_h200
+    words = (
+        "apply", str(plan), "--index", str(QUICKEXT_INDEX), "--source", str(QUICKEXT_SOURCE),
+        "--python", str(python), "--dry-run",
+    )  # fmt: skip
+    here = _cli(*words, env=env, cwd=tmp_path)
+    assert here.returncode == 0, here.stderr
+    elsewhere = _cli(*words, env={**env, **machine}, cwd=tmp_path)
+    assert elsewhere.returncode == 1, elsewhere.stdout + elsewhere.stderr
+    assert said in elsewhere.stderr and "Traceback" not in elsewhere.stderr, elsewhere.stderr
+    assert "make the plan again on (or for) this machine" in elsewhere.stderr
+    assert not list((tmp_path / "wheelhouse").rglob("*.whl"))
