@@ -408,11 +408,18 @@ def unanswered_port() -> Iterator[int]:
         listener.close()
 
 
+#: Sockets bound and never listening, kept open so that no other process (another test, another
+#: test run on a busy machine) can take their ports while a test relies on them being refused.
+_HELD_CLOSED: list[socket.socket] = []
+
+
 def closed_port() -> int:
-    """A loopback port nothing listens on (connections are refused)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port nothing listens on (connections are refused): bound here and never
+    listened on, so it stays refused for the rest of the session."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    _HELD_CLOSED.append(sock)
+    return int(sock.getsockname()[1])
 
 
 def ranged(body: bytes, sent: list[int] | None = None, *, honour_range: bool = True) -> Route:

@@ -46,9 +46,9 @@ def _shipped_files() -> set[str]:
     return expected
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("wheel")
+def build_wheel(root: Path) -> Path:
+    """The wheel pip builds from a copy of the checkout's shipped folders (offline: no build
+    isolation, the test extra's setuptools)."""
     source = root / "source"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
     for folder in SHIPPED:
@@ -56,8 +56,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in BUILD_FILES:
         shutil.copy2(CHECKOUT / name, source / name)
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
-        + ["--no-index", "-w", str(root / "dist"), str(source)],
+        [
+            *(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"),
+            *("--no-index", "-w", str(root / "dist"), str(source)),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -65,6 +67,11 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert built.returncode == 0, built.stdout + built.stderr
     (found,) = (root / "dist").glob("cuda_resolve-*.whl")
     return found
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 def test_the_wheel_holds_every_file_of_the_checkouts_packages_and_nothing_else(

@@ -127,6 +127,8 @@ def pip_markers(env: Environment) -> dict[str, str]:
 
 #: The line the script below ends with when pip has no vendored ``default_environment`` to replace.
 _NO_MARKERS = "cuda-resolve: no pip._vendor.packaging.markers.default_environment in "
+#: What a pip older than 23.3 says when a dry run asks for another platform.
+_NEEDS_TARGET = "Can not use any platform or abi specific options unless installing via '--target'"
 
 #: Runs this process's pip under another interpreter as ``pip --python`` does (pip's
 #: ``__pip-runner__.py``: only the name ``pip`` is looked up in pip's folder), with the marker
@@ -248,6 +250,14 @@ def _report(
             f"cannot be closed with it (resolving {what})",
             hint=f"install a pip release that has it beside cuda-resolve (pip 26.3 does: {sys.executable} -m pip install pip==26.3), "
             "then lock again",
+        )
+    if not done.ok and _NEEDS_TARGET in done.stderr:
+        # pip < 23.3 takes --platform/--python-version only with --target, even in a dry run
+        # (pypa/pip#12215, fixed by pypa/pip#12217 in 23.3).
+        raise LockError(
+            f"the pip beside cuda-resolve ({sys.executable}) is older than 23.3 and refuses the "
+            f"profile's platform options in a dry run (resolving {what})",
+            hint=f"upgrade it, then lock again: {sys.executable} -m pip install -U pip",
         )
     if not done.ok:
         errors = [
@@ -418,7 +428,7 @@ def pip_closure(
         local = {f.path.resolve().as_uri(): f for f in files.values() if f is not None}
         args = [*step.args, *(str(f.path) for f in files.values() if f is not None)]
         what = f"profile {name} ({step.purpose.split(' from ')[0]})"
-        if step.torch_index_only:
+        if step.torch_index_only and not step.pypi_index:
             indexes = _index_of(args)
             torch_indexes.extend(indexes)
             words = [*target, *args]
