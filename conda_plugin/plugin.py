@@ -1,6 +1,8 @@
 """The hooks conda loads (entry-point group ``conda``). Each hook only names its action; the
-actions (:mod:`conda_plugin.actions`) and cuda-resolve itself are imported when a hook runs,
-so loading the plugin costs conda's start-up almost nothing (measured in docs/conda.md).
+actions (:mod:`conda_plugin.actions`, which turn conda's objects into plain data for
+:mod:`cuda_resolve.conda.session`, where the decisions are) and cuda-resolve itself are imported
+when a hook runs, so loading the plugin costs conda's start-up almost nothing (measured in
+docs/conda.md).
 
 What is registered, and why, is in docs/conda.md:
 
@@ -21,12 +23,20 @@ What is registered, and why, is in docs/conda.md:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar, cast
 
-from conda.plugins import hookimpl
+from conda.plugins import hookimpl as _conda_hookimpl
 
 NAME = "cuda-resolve"
+
+_Hook = TypeVar("_Hook", bound=Callable[..., Any])
+
+
+def hookimpl(function: _Hook) -> _Hook:
+    """conda's ``hookimpl`` marker with its type said (conda ships no type information, so
+    mypy would see every hook as untyped)."""
+    return cast(_Hook, _conda_hookimpl(function))
 
 
 @hookimpl
@@ -53,22 +63,26 @@ def conda_settings() -> Iterator[Any]:
     yield CondaSetting(
         name="cuda_resolve_active",
         parameter=PrimitiveParameter(False, element_type=bool),
-        description="conda install/create/update build the CUDA extensions cuda-resolve curates (pointnet2_ops, kaolin) into a local channel where no channel build fits",
+        description="conda install/create/update build the CUDA extensions cuda-resolve curates "
+        "(pointnet2_ops, kaolin) into a local channel where no channel build fits",
     )
     yield CondaSetting(
         name="cuda_resolve_channel",
         parameter=PrimitiveParameter("", element_type=str),
-        description="the folder of cuda-resolve's local conda channel (default: conda-channel in cuda-resolve's cache folder)",
+        description="the folder of cuda-resolve's local conda channel "
+        "(default: conda-channel in cuda-resolve's cache folder)",
     )
     yield CondaSetting(
         name="cuda_resolve_arch_list",
         parameter=PrimitiveParameter("", element_type=str),
-        description="build for these compute capabilities ('8.0;9.0') instead of this machine's GPUs",
+        description="build for these compute capabilities ('8.0;9.0') "
+        "instead of this machine's GPUs",
     )
     yield CondaSetting(
         name="cuda_resolve_sources",
         parameter=MapParameter(PrimitiveParameter("", element_type=str)),
-        description="package -> a local source folder or archive to build it from (as --source PACKAGE=DIR)",
+        description="package -> a local source folder or archive to build it from "
+        "(as --source PACKAGE=DIR)",
     )
 
 
@@ -148,5 +162,6 @@ def conda_health_checks() -> Iterator[Any]:
     yield CondaHealthCheck(
         name=NAME,
         action=action,
-        summary="torch vs the driver, kernels for every GPU, the CUDA toolkit, extension libraries that will not load",
+        summary="torch vs the driver, kernels for every GPU, the CUDA toolkit, "
+        "extension libraries that will not load",
     )

@@ -161,11 +161,11 @@ def setup(
     monkeypatch.setenv("CONDA_ADD_PIP_AS_PYTHON_DEPENDENCY", "false")  # no channel here has pip
     reset_context()
     clear_cache()
-    actions._DEFERRED.clear()
-    actions._BUILT.clear()
+    actions.session().deferred.clear()
+    actions.session().built.clear()
     yield served, standin_channel(tmp_path)
     clear_cache()
-    actions._DEFERRED.clear()
+    actions.session().deferred.clear()
 
 
 def _records(prefix: Path) -> dict[str, object]:
@@ -225,7 +225,7 @@ def test_a_solve_without_a_cuda_torch_is_refused_before_anything_exists(
         (["python", "wheelext"], "leaves none"),
         (["wheelext"], "installs nothing else"),
     ):
-        actions._DEFERRED.clear()
+        actions.session().deferred.clear()
         with pytest.raises(CondaError, match=said):
             conda_cli(
                 "create", "-y", "-p", str(prefix), "--override-channels", "-c", standins.url, *specs

@@ -31,6 +31,7 @@ from cuda_resolve.conda.channel import LocalChannel
 from cuda_resolve.conda.convert import ChannelBuild
 from cuda_resolve.conda.package import package_for, wheel_to_conda
 from cuda_resolve.conda.records import TorchRecord
+from cuda_resolve.conda.session import refuse_insecure_tls
 from cuda_resolve.versions import CudaVersion
 from cuda_resolve.wheelhouse.key import WheelKey
 
@@ -249,8 +250,9 @@ def test_settings_subcommand_and_health_check_are_registered(
 def test_ssl_verify_false_is_refused_before_downloading(settings: pytest.MonkeyPatch) -> None:
     settings.setenv("CONDA_SSL_VERIFY", "false")
     reset_context()
+    settings_now = actions.plugin_settings()
     with pytest.raises(CondaError, match="never downloads without verifying TLS"):
-        actions._refuse_insecure_tls()
+        actions._converted(lambda: refuse_insecure_tls(settings_now, {}))
 
 
 def test_a_build_sets_conda_variables_that_go_when_its_package_does(
@@ -274,14 +276,14 @@ def test_a_build_sets_conda_variables_that_go_when_its_package_does(
         wheel=path,
         cache_hit=True,
     )
-    actions._BUILT.append((prefix, built))
+    actions.session().built.append((prefix, built.path))
     actions.after_install("install")
     data = PrefixData(str(prefix))
     assert data.get_environment_env_vars() == {"TORCH_CUDA_ARCH_LIST": "8.0"}
     actions.unset_build_variables(prefix)  # no package of the channel is installed: they go
     assert PrefixData(str(prefix)).get_environment_env_vars() == {}
     # A value the user changed since is theirs: it stays.
-    actions._BUILT.append((prefix, built))
+    actions.session().built.append((prefix, built.path))
     actions.after_install("install")
     conda_cli("env", "config", "vars", "set", "-p", str(prefix), "TORCH_CUDA_ARCH_LIST=9.0")  # type: ignore[operator]
     actions.unset_build_variables(prefix)

@@ -61,6 +61,7 @@ class CondaRecord:
     subdir: str = ""
     fn: str = ""
     channel: str = ""
+    url: str = ""  # where the package file came from (a prefix's records say)
 
     @classmethod
     def from_json(cls, data: Mapping[str, object], *, origin: str, fn: str = "") -> CondaRecord:
@@ -81,6 +82,7 @@ class CondaRecord:
                 hint="the record was not written by conda or cuda-resolve; remove it or rebuild the package",
             )
         channel = data.get("channel", "")
+        url = data.get("url", "")
         return cls(
             name=values["name"],
             version=values["version"],
@@ -91,6 +93,7 @@ class CondaRecord:
             subdir=str(data.get("subdir", "")),
             fn=str(data.get("fn", fn) or fn),
             channel=channel if isinstance(channel, str) else "",
+            url=url if isinstance(url, str) else "",
         )
 
     def dependency(self, name: str) -> list[MatchSpec]:
