@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol
 
+from .._lifeline import die_with_parent, started
 from .._sessions import end as end_members
 from .._sessions import end_session, orphans_holding_output, pipe_holders
 from .._signals import deferred_interrupts
@@ -138,7 +139,9 @@ def run_logged(
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
+        preexec_fn=die_with_parent(),  # killed with us (SIGKILL): pip must not go on alone
     )
+    started(process.pid)  # an install in progress records it: undo waits for it
     assert process.stdout is not None
     fd = process.stdout.fileno()
     try:

@@ -179,6 +179,12 @@ class Journal:
     def prefix(self) -> str:
         return self.before.prefix
 
+    @property
+    def processes(self) -> Path:
+        """Beside the journal: the programs the install started, one "PID START" a line
+        (:mod:`cuda_resolve._lifeline`); undo waits while one of them still runs."""
+        return self.path.with_suffix(".procs")
+
     def to_json(self) -> dict[str, Any]:
         return {
             "format": _FORMAT,

@@ -63,6 +63,7 @@ from packaging.utils import canonicalize_name
 
 from .._bounded import read_text
 from .._bounded import run as bounded_run
+from .._lifeline import recording, running
 from ..errors import InstallError
 from ..paths import cache_root, write_atomic
 from .journal import (
@@ -118,12 +119,13 @@ class RestoreReport:
 class Stash:
     """The files of one target, kept by hard links while an install changes it (see the module)."""
 
-    __slots__ = ("_environ", "_finished", "_journal")
+    __slots__ = ("_environ", "_finished", "_journal", "_recording")
 
     def __init__(self, journal: Journal, *, environ: Mapping[str, str]) -> None:
         self._journal = journal
         self._environ = dict(environ)
         self._finished = False
+        self._recording = contextlib.ExitStack()
 
     @classmethod
     def begin(
@@ -186,7 +188,11 @@ class Stash:
                     hint=f"the install could not be undone: make {before.prefix} and {journal_dir} writable",
                 ) from None
             raise
-        return cls(journal, environ=environ)
+        stash = cls(journal, environ=environ)
+        # Every program started from now on (pip) is written beside the journal: an undo after
+        # we were killed waits for any of them that still runs.
+        stash._recording.enter_context(recording(journal.processes))
+        return stash
 
     @property
     def journal(self) -> Journal:
@@ -205,6 +211,7 @@ class Stash:
         """Put the target back as :meth:`begin` found it (see the module); then remove the stash
         and the journal unless a file could not be put back."""
         journal = self._journal
+        self._recording.close()
         if self._finished:
             return RestoreReport()
         if not journal.ready:  # begin() never returned: pip never ran, nothing changed
@@ -233,6 +240,7 @@ class Stash:
         self._discard()
 
     def _discard(self) -> None:
+        self._recording.close()
         if not self._finished:
             discard(self._journal)
             self._finished = True
@@ -240,7 +248,20 @@ class Stash:
 
 def recover(journal: Journal, *, environ: Mapping[str, str] | None = None) -> RestoreReport:
     """Restore the target of a journal that a killed run left (see :func:`~.journal.pending`);
-    hold :func:`target_lock` on ``journal.python`` while doing it."""
+    hold :func:`target_lock` on ``journal.python`` while doing it. While a program that install
+    started still runs (pip went on, or a process pip started), nothing is changed: an
+    :class:`InstallError` names what to wait for."""
+    still = running(journal.processes)
+    if still:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(journal.created))
+        names = ", ".join(str(member) for member in still)
+        raise InstallError(
+            f"the install into {journal.prefix} started at {when} (cuda-pip pid {journal.pid}) "
+            f"still has {names} running, which may still write to it: nothing was undone",
+            hint="wait until they have ended (or end them: kill "
+            + " ".join(str(m.pid) for m in still)
+            + "), then run `cuda-resolve undo --last` again",
+        )
     return Stash(journal, environ=os.environ if environ is None else environ).restore()
 
 
@@ -252,6 +273,7 @@ def discard(journal: Journal) -> None:
     with contextlib.suppress(OSError):
         os.rename(journal.stash, retired)
     _unlink(journal.path)
+    _unlink(journal.processes)
     _remove_tree(retired)
 
 
