@@ -464,3 +464,116 @@ def test_a_plan_is_refused_on_a_machine_whose_driver_or_gpus_it_does_not_fit(
     assert said in elsewhere.stderr and "Traceback" not in elsewhere.stderr, elsewhere.stderr
     assert "make the plan again on (or for) this machine" in elsewhere.stderr
     assert not list((tmp_path / "wheelhouse").rglob("*.whl"))
+
+
+# -- sync --name auto and the driver the locked torch needs ----------------------------------------
+
+
+def _record(name: str, **facts: object) -> object:
+    from cuda_resolve.lock.document import ProfileRecord
+
+    fields: dict[str, object] = {
+        "name": name,
+        "source": f"{name}.toml",
+        "digest": "0" * 64,
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "os": "linux",
+        "arch": "x86_64",
+        "glibc": "2.35",
+        "driver": None,
+        "driver_cuda": None,
+        "gpus": (),
+        "capabilities": (),
+        "torch": None,
+        "torch_cuda": None,
+        "torch_arch_list": None,
+        "toolkit": None,
+        "decision": (),
+        "interpreter": sys.executable,
+    }
+    fields.update(facts)
+    return ProfileRecord(**fields)  # type: ignore[arg-type]
+
+
+def _torch(version: str, profile: str) -> object:
+    from cuda_resolve.lock.document import LockedFile, LockedPackage
+
+    variant = version.split("+")[1]
+    name = f"torch-{version}-py3-none-any.whl"
+    return LockedPackage(
+        name="torch",
+        version=version,
+        profiles=(profile,),
+        index=f"https://download.pytorch.org/whl/{variant}",
+        wheels=(
+            LockedFile(
+                name=name,
+                url=f"https://download.pytorch.org/whl/{variant}/{name}",
+                size=1,
+                sha256="c" * 64,
+            ),
+        ),
+        requested=True,
+    )
+
+
+@pytest.fixture
+def two_profile_lock(tmp_path: Path) -> Path:
+    """A lock (written by the lock's own writer) of torch for an A100 on driver 535 (torch
+    2.14.1+cu126) and for a CPU box."""
+    from cuda_resolve.lock.document import LockDocument, render
+
+    a100 = _record(
+        "a100",
+        driver="535.183.01",
+        driver_cuda="12.2",
+        gpus=("NVIDIA A100-SXM4-80GB (8.0)",),
+        capabilities=("8.0",),
+        torch="2.14.1+cu126",
+        torch_cuda="12.6",
+        torch_arch_list="5.0;6.0;7.0;7.5;8.0;8.6;9.0",
+    )
+    cpu = _record("cpu", torch="2.14.1+cpu")
+    document = LockDocument(
+        profiles=(a100, cpu),  # type: ignore[arg-type]
+        packages=(_torch("2.14.1+cpu", "cpu"), _torch("2.14.1+cu126", "a100")),  # type: ignore[arg-type]
+        requests=("torch==2.14.1",),
+        created_by="cuda-resolve",
+        resolver="cuda-resolve (test)",
+        index_url="https://pypi.org/simple",
+    )
+    path = tmp_path / "pylock.toml"
+    path.write_text(render(document), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("driver", "chosen"), [("535.183.01", "a100"), ("470.239.06", None)], ids=["535", "470"]
+)
+def test_sync_auto_takes_no_profile_whose_torch_the_driver_cannot_run(
+    two_profile_lock: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    driver: str,
+    chosen: str | None,
+) -> None:
+    """An A100 on the a100 profile's driver (535) gets that profile; the same A100 on driver 470
+    (CUDA 11.4) cannot run its torch (CUDA 12.6): no profile fits, and sync says why and installs
+    nothing, instead of installing a torch that cannot start."""
+    from _torch_env import copy_venv
+
+    python = copy_venv(tmp_path / "venv")
+    monkeypatch.setenv("CUDA_RESOLVE_DRIVER", driver)
+    monkeypatch.setenv("CUDA_RESOLVE_CUDA_ARCH", "8.0")
+    words = ["sync", str(two_profile_lock), "--name", "auto", "--python", str(python)]
+    code = main([*words, "--check", "--json"])
+    shown = capsys.readouterr()
+    if chosen is not None:
+        assert code == 1, shown.err  # --check: the profile's torch is not installed here
+        assert json.loads(shown.out).get("profile") == chosen, shown.out
+        return
+    assert code == 1, shown.out + shown.err  # a LockError, not drift: no "profile" is reported
+    said = json.loads(shown.out).get("error", shown.out)
+    assert "no profile of" in said, said
+    assert "a100: driver 470.239.06 supports CUDA <= 11.4; CUDA 12.6 needs driver" in said, said
