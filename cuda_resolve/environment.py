@@ -136,6 +136,9 @@ class TorchInfo:
     nvidia_wheels: tuple[NvidiaWheel, ...] = ()
     torchvision: str | None = None  # installed beside it; must stay paired with torch
     torchaudio: str | None = None
+    # The metadata's version, what pip compares: "2.11.0" for PyPI's file, whose version.py says
+    # "2.11.0+cu130" (cuda_resolve.torch_identity); None when unknown (an older profile).
+    pip_version: str | None = None
 
     @property
     def build(self) -> TorchBuild:

@@ -134,13 +134,15 @@ class PipStep:
     """One ``python -m pip install`` run, decided at planning: its words, the built wheels it
     installs (by wheel key, not path: the wheelhouse names the file when the plan is applied),
     the indexes that must answer before anything is downloaded, and whether it asks the PyTorch
-    index alone (``PIP_FIND_LINKS``, ``PIP_EXTRA_INDEX_URL`` and the like neutralised)."""
+    index alone (``PIP_FIND_LINKS``, ``PIP_EXTRA_INDEX_URL`` and the like neutralised) or, with
+    ``pypi_index``, the user's own index (PyPI or its mirror) alone: the steps installing torch."""
 
     purpose: str
     args: tuple[str, ...]
     built: tuple[str, ...] = ()  # wheel key digests, appended as wheelhouse paths
     checked_urls: tuple[str, ...] = ()
     torch_index_only: bool = False
+    pypi_index: bool = False  # with torch_index_only: the user's index (PyPI, a mirror) is kept
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -149,6 +151,7 @@ class PipStep:
             "built": list(self.built),
             "checked_urls": list(self.checked_urls),
             "torch_index_only": self.torch_index_only,
+            "pypi_index": self.pypi_index,
         }
 
     @classmethod
@@ -159,6 +162,7 @@ class PipStep:
             built=table.strings("built", ()),
             checked_urls=table.strings("checked_urls", ()),
             torch_index_only=table.boolean("torch_index_only", False),
+            pypi_index=table.boolean("pypi_index", False),
         )
         table.finish()
         return step

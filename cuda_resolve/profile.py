@@ -332,6 +332,7 @@ def _torch(table: Table | None) -> TorchInfo | None:
         nvidia_wheels=tuple(_nvidia_wheel(t) for t in table.tables("nvidia_wheels")),
         torchvision=table.parsed("torchvision", _package_version, None),
         torchaudio=table.parsed("torchaudio", _package_version, None),
+        pip_version=table.parsed("pip_version", _package_version, None),
     )
     build = table.parsed(
         "build", _choice(("cpu", "cuda", "rocm")), None
@@ -551,6 +552,7 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
                 "location": torch.location,
                 "torchvision": torch.torchvision,
                 "torchaudio": torch.torchaudio,
+                "pip_version": torch.pip_version,
                 "nvidia_wheels": [
                     _drop_empty(
                         {

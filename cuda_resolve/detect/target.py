@@ -482,6 +482,7 @@ def _torch(data: dict[str, Any] | None, wheels: Any) -> tuple[TorchInfo | None, 
         ),
         torchvision=_text(data.get("torchvision")),
         torchaudio=_text(data.get("torchaudio")),
+        pip_version=_text(from_metadata),
     )
     return torch, notes
 

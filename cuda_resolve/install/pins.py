@@ -111,7 +111,7 @@ def _index_of(step: PipStep) -> str | None:
 
 def _page_for(item: PlanItem, step: PipStep, pypi: str) -> str | None:
     """The project page listing ``item``'s files, for the step that installs it."""
-    if step.torch_index_only:
+    if step.torch_index_only and not step.pypi_index:
         index = _index_of(step)
         return f"{index.rstrip('/')}/{canonicalize_name(item.name)}/" if index else None
     if item.find_links:

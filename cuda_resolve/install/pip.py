@@ -204,6 +204,8 @@ TORCH_INDEX_ONLY_CLEARED = (
     "PIP_INDEX_URL",
     "PIP_NO_INDEX",
 )
+#: Of those, what a torch step from PyPI keeps: the user's PyPI index (or mirror) is where it asks.
+PYPI_INDEX_KEPT = ("PIP_INDEX_URL", "PIP_NO_INDEX")
 
 
 class TargetPip:
@@ -236,20 +238,28 @@ class TargetPip:
         self._runner = runner
 
     def environ_for(
-        self, *, torch_index_only: bool = False, extra: Mapping[str, str] | None = None
+        self,
+        *,
+        torch_index_only: bool = False,
+        pypi_index: bool = False,
+        extra: Mapping[str, str] | None = None,
     ) -> dict[str, str]:
-        """The environment a pip run gets: the user's, ``extra`` over it; for the torch step
-        without the variables that would add indexes or folders (:data:`TORCH_INDEX_ONLY_CLEARED`)."""
+        """The environment a pip run gets: the user's, ``extra`` over it; for a torch step
+        without the variables that would add indexes or folders (:data:`TORCH_INDEX_ONLY_CLEARED`),
+        keeping the user's own index with ``pypi_index`` (:data:`PYPI_INDEX_KEPT`)."""
         environ = dict(self.environ)
         if extra:
             environ.update(extra)
         if torch_index_only:
+            kept = PYPI_INDEX_KEPT if pypi_index else ()
             for name in TORCH_INDEX_ONLY_CLEARED:
-                environ.pop(name, None)
+                if name not in kept:
+                    environ.pop(name, None)
             # pip's configuration files may name indexes or folders too: those are left out, the rest kept.
             from .pipconfig import without_configured_indexes
 
-            environ.update(without_configured_indexes(self.python, environ))
+            keep = frozenset({"index-url", "no-index"}) if pypi_index else frozenset()
+            environ.update(without_configured_indexes(self.python, environ, keep=keep))
         return environ
 
     def install_command(self, args: Sequence[str]) -> list[str]:
@@ -281,6 +291,7 @@ class TargetPip:
         args: Sequence[str],
         *,
         torch_index_only: bool = False,
+        pypi_index: bool = False,
         environ: Mapping[str, str] | None = None,
         log_path: Path | None = None,
         cwd: Path | None = None,
@@ -291,7 +302,9 @@ class TargetPip:
         from ..build.runner import NOTE_PREFIX, logged_runner
 
         command = [self.python, "-m", "pip", *args]
-        full_environ = self.environ_for(torch_index_only=torch_index_only, extra=environ)
+        full_environ = self.environ_for(
+            torch_index_only=torch_index_only, pypi_index=pypi_index, extra=environ
+        )
         note = self.on_note
 
         def line(text: str) -> None:
@@ -309,6 +322,7 @@ class TargetPip:
         args: Sequence[str],
         *,
         torch_index_only: bool = False,
+        pypi_index: bool = False,
         environ: Mapping[str, str] | None = None,
         log_path: Path | None = None,
         on_line: Callable[[str], None] = lambda _: None,
@@ -317,6 +331,7 @@ class TargetPip:
         return self.run(
             self.install_command(args)[3:],
             torch_index_only=torch_index_only,
+            pypi_index=pypi_index,
             environ=environ,
             log_path=log_path,
             on_line=on_line,

@@ -532,26 +532,32 @@ _INDEX_KEYS = frozenset({"index-url", "pypi-url", "extra-index-url", "find-links
 
 
 def without_configured_indexes(
-    python: str, environ: Mapping[str, str], *, timeout: float = PROBE_TIMEOUT
+    python: str,
+    environ: Mapping[str, str],
+    *,
+    keep: frozenset[str] = frozenset(),
+    timeout: float = PROBE_TIMEOUT,
 ) -> dict[str, str]:
     """Variables that make ``python -m pip install`` ignore the indexes and folders its
     configuration files name, and keep every other setting in them: empty when no file names
     one; else ``PIP_CONFIG_FILE`` = ``os.devnull`` (pip then reads no file) and each other
     ``[global]``/``[install]`` value as the ``PIP_*`` variable pip reads the same way (one the
     caller's environment already sets is left to it: a variable beats a file anyway). For the
-    torch step, which asks the PyTorch index alone."""
+    torch steps, which ask one index alone; ``keep`` names index keys that stay (``index-url``
+    and ``no-index`` for torch from the user's PyPI index or mirror)."""
     return dict(
         _without_configured_indexes(
             os.path.abspath(python) if os.sep in python else python,
             tuple(sorted(environ.items())),
             timeout,
+            tuple(sorted(keep)),
         )
     )
 
 
 @functools.lru_cache(maxsize=8)
 def _without_configured_indexes(
-    python: str, environ: tuple[tuple[str, str], ...], timeout: float
+    python: str, environ: tuple[tuple[str, str], ...], timeout: float, keep: tuple[str, ...] = ()
 ) -> tuple[tuple[str, str], ...]:
     env = dict(environ)
     files, _, _ = _read_config(python, env, isolated=False, timeout=timeout)
@@ -565,12 +571,13 @@ def _without_configured_indexes(
                 name, _, option = key.partition(".")
                 if name == section and value:
                     merged[_normalise(option)] = value
-    if not _INDEX_KEYS & merged.keys():
+    dropped = _INDEX_KEYS - set(keep)
+    if not dropped & merged.keys():
         return ()
     kept = {
         "PIP_" + key.upper().replace("-", "_"): value
         for key, value in merged.items()
-        if key not in _INDEX_KEYS
+        if key not in dropped
     }
     return (
         ("PIP_CONFIG_FILE", os.devnull),

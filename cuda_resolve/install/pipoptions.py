@@ -502,17 +502,23 @@ _INDEX_OPTIONS = frozenset({"--index-url", "--extra-index-url", "--find-links", 
 _DROPPED_FOR_TORCH = _INDEX_OPTIONS | {"--requirement", "--editable"}
 
 
-def options_for_torch_step(pip_args: Sequence[str]) -> list[str]:
+#: What a torch step from PyPI keeps of the user's index options: their PyPI index (or mirror).
+_KEPT_FOR_PYPI = frozenset({"--index-url", "--no-index"})
+
+
+def options_for_torch_step(pip_args: Sequence[str], *, keep_index: bool = False) -> list[str]:
     """The user's pip options that hold for the torch-family step too (``--proxy``, ``--target``,
     ``-c``, ``--no-cache-dir`` ...): all but those that name requirements or indexes, in any
-    spelling. A constraints file that names an index of its own is refused: pip would apply it
-    to the step that asks the PyTorch index alone."""
+    spelling; with ``keep_index`` (torch from PyPI) the user's ``--index-url``/``--no-index`` stay,
+    never ``--extra-index-url`` or ``--find-links``. A constraints file that names an index of
+    its own is refused: pip would apply it to the step that asks the PyTorch index alone."""
+    dropped = _DROPPED_FOR_TORCH - _KEPT_FOR_PYPI if keep_index else _DROPPED_FOR_TORCH
     kept: list[str] = []
     constraints: list[str] = []
     for item in _scan(pip_args, _LONG_CLI, _SHORT_CLI, "among pip's options", {}):
         if not isinstance(item, Found):
             kept.extend(item[1] if isinstance(item, tuple) else (item,))
-        elif item.option.name not in _DROPPED_FOR_TORCH:
+        elif item.option.name not in dropped:
             kept.extend(item.normalised)
             if item.option.name == "--constraint" and item.value:
                 constraints.append(item.value)

@@ -45,12 +45,13 @@ __all__ = ["TORCH_FAMILY", "complete_plan", "names_requirements", "options_for_t
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 
 
-def options_for_torch_step(pip_args: Sequence[str]) -> list[str]:
+def options_for_torch_step(pip_args: Sequence[str], *, keep_index: bool = False) -> list[str]:
     """The user's pip options that hold for the torch-family step too (``--proxy``, ``--target``,
-    ``-c``, ``--no-cache-dir`` ...): all but those that name requirements or indexes."""
+    ``-c``, ``--no-cache-dir`` ...): all but those that name requirements or indexes (with
+    ``keep_index``, torch from PyPI, the user's ``--index-url``/``--no-index`` stay)."""
     from .pipoptions import options_for_torch_step as in_any_spelling
 
-    return in_any_spelling(pip_args)
+    return in_any_spelling(pip_args, keep_index=keep_index)
 
 
 def _recipe(index: Index, item: PlanItem) -> tuple[Recipe, str]:
@@ -225,6 +226,7 @@ def complete_plan(
     imports: list[str] = []
     smoke: list[tuple[str, str]] = []
     from_torch_index: list[PlanItem] = []
+    from_pypi: list[PlanItem] = []
     main_requirements: list[str] = []
     checked: list[str] = []
     runtime: dict[str, tuple[str, ...] | None] = {}
@@ -285,7 +287,7 @@ def complete_plan(
             if item.index and item.index.rstrip("/") != PYPI_SIMPLE:
                 from_torch_index.append(item)
             else:
-                main_requirements.append(item.requirement or f"{item.name}=={item.version}")
+                from_pypi.append(item)
         else:
             package = index.package(item.name)
             if item.url:
@@ -319,6 +321,21 @@ def complete_plan(
         )
         # Later steps keep them where this step put them.
         main_requirements = [*requirements, *main_requirements]
+    if from_pypi:
+        # From the user's PyPI index (or mirror) alone: a folder of CPU wheels in find-links
+        # would win, as "2.15.0+cpu" satisfies "==2.15.0" (issue 27).
+        requirements = [i.requirement or f"{i.name}=={i.version}" for i in from_pypi]
+        steps.append(
+            PipStep(
+                purpose="torch family from PyPI (or the configured mirror of it)",
+                args=(*options_for_torch_step(options.pip_args, keep_index=True), *requirements),
+                torch_index_only=True,
+                pypi_index=True,
+            )
+        )
+        # Later steps keep these very files: "===" matches the version as written, so pip (with
+        # -U and find-links) cannot swap in a "+cpu" build of the same release there either.
+        main_requirements = [*(f"{i.name}==={i.version}" for i in from_pypi), *main_requirements]
     main_requirements.extend(plan.pass_through)
     digests = tuple(b.key.digest for b in builds)
     has_work = bool(
@@ -332,6 +349,7 @@ def complete_plan(
         and not plan.pass_through
         and not options.pip_args
         and not from_torch_index
+        and not from_pypi
         and all(item.kind in ("installed", "build") for item in plan.items)
     )
     if options.hash_mode is not None:
@@ -388,7 +406,7 @@ def complete_plan(
                 built=digests,
             )
         )
-    elif has_work or not from_torch_index:
+    elif has_work or not (from_torch_index or from_pypi):
         steps.append(
             PipStep(
                 purpose="extensions and the rest",

@@ -179,13 +179,12 @@ def _indexes_used(plan: Plan, pip: TargetPip, options: InstallOptions) -> dict[s
     found: dict[str, str] = {}
     asked: set[tuple[bool, tuple[str, ...]]] = set()
 
-    def add(torch_index_only: bool, words: Sequence[str], what: str) -> None:
+    def add(torch_index_only: bool, words: Sequence[str], what: str, pypi: bool = False) -> None:
         if (torch_index_only, tuple(words)) in asked:
             return
         asked.add((torch_index_only, tuple(words)))
-        indexes = pip_indexes(
-            pip.python, pip.environ_for(torch_index_only=torch_index_only), pip_args=words
-        )
+        environ = pip.environ_for(torch_index_only=torch_index_only, pypi_index=pypi)
+        indexes = pip_indexes(pip.python, environ, pip_args=words)
         if indexes.error:
             raise InstallError(
                 f"pip would stop on its configuration before {what}: {indexes.error}; nothing was installed",
@@ -199,7 +198,7 @@ def _indexes_used(plan: Plan, pip: TargetPip, options: InstallOptions) -> dict[s
             found.setdefault(url, f"the plan, for {step.purpose}")
         if step.args == ("--no-deps",) and step.built:
             continue  # local wheel files alone, no dependency resolution: pip asks no index
-        add(step.torch_index_only, step.args, step.purpose)
+        add(step.torch_index_only, step.args, step.purpose, step.pypi_index)
     if any(b.reused is None for b in plan.builds):
         # The build overlay installs setuptools, ninja and the like with the user's pip options.
         add(False, options_for_torch_step(options.pip_args), "the build requirements")
@@ -531,6 +530,13 @@ def _install_and_check(
     hashes = {b.key.digest: r.wheel.sha256 for b, r in zip(plan.builds, results, strict=True)}
     started = time.monotonic()
     ran: list[tuple[str, ...]] = []
+    wheel_lines: list[str] = []  # pip's lines naming a wheel file: which file it took
+
+    def on_line(line: str) -> None:
+        if ".whl" in line and len(wheel_lines) < 1000:
+            wheel_lines.append(line)
+        report.progress("pip", None, None, time.monotonic() - started)
+
     # pip's temporary files (and those of a source build pip runs) go in a folder of this run,
     # removed however the run ends: a signal gives pip no time to clean up after itself.
     with (
@@ -544,8 +550,9 @@ def _install_and_check(
             status, tail = pip.install(
                 args,
                 torch_index_only=step.torch_index_only,
+                pypi_index=step.pypi_index,
                 environ=inside,
-                on_line=lambda line: report.progress("pip", None, None, time.monotonic() - started),
+                on_line=on_line,
             )
             if status != 0:
                 detail = [line for line in tail if line.startswith("ERROR")] or tail[-3:]
@@ -554,6 +561,7 @@ def _install_and_check(
                     hint=f"the environment was restored as it was; full log: {log_path}",
                 )
         after = installed_distributions(python, base)
+    _check_torch_landed(plan, env, wheel_lines, log_path)
     changed = _diff(before, after)
     verified: list[str] = []
     if options.verify and plan.imports:
@@ -582,6 +590,30 @@ def _install_and_check(
         restored="the environment was restored as it was; ",
     )
     return changed, verified, smoke_results, ran
+
+
+def _check_torch_landed(
+    plan: Plan, env: Environment, pip_lines: Sequence[str], log_path: Path
+) -> None:
+    """Refuse (the caller restores the environment) a torch other than the planned build: a CPU
+    build, another variant or release, read from its files (:func:`.verify.torch_mismatch`)."""
+    from ..torch_identity import read_installed_torch
+    from .verify import planned_torch, torch_mismatch, torch_supplier
+
+    planned = planned_torch(plan.items)
+    if planned is None or not env.python.site_packages:
+        return
+    landed = read_installed_torch(env.python.site_packages)
+    problem = torch_mismatch(planned, landed)
+    if problem is None:
+        return
+    source = f"; it came from {torch_supplier(landed, pip_lines)}" if landed is not None else ""
+    raise InstallError(
+        f"{problem}{source}",
+        hint="the environment was restored as it was; a folder of wheels in PIP_FIND_LINKS or "
+        "pip's find-links/extra-index-url settings, or a mirror serving another build, is the "
+        f"usual cause: check them (cuda-resolve doctor --network); full log: {log_path}",
+    )
 
 
 def _smoke_tests(

@@ -1,4 +1,12 @@
-"""The import check after an install: which module did not import, and why.
+"""The checks after pip ran: the torch that landed is the planned build, and every module imports.
+
+:func:`torch_mismatch` reads the installed torch's build from its files (release, variant, CUDA
+version: :func:`~cuda_resolve.torch_identity.read_installed_torch`, torch is not imported) and
+compares it with the plan; a CPU build, another variant or another release is named with the
+source that supplied it (pip's own words about the file it took, ``direct_url.json``, pip's
+version of it), and the executor then restores the environment.
+
+The import check: which module did not import, and why.
 
 The target's interpreter imports each module in turn and reports on its own channel: before each
 import, and for the first that fails, one line tagged with a fresh random marker, holding JSON
@@ -12,15 +20,30 @@ while importing is named with the module it was importing. Everything shown is m
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .._bounded import run as bounded_run
 from .._printable import printable
+from ..versions import CudaVersion
 
-__all__ = ["ImportFailure", "import_failure", "verify_imports"]
+if TYPE_CHECKING:
+    from ..plan import PlanItem
+    from ..torch_identity import TorchIdentity
+
+__all__ = [
+    "ImportFailure",
+    "PlannedTorch",
+    "import_failure",
+    "planned_torch",
+    "torch_mismatch",
+    "torch_supplier",
+    "verify_imports",
+]
 
 #: How much of an exception's message a failure shows (a message can be a whole traceback).
 _MESSAGE_LIMIT = 500
@@ -113,7 +136,8 @@ def import_failure(
 def verify_imports(
     python: str, modules: Sequence[str], environ: Mapping[str, str], *, timeout: float
 ) -> ImportFailure | None:
-    """None when every module in ``modules`` imports in a fresh ``python``, else which did not and why."""
+    """None when every module in ``modules`` imports in a fresh ``python``, else which did not
+    and why."""
     marker = f"cuda-resolve-import-check-{secrets.token_hex(8)}"
     done = bounded_run(
         [python, "-c", _SCRIPT, marker, *modules], timeout=timeout, env=environ, cwd="/"
@@ -124,3 +148,74 @@ def verify_imports(
             reason=f"{printable(python, one_line=True)} could not be started for the import check",
         )
     return import_failure(done.stdout, done.returncode, marker, modules)
+
+
+# -- the torch that landed ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlannedTorch:
+    """The torch build a plan leaves installed: its release and variant (``cu130``, ``cpu``)."""
+
+    release: str
+    variant: str | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.release}+{self.variant}" if self.variant else self.release
+
+
+def planned_torch(items: Sequence[PlanItem]) -> PlannedTorch | None:
+    """What the plan's torch item (a wheel to install, or the installed build kept) says torch
+    is after the run; None when the plan has no torch."""
+    item = next((i for i in items if i.name == "torch"), None)
+    if item is None:
+        return None
+    release, _, local = item.version.partition("+")
+    return PlannedTorch(release=release, variant=item.variant or local or None)
+
+
+def _variant_cuda(variant: str | None) -> CudaVersion | None:
+    if variant is None or not re.fullmatch(r"cu\d{2,3}", variant):
+        return None
+    return CudaVersion.parse(variant)
+
+
+def torch_mismatch(planned: PlannedTorch, landed: TorchIdentity | None) -> str | None:
+    """None when ``landed`` is the ``planned`` build (release, variant and, for a CUDA build,
+    torch.version.cuda); else what differs, in words."""
+    if landed is None:
+        return f"the plan installs torch {planned.label}, and no torch is installed after pip ran"
+    if landed.release != planned.release:
+        return (
+            f"torch {landed.label} was installed where the plan is {planned.label} "
+            "(another release)"
+        )
+    if planned.variant is not None and landed.variant != planned.variant:
+        kind = "a CPU build" if landed.variant == "cpu" else "another build variant"
+        return f"torch {landed.label} was installed where the plan is {planned.label} ({kind})"
+    wanted = _variant_cuda(planned.variant)
+    if wanted is not None and landed.cuda is not None and landed.cuda != wanted:
+        return (
+            f"torch {landed.label} says torch.version.cuda is {landed.cuda}, the plan's "
+            f"{planned.label} is CUDA {wanted}"
+        )
+    return None
+
+
+#: A wheel file pip names in its output: "Processing /wheels/torch-2.13.0+cpu-...whl",
+#: "Downloading https://host/.../torch-2.13.0-...whl (1.2 kB)", "Using cached torch-...whl".
+_WHEEL_WORD = re.compile(r"(\S*?torch-[^\s/]+?\.whl)")
+
+
+def torch_supplier(landed: TorchIdentity, pip_lines: Sequence[str]) -> str:
+    """Where the installed torch's file came from: pip's own words about the file it took
+    (the last line naming a torch wheel of the installed version), else ``direct_url.json``,
+    else what its metadata tells."""
+    version = landed.pip_version or landed.label
+    spellings = (f"torch-{version}-", f"torch-{version.replace('+', '%2B')}-")
+    for line in reversed(pip_lines):
+        for word in _WHEEL_WORD.findall(line):
+            if any(spelling in word for spelling in spellings):
+                return printable(f"{word} (pip: {line.strip()[:200]})", one_line=True)
+    return printable(landed.describe_source(), one_line=True)

@@ -1,0 +1,110 @@
+"""The torch that lands is the torch that was planned (issue 27), with the real pip.
+
+A loopback stand-in for PyPI (the user's PyPI mirror, ``PIP_INDEX_URL``) serves torch 2.13.0 as
+PyPI does: no local label in its metadata, ``+cu130`` in its ``torch/version.py``. A folder in
+``PIP_FIND_LINKS`` holds ``torch-2.13.0+cpu``, as on many shared machines: ``+cpu`` satisfies
+``==2.13.0`` and sorts above it, so pip takes it wherever it may see the folder. The torch step
+asks the user's index alone; a mirror that serves a CPU build anyway is caught by the check after
+pip ran, which restores the environment and names the file pip took."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _torch_env import copy_venv
+from test_lock_support import StaticIndex, make_wheel, serve
+
+from cuda_resolve.errors import InstallError
+from cuda_resolve.index import default_index
+from cuda_resolve.install.options import InstallOptions
+from cuda_resolve.install.run import InstallRequest, run
+from cuda_resolve.torch_identity import read_installed_torch
+
+
+def _torch(folder: Path, version: str, label: str, cuda: str | None) -> Path:
+    cuda_text = repr(cuda) if cuda else "None"
+    return make_wheel(
+        folder,
+        "torch",
+        version,
+        files={
+            "torch/__init__.py": "from .version import __version__\n",
+            "torch/version.py": f"__version__ = '{label}'\ncuda = {cuda_text}\nhip = None\n",
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    root = tmp_path_factory.mktemp("lands")
+    built = root / "built"
+    pypi = StaticIndex(root / "pypi")
+    pypi.add(_torch(built / "pypi", "2.13.0", "2.13.0+cu130", "13.0"))
+    wrong = StaticIndex(root / "wrong")  # a mirror serving another build under the same name
+    wrong.add(_torch(built / "wrong", "2.13.0+cpu", "2.13.0+cpu", None))
+    links = root / "links"
+    _torch(links, "2.13.0+cpu", "2.13.0+cpu", None)
+    with serve(root / "pypi") as pypi_url, serve(root / "wrong") as wrong_url:
+        yield {"pypi": f"{pypi_url}/simple", "wrong": f"{wrong_url}/simple", "links": str(links)}
+
+
+def _environ(index_url: str, links: str) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    environ.update(PIP_INDEX_URL=index_url, PIP_FIND_LINKS=links)
+    return environ
+
+
+def _install(python: Path, environ: dict[str, str], tmp_path: Path) -> object:
+    from cuda_resolve.detect import detect_environment
+
+    env = detect_environment(python=str(python), environ=environ, cache_dir=tmp_path / "cache")
+    return run(
+        InstallRequest(requirements=("torch==2.13.0+cu130",)),
+        env,
+        default_index(),
+        InstallOptions(),
+        environ=environ,
+    )
+
+
+def _site(python: Path) -> list[str]:
+    done = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [done.stdout.strip()]
+
+
+def test_a_cpu_torch_in_find_links_does_not_replace_pypis_cuda_build(
+    bench: dict[str, str], tmp_path: Path
+) -> None:
+    python = copy_venv(tmp_path / "venv")
+    environ = _environ(bench["pypi"], bench["links"])
+    result = _install(python, environ, tmp_path)
+    [step] = result.plan.steps  # type: ignore[attr-defined]
+    assert step.torch_index_only and step.pypi_index
+    landed = read_installed_torch(_site(python))
+    assert landed is not None
+    assert (landed.label, landed.pip_version, landed.source) == ("2.13.0+cu130", "2.13.0", "pypi")
+    assert "torch" in result.verified  # type: ignore[attr-defined]
+
+
+def test_a_mirror_serving_a_cpu_build_is_refused_and_the_environment_restored(
+    bench: dict[str, str], tmp_path: Path
+) -> None:
+    python = copy_venv(tmp_path / "venv")
+    environ = _environ(bench["wrong"], bench["links"])
+    with pytest.raises(InstallError) as failed:
+        _install(python, environ, tmp_path)
+    message = str(failed.value)
+    assert "torch 2.13.0+cpu was installed where the plan is 2.13.0+cu130 (a CPU build)" in message
+    # The file pip took, from the mirror (not the find-links folder, which the step never saw).
+    assert "torch-2.13.0" in message and "127.0.0.1" in message and bench["links"] not in message
+    assert "restored" in str(failed.value.hint)
+    assert read_installed_torch(_site(python)) is None  # the environment is as it was
