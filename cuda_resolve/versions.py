@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["ComputeCapability", "CudaVersion", "DriverVersion", "parse_dotted"]
+__all__ = ["ComputeCapability", "CudaVersion", "DriverVersion", "parse_dotted", "same_version"]
 
 
 #: Digits allowed in one part of a version: driver, CUDA and compiler versions use at most 6.
@@ -21,6 +21,17 @@ _MAX_DIGITS = 9
 def _quoted(text: str) -> str:
     """``repr(text)``, cut short: a value of thousands of characters is not echoed whole."""
     return repr(text) if len(text) <= 40 else f"{text[:30]!r}... ({len(text)} characters)"
+
+
+def same_version(one: str, other: str) -> bool:
+    """Do two Python package versions name the same release (PEP 440: ``1.0`` is ``1.0.0``, the
+    local label counts)? Text that is not PEP 440 is compared as written."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(one) == Version(other)
+    except InvalidVersion:
+        return one == other
 
 
 def parse_dotted(text: str, *, what: str) -> tuple[int, ...]:

@@ -1,193 +1,350 @@
-"""``sync``: what a profile of a lock installs here, the drift from it, and installing exactly it.
+"""``sync``: install exactly what a profile of a lock holds, or report the drift from it.
 
-No resolution happens here: the lock names every file. An installed distribution with the
-locked name, version and local label counts as satisfied (its files' hashes are not re-read).
-Every file to install is fetched (through the configured mirror, by rewriting the locked URL's
-prefix) and its sha256 and size checked before anything is installed; a file already in the cache
-was checked when it came and is not hashed again while its stamp (size, mtime, ctime, inode
-recorded then) still holds, so a cached sync opens no connection; then the executor runs
-one pip step, in hash-checking mode with ``--no-deps --no-index`` over those files, with its
-stash and undo: all or nothing. ``--exact`` then removes what the lock does not name, in a
-second all-or-nothing step of its own (never pip, setuptools, wheel or cuda-resolve).
+:func:`sync` is the one entry point (as :func:`cuda_resolve.install.run.run` is for installing):
+the CLI parses arguments into a :class:`SyncRequest`, supplies a reporter and renders the
+:class:`SyncResult`. No resolution happens here: the lock names every file. An installed
+distribution with the locked name, version and local label counts as satisfied (its files'
+hashes are not re-read). Every file to install is fetched and checked first
+(:mod:`.wheelcache`); then the executor runs one pip step, in hash-checking mode with
+``--no-deps --no-index`` over those files, with its stash and undo: all or nothing. ``--exact``
+then removes what the lock does not name, in a second all-or-nothing step of its own, never the
+installers nor, where the target holds cuda-resolve, the tool and what it needs to run
+(:mod:`.drift`). ``--check`` imports none of the acting layers: it must answer within a second.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from ..environment import Environment
-from ..errors import InstallError, LockError
+from ..errors import CudaResolveError, InstallError
 from ..reporting import NullReporter, Reporter
+from .drift import KEEP, Drift, Kept
 from .select import Wanted
 
-if (
-    TYPE_CHECKING
-):  # `sync --check` imports none of the acting layers: it must answer within a second
-    from ..net.client import HttpClient
+if TYPE_CHECKING:
+    from ..install.pip import PipFacts
+    from ..install.stash import RestoreReport, Stash
     from ..plan import Plan
+    from .read import ReadLock
 
 __all__ = [
-    "KEEP",
-    "Drift",
-    "cache_path",
-    "cached_files",
-    "drift",
-    "fetch_all",
+    "SATISFIED_NOTE",
+    "SyncRequest",
+    "SyncResult",
     "remove_extras",
+    "restore_summary",
+    "sync",
     "sync_plan",
 ]
 
-#: Never removed by ``--exact``: the tools that install.
-KEEP = frozenset({"pip", "setuptools", "wheel", "cuda-resolve"})
+#: What ``--check`` (and its JSON) says about how "installed" is decided.
+SATISFIED_NOTE = (
+    "an installed package with the locked name, version and local label counts as installed; "
+    "its files' hashes were not re-read"
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Drift:
-    name: str
-    state: str  # "ok", "missing", "other version", "other build", "not locked"
-    locked: str | None
-    installed: str | None
+class SyncRequest:
+    lock: Path
+    name: str = "auto"  # a profile of the lock, or "auto": the one that fits this machine
+    python: str | None = None  # the target (None: the install target rule)
+    check: bool = False  # change nothing; report the drift
+    exact: bool = False  # also remove what the lock does not name
+    dry_run: bool = False  # say what would change and the pip commands; change nothing
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SyncResult:
+    request: SyncRequest
+    profile: str
+    target: str  # the target's interpreter
+    notes: tuple[str, ...]  # the lock's notes
+    packages: tuple[Drift, ...]
+    to_install: tuple[Wanted, ...]
+    to_remove: tuple[str, ...]
+    kept: tuple[Kept, ...] = ()  # with --exact: not locked, left in place, and why
+    pip_runs: tuple[tuple[str, ...], ...] = ()  # planned (a dry run) or run
+
+    @property
+    def drifted(self) -> tuple[Drift, ...]:
+        return tuple(d for d in self.packages if d.state != "ok")
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "state": self.state,
-            "locked": self.locked,
-            "installed": self.installed,
+        request = self.request
+        document: dict[str, Any] = {
+            "lock": str(request.lock),
+            "profile": self.profile,
+            "target": self.target,
+            "notes": list(self.notes),
+            "packages": [d.to_json() for d in self.packages],
         }
-
-
-def _same(installed: str, locked: str) -> bool:
-    try:
-        return Version(installed) == Version(locked)
-    except InvalidVersion:
-        return installed == locked
-
-
-def drift(wanted: Sequence[Wanted], installed: Mapping[str, str], *, exact: bool) -> list[Drift]:
-    """Per locked package: ok, missing, other version or other build (same version, another
-    local label); with ``exact`` also what is installed and not locked."""
-    found = []
-    for item in wanted:
-        have = installed.get(item.name)
-        if have is None:
-            state = "missing"
-        elif _same(have, item.version):
-            state = "ok"
-        elif have.split("+", 1)[0] == item.version.split("+", 1)[0]:
-            state = "other build"
-        else:
-            state = "other version"
-        found.append(Drift(name=item.name, state=state, locked=item.version, installed=have))
-    if exact:
-        names = {w.name for w in wanted}
-        found.extend(
-            Drift(name=name, state="not locked", locked=None, installed=version)
-            for name, version in sorted(installed.items())
-            if name not in names and name not in KEEP
-        )
-    return found
-
-
-def cache_path(cache_dir: Path, item: Wanted) -> Path:
-    """Where ``item``'s file is kept: under its sha256, so two locks never share a wrong file."""
-    return cache_dir / item.sha256[:2] / item.sha256 / item.file
-
-
-def _stamp_path(path: Path) -> Path:
-    return path.with_name(path.name + ".verified")
-
-
-def _stat_facts(path: Path) -> dict[str, int]:
-    info = path.stat()
-    return {
-        "size": info.st_size,
-        "mtime_ns": info.st_mtime_ns,
-        "ctime_ns": info.st_ctime_ns,
-        "ino": info.st_ino,
-        "dev": info.st_dev,
-    }
-
-
-def _stamp(path: Path, sha256: str) -> None:
-    """Record that ``path`` was found to have ``sha256``, with the file's stat as it was then."""
-    from ..paths import write_atomic
-
-    try:
-        write_atomic(_stamp_path(path), json.dumps({"sha256": sha256, **_stat_facts(path)}) + "\n")
-    except OSError:
-        pass  # no stamp: the next sync hashes the file again
-
-
-def _stamped(path: Path, item: Wanted) -> bool:
-    """True when ``path`` was checked against ``item``'s sha256 and is unchanged since: same size,
-    mtime, ctime (which no write can leave as it was), inode and device. pip's hash-checking mode
-    still hashes the file before installing anything, so a stamp saves our pass, not the check."""
-    try:
-        recorded = json.loads(_stamp_path(path).read_text(encoding="utf-8"))
-        now = _stat_facts(path)
-    except (OSError, ValueError):
-        return False
-    if not isinstance(recorded, dict) or recorded.get("sha256") != item.sha256:
-        return False
-    if item.size is not None and now["size"] != item.size:
-        return False
-    return all(recorded.get(key) == value for key, value in now.items())
-
-
-def cached_files(wanted: Sequence[Wanted], cache_dir: Path) -> tuple[dict[str, Path], list[Wanted]]:
-    """The files already in the cache and checked (by name), and the items still to fetch or check.
-    Reads no file's content: a sync whose files are all here opens no connection and hashes nothing."""
-    paths: dict[str, Path] = {}
-    missing: list[Wanted] = []
-    for item in wanted:
-        target = cache_path(cache_dir, item)
-        if _stamped(target, item):
-            paths[item.name] = target
-        else:
-            missing.append(item)
-    return paths, missing
-
-
-def fetch_all(
-    wanted: Sequence[Wanted], client: HttpClient, cache_dir: Path, reporter: Reporter | None = None
-) -> dict[str, Path]:
-    """Every file in the cache, its sha256 (and size) checked and stamped (:func:`cached_files`);
-    one failure stops before any install."""
-    from ..errors import NetworkError
-
-    report = reporter or NullReporter()
-    paths: dict[str, Path] = {}
-    for item in wanted:
-        target = cache_path(cache_dir, item)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if not target.is_file():
-            report.step(f"fetching {item.file}")
-        try:
-            client.download(item.url, target, sha256=item.sha256, size=item.size)
-        except NetworkError as exc:
-            raise LockError(
-                f"{item.file}: {exc}; nothing was installed",
-                hint=exc.hint
-                or "a file whose hash differs from the lock is never installed: check the mirror, or lock again",
-            ) from None
-        if item.size is not None and target.stat().st_size != item.size:
-            target.unlink()
-            raise LockError(
-                f"{item.file}: {target.stat().st_size if target.exists() else 'other'} bytes, the lock says {item.size}; nothing was installed",
-                hint="the index serves another file than the one locked: lock again",
+        if request.exact:
+            document["kept"] = [k.to_json() for k in self.kept]
+        installing = [w.name + "==" + w.version for w in self.to_install]
+        if request.check:
+            document.update({"drift": bool(self.drifted), "note": SATISFIED_NOTE})
+        elif request.dry_run:
+            document.update(
+                {
+                    "install": installing,
+                    "remove": list(self.to_remove),
+                    "pip_runs": [list(c) for c in self.pip_runs],
+                    "dry_run": True,
+                }
             )
-        _stamp(target, item.sha256)
-        paths[item.name] = target
-    return paths
+        else:
+            document.update(
+                {
+                    "installed": installing,
+                    "removed": list(self.to_remove),
+                    "pip_runs": [list(c) for c in self.pip_runs],
+                }
+            )
+        return document
+
+
+def sync(
+    request: SyncRequest,
+    *,
+    reporter: Reporter | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> SyncResult:
+    """Check ``request.lock``'s profile against the target, or make the target match it (see
+    the module). Raises the project's errors; a failed change is undone before it is raised."""
+    state = _Target.read(request, dict(os.environ if environ is None else environ))
+    decided = state.decide()
+    if request.check:
+        return decided
+    return _Act(state, decided, reporter or NullReporter()).run()
+
+
+class _Target:
+    """The facts one sync decides from: the lock, the target's Environment and its packages."""
+
+    __slots__ = ("closure", "env", "environ", "installed", "lock", "probed", "python", "request")
+
+    def __init__(
+        self,
+        request: SyncRequest,
+        environ: dict[str, str],
+        lock: ReadLock,
+        env: Environment,
+        python: str,
+        probed: tuple[PipFacts, dict[str, str]],
+    ) -> None:
+        self.request = request
+        self.environ = environ
+        self.lock = lock
+        self.env = env
+        self.python = python
+        self.probed = probed
+        self.installed = _as_torch_names_it(env, probed[1])
+        self.closure: frozenset[str] = frozenset()
+
+    @classmethod
+    def read(cls, request: SyncRequest, environ: dict[str, str]) -> _Target:
+        from ..detect import detect_environment
+        from ..detect._run import Background
+        from ..install.pip import pip_facts_and_distributions
+        from ..install.target import choose_target, is_running_interpreter
+        from .read import read_lock
+
+        _load_for_workers()
+        # Three waits at once: the lock is read and validated while the target's interpreter
+        # answers twice (its facts for the profile, its installed distributions). Plain
+        # threads: importing concurrent.futures costs more than the overlap saves.
+        lock_job = Background(lambda: read_lock(request.lock))
+        choice = choose_target(request.python)
+        installed_job = Background(lambda: pip_facts_and_distributions(choice.python, environ))
+        try:
+            # The running interpreter is read in process (see install.target).
+            in_process = choice.how != "--python" and is_running_interpreter(choice.python)
+            env = detect_environment(python=None if in_process else choice.python)
+        finally:
+            lock = lock_job.result()  # a lock that cannot be read is the first thing to say
+        probed = installed_job.result()
+        return cls(request, environ, lock, env, env.python.executable or choice.python, probed)
+
+    def decide(self) -> SyncResult:
+        from ..index import default_cuda_facts
+        from .drift import drift, kept_by_exact
+        from .select import choose_profile, wanted_files
+
+        request = self.request
+        profile = choose_profile(self.lock, self.env, default_cuda_facts(), request.name)
+        wanted = wanted_files(self.lock, profile, self.env)
+        if request.exact:
+            self.closure = self._tool_closure()
+        report = drift(wanted, self.installed, exact=request.exact, keep=self.closure)
+        return SyncResult(
+            request=request,
+            profile=profile,
+            target=self.python,
+            notes=tuple(self.lock.notes),
+            packages=tuple(report),
+            to_install=tuple(w for w, d in zip(wanted, report, strict=False) if d.state != "ok"),
+            to_remove=tuple(d.name for d in report if d.state == "not locked"),
+            kept=tuple(kept_by_exact(wanted, self.installed, self.closure))
+            if request.exact
+            else (),
+        )
+
+    def _tool_closure(self) -> frozenset[str]:
+        """What cuda-resolve needs to run in the target, where the target holds it (one more
+        start of the target's interpreter, only then)."""
+        from ..compat import marker_environment
+        from .drift import TOOL, target_requirements, tool_closure
+
+        if TOOL not in self.installed:
+            return frozenset()
+        requires = target_requirements(self.python, self.environ)
+        return tool_closure(requires, marker_environment(self.env))
+
+
+def _as_torch_names_it(env: Environment, installed: dict[str, str]) -> dict[str, str]:
+    """PyPI's torch carries no local label in its metadata (2.11.0), while its version.py names
+    the build (2.11.0+cu130): that is the build a lock from the PyTorch index names."""
+    torch = env.torch
+    if torch is not None and installed.get("torch") == torch.base_version != torch.version:
+        return {**installed, "torch": torch.version}
+    return installed
+
+
+class _Act:
+    """Installing (or saying what would be installed): needs the acting layers."""
+
+    __slots__ = ("decided", "report", "state")
+
+    def __init__(self, state: _Target, decided: SyncResult, report: Reporter) -> None:
+        self.state = state
+        self.decided = decided
+        self.report = report
+
+    def run(self) -> SyncResult:
+        import tempfile
+
+        from ..config import load_config
+
+        config = load_config()
+        with tempfile.TemporaryDirectory(prefix="cuda-resolve-sync-") as scratch:
+            requirements = Path(scratch) / "locked.txt"
+            if self.state.request.dry_run:
+                return self._planned(requirements)
+            return self._changed(requirements, config)
+
+    def _planned(self, requirements: Path) -> SyncResult:
+        from dataclasses import replace
+
+        from ..install.transaction import planned_commands
+        from ..paths import cache_root
+        from ..wheelhouse.store import Wheelhouse
+        from .wheelcache import cache_path
+
+        state, to_install = self.state, self.decided.to_install
+        paths = {w.name: cache_path(cache_root() / "lock-wheels", w) for w in to_install}
+        plan = sync_plan(state.env, to_install, paths, requirements)
+        commands = planned_commands(plan, state.python, Wheelhouse.default())
+        return replace(self.decided, pip_runs=tuple(tuple(c) for c in commands))
+
+    def _changed(self, requirements: Path, config: Any) -> SyncResult:
+        from dataclasses import replace
+
+        from ..paths import new_log_path
+
+        state, decided = self.state, self.decided
+        if decided.to_remove:
+            self.report.step(
+                f"--exact: will remove {', '.join(decided.to_remove)} after installing"
+            )
+        plan = sync_plan(
+            state.env,
+            decided.to_install,
+            self._fetched(config),
+            requirements,
+            imports=_imports_of(decided.to_install),
+        )
+        pip_runs: tuple[tuple[str, ...], ...] = ()
+        if plan.steps:
+            pip_runs = self._install(plan)
+        if decided.to_remove:
+            remove_extras(
+                state.python,
+                decided.to_remove,
+                state.environ,
+                new_log_path("sync-remove"),
+                self.report,
+                keep=state.closure,
+            )
+        return replace(decided, pip_runs=pip_runs)
+
+    def _fetched(self, config: Any) -> dict[str, Path]:
+        from ..paths import cache_root
+        from .wheelcache import cached_files, fetch_all
+
+        cache_dir = cache_root() / "lock-wheels"
+        paths, missing = cached_files(self.decided.to_install, cache_dir)
+        if missing:  # the HTTP layer (requests and all) is loaded only when something is fetched
+            from ..net.factory import client_from_config
+
+            with client_from_config(config) as client:
+                paths.update(fetch_all(missing, client, cache_dir, self.report))
+        return paths
+
+    def _install(self, plan: Plan) -> tuple[tuple[str, ...], ...]:
+        """One --no-deps pip run over the locked files: only those names can change. After it,
+        the torch and curated extensions it installed must import (else it is undone)."""
+        from ..install.options import InstallOptions
+        from ..install.transaction import execute
+        from ..paths import new_log_path
+
+        state = self.state
+        result = execute(
+            plan,
+            state.env,
+            wheelhouse=None,
+            options=InstallOptions(replaces=tuple(w.name for w in self.decided.to_install)),
+            environ=state.environ,
+            reporter=self.report,
+            log_path=new_log_path("sync"),
+            probed=state.probed,
+        )
+        return tuple(tuple(c) for c in result.pip_runs)
+
+
+def _load_for_workers() -> None:
+    """Load what the worker threads run, here in the main thread: a module imported by two
+    threads at once can be met half-initialised where imports are circular."""
+    import contextlib
+    import encodings.utf_8_sig  # noqa: F401 - how a lock's text is decoded
+
+    from .. import _bounded, _toml  # noqa: F401
+
+    with contextlib.suppress(ImportError):  # read_lock says which packaging is needed
+        import packaging.pylock  # noqa: F401
+
+
+def _imports_of(installed: Sequence[Wanted]) -> tuple[str, ...]:
+    """The modules to import after a sync: torch and the extensions the index curates."""
+    from ..index import default_index
+
+    index = default_index()
+    found: list[str] = []
+    for wanted in installed:
+        package = index.package(wanted.name)
+        if wanted.name == "torch":
+            found.append("torch")
+        elif package is not None:
+            found.append(package.import_name)
+    return tuple(dict.fromkeys(found))
 
 
 def sync_plan(
@@ -241,17 +398,22 @@ def remove_extras(
     environ: Mapping[str, str],
     log_path: Path,
     reporter: Reporter | None = None,
+    *,
+    keep: Iterable[str] = (),
 ) -> None:
-    """``pip uninstall`` of ``names`` with the target's files stashed first: restored on failure."""
+    """``pip uninstall`` of ``names`` with the target's files stashed first: restored on
+    failure, and the error then says what the restore put back and what it could not."""
     from ..install.pip import TargetPip
     from ..install.stash import Stash, default_journal_dir, default_lock_dir, target_lock
     from ..install.transaction import TARGET_LOCK_SECONDS
 
     report = reporter or NullReporter()
-    keep = [n for n in names if canonicalize_name(n) in KEEP]
-    if keep:
+    never = KEEP | set(keep)
+    refused = [n for n in names if canonicalize_name(n) in never]
+    if refused:
         raise InstallError(
-            f"refusing to remove {', '.join(keep)}", hint="these install everything else"
+            f"refusing to remove {', '.join(refused)}",
+            hint="these install everything else, or cuda-resolve needs them to run",
         )
     pip = TargetPip(python, environ=environ, log_path=log_path)
     with target_lock(python, default_lock_dir(), timeout=TARGET_LOCK_SECONDS, environ=environ):
@@ -265,12 +427,45 @@ def remove_extras(
             )
             if status != 0:
                 raise InstallError(
-                    f"pip uninstall failed: {' / '.join(tail[-3:])}",
-                    hint=f"the environment was restored as it was; log: {log_path}",
+                    f"pip uninstall failed: {' / '.join(tail[-3:])}", hint=f"log: {log_path}"
                 )
-        except BaseException:
-            outcome = stash.restore()
-            if outcome.complete:
-                stash.commit()
+        except BaseException as exc:
+            _restore(exc, stash, report, log_path)
             raise
         stash.commit()
+
+
+def _restore(exc: BaseException, stash: Stash, report: Reporter, log_path: Path) -> None:
+    """Put back what the failed removal changed; ``exc``'s hint then says what the restore
+    really did (:func:`restore_summary`)."""
+    from .._signals import deferred_interrupts
+
+    try:
+        with deferred_interrupts(report.note):  # a second Ctrl-C or SIGTERM: the restore ends
+            outcome = stash.restore()
+    except CudaResolveError as problem:
+        said = f"the environment could not be restored: {problem}; run `cuda-resolve undo --last`"
+    else:
+        said = restore_summary(outcome)
+        if outcome.complete:
+            stash.commit()
+    report.note(said)
+    if isinstance(exc, CudaResolveError):
+        exc.hint = f"{said}; log: {log_path}"
+
+
+def restore_summary(outcome: RestoreReport) -> str:
+    """One sentence from a restore's real result: what was put back, what was not."""
+    parts = []
+    if outcome.restored:
+        parts.append("restored: " + "; ".join(outcome.restored))
+    if outcome.not_restored:
+        kept = f" (the stash is kept at {outcome.kept})" if outcome.kept else ""
+        parts.append(
+            "NOT restored: "
+            + "; ".join(outcome.not_restored)
+            + f"{kept}; run `cuda-resolve undo --last` after fixing it"
+        )
+    if not parts:
+        return "nothing had been removed: the environment is as it was"
+    return "; ".join(parts)

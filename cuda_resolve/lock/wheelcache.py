@@ -1,0 +1,119 @@
+"""The files a lock names, in a cache keyed by their sha256, checked once.
+
+Every file to install is fetched (through the configured mirror, by rewriting the locked URL's
+prefix) and its sha256 and size checked before anything is installed; a file already in the cache
+was checked when it came and is not hashed again while its stamp (size, mtime, ctime, inode
+recorded then) still holds, so a cached sync opens no connection.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import LockError
+from ..reporting import NullReporter, Reporter
+from .select import Wanted
+
+if TYPE_CHECKING:  # `sync --check` imports none of the acting layers
+    from ..net.client import HttpClient
+
+__all__ = ["cache_path", "cached_files", "fetch_all"]
+
+
+def cache_path(cache_dir: Path, item: Wanted) -> Path:
+    """Where ``item``'s file is kept: under its sha256, so two locks never share a wrong file."""
+    return cache_dir / item.sha256[:2] / item.sha256 / item.file
+
+
+def _stamp_path(path: Path) -> Path:
+    return path.with_name(path.name + ".verified")
+
+
+def _stat_facts(path: Path) -> dict[str, int]:
+    info = path.stat()
+    return {
+        "size": info.st_size,
+        "mtime_ns": info.st_mtime_ns,
+        "ctime_ns": info.st_ctime_ns,
+        "ino": info.st_ino,
+        "dev": info.st_dev,
+    }
+
+
+def _stamp(path: Path, sha256: str) -> None:
+    """Record that ``path`` was found to have ``sha256``, with the file's stat as it was then."""
+    from ..paths import write_atomic
+
+    try:
+        write_atomic(_stamp_path(path), json.dumps({"sha256": sha256, **_stat_facts(path)}) + "\n")
+    except OSError:
+        pass  # no stamp: the next sync hashes the file again
+
+
+def _stamped(path: Path, item: Wanted) -> bool:
+    """True when ``path`` was checked against ``item``'s sha256 and is unchanged since: same size,
+    mtime, ctime (which no write can leave as it was), inode and device. pip's hash-checking mode
+    still hashes the file before installing anything, so a stamp saves our pass, not the check."""
+    try:
+        recorded = json.loads(_stamp_path(path).read_text(encoding="utf-8"))
+        now = _stat_facts(path)
+    except (OSError, ValueError):
+        return False
+    if not isinstance(recorded, dict) or recorded.get("sha256") != item.sha256:
+        return False
+    if item.size is not None and now["size"] != item.size:
+        return False
+    return all(recorded.get(key) == value for key, value in now.items())
+
+
+def cached_files(wanted: Sequence[Wanted], cache_dir: Path) -> tuple[dict[str, Path], list[Wanted]]:
+    """The files already in the cache and checked (by name), and the items still to fetch or
+    check. Reads no file's content: a sync whose files are all here opens no connection and
+    hashes nothing."""
+    paths: dict[str, Path] = {}
+    missing: list[Wanted] = []
+    for item in wanted:
+        target = cache_path(cache_dir, item)
+        if _stamped(target, item):
+            paths[item.name] = target
+        else:
+            missing.append(item)
+    return paths, missing
+
+
+def fetch_all(
+    wanted: Sequence[Wanted], client: HttpClient, cache_dir: Path, reporter: Reporter | None = None
+) -> dict[str, Path]:
+    """Every file in the cache, its sha256 (and size) checked and stamped (:func:`cached_files`);
+    one failure stops before any install."""
+    from ..errors import NetworkError
+
+    report = reporter or NullReporter()
+    paths: dict[str, Path] = {}
+    for item in wanted:
+        target = cache_path(cache_dir, item)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.is_file():
+            report.step(f"fetching {item.file}")
+        try:
+            client.download(item.url, target, sha256=item.sha256, size=item.size)
+        except NetworkError as exc:
+            raise LockError(
+                f"{item.file}: {exc}; nothing was installed",
+                hint=exc.hint
+                or "a file whose hash differs from the lock is never installed: check the mirror,"
+                " or lock again",
+            ) from None
+        size = target.stat().st_size
+        if item.size is not None and size != item.size:
+            target.unlink()
+            raise LockError(
+                f"{item.file}: {size} bytes, the lock says {item.size}; nothing was installed",
+                hint="the index serves another file than the one locked: lock again",
+            )
+        _stamp(target, item.sha256)
+        paths[item.name] = target
+    return paths
