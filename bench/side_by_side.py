@@ -25,8 +25,8 @@ How each tool is told about the machine (nothing here has a GPU):
   so it cannot show what ltt would choose.
 
 download.pytorch.org cannot be reached here, so uv and ltt cannot finish. Their decision is read
-from their own output (uv's debug log names the PyTorch indexes it queries, newest CUDA first; ltt's own
-``detect_compatible_computation_backends()`` gives the backends it would accept) and completed
+from their own output (uv's debug log names the PyTorch indexes it queries, newest CUDA first; ltt's
+own ``detect_compatible_computation_backends()`` gives the backends it would accept) and completed
 with each tool's documented rule against the same index facts cuda-resolve uses
 (``default_index()``): uv takes the first index in its order that carries torch (uv's default
 ``first-index`` strategy), then the newest torch there; ltt sorts candidates by (backend, version)
@@ -357,7 +357,8 @@ def run_cuda_resolve(m: Machine, index: Index, proxy: CountingProxy) -> dict[str
     first = _run(cmd, env, proxy)
     result: dict[str, Any] = {"runs": [dict(first, shown=_shown(cmd, shown_env))]}
     if first["rc"] != 0 and "--allow-torch-change" not in cmd:
-        # cuda-resolve refuses to replace a torch silently; record that, then the answer it hints at.
+        # cuda-resolve refuses to replace a torch silently; record that, then the answer it hints
+        # at.
         retry = [*cmd, "--allow-torch-change"]
         second = _run(retry, env, proxy)
         result["runs"].append(dict(second, shown=_shown(retry, shown_env)))
@@ -574,9 +575,11 @@ def markdown(doc: dict[str, Any]) -> str:
         "Produced by `.venv/bin/python bench/side_by_side.py`; raw output in "
         f"`side-by-side-{DATE}.json`.",
         "",
-        "The PyTorch index cannot be reached from this machine: this compares decisions, not installs. "
+        "The PyTorch index cannot be reached from this machine: this compares decisions, "
+        "not installs. "
         "uv's pick is the newest-CUDA index among those its debug log shows it querying (uv ranks "
-        "them newest first and its default strategy takes the first index that has torch) and the newest torch the cuda-resolve index lists there; ltt's pick is "
+        "them newest first and its default strategy takes the first index that has torch) and the "
+        "newest torch the cuda-resolve index lists there; ltt's pick is "
         "the highest backend among those its own detection accepts, then the newest torch. "
         '"Kernels for all GPUs" applies one rule to every pick: the build\'s arch list in the '
         "cuda-resolve index, checked with `compat.build_covers_gpu`.",
@@ -586,7 +589,8 @@ def markdown(doc: dict[str, Any]) -> str:
     ]
     for row in doc["machines"]:
         lines.append(
-            f"| {row['title']} | {_cell(row['cuda_resolve'])} | {_cell(row['uv'])} | {_cell(row['ltt'])} |"
+            f"| {row['title']} | {_cell(row['cuda_resolve'])} | {_cell(row['uv'])} | "
+            f"{_cell(row['ltt'])} |"
         )
     lines += ["", "## What each tool saw and printed", ""]
     for row in doc["machines"]:
@@ -601,7 +605,8 @@ def markdown(doc: dict[str, Any]) -> str:
             lines.append(f"  - first run refused: {cr['refused_first']}")
         lines.append(f"  - picks {cr['pick']}: {cr['kernels']['verdict']}")
         lines.append(
-            f"- uv: `{uv['run']['shown']}` (exit {uv['run']['rc']}); driver seen: {uv['driver_seen']}; "
+            f"- uv: `{uv['run']['shown']}` (exit {uv['run']['rc']}); driver seen: "
+            f"{uv['driver_seen']}; "
             f"PyTorch indexes queried, newest CUDA first: {', '.join(uv['index_order']) or 'none'}"
         )
         lines.append("  - printed: " + " / ".join(f"`{p[:160]}`" for p in uv["printed"]))
@@ -610,7 +615,8 @@ def markdown(doc: dict[str, Any]) -> str:
         )
         lines.append(
             f"- ltt: `{ltt['run']['shown']}` (exit {ltt['run']['rc']}); nvidia-smi calls: "
-            f"{ltt['nvidia_smi_calls'] or 'none'}; accepted backends: {' '.join(ltt['accepted_backends'])}"
+            f"{ltt['nvidia_smi_calls'] or 'none'}; accepted backends: "
+            f"{' '.join(ltt['accepted_backends'])}"
         )
         lines.append("  - printed: " + " / ".join(f"`{p[:160]}`" for p in ltt["printed"]))
         lines.append(
@@ -620,22 +626,32 @@ def markdown(doc: dict[str, Any]) -> str:
     lines += [
         "## Notes",
         "",
-        "- uv's `--torch-backend=auto` reads only the driver version (here from `UV_CUDA_DRIVER_VERSION`; "
-        "the debug log says so); no GPU fact reaches its choice, so a Pascal card or a V100 next to an "
+        "- uv's `--torch-backend=auto` reads only the driver version (here from "
+        "`UV_CUDA_DRIVER_VERSION`; "
+        "the debug log says so); no GPU fact reaches its choice, so a Pascal card or a "
+        "V100 next to an "
         "H100 gets the newest CUDA index the driver allows. With no driver it uses the CPU index.",
-        "- light-the-torch reads only `nvidia-smi --query-gpu=driver_version` (the fake script logged "
+        "- light-the-torch reads only `nvidia-smi --query-gpu=driver_version` (the fake "
+        "script logged "
         "every call; `accepted backends` is ltt's own `detect_compatible_computation_backends()`). "
-        "Its real run always uses the scratch venv's Python 3.11; the modelled pick uses each machine's Python.",
+        "Its real run always uses the scratch venv's Python 3.11; the modelled pick uses each "
+        "machine's Python.",
         "- With download.pytorch.org unreachable ltt falls back to PyPI for torch and its dry run "
-        "fetches whole torch wheels: without the bench's byte cap one run downloaded 6.7 GB and filled "
-        "this machine's disk. The sha256 lines it printed come from the bench cutting that download off.",
-        "- Installed CPU torch: uv and ltt see `torch` already satisfied and change nothing; cuda-resolve "
+        "fetches whole torch wheels: without the bench's byte cap one run downloaded 6.7 "
+        "GB and filled "
+        "this machine's disk. The sha256 lines it printed come from the bench cutting that "
+        "download off.",
+        "- Installed CPU torch: uv and ltt see `torch` already satisfied and change nothing; "
+        "cuda-resolve "
         "refuses until told `--allow-torch-change`, then picks a CUDA build.",
-        "- Login node: uv and ltt can only see the login node itself (no driver), so they pick a CPU "
+        "- Login node: uv and ltt can only see the login node itself (no driver), so "
+        "they pick a CPU "
         "build; cuda-resolve is given the nodes' GPU class in a profile and states the driver the "
         "nodes need for the CUDA build it picks.",
-        "- Builds whose existence or arch list the cuda-resolve index marks unverified are flagged in "
-        "the JSON (`arch_list_unverified`; cuda-resolve itself prefers confirmed releases, which is why "
+        "- Builds whose existence or arch list the cuda-resolve index marks unverified "
+        "are flagged in "
+        "the JSON (`arch_list_unverified`; cuda-resolve itself prefers confirmed releases, "
+        "which is why "
         "it can pick an older version than the modelled uv/ltt picks).",
         "",
     ]

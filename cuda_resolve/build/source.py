@@ -40,7 +40,8 @@ __all__ = [
     "recipe_digest",
 ]
 
-#: Never copied from a --source tree, at any depth: caches and leftovers that would leak into the wheel.
+#: Never copied from a --source tree, at any depth: caches and leftovers that would leak into the
+#: wheel.
 _SKIPPED_EVERYWHERE = frozenset({"__pycache__", ".eggs", ".pytest_cache"})
 #: A previous build's output: left out only where a build writes it (the tree's root and the
 #: recipe's build folder); a package named ``build`` deeper in the tree is source.
@@ -57,7 +58,9 @@ _GIT_TIMEOUT = 900.0
 class PreparedSource:
     root: Path  # the whole copy (repository root)
     build_dir: Path  # root / recipe.subdirectory: what `pip wheel` is given
-    origin: str  # describe_source(): "archive https://... (sha256 ...)", "git clone ... at <rev>", "--source DIR"
+    # describe_source(): "archive https://... (sha256 ...)", "git clone ... at <rev>", "--source
+    # DIR"
+    origin: str
     revision_checked: (
         bool  # the copy is known to be the recipe's pinned source (revision or sha256)
     )
@@ -95,7 +98,8 @@ def recipe_digest(recipe: Recipe, torch_version: str) -> str:
     }
     if recipe.archive is not None:
         # The hash is the content (a moved URL builds the same wheel); strip changes the layout.
-        # Only recipes with an archive carry the key, so the digests of the others stay as they were.
+        # Only recipes with an archive carry the key, so the digests of the others stay as they
+        # were.
         document["archive"] = [recipe.archive.sha256, recipe.archive.strip]
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 
@@ -116,7 +120,8 @@ def _git(args: Sequence[str], *, cwd: Path | None, environ: Mapping[str, str]) -
         detail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         raise BuildError(
             f"git {' '.join(args)} failed: {' / '.join(detail) or f'exit {done.returncode}'}",
-            hint="check the network and any proxy (cuda-resolve doctor --network), or pass --source DIR with a copy of the repository",
+            hint="check the network and any proxy (cuda-resolve doctor --network), or pass "
+            "--source DIR with a copy of the repository",
         )
     return done.stdout.strip()
 
@@ -147,8 +152,10 @@ def _clone(
     head = _head_revision(dest, environ)
     if head != recipe.revision:
         raise BuildError(
-            f"recipe {recipe.name}: the clone is at {head}, not the pinned revision {recipe.revision}",
-            hint="the repository may have been rewritten: report it, or pass --source DIR with a copy at the pinned revision",
+            f"recipe {recipe.name}: the clone is at {head}, not the pinned revision "
+            f"{recipe.revision}",
+            hint="the repository may have been rewritten: report it, or pass --source DIR with a "
+            "copy at the pinned revision",
         )
     if recipe.submodules:
         say("fetching submodules")
@@ -161,7 +168,8 @@ def _clone(
         bad = [line.strip() for line in status.splitlines() if line[:1] in ("-", "+", "U")]
         if bad:
             raise BuildError(
-                f"recipe {recipe.name}: submodules not at the commits the revision pins: {'; '.join(bad)}",
+                f"recipe {recipe.name}: submodules not at the commits the revision pins: "
+                f"{'; '.join(bad)}",
                 hint="retry; if it persists pass --source DIR with a complete checkout",
             )
 
@@ -198,8 +206,10 @@ class _TreeCopy:
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
                 raise BuildError(
-                    f"copying --source {self.source}: the disk holding {self.dest.parent} is full; the partial copy was removed",
-                    hint=f"free space there, or point TMPDIR at a folder with room (the copy needs about as much as {self.source})",
+                    f"copying --source {self.source}: the disk holding {self.dest.parent} is "
+                    "full; the partial copy was removed",
+                    hint="free space there, or point TMPDIR at a folder with room (the copy "
+                    f"needs about as much as {self.source})",
                 ) from None
             raise
         return self.notes
@@ -253,7 +263,8 @@ class _TreeCopy:
         if entry.is_symlink():
             real = os.path.realpath(path)
             if os.path.commonpath([self.real_root, real]) == self.real_root:
-                # The same place in the copy, by a relative link: writes through it stay in the copy.
+                # The same place in the copy, by a relative link: writes through it stay in the
+                # copy.
                 os.symlink(
                     os.path.relpath(self.dest / os.path.relpath(real, self.real_root), dest.parent),
                     dest,
@@ -385,21 +396,24 @@ def apply_patches(recipe: Recipe, root: Path, patches: Sequence[Patch]) -> None:
         if os.path.commonpath([real_root, os.path.realpath(target)]) != real_root:
             raise BuildError(
                 f"{where}: {patch.file} leads outside the source tree ({os.path.realpath(target)})",
-                hint="a patch only ever changes the copy of the source: fix the recipe's patch file",
+                hint="a patch only ever changes the copy of the source: fix the "
+                "recipe's patch file",
             )
         try:
             text = target.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise BuildError(
                 f"{where}: {patch.file} does not exist in the source tree",
-                hint="the source is not the revision the recipe pins: use the pinned revision, or fix the recipe's patch",
+                hint="the source is not the revision the recipe pins: use the pinned revision, or "
+                "fix the recipe's patch",
             ) from None
         found = text.count(patch.find)
         if found != patch.count:
             first_line = patch.find.strip().splitlines()[0] if patch.find.strip() else patch.find
             raise BuildError(
                 f"{where}: expected {patch.count} occurrence(s) of {first_line!r}, found {found}",
-                hint="the source is not the revision the recipe pins, or was already patched: use a clean copy at the pinned revision",
+                hint="the source is not the revision the recipe pins, or was already patched: use "
+                "a clean copy at the pinned revision",
             )
         target.write_text(text.replace(patch.find, patch.replace), encoding="utf-8")
 
@@ -431,26 +445,33 @@ def _copy_source_dir(
         )
     if recipe.subdirectory and not (source_dir / recipe.subdirectory).is_dir():
         raise BuildError(
-            f"--source {source_dir}: has no {recipe.subdirectory}/ (recipe {recipe.name} builds that folder)",
-            hint=f"give the source's root ({recipe.repository or (recipe.archive.url if recipe.archive else '')}), not a subfolder",
+            f"--source {source_dir}: has no {recipe.subdirectory}/ (recipe {recipe.name} builds "
+            "that folder)",
+            hint="give the source's root "
+            f"({recipe.repository or (recipe.archive.url if recipe.archive else '')}), "
+            "not a subfolder",
         )
     head = _head_revision(source_dir, env)
     if head is not None and recipe.revision is not None and head != recipe.revision:
         raise BuildError(
-            f"--source {source_dir} is at {head[:12]}, but recipe {recipe.name} pins {recipe.revision[:12]}",
-            hint=f"check out {recipe.revision} there (git -C {source_dir} checkout {recipe.revision}), so the patches and the wheelhouse key hold",
+            f"--source {source_dir} is at {head[:12]}, but recipe {recipe.name} pins "
+            f"{recipe.revision[:12]}",
+            hint=f"check out {recipe.revision} there (git -C {source_dir} checkout "
+            f"{recipe.revision}), so the patches and the wheelhouse key hold",
         )
     say(f"copying {source_dir}")
     build_roots = frozenset({"", recipe.subdirectory.strip("/")} if recipe.subdirectory else {""})
     copied = _copy_tree(source_dir, dest, build_roots)
     if recipe.revision is None:
         return False, [
-            f"{source_dir} was used as given: recipe {recipe.name} pins an archive by sha256, which a folder cannot be checked against",
+            f"{source_dir} was used as given: recipe {recipe.name} pins an archive by sha256, "
+            "which a folder cannot be checked against",
             *copied,
         ]
     if head is None:
         return False, [
-            f"{source_dir} is not a git checkout: its revision could not be checked against {recipe.revision[:12]}",
+            f"{source_dir} is not a git checkout: its revision could not be checked against "
+            f"{recipe.revision[:12]}",
             *copied,
         ]
     return True, copied
@@ -491,7 +512,8 @@ def prepare_source(
     if not build_dir.is_dir():
         raise BuildError(
             f"recipe {recipe.name}: the source has no {recipe.subdirectory}/ to build",
-            hint=f"the source ({origin}) is not laid out as the recipe expects: fix the recipe's subdirectory or archive.strip",
+            hint=f"the source ({origin}) is not laid out as the recipe expects: fix the recipe's "
+            "subdirectory or archive.strip",
         )
     patches = applicable_patches(recipe, torch_version)
     apply_patches(recipe, dest, patches)

@@ -1,4 +1,5 @@
-"""``cuda-resolve build REQ...``: the source builds of a plan, into the wheelhouse (see :mod:`.install`).
+"""``cuda-resolve build REQ...``: the source builds of a plan, into the wheelhouse (see
+:mod:`.install`).
 
 With ``--slurm`` the builds for several node classes (``--profile A.toml --profile B.toml``)
 are Slurm job arrays, a task per (package, profile) not yet in the wheelhouse, one array per
@@ -47,7 +48,8 @@ def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.choices["build"]
     # REQ... is optional for --status; several --profile only with --slurm (checked in handle).
     next(action for action in parser._actions if action.dest == "requests").nargs = "*"
-    # register_build's --profile takes one file; this one replaces it ("resolve": argparse drops the old).
+    # register_build's --profile takes one file; this one replaces it ("resolve": argparse drops the
+    # old).
     parser._optionals.conflict_handler = "resolve"
     parser.add_argument(
         "--profile",
@@ -55,29 +57,35 @@ def register(subparsers: Any) -> None:
         type=Path,
         action="append",
         default=[],
-        help="build for the GPUs this profile describes (cross-building); with --slurm repeatable, one task per profile",
+        help="build for the GPUs this profile describes (cross-building); with --slurm "
+        "repeatable, one task per profile",
     )
     slurm = parser.add_argument_group("Slurm")
     slurm.add_argument(
         "--slurm",
         action="store_true",
-        help="build on the cluster: one Slurm array task per (package, --profile) not already in the wheelhouse, each into the shared wheelhouse; follow them and end with a table",
+        help="build on the cluster: one Slurm array task per (package, --profile) not already in "
+        "the wheelhouse, each into the shared wheelhouse; follow them and end with a table",
     )
     slurm.add_argument(
         "--sbatch-arg",
         metavar="ARG",
         action="append",
         default=[],
-        help="an option for sbatch, for every task (repeatable): --sbatch-arg=--partition=cpu --sbatch-arg=--time=1:00:00",
+        help="an option for sbatch, for every task (repeatable): --sbatch-arg=--partition=cpu "
+        "--sbatch-arg=--time=1:00:00",
     )
     slurm.add_argument(
         "--sbatch-arg-for",
         metavar="PROFILE=ARG",
         action="append",
         default=[],
-        help="an option for sbatch for one profile's tasks (repeatable; PROFILE is its file name without .toml, or its path): "
-        "--sbatch-arg-for h100=--time=4:00:00. A profile's own [slurm] sbatch = [...] list comes first, then --sbatch-arg, "
-        "then these (sbatch takes the last of an option given twice); tasks with different options are separate job arrays",
+        help="an option for sbatch for one profile's tasks (repeatable; PROFILE is its file name "
+        "without .toml, or its path): "
+        "--sbatch-arg-for h100=--time=4:00:00. A profile's own [slurm] sbatch = [...] list comes "
+        "first, then --sbatch-arg, "
+        "then these (sbatch takes the last of an option given twice); tasks with different "
+        "options are separate job arrays",
     )
     slurm.add_argument(
         "--no-wait",
@@ -97,7 +105,8 @@ def handle(args: argparse.Namespace) -> int:
     if args.status is not None:
         if args.requests or args.slurm:
             raise UsageError(
-                "--status JOBID reports on a submitted job: name no requirements and no --slurm beside it",
+                "--status JOBID reports on a submitted job: name no requirements and no "
+                "--slurm beside it",
                 hint=f"cuda-resolve build --status {args.status}",
             )
         return _status(args)
@@ -118,15 +127,18 @@ def handle(args: argparse.Namespace) -> int:
                 )
         if len(profiles) > 1:
             raise UsageError(
-                f"{len(profiles)} --profile options: building for several machines at once is a Slurm array",
+                f"{len(profiles)} --profile options: building for several machines at once is "
+                "a Slurm array",
                 hint="add --slurm (one task per profile), or build one profile at a time",
             )
         args.profile = profiles[0] if profiles else None
         return handle_build(args)
     if not profiles:
         raise UsageError(
-            "--slurm builds for the node classes --profile FILE describes (the login node's GPUs are not the nodes')",
-            hint="save each node class's profile with `cuda-resolve detect --save-profile FILE` on one of its nodes",
+            "--slurm builds for the node classes --profile FILE describes (the login node's GPUs "
+            "are not the nodes')",
+            hint="save each node class's profile with `cuda-resolve detect --save-profile FILE` "
+            "on one of its nodes",
         )
     if args.dry_run:
         raise UsageError(
@@ -196,8 +208,10 @@ def _dry_run(requests: Sequence[str], profile: Path, options: Sequence[str]) -> 
         # Exit status 2 is bad input (a missing or broken profile, a bad option): so is this.
         error = UsageError if done.returncode == 2 else BuildError
         raise error(
-            f"--profile {profile}: the build cannot be planned: {said or (lines[-1] if lines else f'exit status {done.returncode}')}",
-            hint=f"run `cuda-resolve build {' '.join(requests)} --profile {profile} --dry-run` to see why",
+            f"--profile {profile}: the build cannot be planned: "
+            f"{said or (lines[-1] if lines else f'exit status {done.returncode}')}",
+            hint=f"run `cuda-resolve build {' '.join(requests)} --profile {profile} "
+            "--dry-run` to see why",
         )
     prepared: dict[str, Any] = document["prepared"]
     return prepared
@@ -231,7 +245,10 @@ def _resources(args: argparse.Namespace, profiles: list[Path]) -> dict[Path, tup
 
 def _keeps_running(run: Any) -> str:
     ids = " ".join(run.job_ids)
-    return f"{run.label} keep{'' if len(run.jobs) > 1 else 's'} running: `cuda-resolve build --status {run.job_ids[0]}` reports on it, `scancel {ids}` cancels it"
+    return (
+        f"{run.label} keep{'' if len(run.jobs) > 1 else 's'} running: `cuda-resolve build "
+        f"--status {run.job_ids[0]}` reports on it, `scancel {ids}` cancels it"
+    )
 
 
 def _submit(args: argparse.Namespace, profiles: list[Path]) -> int:
@@ -290,7 +307,8 @@ def _submit(args: argparse.Namespace, profiles: list[Path]) -> int:
             fanout.record_submission(run, environ)
             resources_said = f" with {' '.join(sbatch)}" if sbatch else ""
             _say(
-                f"submitted slurm job {job_id}: {len(members)} task(s) ({', '.join(f'{t.package} for {Path(t.profile).name}' for t in members)})"
+                f"submitted slurm job {job_id}: {len(members)} task(s) "
+                f"({', '.join(f'{t.package} for {Path(t.profile).name}' for t in members)})"
                 f"{resources_said}; logs in {run.folder}"
             )
     if held:
@@ -303,7 +321,8 @@ def _submit(args: argparse.Namespace, profiles: list[Path]) -> int:
             fanout.record_submission(run, environ)
             names = ", ".join(f"{t.package} for {Path(t.profile).name}" for t in unsubmitted)
             _say(
-                f"{_interrupt_name(held[0])} received: no further array submitted (not submitted: {names})"
+                f"{_interrupt_name(held[0])} received: no further array submitted (not "
+                f"submitted: {names})"
             )
         _cancel_or_keep(run, held[0], environ)
     if args.no_wait:

@@ -23,8 +23,10 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "wheelhouse",
         help="list and prune the wheels cuda-resolve built (a PEP 503 folder pip can install from)",
-        description="Built wheels, keyed by their full ABI (package, version, torch and CUDA variant, "
-        "Python, platform, arch list, recipe). Its location: --wheelhouse, else $CUDA_RESOLVE_WHEELHOUSE, "
+        description="Built wheels, keyed by their full ABI (package, version, torch and "
+        "CUDA variant, "
+        "Python, platform, arch list, recipe). Its location: --wheelhouse, else "
+        "$CUDA_RESOLVE_WHEELHOUSE, "
         "else the config file's `wheelhouse`, else cuda-resolve's cache folder.",
     )
     parser.set_defaults(handler=_no_subcommand, wheelhouse_parser=parser)
@@ -42,9 +44,12 @@ def register(subparsers: Any) -> None:
         "prune",
         help="remove wheels: by package, by age, or all (one selector at least)",
         description="Remove the selected wheels and refresh the index pages. --package and "
-        "--older-than combine (both must match); --all selects everything. A wheel that a lock names "
-        "(by file name or sha256) is never removed: the locks read are the config file's lock_paths, "
-        "each --keep-locked, and the pylock.toml / pylock.*.toml in the current folder; a lock that "
+        "--older-than combine (both must match); --all selects everything. A wheel that "
+        "a lock names "
+        "(by file name or sha256) is never removed: the locks read are the config file's "
+        "lock_paths, "
+        "each --keep-locked, and the pylock.toml / pylock.*.toml in the current folder; "
+        "a lock that "
         "cannot be read stops the prune.",
     )
     p_prune.add_argument(
@@ -64,7 +69,8 @@ def register(subparsers: Any) -> None:
         action="append",
         default=[],
         type=Path,
-        help="keep every wheel this pylock.toml names (a file, or a folder of pylock*.toml; repeatable)",
+        help="keep every wheel this pylock.toml names (a file, or a folder of "
+        "pylock*.toml; repeatable)",
     )
     p_prune.add_argument(
         "--dry-run",
@@ -84,9 +90,12 @@ def register(subparsers: Any) -> None:
         "publish",
         help="upload the built wheels to the lab's index server (pypiserver, devpi)",
         description="Upload each wheel (with its key in .dist-info) through the legacy upload API. "
-        "--to: the index's upload URL (https://host/ for pypiserver, https://host/USER/INDEX/ for devpi) "
-        "or a ~/.pypirc section; by default the configured wheelhouse_url less its simple/. Credentials: "
-        "the URL, ~/.pypirc, ~/.netrc, keyring; never printed. A wheel the server already has is no error.",
+        "--to: the index's upload URL (https://host/ for pypiserver, "
+        "https://host/USER/INDEX/ for devpi) "
+        "or a ~/.pypirc section; by default the configured wheelhouse_url less its simple/. "
+        "Credentials: "
+        "the URL, ~/.pypirc, ~/.netrc, keyring; never printed. A wheel the server already has "
+        "is no error.",
     )
     p_publish.add_argument(
         "--to", metavar="URL|NAME", help="the index's upload URL, or a ~/.pypirc section name"
@@ -141,7 +150,8 @@ def _size(size: int) -> str:
 def _entry_line(entry: Any) -> str:
     key = entry.key
     return (
-        f"{key.package} {entry.version}  torch {key.torch} {key.variant}  {key.python_tag} {key.platform}"
+        f"{key.package} {entry.version}  torch {key.torch} {key.variant}  {key.python_tag} "
+        f"{key.platform}"
         f"  archs {key.arch_list or '-'}  {_size(entry.size)}  {entry.created}"
     )
 
@@ -237,7 +247,8 @@ def _locks_in(folder: Path) -> list[Path]:
         )
     except OSError as exc:
         raise UsageError(
-            f"wheelhouse prune: cannot read the folder {folder} for locks: {exc.strerror or exc}; nothing was removed",
+            f"wheelhouse prune: cannot read the folder {folder} for locks: {exc.strerror or exc}; "
+            "nothing was removed",
             hint="make it readable, or take it out of lock_paths / --keep-locked",
         ) from None
 
@@ -256,7 +267,8 @@ def _find_locks(args: argparse.Namespace) -> list[tuple[Path, str]]:
             where = "the config file" if origin.startswith("lock_paths") else "the command line"
             raise UsageError(
                 f"wheelhouse prune: the lock {path} ({origin}) does not exist; nothing was removed",
-                hint=f"restore the lock, or take it off {where}: prune keeps the wheels every named lock uses",
+                hint=f"restore the lock, or take it off {where}: prune keeps the wheels every "
+                "named lock uses",
             )
         for file in files:
             found.setdefault(file.absolute(), (file, origin))
@@ -275,8 +287,10 @@ def _read_locks(locks: list[tuple[Path, str]]) -> dict[str, Any]:
             read[str(path)] = read_locked_files(path)
         except CudaResolveError as exc:
             raise type(exc)(
-                f"wheelhouse prune: the lock {path} ({origin}) cannot be read, so nothing was removed: {exc.message}",
-                hint=f"fix or restore the lock, or take it off {'lock_paths' if origin.startswith('lock_paths') else origin}; "
+                f"wheelhouse prune: the lock {path} ({origin}) cannot be read, so nothing was "
+                f"removed: {exc.message}",
+                hint="fix or restore the lock, or take it off "
+                f"{'lock_paths' if origin.startswith('lock_paths') else origin}; "
                 f"{exc.hint or ''}".rstrip("; "),
             ) from None
     return read
@@ -287,13 +301,15 @@ def handle_prune(args: argparse.Namespace) -> int:
 
     if args.all and (args.package or args.older_than is not None):
         raise UsageError(
-            "wheelhouse prune --all selects every wheel; it cannot be combined with --package or --older-than",
+            "wheelhouse prune --all selects every wheel; it cannot be combined with --package or "
+            "--older-than",
             hint="drop --all to prune by package or age",
         )
     if not (args.all or args.package or args.older_than is not None):
         raise UsageError(
             "wheelhouse prune needs a selector: nothing was removed",
-            hint="give --package NAME, --older-than DAYS, or --all (add --dry-run to see what would go)",
+            hint="give --package NAME, --older-than DAYS, or --all (add --dry-run to see "
+            "what would go)",
         )
     cutoff: datetime | None = None
     if args.older_than is not None:
@@ -386,7 +402,8 @@ def handle_publish(args: argparse.Namespace) -> int:
             else "without credentials"
         )
         _say(
-            f"publishing {len(entries)} wheel{'s' if len(entries) != 1 else ''} from {house.root} to {shown} {who}"
+            f"publishing {len(entries)} wheel{'s' if len(entries) != 1 else ''} from {house.root} "
+            f"to {shown} {who}"
         )
 
     def progress(outcome: Any) -> None:

@@ -43,7 +43,8 @@ def _note_finding(note: str) -> Finding:
             status="error",
             title="NVIDIA driver state",
             found=note,
-            fix="the kernel module is older than the user-space driver library (a driver update without a reboot): reboot, or reload the nvidia modules",
+            fix="the kernel module is older than the user-space driver library (a driver update "
+            "without a reboot): reboot, or reload the nvidia modules",
         )
     if "no devices" in lowered or "no device" in lowered:
         return Finding(
@@ -51,7 +52,8 @@ def _note_finding(note: str) -> Finding:
             status="warn",
             title="NVIDIA driver state",
             found=note,
-            fix="the driver is loaded but sees no GPU: check CUDA_VISIBLE_DEVICES, the scheduler's GPU allocation (--gres), or the container's device mounts",
+            fix="the driver is loaded but sees no GPU: check CUDA_VISIBLE_DEVICES, the "
+            "scheduler's GPU allocation (--gres), or the container's device mounts",
         )
     return Finding(check="probe-notes", status="info", title="probe note", found=note)
 
@@ -71,8 +73,10 @@ def check_driver(env: Environment, index: CudaFactsSource) -> list[Finding]:
                     check="driver",
                     status="warn",
                     title="NVIDIA driver",
-                    found=f"no NVIDIA driver found, but torch {torch.version} is a CUDA {torch.cuda} build: torch.cuda.is_available() will be False",
-                    fix="on a GPU machine install the NVIDIA driver; on a login or build node this is expected",
+                    found=f"no NVIDIA driver found, but torch {torch.version} is a CUDA "
+                    f"{torch.cuda} build: torch.cuda.is_available() will be False",
+                    fix="on a GPU machine install the NVIDIA driver; on a login or build node "
+                    "this is expected",
                 )
             )
         else:
@@ -108,7 +112,8 @@ def check_driver(env: Environment, index: CudaFactsSource) -> list[Finding]:
                 status="error",
                 title="driver runs torch's CUDA",
                 found=f"torch {torch.version} is built for CUDA {torch.cuda}: {verdict.reason}",
-                fix=f"upgrade the NVIDIA driver, or install a torch built for CUDA <= {env.driver.cuda} (`cuda-resolve plan torch`)",
+                fix="upgrade the NVIDIA driver, or install a torch built for CUDA <= "
+                f"{env.driver.cuda} (`cuda-resolve plan torch`)",
             )
         )
     return findings
@@ -124,8 +129,10 @@ def check_smi_cuda_is_not_toolkit(env: Environment, index: CudaFactsSource) -> l
                 check="smi-cuda-version",
                 status="info",
                 title="nvidia-smi 'CUDA Version'",
-                found=f"nvidia-smi's 'CUDA Version: {env.driver.cuda}' is the newest CUDA this driver supports; no CUDA toolkit (nvcc) is installed",
-                fix="wheels need no toolkit; source builds need one whose major matches torch's CUDA",
+                found=f"nvidia-smi's 'CUDA Version: {env.driver.cuda}' is the newest CUDA this "
+                "driver supports; no CUDA toolkit (nvcc) is installed",
+                fix="wheels need no toolkit; source builds need one whose major matches "
+                "torch's CUDA",
             )
         ]
     verdict = driver_supports_cuda(env.driver, toolkit.version, index, os=env.machine.os)
@@ -135,8 +142,10 @@ def check_smi_cuda_is_not_toolkit(env: Environment, index: CudaFactsSource) -> l
                 check="smi-cuda-version",
                 status="error",
                 title="toolkit vs driver",
-                found=f"nvcc {toolkit.version} at {toolkit.root}: {verdict.reason}; code it compiles will not run here",
-                fix=f"use a CUDA toolkit <= {env.driver.cuda} (or of a family the driver supports), or upgrade the driver",
+                found=f"nvcc {toolkit.version} at {toolkit.root}: {verdict.reason}; code it "
+                "compiles will not run here",
+                fix=f"use a CUDA toolkit <= {env.driver.cuda} (or of a family the driver "
+                "supports), or upgrade the driver",
             )
         ]
     if toolkit.version != env.driver.cuda:
@@ -145,7 +154,9 @@ def check_smi_cuda_is_not_toolkit(env: Environment, index: CudaFactsSource) -> l
                 check="smi-cuda-version",
                 status="info",
                 title="nvidia-smi 'CUDA Version'",
-                found=f"the driver supports CUDA <= {env.driver.cuda}; the installed toolkit is {toolkit.version}. These differ by design: nvidia-smi does not show the toolkit",
+                found=f"the driver supports CUDA <= {env.driver.cuda}; the installed toolkit is "
+                f"{toolkit.version}. These differ by design: nvidia-smi does not "
+                "show the toolkit",
             )
         ]
     return []
@@ -161,8 +172,11 @@ def check_nvcc_matches_torch(env: Environment, index: CudaFactsSource) -> list[F
                 check="nvcc-vs-torch",
                 status="error",
                 title="nvcc vs torch CUDA",
-                found=f"nvcc {toolkit.version} ({toolkit.root}) but torch {torch.version} was built with CUDA {torch.cuda}: extension builds fail with 'The detected CUDA version mismatches'",
-                fix=f"install a CUDA {torch.cuda.major}.x toolkit and export CUDA_HOME to it, or use a torch built for CUDA {toolkit.version.major}.x",
+                found=f"nvcc {toolkit.version} ({toolkit.root}) but torch {torch.version} was "
+                f"built with CUDA {torch.cuda}: extension builds fail with 'The detected CUDA "
+                "version mismatches'",
+                fix=f"install a CUDA {torch.cuda.major}.x toolkit and export CUDA_HOME to it, or "
+                f"use a torch built for CUDA {toolkit.version.major}.x",
             )
         ]
     if toolkit.version.minor != torch.cuda.minor:
@@ -171,7 +185,8 @@ def check_nvcc_matches_torch(env: Environment, index: CudaFactsSource) -> list[F
                 check="nvcc-vs-torch",
                 status="warn",
                 title="nvcc vs torch CUDA",
-                found=f"nvcc {toolkit.version} vs torch CUDA {torch.cuda}: same major, torch only warns about the minor mismatch",
+                found=f"nvcc {toolkit.version} vs torch CUDA {torch.cuda}: same major, torch only "
+                "warns about the minor mismatch",
                 fix=f"usually fine; a CUDA {torch.cuda} toolkit removes the warning",
             )
         ]
@@ -203,8 +218,10 @@ def check_torch_build(env: Environment, index: CudaFactsSource) -> list[Finding]
                 check="torch-build",
                 status="error",
                 title="torch build",
-                found=f"torch {torch.version} is a CPU build on a machine with {len(env.gpus)} NVIDIA GPU(s)",
-                fix="reinstall torch with a CUDA variant: `cuda-resolve plan torch --allow-torch-change`",
+                found=f"torch {torch.version} is a CPU build on a machine with {len(env.gpus)} "
+                "NVIDIA GPU(s)",
+                fix="reinstall torch with a CUDA variant: `cuda-resolve plan torch "
+                "--allow-torch-change`",
             )
         ]
     if env.gpus and torch.build == "rocm":
@@ -256,8 +273,11 @@ def check_torch_covers_gpus(env: Environment, index: CudaFactsSource) -> list[Fi
                 check="torch-arch",
                 status="error",
                 title="torch kernels for the GPUs",
-                found=f"torch {env.torch.version} has kernels for {listed} ({origin}); none run on {names}: expect 'no kernel image is available for execution on the device'",
-                fix="install a torch variant whose arch list covers every GPU: `cuda-resolve plan torch --allow-torch-change --explain`",
+                found=f"torch {env.torch.version} has kernels for {listed} ({origin}); none run "
+                f"on {names}: expect 'no kernel image is available for execution "
+                "on the device'",
+                fix="install a torch variant whose arch list covers every GPU: `cuda-resolve plan "
+                "torch --allow-torch-change --explain`",
             )
         ]
     return [
@@ -291,8 +311,10 @@ def check_toolkit_targets_gpus(env: Environment, index: CudaFactsSource) -> list
                 check="toolkit-arch",
                 status="error",
                 title="toolkit targets the GPUs",
-                found=f"nvcc {toolkit.version} cannot generate code for compute capability {wanted}: lowest it accepts is {min(archs)}",
-                fix=f"build with a toolkit that targets {wanted}{suggestion}, with a torch of the same CUDA major",
+                found=f"nvcc {toolkit.version} cannot generate code for compute capability "
+                f"{wanted}: lowest it accepts is {min(archs)}",
+                fix=f"build with a toolkit that targets {wanted}{suggestion}, with a torch of the "
+                "same CUDA major",
             )
         ]
     arch_list = ";".join(str(e) for e in entries)
@@ -327,8 +349,10 @@ def check_host_compiler(env: Environment, index: CudaFactsSource) -> list[Findin
                     check="host-compiler",
                     status="error",
                     title="host compiler",
-                    found=f"nvcc's host compiler {host} is clang {clang}; CUDA {toolkit.version} accepts clang <= {facts.clang_max}",
-                    fix=f"point NVCC_CCBIN at a clang <= {facts.clang_max} or at a gcc within CUDA {toolkit.version}'s range",
+                    found=f"nvcc's host compiler {host} is clang {clang}; CUDA {toolkit.version} "
+                    f"accepts clang <= {facts.clang_max}",
+                    fix=f"point NVCC_CCBIN at a clang <= {facts.clang_max} or at a gcc within "
+                    f"CUDA {toolkit.version}'s range",
                 )
             ]
         return [
@@ -349,9 +373,11 @@ def check_host_compiler(env: Environment, index: CudaFactsSource) -> list[Findin
         ]
     major = switch_to.split(".")[0] if switch_to else ""
     fix = (
-        f"use gcc {switch_to}: export NVCC_CCBIN=g++-{major} CC=gcc-{major} CXX=g++-{major} (cuda-pip builds switch to it themselves)"
+        f"use gcc {switch_to}: export NVCC_CCBIN=g++-{major} CC=gcc-{major} CXX=g++-{major} "
+        "(cuda-pip builds switch to it themselves)"
         if switch_to
-        else f"install a gcc within CUDA {toolkit.version}'s range (conda: gxx_linux-64) and point NVCC_CCBIN/CC/CXX at it"
+        else f"install a gcc within CUDA {toolkit.version}'s range (conda: gxx_linux-64) and "
+        "point NVCC_CCBIN/CC/CXX at it"
     )
     return [
         Finding(
@@ -387,7 +413,8 @@ def check_toolkits_agree(env: Environment, index: CudaFactsSource) -> list[Findi
                 check="toolkits-agree",
                 status="warn",
                 title="CUDA_HOME vs nvcc on PATH",
-                found=f"CUDA_HOME={home}{home_version} but nvcc on PATH is {on_path.nvcc} (CUDA {on_path.version}): torch builds with CUDA_HOME, your shell runs the other",
+                found=f"CUDA_HOME={home}{home_version} but nvcc on PATH is {on_path.nvcc} (CUDA "
+                f"{on_path.version}): torch builds with CUDA_HOME, your shell runs the other",
                 fix=f"pick one: export PATH={home}/bin:$PATH, or export CUDA_HOME={on_path.root}",
             )
         )
@@ -416,7 +443,9 @@ def check_nvcc_wrapper(env: Environment, index: CudaFactsSource) -> list[Finding
                     check="nvcc-wrapper",
                     status="warn",
                     title="nvcc wrapper on PATH",
-                    found=f"nvcc on PATH ({toolkit.nvcc_on_path_wrapper}) is a wrapper for {toolkit.nvcc}; torch would guess CUDA_HOME={guessed} and miss the headers ('cuda_runtime_api.h: No such file')",
+                    found=f"nvcc on PATH ({toolkit.nvcc_on_path_wrapper}) is a wrapper for "
+                    f"{toolkit.nvcc}; torch would guess CUDA_HOME={guessed} and miss the "
+                    "headers ('cuda_runtime_api.h: No such file')",
                     fix=f"export CUDA_HOME={toolkit.root}",
                 )
             )
@@ -437,8 +466,10 @@ def check_toolkit_headers(env: Environment, index: CudaFactsSource) -> list[Find
                 check="toolkit-headers",
                 status="warn",
                 title="CUDA headers",
-                found=f"the toolkit at {toolkit.root} lacks {missing}, which torch's headers include; torch's nvidia-* wheels carry them",
-                fix=f"export CPATH={':'.join(dict.fromkeys(carriers))}  (cuda-resolve sets this for its own builds)",
+                found=f"the toolkit at {toolkit.root} lacks {missing}, which torch's headers "
+                "include; torch's nvidia-* wheels carry them",
+                fix=f"export CPATH={':'.join(dict.fromkeys(carriers))}  (cuda-resolve sets this "
+                "for its own builds)",
             )
         ]
     if env.torch is None:  # nothing to build against yet; a pip torch may bring the headers
@@ -447,8 +478,10 @@ def check_toolkit_headers(env: Environment, index: CudaFactsSource) -> list[Find
                 check="toolkit-headers",
                 status="warn",
                 title="CUDA headers",
-                found=f"the toolkit at {toolkit.root} lacks {missing}; extension builds against torch will need them (a PyPI torch's nvidia-* wheels carry them)",
-                fix="install the toolkit's math library headers (conda: cuda-libraries-dev; apt: cuda-libraries-dev-X-Y), or build against a PyPI torch",
+                found=f"the toolkit at {toolkit.root} lacks {missing}; extension builds against "
+                "torch will need them (a PyPI torch's nvidia-* wheels carry them)",
+                fix="install the toolkit's math library headers (conda: cuda-libraries-dev; apt: "
+                "cuda-libraries-dev-X-Y), or build against a PyPI torch",
             )
         ]
     return [
@@ -456,8 +489,10 @@ def check_toolkit_headers(env: Environment, index: CudaFactsSource) -> list[Find
             check="toolkit-headers",
             status="error",
             title="CUDA headers",
-            found=f"the toolkit at {toolkit.root} lacks {missing}; extension builds against torch fail ('cusparse.h: No such file')",
-            fix="install the toolkit's math library headers (conda: cuda-libraries-dev; apt: cuda-libraries-dev-X-Y)",
+            found=f"the toolkit at {toolkit.root} lacks {missing}; extension builds against torch "
+            "fail ('cusparse.h: No such file')",
+            fix="install the toolkit's math library headers (conda: cuda-libraries-dev; apt: "
+            "cuda-libraries-dev-X-Y)",
         )
     ]
 
@@ -471,7 +506,8 @@ def check_extensions_load(env: Environment, index: CudaFactsSource) -> list[Find
                     check="extension-libs",
                     status="ok",
                     title="installed CUDA extensions",
-                    found=f"{len(env.extensions)} extension(s) find every CUDA/torch library they need",
+                    found=f"{len(env.extensions)} extension(s) find every CUDA/torch "
+                    "library they need",
                 )
             ]
         return []
@@ -481,15 +517,22 @@ def check_extensions_load(env: Environment, index: CudaFactsSource) -> list[Find
         missing = ", ".join(ext.missing)
         cudart = [name for name in ext.missing if name.startswith("libcudart")]
         if cudart and torch_cuda is not None:
-            fix = f"rebuild it against the installed torch (CUDA {torch_cuda}): `cuda-resolve plan <package>`; or put a {cudart[0]} directory on LD_LIBRARY_PATH"
+            fix = (
+                f"rebuild it against the installed torch (CUDA {torch_cuda}): `cuda-resolve plan "
+                f"<package>`; or put a {cudart[0]} directory on LD_LIBRARY_PATH"
+            )
         else:
-            fix = "rebuild it against the installed torch, or add the directory holding those libraries to LD_LIBRARY_PATH"
+            fix = (
+                "rebuild it against the installed torch, or add the directory holding those "
+                "libraries to LD_LIBRARY_PATH"
+            )
         findings.append(
             Finding(
                 check="extension-libs",
                 status="error",
                 title="installed CUDA extension",
-                found=f"{ext.path} needs {missing}, which the loader cannot find: import fails with 'cannot open shared object file'",
+                found=f"{ext.path} needs {missing}, which the loader cannot find: import fails "
+                "with 'cannot open shared object file'",
                 fix=fix,
             )
         )
@@ -521,7 +564,8 @@ def _carries(ext: ExtensionBinary) -> str:
 
 
 def _arch_list_with(ext: ExtensionBinary, wanted: list[ComputeCapability]) -> str:
-    """What to build with: the targets it carries plus the GPUs it lacks, as TORCH_CUDA_ARCH_LIST."""
+    """What to build with: the targets it carries plus the GPUs it lacks, as
+    TORCH_CUDA_ARCH_LIST."""
     entries = {ArchEntry(c) for c in _capabilities(ext.sass)} | {ArchEntry(c) for c in wanted}
     return format_arch_list(
         sorted(entries, key=lambda e: (e.capability.major, e.capability.minor, e.capability.suffix))
@@ -561,8 +605,10 @@ def check_extension_kernels(env: Environment, index: CudaFactsSource) -> list[Fi
                     check="extension-kernels",
                     status="error",
                     title="kernels for the GPUs",
-                    found=f"{_named(ext)} carries {_carries(ext)}; none runs on {gpus}: expect 'no kernel image is available for execution on the device'",
-                    fix=f'{rebuild}, or build it with TORCH_CUDA_ARCH_LIST="{_arch_list_with(ext, lacking)}"',
+                    found=f"{_named(ext)} carries {_carries(ext)}; none runs on {gpus}: expect "
+                    "'no kernel image is available for execution on the device'",
+                    fix=f"{rebuild}, or build it with "
+                    f'TORCH_CUDA_ARCH_LIST="{_arch_list_with(ext, lacking)}"',
                 )
             )
         elif jit:
@@ -573,8 +619,11 @@ def check_extension_kernels(env: Environment, index: CudaFactsSource) -> list[Fi
                     check="extension-kernels",
                     status="warn",
                     title="kernels for the GPUs",
-                    found=f"{_named(ext)} carries {_carries(ext)}: {gpus} run(s) only its PTX, which the driver JIT-compiles at first use (minutes for a large extension; cached in ~/.nv/ComputeCache)",
-                    fix=f'build it with TORCH_CUDA_ARCH_LIST="{_arch_list_with(ext, lacking)}" for compiled kernels',
+                    found=f"{_named(ext)} carries {_carries(ext)}: {gpus} run(s) only its PTX, "
+                    "which the driver JIT-compiles at first use (minutes for a large "
+                    "extension; cached in ~/.nv/ComputeCache)",
+                    fix=f'build it with TORCH_CUDA_ARCH_LIST="{_arch_list_with(ext, lacking)}" '
+                    "for compiled kernels",
                 )
             )
     if not findings:
@@ -670,7 +719,9 @@ def check_extension_symbols(env: Environment, index: CudaFactsSource) -> list[Fi
                     check="extension-symbols",
                     status="error",
                     title="torch symbols of an extension",
-                    found=f"{_named(ext)} needs {first}{more}, which the installed torch {torch.version} does not define{origin}: import fails with 'undefined symbol: {ext.missing_symbols[0]}'",
+                    found=f"{_named(ext)} needs {first}{more}, which the installed torch "
+                    f"{torch.version} does not define{origin}: import fails with 'undefined "
+                    f"symbol: {ext.missing_symbols[0]}'",
                     fix=f"rebuild it against the installed torch {torch.version}{rebuild}{install}",
                 )
             )
@@ -680,8 +731,11 @@ def check_extension_symbols(env: Environment, index: CudaFactsSource) -> list[Fi
                     check="extension-symbols",
                     status="warn",
                     title="torch symbols of an extension",
-                    found=f"{_named(ext)} was built for {built_for}, the installed torch is {torch.version}; every torch symbol it needs is defined, so it loads, but torch's ABI is not stable across releases",
-                    fix=f"rebuild it against torch {torch.version} (`cuda-pip install --rebuild {package or 'NAME'}`) before relying on it",
+                    found=f"{_named(ext)} was built for {built_for}, the installed torch is "
+                    f"{torch.version}; every torch symbol it needs is defined, so it loads, "
+                    "but torch's ABI is not stable across releases",
+                    fix=f"rebuild it against torch {torch.version} (`cuda-pip install --rebuild "
+                    f"{package or 'NAME'}`) before relying on it",
                 )
             )
     return findings
@@ -731,9 +785,12 @@ def check_slurm(env: Environment, index: CudaFactsSource) -> list[Finding]:
             check="slurm",
             status="warn",
             title="Slurm job",
-            found=f"job {env.scheduler.slurm_job_id} lacks {', '.join(missing)}: Slurm resets the environment and Python-side changes come too late for the loader",
-            # `cuda-resolve env` computes them from the extension scan; the hand-written line stays for a toolkit alone.
-            fix=f'in the job script, before python: eval "$(cuda-resolve env)" (or paste the lines `cuda-resolve env --slurm` prints); by hand: {exports}',
+            found=f"job {env.scheduler.slurm_job_id} lacks {', '.join(missing)}: Slurm resets the "
+            "environment and Python-side changes come too late for the loader",
+            # `cuda-resolve env` computes them from the extension scan; the hand-written line stays
+            # for a toolkit alone.
+            fix='in the job script, before python: eval "$(cuda-resolve env)" (or paste the '
+            f"lines `cuda-resolve env --slurm` prints); by hand: {exports}",
         )
     ]
 

@@ -1,4 +1,5 @@
-"""``doctor --network``: can this machine reach the indexes, and will pip and conda cope with its TLS?
+"""``doctor --network``: can this machine reach the indexes, and will pip and conda cope with its
+TLS?
 
 Checks, in order (each returns :class:`~.findings.Finding` objects):
 
@@ -312,7 +313,8 @@ def _store_finding(facts: TrustFacts) -> list[Finding]:
                 title="cuda-resolve's TLS trust",
                 found=f"{facts.summary()}. OpenSSL's default CA file here is {facts.cafile} "
                 f"({'a conda environment' if facts.conda_openssl else 'not the OS store'}); "
-                f"cuda-resolve adds the OS bundle {facts.os_bundle} so a campus CA there is trusted",
+                f"cuda-resolve adds the OS bundle {facts.os_bundle} so a campus CA "
+                "there is trusted",
             )
         )
     else:
@@ -331,9 +333,11 @@ def _store_finding(facts: TrustFacts) -> list[Finding]:
                 check="tls-ca-variables",
                 status="info",
                 title="CA bundle variables",
-                found=f"{names} set: cuda-resolve does not read them (it verifies with the OS store); "
+                found=f"{names} set: cuda-resolve does not read them (it verifies with "
+                "the OS store); "
                 "pip and requests do, and then use that bundle instead of the system store",
-                fix="if that bundle holds a CA the OS store lacks, add the CA to the OS store instead",
+                fix="if that bundle holds a CA the OS store lacks, add the CA to the OS "
+                "store instead",
             )
         )
     return findings
@@ -379,7 +383,8 @@ def _reach_finding(target: IndexTarget, probe: Probe, client: HttpClient) -> Fin
     proxy = client.proxy_for(probe.fetched_url)
     via = f" through proxy {redact(proxy)}" if proxy else ""
     consequence = (
-        f"without it, {target.what} cannot be used: cuda-resolve fails rather than fall back to another index"
+        f"without it, {target.what} cannot be used: cuda-resolve fails rather than fall back to "
+        "another index"
         + (
             " (PyPI's 'kaolin 0.1' is a placeholder, never a substitute)"
             if target.name == "kaolin"
@@ -401,11 +406,13 @@ def _reach_finding(target: IndexTarget, probe: Probe, client: HttpClient) -> Fin
                 status=status,
                 title=f"reach {target.name}",
                 found=redact_urls(
-                    f"{probe.fetched_url}{mirror}{via}: HTTP {probe.status}{moved}, but the answer is "
+                    f"{probe.fetched_url}{mirror}{via}: HTTP {probe.status}{moved}, but "
+                    "the answer is "
                     "not an index (no distribution links, no PEP 691 JSON); "
                 )
                 + consequence,
-                fix="a captive portal or proxy may be answering: open the URL in a browser (log in if asked), "
+                fix="a captive portal or proxy may be answering: open the URL in a browser (log "
+                "in if asked), "
                 "or check the mirror (`cuda-resolve mirror test`)",
             )
         return Finding(
@@ -441,9 +448,11 @@ def _interception_finding(host: str, report: TlsReport) -> Finding:
             check="tls-interception",
             status="info",
             title="TLS interception",
-            found=f"HTTPS to {host} is re-signed by {report.top_issuer!r}, a CA only this machine's OS store "
+            found=f"HTTPS to {host} is re-signed by {report.top_issuer!r}, a CA only this "
+            "machine's OS store "
             "trusts (certifi/Mozilla does not): tools that verify with certifi alone fail here "
-            "(plain requests, pip < 24.2, uv without --system-certs, conda without ssl_verify: truststore)",
+            "(plain requests, pip < 24.2, uv without --system-certs, conda without "
+            "ssl_verify: truststore)",
         )
     if report.intercepted is False:
         issuer = f" by {report.top_issuer!r}" if report.top_issuer else ""
@@ -451,7 +460,8 @@ def _interception_finding(host: str, report: TlsReport) -> Finding:
             check="tls-interception",
             status="ok",
             title="TLS interception",
-            found=f"{host} presents a certificate issued{issuer}, trusted by Mozilla's roots: no interception",
+            found=f"{host} presents a certificate issued{issuer}, trusted by Mozilla's roots: no "
+            "interception",
         )
     return Finding(
         check="tls-interception",
@@ -491,23 +501,28 @@ def pip_trust_finding(
                 check="pip-trust",
                 status="warn",
                 title=title,
-                found=f"pip {pip} uses the system store, but crashes on an HTTPS index given by IP address "
+                found=f"pip {pip} uses the system store, but crashes on an HTTPS index given "
+                "by IP address "
                 f"({ip_literal_index}: 'check_hostname requires server_hostname', pip #12905)",
-                fix=f"upgrade pip to >= {PIP_IP_LITERAL_FIX} (python -m pip install -U pip), or give the index a host name",
+                fix=f"upgrade pip to >= {PIP_IP_LITERAL_FIX} (python -m pip install -U pip), or "
+                "give the index a host name",
             )
         return Finding(
             check="pip-trust",
             status="ok",
             title=title,
-            found=f"pip {pip} on Python {python[0]}.{python[1]} verifies with the system store and certifi",
+            found=f"pip {pip} on Python {python[0]}.{python[1]} verifies with the system "
+            "store and certifi",
         )
     if pip >= PIP_SYSTEM_STORE:
         return Finding(
             check="pip-trust",
             status=bad,
             title=title,
-            found=f"pip {pip} on Python {python[0]}.{python[1]} uses certifi only (system store needs Python >= 3.10)",
-            fix="use Python >= 3.10 for this environment, or add the proxy's CA with PIP_CERT=<bundle>",
+            found=f"pip {pip} on Python {python[0]}.{python[1]} uses certifi only (system store "
+            "needs Python >= 3.10)",
+            fix="use Python >= 3.10 for this environment, or add the proxy's CA with "
+            "PIP_CERT=<bundle>",
         )
     if pip >= PIP_TRUSTSTORE_FLAG and python >= (3, 10):
         needs = (
@@ -522,15 +537,19 @@ def pip_trust_finding(
             check="pip-trust",
             status=status,
             title=title,
-            found=f"pip {pip} uses the system store only with --use-feature=truststore (cuda-resolve passes it){needs}",
-            fix=f"upgrade pip to >= {PIP_SYSTEM_STORE}: python -m pip install -U pip --use-feature=truststore",
+            found=f"pip {pip} uses the system store only with --use-feature=truststore "
+            f"(cuda-resolve passes it){needs}",
+            fix=f"upgrade pip to >= {PIP_SYSTEM_STORE}: python -m pip install -U pip "
+            "--use-feature=truststore",
         )
     return Finding(
         check="pip-trust",
         status=bad,
         title=title,
-        found=f"pip {pip} cannot use the system store (Python {python[0]}.{python[1]}; needs pip >= {PIP_TRUSTSTORE_FLAG} on Python >= 3.10)",
-        fix=f"upgrade pip once with the OS bundle: PIP_CERT={_os_bundle() or '<distro CA bundle>'} python -m pip install -U pip",
+        found=f"pip {pip} cannot use the system store (Python {python[0]}.{python[1]}; needs pip "
+        f">= {PIP_TRUSTSTORE_FLAG} on Python >= 3.10)",
+        fix="upgrade pip once with the OS bundle: "
+        f"PIP_CERT={_os_bundle() or '<distro CA bundle>'} python -m pip install -U pip",
     )
 
 
@@ -553,8 +572,10 @@ def _conda_finding(
                 check="conda-trust",
                 status="warn",
                 title=title,
-                found=f"ssl_verify: truststore{at}, but conda {version} predates it ({CONDA_TRUSTSTORE})",
-                fix=f"a newer conda is needed for that; meanwhile point it at the OS bundle: conda config --set ssl_verify {_os_bundle() or '<bundle>'}",
+                found=f"ssl_verify: truststore{at}, but conda {version} predates it "
+                f"({CONDA_TRUSTSTORE})",
+                fix="a newer conda is needed for that; meanwhile point it at the OS bundle: "
+                f"conda config --set ssl_verify {_os_bundle() or '<bundle>'}",
             )
         return Finding(
             check="conda-trust", status="ok", title=title, found=f"ssl_verify: truststore{at}"
@@ -609,10 +630,12 @@ def _target_openssl_finding(
         check="target-openssl",
         status="error" if intercepted else "warn",
         title="target environment's OpenSSL",
-        found=f"pip in {prefix} verifies with conda's bundle {bundle} (OpenSSL's default there), not the OS "
+        found=f"pip in {prefix} verifies with conda's bundle {bundle} (OpenSSL's default "
+        "there), not the OS "
         f"store {os_bundle}"
         + ("; this network's interception CA is only in the OS store" if intercepted else ""),
-        fix=f"conda env config vars set -p {prefix} SSL_CERT_FILE={os_bundle} (cuda-resolve sets it for the pip it runs)",
+        fix=f"conda env config vars set -p {prefix} SSL_CERT_FILE={os_bundle} (cuda-resolve sets "
+        "it for the pip it runs)",
     )
 
 
@@ -654,7 +677,8 @@ def pip_indexes_finding(indexes: PipIndexes) -> Finding:
             status="error",
             title=title,
             found=redact_urls(f"{found}; {indexes.error}"),
-            fix="fix the file or variable pip names: `pip install` stops on it before asking any index",
+            fix="fix the file or variable pip names: `pip install` stops on it before "
+            "asking any index",
         )
     if (indexes.python and not indexes.config_read) or missing:
         return Finding(
@@ -697,10 +721,10 @@ def network_findings(
 ) -> list[Finding]:
     """All network checks for ``doctor --network`` (see the module docs).
 
-    ``indexes`` is what the target's pip uses (default: :func:`~cuda_resolve.install.pipconfig.pip_indexes`
-    asked of ``env.python.executable`` when ``env`` was detected here; a profile describes a
-    machine, not an interpreter here, so only the ``PIP_*`` variables count for it). ``targets``
-    default to :func:`targets_for_pip` of it, with
+    ``indexes`` is what the target's pip uses (default:
+    :func:`~cuda_resolve.install.pipconfig.pip_indexes` asked of ``env.python.executable`` when
+    ``env`` was detected here; a profile describes a machine, not an interpreter here, so only the
+    ``PIP_*`` variables count for it). ``targets`` default to :func:`targets_for_pip` of it, with
     the PyTorch index and kaolin's page from :func:`targets_from_index` when ``index`` is given,
     else from :data:`DEFAULT_TARGETS`. Given ``targets`` are probed as they are (and ``indexes``,
     when given too, only reported)."""

@@ -78,7 +78,8 @@ def applies(requirement: Requirement, text: str, env: Environment | None) -> boo
     unknown = [name for name in UNKNOWN_MARKER_VARIABLES if name in marker]
     if unknown:
         raise UsageError(
-            f"requirement {text!r}: the marker uses {', '.join(unknown)}, which cuda-resolve cannot know for the target",
+            f"requirement {text!r}: the marker uses {', '.join(unknown)}, which cuda-resolve "
+            "cannot know for the target",
             hint="use sys_platform, platform_machine or python_version instead, or drop the marker",
         )
     if env is None:
@@ -119,8 +120,10 @@ def parse_request(
         if requirement.url:
             shown = package.name if package is not None else requirement.name
             raise UsageError(
-                f"requirement {text!r} names a direct URL for {shown}, which cuda-resolve chooses itself: it cannot check that file against torch, the driver and the GPUs",
-                hint=f"drop '@ URL' to let cuda-resolve pick a matching build (`cuda-resolve plan {shown}`), or install that file with pip directly",
+                f"requirement {text!r} names a direct URL for {shown}, which cuda-resolve chooses "
+                "itself: it cannot check that file against torch, the driver and the GPUs",
+                hint="drop '@ URL' to let cuda-resolve pick a matching build (`cuda-resolve plan "
+                f"{shown}`), or install that file with pip directly",
             )
         if package is not None:
             for placeholder in package.placeholder_versions:
@@ -137,8 +140,10 @@ def parse_request(
                     )
                 ):
                     raise ResolutionImpossible(
-                        f"{name} {placeholder} is a placeholder on PyPI, not a real release: importing it raises ImportError",
-                        hint=f"ask for a real release (`cuda-resolve index show {name}` lists them), or just '{name}'",
+                        f"{name} {placeholder} is a placeholder on PyPI, not a real release: "
+                        "importing it raises ImportError",
+                        hint=f"ask for a real release (`cuda-resolve index show {name}` lists "
+                        f"them), or just '{name}'",
                     )
         specifier, variant = _split_local(requirement.specifier, text)
         known.append(
@@ -203,8 +208,11 @@ def resolve(
         wanted = next((e for name, e in extras if name == candidate.name), ())
         if wanted and candidate.kind == "build":
             raise UsageError(
-                f"{candidate.label} is built from source, and extras [{','.join(wanted)}] of a source build are not installed by cuda-resolve",
-                hint=f"ask for '{candidate.package.name if candidate.package else candidate.name}' and install the extra's requirements with pip afterwards",
+                f"{candidate.label} is built from source, and extras [{','.join(wanted)}] of a "
+                "source build are not installed by cuda-resolve",
+                hint="ask for "
+                f"'{candidate.package.name if candidate.package else candidate.name}' and "
+                "install the extra's requirements with pip afterwards",
             )
     names = {c.name for c in chosen} | {r.name for r in requirements}
     rejected = tuple(r for r in catalogue.rejections if r.name in names)
@@ -275,7 +283,10 @@ def _pass_reasons(passed: Sequence[str]) -> tuple[str, ...]:
 
 def _skip_reasons(skipped: Sequence[str], env: Environment) -> tuple[str, ...]:
     facts = marker_environment(env)
-    where = f"{facts['sys_platform']} {facts['platform_machine']}, Python {facts['python_full_version']}"
+    where = (
+        f"{facts['sys_platform']} {facts['platform_machine']}, Python "
+        f"{facts['python_full_version']}"
+    )
     return tuple(
         f"{text}: skipped, its marker is false for the target ({where})" for text in skipped
     )
@@ -315,9 +326,18 @@ def _build_reason(candidate: Candidate, chosen: Sequence[Candidate], catalogue: 
         return "no published wheel fits"
     if torch.kind == "installed":
         if catalogue.options.allow_torch_change:
-            return f"no published wheel for the installed {torch.label}, and keeping the installed torch comes before wheels"
-        return f"no published wheel for the installed {torch.label} (--allow-torch-change lets a torch with one replace it)"
-    return f"no published wheel for {torch.label}, and no torch that has one fits the rest of the request"
+            return (
+                f"no published wheel for the installed {torch.label}, and keeping the installed "
+                "torch comes before wheels"
+            )
+        return (
+            f"no published wheel for the installed {torch.label} (--allow-torch-change lets a "
+            "torch with one replace it)"
+        )
+    return (
+        f"no published wheel for {torch.label}, and no torch that has one fits the rest "
+        "of the request"
+    )
 
 
 def _reason(
@@ -346,23 +366,39 @@ def _reason(
             why = "newest release that fits"
             if unconfirmed:
                 shown = ", ".join(sorted(set(unconfirmed), reverse=True)[:3])
-                why = f"newest confirmed release that fits (the index cannot confirm that {shown}{' ...' if len(unconfirmed) > 3 else ''} were published; pin one to take it)"
+                why = (
+                    "newest confirmed release that fits (the index cannot confirm that "
+                    f"{shown}{' ...' if len(unconfirmed) > 3 else ''} were published; pin "
+                    "one to take it)"
+                )
             if builds and builds[0].toolkit is not None:
-                why += f" with CUDA {builds[0].toolkit.version.major}.x, the major of nvcc {builds[0].toolkit.version} that builds {builds[0].name}"
+                why += (
+                    f" with CUDA {builds[0].toolkit.version.major}.x, the major of nvcc "
+                    f"{builds[0].toolkit.version} that builds {builds[0].name}"
+                )
         if candidate.cuda is None:
             return f"{candidate.label}: {why}; CPU build ({gpus})"
         if env.driver:
             driver = driver_supports_cuda(env.driver, candidate.cuda, index).reason
         elif env.gpus:
-            driver = f"no driver known here: the machines it runs on need one for CUDA {candidate.cuda} ({_driver_needed(candidate.cuda, index)})"
+            driver = (
+                "no driver known here: the machines it runs on need one for CUDA "
+                f"{candidate.cuda} ({_driver_needed(candidate.cuda, index)})"
+            )
         else:
             driver = "no driver here: the CUDA build also runs on the CPU"
         arch = format_arch_list(candidate.arch_list)
         return f"{candidate.label}: {why}; {driver}; kernels for {arch} cover {gpus}"
     if candidate.name in ("torchvision", "torchaudio"):
-        return f"{candidate.label}: the release paired with torch {candidate.pairs_with}+{candidate.variant}"
+        return (
+            f"{candidate.label}: the release paired with torch "
+            f"{candidate.pairs_with}+{candidate.variant}"
+        )
     if candidate.kind == "wheel":
-        return f"{candidate.label}: a prebuilt wheel matching torch {candidate.torch_version}+{candidate.variant} and Python {env.python.short_version}"
+        return (
+            f"{candidate.label}: a prebuilt wheel matching torch "
+            f"{candidate.torch_version}+{candidate.variant} and Python {env.python.short_version}"
+        )
     torch = next((c for c in chosen if c.name == "torch"), None)
     against = f" against {torch.label}" if torch else ""
     toolkit = candidate.toolkit
@@ -373,7 +409,11 @@ def _reason(
     )
     name = candidate.package.name if candidate.package else candidate.name
     why = _build_reason(candidate, chosen, catalogue)
-    return f"{name} {candidate.version}: {why}; source build{against} with {tk}, TORCH_CUDA_ARCH_LIST={format_arch_list(candidate.arch_list)} (recipe {candidate.recipe.name if candidate.recipe else '?'})"
+    return (
+        f"{name} {candidate.version}: {why}; source build{against} with {tk}, "
+        f"TORCH_CUDA_ARCH_LIST={format_arch_list(candidate.arch_list)} (recipe "
+        f"{candidate.recipe.name if candidate.recipe else '?'})"
+    )
 
 
 # -- the alternatives that also fit ------------------------------------------------------------
@@ -487,46 +527,87 @@ def _hint(rejection: Rejection, catalogue: Catalogue) -> str:
     fact = rejection.fact
     kind = rejection.kind
     if kind == "installed-unfit":
-        return f"rerun with --allow-torch-change to let cuda-resolve replace the installed {fact('torch') or 'torch'}"
+        return (
+            "rerun with --allow-torch-change to let cuda-resolve replace the installed "
+            f"{fact('torch') or 'torch'}"
+        )
     if kind == "installed-torch-window":
         fits = fact("fits")
         if not fits:
-            return f"no torch release in the index fits {fact('package')}'s recipes on this Python; see --explain"
+            return (
+                f"no torch release in the index fits {fact('package')}'s recipes on this Python; "
+                "see --explain"
+            )
         return (
-            f"install a torch {fact('package')}'s recipes accept first (cuda-pip install torch=={fits}), or rerun with "
+            f"install a torch {fact('package')}'s recipes accept first (cuda-pip install "
+            f"torch=={fits}), or rerun with "
             f"--allow-torch-change to let cuda-resolve replace the installed {fact('torch')}"
         )
     if kind == "installed-no-wheel":
-        return f"rerun with --allow-torch-change to switch to a torch that {fact('package')} publishes wheels for"
+        return (
+            f"rerun with --allow-torch-change to switch to a torch that {fact('package')} "
+            "publishes wheels for"
+        )
     if kind == "driver-cuda":
-        return f"upgrade the NVIDIA driver (driver {fact('driver')} runs CUDA <= {fact('driver_cuda')}), or ask for a torch release with a build for CUDA <= {fact('driver_cuda')}"
+        return (
+            f"upgrade the NVIDIA driver (driver {fact('driver')} runs CUDA <= "
+            f"{fact('driver_cuda')}), or ask for a torch release with a build for CUDA <= "
+            f"{fact('driver_cuda')}"
+        )
     if kind == "toolkit-driver":
         driver_cuda = fact("driver_cuda") or ""
         major = driver_cuda.split(".")[0]
-        return f"install a CUDA {major}.x toolkit (driver {fact('driver')} runs CUDA <= {driver_cuda}), or upgrade the NVIDIA driver to one that runs CUDA {fact('toolkit')}"
+        return (
+            f"install a CUDA {major}.x toolkit (driver {fact('driver')} runs CUDA <= "
+            f"{driver_cuda}), or upgrade the NVIDIA driver to one that runs CUDA {fact('toolkit')}"
+        )
     if kind == "gpu-kernels":
         if catalogue.options.arch_list is not None and rejection.name not in TORCH_FAMILY:
             return f"add compute capability {fact('gpus')} to --arch-list"
-        return f"compute capability {fact('gpus')} needs a build whose arch list covers it: ask for a torch release whose variants include it, or build from source"
+        return (
+            f"compute capability {fact('gpus')} needs a build whose arch list covers it: ask for "
+            "a torch release whose variants include it, or build from source"
+        )
     if kind == "toolkit-missing":
-        return "install a CUDA toolkit (nvcc) whose major matches torch's CUDA, then retry; wheels need none"
+        return (
+            "install a CUDA toolkit (nvcc) whose major matches torch's CUDA, then retry; "
+            "wheels need none"
+        )
     if kind == "toolkit-target":
-        return f"install a CUDA toolkit whose nvcc can target {fact('gpus')}, with a torch of the same CUDA major"
+        return (
+            f"install a CUDA toolkit whose nvcc can target {fact('gpus')}, with a torch of the "
+            "same CUDA major"
+        )
     if kind == "toolkit-archs-unknown":
-        return "run `cuda-resolve detect` where nvcc can be asked for its architectures, or pass --arch-list"
+        return (
+            "run `cuda-resolve detect` where nvcc can be asked for its architectures, or "
+            "pass --arch-list"
+        )
     if kind == "toolkit-recipe-range":
-        return f"install a CUDA toolkit in the recipe's range ({fact('cuda_min') or ''}..{fact('cuda_max') or ''})"
+        return (
+            "install a CUDA toolkit in the recipe's range "
+            f"({fact('cuda_min') or ''}..{fact('cuda_max') or ''})"
+        )
     if kind == "compiler-range":
         bound = f"gcc <= {fact('gcc_max')}" if fact("gcc_max") else "a gcc"
         return f"install {bound} (CUDA {fact('toolkit')}'s range) and point NVCC_CCBIN/CC/CXX at it"
     if kind == "python":
-        return f"use a Python the builds support ({(fact('supported') or '').replace(',', ', ')}), or let it build from source where a recipe exists"
+        return (
+            f"use a Python the builds support ({(fact('supported') or '').replace(',', ', ')}), "
+            "or let it build from source where a recipe exists"
+        )
     if kind == "platform":
-        return f"these builds are not published for {fact('os')} {fact('arch')}: plan for a machine of a published platform with --profile"
+        return (
+            f"these builds are not published for {fact('os')} {fact('arch')}: plan for a machine "
+            "of a published platform with --profile"
+        )
     if kind == "arch-list-needed":
         return "pass --arch-list with the compute capabilities of the machines you build for"
     if kind == "arch-list-unknown":
-        return "ask for a torch build whose arch list the index knows (`cuda-resolve index show torch`)"
+        return (
+            "ask for a torch build whose arch list the index knows (`cuda-resolve index "
+            "show torch`)"
+        )
     if kind == "no-torch-pair":
         return f"ask for a torch release that has a paired {rejection.name}"
     if kind == "cpu-build":
@@ -554,7 +635,8 @@ def _toolkit_major_conflict(name: str, catalogue: Catalogue, torch: Candidate) -
     return Rejection(
         name,
         f"{package} source build",
-        f"{package} must be built with a CUDA toolkit of torch's CUDA major: the installed {torch.label} is CUDA {torch.cuda.major}, "
+        f"{package} must be built with a CUDA toolkit of torch's CUDA major: the installed "
+        f"{torch.label} is CUDA {torch.cuda.major}, "
         f"and {only} nvcc {', '.join(toolkits)}",
         "toolkit-torch-major",
         (
@@ -598,7 +680,8 @@ def _torch_window_conflict(name: str, catalogue: Catalogue, torch: Candidate) ->
     return Rejection(
         name,
         f"{shown} source build",
-        f"{shown}'s recipes build against torch {', '.join(windows)}, and the installed {torch.label} is outside "
+        f"{shown}'s recipes build against torch {', '.join(windows)}, and the installed "
+        f"{torch.label} is outside "
         f"{'that window' if len(windows) == 1 else 'each window'}",
         "installed-torch-window",
         (("package", shown), ("torch", torch.label), ("fits", str(fitting[0]) if fitting else "")),
@@ -642,7 +725,8 @@ def _conflict(
                     Rejection(
                         name,
                         f"{shown} wheels",
-                        f"{shown}: no published wheel for the installed {installed.label}; pass --allow-torch-change to switch torch",
+                        f"{shown}: no published wheel for the installed {installed.label}; pass "
+                        "--allow-torch-change to switch torch",
                         "installed-no-wheel",
                         (("package", shown), ("torch", installed.label)),
                     )
@@ -696,9 +780,13 @@ def _conflict(
 
 
 def _major_hint(rejection: Rejection, catalogue: Catalogue, requested: list[Req]) -> str:
-    """Both ways out: a toolkit of torch's major, or (where one fits) a torch of the toolkit's major."""
+    """Both ways out: a toolkit of torch's major, or (where one fits) a torch of the toolkit's
+    major."""
     toolkits = rejection.fact("toolkits") or ""
-    first = f"install a CUDA {rejection.fact('torch_major')}.x toolkit to build against the installed {rejection.fact('torch')}"
+    first = (
+        f"install a CUDA {rejection.fact('torch_major')}.x toolkit to build against the installed "
+        f"{rejection.fact('torch')}"
+    )
     if catalogue.options.allow_torch_change:
         return first
     changed = Catalogue(
@@ -711,4 +799,7 @@ def _major_hint(rejection: Rejection, catalogue: Catalogue, requested: list[Req]
     torch = next((c for c in result if c.name == "torch"), None)
     if torch is None:
         return first
-    return f"{first}, or rerun with --allow-torch-change to switch to {torch.label}, which nvcc {toolkits.replace(',', ', ')} can build against"
+    return (
+        f"{first}, or rerun with --allow-torch-change to switch to {torch.label}, which nvcc "
+        f"{toolkits.replace(',', ', ')} can build against"
+    )

@@ -209,7 +209,8 @@ def _entry_document(entry: StoredWheel) -> dict[str, Any]:
 def _entry_problem(origin: Path, where: str, value: object, expected: str) -> WheelhouseError:
     return WheelhouseError(
         f"{origin}: {where} = {value!r}: {expected}",
-        hint="remove the entry (`cuda-resolve wheelhouse prune --package NAME`); the next install rebuilds it",
+        hint="remove the entry (`cuda-resolve wheelhouse prune --package NAME`); the next "
+        "install rebuilds it",
     )
 
 
@@ -310,7 +311,10 @@ def best_covering(
 def covering_reason(entry: StoredWheel, coverage: Coverage) -> str:
     """``pointnet2_ops 3.0.0+pt2110cu130.sm80.sm89 in the wheelhouse covers every GPU here
     (8.0: sm_80 exact)``."""
-    return f"{entry.key.package} {entry.version} in the wheelhouse covers every GPU here ({coverage.describe()})"
+    return (
+        f"{entry.key.package} {entry.version} in the wheelhouse covers every GPU here "
+        f"({coverage.describe()})"
+    )
 
 
 class _LockedFile(Protocol):
@@ -384,12 +388,14 @@ class Wheelhouse:
         self.root = Path(root).expanduser().absolute()
         #: The lab's index server asked before a build (served.py); None: none is configured.
         self.served = served
-        #: Where the location came from, for messages: "$CUDA_RESOLVE_WHEELHOUSE", "the config file ...".
+        #: Where the location came from, for messages: "$CUDA_RESOLVE_WHEELHOUSE", "the config file
+        #: ...".
         self.origin = origin
         self.shared = tuple(shared)
         #: Said once to the user where the configured wheelhouse is read-only here.
         self.notes: tuple[str, ...] = tuple(
-            f"the wheelhouse {house.root} (from {house.origin}) cannot be written here: its wheels are used, "
+            f"the wheelhouse {house.root} (from {house.origin}) cannot be written here: its "
+            "wheels are used, "
             f"new builds go to {self.root}; lookups search both, {house.root} first"
             for house in self.shared
         )
@@ -402,9 +408,10 @@ class Wheelhouse:
     def default(cls, environ: Mapping[str, str] | None = None) -> Wheelhouse:
         """``$CUDA_RESOLVE_WHEELHOUSE``, else the config file's ``wheelhouse``, else
         ``<cuda-resolve's cache folder>/wheelhouse``; :attr:`served` from
-        ``$CUDA_RESOLVE_WHEELHOUSE_URL`` or the config's ``wheelhouse_url``. A named folder this process cannot write
-        (a lab's share mounted read-only) still serves its wheels: it is searched first, and
-        builds go to the wheelhouse under the user's own cache folder (:attr:`notes` says so)."""
+        ``$CUDA_RESOLVE_WHEELHOUSE_URL`` or the config's ``wheelhouse_url``. A named folder this
+        process cannot write (a lab's share mounted read-only) still serves its wheels: it is
+        searched first, and builds go to the wheelhouse under the user's own cache folder
+        (:attr:`notes` says so)."""
         env = os.environ if environ is None else environ
         named = env.get(WHEELHOUSE_ENV, "").strip()
         cache_override = env.get("CUDA_RESOLVE_CACHE_DIR", "").strip()
@@ -443,7 +450,8 @@ class Wheelhouse:
             if own != self.root and writable(own):
                 return Wheelhouse(
                     own,
-                    origin="the user's own cache folder (the configured wheelhouse is read-only here)",
+                    origin="the user's own cache folder (the configured wheelhouse is "
+                    "read-only here)",
                     shared=(self,),
                 )
         return self
@@ -496,13 +504,16 @@ class Wheelhouse:
             # Pages are each replaced atomically, after the entries: a full disk there leaves the
             # wheels stored and some pages older than them.
             outcome = (
-                "the wheels are stored; some index pages were not updated (the next publish or prune rewrites them)"
+                "the wheels are stored; some index pages were not updated (the next publish or "
+                "prune rewrites them)"
                 if what == _PAGES_STEP
                 else "nothing was left half-written"
             )
             return WheelhouseError(
-                f"the disk holding the wheelhouse {self.root} is full ({what}: {exc.strerror or exc}); {outcome}",
-                hint=f"free space on that disk ({free}), or choose a wheelhouse on another disk: set {WHEELHOUSE_ENV}=/path "
+                f"the disk holding the wheelhouse {self.root} is full ({what}: "
+                f"{exc.strerror or exc}); {outcome}",
+                hint=f"free space on that disk ({free}), or choose a wheelhouse on another disk: "
+                f"set {WHEELHOUSE_ENV}=/path "
                 'or `wheelhouse = "/path"` in cuda-resolve\'s config file',
             )
         return WheelhouseError(
@@ -516,11 +527,13 @@ class Wheelhouse:
     def _read_error(self, exc: OSError, path: Path) -> WheelhouseError:
         return WheelhouseError(
             f"cannot read the wheelhouse {self.root}: {path}: {exc.strerror or exc}",
-            hint=f"check the folder's permissions (and, on NFS, that it is mounted), or set {WHEELHOUSE_ENV} to another folder",
+            hint="check the folder's permissions (and, on NFS, that it is mounted), or set "
+            f"{WHEELHOUSE_ENV} to another folder",
         )
 
     def _check_root(self) -> bool:
-        """True when the root exists (a missing wheelhouse is an empty one); error if not a folder."""
+        """True when the root exists (a missing wheelhouse is an empty one); error if not a
+        folder."""
         try:
             if self.root.is_dir():
                 return True
@@ -529,7 +542,8 @@ class Wheelhouse:
             raise self._read_error(exc, self.root) from None
         if exists:
             raise WheelhouseError(
-                f"the wheelhouse {self.root} is not a folder (its location came from {self.origin})",
+                f"the wheelhouse {self.root} is not a folder (its location came from "
+                f"{self.origin})",
                 hint=f"point {WHEELHOUSE_ENV} (or the config file's `wheelhouse`) at a folder",
             )
         return False
@@ -552,8 +566,10 @@ class Wheelhouse:
             raise WheelhouseError(
                 f"timed out after {timeout:g} s waiting for the lock {path} ({what})"
                 + (f"; last taken by {owner}" if owner else ""),
-                hint="another cuda-resolve is building or publishing the same wheel: wait for it and retry; "
-                "if none is running (a host that died while holding it on NFS), remove the lock file",
+                hint="another cuda-resolve is building or publishing the same wheel: wait for "
+                "it and retry; "
+                "if none is running (a host that died while holding it on NFS), remove "
+                "the lock file",
             ) from None
         except OSError as exc:
             raise self._write_error(exc, f"taking the lock {path}") from None
@@ -687,7 +703,8 @@ class Wheelhouse:
                     continue
                 if entry.key.digest != folder.name or entry.key.canonical_package != project.name:
                     problems.append(
-                        f"{path}: its key belongs in {entry.key.canonical_package}/{entry.key.digest}"
+                        f"{path}: its key belongs in "
+                        f"{entry.key.canonical_package}/{entry.key.digest}"
                     )
                     continue
                 try:
@@ -777,14 +794,16 @@ class Wheelhouse:
             return entry
 
     def remove(self, entry: StoredWheel) -> None:
-        """Remove ``entry`` (it disappears in one rename, then its files go) and refresh the pages."""
+        """Remove ``entry`` (it disappears in one rename, then its files go) and refresh the
+        pages."""
         key = entry.key
         shared = next(
             (house for house in self.shared if entry.path.is_relative_to(house.root)), None
         )
         if shared is not None:
             raise WheelhouseError(
-                f"{entry.path} is in the shared wheelhouse {shared.root}, which cannot be written here",
+                f"{entry.path} is in the shared wheelhouse {shared.root}, which cannot be "
+                "written here",
                 hint="ask whoever maintains the shared wheelhouse to remove it",
             )
         with self.lock(key):
