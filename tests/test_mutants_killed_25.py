@@ -22,12 +22,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import tomllib
 from _torch_env import standin_cuda_toolkit, torch_venv_template  # noqa: F401  (a fixture)
 from test_wheelhouse import make_key
 from test_wheelhouse import make_wheel as make_built_wheel
 
 from cuda_resolve.cli import main
 from cuda_resolve.errors import UsageError
+from cuda_resolve.lock.document import (
+    LockDocument,
+    LockedFile,
+    LockedPackage,
+    ProfileRecord,
+    render,
+)
 from cuda_resolve.redaction import clear_secrets
 from cuda_resolve.slurm import fanout
 from cuda_resolve.wheelhouse import Wheelhouse
@@ -469,9 +477,7 @@ def test_a_plan_is_refused_on_a_machine_whose_driver_or_gpus_it_does_not_fit(
 # -- sync --name auto and the driver the locked torch needs ----------------------------------------
 
 
-def _record(name: str, **facts: object) -> object:
-    from cuda_resolve.lock.document import ProfileRecord
-
+def _record(name: str, **facts: object) -> ProfileRecord:
     fields: dict[str, object] = {
         "name": name,
         "source": f"{name}.toml",
@@ -495,9 +501,7 @@ def _record(name: str, **facts: object) -> object:
     return ProfileRecord(**fields)  # type: ignore[arg-type]
 
 
-def _torch(version: str, profile: str) -> object:
-    from cuda_resolve.lock.document import LockedFile, LockedPackage
-
+def _torch(version: str, profile: str) -> LockedPackage:
     variant = version.split("+")[1]
     name = f"torch-{version}-py3-none-any.whl"
     return LockedPackage(
@@ -521,8 +525,6 @@ def _torch(version: str, profile: str) -> object:
 def two_profile_lock(tmp_path: Path) -> Path:
     """A lock (written by the lock's own writer) of torch for an A100 on driver 535 (torch
     2.14.1+cu126) and for a CPU box."""
-    from cuda_resolve.lock.document import LockDocument, render
-
     a100 = _record(
         "a100",
         driver="535.183.01",
@@ -535,8 +537,8 @@ def two_profile_lock(tmp_path: Path) -> Path:
     )
     cpu = _record("cpu", torch="2.14.1+cpu")
     document = LockDocument(
-        profiles=(a100, cpu),  # type: ignore[arg-type]
-        packages=(_torch("2.14.1+cpu", "cpu"), _torch("2.14.1+cu126", "a100")),  # type: ignore[arg-type]
+        profiles=(a100, cpu),
+        packages=(_torch("2.14.1+cpu", "cpu"), _torch("2.14.1+cu126", "a100")),
         requests=("torch==2.14.1",),
         created_by="cuda-resolve",
         resolver="cuda-resolve (test)",
@@ -577,3 +579,69 @@ def test_sync_auto_takes_no_profile_whose_torch_the_driver_cannot_run(
     said = json.loads(shown.out).get("error", shown.out)
     assert "no profile of" in said, said
     assert "a100: driver 470.239.06 supports CUDA <= 11.4; CUDA 12.6 needs driver" in said, said
+
+
+# -- two indexes serving different files under one name ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("hashes", "cpu_file"),
+    [("both pages", "its own"), ("one page", "its own"), ("one page", "the same")],
+    ids=["different, hashes on both pages", "different, one page without", "the same file"],
+)
+def test_two_indexes_serving_different_files_under_one_name_are_refused_by_lock(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    hashes: str,
+    cpu_file: str,
+) -> None:
+    """The CUDA and the CPU variant's index each serve filelock-3.20.0-py3-none-any.whl, with
+    different contents. One lock entry cannot name both, and keeping the first would hand the
+    CPU profile a file its index never served: the lock is refused naming both URLs, and no lock
+    file is written. Also where the CPU index's page lists no hashes (pip's report then has none
+    for its file): the file's own hash decides, so the same file there is locked once."""
+    import re
+
+    from test_lock_support import StaticIndex, make_wheel, serve, write_profile
+
+    built = tmp_path / "built"
+    index = StaticIndex(tmp_path / "index")
+    index.add(make_wheel(built / "simple", "filelock", "3.20.0"))
+    index.add(make_wheel(built / "cu126", "filelock", "3.20.0"), variant="cu126")
+    contents = {"filelock/__init__.py": "CPU = True\n"} if cpu_file == "its own" else None
+    index.add(make_wheel(built / "cpu", "filelock", "3.20.0", files=contents), variant="cpu")
+    index.add(make_wheel(built, "torch", "2.14.1+cu126", requires=["filelock"]), variant="cu126")
+    index.add(make_wheel(built, "torch", "2.14.1+cpu", requires=["filelock"]), variant="cpu")
+    if hashes == "one page":
+        page = tmp_path / "index" / "whl" / "cpu" / "filelock" / "index.html"
+        page.write_text(re.sub(r"#sha256=[0-9a-f]+", "", page.read_text(encoding="utf-8")))
+    a100 = write_profile(
+        tmp_path / "a100.toml", driver="535.183.01", gpus=[("NVIDIA A100-SXM4-80GB", "8.0")]
+    )
+    cpu = write_profile(tmp_path / "cpu-box.toml", name="cpu")
+    output = tmp_path / "pylock.toml"
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    with serve(tmp_path / "index") as url:
+        config = tmp_path / "config.toml"
+        config.write_text(f'[pytorch]\nlayout = "simple"\nurl = "{url}/whl/"\n', encoding="utf-8")
+        monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))
+        code = main(
+            [
+                "lock", "torch==2.14.1", "--index-url", f"{url}/simple", "-o", str(output),
+                "--profile", str(a100), "--profile", str(cpu),
+            ]
+        )  # fmt: skip
+    said = capsys.readouterr().err
+    wheel = "filelock-3.20.0-py3-none-any.whl"
+    if cpu_file == "the same":
+        assert code == 0, said
+        [filelock] = [
+            p for p in tomllib.loads(output.read_text())["packages"] if p["name"] == "filelock"
+        ]
+        assert [w["name"] for w in filelock["wheels"]] == [wheel] and "marker" not in filelock
+        return
+    assert code == 1, said
+    assert f"{wheel} differs between {url}/whl/cu126/{wheel} and {url}/whl/cpu/{wheel}" in said
+    assert "two indexes serve different files under one name" in said
+    assert not output.exists()
