@@ -77,11 +77,35 @@ class LockRequest:
 
 
 def _installed_as_wheel(plan: Plan, resolution: Resolution) -> Plan:
-    """An installed torch (or family member) locked as that same build, a wheel from its variant's index."""
+    """An installed torch (or family member) locked as that same build, a wheel from its variant's
+    index, or PyPI's file where the installed one is (pip's version has no local label)."""
+    from ..plan import PYPI_SIMPLE
+    from ..torch_identity import identity_of
+
+    torch = plan.environment.torch
+    # pip's versions: a torch from PyPI (no local label in its metadata) is PyPI's file, whatever
+    # its version.py says ("2.15.0+cu132"): torch==2.15.0+cu132 is not on PyPI (issue 27).
+    identity = identity_of(torch) if torch is not None else None
+    pip_versions = {
+        "torch": identity.pip_version if identity else None,
+        "torchvision": torch.torchvision if torch else None,
+        "torchaudio": torch.torchaudio if torch else None,
+    }
     items: list[PlanItem] = []
     for item in plan.items:
         candidate = resolution.get(item.name)
         variant = candidate.torch_variant if candidate is not None else None
+        pip_version = pip_versions.get(item.name)
+        if item.kind == "installed" and identity is not None and identity.source == "pypi":
+            if pip_version and "+" not in pip_version:
+                item = PlanItem(
+                    name=item.name,
+                    version=pip_version,
+                    kind="wheel",
+                    variant=item.variant,
+                    requirement=f"{item.name}=={pip_version}",
+                    index=PYPI_SIMPLE,
+                )
         if item.kind == "installed" and variant is not None:
             version = (
                 item.version
@@ -599,21 +623,11 @@ def _merge(
             known = entry["files"].get(file_name(resolved.url))  # type: ignore[attr-defined]
             if known is None:
                 entry["files"][file_name(resolved.url)] = resolved  # type: ignore[index]
-            elif known.url != resolved.url or known.sha256 != resolved.sha256:
-                # A page that lists no hash leaves pip's report without one: the index's JSON
-                # or the file itself decides whether the two are one file (issue 25).
-                first, second = (
-                    f.sha256
-                    or finder.facts(f.url, project=f.name, index=f.index, sha256=None).sha256
-                    for f in (known, resolved)
+            elif known.sha256 and resolved.sha256 and known.sha256 != resolved.sha256:
+                raise LockError(
+                    f"{file_name(resolved.url)} differs between {known.url} and {resolved.url} (sha256 {known.sha256} vs {resolved.sha256})",
+                    hint="two indexes serve different files under one name: lock the profiles from one index, or remove one copy",
                 )
-                if first != second:
-                    raise LockError(
-                        f"{file_name(resolved.url)} differs between {known.url} and "
-                        f"{resolved.url} (sha256 {first} vs {second})",
-                        hint="two indexes serve different files under one name: lock the "
-                        "profiles from one index, or remove one copy",
-                    )
             entry["index"] = entry["index"] or resolved.index
             entry["requested"] = bool(entry["requested"]) or resolved.requested
     packages: list[LockedPackage] = []

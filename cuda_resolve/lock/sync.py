@@ -147,7 +147,7 @@ class _Target:
         self.env = env
         self.python = python
         self.probed = probed
-        self.installed = _as_torch_names_it(env, probed[1])
+        self.installed = probed[1]
         self.closure: frozenset[str] = frozenset()
 
     @classmethod
@@ -184,7 +184,8 @@ class _Target:
         wanted = wanted_files(self.lock, profile, self.env)
         if request.exact:
             self.closure = self._tool_closure()
-        report = drift(wanted, self.installed, exact=request.exact, keep=self.closure)
+        installed = _as_torch_names_it(self.env, self.installed, wanted)
+        report = drift(wanted, installed, exact=request.exact, keep=self.closure)
         return SyncResult(
             request=request,
             profile=profile,
@@ -193,9 +194,7 @@ class _Target:
             packages=tuple(report),
             to_install=tuple(w for w, d in zip(wanted, report, strict=False) if d.state != "ok"),
             to_remove=tuple(d.name for d in report if d.state == "not locked"),
-            kept=tuple(kept_by_exact(wanted, self.installed, self.closure))
-            if request.exact
-            else (),
+            kept=tuple(kept_by_exact(wanted, installed, self.closure)) if request.exact else (),
         )
 
     def _tool_closure(self) -> frozenset[str]:
@@ -210,12 +209,23 @@ class _Target:
         return tool_closure(requires, marker_environment(self.env))
 
 
-def _as_torch_names_it(env: Environment, installed: dict[str, str]) -> dict[str, str]:
-    """PyPI's torch carries no local label in its metadata (2.11.0), while its version.py names
-    the build (2.11.0+cu130): that is the build a lock from the PyTorch index names."""
-    torch = env.torch
-    if torch is not None and installed.get("torch") == torch.base_version != torch.version:
-        return {**installed, "torch": torch.version}
+def _as_torch_names_it(
+    env: Environment, installed: dict[str, str], wanted: Sequence[Wanted]
+) -> dict[str, str]:
+    """The installed torch by pip's version (PyPI's file: 2.11.0, as a lock of it names it),
+    or by its build (2.11.0+cu130, torch_identity) where the lock names that same build by its
+    label, the PyTorch index's file: the build is there, nothing is fetched again."""
+    from ..torch_identity import identity_of
+    from ..versions import same_version
+
+    locked = next((w.version for w in wanted if w.name == "torch"), None)
+    if env.torch is None or locked is None or "+" not in locked or "torch" not in installed:
+        return installed
+    identity = identity_of(env.torch)
+    if identity.pip_version not in (None, installed["torch"]):
+        return installed  # the probe read another torch than pip's: pip's answer stands
+    if same_version(locked, identity.label):
+        return {**installed, "torch": identity.label}
     return installed
 
 
