@@ -25,10 +25,10 @@ from ..redaction import redact_urls
 from ..reporting import NullReporter, Reporter
 from ..wheelhouse.key import WheelKey
 from ..wheelhouse.store import StoredWheel, Wheelhouse
-from .buildenv import machine_capacity, make_build_environment
+from .buildenv import BuildEnvironment, machine_capacity, make_build_environment
 from .preflight import BuildSpec
 from .runner import NOTE_PREFIX, BuildProgress, ProcessRunner, build_wheel
-from .source import describe_source, prepare_source, recipe_digest
+from .source import PreparedSource, describe_source, prepare_source, recipe_digest
 
 if TYPE_CHECKING:
     from ..net import HttpClient
@@ -111,134 +111,200 @@ def build(
     ``pip_options`` are the user's pip options for the overlay's installs
     (:func:`~.buildenv.overlay_options` drops those that choose where or what pip installs)."""
     report = reporter or NullReporter()
-    base_environ = dict(os.environ if environ is None else environ)
     key = key or wheel_key(spec)
-    label = f"{spec.package} {spec.recipe.version}"
     started = time.monotonic()
     with wheelhouse.lock(key):
         found = None if rebuild else wheelhouse.lookup(key)
         if found is not None:
-            report.step(f"{label}: wheelhouse hit ({found.path.name}), no compile")
+            report.step(f"{_label(spec)}: wheelhouse hit ({found.path.name}), no compile")
             return BuildResult(
                 spec=spec, wheel=found, cache_hit=True, seconds=time.monotonic() - started, log=None
             )
-        log_path = new_log_path(f"build-{spec.package}")
-        report.step(f"{label}: building (full log: {log_path})")
-        target_pip = pip or TargetPip(
-            spec.python, environ=base_environ, log_path=log_path, runner=runner
+        one = _OneBuild(
+            spec, dict(os.environ if environ is None else environ), report, pip=pip, runner=runner
         )
-        workdir = Path(tempfile.mkdtemp(prefix=f"cuda-resolve-build-{spec.package}-"))
-        # pip's and nvcc's own temporary files go inside the build folder: a run ended by a signal
-        # (pip gets no time to clean up) leaves nothing behind once the folder is removed.
-        scratch = workdir / "tmp"
-        scratch.mkdir()
-        inside = {"TMPDIR": str(scratch), "TEMP": str(scratch), "TMP": str(scratch)}
-        try:
-            with open(log_path, "w", encoding="utf-8") as log:
-                log.write(
-                    f"cuda-resolve build of {label} (recipe {spec.recipe.name}) against torch {spec.torch_version}+{spec.variant}\n"
-                )
-                for note in spec.notes:
-                    log.write(redact_urls(f"note: {note}\n"))
-                log.write(redact_urls(f"source: {describe_source(spec.recipe, source_dir)}\n"))
-            source = prepare_source(
-                spec.recipe,
-                workdir,
-                torch_version=spec.torch_version,
-                source_dir=source_dir,
-                environ=base_environ,
-                say=lambda text: report.step(f"{label}: {text}"),
-                client=client,
-                cache_dir=archive_cache,
-            )
-            for note in source.notes:
-                report.note(note)
-            if source.patches:
-                report.step(
-                    f"{label}: applied {len(source.patches)} recipe patch(es): "
-                    + "; ".join(p.reason.split(": ")[0] for p in source.patches)
-                )
-
-            def runner_note(text: str) -> None:  # unless the caller's pip says it already
-                if target_pip.on_note is None and text.startswith(NOTE_PREFIX):
-                    report.note(f"{label}: {text.removeprefix(NOTE_PREFIX)}")
-
-            def pip_install(args: list[str], torch_index_only: bool) -> None:
-                status, tail = target_pip.install(
-                    args,
-                    environ={**base_environ, **inside},
-                    log_path=log_path,
-                    torch_index_only=torch_index_only,
-                    on_line=runner_note,
-                )
-                if status != 0:
-                    detail = next(
-                        (line for line in reversed(tail) if "ERROR" in line),
-                        tail[-1] if tail else "",
-                    )
-                    raise BuildError(
-                        f"{label}: installing build requirements into the overlay failed: {detail.strip()}",
-                        hint=f"check the network or mirror (cuda-resolve mirror test); full log: {log_path}",
-                    )
-
-            build_env = make_build_environment(
-                spec,
-                workdir,
-                base_environ=base_environ,
-                installed=installed,
-                capacity=machine_capacity(),
-                pip_install=pip_install,
-                pip_options=pip_options,
-                say=lambda text: report.step(f"{label}: {text}"),
-            )
-            with open(log_path, "a", encoding="utf-8") as log:
-                log.write("build environment:\n")
-                for name, value in build_env.shown:
-                    log.write(redact_urls(f"  {name}={value}\n"))
-            report.step(
-                f"{label}: "
-                + " ".join(
-                    f"{k}={v}"
-                    for k, v in build_env.shown
-                    if k in ("CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CC", "CXX")
-                )
-            )
-
-            def on_progress(progress: BuildProgress) -> None:
-                runner_note(progress.line)
-                report.progress(
-                    f"{label} ({progress.unit})" if progress.unit else label,
-                    progress.done,
-                    progress.total,
-                    progress.elapsed,
-                )
-
-            # pip's hash-checking mode (PIP_REQUIRE_HASHES, pip.conf) cannot check a source folder and
-            # would refuse it: the source was checked against the recipe's pins, and the install
-            # that follows checks the built wheel's hash (see install.hashmode).
-            built = build_wheel(
-                target_pip,
-                source.build_dir,
-                workdir / "dist",
-                environ={**build_env.variables, **inside, "PIP_REQUIRE_HASHES": "0"},
-                log_path=log_path,
-                label=label,
-                on_progress=on_progress,
-                disks=[("TMPDIR, which holds the build folder", workdir.parent)],
-            )
-            stored = wheelhouse.publish(key, built)
-        except subprocess.SubprocessError as exc:
-            raise BuildError(f"{label}: {exc}", hint=f"see the log: {log_path}") from None
-        finally:
-            _remove(workdir)
+        stored, shown, source_notes = one.run(
+            wheelhouse,
+            key,
+            source_dir=source_dir,
+            installed=installed,
+            client=client,
+            archive_cache=archive_cache,
+            pip_options=pip_options,
+        )
     seconds = time.monotonic() - started
-    report.step(f"{label}: built in {seconds:.0f} s -> {stored.path}")
+    report.step(f"{_label(spec)}: built in {seconds:.0f} s -> {stored.path}")
     return BuildResult(
         spec=spec,
         wheel=stored,
         cache_hit=False,
         seconds=seconds,
-        log=log_path,
-        variables=build_env.shown,
-        notes=(*spec.notes, *source.notes),
+        log=one.log_path,
+        variables=shown,
+        notes=(*spec.notes, *source_notes),
     )
+
+
+def _label(spec: BuildSpec) -> str:
+    return f"{spec.package} {spec.recipe.version}"
+
+
+#: The build variables shown on the terminal (the log has them all).
+_SHOWN = ("CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CC", "CXX")
+
+
+class _OneBuild:
+    """One compile under the wheelhouse key's lock: its log, its temporary folder (removed at the
+    end, whatever happens), the source, the overlay and ``pip wheel``."""
+
+    def __init__(
+        self,
+        spec: BuildSpec,
+        base_environ: dict[str, str],
+        report: Reporter,
+        *,
+        pip: TargetPip | None,
+        runner: ProcessRunner | None,
+    ) -> None:
+        self.spec = spec
+        self.label = _label(spec)
+        self.base_environ = base_environ
+        self.report = report
+        self.log_path = new_log_path(f"build-{spec.package}")
+        report.step(f"{self.label}: building (full log: {self.log_path})")
+        self.pip = pip or TargetPip(
+            spec.python, environ=base_environ, log_path=self.log_path, runner=runner
+        )
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"cuda-resolve-build-{spec.package}-"))
+        # pip's and nvcc's own temporary files go inside the build folder: a run ended by a
+        # signal (pip gets no time to clean up) leaves nothing behind once the folder is removed.
+        scratch = self.workdir / "tmp"
+        scratch.mkdir()
+        self.inside = {"TMPDIR": str(scratch), "TEMP": str(scratch), "TMP": str(scratch)}
+
+    def run(
+        self,
+        wheelhouse: Wheelhouse,
+        key: WheelKey,
+        *,
+        source_dir: Path | None,
+        installed: Mapping[str, str],
+        client: HttpClient | None,
+        archive_cache: Path | None,
+        pip_options: Sequence[str],
+    ) -> tuple[StoredWheel, tuple[tuple[str, str], ...], tuple[str, ...]]:
+        """The published wheel, the build variables shown, the source's notes."""
+        try:
+            self._log_head(source_dir)
+            source = self._source(source_dir, client, archive_cache)
+            build_env = self._environment(installed, pip_options)
+            built = self._compile(source.build_dir, build_env.variables)
+            return wheelhouse.publish(key, built), build_env.shown, source.notes
+        except subprocess.SubprocessError as exc:
+            raise BuildError(f"{self.label}: {exc}", hint=f"see the log: {self.log_path}") from None
+        finally:
+            _remove(self.workdir)
+
+    def _say(self, text: str) -> None:
+        self.report.step(f"{self.label}: {text}")
+
+    def _log_head(self, source_dir: Path | None) -> None:
+        spec = self.spec
+        with open(self.log_path, "w", encoding="utf-8") as log:
+            log.write(
+                f"cuda-resolve build of {self.label} (recipe {spec.recipe.name}) against torch "
+                f"{spec.torch_version}+{spec.variant}\n"
+            )
+            for note in spec.notes:
+                log.write(redact_urls(f"note: {note}\n"))
+            log.write(redact_urls(f"source: {describe_source(spec.recipe, source_dir)}\n"))
+
+    def _source(
+        self, source_dir: Path | None, client: HttpClient | None, archive_cache: Path | None
+    ) -> PreparedSource:
+        source = prepare_source(
+            self.spec.recipe,
+            self.workdir,
+            torch_version=self.spec.torch_version,
+            source_dir=source_dir,
+            environ=self.base_environ,
+            say=self._say,
+            client=client,
+            cache_dir=archive_cache,
+        )
+        for note in source.notes:
+            self.report.note(note)
+        if source.patches:
+            self._say(
+                f"applied {len(source.patches)} recipe patch(es): "
+                + "; ".join(p.reason.split(": ")[0] for p in source.patches)
+            )
+        return source
+
+    def _runner_note(self, text: str) -> None:
+        if self.pip.on_note is None and text.startswith(NOTE_PREFIX):  # else the pip says it
+            self.report.note(f"{self.label}: {text.removeprefix(NOTE_PREFIX)}")
+
+    def _pip_install(self, args: list[str], torch_index_only: bool) -> None:
+        """One install into the build's overlay (what :func:`make_build_environment` asks)."""
+        status, tail = self.pip.install(
+            args,
+            environ={**self.base_environ, **self.inside},
+            log_path=self.log_path,
+            torch_index_only=torch_index_only,
+            on_line=self._runner_note,
+        )
+        if status != 0:
+            detail = next(
+                (line for line in reversed(tail) if "ERROR" in line), tail[-1] if tail else ""
+            )
+            raise BuildError(
+                f"{self.label}: installing build requirements into the overlay failed: "
+                f"{detail.strip()}",
+                hint="check the network or mirror (cuda-resolve mirror test); "
+                f"full log: {self.log_path}",
+            )
+
+    def _environment(
+        self, installed: Mapping[str, str], pip_options: Sequence[str]
+    ) -> BuildEnvironment:
+        build_env = make_build_environment(
+            self.spec,
+            self.workdir,
+            base_environ=self.base_environ,
+            installed=installed,
+            capacity=machine_capacity(),
+            pip_install=self._pip_install,
+            pip_options=pip_options,
+            say=self._say,
+        )
+        with open(self.log_path, "a", encoding="utf-8") as log:
+            log.write("build environment:\n")
+            for name, value in build_env.shown:
+                log.write(redact_urls(f"  {name}={value}\n"))
+        self._say(" ".join(f"{k}={v}" for k, v in build_env.shown if k in _SHOWN))
+        return build_env
+
+    def _on_progress(self, progress: BuildProgress) -> None:
+        self._runner_note(progress.line)
+        self.report.progress(
+            f"{self.label} ({progress.unit})" if progress.unit else self.label,
+            progress.done,
+            progress.total,
+            progress.elapsed,
+        )
+
+    def _compile(self, build_dir: Path, variables: Mapping[str, str]) -> Path:
+        # pip's hash-checking mode (PIP_REQUIRE_HASHES, pip.conf) cannot check a source folder
+        # and would refuse it: the source was checked against the recipe's pins, and the install
+        # that follows checks the built wheel's hash (see install.hashmode).
+        return build_wheel(
+            self.pip,
+            build_dir,
+            self.workdir / "dist",
+            environ={**variables, **self.inside, "PIP_REQUIRE_HASHES": "0"},
+            log_path=self.log_path,
+            label=self.label,
+            on_progress=self._on_progress,
+            disks=[("TMPDIR, which holds the build folder", self.workdir.parent)],
+        )
