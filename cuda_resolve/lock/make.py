@@ -623,11 +623,21 @@ def _merge(
             known = entry["files"].get(file_name(resolved.url))  # type: ignore[attr-defined]
             if known is None:
                 entry["files"][file_name(resolved.url)] = resolved  # type: ignore[index]
-            elif known.sha256 and resolved.sha256 and known.sha256 != resolved.sha256:
-                raise LockError(
-                    f"{file_name(resolved.url)} differs between {known.url} and {resolved.url} (sha256 {known.sha256} vs {resolved.sha256})",
-                    hint="two indexes serve different files under one name: lock the profiles from one index, or remove one copy",
+            elif known.url != resolved.url or known.sha256 != resolved.sha256:
+                # A page that lists no hash leaves pip's report without one: the index's JSON
+                # or the file itself decides whether the two are one file (issue 25).
+                first, second = (
+                    f.sha256
+                    or finder.facts(f.url, project=f.name, index=f.index, sha256=None).sha256
+                    for f in (known, resolved)
                 )
+                if first != second:
+                    raise LockError(
+                        f"{file_name(resolved.url)} differs between {known.url} and "
+                        f"{resolved.url} (sha256 {first} vs {second})",
+                        hint="two indexes serve different files under one name: lock the "
+                        "profiles from one index, or remove one copy",
+                    )
             entry["index"] = entry["index"] or resolved.index
             entry["requested"] = bool(entry["requested"]) or resolved.requested
     packages: list[LockedPackage] = []
