@@ -212,14 +212,12 @@ def pip_distribution(prefix: Path, name: str) -> PipDistribution | None:
 
 
 def _pip_torch_cuda(distribution: PipDistribution) -> CudaVersion | None:
-    """torch.version.cuda read from the file (importing torch takes seconds)."""
-    version_py = distribution.site_packages / "torch" / "version.py"
-    try:
-        text = version_py.read_text(encoding="utf-8")
-    except OSError:
-        return None
-    found = re.search(r"^cuda\s*(?::\s*[^=]+)?=\s*['\"](\d+)\.(\d+)", text, re.MULTILINE)
-    return CudaVersion(int(found.group(1)), int(found.group(2))) if found else None
+    """torch.version.cuda read from the files (importing torch takes seconds): the one reader
+    of an installed torch's build (:mod:`cuda_resolve.torch_identity`)."""
+    from ..torch_identity import read_installed_torch
+
+    found = read_installed_torch([str(distribution.site_packages)])
+    return found.cuda if found is not None else None
 
 
 def torch_record(prefix: Path, records: Sequence[CondaRecord] | None = None) -> TorchRecord | None:

@@ -269,7 +269,9 @@ def build_interpreter(
         if torch is None:
             seen.append(f"{candidate} (Python {facts.python.version}, no torch)")
             continue
-        variant = torch.local or (torch.cuda.variant if torch.cuda else "cpu")
+        from ..torch_identity import identity_of
+
+        variant = identity_of(torch).variant or "cpu"  # one reading of the build
         if torch.base_version != spec.torch_version or variant != spec.variant:
             seen.append(f"{candidate} (torch {torch.base_version}+{variant})")
             continue

@@ -239,7 +239,10 @@ class Catalogue:
             version = Version(torch.version)
         except InvalidVersion:
             return None
-        variant = torch.local or (torch.cuda.variant if torch.cuda else "cpu")
+        from ..torch_identity import identity_of
+
+        # One reading of the build (torch_identity): version.py's label, else its CUDA.
+        variant = identity_of(torch).variant or "cpu"
         release = self.index.torch_release(torch.version)
         return Candidate(
             name="torch",
