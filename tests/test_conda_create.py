@@ -16,9 +16,6 @@ after the environment exists names what is there and the one command that finish
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,7 +30,8 @@ pytest.importorskip("conda.plugins.types", reason="needs a conda with plugin hoo
 from conda.base.context import reset_context
 from conda.core.prefix_data import PrefixData
 from conda.exceptions import CondaError, DryRunExit
-from test_conda_fetch import EXTENSION, SITE, TAG, WHEEL_NAME, WheelIndex, serve_wheel_index
+from test_conda_fetch import EXTENSION, SITE, WHEEL_NAME, WheelIndex, serve_wheel_index
+from test_conda_session import TORCH_BUILD, standin_channel
 from test_net_support import BenchServer, Cas, SystemTrust
 
 from conda_plugin import actions
@@ -43,99 +41,6 @@ pytest_plugins = ("conda.testing.fixtures", "test_net_support")
 pytestmark = pytest.mark.filterwarnings(
     "ignore::DeprecationWarning", "ignore::PendingDeprecationWarning"
 )
-
-PY = TAG.replace("cp", "py")
-TORCH_BUILD = f"cuda130_{PY}_h0_300"  # conda-forge ranks its CUDA builds first by build number
-
-
-def _package(
-    channel: LocalChannel,
-    scratch: Path,
-    *,
-    name: str,
-    version: str,
-    build: str,
-    depends: list[str],
-    files: dict[str, bytes],
-    links: dict[str, str] | None = None,
-    build_number: int = 0,
-) -> None:
-    """A small ``.conda`` package in ``channel`` (files and symbolic links)."""
-
-    from conda_package_handling import api  # type: ignore[import-untyped]
-
-    root = scratch / f"{name}-{version}-{build}"
-    (root / "info").mkdir(parents=True)
-    paths: list[dict[str, object]] = []
-    for relative, data in files.items():
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        (root / relative).write_bytes(data)
-        paths.append(
-            {
-                "_path": relative,
-                "path_type": "hardlink",
-                "sha256": hashlib.sha256(data).hexdigest(),
-                "size_in_bytes": len(data),
-            }
-        )
-    for relative, target in (links or {}).items():
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(target, root / relative)
-        paths.append({"_path": relative, "path_type": "softlink"})
-    index = {
-        "name": name,
-        "version": version,
-        "build": build,
-        "build_number": build_number,
-        "depends": depends,
-        "subdir": "linux-64",
-    }
-    (root / "info" / "index.json").write_text(json.dumps(index))
-    (root / "info" / "paths.json").write_text(json.dumps({"paths": paths, "paths_version": 1}))
-    (root / "info" / "files").write_text("".join(f"{p['_path']}\n" for p in paths))
-    members = ["info/index.json", "info/paths.json", "info/files", *files, *(links or {})]
-    api.create(str(root), members, f"{name}-{version}-{build}.conda", str(scratch))
-    channel.add(scratch / f"{name}-{version}-{build}.conda", "linux-64")
-
-
-def standin_channel(folder: Path) -> LocalChannel:
-    """``python`` (the prefix becomes a venv of this interpreter) and two ``pytorch`` builds, one
-    for CUDA 13.0 and one CPU-only, each a stand-in torch 2.14.1."""
-    channel = LocalChannel(folder / "standins")
-    scratch = folder / "standins-scratch"
-    base = Path(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))
-    version = ".".join(map(str, sys.version_info[:3]))
-    _package(
-        channel,
-        scratch,
-        name="python",
-        version=version,
-        build="0",
-        depends=[],
-        # site-packages exists from the start, as conda-forge's python ships a README in it
-        files={
-            "pyvenv.cfg": f"home = {base.parent}\ninclude-system-site-packages = false\nversion = {version}\n".encode(),
-            f"{SITE}/README.txt": b"This directory exists so that 3rd party packages can be installed here.\n",
-        },
-        links={"bin/python": str(base)},
-    )
-    for build, cuda in ((TORCH_BUILD, "'13.0'"), (f"cpu_{PY}_h0_0", "None")):
-        _package(
-            channel,
-            scratch,
-            name="pytorch",
-            version="2.14.1",
-            build=build,
-            build_number=int(build.rsplit("_", 1)[1]),
-            depends=["python"],
-            files={
-                f"{SITE}/torch/__init__.py": b"__version__ = '2.14.1'\nfrom . import version\n",
-                f"{SITE}/torch/version.py": f"__version__ = '2.14.1'\ncuda = {cuda}\n".encode(),
-                f"{SITE}/torch-2.14.1.dist-info/METADATA": b"Metadata-Version: 2.1\nName: torch\nVersion: 2.14.1\n",
-                f"{SITE}/torch-2.14.1.dist-info/INSTALLER": b"conda\n",
-            },
-        )
-    return channel
 
 
 @pytest.fixture

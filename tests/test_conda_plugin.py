@@ -10,7 +10,6 @@ subcommand and the health check answer through conda.
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -25,15 +24,11 @@ from conda.base.context import context, reset_context
 from conda.core.prefix_data import PrefixData
 from conda.exceptions import CondaError, PackagesNotFoundInChannelsError, UnsatisfiableError
 from conda.models.records import PackageRecord
+from test_conda_session import cuext_channel, pip_torch
 
 from conda_plugin import actions
 from cuda_resolve.conda.channel import LocalChannel
-from cuda_resolve.conda.convert import ChannelBuild
-from cuda_resolve.conda.package import package_for, wheel_to_conda
-from cuda_resolve.conda.records import TorchRecord
 from cuda_resolve.conda.session import refuse_insecure_tls
-from cuda_resolve.versions import CudaVersion
-from cuda_resolve.wheelhouse.key import WheelKey
 
 pytest_plugins = ("conda.testing.fixtures",)
 pytestmark = pytest.mark.filterwarnings(
@@ -41,20 +36,6 @@ pytestmark = pytest.mark.filterwarnings(
 )
 
 FIXTURE_INDEX = Path(__file__).parent / "data" / "index" / "cuext"
-KEY = WheelKey(
-    package="cuext",
-    version="0.1.0",
-    torch="2.14.1",
-    variant="cu130",
-    python_tag="cp311",
-    platform="manylinux_2_28_x86_64",
-    arch_list="8.0",
-    recipe_digest="0123456789abcdef",
-)
-
-
-def _key(torch_version: str) -> WheelKey:
-    return WheelKey(**{**KEY.to_json(), "torch": torch_version.split("+")[0]})
 
 
 @pytest.fixture
@@ -108,39 +89,6 @@ def _active(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
     reset_context()
 
 
-def _pip_torch(prefix: Path, version: str) -> None:
-    """What `pip install torch` leaves that the plugin reads (no 2 GB download)."""
-    site = prefix / "lib" / "python3.11" / "site-packages"
-    dist = site / f"torch-{version}.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
-    (dist / "INSTALLER").write_text("pip\n")
-    (site / "torch").mkdir()
-    (site / "torch" / "version.py").write_text(f"__version__ = '{version}'\ncuda = '13.0'\n")
-    (prefix / "conda-meta").mkdir(parents=True, exist_ok=True)
-    (prefix / "conda-meta" / "history").write_text("")
-
-
-def _channel_with_cuext(tmp_path: Path, torch_version: str = "2.14.1") -> LocalChannel:
-    wheel = tmp_path / "cuext-0.1.0-cp311-cp311-manylinux_2_28_x86_64.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        archive.writestr("cuext/__init__.py", "VALUE = 1\n")
-        archive.writestr(
-            "cuext-0.1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: cuext\nVersion: 0.1.0\n"
-        )
-        archive.writestr(
-            "cuext-0.1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n"
-        )
-        archive.writestr("cuext-0.1.0.dist-info/RECORD", "")
-    torch = TorchRecord(
-        source="pip", version=torch_version, build="pypi_0", cuda=CudaVersion(13, 0)
-    )
-    package = package_for(_key(torch_version), torch=torch, python=None, python_version="3.11")
-    channel = LocalChannel(tmp_path / "channel")
-    channel.add(wheel_to_conda(wheel, package, tmp_path / "out"), package.subdir)
-    return channel
-
-
 @pytest.mark.parametrize("solver", ["classic", "rattler"])
 @pytest.mark.parametrize(
     "torch_version", ["2.14.1", "2.11.0+cu130"]
@@ -150,9 +98,9 @@ def test_conda_installs_the_converted_package_against_pips_torch(
 ) -> None:
     if solver == "rattler":
         pytest.importorskip("conda_rattler_solver", reason="conda-rattler-solver is not installed")
-    channel = _channel_with_cuext(tmp_path, torch_version)
+    channel = cuext_channel(tmp_path, torch_version)
     prefix = tmp_path / "env"
-    _pip_torch(prefix, torch_version)
+    pip_torch(prefix, torch_version)
     settings.setenv("CONDA_SOLVER", solver)
     settings.setenv("CONDA_OVERRIDE_CUDA", "13.0")
     settings.setenv("CONDA_PREFIX_DATA_INTEROPERABILITY", "true")
@@ -175,9 +123,9 @@ def test_conda_installs_the_converted_package_against_pips_torch(
 def test_conda_refuses_what_the_record_does_not_allow(
     torch_version: str, cuda: str, tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object
 ) -> None:
-    channel = _channel_with_cuext(tmp_path)
+    channel = cuext_channel(tmp_path)
     prefix = tmp_path / "env"
-    _pip_torch(prefix, torch_version)
+    pip_torch(prefix, torch_version)
     settings.setenv("CONDA_OVERRIDE_CUDA", cuda)
     settings.setenv("CONDA_PREFIX_DATA_INTEROPERABILITY", "true")
     reset_context()
@@ -258,32 +206,19 @@ def test_ssl_verify_false_is_refused_before_downloading(settings: pytest.MonkeyP
 def test_a_build_sets_conda_variables_that_go_when_its_package_does(
     tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object
 ) -> None:
-    channel = _channel_with_cuext(tmp_path)
+    channel = cuext_channel(tmp_path)
     settings.setenv("CUDA_RESOLVE_CONDA_CHANNEL", str(channel.root))
     prefix = tmp_path / "env"
-    _pip_torch(prefix, "2.14.1")
+    pip_torch(prefix, "2.14.1")
     [path] = channel.packages()
-    built = ChannelBuild(
-        package=package_for(
-            KEY,
-            torch=TorchRecord(
-                source="pip", version="2.14.1", build="pypi_0", cuda=CudaVersion(13, 0)
-            ),
-            python=None,
-            python_version="3.11",
-        ),
-        path=path,
-        wheel=path,
-        cache_hit=True,
-    )
-    actions.session().built.append((prefix, built.path))
+    actions.session().built.append((prefix, path))
     actions.after_install("install")
     data = PrefixData(str(prefix))
     assert data.get_environment_env_vars() == {"TORCH_CUDA_ARCH_LIST": "8.0"}
     actions.unset_build_variables(prefix)  # no package of the channel is installed: they go
     assert PrefixData(str(prefix)).get_environment_env_vars() == {}
     # A value the user changed since is theirs: it stays.
-    actions.session().built.append((prefix, built.path))
+    actions.session().built.append((prefix, path))
     actions.after_install("install")
     conda_cli("env", "config", "vars", "set", "-p", str(prefix), "TORCH_CUDA_ARCH_LIST=9.0")  # type: ignore[operator]
     actions.unset_build_variables(prefix)
@@ -293,11 +228,9 @@ def test_a_build_sets_conda_variables_that_go_when_its_package_does(
 def test_active_a_fitting_channel_build_is_pinned_and_nothing_is_built(
     tmp_path: Path, settings: pytest.MonkeyPatch, conda_cli: object
 ) -> None:
-    channel = _channel_with_cuext(
-        tmp_path
-    )  # stands in for a channel's build: sm80, pip's torch 2.14.1
+    channel = cuext_channel(tmp_path)  # stands in for a channel's build: sm80, pip's torch 2.14.1
     prefix = tmp_path / "env"
-    _pip_torch(prefix, "2.14.1")
+    pip_torch(prefix, "2.14.1")
     settings.setenv("CONDA_OVERRIDE_CUDA", "13.0")
     settings.setenv("CUDA_RESOLVE_CONDA_CHANNEL", str(tmp_path / "ours"))
     settings.setenv(
@@ -320,7 +253,7 @@ def test_a_dry_run_says_what_would_be_built_and_builds_nothing(
     empty = LocalChannel(tmp_path / "empty")
     empty.index()
     prefix = tmp_path / "env"
-    _pip_torch(prefix, "2.14.1")
+    pip_torch(prefix, "2.14.1")
     settings.setenv("CUDA_RESOLVE_CONDA_CHANNEL", str(tmp_path / "ours"))
     _active(settings, True)
     out, _, _ = conda_cli(
@@ -390,10 +323,10 @@ def test_later_installs_still_solve_in_an_environment_with_our_packages(
 ) -> None:
     if solver == "rattler":
         pytest.importorskip("conda_rattler_solver", reason="conda-rattler-solver is not installed")
-    channel = _channel_with_cuext(tmp_path)
+    channel = cuext_channel(tmp_path)
     other = _other_channel(tmp_path)
     prefix = tmp_path / "env"
-    _pip_torch(prefix, "2.14.1")
+    pip_torch(prefix, "2.14.1")
     settings.setenv("CONDA_SOLVER", solver)
     settings.setenv("CONDA_OVERRIDE_CUDA", "13.0")
     settings.setenv("CUDA_RESOLVE_CONDA_CHANNEL", str(channel.root))

@@ -46,11 +46,12 @@ from cuda_resolve.errors import UsageError
 from cuda_resolve.versions import CudaVersion
 from cuda_resolve.wheelhouse.key import WheelKey
 
-rattler = pytest.importorskip(
-    "rattler", reason="py-rattler (the test extra) is the solver and transaction here"
-)
-pytest.importorskip(
-    "conda_package_handling", reason="conda-package-handling (the test extra) writes .conda files"
+try:
+    import rattler
+except ImportError:  # a conda venv run by hand (tests/test_conda_create.py imports the packages)
+    rattler = None
+pytestmark = pytest.mark.skipif(
+    rattler is None, reason="py-rattler (the test extra) is the solver and transaction here"
 )
 
 pytest_plugins = ["test_net_support"]
@@ -167,8 +168,8 @@ def pip_torch(prefix: Path, version: str = "2.14.1") -> None:
     (prefix / "conda-meta" / "history").write_text("")
 
 
-def cuext_channel(folder: Path) -> LocalChannel:
-    """cuext 0.1.0 built here for sm80 against pip's torch 2.14.1 (CUDA 13.0), in a channel."""
+def cuext_channel(folder: Path, torch_version: str = "2.14.1") -> LocalChannel:
+    """cuext 0.1.0 built here for sm80 against pip's torch (CUDA 13.0), in a channel."""
     wheel = folder / "cuext-0.1.0-cp311-cp311-manylinux_2_28_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.writestr("cuext/__init__.py", "VALUE = 1\n")
@@ -180,14 +181,16 @@ def cuext_channel(folder: Path) -> LocalChannel:
     key = WheelKey(
         package="cuext",
         version="0.1.0",
-        torch="2.14.1",
+        torch=torch_version.split("+")[0],
         variant="cu130",
         python_tag="cp311",
         platform="manylinux_2_28_x86_64",
         arch_list="8.0",
         recipe_digest="0123456789abcdef",
     )
-    torch = TorchRecord(source="pip", version="2.14.1", build="pypi_0", cuda=CudaVersion(13, 0))
+    torch = TorchRecord(
+        source="pip", version=torch_version, build="pypi_0", cuda=CudaVersion(13, 0)
+    )
     package = package_for(key, torch=torch, python=None, python_version="3.11")
     channel = LocalChannel(folder / "cuext-channel")
     channel.add(wheel_to_conda(wheel, package, folder / "out"), package.subdir)
@@ -258,7 +261,8 @@ def _virtual(cuda: str | None) -> list[object]:
     if cuda is None:
         return []
     name, version = rattler.PackageName("__cuda"), rattler.Version(cuda)
-    return [rattler.GenericVirtualPackage(name, version, rattler.BuildString("0"))]
+    build = getattr(rattler, "BuildString", str)("0")  # older py-rattler (conda's): a str
+    return [rattler.GenericVirtualPackage(name, version, build)]
 
 
 def rattler_solve(
