@@ -108,3 +108,35 @@ def test_a_mirror_serving_a_cpu_build_is_refused_and_the_environment_restored(
     assert "torch-2.13.0" in message and "127.0.0.1" in message and bench["links"] not in message
     assert "restored" in str(failed.value.hint)
     assert read_installed_torch(_site(python)) is None  # the environment is as it was
+
+
+def test_the_pypi_torch_step_keeps_the_users_index_and_drops_links_and_extra_indexes(
+    tmp_path: Path,
+) -> None:
+    from cuda_resolve.install.pip import TargetPip
+    from cuda_resolve.install.pipconfig import pip_indexes
+    from cuda_resolve.install.prepare import options_for_torch_step
+
+    words = ["-i", "http://m.test/simple", "--find-links", "/x", "--extra-index-url"]
+    words += ["http://e.test/simple", "--no-cache-dir"]
+    kept = options_for_torch_step(words, keep_index=True)
+    assert "http://m.test/simple" in kept and "--no-cache-dir" in kept
+    assert "/x" not in kept and "http://e.test/simple" not in kept
+    assert "http://m.test/simple" not in options_for_torch_step(words)  # the PyTorch index's step
+    config = tmp_path / "pip.conf"
+    config.write_text(
+        "[global]\nindex-url = http://mirror.test/simple\nfind-links = /opt/wheels\n"
+        "extra-index-url = http://extra.test/simple\ntimeout = 30\n",
+        encoding="utf-8",
+    )
+    python = copy_venv(tmp_path / "venv")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    environ.update(PIP_CONFIG_FILE=str(config), PIP_FIND_LINKS="/more/wheels")
+    pip = TargetPip(str(python), environ=environ, log_path=tmp_path / "log")
+    step = pip.environ_for(torch_index_only=True, pypi_index=True)
+    seen = pip_indexes(str(python), step)  # what the target's pip reads in that environment
+    assert seen.index_url == "http://mirror.test/simple"
+    assert seen.find_links == () and seen.extra_index_urls == ()
+    assert step["PIP_TIMEOUT"] == "30"  # the rest of the configuration is kept
+    torch_index = pip_indexes(str(python), pip.environ_for(torch_index_only=True))
+    assert torch_index.index_url == "https://pypi.org/simple"  # the step names its index itself
