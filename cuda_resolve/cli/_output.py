@@ -12,6 +12,7 @@ import json
 import sys
 from typing import IO, TYPE_CHECKING, Any, cast
 
+from .._wrap import hanging
 from ..errors import CudaResolveError
 from ..redaction import redact_data, redact_urls
 
@@ -86,19 +87,3 @@ def report_error(exc: CudaResolveError, *, as_json: bool) -> None:
     err.write(f"error: {redact_urls(exc.message)}\n")  # a mirror or proxy URL may carry a password
     if exc.hint:
         err.write(f"hint: {redact_urls(exc.hint)}\n")
-
-
-def hanging(text: str, *, first: str, rest: str, width: int) -> str:
-    """``text`` wrapped to ``width`` with a hanging indent: continuation lines start at ``rest``,
-    never at column 0. Words and URLs are never split (a token longer than the line keeps a line
-    of its own), so what is printed can be copied."""
-    import textwrap
-
-    return textwrap.fill(
-        text,
-        width=max(width, len(first) + 20),
-        initial_indent=first,
-        subsequent_indent=rest,
-        break_long_words=False,
-        break_on_hyphens=False,
-    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..cli._output import hanging
+from .._wrap import hanging
 from ..environment import Environment, Gpu
 from .findings import Finding
 
