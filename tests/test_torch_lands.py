@@ -140,3 +140,24 @@ def test_the_pypi_torch_step_keeps_the_users_index_and_drops_links_and_extra_ind
     assert step["PIP_TIMEOUT"] == "30"  # the rest of the configuration is kept
     torch_index = pip_indexes(str(python), pip.environ_for(torch_index_only=True))
     assert torch_index.index_url == "https://pypi.org/simple"  # the step names its index itself
+
+
+def test_torch_from_pypi_in_a_builds_overlay_asks_the_users_index_alone(tmp_path: Path) -> None:
+    import dataclasses
+    import tempfile
+
+    from test_builder_runner import USER_ENV, FakePip, _build, _spec
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "setup.py").write_text("raise SystemExit('the fake runner never runs this')\n")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tempfile, "tempdir", str(scratch))
+        fake = FakePip()
+        _build(fake, tmp_path, source, spec=dataclasses.replace(_spec(), torch_index=None))
+    torch = fake.runs[0]
+    assert torch.command[-1] == "torch==2.14.1"
+    assert torch.environ["PIP_INDEX_URL"] == USER_ENV["PIP_INDEX_URL"]  # the user's PyPI mirror
+    assert "PIP_FIND_LINKS" not in torch.environ and "PIP_EXTRA_INDEX_URL" not in torch.environ

@@ -169,9 +169,10 @@ def make_build_environment(
 
     ``installed`` is the target's distributions (canonical name -> version), as the caller
     already read them: a build never changes the target, so one reading serves every build.
-    ``pip_install(args, torch_index_only)`` runs the target's ``pip install ARGS`` (the caller's
+    ``pip_install(args, torch_step)`` runs the target's ``pip install ARGS`` (the caller's
     :class:`~cuda_resolve.install.pip.TargetPip`: trust options, environment, log;
-    ``torch_index_only`` asks the PyTorch index alone) and raises on failure. ``pip_options``
+    ``torch_step``: the install of torch, which asks one index alone, the PyTorch index or the
+    user's PyPI index, never find-links) and raises on failure. ``pip_options``
     are the user's pip options for these installs (a proxy, a certificate, constraints); those
     that choose where or what pip installs are not given to an overlay (:func:`overlay_options`).
     """
@@ -193,7 +194,7 @@ def make_build_environment(
             args = [*into, spec.torch_requirement]
             if spec.torch_index:
                 args += [spec.torch_index_option, spec.torch_index]
-            pip_install(args, bool(spec.torch_index))
+            pip_install(args, True)  # torch: its index alone, or the user's PyPI index alone
             overlay_requirements.insert(0, spec.torch_requirement)
         if needed:
             say(f"installing build requirements into a temporary overlay: {', '.join(needed)}")

@@ -245,13 +245,15 @@ class _OneBuild:
         if self.pip.on_note is None and text.startswith(NOTE_PREFIX):  # else the pip says it
             self.report.note(f"{self.label}: {text.removeprefix(NOTE_PREFIX)}")
 
-    def _pip_install(self, args: list[str], torch_index_only: bool) -> None:
-        """One install into the build's overlay (what :func:`make_build_environment` asks)."""
+    def _pip_install(self, args: list[str], torch_step: bool) -> None:
+        """One install into the build's overlay (what :func:`make_build_environment` asks);
+        torch's asks its index alone, or the user's PyPI index alone (issue 27)."""
         status, tail = self.pip.install(
             args,
             environ={**self.base_environ, **self.inside},
             log_path=self.log_path,
-            torch_index_only=torch_index_only,
+            torch_index_only=torch_step,
+            pypi_index=torch_step and not self.spec.torch_index,
             on_line=self._runner_note,
         )
         if status != 0:
