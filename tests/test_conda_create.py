@@ -23,7 +23,8 @@ import pytest
 
 pytest.importorskip(
     "conda",
-    reason="conda is not on PyPI; run these with a conda that has the plugin installed (docs/conda.md)",
+    reason="conda is not on PyPI; run these with a conda that has the plugin installed "
+    "(docs/conda.md)",
 )
 pytest.importorskip("conda.plugins.types", reason="needs a conda with plugin hooks (26.x)")
 
@@ -167,7 +168,8 @@ def test_a_failure_after_the_environment_exists_names_it_and_the_command_that_fi
     setup: tuple[WheelIndex, LocalChannel], tmp_path: Path, conda_cli: object
 ) -> None:
     served, standins = setup
-    good_page = f'<a href="torch-2.14.1_cu130/{WHEEL_NAME}#sha256={hashlib.sha256(served.wheel).hexdigest()}">w</a>'
+    digest = hashlib.sha256(served.wheel).hexdigest()
+    good_page = f'<a href="torch-2.14.1_cu130/{WHEEL_NAME}#sha256={digest}">w</a>'
     served.set_page(
         f'<a href="torch-2.14.1_cu130/{WHEEL_NAME}">w</a>'
     )  # no hash: the plugin refuses the file

@@ -16,7 +16,8 @@ import pytest
 
 pytest.importorskip(
     "conda",
-    reason="conda is not on PyPI; run these with a conda that has the plugin installed (docs/conda.md)",
+    reason="conda is not on PyPI; run these with a conda that has the plugin installed "
+    "(docs/conda.md)",
 )
 pytest.importorskip("conda.plugins.types", reason="needs a conda with plugin hooks (26.x)")
 
