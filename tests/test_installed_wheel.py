@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import trustme
 from _slurm import Cluster, SlurmUnavailable, start_slurm
-from _torch_env import standin_cuda_toolkit, standin_torch_venv
+from _torch_env import copy_venv, standin_cuda_toolkit, standin_torch_venv
 from test_lock_support import StaticIndex, make_wheel, serve, write_profile
 from test_wheel_contents import build_wheel
 
@@ -334,6 +334,24 @@ def test_index_validate_and_show(installed: Installed) -> None:
     installed.run("cuda-resolve", "index", "show", "torch")
 
 
+def test_cuda_pip_builds_installs_and_checks_the_quick_extension(
+    installed: Installed, target: tuple[Path, Path]
+) -> None:
+    python, cuda = target
+    venv = copy_venv(installed.root / "install-target", python.parent.parent)
+    toolkit = {"CUDA_HOME": str(cuda), "PATH": f"{cuda / 'bin'}:{installed.environ['PATH']}"}
+    argv = ["quickext", "--index", str(QUICKEXT_INDEX), "--source", str(QUICKEXT_SOURCE)]
+    argv += ["--python", str(venv), "--arch-list", "8.0"]
+    dry = installed.run("cuda-pip", "install", *argv, "--dry-run", **toolkit)
+    assert "dry run" in dry.stdout + dry.stderr
+    done = installed.run("cuda-pip", "install", *argv, "--json", **toolkit)
+    assert json.loads(done.stdout)["result"]["changed"], done.stdout
+    listed = subprocess.run(
+        [str(venv), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True
+    )
+    assert "quickext" in {item["name"] for item in json.loads(listed.stdout)}
+
+
 @pytest.fixture(scope="module")
 def slurm(installed: Installed) -> Iterator[Cluster]:
     try:
@@ -377,7 +395,7 @@ def test_build_slurm_then_wheelhouse_list_and_publish_to_pypiserver(
     report = json.loads(built.stdout)
     assert [task["state"] for task in report["tasks"]] == ["built", "built"], report
     listed = installed.run("cuda-resolve", "wheelhouse", "list", "--json")
-    assert len(json.loads(listed.stdout)["wheels"]) == 2, listed.stdout
+    assert len(json.loads(listed.stdout)["entries"]) == 2, listed.stdout
     installed.run("cuda-resolve", "wheelhouse", "path")
 
     server = _start_pypiserver(installed.root / "pypiserver")
@@ -411,6 +429,8 @@ class _Pypiserver:
     def stop(self) -> None:
         self.process.kill()
         self.process.wait(timeout=10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
 
 def _start_pypiserver(base: Path) -> _Pypiserver:
@@ -422,13 +442,21 @@ def _start_pypiserver(base: Path) -> _Pypiserver:
     packages.mkdir(parents=True)
     (base.parent / "no-certs").mkdir(exist_ok=True)
     htpasswd = base / "htpasswd"
-    try:
-        from passlib.apache import HtpasswdFile
-    except ImportError:
-        _unavailable("passlib is not installed (the test extra brings it)")
-    entries = HtpasswdFile(str(htpasswd), new=True)
-    entries.set_password(user, password)
-    entries.save()
+    # passlib imports crypt (deprecated: a warning, an error here), so it runs in its own process.
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from passlib.apache import HtpasswdFile as H; "
+            "f = H(sys.argv[1], new=True); f.set_password(sys.argv[2], sys.argv[3]); f.save()",
+            *(str(htpasswd), user, password),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if made.returncode != 0:
+        _unavailable(f"passlib cannot write an htpasswd file: {made.stderr.strip()[-300:]}")
     ca = trustme.CA(organization_name="Installed Wheel Test CA")
     leaf = ca.issue_cert("127.0.0.1", "localhost")
     cert, key, ca_file = base / "cert.pem", base / "key.pem", base / "ca.pem"
