@@ -90,10 +90,12 @@ def main(sites):
         site = os.path.realpath(site)
         if site not in real and os.path.isdir(site):
             real.append(site)
-    dists, egg_links, tilde = [], [], []
+    dists, egg_links, tilde, entries = [], [], [], []
     top = sorted(os.listdir(prefix)) if prefix else []
     for site in real:
-        for entry in sorted(os.listdir(site)):
+        names = sorted(os.listdir(site))
+        entries.append([site, names])
+        for entry in names:
             path = os.path.join(site, entry)
             if entry.startswith("~"):
                 tilde.append(path)
@@ -110,7 +112,7 @@ def main(sites):
                     stem = entry.rsplit(".", 1)[0]
                     name, _, version = stem.partition("-")
                     dists.append({"name": name, "version": version.split("-")[0], "meta": path, "files": [path], "record": False})
-    print(json.dumps({"prefix": prefix, "sites": real, "distributions": dists, "egg_links": egg_links, "tilde": tilde, "top": top}))
+    print(json.dumps({"prefix": prefix, "sites": real, "distributions": dists, "egg_links": egg_links, "tilde": tilde, "top": top, "entries": entries}))
 
 main(sys.argv[1:])
 """
@@ -148,6 +150,8 @@ class State:
     egg_links: tuple[tuple[str, str], ...] = ()  # (path, contents): legacy editables
     tilde: tuple[str, ...] = ()  # pip's own leftovers ("~orch-1.0.dist-info") present then
     top: tuple[str, ...] = ()  # the names in the prefix folder itself (read at begin only)
+    #: (site folder, the names directly in it): what no RECORD lists is known to be new too.
+    entries: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -157,6 +161,7 @@ class State:
             "egg_links": [list(e) for e in self.egg_links],
             "tilde": list(self.tilde),
             "top": list(self.top),
+            "entries": [[site, list(names)] for site, names in self.entries],
         }
 
 
@@ -320,4 +325,8 @@ def _state(data: Any) -> State:
         egg_links=tuple((_str(e[0]), _str(e[1])) for e in _list(data.get("egg_links", []))),
         tilde=tuple(_str(t) for t in _list(data.get("tilde", []))),
         top=tuple(_str(t) for t in _list(data.get("top", []))),
+        entries=tuple(
+            (_str(e[0]), tuple(_str(n) for n in _list(e[1])))
+            for e in _list(data.get("entries", []))
+        ),
     )

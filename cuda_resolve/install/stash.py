@@ -29,8 +29,10 @@ Public API (all in this module; the on-disk record is :mod:`.journal`)::
 - :meth:`Stash.restore` reads the target again and compares every old file with its stashed link
   by inode, so it also mends a pip that was killed half-way: it deletes the files the new
   distributions' ``RECORD`` lists (inside the prefix only, never an old file's inode) and their
-  ``.pyc``, removes new metadata folders, pip's leftover ``~name`` entries and the folders that
-  became empty, then links every changed old file back (link to a temporary name, then rename).
+  byte-code (``.pyc``, and ``.pyc.<digits>`` a killed compile half wrote), removes new metadata
+  folders, pip's leftover ``~name`` entries, what is directly in a site folder that was not there
+  at begin (a package a killed pip wrote before its metadata) and the folders that became
+  empty, then links every changed old file back (link to a temporary name, then rename).
   Afterwards ``pip freeze --all`` of the target is what it was. The stash and journal are then
   removed, unless a file could not be put back (an ``OSError``): both are kept for a retry and
   :attr:`RestoreReport.kept` names the folder. A journal whose stash folder is gone changes
@@ -38,6 +40,9 @@ Public API (all in this module; the on-disk record is :mod:`.journal`)::
   break the target. Legacy editables (``.egg-link``) are not touched; one that changed is
   reported. Restoring puts back the before-state, undoing also whatever else changed the target
   since :meth:`Stash.begin`: hold :func:`target_lock` throughout.
+- Every program started while the stash is open (pip) is recorded beside the journal
+  (:mod:`cuda_resolve._lifeline`); :func:`recover` refuses, changing nothing, while one of them or
+  a process of its session still runs (pip dies with its parent; what pip started may not).
 - :func:`target_lock` serialises cuda-pip runs on one target (keyed by its resolved
   ``sys.prefix``; a ``filelock`` lock the system releases when its process dies). It yields the
   prefix. Timing out is an :class:`~cuda_resolve.errors.InstallError` naming the target.
@@ -48,6 +53,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -91,6 +97,8 @@ __all__ = [
 
 #: The stash folder's name in the target's prefix: ``.cuda-resolve-stash-<journal id>``.
 STASH_PREFIX = ".cuda-resolve-stash-"
+#: Byte-code, finished (``.pyc``) or half-written by a killed compile (``.pyc.<digits>``).
+_BYTECODE = re.compile(r"\.pyc(\.[0-9]+)?$")
 _DISCARDED = ".discarded"
 
 
@@ -446,6 +454,7 @@ class _Restore:
         put_back = {meta: self._link_back(paths) for meta, paths in changed.items()}
         self._remove_pip_leftovers()
         self._prune()
+        self._remove_unlisted()  # after the prune: only what no removal accounted for
         self._report(changed, put_back, foreign, now_metas)
         self._check_egg_links()
         return self.restored, self.not_restored, self.failed
@@ -514,11 +523,13 @@ class _Restore:
         self.emptied.add(os.path.dirname(path))
 
     def _delete_bytecode(self, path: str) -> None:
+        """The byte-code of ``path``, and the half-written ``*.pyc.NNN`` a pip killed while
+        compiling leaves (importlib writes under a temporary name, then renames)."""
         folder = os.path.join(os.path.dirname(path), "__pycache__")
         stem = os.path.basename(path)[:-3] + "."
         with contextlib.suppress(OSError):
             for entry in os.scandir(folder):
-                if entry.name.startswith(stem) and entry.name.endswith(".pyc"):
+                if entry.name.startswith(stem) and _BYTECODE.search(entry.name):
                     self._delete(entry.path)
 
     def _link_back(self, paths: list[str]) -> list[str]:
@@ -543,6 +554,29 @@ class _Restore:
                             shutil.rmtree(entry.path, ignore_errors=True)
                         else:
                             self._delete(entry.path)
+
+    def _remove_unlisted(self) -> None:
+        """What is directly in a site folder now and was not at begin, and no RECORD listed: a
+        package a killed pip had written before its metadata (a wheel's ``.dist-info`` comes
+        last), or its byte-code. Restoring the before-state removes it; it is reported."""
+        for site, names in self.before.entries:
+            known = set(names)
+            with contextlib.suppress(OSError):
+                for entry in sorted(os.scandir(site), key=lambda e: e.name):
+                    if entry.name in known or entry.name.startswith("~"):
+                        continue
+                    if _inside(self.journal.stash, entry.path):
+                        continue
+                    if not entry.is_dir(follow_symlinks=False):
+                        self._delete(entry.path)  # says so when it cannot
+                    elif not _remove_tree_fully(entry.path):
+                        self.not_restored.append(f"{entry.path}: could not be removed")
+                        self.failed = True
+                    if _lstat(entry.path) is None:
+                        self.restored.append(
+                            f"{entry.path} removed (written since the install began; "
+                            "no installed package lists it)"
+                        )
 
     def _prune(self) -> None:
         """Remove the folders that the removals left empty (never a site folder, its parents, or
@@ -684,3 +718,8 @@ def _remove_discarded(prefix: str) -> None:
 
 def _remove_tree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_tree_fully(path: str) -> bool:
+    shutil.rmtree(path, ignore_errors=True)
+    return _lstat(path) is None
