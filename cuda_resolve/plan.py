@@ -20,6 +20,7 @@ from .environment import Environment
 from .errors import UsageError
 from .index.urls import expand_pattern
 from .profile import environment_from_dict, environment_to_dict
+from .wheelhouse.errors import WheelhouseError
 from .wheelhouse.key import WheelKey
 
 if TYPE_CHECKING:  # the resolver is imported only where a plan is resolved (not for a lock's sync)
@@ -99,6 +100,9 @@ class PlanItem:
 
     @classmethod
     def from_table(cls, table: Table) -> PlanItem:
+        from ._plan_checks import check_item_table
+
+        check_item_table(table)
         kind = table.string("kind")
         if kind not in ("wheel", "build", "installed"):
             raise table.fail("kind", f"= {kind!r}: expected wheel, build or installed")
@@ -156,6 +160,9 @@ class PipStep:
 
     @classmethod
     def from_table(cls, table: Table) -> PipStep:
+        from ._plan_checks import check_pip_words
+
+        check_pip_words(table, "args", table.strings("args"))
         step = cls(
             purpose=table.string("purpose"),
             args=table.strings("args"),
@@ -190,13 +197,25 @@ class PlannedBuild:
 
     @classmethod
     def from_table(cls, table: Table) -> PlannedBuild:
+        from ._plan_checks import check_build_table
+
+        check_build_table(table)
         key_table = table.table("wheel_key", required=True)
         assert key_table is not None
-        key = WheelKey.from_json(key_table.data, origin=key_table.where())
+        try:
+            key = WheelKey.from_json(key_table.data, origin=key_table.where())
+        except WheelhouseError as exc:  # bad input in a plan: exit 2, as any other field
+            raise PlanFormatError(exc.message, hint=exc.hint) from None
         source = table.string("source")
         reused = table.string("reused", None)
-        for extra in ("wheel_digest", "wheel_version"):
-            table.string(extra, None)
+        # Written for the reader: what the key says, never another wheel's.
+        for extra, derived in (
+            ("wheel_digest", key.digest),
+            ("wheel_version", key.labelled_version),
+        ):
+            written = table.string(extra, None)
+            if written is not None and written != derived:
+                raise table.fail(extra, f"= {written!r}: the wheel key's is {derived!r}")
         return cls(spec=spec_from_json(table), key=key, source=source, reused=reused)
 
 
@@ -264,14 +283,14 @@ class Plan:
     @classmethod
     def from_json(cls, data: object, *, origin: str = "<plan>") -> Plan:
         """The plan :meth:`to_json` wrote (format 2, complete): errors name ``origin`` and the key."""
+        from ._plan_checks import check_plan, check_trust, plain_data
         from ._toml import Table
 
         hint = "write the plan with `cuda-resolve plan REQ... --json > plan.json` (this version of cuda-resolve), then apply it"
         if not isinstance(data, dict):
             raise PlanFormatError(f"{origin}: not a plan (expected a JSON object)", hint=hint)
-        table = Table(
-            _without_nulls(data), origin=origin, path="", error=PlanFormatError, hint=hint
-        )
+        plain = plain_data(data, origin=origin, error=PlanFormatError, hint=hint)
+        table = Table(plain, origin=origin, path="", error=PlanFormatError, hint=hint)
         version = table.integer("format", 1)
         if version != PLAN_FORMAT:
             newer = version > PLAN_FORMAT
@@ -296,6 +315,7 @@ class Plan:
             trust: tuple[str, ...] | None = None
         elif isinstance(trust_value, list) and all(isinstance(word, str) for word in trust_value):
             trust = tuple(trust_value)
+            check_trust(table, trust)
         else:
             raise table.fail(
                 "trust",
@@ -323,6 +343,7 @@ class Plan:
             skip_pip=table.string("skip_pip", None),
         )
         table.finish(allowed_extra=("rejected", "alternatives", "command", "trust"))
+        check_plan(plan, table)
         return plan
 
     def explain_lines(self, *, per_group: int = 3) -> list[str]:
@@ -465,12 +486,3 @@ def make_plan(resolution: Resolution, env: Environment) -> Plan:
         rejected=tuple(dict.fromkeys(resolution.rejected)),
         alternatives=resolution.alternatives,
     )
-
-
-def _without_nulls(value: Any) -> Any:
-    """JSON's null means "absent" in a plan document: the readers take defaults for it."""
-    if isinstance(value, dict):
-        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
-    if isinstance(value, list):
-        return [_without_nulls(item) for item in value]
-    return value

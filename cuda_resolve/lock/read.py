@@ -4,14 +4,16 @@ the document that is wrong (``packages[3].wheels[0].hashes``), then cuda-resolve
 
 from __future__ import annotations
 
+import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
-from .._toml import Table
+from .._toml import Table, shown
 from ..errors import LockError, UsageError
 from . import LOCK_VERSION
 from .document import ProfileRecord
@@ -107,7 +109,31 @@ def _validated(text: str, origin: str) -> tuple[dict[str, Any], Pylock, list[str
     except PylockValidationError as exc:
         where = f"{exc.context}: " if exc.context else ""
         raise LockFormatError(f"{origin}: {where}{exc.message}", hint=_HINT) from None
+    _check_hashes(data, origin)
     return data, pylock, notes
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _check_hashes(data: dict[str, Any], origin: str) -> None:
+    """Every file's sha256 is 64 lower-case hex digits: the cache keeps a file under its hash
+    (``sha256[:2]/sha256/name``), so a hash is checked before it is ever part of a path."""
+    packages = data.get("packages")
+    for position, package in enumerate(packages if isinstance(packages, list) else ()):
+        if not isinstance(package, dict):
+            continue
+        files = [(f"wheels[{n}]", w) for n, w in enumerate(package.get("wheels") or ())]
+        files += [(key, package.get(key)) for key in ("sdist", "archive")]
+        for where, entry in files:
+            hashes = entry.get("hashes") if isinstance(entry, dict) else None
+            sha256 = hashes.get("sha256") if isinstance(hashes, dict) else None
+            if sha256 is not None and not (isinstance(sha256, str) and _SHA256.fullmatch(sha256)):
+                raise LockFormatError(
+                    f"{origin}: packages[{position}].{where}.hashes.sha256 = {shown(sha256)}:"
+                    " expected 64 lower-case hex digits",
+                    hint=_HINT,
+                )
 
 
 def parse_lock(text: str, *, origin: str = "<lock>") -> ReadLock:
@@ -143,7 +169,24 @@ def parse_lock(text: str, *, origin: str = "<lock>") -> ReadLock:
     )
 
 
+def _checked(table: Table, key: str, parser: Callable[[str], object]) -> str | None:
+    """The string at ``key`` (None when absent), refused naming the key unless ``parser`` reads it:
+    sync compares these facts with the machine it runs on."""
+    text: str | None = table.string(key, None)
+    if text is not None:
+        table.parsed(key, parser)
+    return text
+
+
 def _record(name: str, table: Table) -> ProfileRecord:
+    from ..index.model import parse_arch_list
+    from ..versions import ComputeCapability, CudaVersion, DriverVersion
+
+    for position, text in enumerate(table.strings("capabilities", ())):
+        try:
+            ComputeCapability.parse(text)
+        except ValueError as exc:
+            raise table.fail(f"capabilities[{position}]", f"= {shown(text)}: {exc}") from None
     record = ProfileRecord(
         name=name,
         source=table.string("source"),
@@ -152,14 +195,14 @@ def _record(name: str, table: Table) -> ProfileRecord:
         os=table.string("os"),
         arch=table.string("arch"),
         glibc=table.string("glibc", None),
-        driver=table.string("driver", None),
-        driver_cuda=table.string("driver-cuda", None),
+        driver=_checked(table, "driver", DriverVersion.parse),
+        driver_cuda=_checked(table, "driver-cuda", CudaVersion.parse),
         gpus=table.strings("gpus", ()),
         capabilities=table.strings("capabilities", ()),
         torch=table.string("torch", None),
-        torch_cuda=table.string("torch-cuda", None),
-        torch_arch_list=table.string("torch-arch-list", None),
-        toolkit=table.string("toolkit", None),
+        torch_cuda=_checked(table, "torch-cuda", CudaVersion.parse),
+        torch_arch_list=_checked(table, "torch-arch-list", parse_arch_list),
+        toolkit=_checked(table, "toolkit", CudaVersion.parse),
         decision=table.strings("decision", ()),
         interpreter=table.string("interpreter", ""),
         builds=table.strings("builds", ()),
