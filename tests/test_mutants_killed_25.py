@@ -405,15 +405,16 @@ def _cli(*words: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedPro
     )
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def planned_on_an_h200(
-    tmp_path: Path, torch_venv_template: Path
+    tmp_path_factory: pytest.TempPathFactory, torch_venv_template: Path
 ) -> tuple[Path, Path, dict[str, str]]:
     """(the plan file, the target's python, the environment of the machine it was made on): a
     build of the fixture extension for an H200 (9.0) on driver 580, against a stand-in torch
     2.14.1+cu130 and a stand-in CUDA 13.0 toolkit."""
     from _torch_env import copy_venv
 
+    tmp_path = tmp_path_factory.mktemp("made-on-an-h200")
     python = copy_venv(tmp_path / "target", torch_venv_template)
     cuda = standin_cuda_toolkit(tmp_path / "cuda")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
@@ -471,7 +472,7 @@ def test_a_plan_is_refused_on_a_machine_whose_driver_or_gpus_it_does_not_fit(
     assert elsewhere.returncode == 1, elsewhere.stdout + elsewhere.stderr
     assert said in elsewhere.stderr and "Traceback" not in elsewhere.stderr, elsewhere.stderr
     assert "make the plan again on (or for) this machine" in elsewhere.stderr
-    assert not list((tmp_path / "wheelhouse").rglob("*.whl"))
+    assert not list(Path(env["CUDA_RESOLVE_WHEELHOUSE"]).rglob("*.whl"))
 
 
 # -- sync --name auto and the driver the locked torch needs ----------------------------------------
