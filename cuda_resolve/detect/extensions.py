@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._bounded import read_head, read_text
 from .._bounded import run as run_bounded
+from .._dist_metadata import normalized_name
 from ..environment import ExtensionBinary
 from ._cache import file_identity
 
@@ -277,10 +278,6 @@ def _inspect(
     return sass, ptx, missing, tuple(notes)
 
 
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 class _Distributions:
     """Which installed distribution a file below a site-packages folder belongs to, by its
     top-level folder: the .dist-info of that name, else the one whose top_level.txt lists it."""
@@ -299,7 +296,7 @@ class _Distributions:
                 entries = []
             for entry in sorted(entries):
                 name, _, version = entry[: -len(".dist-info")].partition("-")
-                self.by_name.setdefault(_canonical(name), f"{name} {version}".strip())
+                self.by_name.setdefault(normalized_name(name), f"{name} {version}".strip())
         return self.by_name
 
     def owner(self, path: Path) -> str | None:
@@ -309,8 +306,8 @@ class _Distributions:
             return None
         top = top.split(".", 1)[0] if top.endswith(".so") or ".so." in top else top
         by_name = self._scan()
-        if _canonical(top) in by_name:
-            return by_name[_canonical(top)]
+        if normalized_name(top) in by_name:
+            return by_name[normalized_name(top)]
         if self.by_top_level is None:
             self.by_top_level = {}
             for label in by_name.values():

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .._dist_metadata import normalized_name
 from ..environment import InstalledExtension, NvidiaWheel, PythonInfo, TorchInfo
 from ..errors import CudaResolveError, UsageError
 from ..versions import CudaVersion
@@ -100,10 +101,6 @@ _PACKAGE_NAME = re.compile(
 )
 
 
-def _normalized(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _package_file_name(entry: Any) -> str:
     """The ``[package]`` table's ``name`` in an index package file, read as text (no TOML parse);
     the file's stem when it cannot be read or names none (the index parser reports that)."""
@@ -143,7 +140,7 @@ def curated_extension_names(environ: Mapping[str, str]) -> tuple[str, ...]:
             continue
         for entry in entries:
             if entry.name.endswith(".toml") and not entry.name.startswith(".#"):
-                names.add(_normalized(_package_file_name(entry)))
+                names.add(normalized_name(_package_file_name(entry)))
     return tuple(sorted(names))
 
 
@@ -374,7 +371,7 @@ def probe_target(
     names = (
         curated_extension_names(environ)
         if extension_names is None
-        else tuple(sorted({_normalized(n) for n in extension_names}))
+        else tuple(sorted({normalized_name(n) for n in extension_names}))
     )
     if python is None:
         report = _in_process_report(cache, names)

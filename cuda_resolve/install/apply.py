@@ -20,6 +20,7 @@ from ..environment import Environment
 from ..errors import UsageError
 from ..index.model import parse_arch_list
 from ..plan import Plan, PlanFormatError, PlannedBuild
+from ..versions import same_version
 
 __all__ = ["PlanFactChanged", "check_plan_facts", "read_plan_file"]
 
@@ -88,7 +89,7 @@ def _check_kept_builds(plan: Plan, env: Environment) -> None:
         if item.kind != "installed" or item.name in ("torch", "torchvision", "torchaudio"):
             continue
         found = here.get(canonicalize_name(item.name))
-        if found is None or not _same_version(found, item.version):
+        if found is None or not same_version(found, item.version):
             raise _changed(f"the installed {item.name}", item.version, found or "none")
         for gpu in env.gpus:
             if item.arch_list and not build_covers_gpu(
@@ -99,15 +100,6 @@ def _check_kept_builds(plan: Plan, env: Environment) -> None:
                     item.arch_list,
                     f"GPU {gpu.index} ({gpu.name}, compute capability {gpu.compute_capability}) that it does not cover",
                 )
-
-
-def _same_version(one: str, other: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(one) == Version(other)
-    except InvalidVersion:
-        return one == other
 
 
 def check_plan_facts(plan: Plan, env: Environment) -> Plan:

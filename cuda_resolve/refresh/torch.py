@@ -51,7 +51,7 @@ from ..net.client import HttpClient
 from ..net.errors import FetchError
 from ..net.pages import file_name, page_links
 from ..net.remote_zip import RemoteZip
-from ..versions import CudaVersion
+from ..versions import CudaVersion, same_version
 from ._readings import ReadingCache
 from .common import (
     UNREACHABLE_KINDS,
@@ -511,14 +511,7 @@ def _loopback(url: str) -> bool:
 
 
 def _key(releases: Mapping[str, Any], version: Version) -> str:
-    return next(text for text in releases if _same(text, version))
-
-
-def _same(text: str, version: Version) -> bool:
-    try:
-        return Version(text) == version
-    except InvalidVersion:
-        return False
+    return next(text for text in releases if same_version(text, str(version)))
 
 
 def _release_facts(

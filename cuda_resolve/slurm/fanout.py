@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .._bounded import read_text
+from .._dist_metadata import normalized_name
 from ..errors import UsageError
 from ..paths import user_cache_dir, write_atomic
 from . import scheduler
@@ -147,15 +148,11 @@ def runs_root(environ: Mapping[str, str]) -> Path:
     return Path(override) if override else user_cache_dir(environ) / "slurm"
 
 
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _requirement_for(package: str, requests: Sequence[str]) -> str:
     """The request that names ``package`` (``kaolin==0.17.0`` for kaolin), else the bare name."""
     for request in requests:
         name = re.split(r"[\s\[<>=!~;@(]", request.strip(), maxsplit=1)[0]
-        if _canonical(name) == _canonical(package):
+        if normalized_name(name) == normalized_name(package):
             return request
     return package
 

@@ -272,10 +272,20 @@ class WheelKey:
     @property
     def digest(self) -> str:
         """16 hex digits of sha256 over every field (package canonicalized): the folder name."""
+        text = json.dumps(
+            [_DIGEST_FORMAT, self._canonical_fields()], sort_keys=True, separators=(",", ":")
+        )
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+    def same_as(self, other: WheelKey) -> bool:
+        """Equal keys, the package compared canonicalized (``Pointnet2_Ops`` is
+        ``pointnet2-ops``): the one comparison of two keys (a lookup, a served wheel's key)."""
+        return self._canonical_fields() == other._canonical_fields()
+
+    def _canonical_fields(self) -> dict[str, str]:
         data = self.to_json()
         data["package"] = self.canonical_package
-        text = json.dumps([_DIGEST_FORMAT, data], sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        return data
 
     # -- serialization ---------------------------------------------------------------------
 

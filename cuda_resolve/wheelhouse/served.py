@@ -302,7 +302,7 @@ class ServedIndex:
                         f"it carries no {KEY_FILE} (not published by cuda-resolve's wheelhouse)",
                         hint="publish it again with `cuda-resolve wheelhouse publish`",
                     )
-                if not _same(carried, key):
+                if not carried.same_as(key):
                     different = [
                         f
                         for f, v in carried.to_json().items()
@@ -313,12 +313,6 @@ class ServedIndex:
                         hint="it was built for another torch or recipe; a local build is made instead",
                     )
                 return house.publish(key, target, strip_debug=False)
-
-
-def _same(a: WheelKey, b: WheelKey) -> bool:
-    left, right = a.to_json(), b.to_json()
-    left["package"], right["package"] = a.canonical_package, b.canonical_package
-    return left == right
 
 
 def _first_line(exc: CudaResolveError) -> str:

@@ -274,13 +274,6 @@ def _parse_entry(path: Path, text: str) -> StoredWheel:
     )
 
 
-def _same_key(a: WheelKey, b: WheelKey) -> bool:
-    """Equal keys, the package compared canonicalized (``Pointnet2_Ops`` is ``pointnet2-ops``)."""
-    left, right = a.to_json(), b.to_json()
-    left["package"], right["package"] = a.canonical_package, b.canonical_package
-    return left == right
-
-
 def rank_covering(
     entries: Iterable[StoredWheel], query: KeyQuery, capabilities: Sequence[ComputeCapability]
 ) -> list[tuple[StoredWheel, Coverage]]:
@@ -634,7 +627,7 @@ class Wheelhouse:
             entry = _parse_entry(path, text)
         except WheelhouseError:
             return None
-        if not _same_key(entry.key, key) or self.verify(entry) is not None:
+        if not entry.key.same_as(key) or self.verify(entry) is not None:
             return None
         return entry
 
