@@ -161,3 +161,69 @@ def test_torch_from_pypi_in_a_builds_overlay_asks_the_users_index_alone(tmp_path
     assert torch.command[-1] == "torch==2.14.1"
     assert torch.environ["PIP_INDEX_URL"] == USER_ENV["PIP_INDEX_URL"]  # the user's PyPI mirror
     assert "PIP_FIND_LINKS" not in torch.environ and "PIP_EXTRA_INDEX_URL" not in torch.environ
+
+
+def test_the_landing_check_compares_release_variant_and_cuda_and_names_the_file() -> None:
+    from cuda_resolve.install.verify import planned_torch, torch_mismatch, torch_supplier
+    from cuda_resolve.plan import PlanItem
+    from cuda_resolve.torch_identity import TorchIdentity, identity_from
+
+    wheel = PlanItem(name="torch", version="2.13.0", kind="wheel", variant="cu130")
+    kept = PlanItem(name="torch", version="2.13.0+cu130", kind="installed")
+    planned = planned_torch([wheel])
+    assert planned is not None and planned == planned_torch([kept])
+    assert planned_torch([PlanItem(name="numpy", version="2.0", kind="wheel")]) is None
+
+    def landed(label: str, cuda: str | None, pip: str | None = None) -> TorchIdentity | None:
+        return identity_from(
+            version_py={"__version__": label, "cuda": cuda}, metadata_version=pip or label
+        )
+
+    assert torch_mismatch(planned, landed("2.13.0+cu130", "13.0", "2.13.0")) is None
+    cpu = torch_mismatch(planned, landed("2.13.0+cpu", None))
+    assert cpu is not None and "(a CPU build)" in cpu
+    other = torch_mismatch(planned, landed("2.13.0+cu126", "12.6"))
+    assert other is not None and "another build variant" in other
+    release = torch_mismatch(planned, landed("2.14.0+cu130", "13.0"))
+    assert release is not None and "another release" in release
+    cuda = torch_mismatch(planned, landed("2.13.0", "12.8", "2.13.0"))
+    assert cuda is not None and "another build variant" in cuda  # cu128, not cu130
+    mixed = torch_mismatch(planned, landed("2.13.0+cu130", "12.8"))  # a label and a CUDA apart
+    assert mixed is not None and "torch.version.cuda is 12.8" in mixed
+    assert "no torch is installed" in (torch_mismatch(planned, None) or "")
+
+    took = landed("2.13.0+cpu", None)
+    assert took is not None
+    lines = [
+        "Looking in links: /opt/wheels",
+        "Processing /opt/wheels/torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl",
+        "Downloading http://m.test/files/numpy-2.0-py3-none-any.whl (1 kB)",
+    ]
+    named = torch_supplier(took, lines)
+    assert named.startswith("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl (pip: ")
+    quoted = ["Downloading http://m.test/whl/torch-2.13.0%2Bcpu-py3-none-any.whl (1 kB)"]
+    assert torch_supplier(took, quoted).startswith("http://m.test/whl/torch-2.13.0%2Bcpu")
+    assert "local label" in torch_supplier(took, [])
+
+
+def test_the_landing_check_refuses_a_cpu_torch_unless_pip_installs_elsewhere(
+    tmp_path: Path,
+) -> None:
+    from cuda_resolve.environment import Environment, Machine, PythonInfo
+    from cuda_resolve.install.transaction import _check_torch_landed
+    from cuda_resolve.plan import Plan, PlanItem
+
+    site = tmp_path / "site"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "version.py").write_text("__version__ = '2.13.0+cpu'\ncuda = None\n")
+    env = Environment(
+        machine=Machine(), python=PythonInfo(version="3.11.7", site_packages=(str(site),))
+    )
+    item = PlanItem(name="torch", version="2.13.0", kind="wheel", variant="cu130")
+    plan = Plan(environment=env, items=(item,), pass_through=(), reasons=(), rejected=())
+    notes: list[str] = []
+    with pytest.raises(InstallError, match=r"\(a CPU build\)"):
+        _check_torch_landed(plan, env, InstallOptions(), [], tmp_path / "log", notes)
+    elsewhere = InstallOptions(pip_args=("--target", str(tmp_path / "t")))
+    _check_torch_landed(plan, env, elsewhere, [], tmp_path / "log", notes)
+    assert notes == ["pip installs outside the target's site-packages: torch's build not checked"]

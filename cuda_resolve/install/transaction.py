@@ -561,7 +561,7 @@ def _install_and_check(
                     hint=f"the environment was restored as it was; full log: {log_path}",
                 )
         after = installed_distributions(python, base)
-    _check_torch_landed(plan, env, wheel_lines, log_path)
+    _check_torch_landed(plan, env, options, wheel_lines, log_path, notes)
     changed = _diff(before, after)
     verified: list[str] = []
     if options.verify and plan.imports:
@@ -592,16 +592,29 @@ def _install_and_check(
     return changed, verified, smoke_results, ran
 
 
+#: pip options that install somewhere else than the target's site-packages.
+_ELSEWHERE = frozenset({"--target", "--prefix", "--root"})
+
+
 def _check_torch_landed(
-    plan: Plan, env: Environment, pip_lines: Sequence[str], log_path: Path
+    plan: Plan,
+    env: Environment,
+    options: InstallOptions,
+    pip_lines: Sequence[str],
+    log_path: Path,
+    notes: list[str],
 ) -> None:
     """Refuse (the caller restores the environment) a torch other than the planned build: a CPU
     build, another variant or release, read from its files (:func:`.verify.torch_mismatch`)."""
     from ..torch_identity import read_installed_torch
+    from .pipoptions import find_options
     from .verify import planned_torch, torch_mismatch, torch_supplier
 
     planned = planned_torch(plan.items)
     if planned is None or not env.python.site_packages:
+        return
+    if any(f.option.name in _ELSEWHERE for f in find_options(options.pip_args, lenient=True)):
+        notes.append("pip installs outside the target's site-packages: torch's build not checked")
         return
     landed = read_installed_torch(env.python.site_packages)
     problem = torch_mismatch(planned, landed)
