@@ -646,3 +646,25 @@ def test_two_indexes_serving_different_files_under_one_name_are_refused_by_lock(
     assert f"{wheel} differs between {url}/whl/cu126/{wheel} and {url}/whl/cpu/{wheel}" in said
     assert "two indexes serve different files under one name" in said
     assert not output.exists()
+
+
+def test_a_plan_without_builds_is_refused_on_a_machine_with_a_gpu_it_was_not_made_for(
+    tmp_path: Path, planned_on_an_h200: tuple[Path, Path, dict[str, str]]
+) -> None:
+    """Nothing is built, so no arch list speaks for the new GPU: a plan made for the H200 alone
+    (keep the installed torch) is refused on a machine with a GPU of another compute
+    capability; where it was made it goes ahead."""
+    _, python, env = planned_on_an_h200
+    made = _cli("plan", "torch", "--python", str(python), "--json", env=env, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert [(i["name"], i["kind"]) for i in json.loads(made.stdout)["install"]] == [
+        ("torch", "installed")
+    ]
+    plan = tmp_path / "plan.json"
+    plan.write_text(made.stdout, encoding="utf-8")
+    words = ("apply", str(plan), "--python", str(python), "--dry-run")
+    assert _cli(*words, env=env, cwd=tmp_path).returncode == 0
+    elsewhere = _cli(*words, env={**env, "CUDA_RESOLVE_CUDA_ARCH": "9.0,12.0"}, cwd=tmp_path)
+    assert elsewhere.returncode == 1, elsewhere.stdout + elsewhere.stderr
+    said = "the plan was made for GPUs of compute capability 9.0; this machine has GPU 1"
+    assert said in elsewhere.stderr, elsewhere.stderr
