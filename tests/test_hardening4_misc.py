@@ -4,18 +4,26 @@
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 # The tiny-wheel and venv helpers of the stash tests: the same real pip into a real venv.
 from test_install_stash import _pip, _wheel
+from test_wheelhouse import make_key, make_wheel
 
+from cuda_resolve.cli import main
 from cuda_resolve.install.stash import Stash, pending, recover
+from cuda_resolve.wheelhouse import Wheelhouse
 
 # -- the restore is complete -------------------------------------------------------------------
 
@@ -104,3 +112,97 @@ def test_a_package_written_before_its_metadata_is_removed(venv: Path, tmp_path: 
     assert sorted(report.restored) == [f"{site / 'ghost'} {why}", f"{site / 'ghostmod.py'} {why}"]
     assert not _imports(venv, "ghost") and not _imports(venv, "ghostmod")
     assert (site / "keep.py").exists() and _imports(venv, "keep")
+
+
+# -- partial publish results are reported as partial ------------------------------------------
+
+
+class _Uploads:
+    """A loopback stand-in for an index server's upload API: the first ``ok`` uploads are taken
+    (200), an upload of a file it holds is 409, every later one is answered ``status``."""
+
+    def __init__(self, ok: int, status: int) -> None:
+        self.ok, self.status = ok, status
+        self.stored: list[str] = []
+
+
+def _upload_server(uploads: _Uploads) -> tuple[http.server.ThreadingHTTPServer, str]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            name = re.search(rb'filename="([^"]+)"', body)
+            filename = name.group(1).decode() if name else "?"
+            if filename in uploads.stored:
+                code = 409
+            elif len(uploads.stored) < uploads.ok:
+                uploads.stored.append(filename)
+                code = 200
+            else:
+                code = uploads.status
+            self.send_response(code)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/"
+
+
+@pytest.fixture
+def house(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A wheelhouse of three entries; their file names, in publish order."""
+    root = tmp_path / "house"
+    monkeypatch.setenv("CUDA_RESOLVE_WHEELHOUSE", str(root))
+    store = Wheelhouse(root)
+    for package in ("alpha_ext", "beta_ext", "gamma_ext"):
+        store.publish(make_key(package=package), make_wheel(tmp_path / package, name=package))
+    return [entry.path.name for entry in store.entries()]
+
+
+def _publish_json(url: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    code = main(["wheelhouse", "publish", "--to", url, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("status", [500, 403])
+def test_publish_json_that_fails_part_way_lists_what_is_on_the_server(
+    house: list[str], status: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uploads = _Uploads(ok=1, status=status)
+    server, url = _upload_server(uploads)
+    try:
+        code, first = _publish_json(url, capsys)  # alpha taken, beta refused
+        uploads.ok = 2
+        again, second = _publish_json(url, capsys)  # alpha there (409), beta taken, gamma refused
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert code == again == 1
+    for document in (first, second):
+        assert document["partial"] is True and f"HTTP {status}" in document["error"]
+        assert document["hint"]
+    assert [(w["file"], w["status"]) for w in first["wheels"]] == [(uploads.stored[0], "uploaded")]
+    assert first["failed"] == house[1] and first["not_tried"] == [house[2]]
+    assert "1 wheel already on the server" in first["error"]
+    assert [(w["file"], w["status"]) for w in second["wheels"]] == [
+        (uploads.stored[0], "already there"),
+        (uploads.stored[1], "uploaded"),
+    ]
+    assert second["failed"] == house[2] and second["not_tried"] == []
+    assert "2 wheels already on the server" in second["error"]
+
+
+def test_publish_text_that_fails_first_says_nothing_was_published(
+    house: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    server, url = _upload_server(_Uploads(ok=0, status=500))
+    try:
+        assert main(["wheelhouse", "publish", "--to", url]) == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+    err = capsys.readouterr().err
+    assert "HTTP 500" in err and "no wheel was published, 2 not tried" in err

@@ -1,4 +1,5 @@
-"""Upload the wheelhouse's wheels to a lab's index server (pypiserver, devpi) with the legacy upload API.
+"""Upload the wheelhouse's wheels to a lab's index server (pypiserver, devpi) with the legacy upload
+API.
 
 One multipart POST per wheel with ``:action=file_upload`` (the API ``twine upload`` speaks and both
 servers accept), the wheel as ``content`` and its sha256. Each wheel is relabelled on the way when
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from ..errors import UsageError
+from ..errors import CudaResolveError, UsageError
 from ..redaction import redact, register_secret
 from .errors import WheelhouseError
 from .rewrite import read_wheel_key, rewrite_wheel
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Credentials",
+    "PublishIncomplete",
     "UploadOutcome",
     "default_pypirc",
     "find_credentials",
@@ -86,7 +88,8 @@ def _pypirc(path: Path) -> configparser.RawConfigParser:
     except (configparser.Error, UnicodeDecodeError) as exc:
         raise UsageError(
             f"{path}: cannot be read ({type(exc).__name__})",
-            hint="fix the file (twine's format: [distutils] index-servers, then one section per server)",
+            hint="fix the file (twine's format: [distutils] index-servers, then one "
+            "section per server)",
         ) from None
     return parser
 
@@ -118,7 +121,8 @@ def resolve_target(
         if served_url is None:
             raise UsageError(
                 "wheelhouse publish: no server to publish to",
-                hint="give --to URL (the index's upload URL), or set wheelhouse_url in the config file "
+                hint="give --to URL (the index's upload URL), or set wheelhouse_url in the "
+                "config file "
                 "(or $CUDA_RESOLVE_WHEELHOUSE_URL)",
             )
         url = served_url
@@ -135,8 +139,10 @@ def resolve_target(
             or not parser.get(target, "repository", fallback="")
         ):
             raise UsageError(
-                f"wheelhouse publish --to {target!r}: not a URL, and {pypirc} has no [{target}] with a repository",
-                hint="give the index's URL (https://host/ for pypiserver, https://host/USER/INDEX/ for devpi)",
+                f"wheelhouse publish --to {target!r}: not a URL, and {pypirc} has no [{target}] "
+                "with a repository",
+                hint="give the index's URL (https://host/ for pypiserver, "
+                "https://host/USER/INDEX/ for devpi)",
             )
         target_url, section = parser.get(target, "repository"), target
     else:
@@ -146,7 +152,8 @@ def resolve_target(
     except ValueError as exc:
         raise UsageError(
             f"wheelhouse publish --to {redact(target_url)!r}: {exc}",
-            hint="the index's upload URL: https://host/ for pypiserver, https://host/USER/INDEX/ for devpi",
+            hint="the index's upload URL: https://host/ for pypiserver, "
+            "https://host/USER/INDEX/ for devpi",
         ) from None
 
 
@@ -268,10 +275,13 @@ def _form(fields: Sequence[tuple[str, str]], wheel: Path) -> tuple[bytes, str]:
     parts: list[bytes] = []
     for name, value in fields:
         parts.append(
-            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
+            (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'
+            ).encode()
         )
     parts.append(
-        f'--{boundary}\r\nContent-Disposition: form-data; name="content"; filename="{quote(wheel.name, safe="+")}"\r\n'
+        f'--{boundary}\r\nContent-Disposition: form-data; name="content"; '
+        f'filename="{quote(wheel.name, safe="+")}"\r\n'
         "Content-Type: application/octet-stream\r\n\r\n".encode()
         + wheel.read_bytes()
         + b"\r\n"
@@ -317,15 +327,56 @@ def upload_wheel(
             else "no credentials"
         )
         raise WheelhouseError(
-            f"{redact(target)} refused the upload of {wheel.name} with HTTP {response.status}: {who}",
-            hint="put the index's user and password in ~/.pypirc (a section whose repository is this URL), "
+            f"{redact(target)} refused the upload of {wheel.name} with HTTP "
+            f"{response.status}: {who}",
+            hint="put the index's user and password in ~/.pypirc (a section whose repository "
+            "is this URL), "
             "~/.netrc, keyring, or the URL",
         )
     raise WheelhouseError(
         f"{redact(target)} answered HTTP {response.status} to the upload of {wheel.name}"
         + (f": {said}" if said else ""),
-        hint="check that the URL is the index's upload URL (https://host/ for pypiserver, https://host/USER/INDEX/ for devpi)",
+        hint="check that the URL is the index's upload URL (https://host/ for pypiserver, "
+        "https://host/USER/INDEX/ for devpi)",
     )
+
+
+class PublishIncomplete(WheelhouseError):
+    """A publish stopped by an error: the error (its message, hint and exit status), and what it
+    leaves on the server: the wheels uploaded or found there before it (:attr:`done`), the one it
+    failed on and those not tried. ``to_json`` carries all of them beside the error."""
+
+    def __init__(
+        self,
+        cause: CudaResolveError,
+        *,
+        done: Sequence[UploadOutcome],
+        failed: str,
+        left: Sequence[str],
+    ) -> None:
+        there = (
+            f"; {len(done)} wheel{'s' if len(done) != 1 else ''} already on the server "
+            f"({', '.join(o.filename for o in done)})"
+            if done
+            else "; no wheel was published"
+        )
+        untried = f", {len(left)} not tried" if left else ""
+        super().__init__(f"{cause.message}{there}{untried}", hint=cause.hint)
+        self.exit_code = cause.exit_code
+        self.cause = cause
+        self.done = tuple(done)
+        self.failed = failed
+        self.left = tuple(left)
+
+    def to_json(self) -> dict[str, object]:  # type: ignore[override]
+        return {
+            **self.cause.to_json(),
+            "error": self.message,
+            "partial": True,
+            "wheels": [o.to_json() for o in self.done],
+            "failed": self.failed,
+            "not_tried": list(self.left),
+        }
 
 
 def publish_entries(
@@ -337,22 +388,37 @@ def publish_entries(
     progress: Callable[[UploadOutcome], None] | None = None,
 ) -> list[UploadOutcome]:
     """Upload every entry's wheel (relabelled first where it has no key file: see the module
-    doc); ``progress`` hears each outcome as it comes."""
+    doc); ``progress`` hears each outcome as it comes. An error part of the way is raised as
+    :class:`PublishIncomplete`, naming the wheels already on the server."""
     outcomes: list[UploadOutcome] = []
-    for entry in entries:
-        with tempfile.TemporaryDirectory(prefix="cuda-resolve-publish-") as scratch:
-            wheel = entry.path
-            if (
-                read_wheel_key(wheel) is None
-                or entry.path.name.split("-")[1] != entry.key.labelled_version
-            ):
-                written = rewrite_wheel(entry.path, entry.key, Path(scratch), strip=None)
-                wheel = Path(scratch) / written.filename
-            outcome = upload_wheel(client, url, wheel, credentials)
+    for index, entry in enumerate(entries):
+        try:
+            outcome = _publish_one(entry, client, url, credentials)
+        except CudaResolveError as exc:
+            raise PublishIncomplete(
+                exc,
+                done=outcomes,
+                failed=entry.path.name,
+                left=[e.path.name for e in entries[index + 1 :]],
+            ) from None
         outcomes.append(outcome)
         if progress is not None:
             progress(outcome)
     return outcomes
+
+
+def _publish_one(
+    entry: StoredWheel, client: HttpClient, url: str, credentials: Credentials | None
+) -> UploadOutcome:
+    with tempfile.TemporaryDirectory(prefix="cuda-resolve-publish-") as scratch:
+        wheel = entry.path
+        if (
+            read_wheel_key(wheel) is None
+            or entry.path.name.split("-")[1] != entry.key.labelled_version
+        ):
+            written = rewrite_wheel(entry.path, entry.key, Path(scratch), strip=None)
+            wheel = Path(scratch) / written.filename
+        return upload_wheel(client, url, wheel, credentials)
 
 
 def default_pypirc(environ: Mapping[str, str]) -> Path:
