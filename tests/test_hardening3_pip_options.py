@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _torch_env import copy_venv
 
 from cuda_resolve.errors import UsageError
 from cuda_resolve.install.pipoptions import (
@@ -22,8 +23,6 @@ from cuda_resolve.install.pipoptions import (
 from cuda_resolve.install.reqfile import read_requirement_files, requirement_file_options
 from pip_plugin.__main__ import split_arguments
 
-ROOT = Path(__file__).resolve().parent.parent
-VENV_PYTHON = str(ROOT / ".venv" / "bin" / "python")
 UNVERIFIED = "--trusted" + "-host"  # spelled apart: tests/test_no_insecure_tls.py greps the tree
 
 # The test's own probe of a pip's parsers (cuda-resolve itself only runs pip's command line).
@@ -44,8 +43,15 @@ print(json.dumps({"version": pip.__version__, "install": table(create_command("i
 """
 
 
+@pytest.fixture(scope="module")
+def target(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The target these tests ask about: a venv of their own (pip, nothing else), never the
+    checkout's .venv, whose pip configuration and packages the README's main command changes."""
+    return str(copy_venv(tmp_path_factory.mktemp("target") / "venv"))
+
+
 def _installed_pips() -> list[str]:
-    pythons = [VENV_PYTHON, sys.executable]
+    pythons = [sys.executable]
     pyenv = Path.home() / ".pyenv" / "versions"
     if pyenv.is_dir():
         pythons.extend(
@@ -87,7 +93,7 @@ def test_the_table_is_every_installed_pips_parser() -> None:
 def test_the_table_resolves_prefixes_as_the_real_pip_does(tmp_path: Path) -> None:
     # pip's own verdict on its command line: an ambiguous prefix stops it with optparse's words.
     done = subprocess.run(
-        [VENV_PYTHON, "-m", "pip", "install", "--no-dep", "x"],
+        [sys.executable, "-m", "pip", "install", "--no-dep", "x"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -162,7 +168,9 @@ def test_the_unverified_host_option_is_seen_in_nested_files_and_abbreviated(tmp_
     assert settings.unverified_hosts == (("mirror.example", f"{tmp_path / 'inner.txt'}:1"),)
 
 
-def test_the_unverified_host_setting_is_seen_in_variables_and_configuration(tmp_path: Path) -> None:
+def test_the_unverified_host_setting_is_seen_in_variables_and_configuration(
+    tmp_path: Path, target: str
+) -> None:
     from cuda_resolve.install.pipoptions import refuse_disabled_verification
 
     assert pip_settings(
@@ -171,7 +179,7 @@ def test_the_unverified_host_setting_is_seen_in_variables_and_configuration(tmp_
     config = tmp_path / "pip.conf"
     config.write_text("[install]\ntrusted_host = b.example\n", encoding="utf-8")
     settings = pip_settings(
-        [], python=VENV_PYTHON, environ={"PIP_CONFIG_FILE": str(config), "HOME": str(tmp_path)}
+        [], python=target, environ={"PIP_CONFIG_FILE": str(config), "HOME": str(tmp_path)}
     )
     assert [host for host, _ in settings.unverified_hosts] == ["b.example"]
     assert str(config) in settings.unverified_hosts[0][1]
@@ -189,7 +197,7 @@ def test_the_unverified_host_setting_is_seen_in_variables_and_configuration(tmp_
 # -- hash-checking mode --------------------------------------------------------------------------
 
 
-def test_hash_mode_in_every_form_pip_reads(tmp_path: Path) -> None:
+def test_hash_mode_in_every_form_pip_reads(tmp_path: Path, target: str) -> None:
     def mode(
         args: list[str], environ: dict[str, str] | None = None, python: str | None = None
     ) -> str | None:
@@ -210,12 +218,14 @@ def test_hash_mode_in_every_form_pip_reads(tmp_path: Path) -> None:
     assert mode([], {"PIP_REQUIRE_HASHES": "0"}) is None
     config = tmp_path / "pip.conf"
     config.write_text("[global]\nrequire-hashes = true\n", encoding="utf-8")
-    found = mode([], {"PIP_CONFIG_FILE": str(config), "HOME": str(tmp_path)}, VENV_PYTHON)
+    found = mode([], {"PIP_CONFIG_FILE": str(config), "HOME": str(tmp_path)}, target)
     assert found is not None and str(config) in found
     assert mode(["--no-deps"]) is None
 
 
-def test_hash_mode_from_a_variable_stops_cuda_pip_before_anything_is_built(tmp_path: Path) -> None:
+def test_hash_mode_from_a_variable_stops_cuda_pip_before_anything_is_built(
+    tmp_path: Path, target: str
+) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
     env["PIP_REQUIRE_HASHES"] = "1"
     done = subprocess.run(
@@ -228,7 +238,7 @@ def test_hash_mode_from_a_variable_stops_cuda_pip_before_anything_is_built(tmp_p
             "--arch-list",
             "8.6",
             "--python",
-            VENV_PYTHON,
+            target,
             "pointnet2_ops",
         ],
         cwd=tmp_path,
@@ -291,7 +301,9 @@ def test_nested_files_are_found_through_abbreviated_options(tmp_path: Path) -> N
     assert [r.text for r in reading.requirements] == ["kaolin==0.18"]
 
 
-def test_the_torch_step_leaves_out_the_indexes_pips_configuration_names(tmp_path: Path) -> None:
+def test_the_torch_step_leaves_out_the_indexes_pips_configuration_names(
+    tmp_path: Path, target: str
+) -> None:
     from cuda_resolve.install.pip import TargetPip
     from cuda_resolve.install.pipconfig import pip_indexes
 
@@ -306,7 +318,7 @@ def test_the_torch_step_leaves_out_the_indexes_pips_configuration_names(tmp_path
         "HOME": str(tmp_path),
         "PATH": os.environ.get("PATH", ""),
     }
-    pip = TargetPip(VENV_PYTHON, environ=environ, log_path=tmp_path / "log")
+    pip = TargetPip(target, environ=environ, log_path=tmp_path / "log")
     torch_step = pip.environ_for(torch_index_only=True)
     assert torch_step["PIP_CONFIG_FILE"] == os.devnull
     assert (
@@ -314,22 +326,22 @@ def test_the_torch_step_leaves_out_the_indexes_pips_configuration_names(tmp_path
         and torch_step["PIP_NO_COMPILE"] == "yes"
     )
     # the target's own pip, asked in that environment, reads no configured index or folder
-    seen = pip_indexes(VENV_PYTHON, torch_step)
+    seen = pip_indexes(target, torch_step)
     assert seen.find_links == () and seen.extra_index_urls == ()
     # every other step keeps the configuration as it is
-    other = pip_indexes(VENV_PYTHON, pip.environ_for())
+    other = pip_indexes(target, pip.environ_for())
     assert other.find_links == ("/opt/cpu-wheels",) and other.extra_index_urls == (
         "https://other.example/simple",
     )
     # no configured index: nothing changes
     config.write_text("[global]\nproxy = http://proxy.example:3128\n", encoding="utf-8")
     fresh = TargetPip(
-        VENV_PYTHON, environ={**environ, "HOME": str(tmp_path / "h2")}, log_path=tmp_path / "log"
+        target, environ={**environ, "HOME": str(tmp_path / "h2")}, log_path=tmp_path / "log"
     )
     assert fresh.environ_for(torch_index_only=True) == {**environ, "HOME": str(tmp_path / "h2")}
 
 
-def test_pips_pep668_override_is_seen_in_every_form(tmp_path: Path) -> None:
+def test_pips_pep668_override_is_seen_in_every_form(tmp_path: Path, target: str) -> None:
     from packaging.version import Version
 
     from cuda_resolve.errors import InstallError
@@ -338,7 +350,7 @@ def test_pips_pep668_override_is_seen_in_every_form(tmp_path: Path) -> None:
     facts = PipFacts(version=Version("25.0"), truststore=False, externally_managed=True)
     bare = {"HOME": str(tmp_path), "PIP_CONFIG_FILE": os.devnull}
     with pytest.raises(InstallError, match="externally managed"):
-        refuse_externally_managed(VENV_PYTHON, facts, [], bare)
+        refuse_externally_managed(target, facts, [], bare)
     for words, extra in (
         (["--break"], {}),
         (["-tdir"], {}),
@@ -346,13 +358,13 @@ def test_pips_pep668_override_is_seen_in_every_form(tmp_path: Path) -> None:
         ([], {"PIP_TARGET": "/t"}),
         ([], {"PIP_BREAK_SYSTEM_PACKAGES": "yes"}),
     ):
-        refuse_externally_managed(VENV_PYTHON, facts, words, {**bare, **extra})
+        refuse_externally_managed(target, facts, words, {**bare, **extra})
     config = tmp_path / "pip.conf"
     config.write_text("[install]\nbreak_system_packages = true\n", encoding="utf-8")
-    refuse_externally_managed(VENV_PYTHON, facts, [], {**bare, "PIP_CONFIG_FILE": str(config)})
+    refuse_externally_managed(target, facts, [], {**bare, "PIP_CONFIG_FILE": str(config)})
     off = (
         tmp_path / "off.conf"
     )  # another file: what pip's configuration says is read once per process
     off.write_text("[install]\nbreak_system_packages = false\n", encoding="utf-8")
     with pytest.raises(InstallError):
-        refuse_externally_managed(VENV_PYTHON, facts, [], {**bare, "PIP_CONFIG_FILE": str(off)})
+        refuse_externally_managed(target, facts, [], {**bare, "PIP_CONFIG_FILE": str(off)})

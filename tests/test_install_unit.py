@@ -657,16 +657,17 @@ def test_an_editable_alone_still_honours_dry_run(tmp_path: Path, empty_venv: Pat
 
 
 def test_the_torch_step_keeps_the_users_pip_options_but_not_their_indexes(
-    tmp_path: Path, torch_index: str
+    tmp_path: Path, torch_index: str, empty_venv: Path
 ) -> None:
     env = _env_with_torch_index(tmp_path, torch_index)
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("numpy\n")
+    # Its own target: the tool's venv may hold another torch (the README's main command).
     done = _cuda_pip(
         "install",
         "torch==2.6.0+cu126",
         "--python",
-        sys.executable,
+        str(empty_venv),
         "--dry-run",
         "--json",
         "--proxy",

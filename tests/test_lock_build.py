@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -241,17 +242,27 @@ def test_an_interpreter_with_the_profiles_python_and_torch_is_found(
 
 
 def test_no_interpreter_with_the_profiles_torch_names_what_is_missing(
-    bench: dict[str, object], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    bench: dict[str, object],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # What is found instead: this test's own venv with no torch (found as pyenv's), and the
+    # running interpreter, always a candidate, named with whatever torch the tool's venv holds.
+    empty = tmp_path / "no-torch"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(empty)], check=True)
+    (tmp_path / "pyenv" / "versions").mkdir(parents=True)
+    (tmp_path / "pyenv" / "versions" / f"{MINOR}.99").symlink_to(empty, target_is_directory=True)
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
     h100 = _profile(tmp_path / "h100.toml", [("NVIDIA H100 80GB HBM3", "9.0")])
     lock = tmp_path / "pylock.toml"
     assert main(_words(bench, lock, h100)) == 1
     err = " ".join(capsys.readouterr().err.split())
     assert "profile h100 needs quickext 0.1.0+pt2141cu130.sm90." in err
     assert f"which needs Python {MINOR} with torch 2.14.1+cu130 installed" in err
-    assert (
-        f"{sys.executable} (Python {MINOR}" in err and "no torch)" in err
-    )  # what was found instead
+    found = str(tmp_path / "pyenv" / "versions" / f"{MINOR}.99" / "bin" / "python")
+    assert f"{found} (Python {platform.python_version()}, no torch)" in err
+    assert f"{sys.executable} (" in err
     assert "--python-for h100=PATH" in err
     assert not lock.exists() and _wheels(bench) == []
     # A --python-for of another torch is named with the torch it holds.

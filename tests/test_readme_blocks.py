@@ -9,6 +9,8 @@ How a :data:`RUN` block runs (the rule the README points to):
 
 - with ``bash -e -o pipefail -c BLOCK`` (every line must succeed), from a fresh temporary folder,
   with ``cuda-pip`` and ``cuda-resolve`` of the interpreter running the tests first on PATH;
+- on a target of its own: a fresh venv, active (``VIRTUAL_ENV``), with the tool's venv marked a
+  tool environment (``UV_TOOL_DIR``), so what the tool's venv holds changes no result;
 - ``HOME``, ``XDG_CACHE_HOME`` and ``XDG_CONFIG_HOME`` in that folder (nothing the user owns is
   read or written), the machine set by the block's :class:`Run` ``environ`` (no GPU, or a GPU
   machine described by ``CUDA_RESOLVE_CUDA_ARCH``/``CUDA_RESOLVE_DRIVER``);
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from _torch_env import copy_venv
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BIN = Path(sys.executable).parent
@@ -182,6 +185,14 @@ def as_run(block: str, folder: Path) -> str:
     return "\n".join(_dry_run(line) for line in text.splitlines())
 
 
+def _target(folder: Path) -> Path:
+    """The block's own target venv (pip, nothing else), made once per folder."""
+    venv = folder / "target-venv"
+    if not venv.exists():
+        copy_venv(venv)
+    return venv
+
+
 def _environ(folder: Path, machine: dict[str, str]) -> dict[str, str]:
     environ = {
         k: v
@@ -189,6 +200,11 @@ def _environ(folder: Path, machine: dict[str, str]) -> dict[str, str]:
         if not k.startswith("CUDA_RESOLVE_") and k not in ("VIRTUAL_ENV", "CONDA_PREFIX")
     }
     environ.update(
+        # The target is the block's own venv, never the tool's (.venv, which the README's main
+        # command fills with torch and pointnet2_ops): the tool's venv is a tool environment
+        # (as under `uv tool install`) and the block's venv is the active one.
+        UV_TOOL_DIR=sys.prefix,
+        VIRTUAL_ENV=str(_target(folder)),
         HOME=str(folder),
         XDG_CACHE_HOME=str(folder / ".cache"),
         XDG_CONFIG_HOME=str(folder / ".config"),
