@@ -147,7 +147,8 @@ def _read_at_most(handle: BinaryIO, count: int) -> bytes:
 
 
 def read_text(path: str | os.PathLike[str], *, limit: int = DEFAULT_READ_LIMIT) -> str:
-    """:func:`read_bytes` decoded as UTF-8 (a BOM dropped); :class:`UnicodeDecodeError` if it is not."""
+    """:func:`read_bytes` decoded as UTF-8 (a BOM dropped); :class:`UnicodeDecodeError` if it is
+    not."""
     return read_bytes(path, limit=limit).decode("utf-8-sig")
 
 
@@ -159,7 +160,8 @@ def read_user_text(
     what: str = "a file",
     limit: int = DEFAULT_READ_LIMIT,
 ) -> str:
-    """:func:`read_text` for a file the user points at: every failure is one *error* naming the path."""
+    """:func:`read_text` for a file the user points at: every failure is one *error* naming the
+    path."""
     try:
         return read_text(path, limit=limit)
     except FileNotFoundError:

@@ -112,7 +112,8 @@ def _is_pipe(pid: int, fd: int) -> bool:
 
 
 def end(members: Iterable[Member]) -> None:
-    """SIGTERM to each of ``members``, then SIGKILL to those still there :data:`FIRM_SECONDS` later."""
+    """SIGTERM to each of ``members``, then SIGKILL to those still there :data:`FIRM_SECONDS`
+    later."""
     pids = [m.pid for m in members]
     _signal(pids, signal.SIGTERM)
     _wait_for(None, pids, FIRM_SECONDS)

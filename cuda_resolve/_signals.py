@@ -47,7 +47,8 @@ class Terminated(KeyboardInterrupt):
 
 
 def exit_status(exc: KeyboardInterrupt) -> int:
-    """130 for Ctrl-C, 128 + the signal's number for :class:`Terminated` (SIGTERM 143, SIGHUP 129)."""
+    """130 for Ctrl-C, 128 + the signal's number for :class:`Terminated` (SIGTERM 143, SIGHUP
+    129)."""
     return 128 + exc.signum if isinstance(exc, Terminated) else 130
 
 

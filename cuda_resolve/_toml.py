@@ -52,7 +52,8 @@ def parse_toml_text(
 def load_toml_file(
     path: Path, *, error: type[UsageError], hint: str | None = None, limit: int = DEFAULT_READ_LIMIT
 ) -> Table:
-    """Read *path* through the bounded reader (a regular file, at most *limit* bytes, UTF-8) and parse it."""
+    """Read *path* through the bounded reader (a regular file, at most *limit* bytes, UTF-8) and
+    parse it."""
     text = read_user_text(path, error=error, hint=hint, what="a TOML file", limit=limit)
     return parse_toml_text(text, origin=str(path), error=error, hint=hint)
 

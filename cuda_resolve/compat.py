@@ -99,7 +99,8 @@ def driver_supports_cuda(
         if family_min is not None and driver.version >= family_min:
             return Verdict(
                 True,
-                f"driver {driver.version} runs CUDA {cuda.major}.x by minor-version compatibility (>= {family_min})",
+                f"driver {driver.version} runs CUDA {cuda.major}.x by minor-version compatibility "
+                f"(>= {family_min})",
             )
         need = f"driver >= {family_min}" if family_min else f"a CUDA {cuda.major}.x driver"
         return Verdict(
@@ -244,7 +245,8 @@ def compiler_within_toolkit(gcc: str | None, facts: ToolkitFacts | None) -> Verd
     if bound is not None and major >= bound:
         return Verdict(
             False,
-            f"gcc {gcc} is outside torch.utils.cpp_extension's range for CUDA {facts.version} (gcc < {bound})",
+            f"gcc {gcc} is outside torch.utils.cpp_extension's range for CUDA {facts.version} "
+            f"(gcc < {bound})",
         )
     return Verdict(True, f"gcc {gcc} is within CUDA {facts.version}'s range")
 

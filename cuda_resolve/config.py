@@ -127,7 +127,8 @@ def parse_mirror_url(text: str, *, prefix: bool = True) -> str:
         host = parts.hostname
     except ValueError as exc:
         raise ValueError(
-            f"the host or port is not valid ({_without_url(str(exc))}); a port is a number from 1 to 65535"
+            f"the host or port is not valid ({_without_url(str(exc))}); a port is a number "
+            "from 1 to 65535"
         ) from None
     if not host:
         raise ValueError("the URL names no host")
@@ -135,7 +136,8 @@ def parse_mirror_url(text: str, *, prefix: bool = True) -> str:
         raise ValueError("port 0 is not a port; a port is a number from 1 to 65535")
     if parts.scheme == "http" and not is_loopback_url(text):
         raise ValueError(
-            "plain http is refused for mirrors (pip would have to be told to skip certificate checks for it); use the https:// URL"
+            "plain http is refused for mirrors (pip would have to be told to skip certificate "
+            "checks for it); use the https:// URL"
         )
     if parts.query or parts.fragment:
         raise ValueError("a mirror URL has no query or fragment")

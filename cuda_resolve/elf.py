@@ -194,7 +194,8 @@ class ElfImage:
     def _check(self, offset: int, size: int, what: str) -> None:
         if offset < 0 or size < 0 or offset + size > len(self.data):
             raise ElfError(
-                f"{what} (bytes {offset}..{offset + size}) runs past the end of the file ({len(self.data)} bytes)"
+                f"{what} (bytes {offset}..{offset + size}) runs past the end of the file "
+                f"({len(self.data)} bytes)"
             )
 
     def _string(self, table: int, table_size: int, at: int) -> str:

@@ -118,7 +118,8 @@ def _arch_list(env: Environment) -> tuple[str | None, str | None]:
     if not capabilities:
         return (
             None,
-            "no GPU detected here: TORCH_CUDA_ARCH_LIST is left to the build (cuda-resolve build sets it per profile)",
+            "no GPU detected here: TORCH_CUDA_ARCH_LIST is left to the build (cuda-resolve build "
+            "sets it per profile)",
         )
     toolkit = env.primary_toolkit
     if toolkit is None or not toolkit.gpu_archs:
@@ -154,7 +155,8 @@ def job_environment(
                 unresolved.append((ext.path, soname))
     for path, soname in unresolved:
         notes.append(
-            f"{path} needs {soname}, which is in no LD_LIBRARY_PATH entry here nor in a detected toolkit: rebuild it against the installed torch"
+            f"{path} needs {soname}, which is in no LD_LIBRARY_PATH entry here nor in a detected "
+            "toolkit: rebuild it against the installed torch"
         )
     arch_list, arch_note = _arch_list(env)
     if arch_note:

@@ -137,7 +137,8 @@ def _entries(
         kind, _entry_version, entry_header, payload = _ENTRY.unpack_from(data, position)
         if entry_header < _ENTRY_MIN or position + entry_header + payload > stop:
             raise FatbinError(
-                f"the entry at byte {position} claims {entry_header}+{payload} bytes, past the end of its fat binary"
+                f"the entry at byte {position} claims {entry_header}+{payload} bytes, past the "
+                "end of its fat binary"
             )
         (number,) = struct.unpack_from("<I", data, position + 28)
         (flags,) = struct.unpack_from("<Q", data, position + 40)
@@ -197,7 +198,8 @@ def _wrapper_fatbins(
         target = image.file_offset(address)
         if target is None:
             raise FatbinError(
-                f"the wrapper at byte {position} points at {address:#x}, outside the file's sections"
+                f"the wrapper at byte {position} points at {address:#x}, outside the "
+                "file's sections"
             )
         _entries(data, target, len(data), found, budget)
 
@@ -245,7 +247,10 @@ class KernelGap:
     carries: KernelImages
 
     def describe(self) -> str:
-        return f"{self.file} carries {self.carries.describe()}: no kernel runs on compute capability {self.capability}"
+        return (
+            f"{self.file} carries {self.carries.describe()}: no kernel runs on compute capability "
+            f"{self.capability}"
+        )
 
 
 def kernel_gaps(source: Path, capabilities: Sequence[ComputeCapability]) -> tuple[KernelGap, ...]:
@@ -286,7 +291,8 @@ def _source_kernel_images(source: Path) -> list[tuple[str, KernelImages]]:
                     continue
                 if member.file_size > _MAX_WHEEL_MEMBER:
                     raise FatbinError(
-                        f"{source}: {member.filename} is {member.file_size} bytes (more than {_MAX_WHEEL_MEMBER})"
+                        f"{source}: {member.filename} is {member.file_size} bytes (more than "
+                        f"{_MAX_WHEEL_MEMBER})"
                     )
                 copy = Path(scratch) / "member.so"
                 with wheel.open(member) as data, copy.open("wb") as out:

@@ -67,7 +67,8 @@ def _xdg_dir(variable: str, default: str, environ: Mapping[str, str]) -> Path:
 
 
 def user_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """``platformdirs.user_cache_dir("cuda-resolve")``: ``$XDG_CACHE_HOME/cuda-resolve`` on Linux."""
+    """``platformdirs.user_cache_dir("cuda-resolve")``: ``$XDG_CACHE_HOME/cuda-resolve`` on
+    Linux."""
     env = os.environ if environ is None else environ
     if sys.platform == "linux":
         return _xdg_dir("XDG_CACHE_HOME", ".cache", env)
@@ -77,7 +78,8 @@ def user_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def user_config_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """``platformdirs.user_config_dir("cuda-resolve")``: ``$XDG_CONFIG_HOME/cuda-resolve`` on Linux."""
+    """``platformdirs.user_config_dir("cuda-resolve")``: ``$XDG_CONFIG_HOME/cuda-resolve`` on
+    Linux."""
     env = os.environ if environ is None else environ
     if sys.platform == "linux":
         return _xdg_dir("XDG_CONFIG_HOME", ".config", env)

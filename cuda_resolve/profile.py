@@ -45,13 +45,17 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
-_HINT = "see docs/profile-format.md for the profile keys, or write one with `cuda-resolve detect --save-profile FILE`"
+_HINT = (
+    "see docs/profile-format.md for the profile keys, or write one with `cuda-resolve detect "
+    "--save-profile FILE`"
+)
 _OSES = ("linux", "windows", "darwin")
 _ARCHES = ("x86_64", "aarch64", "ppc64le", "arm64", "amd64")
 
 
 def load_profile(path: str | Path, *, index: CudaFactsSource | None = None) -> Environment:
-    """Read a profile file. ``index`` derives ``driver.cuda`` when absent (default: the shipped one)."""
+    """Read a profile file. ``index`` derives ``driver.cuda`` when absent (default: the shipped
+    one)."""
     from ._toml import load_toml_file
 
     table = load_toml_file(Path(path), error=ProfileError, hint=_HINT)
@@ -222,8 +226,10 @@ def _driver(table: Table | None, index: CudaFactsSource | None) -> Driver | None
         if minimum is not None and version < minimum:
             raise table.fail(
                 "cuda",
-                f"= '{cuda}': driver {version.text} cannot support CUDA {cuda.major}.x (that needs driver >= {minimum})",
-                hint="write the 'CUDA Version' nvidia-smi prints on that machine, or leave cuda out to derive it",
+                f"= '{cuda}': driver {version.text} cannot support CUDA {cuda.major}.x (that "
+                f"needs driver >= {minimum})",
+                hint="write the 'CUDA Version' nvidia-smi prints on that machine, or leave cuda "
+                "out to derive it",
             )
     return Driver(version=version, cuda=cuda, source=source)
 

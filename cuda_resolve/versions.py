@@ -78,7 +78,8 @@ class CudaVersion:
 
     @classmethod
     def parse(cls, text: str) -> CudaVersion:
-        """Accept ``12.4``, ``12.4.1``, ``V12.4.131`` and ``cu124``; a bare ``12`` or ``124`` is an error."""
+        """Accept ``12.4``, ``12.4.1``, ``V12.4.131`` and ``cu124``; a bare ``12`` or ``124`` is
+        an error."""
         cleaned = text.strip()
         if match := re.fullmatch(r"[cC][uU](\d{2,3})", cleaned):
             digits = match.group(1)

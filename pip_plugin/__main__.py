@@ -19,7 +19,7 @@ __all__ = ["main", "run", "split_arguments"]
 #: cuda-pip's own options for install: those add_action_options(install=True) defines (a test
 #: keeps the two in step). They share one namespace with pip's (cuda_resolve.install.pipoptions).
 OWN_VALUE_OPTIONS = frozenset(
-    {"--python", "--arch-list", "--source", "--accept-name", "--index", "--plan"}
+    {"--python", "--arch-list", "--source", "--accept-name", "--index", "--plan", "--keep-stale"}
 )
 OWN_FLAGS = frozenset(
     {
@@ -58,7 +58,8 @@ def split_arguments(words: Sequence[str]) -> tuple[list[str], list[str], list[st
     )
     if profile is not None:
         raise UsageError(
-            f"cuda-pip install {profile}: a profile describes another machine, and install changes this one",
+            f"cuda-pip install {profile}: a profile describes another machine, and install "
+            "changes this one",
             hint="to build wheels for that machine: cuda-resolve build REQ... --profile FILE; "
             "to see its plan: cuda-resolve plan REQ... --profile FILE",
         )
@@ -72,7 +73,8 @@ def split_arguments(words: Sequence[str]) -> tuple[list[str], list[str], list[st
         )
         if "://" in value:
             raise UsageError(
-                f"--index {value}: cuda-pip's --index is an index overlay folder, not a package index",
+                f"--index {value}: cuda-pip's --index is an index overlay folder, not a "
+                "package index",
                 hint=f"for pip's package index write --index-url {value}",
             )
     return own, pip, requirements
@@ -136,7 +138,8 @@ def _pass_through(words: Sequence[str], python: str | None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """0 done, 1 failed, 2 bad input, 70 a bug (``--debug`` shows its traceback), 130 interrupted,
-    143 terminated (SIGTERM), 129 hung up (SIGHUP); other pip commands exit with pip's own status."""
+    143 terminated (SIGTERM), 129 hung up (SIGHUP); other pip commands exit with pip's own status.
+    """
     from cuda_resolve.cli import guarded, split_debug
 
     words = list(sys.argv[1:] if argv is None else argv)

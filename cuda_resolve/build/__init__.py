@@ -1,1 +1,2 @@
-"""Source builds: fetch a recipe's source, check the machine can build it, build a wheel against the target's torch."""
+"""Source builds: fetch a recipe's source, check the machine can build it, build a wheel against
+the target's torch."""

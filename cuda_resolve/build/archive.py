@@ -129,8 +129,10 @@ def _download(archive: SourceArchive, dest: Path, client: HttpClient | None, lab
     except NetworkError as exc:
         if getattr(exc, "kind", None) == "integrity":
             hint = (
-                "the file at that URL is not the one the recipe pins (changed upstream, or a stale or "
-                "tampered mirror); nothing was kept or unpacked. Fix the recipe's url or sha256 only "
+                "the file at that URL is not the one the recipe pins (changed upstream, "
+                "or a stale or "
+                "tampered mirror); nothing was kept or unpacked. Fix the recipe's url or "
+                "sha256 only "
                 "after checking the new file, or pass --source DIR with a copy you trust"
             )
         else:
@@ -178,7 +180,8 @@ def _split(label: str, name: str) -> tuple[str, ...]:
 
 def _too_many(label: str, count: str, limits: ArchiveLimits) -> BuildError:
     return BuildError(
-        f"{label}: the source archive has {count} members, more than the {limits.members} allowed; nothing was unpacked",
+        f"{label}: the source archive has {count} members, more than the {limits.members} "
+        "allowed; nothing was unpacked",
         hint="that is not a source tree: check the recipe's archive url and sha256",
     )
 
@@ -195,7 +198,8 @@ def _tar_infos(
         except (tarfile.TarError, EOFError, OSError) as exc:
             raise BuildError(
                 f"{label}: the source archive is not a readable tar or zip archive: {exc}",
-                hint="check the recipe's archive url (it must name a .tar.gz, .tar.bz2, .tar.xz or .zip)",
+                hint="check the recipe's archive url (it must name a .tar.gz, .tar.bz2, "
+                ".tar.xz or .zip)",
             ) from None
         if info is None:
             return
@@ -217,7 +221,8 @@ def _tar_members(
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise BuildError(
             f"{label}: the source archive is not a readable tar or zip archive: {exc}",
-            hint="check the recipe's archive url (it must name a .tar.gz, .tar.bz2, .tar.xz or .zip)",
+            hint="check the recipe's archive url (it must name a .tar.gz, .tar.bz2, "
+            ".tar.xz or .zip)",
         ) from None
     members: list[_Member] = []
     for info in _tar_infos(tar, label, limits):
@@ -358,8 +363,10 @@ def _top_folder(members: list[_Member], strip: str | None, label: str) -> str | 
         if outside is not None or not named:
             found = ", ".join(sorted(tops)[:5]) or "nothing"
             raise BuildError(
-                f"{label}: the recipe strips the archive's top-level folder {strip!r}, but the archive holds {found}",
-                hint="fix the recipe's archive.strip (leave it out to strip the one top-level folder automatically)",
+                f"{label}: the recipe strips the archive's top-level folder {strip!r}, but the "
+                f"archive holds {found}",
+                hint="fix the recipe's archive.strip (leave it out to strip the one top-level "
+                "folder automatically)",
             )
         return strip
     if len(tops) != 1:
@@ -396,7 +403,8 @@ def _plan(
     declared = sum(m.size for m in members)
     if declared > limits.total_bytes:
         raise BuildError(
-            f"{label}: the source archive unpacks to {declared} bytes, more than the {limits.total_bytes} allowed; nothing was unpacked",
+            f"{label}: the source archive unpacks to {declared} bytes, more than the "
+            f"{limits.total_bytes} allowed; nothing was unpacked",
             hint="that is not a source tree: check the recipe's archive url and sha256",
         )
     top = _top_folder(members, strip, label)
@@ -513,7 +521,8 @@ def _write(root: Path, planned: list[_Planned], limits: ArchiveLimits, label: st
         except OSError as exc:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise BuildError(
-                    f"{label}: the disk holding {root} filled up while unpacking {name!r} ({exc.strerror}); the unpacked files were removed",
+                    f"{label}: the disk holding {root} filled up while unpacking {name!r} "
+                    f"({exc.strerror}); the unpacked files were removed",
                     hint=f"free space in {root.parent}, or point TMPDIR at a folder with room",
                 ) from None
             raise _unpack_failed(label, name, f"could not be written: {exc}") from None
@@ -558,7 +567,8 @@ def _check_free_space(dest: Path, planned: list[_Planned], label: str) -> None:
     needed = sum(-(-item.member.size // block) * block + block for item in planned)
     if needed > free:
         raise BuildError(
-            f"{label}: unpacking the source archive needs about {_mib(needed)} in {folder}, which has {_mib(free)} free; nothing was unpacked",
+            f"{label}: unpacking the source archive needs about {_mib(needed)} in {folder}, which "
+            f"has {_mib(free)} free; nothing was unpacked",
             hint=f"free space in {folder}, or point TMPDIR at a folder with room",
         )
 

@@ -47,7 +47,8 @@ class BuildEnvironment:
 
 
 def max_jobs(cores: int, available_bytes: int | None) -> int:
-    """One job a core, fewer when memory would not hold them (an OOM-killed nvcc wastes the build)."""
+    """One job a core, fewer when memory would not hold them (an OOM-killed nvcc wastes the
+    build)."""
     jobs = max(1, cores)
     if available_bytes is not None:
         jobs = min(jobs, max(1, available_bytes // BYTES_PER_JOB))
@@ -55,7 +56,8 @@ def max_jobs(cores: int, available_bytes: int | None) -> int:
 
 
 def machine_capacity() -> tuple[int, int | None]:
-    """Cores this process may use and MemAvailable in bytes (None where /proc/meminfo is unreadable)."""
+    """Cores this process may use and MemAvailable in bytes (None where /proc/meminfo is
+    unreadable)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -99,9 +101,9 @@ def no_debug_flags(environ: Mapping[str, str]) -> str | None:
     Python's own CFLAGS carry ``-g`` and setuptools hands them to every C++ unit, so a torch
     extension is compiled with DWARF for all of torch's headers: slower to compile and link
     (pointnet2_ops' .so is 28 MB with it, 0.4 MB without), and the wheelhouse strips it anyway.
-    CPPFLAGS, not CFLAGS: every setuptools appends CPPFLAGS after Python's CFLAGS (so ``-g0``
-    wins and ``-O3 -DNDEBUG`` stay), while newer ones let CFLAGS replace Python's flags outright.
-    A ``-g`` the user put in CFLAGS, CXXFLAGS or CPPFLAGS is a request for debug info: it is honoured.
+    CPPFLAGS, not CFLAGS: every setuptools appends CPPFLAGS after Python's CFLAGS (so ``-g0`` wins
+    and ``-O3 -DNDEBUG`` stay), while newer ones let CFLAGS replace Python's flags outright. A
+    ``-g`` the user put in CFLAGS, CXXFLAGS or CPPFLAGS is a request for debug info: it is honoured.
     """
     words = environ.get("CPPFLAGS", "").split()
     asked = words + environ.get("CFLAGS", "").split() + environ.get("CXXFLAGS", "").split()
@@ -240,7 +242,9 @@ def overlay_include_dirs(overlay: Path, headers: Sequence[str]) -> list[str]:
             found.append(str(folder))
     if not found:
         raise BuildError(
-            f"the toolkit lacks {', '.join(headers)} and the torch installed into the build overlay brought no nvidia-* wheel with them",
-            hint="install the toolkit's development libraries (cusparse, cublas, cusolver headers), or a torch whose wheels ship them",
+            f"the toolkit lacks {', '.join(headers)} and the torch installed into the build "
+            "overlay brought no nvidia-* wheel with them",
+            hint="install the toolkit's development libraries (cusparse, cublas, cusolver "
+            "headers), or a torch whose wheels ship them",
         )
     return found

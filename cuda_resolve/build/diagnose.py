@@ -26,36 +26,43 @@ KNOWN_FAILURES: tuple[Diagnosis, ...] = (
         "disk-full",
         re.compile(r"No space left on device(?:: '([^'\n]{1,4096})')?"),
         "the disk filled up during the build ({0})",
-        "free space in the temporary folder (TMPDIR; a CUDA build needs a few GB), or point TMPDIR at a folder with room, then build again",
+        "free space in the temporary folder (TMPDIR; a CUDA build needs a few GB), or point "
+        "TMPDIR at a folder with room, then build again",
     ),
     Diagnosis(
         "disk-quota",
         re.compile(r"Disk quota exceeded(?:: '([^'\n]{1,4096})')?"),
         "your disk quota ran out during the build ({0})",
-        "free space within your quota (`quota -s` shows it), or point TMPDIR at a folder outside it, then build again",
+        "free space within your quota (`quota -s` shows it), or point TMPDIR at a folder outside "
+        "it, then build again",
     ),
     Diagnosis(
         "unsupported-arch",
         re.compile(r"Unsupported gpu architecture '(compute_\w+|sm_\w+)'"),
-        "nvcc was asked for {1}, which this toolkit cannot target (setup.py may hard-code its own TORCH_CUDA_ARCH_LIST)",
-        "build for the GPUs here (cuda-resolve sets TORCH_CUDA_ARCH_LIST; a recipe patch must make setup.py honour it), or use a toolkit that still supports that architecture",
+        "nvcc was asked for {1}, which this toolkit cannot target (setup.py may hard-code its own "
+        "TORCH_CUDA_ARCH_LIST)",
+        "build for the GPUs here (cuda-resolve sets TORCH_CUDA_ARCH_LIST; a recipe patch must "
+        "make setup.py honour it), or use a toolkit that still supports that architecture",
     ),
     Diagnosis(
         "missing-header",
         re.compile(r"fatal error: ([\w./-]+\.(?:h|hpp|cuh)): No such file or directory"),
         "the header {1} is not on the include path",
-        "for cusparse.h / cublas_v2.h / cusolverDn.h install the toolkit's development libraries (or torch's nvidia-* wheels); otherwise install the package that provides {1}",
+        "for cusparse.h / cublas_v2.h / cusolverDn.h install the toolkit's development libraries "
+        "(or torch's nvidia-* wheels); otherwise install the package that provides {1}",
     ),
     Diagnosis(
         "compiler-version",
         re.compile(r"unsupported GNU version! gcc versions later than (\d+) are not supported"),
         "the host gcc is newer than this nvcc accepts (gcc <= {1})",
-        "install g++-{1} (or older) and run again: cuda-resolve picks an installed compatible gcc; or set CC, CXX and NVCC_CCBIN",
+        "install g++-{1} (or older) and run again: cuda-resolve picks an installed compatible "
+        "gcc; or set CC, CXX and NVCC_CCBIN",
     ),
     Diagnosis(
         "compiler-version",
         re.compile(
-            r"(?:The current installed version of g\+\+ \(([\d.]+)\) is greater than the maximum required version)|(?:is not compatible with the compiler Pytorch was built with)"
+            r"(?:The current installed version of g\+\+ \(([\d.]+)\) is greater than the maximum "
+            r"required version)|(?:is not compatible with the compiler Pytorch was built with)"
         ),
         "torch.utils.cpp_extension refuses this host compiler",
         "install an older g++ within the toolkit's range and run again, or set CC and CXX to one",
@@ -64,21 +71,27 @@ KNOWN_FAILURES: tuple[Diagnosis, ...] = (
         "undefined-symbol",
         re.compile(r"undefined symbol: (\S+)"),
         "a compiled library was built against another torch (or another CUDA runtime): {1}",
-        "rebuild the extension against the torch installed now (cuda-pip install reinstalls from a wheel keyed by torch's version), and keep torch at that version",
+        "rebuild the extension against the torch installed now (cuda-pip install reinstalls from "
+        "a wheel keyed by torch's version), and keep torch at that version",
     ),
     Diagnosis(
         "out-of-memory",
         re.compile(
-            r"(?:cc1plus: out of memory|virtual memory exhausted|Killed signal terminated program|c\+\+: fatal error: Killed|\bKilled\b(?:(?!\bKilled\b).)*?(?:cicc|ptxas|cc1plus))"
+            r"(?:cc1plus: out of memory|virtual memory exhausted|Killed signal terminated "
+            r"program|c\+\+: fatal error: "
+            r"Killed|\bKilled\b(?:(?!\bKilled\b).)*?(?:cicc|ptxas|cc1plus))"
         ),  # each "Killed" looks only up to the next: linear
         "the compiler ran out of memory",
-        "run again with fewer parallel jobs (MAX_JOBS=2 cuda-pip install ...); cuda-resolve sizes MAX_JOBS from free memory when it starts",
+        "run again with fewer parallel jobs (MAX_JOBS=2 cuda-pip install ...); cuda-resolve sizes "
+        "MAX_JOBS from free memory when it starts",
     ),
     Diagnosis(
         "no-torch",
         re.compile(r"No module named '?torch'?"),
-        "the build could not import torch: it ran in an isolated environment or in an interpreter without torch",
-        "install torch into the target first (cuda-pip install torch), and build with the target's interpreter (--python PATH)",
+        "the build could not import torch: it ran in an isolated environment or in an interpreter "
+        "without torch",
+        "install torch into the target first (cuda-pip install torch), and build with the "
+        "target's interpreter (--python PATH)",
     ),
     Diagnosis(
         "no-cuda-home",
@@ -89,10 +102,12 @@ KNOWN_FAILURES: tuple[Diagnosis, ...] = (
     Diagnosis(
         "cuda-mismatch",
         re.compile(
-            r"The detected CUDA version \(([\d.]+)\) mismatches the version that was used to compile\s*PyTorch \(([\d.]+)\)"
+            r"The detected CUDA version \(([\d.]+)\) mismatches the version that was used to "
+            r"compile\s*PyTorch \(([\d.]+)\)"
         ),
         "nvcc {1} and torch's CUDA {2} differ in major version",
-        "use a toolkit of CUDA {2}'s major version (set CUDA_HOME), or a torch built for CUDA {1} (--allow-torch-change)",
+        "use a toolkit of CUDA {2}'s major version (set CUDA_HOME), or a torch built for CUDA {1} "
+        "(--allow-torch-change)",
     ),
 )
 

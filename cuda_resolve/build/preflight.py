@@ -69,7 +69,8 @@ def _compiler_fix(
         wanted = f"gcc/g++ {limit} or older" if limit else "an older gcc"
         raise PreflightError(
             f"host compiler: {verdict.reason}, and no other installed gcc is in range",
-            hint=f"install {wanted} (e.g. apt install g++-{limit or 12}) and run again: cuda-resolve picks it up; or set CC, CXX and NVCC_CCBIN to one",
+            hint=f"install {wanted} (e.g. apt install g++-{limit or 12}) and run again: "
+            "cuda-resolve picks it up; or set CC, CXX and NVCC_CCBIN to one",
         )
     major = switch_to.split(".")[0]
     variables = (
@@ -105,8 +106,11 @@ def _header_dirs(
             dirs.append(found)
     if still_missing:
         raise PreflightError(
-            f"CUDA {toolkit.version} at {toolkit.root} lacks {', '.join(still_missing)}, which torch's extension headers include, and no nvidia-* wheel beside torch ships them",
-            hint=f"install the toolkit's development libraries (e.g. conda install -c nvidia cuda-libraries-dev={toolkit.version}, or the full toolkit from NVIDIA), or pip install the matching nvidia-*-cu{toolkit.version.major} wheels",
+            f"CUDA {toolkit.version} at {toolkit.root} lacks {', '.join(still_missing)}, which "
+            "torch's extension headers include, and no nvidia-* wheel beside torch ships them",
+            hint="install the toolkit's development libraries (e.g. conda install -c nvidia "
+            f"cuda-libraries-dev={toolkit.version}, or the full toolkit from NVIDIA), or pip "
+            f"install the matching nvidia-*-cu{toolkit.version.major} wheels",
         )
     return tuple(dirs)
 
@@ -132,19 +136,24 @@ def check_build(
         )
     if torch_cuda is None:
         raise PreflightError(
-            f"{name}: torch {item.torch or torch_version} is a {item.variant or 'CPU'} build; {name} needs a CUDA build of torch to compile against",
-            hint="install a CUDA build of torch first (cuda-pip install torch), or pass --allow-torch-change",
+            f"{name}: torch {item.torch or torch_version} is a {item.variant or 'CPU'} build; "
+            f"{name} needs a CUDA build of torch to compile against",
+            hint="install a CUDA build of torch first (cuda-pip install torch), or pass "
+            "--allow-torch-change",
         )
     toolkit = _find_toolkit(item, env)
     if toolkit is None or toolkit.nvcc is None:
         raise PreflightError(
-            f"{name}: the CUDA {item.toolkit or torch_cuda.major} toolkit the plan chose ({item.toolkit_root or 'unknown place'}) was not found",
+            f"{name}: the CUDA {item.toolkit or torch_cuda.major} toolkit the plan chose "
+            f"({item.toolkit_root or 'unknown place'}) was not found",
             hint=f"install a CUDA {torch_cuda.major}.x toolkit with nvcc, or set CUDA_HOME to one",
         )
     if toolkit.version.major != torch_cuda.major:
         raise PreflightError(
-            f"{name}: nvcc {toolkit.version} ({toolkit.root}) and torch {item.torch} (CUDA {torch_cuda}) differ in CUDA major version; the extension would not load",
-            hint=f"install a CUDA {torch_cuda.major}.x toolkit and set CUDA_HOME to it, or pass --allow-torch-change to move to a torch built for CUDA {toolkit.version.major}",
+            f"{name}: nvcc {toolkit.version} ({toolkit.root}) and torch {item.torch} (CUDA "
+            f"{torch_cuda}) differ in CUDA major version; the extension would not load",
+            hint=f"install a CUDA {torch_cuda.major}.x toolkit and set CUDA_HOME to it, or pass "
+            f"--allow-torch-change to move to a torch built for CUDA {toolkit.version.major}",
         )
     if not item.arch_list:
         raise PreflightError(
@@ -167,7 +176,8 @@ def check_build(
         if not verdict.ok:
             raise PreflightError(
                 f"{name}: {verdict.reason}",
-                hint="build for what this toolkit supports (--arch-list), or install a toolkit that targets these GPUs",
+                hint="build for what this toolkit supports (--arch-list), or install a toolkit "
+                "that targets these GPUs",
             )
     compiler_variables, compiler_note = _compiler_fix(env, index, toolkit)
     installed = env.torch
@@ -201,11 +211,13 @@ def check_build(
     notes = [n for n in (compiler_note,) if n]
     if include_dirs:
         notes.append(
-            f"headers missing from CUDA {toolkit.version} come from torch's nvidia wheels: {', '.join(include_dirs)}"
+            f"headers missing from CUDA {toolkit.version} come from torch's nvidia wheels: "
+            f"{', '.join(include_dirs)}"
         )
     if not same_torch:
         notes.append(
-            f"the target's torch is not {item.torch}: the build installs {item.torch} into its temporary overlay; the target gets it only at install time"
+            f"the target's torch is not {item.torch}: the build installs {item.torch} into its "
+            "temporary overlay; the target gets it only at install time"
         )
     return BuildSpec(
         recipe=recipe,

@@ -204,7 +204,8 @@ def _pump(
                 left = end_session(process, also=holders, gentle=False)
                 named = ", ".join(str(m) for m in left) or "a process it started"
                 emit(
-                    f"{NOTE_PREFIX}{name} exited (status {process.returncode}) but {named} kept its output open: ended after {linger:.0f} s"
+                    f"{NOTE_PREFIX}{name} exited (status {process.returncode}) but {named} kept "
+                    f"its output open: ended after {linger:.0f} s"
                 )
                 break
     rest = pending + decoder.decode(b"", final=True)
@@ -219,8 +220,8 @@ def _end_orphans(
     emit: Callable[[str], None],
     linger: float,
 ) -> None:
-    """End the session's processes that have held an output pipe for ``linger`` seconds since
-    the process that started them exited (:func:`~cuda_resolve._sessions.orphans_holding_output`)."""
+    """End the session's processes that have held an output pipe for ``linger`` seconds since the
+    process that started them exited (:func:`~cuda_resolve._sessions.orphans_holding_output`)."""
     found = {m.pid: m for m in orphans_holding_output(session)}
     for pid in list(orphaned_at):
         if pid not in found:
@@ -235,7 +236,8 @@ def _end_orphans(
         for member in due:
             del orphaned_at[member.pid]
             emit(
-                f"{NOTE_PREFIX}{member} was left running by a build step that exited, holding its output open "
+                f"{NOTE_PREFIX}{member} was left running by a build step that exited, holding its "
+                "output open "
                 f"(which would hang the build): ended after {linger:.0f} s"
             )
 
@@ -326,7 +328,10 @@ def _failure(
             # The compiler's or linker's line seldom names a path: then the disk with the least
             # room does (a quota is another diagnosis: free space says nothing of it).
             message += f"; the disk holding {fullest}"
-            fix = "free space there or point TMPDIR at a folder on another disk with a few GB free, then build again"
+            fix = (
+                "free space there or point TMPDIR at a folder on another disk with a few GB free, "
+                "then build again"
+            )
         return BuildError(message, hint=f"{fix}. Full log: {log_path}")
     return BuildError(message, hint=f"read the full log: {log_path}")
 

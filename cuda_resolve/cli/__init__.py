@@ -118,7 +118,8 @@ class _VersionAction(argparse.Action):
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="cuda-resolve",
-        description="Detect this NVIDIA machine, decide the ABI-matched torch and CUDA-extension builds, and install them.",
+        description="Detect this NVIDIA machine, decide the ABI-matched torch and CUDA-extension "
+        "builds, and install them.",
     )
     parser.add_argument(
         "--version",

@@ -54,7 +54,8 @@ def add_action_options(parser: argparse.ArgumentParser, *, install: bool) -> Non
         metavar="[PKG=]DIR",
         action="append",
         default=[],
-        help="build from this copy of the recipe's repository instead of fetching or cloning it (air-gapped machines); repeatable",
+        help="build from this copy of the recipe's repository instead of fetching or cloning it "
+        "(air-gapped machines); repeatable",
     )
     group.add_argument(
         "--rebuild", action="store_true", help="build even when the wheelhouse has the wheel"
@@ -87,15 +88,25 @@ def add_action_options(parser: argparse.ArgumentParser, *, install: bool) -> Non
             "--no-verify", action="store_true", help="skip the import check after installing"
         )
         group.add_argument(
+            "--keep-stale",
+            metavar="NAME",
+            action="append",
+            default=[],
+            help="when torch is replaced, leave NAME (an extension cuda-resolve cannot rebuild) "
+            "built for the old torch instead of refusing; repeatable",
+        )
+        group.add_argument(
             "--dry-run",
             action="store_true",
-            help="print the plan, the builds and the exact pip commands a run executes; change nothing",
+            help="print the plan, the builds and the exact pip commands a run executes; "
+            "change nothing",
         )
         group.add_argument(
             "--plan",
             metavar="FILE",
             type=Path,
-            help="carry out a plan written earlier (cuda-resolve plan REQ... --json > FILE) after checking that the facts it was made from still hold here",
+            help="carry out a plan written earlier (cuda-resolve plan REQ... --json > FILE) after "
+            "checking that the facts it was made from still hold here",
         )
     else:
         group.add_argument(
@@ -114,13 +125,15 @@ def parse_sources(values: Sequence[str]) -> tuple[tuple[str, Path], ...]:
         if not folder.strip():  # Path("") is the current folder: never build from it by accident
             raise UsageError(
                 f"--source {value!r}: no folder given",
-                hint="give a folder holding a copy of the recipe's repository, e.g. --source pointnet2_ops=~/src/Pointnet2_PyTorch",
+                hint="give a folder holding a copy of the recipe's repository, e.g. --source "
+                "pointnet2_ops=~/src/Pointnet2_PyTorch",
             )
         path = Path(folder).expanduser()
         if not path.is_dir():
             raise UsageError(
                 f"--source {value}: {path} is not a folder",
-                hint="give a folder holding a copy of the recipe's repository, e.g. --source pointnet2_ops=~/src/Pointnet2_PyTorch",
+                hint="give a folder holding a copy of the recipe's repository, e.g. --source "
+                "pointnet2_ops=~/src/Pointnet2_PyTorch",
             )
         found.append((name, path.resolve()))
     return tuple(found)
@@ -280,4 +293,7 @@ def base_interpreter_warning(python: str) -> str | None:
 
     if not is_base_interpreter(python):
         return None
-    return f"the target {python} is a base interpreter, not a virtual environment or conda env: packages go into its own site-packages"
+    return (
+        f"the target {python} is a base interpreter, not a virtual environment or conda env: "
+        "packages go into its own site-packages"
+    )

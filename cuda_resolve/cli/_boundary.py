@@ -33,8 +33,9 @@ def split_debug(words: Sequence[str]) -> tuple[list[str], bool]:
 
 
 def guarded(body: Callable[[], int], *, wants_json: bool, debug: bool) -> int:
-    """Run ``body`` and turn whatever it raises into one line and an exit status. SIGTERM and
-    SIGHUP are handled as Ctrl-C is while it runs (:func:`~cuda_resolve._signals.terminate_as_interrupt`)."""
+    """Run ``body`` and turn whatever it raises into one line and an exit status. SIGTERM and SIGHUP
+    are handled as Ctrl-C is while it runs (:func:`~cuda_resolve._signals.terminate_as_interrupt`).
+    """
     from .._signals import terminate_as_interrupt
 
     with terminate_as_interrupt():

@@ -51,8 +51,10 @@ def environment_from_args(args: argparse.Namespace) -> Environment:
     if args.profile is not None:
         if args.python is not None:
             raise UsageError(
-                f"--profile {args.profile} and --python {args.python} cannot be combined: a profile describes the machine without probing it",
-                hint="pass --profile to decide for a described machine, or --python to inspect an interpreter here",
+                f"--profile {args.profile} and --python {args.python} cannot be combined: a "
+                "profile describes the machine without probing it",
+                hint="pass --profile to decide for a described machine, or --python to inspect an "
+                "interpreter here",
             )
         from ..profile import load_profile
 

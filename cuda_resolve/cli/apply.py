@@ -17,8 +17,11 @@ from ._act import add_action_options
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "apply",
-        help="carry out a plan file (cuda-resolve plan REQ... --json > FILE) after checking its facts still hold",
-        description="Carry out PLAN, a file written by `cuda-resolve plan REQ... --json`: its builds and pip steps run exactly as written, once the facts it was decided from are checked against this machine. Same as `cuda-pip install --plan PLAN`.",
+        help="carry out a plan file (cuda-resolve plan REQ... --json > FILE) after checking its "
+        "facts still hold",
+        description="Carry out PLAN, a file written by `cuda-resolve plan REQ... --json`: its "
+        "builds and pip steps run exactly as written, once the facts it was decided from are "
+        "checked against this machine. Same as `cuda-pip install --plan PLAN`.",
     )
     parser.add_argument("plan_file", metavar="PLAN", type=Path)
     add_action_options(parser, install=True)

@@ -17,7 +17,8 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "detect",
         help="show what cuda-resolve knows about this machine",
-        description="Probe the machine (driver, GPUs, toolkits, compilers, target Python and torch) without importing torch.",
+        description="Probe the machine (driver, GPUs, toolkits, compilers, target Python and "
+        "torch) without importing torch.",
     )
     add_environment_options(parser)
     parser.add_argument(

@@ -23,13 +23,19 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "doctor",
         help="diagnose why CUDA extensions fail to build, load or run here",
-        description="Show the machine and run checks (driver, torch build, arch coverage, toolkit, compiler, headers, extensions, Slurm; inside a Jupyter kernel, the variables the kernel started with against what `cuda-resolve env` says the target needs). Exit 0 when nothing is an error, 1 otherwise, 2 on bad input.",
+        description="Show the machine and run checks (driver, torch build, arch coverage, "
+        "toolkit, compiler, headers, extensions, Slurm; inside a Jupyter kernel, the "
+        "variables the kernel started with against what `cuda-resolve env` says the target "
+        "needs). Exit 0 when nothing is an error, 1 otherwise, 2 on bad input.",
     )
     add_environment_options(parser)
     parser.add_argument(
         "--network",
         action="store_true",
-        help="also reach the indexes the target's pip really uses (its index-url, extra indexes and find-links pages, named with where each setting came from), the PyTorch and kaolin indexes (or mirrors), report TLS interception and whether pip and conda would cope",
+        help="also reach the indexes the target's pip really uses (its index-url, extra indexes "
+        "and find-links pages, named with where each setting came from), the PyTorch and "
+        "kaolin indexes (or mirrors), report TLS interception and whether pip and "
+        "conda would cope",
     )
     parser.set_defaults(handler=handle)
 

@@ -38,7 +38,11 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "env",
         help="print the exports jobs and notebooks need for the target environment",
-        description="Print the variables the target environment needs where the shell's own are not inherited (a Slurm job with --export=NONE, a Jupyter kernel): CUDA_HOME and PATH for its toolkit, LD_LIBRARY_PATH only for libraries its extensions need that the loader would not find, TORCH_CUDA_ARCH_LIST for later builds. Evaluating the output twice changes nothing more.",
+        description="Print the variables the target environment needs where the shell's own are "
+        "not inherited (a Slurm job with --export=NONE, a Jupyter kernel): CUDA_HOME and PATH "
+        "for its toolkit, LD_LIBRARY_PATH only for libraries its extensions need that the "
+        "loader would not find, TORCH_CUDA_ARCH_LIST for later builds. Evaluating the output "
+        "twice changes nothing more.",
     )
     parser.add_argument(
         "--shell",
@@ -77,7 +81,8 @@ def _shell(args: argparse.Namespace) -> str:
 def handle(args: argparse.Namespace) -> int:
     if args.slurm and args.shell not in (None, "bash"):
         raise UsageError(
-            f"--slurm prints bash lines for an sbatch script; --shell {args.shell} cannot be combined with it",
+            f"--slurm prints bash lines for an sbatch script; --shell {args.shell} cannot be "
+            "combined with it",
             hint="drop --shell (sbatch scripts run under bash)",
         )
     name = validate_kernel_name(args.jupyter) if args.jupyter is not None else None

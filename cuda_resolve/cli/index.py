@@ -62,9 +62,12 @@ def register(subparsers: Any) -> None:
 
     p_show = sub.add_parser(
         "show",
-        help="print what the index knows about torch, a CUDA toolkit or a package, and where it came from",
-        description="NAME is 'torch', 'cuda' (or 'toolkit'), 'sources', or a package (kaolin, pointnet2_ops). "
-        "VERSION narrows it: a torch release or series (2.5.1, 2.5), a CUDA version (12.4), a package release.",
+        help="print what the index knows about torch, a CUDA toolkit or a package, and where "
+        "it came from",
+        description="NAME is 'torch', 'cuda' (or 'toolkit'), 'sources', or a package (kaolin, "
+        "pointnet2_ops). "
+        "VERSION narrows it: a torch release or series (2.5.1, 2.5), a CUDA version (12.4), a "
+        "package release.",
     )
     p_show.add_argument("name", metavar="NAME")
     p_show.add_argument("version", nargs="?", metavar="VERSION")
@@ -284,9 +287,12 @@ def _package_data(index: Index, package: Package, version: str | None) -> dict[s
         wheels = tuple(w for w in wheels if w.version == wanted)
         recipes = tuple(r for r in recipes if r.version == wanted)
         if not wheels and not recipes:
+            known = {str(w.version) for w in package.wheels} | {
+                str(r.version) for r in package.recipes
+            }
             raise UsageError(
                 f"index show {package.name} {version}: no wheels or recipe for that version",
-                hint=f"known: {', '.join(sorted({str(w.version) for w in package.wheels} | {str(r.version) for r in package.recipes}))}",
+                hint=f"known: {', '.join(sorted(known))}",
             )
     name = package.name
     return {
@@ -541,7 +547,8 @@ def _render_torch(data: dict[str, Any], console: Console) -> None:
         _print_table(table, console)
         console.print(
             Text(
-                "? = a variant whose existence or arch list rests on secondary sources; `index show torch X.Y.Z` for details"
+                "? = a variant whose existence or arch list rests on secondary sources; `index "
+                "show torch X.Y.Z` for details"
             ),
             soft_wrap=True,
         )
@@ -552,7 +559,8 @@ def _render_torch(data: dict[str, Any], console: Console) -> None:
             ("Python", ", ".join(r["python"]) + f"  (Requires-Python {r['requires_python']})"),
             (
                 "PyPI",
-                f"default {r['pypi_default']} (CUDA runtime {r['pypi_cuda_runtime']}), aarch64 {r['pypi_linux_aarch64']}",
+                f"default {r['pypi_default']} (CUDA runtime {r['pypi_cuda_runtime']}), aarch64 "
+                f"{r['pypi_linux_aarch64']}",
             ),
             (
                 "paired",
@@ -656,8 +664,10 @@ def _render_package(data: dict[str, Any], console: Console) -> None:
     for r in data["recipes"]:
         console.print(
             Text(
-                f"recipe {r['name']}: {data['name']} {r['version']} from {r['repository']} @ {r['revision'][:12]}"
-                f"{' /' + r['subdirectory'] if r['subdirectory'] else ''}  (from {_short(r['origin'])})"
+                f"recipe {r['name']}: {data['name']} {r['version']} from {r['repository']} @ "
+                f"{r['revision'][:12]}"
+                f"{' /' + r['subdirectory'] if r['subdirectory'] else ''}  (from "
+                f"{_short(r['origin'])})"
             ),
             soft_wrap=True,
         )

@@ -24,7 +24,8 @@ __all__ = ["handle_refresh", "register_refresh"]
 def register_refresh(index_subparsers: Any) -> None:
     parser = index_subparsers.add_parser(
         "refresh",
-        help="re-derive torch (or kaolin) entries from PyPI and the wheel indexes; write an overlay",
+        help="re-derive torch (or kaolin) entries from PyPI and the wheel indexes; "
+        "write an overlay",
         description="Read PyPI's JSON API and each release's wheel metadata (PEP 658 files, else "
         "byte ranges of the wheel: never a whole wheel), and the PyTorch index page where it is "
         "reachable; print what differs from the index in use and write the differing entries as "
@@ -168,7 +169,8 @@ def _render(result: Any, output: Path, args: argparse.Namespace) -> None:
         unread = getattr(facts, "unread", ())
         if unread:
             line(
-                f"not checked: {args.what} {facts.version}: {len(unread)} of its pages could not be read; "
+                f"not checked: {args.what} {facts.version}: {len(unread)} of its pages could "
+                "not be read; "
                 "its entry is left as it is"
             )
         for problem in facts.problems:
@@ -184,7 +186,8 @@ def _render(result: Any, output: Path, args: argparse.Namespace) -> None:
     if args.dry_run:
         if result.document:
             line(
-                f"dry run: would write {output / result.file_name} with {', '.join(result.overlay_releases)}:"
+                f"dry run: would write {output / result.file_name} with "
+                f"{', '.join(result.overlay_releases)}:"
             )
             sys.stdout.write(result.document)
         elif count:
@@ -194,7 +197,8 @@ def _render(result: Any, output: Path, args: argparse.Namespace) -> None:
     elif result.overlay is not None:
         written = len(result.overlay_releases)
         line(
-            f"wrote {result.overlay} ({written} {'entry' if written == 1 else 'entries'}: {', '.join(result.overlay_releases)})"
+            f"wrote {result.overlay} ({written} {'entry' if written == 1 else 'entries'}: "
+            f"{', '.join(result.overlay_releases)})"
         )
     elif count:
         line(f"no overlay needed in {output}: everything read agrees with the shipped index")

@@ -43,8 +43,12 @@ __all__ = ["add_action_options", "register", "register_build", "run_action"]
 def register(subparsers: Any) -> None:
     install = subparsers.add_parser(
         "install",
-        help="resolve, build what must be built, install into the target environment and check it imports",
-        description="Install REQ... (kaolin, pointnet2_ops, torch, anything pip knows) into the target environment: ABI-matched wheels where they exist, source builds into the wheelhouse where not. Nothing is installed unless every build succeeds; a failure restores the environment.",
+        help="resolve, build what must be built, install into the target environment and "
+        "check it imports",
+        description="Install REQ... (kaolin, pointnet2_ops, torch, anything pip knows) into the "
+        "target environment: ABI-matched wheels where they exist, source builds into the "
+        "wheelhouse where not. Nothing is installed unless every build succeeds; a failure "
+        "restores the environment.",
     )
     install.add_argument("requests", nargs="+", metavar="REQ")
     add_action_options(install, install=True)
@@ -55,7 +59,9 @@ def register_build(subparsers: Any) -> None:
     build = subparsers.add_parser(
         "build",
         help="build the source builds a request needs into the wheelhouse (installs nothing)",
-        description="Build REQ...'s source builds against the target's torch into the wheelhouse. With --profile FILE the arch list comes from the profile's GPUs, so a machine without a GPU builds for others.",
+        description="Build REQ...'s source builds against the target's torch into the wheelhouse. "
+        "With --profile FILE the arch list comes from the profile's GPUs, so a machine "
+        "without a GPU builds for others.",
     )
     build.add_argument("requests", nargs="+", metavar="REQ")
     add_action_options(build, install=False)
@@ -108,7 +114,8 @@ def driver_needed(plan: Plan, index: Index) -> list[str]:
             else ""
         )
         lines.append(
-            f"the machines that run these wheels need an NVIDIA driver >= {family.min_driver_linux} on Linux{own}: "
+            "the machines that run these wheels need an NVIDIA driver >= "
+            f"{family.min_driver_linux} on Linux{own}: "
             f"torch {torch_build[0]}+{torch_build[1]} uses CUDA {variant.cuda}"
         )
     return lines
@@ -199,6 +206,7 @@ def _request(
             for_other_machines=not keep_installed,
         ),
         accept_names=tuple(args.accept_name),
+        keep_stale=tuple(getattr(args, "keep_stale", ())),
         plan=plan,
         dry_run=bool(args.dry_run),
     )
@@ -381,7 +389,8 @@ def _render_dry_run(
     for planned in plan.builds:
         spec = planned.spec
         say(
-            f"build {spec.package} {spec.recipe.version} (recipe {spec.recipe.name}) against torch {spec.torch_version}+{spec.variant}:"
+            f"build {spec.package} {spec.recipe.version} (recipe {spec.recipe.name}) against "
+            f"torch {spec.torch_version}+{spec.variant}:"
         )
         if planned.reused:
             say(f"reused: {planned.reused}", first="  ")

@@ -27,7 +27,10 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "lock",
         help="write one pylock.toml (PEP 751) for several machine profiles",
-        description="Lock REQ... for every --profile (files from `cuda-resolve detect --save-profile`, or `this`): one PEP 751 pylock.toml whose extras are the profiles' names. Install it with `cuda-resolve sync`, `pip install -r 'pylock.toml[NAME]'` or `uv pip install -r pylock.toml --extra NAME`.",
+        description="Lock REQ... for every --profile (files from `cuda-resolve detect "
+        "--save-profile`, or `this`): one PEP 751 pylock.toml whose extras are the profiles' "
+        "names. Install it with `cuda-resolve sync`, `pip install -r 'pylock.toml[NAME]'` or "
+        "`uv pip install -r pylock.toml --extra NAME`.",
     )
     parser.add_argument(
         "requests", nargs="*", metavar="REQ", help="requirements as pip writes them"
@@ -46,7 +49,8 @@ def register(subparsers: Any) -> None:
         metavar="[NAME=]FILE",
         action="append",
         default=[],
-        help="a machine profile to lock for (repeatable); `this` is the machine lock runs on; the name is the file's stem unless given",
+        help="a machine profile to lock for (repeatable); `this` is the machine lock runs on; the "
+        "name is the file's stem unless given",
     )
     parser.add_argument(
         "-o",
@@ -61,28 +65,34 @@ def register(subparsers: Any) -> None:
         metavar="NAME=PATH",
         action="append",
         default=[],
-        help="the interpreter that resolves profile NAME's closure and builds its source builds (default: one of its Python version found here: PATH, pyenv, uv; a build needs the profile's torch installed in it)",
+        help="the interpreter that resolves profile NAME's closure and builds its source builds "
+        "(default: one of its Python version found here: PATH, pyenv, uv; a build needs the "
+        "profile's torch installed in it)",
     )
     parser.add_argument(
         "--no-build",
         action="store_true",
-        help="build nothing: a source build the wheelhouse lacks fails the lock with the `cuda-resolve build` commands to run",
+        help="build nothing: a source build the wheelhouse lacks fails the lock with the "
+        "`cuda-resolve build` commands to run",
     )
     parser.add_argument(
         "--index-url",
         metavar="URL",
         default=None,
-        help="the package index the closure comes from (default: https://pypi.org/simple); the PyTorch index comes from the plan and the config's mirror",
+        help="the package index the closure comes from (default: https://pypi.org/simple); the "
+        "PyTorch index comes from the plan and the config's mirror",
     )
     parser.add_argument(
         "--wheelhouse-url",
         metavar="URL",
-        help="where the wheelhouse folder is served (`cuda-resolve wheelhouse path`; any static server): source-built wheels are locked at this URL",
+        help="where the wheelhouse folder is served (`cuda-resolve wheelhouse path`; any static "
+        "server): source-built wheels are locked at this URL",
     )
     parser.add_argument(
         "--refresh",
         action="store_true",
-        help="ask the indexes and pip afresh (default: index pages and pip's answers less than an hour old are reused)",
+        help="ask the indexes and pip afresh (default: index pages and pip's answers less than an "
+        "hour old are reused)",
     )
     parser.add_argument(
         "--skip-unfit",
@@ -92,7 +102,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--update",
         action="store_true",
-        help="relock only the --profile(s) given in the lock at -o; the other profiles' entries stay byte-identical",
+        help="relock only the --profile(s) given in the lock at -o; the other profiles' entries "
+        "stay byte-identical",
     )
     parser.add_argument(
         "--check",
@@ -238,7 +249,8 @@ def handle(args: argparse.Namespace) -> int:
         )
     else:
         _output.console().print(
-            f"wrote {args.output}: {len(document.packages)} packages for profiles {', '.join(document.names)}",
+            f"wrote {args.output}: {len(document.packages)} packages for profiles "
+            f"{', '.join(document.names)}",
             highlight=False,
             soft_wrap=True,
         )
@@ -290,16 +302,18 @@ def _builder(args: argparse.Namespace, requests: tuple[str, ...]) -> Any:
             said = "".join(lines[-5:]).strip()
         if done.returncode != 0:
             raise BuildError(
-                f"profile {profile.name}: `cuda-resolve {' '.join(words)}` failed (exit status {done.returncode})"
-                + (f": {said}" if said else ""),
-                hint="its output above says why (its log is named there); fix that and lock again, or lock --no-build",
+                f"profile {profile.name}: `cuda-resolve {' '.join(words)}` failed (exit status "
+                f"{done.returncode})" + (f": {said}" if said else ""),
+                hint="its output above says why (its log is named there); fix that and lock "
+                "again, or lock --no-build",
             )
 
     return build
 
 
 def _check(args: argparse.Namespace, request: Any, config: Any) -> int:
-    """Whether the lock at -o was made from these inputs: the same requests, profile files and decisions."""
+    """Whether the lock at -o was made from these inputs: the same requests, profile files and
+    decisions."""
     from ..lock.make import profile_plan, profile_record
     from ..lock.read import read_lock
     from ..resolve import Options
@@ -335,7 +349,8 @@ def _check(args: argparse.Namespace, request: Any, config: Any) -> int:
         now = profile_record(profile, plan, resolution, record.interpreter)
         if now.decision != record.decision:
             stale.append(
-                f"profile {profile.name}: decided now {', '.join(now.decision)}; locked {', '.join(record.decision)}"
+                f"profile {profile.name}: decided now {', '.join(now.decision)}; locked "
+                f"{', '.join(record.decision)}"
             )
     if args.json:
         _output.print_json({"lock": str(args.output), "current": not stale, "stale": stale})

@@ -16,16 +16,18 @@ if TYPE_CHECKING:
     from ..install.pipconfig import PipIndexes
 
 _SET_EPILOG = """\
-custom URLs: `mirror set custom --pypi URL [--pypi-files URL] [--pytorch URL --pytorch-layout simple|flat]
-[--kaolin URL] [--conda URL]` (--conda is the base of a TUNA-style Anaconda mirror). Only the
-ecosystems given are changed. Nothing written ever turns certificate verification off."""
+custom URLs: `mirror set custom --pypi URL [--pypi-files URL] [--pytorch URL
+--pytorch-layout simple|flat] [--kaolin URL] [--conda URL]` (--conda is the base of a TUNA-style
+Anaconda mirror). Only the ecosystems given are changed. Nothing written ever turns certificate
+verification off."""
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "mirror",
         help="configure pip, conda and cuda-resolve to use a mirror (TUNA, USTC, Aliyun, ...)",
-        description="Mirror presets for PyPI, the PyTorch wheel index, conda channels and kaolin's pages.",
+        description="Mirror presets for PyPI, the PyTorch wheel index, conda channels and "
+        "kaolin's pages.",
     )
     parser.set_defaults(handler=_no_subcommand, mirror_parser=parser)
     sub = parser.add_subparsers(
@@ -49,8 +51,10 @@ def register(subparsers: Any) -> None:
     p_set = sub.add_parser(
         "set",
         help="write pip.conf, .condarc and cuda-resolve's config for a preset",
-        description="Write the preset into pip's config, .condarc and cuda-resolve's own config, keeping "
-        "everything else in those files. A timestamped backup is written next to each changed file.",
+        description="Write the preset into pip's config, .condarc and cuda-resolve's own "
+        "config, keeping "
+        "everything else in those files. A timestamped backup is written next to each "
+        "changed file.",
         epilog=_SET_EPILOG,
     )
     p_set.add_argument("preset", metavar="PRESET", help="a preset name (`mirror list`) or 'custom'")
@@ -58,7 +62,8 @@ def register(subparsers: Any) -> None:
         "--scope",
         choices=("user", "env"),
         default="user",
-        help="user: ~/.config/pip/pip.conf and ~/.condarc (default); env: the target environment's files",
+        help="user: ~/.config/pip/pip.conf and ~/.condarc (default); env: the target "
+        "environment's files",
     )
     p_set.add_argument(
         "--python", metavar="PATH", help="with --scope env: the environment's interpreter"
@@ -88,9 +93,12 @@ def register(subparsers: Any) -> None:
 
     p_test = sub.add_parser(
         "test",
-        help="fetch a known page through each configured mirror: answers, links not upstream, latency",
-        description="Fetch a known page through the index the target's pip really uses (its index-url, extra "
-        "indexes and find-links pages, each named with where the setting came from) and through each mirror "
+        help="fetch a known page through each configured mirror: answers, links not "
+        "upstream, latency",
+        description="Fetch a known page through the index the target's pip really uses (its "
+        "index-url, extra "
+        "indexes and find-links pages, each named with where the setting came from) and through "
+        "each mirror "
         "cuda-resolve is configured with; or through a preset's mirrors.",
     )
     p_test.add_argument(

@@ -22,7 +22,8 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "plan",
         help="decide the ABI-matched builds for a request (downloads nothing)",
-        description="Resolve REQ... (e.g. kaolin, 'kaolin==0.14.0', pointnet2_ops, 'torch>=2.1') for this machine or a --profile, and print the plan. Exit 1 when nothing fits.",
+        description="Resolve REQ... (e.g. kaolin, 'kaolin==0.14.0', pointnet2_ops, 'torch>=2.1') "
+        "for this machine or a --profile, and print the plan. Exit 1 when nothing fits.",
     )
     parser.add_argument(
         "requests", nargs="+", metavar="REQ", help="requirements as pip writes them"
@@ -59,7 +60,16 @@ def register(subparsers: Any) -> None:
         metavar="NAME",
         action="append",
         default=[],
-        help="plan NAME although it is a look-alike of a package cuda-resolve curates (as cuda-pip's --accept-name)",
+        help="plan NAME although it is a look-alike of a package cuda-resolve curates (as "
+        "cuda-pip's --accept-name)",
+    )
+    parser.add_argument(
+        "--keep-stale",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="when torch is replaced, leave NAME (an extension cuda-resolve cannot rebuild) "
+        "built for the old torch instead of refusing (as cuda-pip's --keep-stale)",
     )
     parser.set_defaults(handler=handle)
 
@@ -99,6 +109,16 @@ def handle(args: argparse.Namespace) -> int:
             render_ruled_out(exc.reasons)
         raise
     plan = make_plan(resolution, env)
+    # A torch replaced: the extensions built for the old one are carried along (issue 27).
+    from ..install.stale import carry_extensions
+
+    plan = carry_extensions(
+        plan,
+        env,
+        index,
+        replan=lambda extra: make_plan(resolve([*args.requests, *extra], env, index, options), env),
+        keep_stale=args.keep_stale,
+    )
     plan, incomplete = _completed(plan, env, index)
     from rich.text import Text
 
@@ -149,7 +169,8 @@ def _completed(plan: Plan, env: Environment, index: Index) -> tuple[Plan, str | 
         torch_index_option=config.pytorch.pip_option if config.pytorch else "--index-url",
     )
     try:
-        # pip's hash-checking mode from its configuration or PIP_*: the plan is made in it, as cuda-pip would.
+        # pip's hash-checking mode from its configuration or PIP_*: the plan is made in it, as
+        # cuda-pip would.
         options = replace(
             options, hash_mode=checked_hash_mode((), env, InstallRequest(), os.environ)
         )
@@ -175,6 +196,8 @@ def next_command(args: argparse.Namespace) -> list[str]:
         command += ["--index", str(folder)]
     for name in args.accept_name:
         command += ["--accept-name", name]
+    for name in args.keep_stale:
+        command += ["--keep-stale", name]
     return command
 
 

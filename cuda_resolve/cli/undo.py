@@ -24,9 +24,12 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "undo",
         help="put an environment back as it was before an install that was interrupted",
-        description="Restore the target environment from the newest journal a killed cuda-pip install left "
-        "(packages it replaced are put back from hard links, packages it added are removed). Exit 0 when the "
-        "environment is back as it was or there is nothing to undo, 1 when something is still changed.",
+        description="Restore the target environment from the newest journal a killed cuda-pip "
+        "install left "
+        "(packages it replaced are put back from hard links, packages it added are removed). "
+        "Exit 0 when the "
+        "environment is back as it was or there is nothing to undo, 1 when something is "
+        "still changed.",
     )
     parser.add_argument(
         "--last",
@@ -37,7 +40,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--python",
         metavar="PATH",
-        help="the target interpreter (default: the active virtualenv, else the active conda env, else python3 on PATH)",
+        help="the target interpreter (default: the active virtualenv, else the active conda env, "
+        "else python3 on PATH)",
     )
     add_json_option(parser)
     parser.set_defaults(handler=handle)
@@ -84,7 +88,8 @@ def handle(args: argparse.Namespace) -> int:
         _print("  nothing had changed")
     if report.kept:
         _print(
-            f"the stash {report.kept} is kept: run `cuda-resolve undo --last` again once the cause is fixed"
+            f"the stash {report.kept} is kept: run `cuda-resolve undo --last` again once the "
+            "cause is fixed"
         )
     return 0 if report.complete else 1
 

@@ -47,7 +47,8 @@ class CondaInstall(Protocol):
 
 
 def exact_spec(package: CondaPackage) -> str:
-    """The match spec of exactly this record (no other channel's build of the name can answer it)."""
+    """The match spec of exactly this record (no other channel's build of the name can answer
+    it)."""
     return f"{package.name}[version='=={package.version}',build={package.build}]"
 
 
@@ -85,7 +86,8 @@ class CondaChannelBackend:
         if not plan.complete:
             raise InstallError(
                 "the plan is not complete (no builds or pip steps decided)",
-                hint="complete it with cuda_resolve.install.prepare.complete_plan before executing it",
+                hint="complete it with cuda_resolve.install.prepare.complete_plan before "
+                "executing it",
             )
         report = reporter or NullReporter()
         base = dict(os.environ if environ is None else environ)
@@ -105,7 +107,8 @@ class CondaChannelBackend:
         specs = [exact_spec(item.package) for item in built]
         if specs:
             report.step(
-                f"installing {', '.join(item.package.name for item in built)} into {self.prefix} through conda"
+                f"installing {', '.join(item.package.name for item in built)} into {self.prefix} "
+                "through conda"
             )
             try:
                 self.install(
@@ -115,8 +118,10 @@ class CondaChannelBackend:
                 raise
             except Exception as exc:
                 raise InstallError(
-                    f"conda could not install {', '.join(specs)} into {self.prefix}: {str(exc).strip() or type(exc).__name__}",
-                    hint=f"conda's transaction undid what it had done; the packages stay in the local channel {self.channel.url}",
+                    f"conda could not install {', '.join(specs)} into {self.prefix}: "
+                    f"{str(exc).strip() or type(exc).__name__}",
+                    hint="conda's transaction undid what it had done; the packages stay in the "
+                    f"local channel {self.channel.url}",
                 ) from exc
         after = _installed(self.prefix)
         changed = tuple(
@@ -125,7 +130,8 @@ class CondaChannelBackend:
             if before.get(name) != after.get(name)
         )
         notes = tuple(
-            f"{item.package.name} {item.package.version} ({item.package.build}) from the local channel {self.channel.url}: "
+            f"{item.package.name} {item.package.version} ({item.package.build}) from the local "
+            f"channel {self.channel.url}: "
             + (
                 f"the prebuilt wheel {item.downloaded_from}"
                 if item.downloaded_from

@@ -1,8 +1,8 @@
 """Build what a conda environment needs into the local channel: the one action behind the conda
 plugin's install path (``conda install pointnet2_ops`` with the plugin active).
 
-The environment's torch is what the build pairs with (a channel's ``pytorch`` or pip's
-``torch``); the builds go through the existing build path (:func:`cuda_resolve.install.run.build_only`,
+The environment's torch is what the build pairs with (a channel's ``pytorch`` or pip's ``torch``);
+the builds go through the existing build path (:func:`cuda_resolve.install.run.build_only`,
 wheelhouse hits included); each wheel becomes a ``.conda`` package whose record pins that torch
 record and ``__cuda``; conda's own solver and transaction then install it (nothing here installs
 anything into the environment). A prebuilt wheel the plan takes instead (kaolin from NVIDIA's
@@ -71,12 +71,15 @@ def environment_torch(
     torch = torch_record(prefix, records)
     if torch is None:
         raise UsageError(
-            f"{', '.join(names)} must be built against the environment's torch, and {prefix} has none",
-            hint=f"install torch first (conda install -p {prefix} pytorch, or pip install torch), then conda install {' '.join(names)}",
+            f"{', '.join(names)} must be built against the environment's torch, and "
+            f"{prefix} has none",
+            hint=f"install torch first (conda install -p {prefix} pytorch, or pip install torch), "
+            f"then conda install {' '.join(names)}",
         )
     if torch.is_cpu_only:
         raise UsageError(
-            f"the environment's torch is {torch.describe()}: a CUDA extension cannot be built against it",
+            f"the environment's torch is {torch.describe()}: a CUDA extension cannot be "
+            "built against it",
             hint="install a CUDA build of torch (conda install pytorch=*=cuda*), then try again",
         )
     return torch, records
@@ -160,7 +163,9 @@ def channel_plan(
     ]
     if changes:
         raise UsageError(
-            f"{', '.join(names)} cannot be built for the environment's torch ({torch.describe()}): the plan would install {changes[0].requirement or changes[0].name}",
+            f"{', '.join(names)} cannot be built for the environment's torch "
+            f"({torch.describe()}): the plan would install "
+            f"{changes[0].requirement or changes[0].name}",
             hint="conda cuda plan "
             + " ".join(names)
             + " shows why; install the torch it names into the environment first",
@@ -219,15 +224,18 @@ def package_plan(
                     "downloaded_from": wheel.url,
                     "toolkit": "",
                     "arch_list_source": (
-                        "the index's arch list of the torch build the wheel was made for (the wheel states none)"
+                        "the index's arch list of the torch build the wheel was made for (the "
+                        "wheel states none)"
                         if known
-                        else "unknown: the wheel states none and the index knows none for its torch build"
+                        else "unknown: the wheel states none and the index knows none for "
+                        "its torch build"
                     ),
                 },
             )
             path = channel.add(made, package.subdir)
             report.step(
-                f"{package.name} {package.version} ({package.build}, the prebuilt wheel from {wheel.url}) is in the local channel {channel.url}"
+                f"{package.name} {package.version} ({package.build}, the prebuilt wheel from "
+                f"{wheel.url}) is in the local channel {channel.url}"
             )
             built.append(
                 ChannelBuild(
@@ -256,7 +264,8 @@ def package_plan(
             )
             path = channel.add(made, package.subdir)
             report.step(
-                f"{package.name} {package.version} ({package.build}) is in the local channel {channel.url}"
+                f"{package.name} {package.version} ({package.build}) is in the local channel "
+                f"{channel.url}"
             )
             built.append(
                 ChannelBuild(
@@ -284,10 +293,13 @@ def _fetch_one(
     item: PlanItem, env: Environment, client: HttpClient, folder: Path, report: Reporter
 ) -> FetchedWheel:
     report.step(
-        f"{item.name} {item.version}: the plan takes a prebuilt wheel{f' ({item.url})' if item.url else ''}: fetching it"
+        f"{item.name} {item.version}: the plan takes a prebuilt "
+        f"wheel{f' ({item.url})' if item.url else ''}: fetching it"
     )
     wheel = fetch_wheel(item, env, client=client, folder=folder)
     report.step(
-        f"{item.name} {item.version}: {wheel.path.name} {'was already downloaded' if wheel.cache_hit else 'downloaded'}, sha256 {wheel.sha256} as its page lists"
+        f"{item.name} {item.version}: {wheel.path.name} "
+        f"{'was already downloaded' if wheel.cache_hit else 'downloaded'}, sha256 {wheel.sha256} "
+        "as its page lists"
     )
     return wheel

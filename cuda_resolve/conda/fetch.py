@@ -104,13 +104,16 @@ def fetch_wheel(
         )
         raise UsageError(
             f"{page} does not list {wanted}",
-            hint="the index's wheel table may be ahead of the vendor's page: cuda-resolve index refresh, or conda cuda plan to see the choice",
+            hint="the index's wheel table may be ahead of the vendor's page: cuda-resolve index "
+            "refresh, or conda cuda plan to see the choice",
         )
     filename, url, sha256 = chosen
     if not sha256:
         raise UsageError(
-            f"{page} lists {filename} without a sha256: cuda-resolve puts no file into a conda channel that it could not check",
-            hint=f"conda cuda install {item.name} installs it through the environment's pip (which installs it unchecked)",
+            f"{page} lists {filename} without a sha256: cuda-resolve puts no file into a conda "
+            "channel that it could not check",
+            hint=f"conda cuda install {item.name} installs it through the environment's pip "
+            "(which installs it unchecked)",
         )
     target = folder / sha256 / filename
     cache_hit = target.is_file()

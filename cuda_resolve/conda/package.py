@@ -150,7 +150,8 @@ def package_for(
     python record is ``python`` (None when python is not a conda package there)."""
     if key.torch != torch.version.split("+", 1)[0]:
         raise UsageError(
-            f"the wheel was built against torch {key.torch}, the environment has {torch.describe()}",
+            f"the wheel was built against torch {key.torch}, the environment has "
+            f"{torch.describe()}",
             hint="build it against the environment's torch: conda cuda build <package>",
         )
     depends = [torch.pin]
@@ -242,13 +243,15 @@ def wheel_to_conda(
     *,
     extra_info: dict[str, object] | None = None,
 ) -> Path:
-    """Write ``package`` (from the wheel at ``wheel_path``) as ``out_dir/<filename>``; returns it."""
+    """Write ``package`` (from the wheel at ``wheel_path``) as ``out_dir/<filename>``; returns
+    it."""
     try:
         from conda_package_handling import api as cph  # type: ignore[import-untyped]
     except ImportError:
         raise UsageError(
             "writing a .conda package needs conda_package_handling, which is not installed here",
-            hint="run this through conda (conda cuda ...), whose environment has it, or pip install conda-package-handling",
+            hint="run this through conda (conda cuda ...), whose environment has it, or pip "
+            "install conda-package-handling",
         ) from None
     site_packages = f"lib/python{package.python_version}/site-packages"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -288,7 +291,8 @@ def wheel_to_conda(
                     or relative.startswith("/")
                 ):
                     raise UsageError(
-                        f"{wheel_path.name}: member {member.filename!r} has no place in a conda package",
+                        f"{wheel_path.name}: member {member.filename!r} has no place in a "
+                        "conda package",
                         hint="rebuild the wheel; it does not follow the wheel format",
                     )
                 mode = (
@@ -301,7 +305,8 @@ def wheel_to_conda(
             for script, target in _console_scripts(wheel, dist_info):
                 module, _, function = target.partition(":")
                 text = (
-                    f"#!{PLACEHOLDER}/bin/python\nimport sys\nfrom {module} import {function.split('.')[0]}\n"
+                    f"#!{PLACEHOLDER}/bin/python\nimport sys\nfrom {module} import "
+                    f"{function.split('.')[0]}\n"
                     f"sys.exit({function}())\n"
                 )
                 add(f"bin/{script}", text.encode(), mode=0o755, placeholder=True)

@@ -43,7 +43,8 @@ def _strings(value: object, origin: str, field: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise UsageError(
             f"{origin}: {field} must be a list of strings, not {value!r}",
-            hint="the record was not written by conda or cuda-resolve; remove it or rebuild the package",
+            hint="the record was not written by conda or cuda-resolve; remove it or "
+            "rebuild the package",
         )
     return tuple(value)
 
@@ -72,14 +73,16 @@ class CondaRecord:
             if not isinstance(value, str) or not value:
                 raise UsageError(
                     f"{origin}: {field} must be a non-empty string, not {value!r}",
-                    hint="the record was not written by conda or cuda-resolve; remove it or rebuild the package",
+                    hint="the record was not written by conda or cuda-resolve; remove it or "
+                    "rebuild the package",
                 )
             values[field] = value
         number = data.get("build_number", 0)
         if not isinstance(number, int) or isinstance(number, bool):
             raise UsageError(
                 f"{origin}: build_number must be an integer, not {number!r}",
-                hint="the record was not written by conda or cuda-resolve; remove it or rebuild the package",
+                hint="the record was not written by conda or cuda-resolve; remove it or "
+                "rebuild the package",
             )
         channel = data.get("channel", "")
         url = data.get("url", "")

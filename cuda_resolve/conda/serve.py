@@ -139,7 +139,9 @@ def build_fits(
         if wrong_source:
             ok = False
             reasons.append(
-                f"needs {wrong_source[0].name} from {'a channel' if wrong_source[0].name == 'pytorch' else 'pip'}, the environment has {torch.describe()}"
+                f"needs {wrong_source[0].name} from "
+                f"{'a channel' if wrong_source[0].name == 'pytorch' else 'pip'}, the environment "
+                f"has {torch.describe()}"
             )
         elif not all(spec.matches(torch.name, torch.version, torch.build) for spec in specs):
             ok = False
@@ -207,6 +209,7 @@ def veto_torch_swap(
     if not pinned:
         return None
     return (
-        f"this solve would install a channel's pytorch over {torch.describe()}, which {', '.join(pinned)} "
+        f"this solve would install a channel's pytorch over {torch.describe()}, which "
+        f"{', '.join(pinned)} "
         "were built against: their compiled code would no longer match the torch they load"
     )

@@ -16,8 +16,8 @@ _READ_LIMIT = 256 * 1024
 
 
 def read_text(path: str | os.PathLike[str], *, limit: int = _READ_LIMIT) -> str | None:
-    """The first *limit* bytes of a regular file as text (undecodable bytes replaced), or
-    ``None`` if it cannot be read or is not a regular file (a FIFO would block, a device never end)."""
+    """The first *limit* bytes of a regular file as text (undecodable bytes replaced), or ``None``
+    if it cannot be read or is not a regular file (a FIFO would block, a device never end)."""
     try:
         data = read_head(path, limit)
     except OSError:

@@ -39,7 +39,8 @@ def _load() -> ctypes.CDLL | None:
 
 
 def driver_cuda_version() -> int | None:
-    """``cuDriverGetVersion``: 13000 for a driver that supports CUDA 13.0; ``None`` if no libcuda."""
+    """``cuDriverGetVersion``: 13000 for a driver that supports CUDA 13.0; ``None`` if no
+    libcuda."""
     lib = _load()
     if lib is None:
         return None

@@ -43,7 +43,8 @@ _DEADLINE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
 
 @contextlib.contextmanager
 def sharing(deadline: Deadline) -> Iterator[Deadline]:
-    """Every probe run inside (and in :class:`Background` threads started inside) shares *deadline*."""
+    """Every probe run inside (and in :class:`Background` threads started inside) shares
+    *deadline*."""
     token = _DEADLINE.set(deadline)
     try:
         yield deadline

@@ -34,7 +34,8 @@ _VERSIONED_GCC = re.compile(r"^(?:gcc|g\+\+)-\d+(?:\.\d+)*$")
 
 
 def parse_compiler_version(text: str) -> tuple[str, str] | None:
-    """First line of ``--version`` → ("gcc" | "clang", version); ``None`` if not a compiler banner."""
+    """First line of ``--version`` → ("gcc" | "clang", version); ``None`` if not a compiler
+    banner."""
     first = next((line for line in text.splitlines() if line.strip()), "")
     clang = _CLANG.search(first)
     if clang is not None:

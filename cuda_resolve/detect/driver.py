@@ -43,7 +43,8 @@ def parse_module_version(text: str) -> DriverVersion | None:
 
 
 def parse_proc_version(text: str) -> DriverVersion | None:
-    """The ``NVRM version:`` line of ``/proc/driver/nvidia/version`` (proprietary or open module)."""
+    """The ``NVRM version:`` line of ``/proc/driver/nvidia/version`` (proprietary or open
+    module)."""
     for line in text.splitlines():
         if line.startswith("NVRM version:"):
             match = _DRIVER_NUMBER.search(line)

@@ -258,7 +258,8 @@ def _inspect(
                 images = kernel_images(image)
             except (FatbinError, ElfError, struct.error) as exc:
                 notes.append(
-                    f"{path}: its fat binary cannot be read ({exc}); which GPUs it runs on is unknown"
+                    f"{path}: its fat binary cannot be read ({exc}); which GPUs it runs "
+                    "on is unknown"
                 )
             else:
                 if images is not None:

@@ -104,8 +104,9 @@ def script_nvcc_paths(line: str) -> list[str]:
     that ends with ``/nvcc`` (not called as ``/nvcc(``), from its start (after a blank, a quote or
     the line's start) or from just after an ``=`` in it (``NVCC=/opt/cuda/bin/nvcc``), whichever
     comes first and starts like a path. One pass over the line: the regular expression this
-    replaces, ``(?:^|[\\s"'=])((?:\\$\\{?\\w+\\}?|~|\\.{1,2}|/)[^\\s"';|&()]*/nvcc)(?=$|[\\s"';|&)])``,
-    found the same paths but rescanned the word from every ``=`` in it (quadratic)."""
+    replaces,
+    ``(?:^|[\\s"'=])((?:\\$\\{?\\w+\\}?|~|\\.{1,2}|/)[^\\s"';|&()]*/nvcc)(?=$|[\\s"';|&)])``, found
+    the same paths but rescanned the word from every ``=`` in it (quadratic)."""
     found: list[str] = []
     for word in _SCRIPT_WORD.finditer(line):
         start, end = word.span()
@@ -158,7 +159,8 @@ def resolve_nvcc(path: str, environ: Mapping[str, str]) -> str:
 
 
 def toolkit_root(real_nvcc: str) -> str:
-    """The CUDA_HOME for a real nvcc: ``<root>/bin/nvcc``, or ``<prefix>/targets/<triple>/bin/nvcc``."""
+    """The CUDA_HOME for a real nvcc: ``<root>/bin/nvcc``, or
+    ``<prefix>/targets/<triple>/bin/nvcc``."""
     root = os.path.dirname(os.path.dirname(real_nvcc))
     parent = os.path.dirname(root)
     if os.path.basename(parent) == "targets":

@@ -90,7 +90,8 @@ def probe_nvidia(
     cache: ProbeCache,
     libraries: bool | None = None,
 ) -> NvidiaFacts:
-    """The driver and GPUs of *root*'s machine; *libraries*: load libcuda and NVML (default: root is /)."""
+    """The driver and GPUs of *root*'s machine; *libraries*: load libcuda and NVML (default: root
+    is /)."""
     found = _Findings()
     from_files = driver_version_from_files(root)
     if from_files is not None:

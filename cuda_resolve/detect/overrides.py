@@ -60,7 +60,8 @@ def _parse_driver(variable: str, value: str) -> DriverVersion:
     except ValueError as exc:
         raise UsageError(
             f"{variable}={value!r}: {exc}",
-            hint=f"set {variable} to a driver version such as 535.104.05 (nvidia-smi's 'Driver Version'), or unset it",
+            hint=f"set {variable} to a driver version such as 535.104.05 (nvidia-smi's 'Driver "
+            "Version'), or unset it",
         ) from None
 
 
@@ -70,7 +71,8 @@ def _parse_cuda(variable: str, value: str) -> CudaVersion:
     except ValueError as exc:
         raise UsageError(
             f"{variable}={value!r}: {exc}",
-            hint=f"set {variable} to the CUDA version the driver supports, such as 12.2, or to an empty value for no driver",
+            hint=f"set {variable} to the CUDA version the driver supports, such as 12.2, or to an "
+            "empty value for no driver",
         ) from None
 
 
@@ -86,7 +88,8 @@ def _parse_capabilities(variable: str, value: str) -> tuple[ComputeCapability, .
     except ValueError as exc:
         raise UsageError(
             f"{variable}={value!r}: {exc}",
-            hint=f"set {variable} to compute capabilities such as 8.6 (comma-separated for several GPUs)",
+            hint=f"set {variable} to compute capabilities such as 8.6 (comma-separated for "
+            "several GPUs)",
         ) from None
 
 
@@ -129,8 +132,10 @@ def read_overrides(environ: Mapping[str, str]) -> Overrides:
         capabilities = _parse_capabilities(variable, text) if text.strip() else ()
         if variable == "CONDA_OVERRIDE_CUDA_ARCH" and len(capabilities) > 1:
             raise UsageError(
-                f"CONDA_OVERRIDE_CUDA_ARCH={text!r}: conda's variable holds one capability (the lowest)",
-                hint="set CONDA_OVERRIDE_CUDA_ARCH to the lowest capability alone, or list every GPU's in CUDA_RESOLVE_CUDA_ARCH=8.0,8.6",
+                f"CONDA_OVERRIDE_CUDA_ARCH={text!r}: conda's variable holds one capability "
+                "(the lowest)",
+                hint="set CONDA_OVERRIDE_CUDA_ARCH to the lowest capability alone, or list every "
+                "GPU's in CUDA_RESOLVE_CUDA_ARCH=8.0,8.6",
             )
         result = replace(result, capabilities=capabilities, capabilities_source=variable)
         break
@@ -160,8 +165,10 @@ def _driver(overrides: Overrides, probed: Driver | None) -> tuple[Driver | None,
         cuda = overrides.driver_cuda or cuda_for_driver_version(overrides.driver_version)
         if cuda is None:
             raise UsageError(
-                f"CUDA_RESOLVE_DRIVER={overrides.driver_version.text}: cannot tell which CUDA version this driver supports",
-                hint="also set CONDA_OVERRIDE_CUDA to the 'CUDA Version' nvidia-smi shows for it, e.g. 12.2",
+                f"CUDA_RESOLVE_DRIVER={overrides.driver_version.text}: cannot tell which CUDA "
+                "version this driver supports",
+                hint="also set CONDA_OVERRIDE_CUDA to the 'CUDA Version' nvidia-smi shows for "
+                "it, e.g. 12.2",
             )
         return Driver(version=overrides.driver_version, cuda=cuda, source=source), []
     cuda = overrides.driver_cuda
@@ -171,10 +178,15 @@ def _driver(overrides: Overrides, probed: Driver | None) -> tuple[Driver | None,
     stand_in = _lowest_driver_for(cuda)
     if stand_in is None:
         raise UsageError(
-            f"CONDA_OVERRIDE_CUDA={cuda}: no driver was found here and the index has no driver version for CUDA {cuda}",
-            hint="also set CUDA_RESOLVE_DRIVER to the driver version of the machine you mean, e.g. 535.104.05",
+            f"CONDA_OVERRIDE_CUDA={cuda}: no driver was found here and the index has no driver "
+            f"version for CUDA {cuda}",
+            hint="also set CUDA_RESOLVE_DRIVER to the driver version of the machine you mean, "
+            "e.g. 535.104.05",
         )
-    note = f"CONDA_OVERRIDE_CUDA={cuda} with no driver found: assuming CUDA {cuda}'s own driver {stand_in}"
+    note = (
+        f"CONDA_OVERRIDE_CUDA={cuda} with no driver found: assuming CUDA {cuda}'s own "
+        f"driver {stand_in}"
+    )
     return Driver(version=stand_in, cuda=cuda, source=source), [note]
 
 

@@ -46,7 +46,10 @@ __all__ = [
 
 #: The oldest interpreter cuda-resolve installs into.
 MINIMUM_TARGET = (3, 7)
-_HINT = "give the path of a Python interpreter, e.g. ~/miniconda3/envs/NAME/bin/python or .venv/bin/python"
+_HINT = (
+    "give the path of a Python interpreter, e.g. ~/miniconda3/envs/NAME/bin/python or "
+    ".venv/bin/python"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +264,8 @@ def _in_process_report(
     key = None
     if cache is not None:
         asked = ",".join(extension_names)
-        key = f"{_REPORT_FORMAT}|{asked}|{sys.executable}|{_installed_key(_target_probe._search_path())}"
+        installed = _installed_key(_target_probe._search_path())
+        key = f"{_REPORT_FORMAT}|{asked}|{sys.executable}|{installed}"
         cached = cache.get("target", key)
         if isinstance(cached, dict):
             return cached
@@ -451,7 +455,8 @@ def _torch(data: dict[str, Any] | None, wheels: Any) -> tuple[TorchInfo | None, 
     # ("2.11.0+cu130"); only a different release means two installs are mixed.
     if from_file and from_metadata and from_file.split("+")[0] != from_metadata.split("+")[0]:
         notes.append(
-            f"torch: metadata says {from_metadata} but torch/version.py says {from_file} (a mixed or broken install)"
+            f"torch: metadata says {from_metadata} but torch/version.py says {from_file} (a mixed "
+            "or broken install)"
         )
     if location is None:
         notes.append(f"torch {version} is listed in metadata but its package directory is missing")
@@ -485,7 +490,8 @@ def _torch(data: dict[str, Any] | None, wheels: Any) -> tuple[TorchInfo | None, 
 
 
 def _installed_extensions(entries: Any) -> tuple[InstalledExtension, ...]:
-    """The report's ``installed_extensions``; an entry that is not a name and a version is left out."""
+    """The report's ``installed_extensions``; an entry that is not a name and a version is left
+    out."""
     if not isinstance(entries, list):
         return ()
     found: list[InstalledExtension] = []

@@ -105,7 +105,8 @@ def missing_headers(toolkit_dir: str) -> tuple[str, ...]:
 
 
 def _version_from_files(toolkit_dir: str) -> tuple[CudaVersion, str] | None:
-    """``version.json`` (CUDA >= 11.1) or ``version.txt`` (older), for a toolkit whose nvcc won't run."""
+    """``version.json`` (CUDA >= 11.1) or ``version.txt`` (older), for a toolkit whose nvcc won't
+    run."""
     text = read_text(os.path.join(toolkit_dir, "version.json"))
     if text:
         try:

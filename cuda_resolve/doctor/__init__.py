@@ -1,4 +1,5 @@
-"""``doctor``: turn an Environment into diagnoses (ok / warn / error), each with what it found and the fix.
+"""``doctor``: turn an Environment into diagnoses (ok / warn / error), each with what it found and
+the fix.
 
 The checks in :mod:`.checks` are pure functions of the Environment and the index; rendering
 lives in :mod:`.render`.

@@ -140,7 +140,10 @@ def detect_kernel(
     if kernel is not None:
         evidence = f"process {kernel} runs {' '.join(_argv(proc, kernel)[:3])}"
     elif environ.get("JPY_PARENT_PID"):
-        evidence = f"JPY_PARENT_PID={environ['JPY_PARENT_PID']} is set (jupyter_client sets it in the kernels it starts)"
+        evidence = (
+            f"JPY_PARENT_PID={environ['JPY_PARENT_PID']} is set (jupyter_client sets it in the "
+            "kernels it starts)"
+        )
     else:
         return None
     variables = started if started is not None else environ
@@ -219,14 +222,19 @@ def check_kernel(kernel: KernelContext, job: JobEnvironment, python: str) -> lis
         parts.append(f"{where} started without {'; '.join(lacks)}")
     if unresolved:
         parts.append(
-            f"its extensions need {', '.join(unresolved)}, which the kernel's loader does not find and no folder known here holds"
+            f"its extensions need {', '.join(unresolved)}, which the kernel's loader does not "
+            "find and no folder known here holds"
         )
     late = (
-        "; values set in the notebook (os.environ) reach `!` commands but come too late for the kernel's own loader"
+        "; values set in the notebook (os.environ) reach `!` commands but come too late for the "
+        "kernel's own loader"
         if wrong_library
         else ""
     )
-    found = f"{'; '.join(parts)}: a kernel starts from the Jupyter server's environment and its spec's env, not your shell's ({origin}; read from {kernel.variables_from}){late}"
+    found = (
+        f"{'; '.join(parts)}: a kernel starts from the Jupyter server's environment and its "
+        f"spec's env, not your shell's ({origin}; read from {kernel.variables_from}){late}"
+    )
     write = f"`cuda-resolve env --jupyter {name} --python {python}`"
     where_to = (
         " in a terminal where the extensions import (its LD_LIBRARY_PATH names their folders)"
@@ -234,10 +242,14 @@ def check_kernel(kernel: KernelContext, job: JobEnvironment, python: str) -> lis
         else ""
     )
     if kernel.spec:
-        fix = f"rewrite the kernel spec with {write}{where_to}, then restart this kernel (Kernel > Restart Kernel)"
+        fix = (
+            f"rewrite the kernel spec with {write}{where_to}, then restart this kernel (Kernel > "
+            "Restart Kernel)"
+        )
     else:
         fix = (
-            f"write a kernel spec that carries them with {write}{where_to}, then switch this notebook to the "
+            f"write a kernel spec that carries them with {write}{where_to}, then switch this "
+            "notebook to the "
             f"kernel '{name} (cuda-resolve)' (Kernel > Change Kernel) and restart it"
         )
     return [

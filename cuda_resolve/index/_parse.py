@@ -276,7 +276,8 @@ def _arch_list(t: Table, key: str) -> tuple[ArchEntry, ...]:
         if not _ARCH_ENTRY.fullmatch(item):
             raise t.fail(
                 key,
-                f"= {text!r}: entry {item!r} is not TORCH_CUDA_ARCH_LIST notation ('8.6', '9.0a', '12.0+PTX'; ';' between entries)",
+                f"= {text!r}: entry {item!r} is not TORCH_CUDA_ARCH_LIST notation ('8.6', '9.0a', "
+                "'12.0+PTX'; ';' between entries)",
             )
         entries.append(_arch_entry(item))
     capabilities = [entry.capability for entry in entries]
@@ -297,7 +298,8 @@ def _capabilities(t: Table, key: str, *, specific: bool) -> tuple[ComputeCapabil
         if specific and not capability.suffix:
             raise t.fail(
                 where,
-                f"= {item!r}: specific_archs holds 'a'/'f' targets (sm_90a); plain ones belong in archs",
+                f"= {item!r}: specific_archs holds 'a'/'f' targets (sm_90a); plain ones "
+                "belong in archs",
             )
         if not specific and capability.suffix:
             raise t.fail(where, f"= {item!r}: an 'a'/'f' target belongs in specific_archs")
@@ -377,7 +379,8 @@ def _cuda_file(top: Table, layer: Layer) -> None:
             if major < 11:
                 raise families.fail(
                     key,
-                    "minor-version compatibility starts with CUDA 11; older toolkits need their own driver",
+                    "minor-version compatibility starts with CUDA 11; older toolkits need "
+                    "their own driver",
                 )
             family = CudaFamily(
                 major=major,
@@ -670,7 +673,8 @@ def _wheels(t: Table, layer: Layer) -> ExtensionWheels:
     if not rows:
         raise t.fail(
             "torch",
-            "lists no torch builds ([[wheels]] needs torch = [{ versions = [...], variants = [...] }])",
+            "lists no torch builds ([[wheels]] needs torch = [{ versions = [...], "
+            "variants = [...] }])",
         )
     listed = {canonical for _, canonical, _ in rows}
 
@@ -740,26 +744,30 @@ def _recipe(t: Table, package: str, layer: Layer) -> Recipe:
         raise t.fail(
             "submodules",
             "= true: the recipe's archive is built, not a clone, so submodules would be missing",
-            hint="name an archive that includes them (an sdist does), or drop the archive and build from the clone",
+            hint="name an archive that includes them (an sdist does), or drop the archive and "
+            "build from the clone",
         )
     t.finish()
     return recipe
 
 
 def _git_source(t: Table, *, has_archive: bool) -> tuple[str | None, str | None]:
-    """``repository`` and its pinned ``revision``: both or neither, and neither only next to an archive."""
+    """``repository`` and its pinned ``revision``: both or neither, and neither only next to an
+    archive."""
     repository: str | None = t.string("repository", None)
     revision: str | None = t.string("revision", None)
     if repository is None:
         if revision is not None:
             raise t.fail(
                 "revision",
-                f"= {revision!r}: a revision pins a commit of a repository, and the recipe names none",
+                f"= {revision!r}: a revision pins a commit of a repository, and the "
+                "recipe names none",
             )
         if not has_archive:
             raise t.fail(
                 "repository",
-                "is required but missing: a recipe builds from a git repository (with revision) or an [recipe.archive] (url, sha256)",
+                "is required but missing: a recipe builds from a git repository (with revision) "
+                "or an [recipe.archive] (url, sha256)",
             )
         return None, None
     if not _REPOSITORY.fullmatch(repository):
@@ -793,7 +801,8 @@ def _archive(t: Table) -> SourceArchive:
     ):
         raise t.fail(
             "strip",
-            f"= {strip!r}: expected the name of the archive's one top-level folder (or '' to keep the layout)",
+            f"= {strip!r}: expected the name of the archive's one top-level folder (or '' to "
+            "keep the layout)",
         )
     archive = SourceArchive(url=url, sha256=sha256, strip=strip)
     t.finish()
@@ -847,7 +856,8 @@ def cross_check(index: Index, layer: Layer) -> list[str]:
         for build in entry.variants:
             if build.cuda is not None and index.toolkit(build.cuda) is None:
                 problems.append(
-                    f"{where}: torch {version} +{build.name}: no toolkit facts for CUDA {build.cuda}"
+                    f"{where}: torch {version} +{build.name}: no toolkit facts for CUDA "
+                    f"{build.cuda}"
                 )
     for draft in layer.packages.values():
         package = index.package(draft.name)
@@ -865,12 +875,14 @@ def cross_check(index: Index, layer: Layer) -> list[str]:
                 for variant in variants:
                     if release.variant(variant) is None:
                         problems.append(
-                            f"{label}: torch {torch_version} has no {variant} build in the torch index"
+                            f"{label}: torch {torch_version} has no {variant} build in "
+                            "the torch index"
                         )
                 extra = [py for py in wheels.python_for(torch_version) if py not in release.python]
                 if extra:
                     problems.append(
-                        f"{label}: Python {', '.join(extra)} wheels for torch {torch_version}, which has none"
+                        f"{label}: Python {', '.join(extra)} wheels for torch {torch_version}, "
+                        "which has none"
                     )
         if draft.wheels and package.find_links is None and package.wheel_url is None:
             problems.append(

@@ -162,7 +162,10 @@ def _read_layer(root: Traversable, *, collect: list[str] | None = None) -> Layer
     layer = _parse.Layer()
     files, strays = index_files(root)
     for stray in strays:
-        message = f"{stray}: unexpected file: an index directory holds cuda.toml, torch.toml and packages/*.toml"
+        message = (
+            f"{stray}: unexpected file: an index directory holds cuda.toml, torch.toml and "
+            "packages/*.toml"
+        )
         if collect is None:
             raise IndexDataError(message, hint=_HINT)
         collect.append(message)
@@ -390,7 +393,8 @@ def _write_parsed(key: str | None, suffix: str, value: object) -> None:
                 old.unlink(missing_ok=True)
             write_atomic(path, data)
         except OSError:
-            continue  # a read-only cache (or a FIFO where the file goes): the next folder, else parse again
+            # a read-only cache (or a FIFO where the file goes): the next folder, else parse again
+            continue
         return
 
 
@@ -401,7 +405,8 @@ _DEFAULT_FACTS: dict[tuple[Path, ...], CudaFacts] = {}
 
 
 def load_default_index(extra_dirs: Sequence[Path] = ()) -> Index:
-    """The shipped index with the configured overlays and ``extra_dirs``; parsed once per process."""
+    """The shipped index with the configured overlays and ``extra_dirs``; parsed once per
+    process."""
     dirs = tuple(Path(d) for d in extra_dirs)
     index = _DEFAULT_INDEXES.get(dirs)
     if index is None:
@@ -426,7 +431,8 @@ def load_default_cuda_facts(extra_dirs: Sequence[Path] = ()) -> CudaFacts:
 
 
 def clear_cache() -> None:
-    """Forget the default index and its facts (tests; a long-lived process after editing an overlay)."""
+    """Forget the default index and its facts (tests; a long-lived process after editing an
+    overlay)."""
     _DEFAULT_INDEXES.clear()
     _DEFAULT_FACTS.clear()
 

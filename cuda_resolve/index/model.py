@@ -102,7 +102,8 @@ class Patch:
     )  # apply only for these torch; empty = always
 
     def applies_to(self, torch_version: str) -> bool:
-        """Whether the patch is applied when building against ``torch_version`` (local label ignored)."""
+        """Whether the patch is applied when building against ``torch_version`` (local label
+        ignored)."""
         return self.torch.contains(Version(torch_version).base_version, prereleases=True)
 
 

@@ -102,7 +102,10 @@ def repository_problem(url: str) -> str | None:
     (other than loopback) carry code unauthenticated; https, ssh and local paths are fine."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme == "git":
-        return "git:// is unauthenticated (anyone on the way could swap the code); use the https:// URL"
+        return (
+            "git:// is unauthenticated (anyone on the way could swap the code); use the "
+            "https:// URL"
+        )
     if scheme == "http":
         return url_problem(url)
     return None
@@ -116,7 +119,10 @@ def pattern_problem(pattern: str, allowed: Iterable[str]) -> str | None:
     head = next(iter(string.Formatter().parse(pattern)), (pattern, None, None, None))[0]
     _scheme, sep, rest = head.partition("://")
     if not sep or "/" not in rest:
-        return "the scheme and host must be written out (https://host/...), not come from a placeholder"
+        return (
+            "the scheme and host must be written out (https://host/...), not come from "
+            "a placeholder"
+        )
     return url_problem(pattern.replace("{", "").replace("}", ""))
 
 

@@ -82,20 +82,24 @@ def unhashed_before_build(
             # own --require-hashes check costs a download at most, but beside a build it would
             # waste the build.
             problems.append(
-                f"{label}: its dependencies are not known before pip resolves them, after the build of "
-                f"{', '.join(b.spec.package for b in builds)}: install it in its own cuda-pip run first"
+                f"{label}: its dependencies are not known before pip resolves them, after "
+                "the build of "
+                f"{', '.join(b.spec.package for b in builds)}: install it in its own "
+                "cuda-pip run first"
             )
     for build in builds:
         # A build whose runtime requirements are not known (a recipe that does not list them)
         # is left to pip's own check: --require-hashes refuses an unhashed one before installing.
         for requirement in unmet.get(build.key.digest, ()):
             problems.append(
-                f"{requirement} (needed by {build.spec.package}) is not installed: pip would download it with no hash"
+                f"{requirement} (needed by {build.spec.package}) is not installed: pip would "
+                "download it with no hash"
             )
     for text in plan.pass_through:
         if not hashed_requirement(text):
             problems.append(
-                f"{text} (on the command line) has no hash: give it as 'name @ URL#sha256=...' or in a file with --hash"
+                f"{text} (on the command line) has no hash: give it as 'name @ URL#sha256=...' or "
+                "in a file with --hash"
             )
     return problems
 
@@ -112,7 +116,12 @@ def unhashed_file_lines(requirements: Sequence[FileRequirement]) -> list[str]:
 def unhashed_wheels(plan: Plan) -> list[str]:
     """The plan's index wheels with no sha256 after pinning (their index page lists none)."""
     return [
-        f"{item.name} {item.version}: {'its index page lists no sha256 for it' if item.index or item.find_links else 'no sha256 is known'}"
+        f"{item.name} {item.version}: "
+        + (
+            "its index page lists no sha256 for it"
+            if item.index or item.find_links
+            else "no sha256 is known"
+        )
         for item in plan.items
         if item.kind == "wheel" and not item.sha256
     ]
@@ -124,8 +133,11 @@ def refuse_unhashed(where: str, problems: Sequence[str]) -> None:
         return
     listed = "; ".join(problems)
     raise UsageError(
-        f"pip's hash-checking mode is on ({where}) and {len(problems)} file{'s' if len(problems) != 1 else ''} "
+        f"pip's hash-checking mode is on ({where}) and {len(problems)} "
+        f"file{'s' if len(problems) != 1 else ''} "
         f"would be installed with no hash to check: {listed}",
-        hint="install what is named first (with its hash), or lock the environment with `cuda-resolve lock` and "
-        "install it with `cuda-resolve sync`, which checks a sha256 for every file; nothing was built or installed",
+        hint="install what is named first (with its hash), or lock the environment with "
+        "`cuda-resolve lock` and "
+        "install it with `cuda-resolve sync`, which checks a sha256 for every file; nothing was "
+        "built or installed",
     )

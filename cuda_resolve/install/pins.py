@@ -1,4 +1,5 @@
-"""Pinning a complete plan's wheels to exact files when it is applied: URL and sha256 from the index.
+"""Pinning a complete plan's wheels to exact files when it is applied: URL and sha256 from the
+index.
 
 ``plan`` stays offline, so its wheel items name a requirement (``torch==2.6.0+cu126``) and the
 index pip reads it from. When the plan is applied (or dry-run before applying), :func:`pin_plan`
@@ -85,7 +86,8 @@ ReadPage = Callable[[str], tuple[str, str, str]]
 def _best_file(
     files: Sequence[IndexFile], item: PlanItem, version: Version, env: Environment
 ) -> IndexFile | None:
-    """The wheel pip would take for ``item`` here: the same name and version, the highest-priority tag."""
+    """The wheel pip would take for ``item`` here: the same name and version, the
+    highest-priority tag."""
     priority = {tag: rank for rank, tag in enumerate(env.wheel_tags())}
     wanted = canonicalize_name(item.name)
     best: tuple[int, IndexFile] | None = None
@@ -148,13 +150,15 @@ def pin_plan(
         listed = pages[page]
         if isinstance(listed, str):
             notes.append(
-                f"{item.name} {item.version}: its index page {page} could not be read ({listed}): not pinned to a file"
+                f"{item.name} {item.version}: its index page {page} could not be read ({listed}): "
+                "not pinned to a file"
             )
             continue
         chosen = _best_file(listed, item, Version(item.requirement.rsplit("==", 1)[-1]), env)
         if chosen is None or not chosen.sha256:
             notes.append(
-                f"{item.name} {item.version}: {page} lists no {'hash for the' if chosen else ''} wheel for this "
+                f"{item.name} {item.version}: {page} lists no {'hash for the' if chosen else ''} "
+                "wheel for this "
                 "interpreter: not pinned to a file"
             )
             continue

@@ -51,7 +51,8 @@ except Exception:
 found = installed_distributions(sys.path)
 pip = found.get("pip")
 cert = os.environ.get("PIP_CERT") or None
-print(json.dumps({"pip": pip[1] if pip else None, "truststore": has_truststore, "externally_managed": externally_managed,
+print(json.dumps({"pip": pip[1] if pip else None, "truststore": has_truststore,
+                  "externally_managed": externally_managed,
                   "prefix": sys.prefix, "real_prefix": os.path.realpath(sys.prefix),
                   "distributions": sorted([name, version] for name, version, _ in found.values()),
                   "cert": cert if cert and os.path.isfile(cert) else None}))
@@ -155,7 +156,8 @@ def trust_options(facts: PipFacts) -> tuple[list[str], str | None]:
     if facts.cert is not None:  # pip verifies with that bundle, not its own: nothing to say
         return [], None
     return [], (
-        f"pip {facts.version} verifies TLS with its own CA bundle, not the system trust store: behind a "
+        f"pip {facts.version} verifies TLS with its own CA bundle, not the system trust "
+        "store: behind a "
         "TLS-intercepting proxy upgrade it (python -m pip install -U pip) or set PIP_CERT"
     )
 
@@ -183,16 +185,20 @@ def refuse_externally_managed(
         return
     from .pipoptions import pip_settings
 
-    # pip's override in any form pip reads it: options in any spelling, PIP_* variables, its configuration.
+    # pip's override in any form pip reads it: options in any spelling, PIP_* variables, its
+    # configuration.
     if (
         pip_settings(pip_args, python=python, environ=environ).externally_managed_override
         is not None
     ):
         return
     raise InstallError(
-        f"{python} is externally managed (PEP 668: its distributor's package manager owns it), so pip will not install into it",
-        hint="create a virtual environment and install there: python3 -m venv .venv && .venv/bin/cuda-pip install ... "
-        "(or pass --python PATH of one); pip's --break-system-packages overrides this at your own risk",
+        f"{python} is externally managed (PEP 668: its distributor's package manager owns it), so "
+        "pip will not install into it",
+        hint="create a virtual environment and install there: python3 -m venv .venv && "
+        ".venv/bin/cuda-pip install ... "
+        "(or pass --python PATH of one); pip's --break-system-packages overrides this at "
+        "your own risk",
     )
 
 
@@ -255,7 +261,8 @@ class TargetPip:
             for name in TORCH_INDEX_ONLY_CLEARED:
                 if name not in kept:
                     environ.pop(name, None)
-            # pip's configuration files may name indexes or folders too: those are left out, the rest kept.
+            # pip's configuration files may name indexes or folders too: those are left out, the
+            # rest kept.
             from .pipconfig import without_configured_indexes
 
             keep = frozenset({"index-url", "no-index"}) if pypi_index else frozenset()
@@ -346,7 +353,8 @@ class TargetPip:
         cwd: Path | None = None,
         on_line: Callable[[str], None] = lambda _: None,
     ) -> tuple[int, list[str]]:
-        """``pip wheel`` with the trust options (:meth:`wheel_command`) and ``args``, run in ``cwd``."""
+        """``pip wheel`` with the trust options (:meth:`wheel_command`) and ``args``, run in
+        ``cwd``."""
         return self.run(
             self.wheel_command(args)[3:],
             environ=environ,

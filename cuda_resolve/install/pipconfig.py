@@ -434,7 +434,8 @@ def _read_config(
         return (
             parse_config_list(listed.stdout),
             [
-                f"{python}'s pip predates `pip config debug` (20.2): values are named by section, not by file"
+                f"{python}'s pip predates `pip config debug` (20.2): values are named by "
+                "section, not by file"
             ],
             None,
         )
@@ -442,7 +443,8 @@ def _read_config(
     return (
         None,
         [
-            f"{python} -m pip config failed ({first or 'no output'}): pip's configuration files were not read"
+            f"{python} -m pip config failed ({first or 'no output'}): pip's configuration files "
+            "were not read"
         ],
         None,
     )

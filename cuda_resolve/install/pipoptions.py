@@ -375,7 +375,8 @@ def _refuse_found(found: Found, where: str) -> None:
 def _refuse_host(where: str) -> None:
     raise UsageError(
         f"{where} turns TLS verification off for a host; cuda-pip does not run pip with it",
-        hint="remove it and put the proxy's or mirror's CA in the system trust store (cuda-resolve doctor --network "
+        hint="remove it and put the proxy's or mirror's CA in the system trust store "
+        "(cuda-resolve doctor --network "
         "says which), or use an https mirror: cuda-resolve mirror set PRESET",
     )
 
@@ -414,7 +415,8 @@ def _file_settings(
 def _config_and_variables(
     python: str | None, environ: Mapping[str, str], isolated: bool, keys: tuple[str, ...]
 ) -> list[tuple[str, str, str]]:
-    """(key, value, origin) for ``keys`` from pip's configuration and ``PIP_*`` variables, in pip's order."""
+    """(key, value, origin) for ``keys`` from pip's configuration and ``PIP_*`` variables, in
+    pip's order."""
     from .pipconfig import config_values
 
     found = (
@@ -534,8 +536,10 @@ def options_for_torch_step(pip_args: Sequence[str], *, keep_index: bool = False)
         )
         if inside is not None:
             raise UsageError(
-                f"constraints file line {inside} names an index: pip applies it to every step, and the torch "
+                f"constraints file line {inside} names an index: pip applies it to every step, "
+                "and the torch "
                 "step asks the PyTorch index alone",
-                hint="give index options on the command line or in a -r file; keep -c files to version limits",
+                hint="give index options on the command line or in a -r file; keep -c files to "
+                "version limits",
             )
     return kept

@@ -2,12 +2,12 @@
 
 :func:`complete_plan` is pure apart from reading the wheelhouse's entries: from the decision
 (:func:`cuda_resolve.plan.make_plan`), the Environment, the index, the user's options and the
-target's pip facts it derives each build's pre-flight (:func:`~cuda_resolve.build.preflight.check_build`,
-refused in well under a second when impossible), whether the wheelhouse already has a wheel that
-covers every GPU, ``MAX_JOBS``, the pip steps (the torch family from the PyTorch index alone, the
-rest with the user's options, built wheels referenced by key, ``--no-deps`` where every runtime
-requirement is installed), the trust options, and the imports to check. The executor then does
-exactly this; ``--dry-run`` prints it.
+target's pip facts it derives each build's pre-flight
+(:func:`~cuda_resolve.build.preflight.check_build`, refused in well under a second when impossible),
+whether the wheelhouse already has a wheel that covers every GPU, ``MAX_JOBS``, the pip steps (the
+torch family from the PyTorch index alone, the rest with the user's options, built wheels referenced
+by key, ``--no-deps`` where every runtime requirement is installed), the trust options, and the
+imports to check. The executor then does exactly this; ``--dry-run`` prints it.
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ def _recipe(index: Index, item: PlanItem) -> tuple[Recipe, str]:
     recipe = next((r for r in package.recipes if r.name == item.recipe), None) if package else None
     if package is None or recipe is None:
         raise UsageError(
-            f"the plan builds {item.name} with recipe {item.recipe!r}, which the index does not have",
+            f"the plan builds {item.name} with recipe {item.recipe!r}, which the index "
+            "does not have",
             hint="use the index the plan was made with (--index DIR), or make the plan again",
         )
     return recipe, package.import_name
@@ -103,7 +104,8 @@ def requires_dist(wheel: Path) -> list[str] | None:
 def requirements_met(
     lines: Sequence[str] | None, installed: Mapping[str, str], env: Environment
 ) -> bool:
-    """Every requirement in ``lines`` that applies to the target is installed at a fitting version."""
+    """Every requirement in ``lines`` that applies to the target is installed at a fitting
+    version."""
     return lines is not None and not unmet_requirements(lines, installed, env)
 
 
@@ -220,205 +222,25 @@ def complete_plan(
     made for another machine: trust options are then decided when applied, and no step leaves
     out pip's dependency resolution). ``capacity`` (cores, available bytes) decides ``MAX_JOBS``;
     ``environ`` supplies the user's own ``MAX_JOBS``."""
-    torch_item = next((i for i in plan.items if i.name == "torch"), None)
-    builds: list[PlannedBuild] = []
-    reused_files: dict[str, Path] = {}
-    imports: list[str] = []
-    smoke: list[tuple[str, str]] = []
-    from_torch_index: list[PlanItem] = []
-    from_pypi: list[PlanItem] = []
-    main_requirements: list[str] = []
-    checked: list[str] = []
-    runtime: dict[str, tuple[str, ...] | None] = {}
-    user_jobs = (environ or {}).get("MAX_JOBS", "").strip()
+    parts = _Completion(
+        plan,
+        env,
+        index,
+        options,
+        wheelhouse=wheelhouse,
+        capacity=capacity,
+        user_jobs=(environ or {}).get("MAX_JOBS", "").strip(),
+    )
     for item in plan.items:
-        if item.kind == "build":
-            recipe, import_name = _recipe(index, item)
-            spec = check_build(
-                item,
-                recipe,
-                env,
-                index,
-                import_name=import_name,
-                torch_item=torch_item if torch_item and torch_item.kind == "wheel" else None,
-                ptx=options.ptx,
-            )
-            if spec.torch_requirement and spec.torch_index:
-                option, url = _torch_index_for(spec.variant, spec.torch_index, options)
-                spec = replace(spec, torch_index=url, torch_index_option=option)
-                checked.append(url)
-            if user_jobs.isdigit() and int(user_jobs) > 0:
-                spec = replace(
-                    spec, max_jobs=int(user_jobs)
-                )  # the user's word wins: the machine may be shared
-            elif capacity is not None:
-                spec = replace(spec, max_jobs=max_jobs(*capacity))
-            planned, reused_file = _planned_build(
-                spec,
-                describe_source(recipe, options.source_for(item.name)),
-                wheelhouse,
-                options,
-                env,
-            )
-            builds.append(planned)
-            if reused_file is not None:
-                reused_files[planned.key.digest] = reused_file
-                lines = requires_dist(reused_file)
-                runtime[planned.key.digest] = tuple(lines) if lines is not None else None
-            else:
-                runtime[planned.key.digest] = recipe.requires
-            if recipe.smoke:
-                imports.extend(recipe.smoke.imports)
-                if recipe.smoke.gpu_script:
-                    smoke.append((item.name, recipe.smoke.gpu_script))
-            else:
-                imports.append(import_name)
-        elif item.kind == "installed":
-            if item.name in TORCH_FAMILY:
-                # Hold what is installed where it is: pip must not move torch to satisfy a dependency.
-                main_requirements.append(f"{item.name}=={item.version.split('+', 1)[0]}")
-            else:
-                # An installed extension build that fits is kept as it is: nothing asks pip to
-                # move it; --smoke still runs its GPU test.
-                kept_smoke = _gpu_smoke(index, item.name)
-                if kept_smoke:
-                    smoke.append((item.name, kept_smoke))
-        elif item.name in TORCH_FAMILY:
-            if item.index and item.index.rstrip("/") != PYPI_SIMPLE:
-                from_torch_index.append(item)
-            else:
-                from_pypi.append(item)
-        else:
-            package = index.package(item.name)
-            if item.url:
-                main_requirements.append(f"{item.name} @ {item.url}")
-                checked.append(item.url)
-            elif item.find_links:
-                main_requirements.append(item.requirement or f"{item.name}=={item.version}")
-                main_requirements.extend(["--find-links", item.find_links])
-                checked.append(item.find_links)
-            else:
-                main_requirements.append(item.requirement or f"{item.name}=={item.version}")
-            imports.append(package.import_name if package else item.name.replace("-", "_"))
-            wheel_smoke = _gpu_smoke(index, item.name)
-            if wheel_smoke:
-                smoke.append((item.name, wheel_smoke))
-    steps: list[PipStep] = []
-    if from_torch_index:
-        option, url = _torch_index_for(
-            from_torch_index[0].variant, from_torch_index[0].index or "", options
-        )
-        requirements = [i.requirement or f"{i.name}=={i.version}" for i in from_torch_index]
-        # Only the torch family is asked of the PyTorch index (it also carries their
-        # dependencies); no other name goes there, so no other package can be taken from it.
-        steps.append(
-            PipStep(
-                purpose=f"torch family from {url}",
-                args=(*options_for_torch_step(options.pip_args), option, url, *requirements),
-                checked_urls=(url,),
-                torch_index_only=True,
-            )
-        )
-        # Later steps keep them where this step put them.
-        main_requirements = [*requirements, *main_requirements]
-    if from_pypi:
-        # From the user's PyPI index (or mirror) alone: a folder of CPU wheels in find-links
-        # would win, as "2.15.0+cpu" satisfies "==2.15.0" (issue 27).
-        requirements = [i.requirement or f"{i.name}=={i.version}" for i in from_pypi]
-        steps.append(
-            PipStep(
-                purpose="torch family from PyPI (or the configured mirror of it)",
-                args=(*options_for_torch_step(options.pip_args, keep_index=True), *requirements),
-                torch_index_only=True,
-                pypi_index=True,
-            )
-        )
-        # Later steps keep these very files: "===" matches the version as written, so pip (with
-        # -U and find-links) cannot swap in a "+cpu" build of the same release there either.
-        main_requirements = [*(f"{i.name}==={i.version}" for i in from_pypi), *main_requirements]
-    main_requirements.extend(plan.pass_through)
-    digests = tuple(b.key.digest for b in builds)
-    has_work = bool(
-        builds
-        or plan.pass_through
-        or any(i.kind == "wheel" and i.name not in TORCH_FAMILY for i in plan.items)
-        or names_requirements(options.pip_args)
-    )
-    only_built = (
-        bool(builds)
-        and not plan.pass_through
-        and not options.pip_args
-        and not from_torch_index
-        and not from_pypi
-        and all(item.kind in ("installed", "build") for item in plan.items)
-    )
+        parts.add(item)
+    steps = parts.torch_steps()
+    parts.main_requirements.extend(plan.pass_through)
     if options.hash_mode is not None:
-        # Without the target's distributions (a plan for another machine) what a build needs is
-        # checked when the plan is applied; the rest is known now.
-        unmet = (
-            {
-                b.key.digest: [
-                    *unmet_requirements(runtime[b.key.digest] or (), installed, env),
-                    *(
-                        unsatisfied(b.spec.build_requires, installed)
-                        if b.key.digest not in reused_files
-                        else ()
-                    ),
-                ]
-                for b in builds
-            }
-            if installed is not None
-            else {}
-        )
-        refuse_unhashed(options.hash_mode, unhashed_before_build(plan, builds, unmet, TORCH_FAMILY))
-    notes = [note for b in builds for note in b.spec.notes]
-    skip_pip = None
-    if (
-        plan.items
-        and not builds
-        and not plan.pass_through
-        and not options.pip_args
-        and installed is not None
-        and all(_installed_as_planned(item, installed) for item in plan.items)
-    ):
-        skip_pip = "every planned package is installed at the planned version: pip is not run"
-    elif (
-        only_built
-        and installed is not None
-        and len(reused_files) == len(builds)
-        and all(
-            installed.get(canonicalize_name(b.spec.package)) == b.key.labelled_version
-            for b in builds
-        )
-    ):
-        skip_pip = "every planned package is installed at the planned version: pip is not run"
-    elif (
-        only_built
-        and installed is not None
-        and all(requirements_met(runtime[d], installed, env) for d in digests)
-    ):
-        # Everything the wheels need is installed: pip need not resolve torch's whole dependency
-        # tree again, nor check every installed package for conflicts (seconds in a big env).
-        steps.append(
-            PipStep(
-                purpose="built wheels (their requirements are installed)",
-                args=("--no-deps",),
-                built=digests,
-            )
-        )
-    elif has_work or not (from_torch_index or from_pypi):
-        steps.append(
-            PipStep(
-                purpose="extensions and the rest",
-                args=(*options.pip_args, *main_requirements),
-                built=digests,
-                checked_urls=tuple(checked),
-            )
-        )
-    elif checked:
-        steps[0] = replace(steps[0], checked_urls=(*steps[0].checked_urls, *checked))
+        parts.check_hashes(options.hash_mode, installed)
+    skip_pip = parts.last_step(steps, installed)
     if options.hash_mode is not None:  # pip checks every file of every step, dependencies included
         steps = [replace(step, args=(REQUIRE_HASHES, *step.args)) for step in steps]
+    imports = parts.imports
     if any(i.name == "torch" for i in plan.items):
         imports.insert(0, "torch")
     trust: tuple[str, ...] | None = None
@@ -429,13 +251,284 @@ def complete_plan(
     return replace(
         plan,
         complete=True,
-        builds=tuple(builds),
+        builds=tuple(parts.builds),
         steps=tuple(steps),
         imports=tuple(dict.fromkeys(imports)),
-        smoke=tuple(smoke),
-        notes=tuple(dict.fromkeys(notes)),
+        smoke=tuple(parts.smoke),
+        notes=tuple(dict.fromkeys(note for b in parts.builds for note in b.spec.notes)),
         pip_version=str(pip.version) if pip else None,
         trust=trust,
         trust_note=trust_note,
         skip_pip=skip_pip,
     )
+
+
+_ALL_INSTALLED = "every planned package is installed at the planned version: pip is not run"
+
+
+class _Completion:
+    """What :func:`complete_plan` gathers item by item (the builds, the requirements of each
+    pip step, the imports and GPU tests to run after), then the steps made from it."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        env: Environment,
+        index: Index,
+        options: InstallOptions,
+        *,
+        wheelhouse: Wheelhouse | None,
+        capacity: tuple[int, int | None] | None,
+        user_jobs: str,
+    ) -> None:
+        self.plan, self.env, self.index, self.options = plan, env, index, options
+        self.wheelhouse, self.capacity, self.user_jobs = wheelhouse, capacity, user_jobs
+        self.torch_item = next((i for i in plan.items if i.name == "torch"), None)
+        self.builds: list[PlannedBuild] = []
+        self.reused_files: dict[str, Path] = {}
+        self.runtime: dict[str, tuple[str, ...] | None] = {}  # a build's runtime requirements
+        self.imports: list[str] = []
+        self.smoke: list[tuple[str, str]] = []
+        self.from_torch_index: list[PlanItem] = []
+        self.from_pypi: list[PlanItem] = []
+        self.main_requirements: list[str] = []
+        self.checked: list[str] = []
+
+    # -- item by item ----------------------------------------------------------------------
+
+    def add(self, item: PlanItem) -> None:
+        if item.kind == "build":
+            self._add_build(item)
+        elif item.kind == "installed":
+            self._add_installed(item)
+        elif item.name in TORCH_FAMILY:
+            if item.index and item.index.rstrip("/") != PYPI_SIMPLE:
+                self.from_torch_index.append(item)
+            else:
+                self.from_pypi.append(item)
+        else:
+            self._add_other(item)
+
+    def _add_build(self, item: PlanItem) -> None:
+        recipe, import_name = _recipe(self.index, item)
+        spec = self._spec(item, recipe, import_name)
+        planned, reused_file = _planned_build(
+            spec,
+            describe_source(recipe, self.options.source_for(item.name)),
+            self.wheelhouse,
+            self.options,
+            self.env,
+        )
+        self.builds.append(planned)
+        if reused_file is not None:
+            self.reused_files[planned.key.digest] = reused_file
+            lines = requires_dist(reused_file)
+            self.runtime[planned.key.digest] = tuple(lines) if lines is not None else None
+        else:
+            self.runtime[planned.key.digest] = recipe.requires
+        if recipe.smoke:
+            self.imports.extend(recipe.smoke.imports)
+            if recipe.smoke.gpu_script:
+                self.smoke.append((item.name, recipe.smoke.gpu_script))
+        else:
+            self.imports.append(import_name)
+
+    def _spec(self, item: PlanItem, recipe: Recipe, import_name: str) -> BuildSpec:
+        """The build's pre-flight, with its torch index and ``MAX_JOBS`` decided."""
+        torch_item = self.torch_item
+        spec = check_build(
+            item,
+            recipe,
+            self.env,
+            self.index,
+            import_name=import_name,
+            torch_item=torch_item if torch_item and torch_item.kind == "wheel" else None,
+            ptx=self.options.ptx,
+        )
+        if spec.torch_requirement and spec.torch_index:
+            option, url = _torch_index_for(spec.variant, spec.torch_index, self.options)
+            spec = replace(spec, torch_index=url, torch_index_option=option)
+            self.checked.append(url)
+        if self.user_jobs.isdigit() and int(self.user_jobs) > 0:
+            # The user's word wins: the machine may be shared.
+            spec = replace(spec, max_jobs=int(self.user_jobs))
+        elif self.capacity is not None:
+            spec = replace(spec, max_jobs=max_jobs(*self.capacity))
+        return spec
+
+    def _add_installed(self, item: PlanItem) -> None:
+        if item.name in TORCH_FAMILY:
+            # Hold what is installed where it is: pip must not move torch to satisfy a
+            # dependency.
+            self.main_requirements.append(f"{item.name}=={item.version.split('+', 1)[0]}")
+        else:
+            # An installed extension build that fits is kept as it is: nothing asks pip to
+            # move it; --smoke still runs its GPU test.
+            kept_smoke = _gpu_smoke(self.index, item.name)
+            if kept_smoke:
+                self.smoke.append((item.name, kept_smoke))
+
+    def _add_other(self, item: PlanItem) -> None:
+        package = self.index.package(item.name)
+        requirements = self.main_requirements
+        if item.url:
+            requirements.append(f"{item.name} @ {item.url}")
+            self.checked.append(item.url)
+        elif item.find_links:
+            requirements.append(item.requirement or f"{item.name}=={item.version}")
+            requirements.extend(["--find-links", item.find_links])
+            self.checked.append(item.find_links)
+        else:
+            requirements.append(item.requirement or f"{item.name}=={item.version}")
+        self.imports.append(package.import_name if package else item.name.replace("-", "_"))
+        wheel_smoke = _gpu_smoke(self.index, item.name)
+        if wheel_smoke:
+            self.smoke.append((item.name, wheel_smoke))
+
+    # -- the steps -------------------------------------------------------------------------
+
+    def torch_steps(self) -> list[PipStep]:
+        """The torch family's steps, first: from the PyTorch index, or from PyPI."""
+        steps: list[PipStep] = []
+        options, from_torch_index, from_pypi = self.options, self.from_torch_index, self.from_pypi
+        if from_torch_index:
+            option, url = _torch_index_for(
+                from_torch_index[0].variant, from_torch_index[0].index or "", options
+            )
+            requirements = [i.requirement or f"{i.name}=={i.version}" for i in from_torch_index]
+            # Only the torch family is asked of the PyTorch index (it also carries their
+            # dependencies); no other name goes there, so no other package can be taken from it.
+            steps.append(
+                PipStep(
+                    purpose=f"torch family from {url}",
+                    args=(*options_for_torch_step(options.pip_args), option, url, *requirements),
+                    checked_urls=(url,),
+                    torch_index_only=True,
+                )
+            )
+            # Later steps keep them where this step put them.
+            self.main_requirements = [*requirements, *self.main_requirements]
+        if from_pypi:
+            # From the user's PyPI index (or mirror) alone: a folder of CPU wheels in find-links
+            # would win, as "2.15.0+cpu" satisfies "==2.15.0" (issue 27).
+            requirements = [i.requirement or f"{i.name}=={i.version}" for i in from_pypi]
+            steps.append(
+                PipStep(
+                    purpose="torch family from PyPI (or the configured mirror of it)",
+                    args=(
+                        *options_for_torch_step(options.pip_args, keep_index=True),
+                        *requirements,
+                    ),
+                    torch_index_only=True,
+                    pypi_index=True,
+                )
+            )
+            # Later steps keep these very files: "===" matches the version as written, so pip
+            # (with -U and find-links) cannot swap in a "+cpu" build of the same release there.
+            self.main_requirements = [
+                *(f"{i.name}==={i.version}" for i in from_pypi),
+                *self.main_requirements,
+            ]
+        return steps
+
+    def check_hashes(self, hash_mode: str, installed: Mapping[str, str] | None) -> None:
+        """Hash-checking mode: refuse now what would be installed without a hash. Without the
+        target's distributions (a plan for another machine) what a build needs is checked when
+        the plan is applied; the rest is known now."""
+        unmet = (
+            {
+                b.key.digest: [
+                    *unmet_requirements(self.runtime[b.key.digest] or (), installed, self.env),
+                    *(
+                        unsatisfied(b.spec.build_requires, installed)
+                        if b.key.digest not in self.reused_files
+                        else ()
+                    ),
+                ]
+                for b in self.builds
+            }
+            if installed is not None
+            else {}
+        )
+        refuse_unhashed(
+            hash_mode, unhashed_before_build(self.plan, self.builds, unmet, TORCH_FAMILY)
+        )
+
+    def last_step(self, steps: list[PipStep], installed: Mapping[str, str] | None) -> str | None:
+        """Append the step of everything but the torch family to ``steps`` (or fold its checked
+        URLs into the first step when it has nothing to install); or say why pip is not run."""
+        digests = tuple(b.key.digest for b in self.builds)
+        if installed is not None and (
+            self._nothing_to_change(installed) or self._built_and_installed(installed)
+        ):
+            return _ALL_INSTALLED
+        if (
+            self._only_built()
+            and installed is not None
+            and all(requirements_met(self.runtime[d], installed, self.env) for d in digests)
+        ):
+            # Everything the wheels need is installed: pip need not resolve torch's whole
+            # dependency tree again, nor check every installed package for conflicts (seconds
+            # in a big env).
+            steps.append(
+                PipStep(
+                    purpose="built wheels (their requirements are installed)",
+                    args=("--no-deps",),
+                    built=digests,
+                )
+            )
+        elif self._has_work() or not (self.from_torch_index or self.from_pypi):
+            steps.append(
+                PipStep(
+                    purpose="extensions and the rest",
+                    args=(*self.options.pip_args, *self.main_requirements),
+                    built=digests,
+                    checked_urls=tuple(self.checked),
+                )
+            )
+        elif self.checked:
+            steps[0] = replace(steps[0], checked_urls=(*steps[0].checked_urls, *self.checked))
+        return None
+
+    def _nothing_to_change(self, installed: Mapping[str, str]) -> bool:
+        """Nothing is built or passed to pip, and every item is installed as planned."""
+        plan = self.plan
+        return bool(
+            plan.items
+            and not self.builds
+            and not plan.pass_through
+            and not self.options.pip_args
+            and all(_installed_as_planned(item, installed) for item in plan.items)
+        )
+
+    def _built_and_installed(self, installed: Mapping[str, str]) -> bool:
+        """Only builds, each reused from the wheelhouse and installed at its labelled version."""
+        return (
+            self._only_built()
+            and len(self.reused_files) == len(self.builds)
+            and all(
+                installed.get(canonicalize_name(b.spec.package)) == b.key.labelled_version
+                for b in self.builds
+            )
+        )
+
+    def _only_built(self) -> bool:
+        plan = self.plan
+        return (
+            bool(self.builds)
+            and not plan.pass_through
+            and not self.options.pip_args
+            and not self.from_torch_index
+            and not self.from_pypi
+            and all(item.kind in ("installed", "build") for item in plan.items)
+        )
+
+    def _has_work(self) -> bool:
+        """Something for the last step to install besides the torch family."""
+        plan = self.plan
+        return bool(
+            self.builds
+            or plan.pass_through
+            or any(i.kind == "wheel" and i.name not in TORCH_FAMILY for i in plan.items)
+            or names_requirements(self.options.pip_args)
+        )

@@ -127,7 +127,8 @@ def _decode(data: bytes, path: str) -> str:
 
 
 def _strip_comment(line: str) -> str:
-    """``line`` with what pip's comment pattern removes cut off: the comment and the whitespace before it."""
+    """``line`` with what pip's comment pattern removes cut off: the comment and the whitespace
+    before it."""
     if line.startswith("#"):
         return ""
     found = _COMMENT_AFTER_SPACE.search(line) if "#" in line else None
@@ -137,7 +138,8 @@ def _strip_comment(line: str) -> str:
 def _too_long(where: str, length: int) -> UsageError:
     return UsageError(
         f"{where}: a line of {length} characters, more than the {_MAX_LINE} cuda-pip reads",
-        hint="a requirements line is one requirement and its options: split the line, or check the file is a requirements file",
+        hint="a requirements line is one requirement and its options: split the line, or check "
+        "the file is a requirements file",
     )
 
 
@@ -164,7 +166,8 @@ def _expand_variables(line: str, environ: Mapping[str, str], where: str) -> str:
 
 
 def _logical_lines(text: str, environ: Mapping[str, str], path: str) -> list[tuple[int, str]]:
-    """(first line number, line): joined at a trailing backslash, comments removed, ``${NAME}`` expanded.
+    """(first line number, line): joined at a trailing backslash, comments removed, ``${NAME}``
+    expanded.
 
     Linear in the size of ``text``: no pattern that backtracks, no repeated concatenation; a
     line longer than ``_MAX_LINE`` is refused naming ``path`` and its number."""
@@ -197,7 +200,8 @@ def _logical_lines(text: str, environ: Mapping[str, str], path: str) -> list[tup
 
 
 def _split_requirement(line: str, origin: str) -> tuple[str, bool]:
-    """(the requirement, whether it pins hashes): pip's per-requirement options (any spelling) cut off."""
+    """(the requirement, whether it pins hashes): pip's per-requirement options (any spelling)
+    cut off."""
     from .pipoptions import file_options, split_requirement_line
 
     requirement, words = split_requirement_line(line)
@@ -251,7 +255,8 @@ def read_requirement_files(
                     words = split_words(line)
                 except ValueError:
                     words = line.split()
-                # Options in any spelling pip's file parser takes (--requirem F, -rF, --constraint=F).
+                # Options in any spelling pip's file parser takes (--requirem F, -rF,
+                # --constraint=F).
                 for given in file_options(words, f"{path}:{number}"):
                     options.append(
                         FileOption(
@@ -306,8 +311,8 @@ def select_requests(
     curated: Callable[[str], str | None],
     applies: Callable[[Requirement], bool],
 ) -> FileRequests:
-    """Split what the files hold. ``curated(text)`` is the canonical name cuda-resolve decides for
-    a requirement (None for names it leaves to pip); ``applies`` evaluates a marker for the target."""
+    """Split what the files hold. ``curated(text)`` is the canonical name cuda-resolve decides for a
+    requirement (None for names it leaves to pip); ``applies`` evaluates a marker for the target."""
     requests: list[str] = []
     unchecked: list[str] = []
     said: list[str] = []

@@ -1,4 +1,5 @@
-"""The one entry point of installing: :func:`run` (and :func:`build_only` for ``cuda-resolve build``).
+"""The one entry point of installing: :func:`run` (and :func:`build_only` for ``cuda-resolve
+build``).
 
 ``cuda-pip install``, ``cuda-resolve install``, a plan file, a lockfile's ``sync`` and the conda
 plugin all call :func:`run` with an :class:`InstallRequest` and callbacks (the reporter, the
@@ -72,6 +73,7 @@ class InstallRequest:
     file_notes: tuple[str, ...] = ()  # what was left unread in them
     resolve: ResolveOptions | None = None
     accept_names: tuple[str, ...] = ()
+    keep_stale: tuple[str, ...] = ()  # extensions left built for a torch the plan replaces
     plan: Plan | None = None  # a complete plan written earlier: applied after checking its facts
     dry_run: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -113,13 +115,16 @@ def check_names(
         if meant is None:
             continue
         if confirm is not None and confirm(
-            f"'{name}' is not {meant}, which cuda-resolve curates; a look-alike name on a public index can be a typosquatted package. Install '{name}' from your index anyway? [y/N] "
+            f"'{name}' is not {meant}, which cuda-resolve curates; a look-alike name on a public "
+            f"index can be a typosquatted package. Install '{name}' from your index anyway? [y/N] "
         ):
             continue
         close = edit_distance_at_most_one(canonicalize_name(name), canonicalize_name(meant))
         raise UsageError(
-            f"{name!r} is {'one letter away from' if close else 'a look-alike of'} {meant!r}: did you mean {meant}?",
-            hint=f"to install {meant}: cuda-pip install {meant}; to install {name!r} as written: add --accept-name {name}",
+            f"{name!r} is {'one letter away from' if close else 'a look-alike of'} {meant!r}: did "
+            f"you mean {meant}?",
+            hint=f"to install {meant}: cuda-pip install {meant}; to install {name!r} as written: "
+            f"add --accept-name {name}",
         )
 
 
@@ -145,11 +150,18 @@ def decide(
     )
     for line in (*from_files.said, *request.file_notes):
         reporter.step(line)
-    plan = make_plan(
-        resolve(
-            [*request.requirements, *from_files.requests], env, index, request.resolve or Options()
-        ),
+    requests = [*request.requirements, *from_files.requests]
+    options = request.resolve or Options()
+    plan = make_plan(resolve(requests, env, index, options), env)
+    # A torch replaced: the extensions built for the old one are carried along (issue 27).
+    from .stale import carry_extensions
+
+    plan = carry_extensions(
+        plan,
         env,
+        index,
+        replan=lambda extra: make_plan(resolve([*requests, *extra], env, index, options), env),
+        keep_stale=request.keep_stale,
     )
     if install:
         check_names(
@@ -181,7 +193,8 @@ def checked_hash_mode(
         made_in_mode = any(REQUIRE_HASHES in step.args for step in request.plan.steps)
         if settings.hash_mode is not None and request.plan.steps and not made_in_mode:
             raise UsageError(
-                f"pip's hash-checking mode is on ({settings.hash_mode}), and this plan was made without it",
+                f"pip's hash-checking mode is on ({settings.hash_mode}), and this plan was "
+                "made without it",
                 hint="make the plan again with the same pip options and settings, then apply it",
             )
         return settings.hash_mode or ("the plan's --require-hashes" if made_in_mode else None)

@@ -123,7 +123,8 @@ def choose_target(
     found = shutil.which("python3", path=env.get("PATH", ""))
     if found is None:
         raise UsageError(
-            "no target environment: no virtualenv or conda env is active and python3 is not on PATH",
+            "no target environment: no virtualenv or conda env is active and python3 "
+            "is not on PATH",
             hint="activate the environment to use, or pass --python PATH",
         )
     return TargetChoice(python=found, how="python3 on PATH")

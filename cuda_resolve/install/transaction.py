@@ -148,7 +148,8 @@ def _step_args(
 def planned_commands(
     plan: Plan, python: str, wheelhouse: Wheelhouse, *, trust: Sequence[str] | None = None
 ) -> list[list[str]]:
-    """The exact pip commands :func:`execute` runs for ``plan`` (built wheels at their wheelhouse paths)."""
+    """The exact pip commands :func:`execute` runs for ``plan`` (built wheels at their wheelhouse
+    paths)."""
     pip = TargetPip(
         python,
         environ={},
@@ -187,8 +188,10 @@ def _indexes_used(plan: Plan, pip: TargetPip, options: InstallOptions) -> dict[s
         indexes = pip_indexes(pip.python, environ, pip_args=words)
         if indexes.error:
             raise InstallError(
-                f"pip would stop on its configuration before {what}: {indexes.error}; nothing was installed",
-                hint="fix the file or variable it names (cuda-resolve doctor --network shows what pip reads)",
+                f"pip would stop on its configuration before {what}: {indexes.error}; nothing "
+                "was installed",
+                hint="fix the file or variable it names (cuda-resolve doctor --network shows "
+                "what pip reads)",
             )
         for url in urls_to_check(indexes):
             found.setdefault(url, f"{indexes.origin_of(url) or 'pip'}, for {what}")
@@ -214,7 +217,8 @@ def _check_reachable(
         if not ok:
             raise InstallError(
                 f"{url} did not answer: {detail} (set by {origin}); nothing was installed",
-                hint="configure a mirror (cuda-resolve mirror set PRESET) and check it (cuda-resolve mirror test), or fix the proxy (cuda-resolve doctor --network)",
+                hint="configure a mirror (cuda-resolve mirror set PRESET) and check it "
+                "(cuda-resolve mirror test), or fix the proxy (cuda-resolve doctor --network)",
             )
 
 
@@ -232,7 +236,8 @@ TARGET_LOCK_SECONDS = 600.0
 def _recover_pending(
     prefix: str, environ: Mapping[str, str], journal_dir: Path, report: Reporter
 ) -> None:
-    """A run killed while pip worked (SIGKILL, a power cut) left a journal: restore from it first."""
+    """A run killed while pip worked (SIGKILL, a power cut) left a journal: restore from it
+    first."""
     from .stash import pending, recover
 
     for journal in pending(journal_dir):
@@ -246,7 +251,8 @@ def _recover_pending(
             raise InstallError(
                 "an earlier interrupted install could not be fully undone: "
                 + "; ".join(outcome.not_restored),
-                hint="fix what is named, then run `cuda-resolve undo --last` (or reinstall those packages) before installing again",
+                hint="fix what is named, then run `cuda-resolve undo --last` (or reinstall those "
+                "packages) before installing again",
             )
 
 
@@ -285,7 +291,8 @@ _CHECK_SECONDS = 600
 def _run_check(
     python: str, args: Sequence[str], environ: Mapping[str, str], what: str
 ) -> tuple[int | None, list[str]]:
-    """(exit status, output lines) of the target running ``args``; status None when it was cut off."""
+    """(exit status, output lines) of the target running ``args``; status None when it was cut
+    off."""
     done = _bounded_run([python, *args], timeout=_CHECK_SECONDS, env=environ, cwd="/")
     if done is None:
         return None, [f"{python} could not be started for the {what}"]
@@ -295,7 +302,8 @@ def _run_check(
 
 
 def _verify_imports(python: str, modules: Sequence[str], environ: Mapping[str, str]) -> str | None:
-    """None when every module imports in a fresh interpreter, else which did not and why (:mod:`.verify`)."""
+    """None when every module imports in a fresh interpreter, else which did not and why
+    (:mod:`.verify`)."""
     from .verify import verify_imports
 
     failure = verify_imports(python, modules, environ, timeout=_CHECK_SECONDS)
@@ -311,7 +319,8 @@ def _run_smoke(python: str, script: str, environ: Mapping[str, str]) -> tuple[bo
 
 
 class Phases:
-    """Seconds spent per phase, so a slow install says where its time went (and the bench can tell)."""
+    """Seconds spent per phase, so a slow install says where its time went (and the bench can
+    tell)."""
 
     def __init__(self) -> None:
         self._seconds: dict[str, float] = {}
@@ -348,13 +357,15 @@ def refuse_kernel_gaps(results: Sequence[BuildResult], env: Environment) -> list
             zipfile.BadZipFile,
         ) as exc:  # FatbinError, ElfError: ValueErrors naming the file
             notes.append(
-                f"{result.wheel.path.name}: its device code could not be read ({exc}): kernels not checked"
+                f"{result.wheel.path.name}: its device code could not be read ({exc}): "
+                "kernels not checked"
             )
             continue
         if gaps:
             missing = ", ".join(sorted({str(gap.capability) for gap in gaps}))
             raise InstallError(
-                f"{result.spec.package}: the wheel {result.wheel.path.name} has no kernel for compute capability {missing} "
+                f"{result.spec.package}: the wheel {result.wheel.path.name} has no kernel for "
+                f"compute capability {missing} "
                 f"of this machine ({gaps[0].describe()}); nothing was installed",
                 hint=f"build it for this machine: cuda-pip install --rebuild {result.spec.package} "
                 f"(or give an --arch-list that includes {missing})",
@@ -393,8 +404,10 @@ def _build_one(
     if planned.key != wheel_key(planned.spec) and wheelhouse.lookup(planned.key) is None:
         # The plan reuses a wheel built for more GPUs; it is gone (pruned, another machine's plan).
         raise InstallError(
-            f"the plan reuses {planned.spec.package} {planned.key.labelled_version} from the wheelhouse, which no longer has it",
-            hint="make the plan again (it will build for this machine), or copy that wheelhouse entry here",
+            f"the plan reuses {planned.spec.package} {planned.key.labelled_version} from the "
+            "wheelhouse, which no longer has it",
+            hint="make the plan again (it will build for this machine), or copy that "
+            "wheelhouse entry here",
         )
     return build(
         planned.spec,
@@ -656,7 +669,8 @@ def _smoke_tests(
         if not ok:
             raise InstallError(
                 f"{package}'s smoke test failed: {output}",
-                hint=f"{restored}if the GPU is busy or missing, install without --smoke; log: {log_path}",
+                hint=f"{restored}if the GPU is busy or missing, install without --smoke; "
+                f"log: {log_path}",
             )
         results.append((package, output))
     return results

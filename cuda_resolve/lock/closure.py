@@ -102,7 +102,8 @@ def interpreter_candidates(version: str, environ: Mapping[str, str]) -> list[str
 
 
 def find_interpreter(version: str, given: str | None, environ: Mapping[str, str]) -> str | None:
-    """A Python of ``version``'s minor: ``given``, this one, pyenv's, ``pythonX.Y`` on PATH, uv's."""
+    """A Python of ``version``'s minor: ``given``, this one, pyenv's, ``pythonX.Y`` on PATH,
+    uv's."""
     if given:
         return given
     minor = ".".join(version.split(".")[:2])
@@ -132,7 +133,8 @@ _NEEDS_TARGET = "Can not use any platform or abi specific options unless install
 
 #: Runs this process's pip under another interpreter as ``pip --python`` does (pip's
 #: ``__pip-runner__.py``: only the name ``pip`` is looked up in pip's folder), with the marker
-#: values given: pip evaluates markers through its vendored ``packaging.markers.default_environment``.
+#: values given: pip evaluates markers through its vendored
+#: ``packaging.markers.default_environment``.
 _PIP_WITH_MARKERS = """
 import json, runpy, sys
 from importlib.machinery import PathFinder
@@ -149,7 +151,8 @@ except ImportError:
     markers = None
 if not hasattr(markers, "default_environment"):
     import pip
-    sys.exit(f"{NO_MARKERS}pip {getattr(pip, '__version__', '(unknown version)')} at {pip.__path__[0]}")
+    version = getattr(pip, '__version__', '(unknown version)')
+    sys.exit(f"{NO_MARKERS}pip {version} at {pip.__path__[0]}")
 default_environment = markers.default_environment
 def profile_environment():
     found = default_environment()
@@ -174,11 +177,14 @@ def _pip_root() -> str:
 
 
 def platform_options(env: Environment) -> list[str]:
-    """pip's target options for ``env``: Python version, implementation, ABI and every platform tag."""
+    """pip's target options for ``env``: Python version, implementation, ABI and every platform
+    tag."""
     if env.machine.os == "linux" and not env.machine.glibc:
         raise UsageError(
-            f"{env.source}: machine.glibc is not given, so pip cannot tell which manylinux wheels fit",
-            hint='add it (machine.glibc = "2.35"; `ldd --version` says it), or save the profile with `cuda-resolve detect --save-profile`',
+            f"{env.source}: machine.glibc is not given, so pip cannot tell which "
+            "manylinux wheels fit",
+            hint='add it (machine.glibc = "2.35"; `ldd --version` says it), or save the profile '
+            "with `cuda-resolve detect --save-profile`",
         )
     major, minor = env.python.version_tuple
     words = [
@@ -246,9 +252,11 @@ def _report(
         # profile of another platform would get this machine's closure.
         pip = missing[len(_NO_MARKERS) :]
         raise LockError(
-            f"{pip} has no pip._vendor.packaging.markers.default_environment, so profiles of another platform "
+            f"{pip} has no pip._vendor.packaging.markers.default_environment, so profiles of "
+            "another platform "
             f"cannot be closed with it (resolving {what})",
-            hint=f"install a pip release that has it beside cuda-resolve (pip 26.3 does: {sys.executable} -m pip install pip==26.3), "
+            hint="install a pip release that has it beside cuda-resolve (pip 26.3 does: "
+            f"{sys.executable} -m pip install pip==26.3), "
             "then lock again",
         )
     if not done.ok and _NEEDS_TARGET in done.stderr:
@@ -265,7 +273,8 @@ def _report(
         ] or done.stderr.strip().splitlines()[-3:]
         raise LockError(
             f"pip could not resolve {what}: {' / '.join(errors)}",
-            hint="pip was asked for the profile's Python and platform with wheels only: a package with no wheel for it cannot be locked",
+            hint="pip was asked for the profile's Python and platform with wheels only: a package "
+            "with no wheel for it cannot be locked",
         )
     try:
         report = json.loads(report_path.read_text(encoding="utf-8"))
@@ -314,8 +323,10 @@ def _resolved(entry: dict[str, object], index: str | None, what: str) -> Resolve
     )
     if "vcs_info" in info or "dir_info" in info:
         raise LockError(
-            f"{name} {version} comes from {url} (a VCS checkout or a folder): a lock names files with hashes only",
-            hint="build it into a wheel and serve it from an index (cuda-resolve wheelhouse), then lock again",
+            f"{name} {version} comes from {url} (a VCS checkout or a folder): a lock names files "
+            "with hashes only",
+            hint="build it into a wheel and serve it from an index (cuda-resolve wheelhouse), "
+            "then lock again",
         )
     if not url.startswith(("https://", "http://")):
         raise LockError(
@@ -422,7 +433,8 @@ def pip_closure(
         missing = [digest for digest, found in files.items() if found is None]
         if missing:
             raise LockError(
-                f"profile {name}: {step.purpose} installs source-built wheels the lock was not given ({', '.join(missing)})",
+                f"profile {name}: {step.purpose} installs source-built wheels the lock was not "
+                f"given ({', '.join(missing)})",
                 hint="build them first (cuda-resolve build REQ --profile FILE)",
             )
         local = {f.path.resolve().as_uri(): f for f in files.values() if f is not None}

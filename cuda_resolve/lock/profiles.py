@@ -32,7 +32,8 @@ def profile_name(text: str, *, origin: str) -> str:
     name = canonicalize_name(text)
     if not _EXTRA.match(name):
         raise UsageError(
-            f"{origin}: {text!r} cannot name a profile (a lock's extra): use letters, digits, '-', '_' or '.'",
+            f"{origin}: {text!r} cannot name a profile (a lock's extra): use letters, digits, "
+            "'-', '_' or '.'",
             hint="rename the file, or give the name: --profile NAME=FILE",
         )
     return name
@@ -89,7 +90,8 @@ def refuse_clashes(profiles: list[LockProfile]) -> None:
     for profile in profiles:
         if profile.name in seen:
             raise UsageError(
-                f"two profiles are both named {profile.name!r}: {seen[profile.name]} and {profile.source}",
+                f"two profiles are both named {profile.name!r}: {seen[profile.name]} and "
+                f"{profile.source}",
                 hint='name one of them: --profile OTHER=FILE, or `name = "..."` in the file',
             )
         seen[profile.name] = profile.source

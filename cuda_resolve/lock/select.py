@@ -31,7 +31,8 @@ class Wanted:
 
 
 def differences(record: ProfileRecord, env: Environment, facts: CudaFactsSource) -> list[str]:
-    """The facts of this machine that differ from what ``record`` was locked for (empty: it fits)."""
+    """The facts of this machine that differ from what ``record`` was locked for (empty: it
+    fits)."""
     found: list[str] = []
     if env.python.short_version != record.python:
         found.append(f"Python {env.python.short_version} here, {record.python} locked")
@@ -40,18 +41,21 @@ def differences(record: ProfileRecord, env: Environment, facts: CudaFactsSource)
     here = sorted({str(c) for c in env.capabilities})
     if bool(here) != bool(record.capabilities):
         found.append(
-            f"GPUs here: {', '.join(here) or 'none'}; locked for: {', '.join(record.capabilities) or 'none'}"
+            f"GPUs here: {', '.join(here) or 'none'}; locked for: "
+            f"{', '.join(record.capabilities) or 'none'}"
         )
     elif here:
         if here != sorted(record.capabilities):
             found.append(
-                f"GPU compute capability {', '.join(here)} here; locked for {', '.join(record.capabilities)}"
+                f"GPU compute capability {', '.join(here)} here; locked for "
+                f"{', '.join(record.capabilities)}"
             )
         if record.torch_arch_list:
             uncovered = uncovered_gpus(parse_arch_list(record.torch_arch_list), env.gpus)
             if uncovered:
                 found.append(
-                    f"the locked torch ({record.torch_arch_list}) has no kernels for {', '.join(g.name for g in uncovered)}"
+                    f"the locked torch ({record.torch_arch_list}) has no kernels for "
+                    f"{', '.join(g.name for g in uncovered)}"
                 )
     if record.torch_cuda:
         verdict = driver_supports_cuda(env.driver, CudaVersion.parse(record.torch_cuda), facts)
@@ -61,13 +65,15 @@ def differences(record: ProfileRecord, env: Environment, facts: CudaFactsSource)
 
 
 def choose_profile(lock: ReadLock, env: Environment, facts: CudaFactsSource, name: str) -> str:
-    """``name`` checked to be in the lock, or with ``auto`` the one profile that fits this machine."""
+    """``name`` checked to be in the lock, or with ``auto`` the one profile that fits this
+    machine."""
     if name != "auto":
         wanted = canonicalize_name(name)
         if wanted not in lock.profiles:
             raise UsageError(
                 f"{lock.origin} has no profile {name!r}; it has {', '.join(sorted(lock.profiles))}",
-                hint="--name NAME with one of those, or --name auto to pick the one that fits this machine",
+                hint="--name NAME with one of those, or --name auto to pick the one that fits "
+                "this machine",
             )
         return wanted
     fitting = []
@@ -82,7 +88,8 @@ def choose_profile(lock: ReadLock, env: Environment, facts: CudaFactsSource, nam
     what = "no profile" if not fitting else f"{len(fitting)} profiles ({', '.join(fitting)})"
     raise LockError(
         f"{what} of {lock.origin} fit this machine: " + " | ".join(lines),
-        hint="pick one with --name NAME, or lock a profile of this machine (cuda-resolve detect --save-profile)",
+        hint="pick one with --name NAME, or lock a profile of this machine (cuda-resolve detect "
+        "--save-profile)",
     )
 
 
@@ -117,7 +124,8 @@ def wanted_files(lock: ReadLock, profile: str, env: Environment) -> list[Wanted]
     for package, source in chosen:
         if not isinstance(source, PackageWheel) or source.url is None:
             raise LockError(
-                f"{lock.origin}: {package.name} is locked as {type(source).__name__}, not a wheel with a URL: sync installs wheels only",
+                f"{lock.origin}: {package.name} is locked as {type(source).__name__}, not a wheel "
+                "with a URL: sync installs wheels only",
                 hint="lock it again with cuda-resolve lock",
             )
         sha256 = (source.hashes or {}).get("sha256")
@@ -155,7 +163,8 @@ def _select(
             continue
         if package.name in chosen:
             raise LockError(
-                f"{lock.origin}: packages[{position}]: a second {package.name} for profile {profile}",
+                f"{lock.origin}: packages[{position}]: a second {package.name} for "
+                f"profile {profile}",
                 hint="lock it again",
             )
         ranked = sorted(
@@ -175,8 +184,10 @@ def _select(
         )
         if not ranked or ranked[0][0] >= len(priority):
             raise LockError(
-                f"{lock.origin}: packages[{position}]: no wheel of {package.name} fits this machine's tags",
-                hint="check the profile fits this machine (sync --name auto says which facts differ)",
+                f"{lock.origin}: packages[{position}]: no wheel of {package.name} fits this "
+                "machine's tags",
+                hint="check the profile fits this machine (sync --name auto says which "
+                "facts differ)",
             )
         chosen[str(package.name)] = (package, (package.wheels or ())[ranked[0][1]])
     return list(chosen.values())

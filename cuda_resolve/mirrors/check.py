@@ -238,7 +238,10 @@ def targets_from_pip(
             f"pip does not use this mirror: no-index is set (from {indexes.no_index_origin})"
         )
     else:
-        elsewhere = f"pip does not use this mirror: its index-url is {indexes.index_url} (from {indexes.index_url_origin})"
+        elsewhere = (
+            f"pip does not use this mirror: its index-url is {indexes.index_url} (from "
+            f"{indexes.index_url_origin})"
+        )
     for target in others:
         if target.ecosystem != "pypi":
             found.append(target)
@@ -348,7 +351,8 @@ def _check_one(target: MirrorTarget, client: HttpClient, upstream: frozenset[str
     hosts = tuple(sorted({_host(link) for link in upstream_links}))
     if upstream_links and not is_upstream:
         warnings.append(
-            f"{len(upstream_links)} of {len(files)} file links point upstream ({', '.join(hosts)}): "
+            f"{len(upstream_links)} of {len(files)} file links point upstream "
+            f"({', '.join(hosts)}): "
             "those downloads bypass the mirror"
         )
     ok = True
@@ -378,7 +382,8 @@ def _check_one(target: MirrorTarget, client: HttpClient, upstream: frozenset[str
             sample_host = _host(sample_probe.final_url)
             if sample_host in upstream and not is_upstream:
                 warnings.append(
-                    f"a listed file redirects to upstream {sample_host}: downloads bypass the mirror"
+                    f"a listed file redirects to upstream {sample_host}: downloads "
+                    "bypass the mirror"
                 )
     return CheckResult(
         target=target,

@@ -72,7 +72,8 @@ def _load(text: str, origin: str) -> CommentedMap:
         return CommentedMap()
     if not isinstance(data, CommentedMap):
         raise ConfigError(
-            f"{origin}: expected a mapping of settings at the top level, found {type(data).__name__}",
+            f"{origin}: expected a mapping of settings at the top level, found "
+            f"{type(data).__name__}",
             hint=f"fix {origin} by hand",
         )
     return data
@@ -235,7 +236,8 @@ def edit_condarc(
     _normalize_channels(data, known)
     if "channels" not in data and conda is not None and conda.default_channels:
         notes.append(
-            f"{origin}: no channels list, so conda keeps its default (defaults), now from the mirror's "
+            f"{origin}: no channels list, so conda keeps its default (defaults), now from "
+            "the mirror's "
             "default_channels; `conda config --add channels conda-forge` would add conda-forge"
         )
 

@@ -44,7 +44,10 @@ def locked(*, timeout: float = LOCK_TIMEOUT_S) -> Iterator[Path]:
             f"{path}: cannot be locked: {exc.strerror or exc}",
             hint="check that its folder is writable",
         ) from None
-    own = "it is in your own cache folder: give it back to you (`chown`) or remove it; it holds no data"
+    own = (
+        "it is in your own cache folder: give it back to you (`chown`) or remove it; it "
+        "holds no data"
+    )
     with _holding(
         path, mode=0o644, timeout=timeout, holder="another `mirror set` of yours", unwritable=own
     ):

@@ -377,7 +377,8 @@ def custom_preset(
     if pytorch_layout not in ("simple", "flat"):
         raise UsageError(
             f"--pytorch-layout {pytorch_layout!r}: expected 'simple' or 'flat'",
-            hint="simple: a PEP 503 tree (<url><variant>/torch/); flat: one find-links page per variant",
+            hint="simple: a PEP 503 tree (<url><variant>/torch/); flat: one find-links "
+            "page per variant",
         )
     canonical = load_presets()["official"].canonical
     pypi_mirror = None

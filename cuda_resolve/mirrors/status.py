@@ -80,7 +80,8 @@ def _pip_state(role: str, path: Path) -> FileState:
     warnings = []
     if settings.trusted_hosts:
         warnings.append(
-            f"trusted-host {' '.join(settings.trusted_hosts)} turns certificate checks off for those hosts; "
+            f"trusted-host {' '.join(settings.trusted_hosts)} turns certificate checks off for "
+            "those hosts; "
             "pip >= 24.2 uses the system trust store, so remove it"
         )
     return FileState(

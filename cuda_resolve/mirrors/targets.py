@@ -109,7 +109,8 @@ def interpreter_prefix(python: str) -> Path:
         raise UsageError(
             f"--python {python}: did not answer within {_PROBE_TIMEOUT_S} s"
             if not result.overflowed
-            else f"--python {python}: wrote more than {_OUTPUT_LIMIT} bytes when asked for sys.prefix",
+            else f"--python {python}: wrote more than {_OUTPUT_LIMIT} bytes when asked "
+            "for sys.prefix",
             hint="check that the interpreter starts (`PATH -c pass`)",
         )
     lines = result.stdout.strip().splitlines()
@@ -171,7 +172,8 @@ def resolve_targets(
     if prefix is None:
         raise UsageError(
             "--scope env: no target environment",
-            hint="pass --python PATH (the environment's interpreter), or activate a venv or conda environment",
+            hint="pass --python PATH (the environment's interpreter), or activate a venv or "
+            "conda environment",
         )
     if not prefix.is_dir():
         raise UsageError(

@@ -228,7 +228,10 @@ def write_all(
             if problems:
                 hint = "; ".join(problems) + f"; {item.write.hint}"
             else:
-                hint = f"the files replaced before it were restored from their backups: nothing was changed; {item.write.hint}"
+                hint = (
+                    "the files replaced before it were restored from their backups: nothing was "
+                    f"changed; {item.write.hint}"
+                )
             raise UsageError(
                 f"{item.write.path}: cannot be replaced: {_reason(exc, item)}", hint=hint
             ) from None

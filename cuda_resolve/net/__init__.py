@@ -1,11 +1,11 @@
 """The HTTP layer: the only code in cuda-resolve that opens network connections.
 
-- :class:`HttpClient` fetches pages, JSON, byte ranges and artifacts over requests, verifying
-  TLS with the OS trust store (:func:`build_ssl_context`, truststore), with proxies from the
-  configuration or the environment, timeouts (per read, and a total deadline for each fetch), a size cap on
-  every answer, retries with back-off, a page cache, and a mirror
-  ``rewrite`` applied to every URL. Artifacts are streamed to a temporary file and moved into
-  place only after their sha256 matched the canonical record.
+- :class:`HttpClient` fetches pages, JSON, byte ranges and artifacts over requests, verifying TLS
+  with the OS trust store (:func:`build_ssl_context`, truststore), with proxies from the
+  configuration or the environment, timeouts (per read, and a total deadline for each fetch), a size
+  cap on every answer, retries with back-off, a page cache, and a mirror ``rewrite`` applied to
+  every URL. Artifacts are streamed to a temporary file and moved into place only after their sha256
+  matched the canonical record.
 - Every failure raises :class:`FetchError` (a :class:`cuda_resolve.errors.NetworkError`) that
   says what failed: DNS, connection, proxy, TLS (naming the certificate presented and which trust
   stores accept it), HTTP status, integrity. Nothing here ever falls back to another index, and

@@ -121,7 +121,8 @@ class HttpResponse:
             return json.loads(self.content)
         except (ValueError, RecursionError) as exc:
             raise FetchError(
-                f"expected JSON from {self.fetched_url}, got {self.headers.get('Content-Type', 'no content type')}: {exc}",
+                f"expected JSON from {self.fetched_url}, got "
+                f"{self.headers.get('Content-Type', 'no content type')}: {exc}",
                 kind="content",
                 url=self.fetched_url,
                 hint="the server (or a captive portal/proxy) answered with something else",
@@ -383,7 +384,8 @@ class HttpClient:
         ) -> RangeResponse:
             if resp.status_code != 206:
                 raise FetchError(
-                    f"{final} ignored the byte-range request (HTTP {resp.status_code} instead of 206)",
+                    f"{final} ignored the byte-range request (HTTP {resp.status_code} "
+                    "instead of 206)",
                     kind="http",
                     url=final,
                     status=resp.status_code,

@@ -97,7 +97,8 @@ def stream_to_file(
                             f"{url}{mirror} sent more than the {max_bytes} bytes expected; refused",
                             kind="size" if size is None else "integrity",
                             url=url,
-                            hint="the server sent a different file than the one recorded; it was not kept",
+                            hint="the server sent a different file than the one recorded; it "
+                            "was not kept",
                         )
                     out.write(chunk)
                     digest.update(chunk)
@@ -110,7 +111,8 @@ def stream_to_file(
             ) as exc:
                 expected = f" of {length}" if length is not None else ""
                 raise FetchError(
-                    f"download truncated: received {received}{expected} bytes before the connection "
+                    f"download truncated: received {received}{expected} bytes before "
+                    "the connection "
                     f"ended ({exc.__class__.__name__}) fetching {url}{mirror}",
                     kind="truncated",
                     url=url,
@@ -150,7 +152,8 @@ def _check(
     wire = response.raw.tell() if response.raw is not None else received
     if length is not None and wire != length:
         raise FetchError(
-            f"download truncated: received {wire} of {length} bytes (Content-Length) fetching {url}{mirror}",
+            f"download truncated: received {wire} of {length} bytes (Content-Length) fetching "
+            f"{url}{mirror}",
             kind="truncated",
             url=url,
             hint="the connection was cut; retry, or use a mirror closer to you",
@@ -174,7 +177,10 @@ def _check(
 
 def _local_error(dest: Path, exc: OSError) -> CudaResolveError:
     if isinstance(exc, (NotRegularFileError, IsADirectoryError)):
-        hint = "only a regular file is ever replaced by a download: move that away, or download elsewhere"
+        hint = (
+            "only a regular file is ever replaced by a download: move that away, or "
+            "download elsewhere"
+        )
     else:
         hint = "check free space and permissions of that directory"
     return CudaResolveError(

@@ -57,7 +57,8 @@ _VALIDITY = frozenset({9, 10})  # X509_V_ERR_CERT_NOT_YET_VALID, X509_V_ERR_CERT
 def _tls_hint(verify_code: int | None, host: str) -> str:
     if verify_code in _NAME_MISMATCH:
         return (
-            f"the certificate is valid, but not for the host name {host!r}: use the URL with the host "
+            f"the certificate is valid, but not for the host name {host!r}: use the URL "
+            "with the host "
             "name the server's certificate names (a mirror addressed by IP address or by an alias "
             "fails this way). Never turn verification off"
         )
@@ -156,10 +157,12 @@ def describe_exception(
     ):
         # requests raises this before connecting when PySocks is missing
         return FetchError(
-            f"proxy {redact(proxy)} is a SOCKS proxy and SOCKS support is not installed ({exc}) fetching {url}",
+            f"proxy {redact(proxy)} is a SOCKS proxy and SOCKS support is not installed ({exc}) "
+            f"fetching {url}",
             kind="proxy",
             url=url,
-            hint="install PySocks next to cuda-resolve (pip install 'requests[socks]'), or use an http:// proxy",
+            hint="install PySocks next to cuda-resolve (pip install 'requests[socks]'), or use an "
+            "http:// proxy",
         )
     if isinstance(exc, bad_url):
         return FetchError(
@@ -178,7 +181,8 @@ def describe_exception(
         report = inspect(host, parts.port or 443, proxy) if inspect else None
         detail = f": {report.describe()}" if report is not None else ""
         return FetchError(
-            f"TLS certificate verification failed for {where}{via} ({reason}) fetching {url}{detail}",
+            f"TLS certificate verification failed for {where}{via} ({reason}) fetching "
+            f"{url}{detail}",
             kind="tls",
             url=url,
             hint=_tls_hint(verify.verify_code, host),
@@ -190,7 +194,10 @@ def describe_exception(
         text = " ".join(str(e) for e in exception_chain(proxy_error))
         if "407" in text:
             what = "asks for authentication (407 Proxy Authentication Required)"
-            hint = "put the proxy credentials in the proxy URL (http://user:password@proxy:port) or ask your IT for them"
+            hint = (
+                "put the proxy credentials in the proxy URL (http://user:password@proxy:port) or "
+                "ask your IT for them"
+            )
         elif _first(proxy_error, ConnectionRefusedError) is not None:
             what = "refused the connection"
             hint = "check the proxy host and port in HTTPS_PROXY / cuda-resolve's [proxy] config"
@@ -219,7 +226,8 @@ def describe_exception(
             f"DNS lookup failed for host {host!r}{tried} fetching {url}",
             kind="dns",
             url=url,
-            hint="check the host name; if this network only reaches the internet through a proxy, set HTTPS_PROXY",
+            hint="check the host name; if this network only reaches the internet through a proxy, "
+            "set HTTPS_PROXY",
         )
     if _first(exc, ConnectionRefusedError) is not None:
         return FetchError(
@@ -235,10 +243,12 @@ def describe_exception(
     )
     if connect_timed_out:
         return FetchError(
-            f"connection to {where}{via} timed out after {connect_timeout:g} s{tried} fetching {url}",
+            f"connection to {where}{via} timed out after {connect_timeout:g} s{tried} "
+            f"fetching {url}",
             kind="timeout",
             url=url,
-            hint="the host may be blocked or down; a proxy may be needed (HTTPS_PROXY), or configure a mirror",
+            hint="the host may be blocked or down; a proxy may be needed (HTTPS_PROXY), or "
+            "configure a mirror",
         )
     if (
         _first(exc, requests.exceptions.ReadTimeout, u3.ReadTimeoutError, socket.timeout)
@@ -264,7 +274,8 @@ def describe_exception(
             f"TLS handshake with {where}{via} failed ({reason}){tried} fetching {url}",
             kind="tls",
             url=url,
-            hint="the server or a proxy in between does not speak TLS as expected; check the URL's scheme and port",
+            hint="the server or a proxy in between does not speak TLS as expected; check the "
+            "URL's scheme and port",
         )
     return FetchError(
         f"connection to {where}{via} failed: {exc}{tried} fetching {url}",
@@ -280,7 +291,10 @@ def http_status_error(
     tried = f" (after {attempts} attempts)" if attempts > 1 else ""
     also = f" (mirror of {canonical})" if canonical and canonical != url else ""
     if status == 404:
-        hint = "the file or page does not exist there; check the version, or whether the mirror carries it"
+        hint = (
+            "the file or page does not exist there; check the version, or whether the "
+            "mirror carries it"
+        )
     elif status in (401, 403):
         hint = (
             "the server refused access; check credentials (~/.netrc) or whether the host is allowed"

@@ -38,7 +38,8 @@ def page_links(html: str, base_url: str | None = None) -> list[str]:
 
 
 def file_name(url: str) -> str:
-    """The file a link points at: ``.../torch-2.5.1%2Bcu124-....whl#sha256=..`` -> ``torch-2.5.1+cu124-....whl``."""
+    """The file a link points at: ``.../torch-2.5.1%2Bcu124-....whl#sha256=..`` ->
+    ``torch-2.5.1+cu124-....whl``."""
     return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
 
 

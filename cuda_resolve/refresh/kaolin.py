@@ -270,7 +270,8 @@ def refresh_kaolin(
                 torch=found.rows,
                 torch_python=found.torch_python,
                 unverified=flags,
-                source=f"[{KAOLIN_SOURCE_KEY}] {date}: the find-links pages of every listed build; {entry.source}",
+                source=f"[{KAOLIN_SOURCE_KEY}] {date}: the find-links pages of every listed "
+                f"build; {entry.source}",
             )
         )
 
@@ -366,7 +367,9 @@ def _kaolin_document(entries: Sequence[Any], sources: Mapping[str, str], *, toda
         "wheels": tables,
     }
     header = (
-        "# kaolin wheel matrices re-read by `cuda-resolve index refresh kaolin` (an index overlay;\n"
-        "# format: docs/index-format.md). Each [[wheels]] table replaces the shipped one of its version.\n"
+        "# kaolin wheel matrices re-read by `cuda-resolve index refresh kaolin` (an "
+        "index overlay;\n"
+        "# format: docs/index-format.md). Each [[wheels]] table replaces the shipped one of "
+        "its version.\n"
     )
     return header + tomli_w.dumps(body)

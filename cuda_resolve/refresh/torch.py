@@ -251,7 +251,8 @@ def _read_metadata(
             actual = hashlib.sha256(response.content).hexdigest()
             if actual != str(declared["sha256"]).lower():
                 raise FetchError(
-                    f"sha256 mismatch for {url}.metadata: expected {declared['sha256']}, got {actual}",
+                    f"sha256 mismatch for {url}.metadata: expected {declared['sha256']}, "
+                    f"got {actual}",
                     kind="integrity",
                     url=url + ".metadata",
                 )
@@ -342,7 +343,8 @@ def _read_wheel_uncached(
         variant=built,
         cuda_runtime="bundled" if built not in (None, "cpu") else None,
         requires_python=requires_python,
-        evidence=f"{how}: no CUDA runtime pin; torch/version.py read by range requests: {built or 'unreadable'}",
+        evidence=f"{how}: no CUDA runtime pin; torch/version.py read by range requests: "
+        f"{built or 'unreadable'}",
     )
 
 
@@ -658,7 +660,8 @@ def apply_facts(current: TorchRelease | None, facts: ReleaseFacts, *, today: str
             pypi_linux_aarch64=aarch64,
             pypi_cuda_runtime=runtime,
             source=source,
-            notes=f"added by `cuda-resolve index refresh` on {today}; arch lists, C++ ABI and torchvision pairing not known",
+            notes=f"added by `cuda-resolve index refresh` on {today}; arch lists, C++ ABI and "
+            "torchvision pairing not known",
         )
     return replace(
         current,
@@ -774,9 +777,12 @@ def overlay_document(
             if key in sources and key != SOURCE_KEY:
                 cited[key] = sources[key]
     cited[SOURCE_KEY] = (
-        f"Re-derived by `cuda-resolve index refresh` on {today} from PyPI's JSON API ({PYPI_TORCH_JSON}) and "
-        "each release's wheel metadata (the PEP 658 .metadata file, else METADATA and torch/version.py read "
-        "from the wheel by HTTP range requests), and the PyTorch wheel index page where it was reachable"
+        f"Re-derived by `cuda-resolve index refresh` on {today} from PyPI's JSON API "
+        f"({PYPI_TORCH_JSON}) and "
+        "each release's wheel metadata (the PEP 658 .metadata file, else METADATA and "
+        "torch/version.py read "
+        "from the wheel by HTTP range requests), and the PyTorch wheel index page where it "
+        "was reachable"
     )
     body = {
         "format": 1,

@@ -54,7 +54,8 @@ class Options:
     allow_torch_change: bool = False
     strict_driver: bool = False
     arch_list: tuple[ArchEntry, ...] | None = None  # override for source builds
-    rebuild: bool = False  # an installed extension build is never kept (--rebuild, `cuda-resolve build`, a lock)
+    # an installed extension build is never kept (--rebuild, `cuda-resolve build`, a lock)
+    rebuild: bool = False
     #: `cuda-resolve build --arch-list`: the wheel is for other machines, so the GPUs here need
     #: not be covered by the arch list (an install still needs them covered).
     for_other_machines: bool = False
@@ -139,7 +140,8 @@ CATEGORIES = (
 RULES: dict[str, str] = {
     "installed-unfit": "installed",  # the installed torch does not run here, and may not change
     "installed-no-wheel": "installed",  # an extension publishes no wheel for the kept torch
-    "installed-torch-window": "installed",  # every recipe builds against other torch releases than the kept one
+    # every recipe builds against other torch releases than the kept one
+    "installed-torch-window": "installed",
     "driver-cuda": "driver",  # the driver cannot run this build's CUDA
     "toolkit-driver": "driver",  # the driver cannot run code the only toolkits compile
     "gpu-kernels": "gpu",  # the build has no kernels for a GPU here
@@ -166,7 +168,8 @@ RULES: dict[str, str] = {
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
-    """One alternative ruled out: which, the sentence the user reads, and the rule with its facts."""
+    """One alternative ruled out: which, the sentence the user reads, and the rule with its
+    facts."""
 
     name: str
     label: str
@@ -279,8 +282,9 @@ class Catalogue:
             return None
         if not env.gpus and env.driver is None:
             return None  # a CPU-only machine: CUDA builds run there on the CPU
-        # GPUs without a driver: a machine-class profile or a login node given CUDA_RESOLVE_CUDA_ARCH.
-        # The driver is unknown, not absent: judge the GPUs and say which driver the plan needs.
+        # GPUs without a driver: a machine-class profile or a login node given
+        # CUDA_RESOLVE_CUDA_ARCH. The driver is unknown, not absent: judge the GPUs and say which
+        # driver the plan needs.
         if env.driver is not None:
             verdict = driver_supports_cuda(
                 env.driver, cuda, self.index, strict=self.options.strict_driver, os=env.machine.os
@@ -350,7 +354,8 @@ class Catalogue:
                 self.reject(
                     "torch",
                     label_base,
-                    f"{label_base}: no wheels for Python {python.short_version} (has {', '.join(release.python)})",
+                    f"{label_base}: no wheels for Python {python.short_version} (has "
+                    f"{', '.join(release.python)})",
                     "python",
                     python=python.short_version,
                     supported=",".join(release.python),
@@ -406,7 +411,8 @@ class Catalogue:
         return machine.arch == "x86_64"
 
     def _variant_rank(self, release: TorchRelease, variant: TorchVariant) -> tuple[int, ...]:
-        """Larger is preferred: newer release, then (with GPUs) higher CUDA; CPU builds first without GPUs."""
+        """Larger is preferred: newer release, then (with GPUs) higher CUDA; CPU builds first
+        without GPUs."""
         has_gpu = bool(self.env.gpus)
         cuda = variant.cuda
         cuda_rank = (cuda.major * 100 + cuda.minor) if cuda else 0
@@ -564,7 +570,8 @@ class Catalogue:
             self.reject(
                 package.name,
                 label,
-                f"{label}: built for Python {', '.join(sorted(supported, key=_python_key))}, not {env.python.short_version}",
+                f"{label}: built for Python {', '.join(sorted(supported, key=_python_key))}, not "
+                f"{env.python.short_version}",
                 "python",
                 python=env.python.short_version,
                 supported=",".join(sorted(supported, key=_python_key)),
@@ -587,7 +594,8 @@ class Catalogue:
                 self.reject(
                     package.name,
                     f"{label} for torch {torch_version}",
-                    f"{label} for torch {torch_version}: no wheel for Python {env.python.short_version}",
+                    f"{label} for torch {torch_version}: no wheel for Python "
+                    f"{env.python.short_version}",
                     "python",
                     python=env.python.short_version,
                     supported=",".join(wheels.python_for(torch_version)),
@@ -638,7 +646,8 @@ class Catalogue:
                 self.reject(
                     package.name,
                     tk_label,
-                    f"{tk_label}: recipe needs CUDA {recipe.cuda_min or ''}..{recipe.cuda_max or ''}",
+                    f"{tk_label}: recipe needs CUDA "
+                    f"{recipe.cuda_min or ''}..{recipe.cuda_max or ''}",
                     "toolkit-recipe-range",
                     toolkit=toolkit.version,
                     cuda_min=recipe.cuda_min,
@@ -653,7 +662,8 @@ class Catalogue:
                     self.reject(
                         package.name,
                         tk_label,
-                        f"{tk_label}: no GPU to build for; pass --arch-list (e.g. 8.6) to build for other machines",
+                        f"{tk_label}: no GPU to build for; pass --arch-list (e.g. 8.6) to build "
+                        "for other machines",
                         "arch-list-needed",
                         toolkit=toolkit.version,
                     )
@@ -672,7 +682,9 @@ class Catalogue:
                     self.reject(
                         package.name,
                         tk_label,
-                        f"{tk_label}: nvcc {toolkit.version} cannot target compute capability {', '.join(str(c) for c in impossible)} (lowest it accepts: {min(archs)})",
+                        f"{tk_label}: nvcc {toolkit.version} cannot target compute capability "
+                        f"{', '.join(str(c) for c in impossible)} (lowest it accepts: "
+                        f"{min(archs)})",
                         "toolkit-target",
                         toolkit=toolkit.version,
                         gpus=";".join(str(c) for c in impossible),
@@ -698,7 +710,8 @@ class Catalogue:
                     self.reject(
                         package.name,
                         tk_label,
-                        f"{tk_label}: arch list {format_arch_list(arch_list)} has no kernels for {', '.join(str(g.compute_capability) for g in missing)}",
+                        f"{tk_label}: arch list {format_arch_list(arch_list)} has no kernels for "
+                        f"{', '.join(str(g.compute_capability) for g in missing)}",
                         "gpu-kernels",
                         gpus=";".join(str(g.compute_capability) for g in missing),
                         arch_list=format_arch_list(arch_list),
@@ -719,12 +732,14 @@ class Catalogue:
             if env.driver is not None and not driver_supports_cuda(
                 env.driver, toolkit.version, self.index, os=env.machine.os
             ):
-                # Code nvcc compiles must run on this driver; a build for other machines (--arch-list) may still be wanted.
+                # Code nvcc compiles must run on this driver; a build for other machines
+                # (--arch-list) may still be wanted.
                 if self.options.arch_list is None:
                     self.reject(
                         package.name,
                         tk_label,
-                        f"{tk_label}: driver {env.driver.version} cannot run CUDA {toolkit.version} code",
+                        f"{tk_label}: driver {env.driver.version} cannot run CUDA "
+                        f"{toolkit.version} code",
                         "toolkit-driver",
                         driver=env.driver.version,
                         driver_cuda=env.driver.cuda,

@@ -105,19 +105,22 @@ def judge_installed(
     if built is None:
         return Refused(
             kind="installed-build-unknown",
-            reason=f"{label}: its version has no build label (+pt<torch><variant>.sm<arch>...), so the torch and GPUs it was built for are unknown",
+            reason=f"{label}: its version has no build label (+pt<torch><variant>.sm<arch>...), "
+            "so the torch and GPUs it was built for are unknown",
         )
     if torch is None:
         return Refused(
             kind="installed-build-torch",
-            reason=f"{label}: built for {_built_for(built.torch, releases)}, and no torch is installed",
+            reason=f"{label}: built for {_built_for(built.torch, releases)}, and no torch "
+            "is installed",
             facts=(("built_for", built.torch),),
         )
     base, variant = torch
     if built.torch != torch_label(base, variant):
         return Refused(
             kind="installed-build-torch",
-            reason=f"{label}: built for {_built_for(built.torch, releases)}, not the installed torch {base}+{variant}",
+            reason=f"{label}: built for {_built_for(built.torch, releases)}, not the installed "
+            f"torch {base}+{variant}",
             facts=(("built_for", built.torch), ("torch", f"{base}+{variant}")),
         )
     arch_text = format_arch_list(built.arch_list)
@@ -130,7 +133,8 @@ def judge_installed(
             names = ", ".join(f"{gpu.name} ({gpu.compute_capability})" for gpu in missing)
             return Refused(
                 kind="installed-build-gpu",
-                reason=f"{label}: built for {arch_text or 'no GPU'}, which has no kernels for {names}",
+                reason=f"{label}: built for {arch_text or 'no GPU'}, which has no "
+                f"kernels for {names}",
                 facts=(
                     ("gpus", ";".join(str(gpu.compute_capability) for gpu in missing)),
                     ("arch_list", arch_text),

@@ -226,7 +226,8 @@ def job_script(
         f"#SBATCH --job-name={job_name}",
         f"#SBATCH --array={_array([t.index for t in chosen])}",
         f"#SBATCH --output={run.folder}/task-%a.log",
-        "# Written by cuda-resolve build --slurm: one task per (package, profile) not yet in the wheelhouse.",
+        "# Written by cuda-resolve build --slurm: one task per (package, profile) not yet in "
+        "the wheelhouse.",
         'case "$SLURM_ARRAY_TASK_ID" in',
     ]
     for task in chosen:
@@ -327,8 +328,10 @@ def load_run(job_id: str, environ: Mapping[str, str]) -> Run:
             jobs = (ArrayJob(job_id=str(document["job_id"]), tasks=tuple(t.index for t in tasks)),)
     except (OSError, UnicodeDecodeError):
         raise UsageError(
-            f"--status {job_id}: no build run of that job id is recorded under {runs_root(environ)}",
-            hint="give the id `build --slurm` printed, as the same user (or with the same CUDA_RESOLVE_SLURM_DIR)",
+            f"--status {job_id}: no build run of that job id is recorded under "
+            f"{runs_root(environ)}",
+            hint="give the id `build --slurm` printed, as the same user (or with the same "
+            "CUDA_RESOLVE_SLURM_DIR)",
         ) from None
     except (ValueError, KeyError, TypeError) as exc:
         raise UsageError(

@@ -1,4 +1,5 @@
-"""Per-profile sbatch resources: a profile's ``[slurm] sbatch = [...]`` and ``--sbatch-arg-for NAME=ARG``.
+"""Per-profile sbatch resources: a profile's ``[slurm] sbatch = [...]`` and ``--sbatch-arg-for
+NAME=ARG``.
 
 Each profile's tasks get, in this order on sbatch's command line (sbatch takes the last value
 of an option given twice): the profile file's ``[slurm] sbatch`` list, every ``--sbatch-arg``,
@@ -33,7 +34,8 @@ def check_sbatch_arg(text: str) -> str:
     """One sbatch option as one word (``--partition=a100``, ``-pa100``); ValueError says why not."""
     if not text.startswith("-") or text in ("-", "--"):
         raise ValueError(
-            "expected an sbatch option as one word, such as '--partition=a100' (a separate value word is not accepted)"
+            "expected an sbatch option as one word, such as '--partition=a100' (a separate value "
+            "word is not accepted)"
         )
     if any(ord(c) < 32 or c == "\x7f" for c in text):
         raise ValueError("an sbatch option holds no control characters (a newline, a tab)")

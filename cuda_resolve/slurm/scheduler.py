@@ -21,7 +21,8 @@ def _run(argv: Sequence[str], environ: Mapping[str, str]) -> Ran:
     if ran is None:
         raise UsageError(
             f"{argv[0]} cannot be run: Slurm's client programs are not on PATH here",
-            hint="run this on a login node of the cluster (where sbatch works), or load Slurm's module",
+            hint="run this on a login node of the cluster (where sbatch works), or load "
+            "Slurm's module",
         )
     return ran
 

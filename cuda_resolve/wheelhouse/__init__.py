@@ -1,10 +1,11 @@
-"""The wheelhouse: built wheels keyed by their full ABI, in a PEP 503 folder any static server can serve.
+"""The wheelhouse: built wheels keyed by their full ABI, in a PEP 503 folder any static server can
+serve.
 
 :class:`WheelKey` (key.py) names a build's ABI and gives the wheel its local version label;
-:class:`KeyQuery` is a key less its arch list and :func:`covers` ranks how an arch list covers
-a machine's GPUs; :class:`Wheelhouse` (store.py) publishes, finds (by exact key, or by coverage:
-:meth:`Wheelhouse.find_covering`, :func:`best_covering`), lists and removes wheels under per-key file
-locks; rewrite.py relabels and strips a built wheel; simple.py renders the index pages.
+:class:`KeyQuery` is a key less its arch list and :func:`covers` ranks how an arch list covers a
+machine's GPUs; :class:`Wheelhouse` (store.py) publishes, finds (by exact key, or by coverage:
+:meth:`Wheelhouse.find_covering`, :func:`best_covering`), lists and removes wheels under per-key
+file locks; rewrite.py relabels and strips a built wheel; simple.py renders the index pages.
 docs/wheelhouse.md describes the layout and how to share one.
 """
 

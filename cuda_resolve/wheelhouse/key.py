@@ -3,8 +3,8 @@
 Two builds with equal keys are interchangeable; any difference in torch, CUDA variant, Python,
 platform, arch list or recipe makes a different key. The key gives the wheel its PEP 440 local
 version label (PyG style plus the arch list and a short recipe digest:
-``3.0.0+pt2141cu130.sm86.sm90ptx.r1a2b3c4d``; :func:`parse_local_label` reads it back) and its folder
-in the wheelhouse (:attr:`WheelKey.digest`).
+``3.0.0+pt2141cu130.sm86.sm90ptx.r1a2b3c4d``; :func:`parse_local_label` reads it back) and its
+folder in the wheelhouse (:attr:`WheelKey.digest`).
 
 :class:`KeyQuery` is a key without its arch list, and :func:`covers` says whether (and how well) a
 built arch list runs on a machine's GPUs, by compat's rule: a wheel built for more GPUs is
@@ -147,7 +147,8 @@ def _fail(
     return WheelhouseError(
         f"{origin}: {where}: {expected}",
         hint=hint
-        or "the key is computed by cuda-resolve from the plan; a hand-edited or foreign entry file should be removed (`cuda-resolve wheelhouse prune`)",
+        or "the key is computed by cuda-resolve from the plan; a hand-edited or foreign entry "
+        "file should be removed (`cuda-resolve wheelhouse prune`)",
     )
 
 
@@ -234,7 +235,8 @@ class WheelKey:
                 origin,
                 "arch_list",
                 self.arch_list,
-                f"a {self.variant} build always has an arch list (TORCH_CUDA_ARCH_LIST is always set)",
+                f"a {self.variant} build always has an arch list (TORCH_CUDA_ARCH_LIST "
+                "is always set)",
             )
         object.__setattr__(self, "arch_list", arch_list)
         _check_digest(self, origin)
@@ -252,7 +254,8 @@ class WheelKey:
 
     @property
     def recipe_word(self) -> str:
-        """``r1a2b3c4d``: the label's last word, ``r`` and the recipe digest's first 8 hex digits."""
+        """``r1a2b3c4d``: the label's last word, ``r`` and the recipe digest's first 8 hex
+        digits."""
         return recipe_word(self.recipe_digest)
 
     @property

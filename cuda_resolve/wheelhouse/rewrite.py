@@ -143,7 +143,8 @@ def _strip_debug(data: bytes, strip: str, name: str) -> bytes | None:
 def _bad_wheel(path: Path, why: str) -> WheelhouseError:
     return WheelhouseError(
         f"built wheel {path}: {why}",
-        hint="this is the output of the recipe's build; check the build log, or report it with the wheel attached",
+        hint="this is the output of the recipe's build; check the build log, or report it with "
+        "the wheel attached",
     )
 
 

@@ -1,4 +1,5 @@
-"""A lab's wheelhouse served by an index server (pypiserver, devpi, any PEP 503 index), asked before a build.
+"""A lab's wheelhouse served by an index server (pypiserver, devpi, any PEP 503 index), asked before
+a build.
 
 The URL is the index's simple root (``https://pypi.lab.example/simple/``; devpi's
 ``https://host/USER/INDEX/+simple/``), from ``$CUDA_RESOLVE_WHEELHOUSE_URL`` or the config file's
@@ -270,7 +271,8 @@ class ServedIndex:
                 stored = self._take(house, wheel, full)
             except CudaResolveError as exc:
                 notes.append(
-                    f"{wheel.filename} from the lab's wheelhouse {self.shown} is not used: {_first_line(exc)}"
+                    f"{wheel.filename} from the lab's wheelhouse {self.shown} is not used: "
+                    f"{_first_line(exc)}"
                 )
                 continue
             how = (
@@ -278,7 +280,10 @@ class ServedIndex:
                 if coverage
                 else "is this exact build"
             )
-            reason = f"{key.package} {full.labelled_version} from the lab's wheelhouse {self.shown} {how}"
+            reason = (
+                f"{key.package} {full.labelled_version} from the lab's wheelhouse "
+                f"{self.shown} {how}"
+            )
             return ServedResult(stored=stored, reason=reason, notes=tuple(notes))
         return ServedResult(notes=tuple(notes))
 
@@ -286,7 +291,8 @@ class ServedIndex:
         if wheel.sha256 is None:
             raise WheelhouseError(
                 "its link carries no #sha256=, so the download could not be checked",
-                hint="serve the wheelhouse with an index that publishes hashes (pypiserver and devpi do)",
+                hint="serve the wheelhouse with an index that publishes hashes (pypiserver "
+                "and devpi do)",
             )
         with house.lock(key):
             found = house.lookup(key)
@@ -310,7 +316,8 @@ class ServedIndex:
                     ]
                     raise WheelhouseError(
                         f"the key it carries differs from this plan's in {', '.join(different)}",
-                        hint="it was built for another torch or recipe; a local build is made instead",
+                        hint="it was built for another torch or recipe; a local build is "
+                        "made instead",
                     )
                 return house.publish(key, target, strip_debug=False)
 
