@@ -17,9 +17,11 @@ cuda-resolve prints, puts in ``--json`` output, in an error message or in a log 
   ``--proxy``, ``proxy=`` / ``*_PROXY=`` / ``proxy:``, or as a whole value (:func:`redact`, a
   string of :func:`redact_data`, an argument of a command line);
 * the credentials of an ``Authorization:`` / ``Proxy-Authorization:`` header line;
-* every value handed to :func:`register_secret`, wherever it appears. This is the process-wide
-  registry for secrets that reach a text without a URL's shape to find them by: the values of
-  ``${NAME}`` variables that pip expands in a requirements file (``--index-url
+* every value handed to :func:`register_secret`, wherever it appears (one shorter than
+  :data:`MIN_SECRET_LENGTH` wherever it stands as a word of its own: ``pw1`` in ``as pw1.`` but
+  not in ``pw12``, so a short password is hidden without garbling every word). This is the
+  process-wide registry for secrets that reach a text without a URL's shape to find them by:
+  the values of ``${NAME}`` variables that pip expands in a requirements file (``--index-url
   https://u:${TOKEN}@host/simple``) are known only to the environment, and pip or a build may
   print them anywhere. The reader of requirement files (``cuda_resolve/install/reqfile.py``)
   registers them: ``for value in secret_values_from_environment(names): register_secret(value)``
@@ -90,8 +92,9 @@ _SECRET_SUFFIXES = (
     "_key",
 )
 
-#: Values shorter than this are not registered: masking "1" or "abc" everywhere would garble
-#: every message, and a secret that short protects nothing.
+#: Registered values shorter than this are masked where they stand as a word of their own (not
+#: inside a longer run of letters and digits): masking "abc" inside "abcd" would garble every
+#: message, and leaving a short password in view would show it.
 MIN_SECRET_LENGTH = 4
 
 # scheme "://", then the user info up to its "@". A password may hold "/" typed as is
@@ -127,39 +130,46 @@ _AUTH_HEADER = re.compile(
 
 _lock = threading.Lock()
 _secrets: tuple[str, ...] = ()  # longest first: a secret holding another is masked whole
+_short: re.Pattern[str] | None = None  # the short ones, each as a word of its own
 
 
 def register_secret(value: str) -> None:
     """Mask ``value`` wherever it appears in what :func:`redact_urls` and :func:`redact_data`
-    return, for the rest of the process. Values shorter than :data:`MIN_SECRET_LENGTH`
-    characters (and the mask itself) are ignored."""
-    global _secrets
+    return, for the rest of the process; one shorter than :data:`MIN_SECRET_LENGTH` characters
+    where it stands as a word of its own. Blank values (and the mask itself) are ignored."""
+    global _secrets, _short
     value = value.strip()
-    if len(value) < MIN_SECRET_LENGTH or MASK in value:
+    if not value or MASK in value:
         return
     with _lock:
         if value not in _secrets:
             _secrets = tuple(sorted({*_secrets, value}, key=len, reverse=True))
+            short = [re.escape(s) for s in _secrets if len(s) < MIN_SECRET_LENGTH]
+            _short = (
+                re.compile(rf"(?<![A-Za-z0-9])(?:{'|'.join(short)})(?![A-Za-z0-9])")
+                if short
+                else None
+            )
 
 
 def clear_secrets() -> None:
     """Forget every registered secret (for tests)."""
-    global _secrets
+    global _secrets, _short
     with _lock:
-        _secrets = ()
+        _secrets, _short = (), None
 
 
 def secret_values_from_environment(
     names: Iterable[str], environ: Mapping[str, str] | None = None
 ) -> tuple[str, ...]:
     """The values of the variables ``names`` that are set in ``environ`` (default: the process's),
-    each once, in order, those shorter than :data:`MIN_SECRET_LENGTH` left out: what to pass to
-    :func:`register_secret` for the ``${NAME}`` a requirements file expands."""
+    each once, in order, blank ones left out: what to pass to :func:`register_secret` for the
+    ``${NAME}`` a requirements file expands."""
     env = os.environ if environ is None else environ
     found: list[str] = []
     for name in names:
         value = env.get(name, "").strip()
-        if len(value) >= MIN_SECRET_LENGTH and value not in found:
+        if value and value not in found:
             found.append(value)
     return tuple(found)
 
@@ -239,9 +249,10 @@ def _bare(text: str) -> str:
 
 def _without_registered(text: str) -> str:
     for secret in _secrets:
-        if secret in text:
+        if len(secret) >= MIN_SECRET_LENGTH and secret in text:
             text = text.replace(secret, MASK)
-    return text
+    short = _short
+    return text if short is None else short.sub(MASK, text)
 
 
 def redact_data(value: Any) -> Any:

@@ -186,17 +186,17 @@ def test_registered_secrets_are_masked_wherever_they_appear() -> None:
     assert redact_urls(text) == text
 
 
-def test_short_values_are_not_registered() -> None:
-    register_secret("abc")
+def test_short_values_are_masked_where_they_stand_as_a_word() -> None:
+    register_secret("abc")  # a short password is hidden like a long one (issue 26) ...
     register_secret("   ")
-    assert redact_urls("abc abcd") == "abc abcd"
+    assert redact_urls("abc abcd (abc)") == "*** abcd (***)"  # ... not inside longer words
 
 
 def test_secret_values_from_environment() -> None:
     environ = {"CR_TOKEN": ENV_SECRET, "CR_SHORT": "ab", "CR_EMPTY": "", "CR_AGAIN": ENV_SECRET}
     assert secret_values_from_environment(
         ["CR_TOKEN", "CR_SHORT", "CR_EMPTY", "CR_UNSET", "CR_AGAIN"], environ
-    ) == (ENV_SECRET,)
+    ) == (ENV_SECRET, "ab")
 
 
 # -- where the rules are applied --------------------------------------------------------------

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from . import LOCK_VERSION
 
 __all__ = [
+    "CREDENTIALS_NOTE",
     "LockDocument",
     "LockedFile",
     "LockedPackage",
     "ProfileRecord",
     "extras_marker",
+    "public_url",
     "render",
 ]
 
@@ -184,9 +186,28 @@ def _table_lines(data: Mapping[str, object]) -> list[str]:
     return lines
 
 
+#: Said in a lock whose URLs carried user info: a lock is committed and shared, credentials not.
+CREDENTIALS_NOTE = (
+    "# credentials are left out of these URLs: sync reads them from ~/.netrc (or $NETRC),"
+    " or from a mirror's URL in cuda-resolve's config"
+)
+
+
+def public_url(url: str) -> str:
+    """``url`` without user info: ``https://user:token@host/simple`` -> ``https://host/simple``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
 def render(document: LockDocument) -> str:
-    """The PEP 751 text of ``document``: the same document gives the same bytes."""
+    """The PEP 751 text of ``document``: the same document gives the same bytes. URLs are written
+    without user info (:func:`public_url`), with :data:`CREDENTIALS_NOTE` where any had some."""
     every = document.names
+    urls = [document.index_url]
     lines = [f"lock-version = {_string(LOCK_VERSION)}"]
     lines.extend(
         _array("environments", sorted({_environment_marker(r) for r in document.profiles}))
@@ -209,21 +230,30 @@ def render(document: LockDocument) -> str:
         if marker is not None:
             lines.append(f"marker = {_string(marker)}")
         if package.index:
-            lines.append(f"index = {_string(package.index)}")
+            urls.append(package.index)
+            lines.append(f"index = {_string(public_url(package.index))}")
+        urls.extend(w.url for w in package.wheels)
         wheels = [
-            {"name": w.name, "url": w.url, "size": w.size, "hashes": {"sha256": w.sha256}}
+            {
+                "name": w.name,
+                "url": public_url(w.url),
+                "size": w.size,
+                "hashes": {"sha256": w.sha256},
+            }
             for w in sorted(package.wheels, key=lambda w: w.name)
         ]
         lines.extend(_array("wheels", wheels))
         if package.requested:
             lines.extend([f"[packages.tool.{_key('cuda-resolve')}]", "requested = true"])
     lines.extend(["", "[tool.cuda-resolve]"])
+    if any(public_url(url) != url for url in urls):
+        lines.append(CREDENTIALS_NOTE)
     lines.extend(
         _table_lines(
             {
                 "resolver": document.resolver,
                 "requests": list(document.requests),
-                "index-url": document.index_url,
+                "index-url": public_url(document.index_url),
             }
         )
     )

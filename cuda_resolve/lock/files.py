@@ -102,9 +102,13 @@ class FileFinder:
         from ..paths import write_atomic
 
         path = self.cache_dir / (hashlib.sha256(facts.url.encode()).hexdigest() + ".json")
+        # The URL may carry credentials (a lab's index behind a login): the user's file alone.
         write_atomic(
-            path, json.dumps({"url": facts.url, "size": facts.size, "sha256": facts.sha256})
+            path,
+            json.dumps({"url": facts.url, "size": facts.size, "sha256": facts.sha256}),
+            private=True,
         )
+        path.chmod(0o600)
 
     def facts(
         self,

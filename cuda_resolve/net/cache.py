@@ -4,12 +4,15 @@ One entry per (URL fetched, Accept header): the body and a small JSON record (wh
 the final URL, content type, ETag / Last-Modified for revalidation). An entry younger than the
 validity period is served without a request; an older one is revalidated or refetched.
 Writes are atomic (temporary file + rename), so concurrent processes never see half an entry.
+Entries are the user's own: files 0600 in folders 0700. A URL fetched may carry credentials
+(``https://user:token@mirror/simple/``) and the record keeps it, since the key is the URL asked.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,9 +89,10 @@ class HttpCache:
             "size": len(entry.body),
         }
         try:
-            meta_path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(body_path, entry.body)
-            write_atomic(meta_path, json.dumps(meta).encode("utf-8"))
+            meta_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for path, data in ((body_path, entry.body), (meta_path, json.dumps(meta).encode())):
+                write_atomic(path, data, private=True)
+                os.chmod(path, 0o600)  # a replaced file keeps its mode: an older cache's 0644
         except OSError:
             return
 
