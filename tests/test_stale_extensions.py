@@ -1,0 +1,116 @@
+"""A plan that replaces torch carries the extensions built for the old one (issue 27, item 1).
+
+A machine (a profile: an H200, driver 580, nvcc 13.0) with torch 2.14.1+cu130, a pointnet2_ops
+cuda-resolve built for it, and an extension the index does not know (``mystery``, whose library
+links libc10): ``torch==2.13.0 --allow-torch-change`` plans pointnet2_ops again for the new torch
+in the same plan, and refuses while ``mystery`` would be left behind, unless ``--keep-stale``."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+from test_lock_support import write_profile
+
+from cuda_resolve.environment import Environment, ExtensionBinary, InstalledExtension
+from cuda_resolve.errors import UsageError
+from cuda_resolve.index import default_index
+from cuda_resolve.install.run import InstallRequest, decide
+from cuda_resolve.install.stale import replaced_torch, stale_extensions
+from cuda_resolve.plan import Plan
+from cuda_resolve.profile import load_profile
+from cuda_resolve.reporting import NullReporter
+from cuda_resolve.resolve import Options
+
+MYSTERY = ExtensionBinary(
+    path="/site/mystery/_C.so",
+    needed=("libc10.so", "libcudart.so.13"),
+    missing=(),
+    distribution="mystery 1.0",
+)
+PLAIN = ExtensionBinary(  # a CUDA library that does not link torch: not torch's to break
+    path="/site/plaincuda/_k.so",
+    needed=("libcudart.so.13",),
+    missing=(),
+    distribution="plaincuda 2",
+)
+
+
+def _machine(tmp_path: Path, *extensions: ExtensionBinary) -> Environment:
+    profile = write_profile(
+        tmp_path / "h200.toml",
+        python=f"{sys.version_info[0]}.{sys.version_info[1]}.7",
+        driver="580.159.04",
+        gpus=[("NVIDIA H200", "9.0")],
+        torch="2.14.1+cu130",
+        glibc="2.39",
+        toolkit="13.0",
+        gcc="13.3.0",
+        arch_list=["sm_80", "sm_90"],
+    )
+    built = InstalledExtension(name="pointnet2_ops", version="3.0.0+pt2141cu130.sm90")
+    return dataclasses.replace(
+        load_profile(profile), installed_extensions=(built,), extensions=extensions
+    )
+
+
+def _decide(env: Environment, *requests: str, keep: tuple[str, ...] = ()) -> Plan:
+    request = InstallRequest(
+        requirements=requests, resolve=Options(allow_torch_change=True), keep_stale=keep
+    )
+    return decide(
+        request, env, default_index(), reporter=NullReporter(), install=True, confirm=None
+    )
+
+
+def test_a_torch_change_plans_the_curated_extension_again_for_the_new_torch(
+    tmp_path: Path,
+) -> None:
+    env = _machine(tmp_path, PLAIN)
+    plan = _decide(env, "torch==2.13.0")
+    items = {item.name: item for item in plan.items}
+    assert items["torch"].kind == "wheel" and items["torch"].version == "2.13.0"
+    assert items["pointnet2_ops"].kind == "build"
+    assert items["pointnet2_ops"].torch == "2.13.0"  # built against the new torch
+    carried = [r for r in plan.reasons if "planned again" in r]
+    assert carried == [
+        f"pointnet2-ops 3.0.0+pt2141cu130.sm90 was built for torch 2.14.1+cu130: planned again for "
+        f"torch 2.13.0+{items['torch'].variant}, in the same transaction (undone with it)"
+    ]
+
+
+def test_an_unknown_extension_linking_torch_refuses_the_plan_unless_kept(tmp_path: Path) -> None:
+    env = _machine(tmp_path, MYSTERY, PLAIN)
+    with pytest.raises(UsageError) as refused:
+        _decide(env, "torch==2.13.0")
+    assert "leaves mystery 1.0 built for torch 2.14.1+cu130" in str(refused.value)
+    assert "undefined symbol" in str(refused.value)
+    assert "--keep-stale mystery" in str(refused.value.hint)
+    assert "plaincuda" not in str(refused.value)
+    plan = _decide(env, "torch==2.13.0", keep=("mystery",))
+    kept = [r for r in plan.reasons if "--keep-stale" in r]
+    assert len(kept) == 1 and kept[0].startswith("mystery 1.0 stays built for torch 2.14.1+cu130")
+    assert "mystery" not in {item.name for item in plan.items}
+
+
+def test_a_plan_that_keeps_torch_leaves_the_extensions_alone(tmp_path: Path) -> None:
+    env = _machine(tmp_path, MYSTERY)
+    plan = _decide(env, "torch==2.14.1")
+    assert replaced_torch(plan, env) is None
+    assert [item.name for item in plan.items] == ["torch"]
+    assert not [r for r in plan.reasons if "--keep-stale" in r]
+
+
+def test_stale_extensions_are_read_from_the_scan_and_the_curated_installs(tmp_path: Path) -> None:
+    unowned = ExtensionBinary(path="/site/loose/_x.so", needed=("libtorch_cpu.so",), missing=())
+    env = _machine(tmp_path, MYSTERY, PLAIN, unowned)
+    found = {s.name: s for s in stale_extensions(env, default_index())}
+    assert set(found) == {"pointnet2-ops", "mystery", "/site/loose/_x.so"}
+    assert found["pointnet2-ops"].curated and not found["mystery"].curated
+    assert found["mystery"].libraries == ("/site/mystery/_C.so",)
+    assert found["/site/loose/_x.so"].matches(["/site/loose/_x.so"])
+    assert stale_extensions(env, default_index(), planned=["mystery", "pointnet2_ops"]) == [
+        found["/site/loose/_x.so"]
+    ]
