@@ -29,6 +29,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import tempfile
 import threading
 import time
@@ -527,19 +528,20 @@ class Wheelhouse:
     def _check_root(self) -> bool:
         """True when the root exists (a missing wheelhouse is an empty one); error if not a
         folder."""
+        # One stat, never is_dir() then exists(): another process may create the root between
+        # two looks (a Slurm array's first tasks on a new shared folder, issue 25).
         try:
-            if self.root.is_dir():
-                return True
-            exists = self.root.exists()
+            mode = os.stat(self.root).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return False
         except OSError as exc:
             raise self._read_error(exc, self.root) from None
-        if exists:
-            raise WheelhouseError(
-                f"the wheelhouse {self.root} is not a folder (its location came from "
-                f"{self.origin})",
-                hint=f"point {WHEELHOUSE_ENV} (or the config file's `wheelhouse`) at a folder",
-            )
-        return False
+        if stat.S_ISDIR(mode):
+            return True
+        raise WheelhouseError(
+            f"the wheelhouse {self.root} is not a folder (its location came from {self.origin})",
+            hint=f"point {WHEELHOUSE_ENV} (or the config file's `wheelhouse`) at a folder",
+        )
 
     # -- locks -------------------------------------------------------------------------------
 
