@@ -98,7 +98,8 @@ def _command(arguments: list[str], runs: int, cache_home: str) -> float | None:
     first = subprocess.run(argv, capture_output=True, env=environ, check=False)
     if first.returncode not in (0, 1):
         print(
-            f"  {' '.join(arguments)}: exit {first.returncode}: {first.stderr.decode(errors='replace').strip()[:200]}"
+            f"  {' '.join(arguments)}: exit {first.returncode}: "
+            f"{first.stderr.decode(errors='replace').strip()[:200]}"
         )
         return None
     return _median_of(
@@ -134,7 +135,8 @@ def main() -> int:
             else "no driver"
         )
         print(
-            f"machine: {driver}; {len(env.gpus)} GPU(s); {len(env.toolkits)} toolkit(s); torch {env.torch.version if env.torch else 'absent'}"
+            f"machine: {driver}; {len(env.gpus)} GPU(s); {len(env.toolkits)} toolkit(s); torch "
+            f"{env.torch.version if env.torch else 'absent'}"
         )
         print(f"detect_environment, cold cache {_ms(cold)}")
         print(f"detect_environment, warm       {_ms(warm)}   (median of {args.runs})")
@@ -142,7 +144,9 @@ def main() -> int:
         imports = _pynvml_import(args.runs + 1)
         if imports:
             print(
-                f"import pynvml (only on an NVML cache miss), fresh interpreter: first {_ms(imports[0]).strip()}, then {_ms(statistics.median(imports[1:] or imports)).strip()} (median)"
+                "import pynvml (only on an NVML cache miss), fresh interpreter: first "
+                f"{_ms(imports[0]).strip()}, then "
+                f"{_ms(statistics.median(imports[1:] or imports)).strip()} (median)"
             )
         else:
             print("import pynvml: not importable here (NVML is then skipped)")

@@ -163,21 +163,28 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     print(
-        f"python {machine['python']} at {machine['executable']}; {machine['cpus']} CPUs; cuda_resolve from {machine['cuda_resolve']}"
+        f"python {machine['python']} at {machine['executable']}; {machine['cpus']} CPUs; "
+        f"cuda_resolve from {machine['cuda_resolve']}"
     )
     print(
-        f"doctor described: {machine['doctor_target'] or '?'}; GPUs: {', '.join(machine['gpus']) or 'none'}; torch {machine['torch'] or 'absent'}"
+        f"doctor described: {machine['doctor_target'] or '?'}; GPUs: "
+        f"{', '.join(machine['gpus']) or 'none'}; torch {machine['torch'] or 'absent'}"
     )
     print(
-        f"doctor --json       median {doctor['median_s']:.3f} s  (min {doctor['min_s']:.3f}, max {doctor['max_s']:.3f}, {doctor['runs']} runs; budget {BUDGET_S} s: {'met' if budget_met else 'NOT met'})"
+        f"doctor --json       median {doctor['median_s']:.3f} s  (min {doctor['min_s']:.3f}, max "
+        f"{doctor['max_s']:.3f}, {doctor['runs']} runs; budget {BUDGET_S} s: "
+        f"{'met' if budget_met else 'NOT met'})"
     )
     print(f"python -c pass      median {startup['median_s']:.3f} s")
     if collect_env["available"]:
         print(
-            f"collect_env         median {collect_env['median_s']:.3f} s  (min {collect_env['min_s']:.3f}, max {collect_env['max_s']:.3f}, {collect_env['runs']} runs)"
+            f"collect_env         median {collect_env['median_s']:.3f} s  (min "
+            f"{collect_env['min_s']:.3f}, max {collect_env['max_s']:.3f}, "
+            f"{collect_env['runs']} runs)"
         )
         print(
-            f"ratio               {ratio}x at collect_env's median, {ratio_warm}x at its fastest run  (goal {RATIO_GOAL:g}x at the median: {'met' if ratio_met else 'NOT met'})"
+            f"ratio               {ratio}x at collect_env's median, {ratio_warm}x at its fastest "
+            f"run  (goal {RATIO_GOAL:g}x at the median: {'met' if ratio_met else 'NOT met'})"
         )
     else:
         print(f"collect_env         unavailable: {collect_env['why']}")

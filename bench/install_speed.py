@@ -3,11 +3,13 @@
 Run on a GPU machine, with the target environment active (VIRTUAL_ENV) and a copy of the
 recipe's repository (no network needed):
 
-    python bench/install_speed.py pointnet2_ops --source DIR [--five-archs '7.5;8.0;8.6;8.9;9.0'] [--debug-variant] [--json OUT]
+    python bench/install_speed.py pointnet2_ops --source DIR [--five-archs '7.5;8.0;8.6;8.9;9.0']
+    [--debug-variant] [--json OUT]
 
 It measures, in this order:
 1. hand-tuned: the recipe's source prepared by cuda-resolve (copy + patches), then a plain
-   ``TORCH_CUDA_ARCH_LIST=<detected> MAX_JOBS=<cores> python -m pip wheel --no-build-isolation --no-deps``;
+   ``TORCH_CUDA_ARCH_LIST=<detected> MAX_JOBS=<cores> python -m pip wheel --no-build-isolation
+   --no-deps``;
 2. the same with a five-architecture list (what a generic build would compile);
 3. ``cuda-pip install PKG --source DIR --rebuild`` into the target (detect, plan, pre-flight,
    build, publish, install, import check), the wheelhouse set to an empty temporary folder;
@@ -128,7 +130,8 @@ def main() -> int:
             "--source",
             str(args.source),
         ]
-        # A fresh install (--rebuild) starts with the package absent from the target, else pip has nothing to do.
+        # A fresh install (--rebuild) starts with the package absent from the target, else pip has
+        # nothing to do.
         runs: list[tuple[str, list[str], dict[str, str]]] = [
             ("cuda_pip_fresh_s", ["--rebuild"], env),
             ("cuda_pip_cache_hit_s", [], env),
@@ -151,7 +154,8 @@ def main() -> int:
             )
             results[label] = round(seconds, 2) if status == 0 else f"failed ({status})"
             if status == 0:
-                # Where the time went, as cuda-pip itself measured it (detect, plan, build, pip ...).
+                # Where the time went, as cuda-pip itself measured it (detect, plan, build, pip
+                # ...).
                 results[label.replace("_s", "_phases")] = json.loads(report.read_text())["result"][
                     "timings"
                 ]

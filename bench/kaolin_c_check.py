@@ -41,5 +41,6 @@ assert err < 1e-4, f"sided_distance differs from torch.cdist by {err}"
 picked = ref.gather(-1, idx.long().unsqueeze(-1)).squeeze(-1)
 assert (picked - ref_min).abs().max().item() < 1e-4, "sided_distance returned a non-nearest index"
 print(
-    f"kaolin._C ({paths[0]}) sided_distance_forward_cuda ok on {torch.cuda.get_device_name()} (max error {err:.2e})"
+    f"kaolin._C ({paths[0]}) sided_distance_forward_cuda ok on {torch.cuda.get_device_name()} "
+    f"(max error {err:.2e})"
 )

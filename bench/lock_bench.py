@@ -333,7 +333,8 @@ def main() -> None:
             env.pop("PIP_FIND_LINKS", None)
             (scratch / "config.toml").write_text(
                 f'[pytorch]\nlayout = "simple"\nurl = "{url}/whl/"\n'
-                f'[[rewrite]]\ncanonical = "https://download.pytorch.org/whl/"\nmirror = "{url}/whl/"\n'
+                '[[rewrite]]\ncanonical = "https://download.pytorch.org/whl/"\nmirror = '
+                f'"{url}/whl/"\n'
             )
             profiles = []
             for number in range(50):

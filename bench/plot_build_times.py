@@ -3,8 +3,8 @@
     python bench/plot_build_times.py DIR [DIR ...] [--out bench/results] [--date YYYY-MM-DD]
 
 DIR holds what the script wrote under $OUT: build-times-pointnet2.tsv, build-times-kaolin.tsv
-(either may be missing) and machine-*.txt. With several DIRs (sessions), a step that ran in a
-later one (not skipped) replaces the same step of an earlier one. Writes OUT/h200-build-times-DATE.md and
+(either may be missing) and machine-*.txt. With several DIRs (sessions), a step that ran in a later
+one (not skipped) replaces the same step of an earlier one. Writes OUT/h200-build-times-DATE.md and
 OUT/h200-build-times-DATE.png (pointnet2_ops' build time against the number of archs, from the
 hand-tuned builds, with cuda-pip's cold install at its one arch). The date is the run's own (the
 ``date:`` line of machine-*.txt) unless given. matplotlib is needed for the PNG only; it is not a
@@ -22,14 +22,23 @@ from pathlib import Path
 #: What each step of bench/h200_build_times.sh measures, in the page's words.
 STEPS = {
     "upstream-readme": "upstream's README: `pip install` of pointnet2_ops_lib into a venv that has torch",
-    "upstream-unmodified": "upstream's setup.py unmodified, `pip wheel --no-build-isolation` (its own arch list overrides TORCH_CUDA_ARCH_LIST)",
-    "cuda-pip-cold": "`cuda-pip install` into a fresh venv: empty wheelhouse and cache (detect, plan, build, publish, install, import check)",
+    "upstream-unmodified": (
+        "upstream's setup.py unmodified, `pip wheel --no-build-isolation` (its own arch list "
+        "overrides TORCH_CUDA_ARCH_LIST)"
+    ),
+    "cuda-pip-cold": (
+        "`cuda-pip install` into a fresh venv: empty wheelhouse and cache (detect, plan, build, "
+        "publish, install, import check)"
+    ),
     "cuda-pip-cold-build": "of which the build, as cuda-pip measured it",
     "cuda-pip-cache-hit": "`cuda-pip install` into another fresh venv: the wheelhouse's wheel, no compile",
     "cuda-pip-installed-again": "`cuda-pip install` again into that venv: already installed, kept",
     "cuda-pip-smoke": "the same with `--smoke`: the recipe's GPU test of the installed kernels",
     "cuda-resolve-build": "`cuda-resolve build` (cold wheelhouse): source copied, built, published",
-    "upstream-defaults": "kaolin's setup.py with its defaults (no FORCE_CUDA, no TORCH_CUDA_ARCH_LIST: torch picks the GPU's arch, plus PTX), `pip wheel --no-build-isolation`",
+    "upstream-defaults": (
+        "kaolin's setup.py with its defaults (no FORCE_CUDA, no TORCH_CUDA_ARCH_LIST: torch picks "
+        "the GPU's arch, plus PTX), `pip wheel --no-build-isolation`"
+    ),
     "kaolin-c-check": "kaolin._C of the installed wheel on the GPU (bench/kaolin_c_check.py)",
 }
 HAND_TUNED = re.compile(r"hand-tuned-(\d+)$")
@@ -117,9 +126,11 @@ def markdown(rows: list[Row], facts: list[str], date: str, png_name: str | None)
     out = [
         f"# Build times on the H200 ({date})",
         "",
-        "What a source build of pointnet2_ops and kaolin costs through cuda-resolve, by hand, and as "
+        "What a source build of pointnet2_ops and kaolin costs through cuda-resolve, by "
+        "hand, and as "
         "upstream documents it, and how pointnet2_ops' build time grows with the number of archs "
-        "(issue 19). Produced by `bench/h200_build_times.sh pointnet2` and `... kaolin` on the lent "
+        "(issue 19). Produced by `bench/h200_build_times.sh pointnet2` and `... kaolin` "
+        "on the lent "
         "H200, then `bench/plot_build_times.py`. Wall-clock times of single runs: earlier runs on "
         "these machines moved by up to a quarter between sessions "
         "(docs/evidence/h200-install-2026-12-02.md).",
@@ -143,7 +154,8 @@ def markdown(rows: list[Row], facts: list[str], date: str, png_name: str | None)
             wall = f"{r.wall_s:.1f} s" if r.wall_s is not None else ""
             archs = f"{r.n_archs}: `{r.archs}`" if r.n_archs is not None else r.archs
             out.append(
-                f"| {r.step} | {_cell(describe(r.step))} | {_cell(archs)} | {wall} | {_cell(r.outcome)} |"
+                f"| {r.step} | {_cell(describe(r.step))} | {_cell(archs)} | {wall} | "
+                f"{_cell(r.outcome)} |"
             )
         tuned: dict[int, Row] = {
             r.n_archs: r

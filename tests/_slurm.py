@@ -108,7 +108,8 @@ def _wait_for(
         for process in cluster.processes:
             if process.poll() is not None:
                 raise SlurmUnavailable(
-                    f"{process.args!r} exited with {process.returncode} while waiting for {what}\n{cluster.logs()}"
+                    f"{process.args!r} exited with {process.returncode} while waiting for "
+                    f"{what}\n{cluster.logs()}"
                 )
         if check():
             return
@@ -131,7 +132,8 @@ def start_slurm(root: Path) -> Cluster:
     ]
     if missing:
         raise SlurmUnavailable(
-            f"Slurm is not installed ({', '.join(missing)} missing; apt-get install slurm-wlm munge)"
+            f"Slurm is not installed ({', '.join(missing)} missing; apt-get install "
+            "slurm-wlm munge)"
         )
     user = getpass.getuser()
     node, cpus, memory = _node_line()

@@ -47,7 +47,8 @@ def _cli(
 
 @functools.cache
 def template_venv() -> Path:
-    """An empty venv with pip, made once per test session (removed when the session's process ends)."""
+    """An empty venv with pip, made once per test session (removed when the session's process
+    ends)."""
     folder = Path(tempfile.mkdtemp(prefix="cuda-resolve-venv-template-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     template = folder / "venv"
@@ -64,7 +65,8 @@ def template_venv() -> Path:
 
 
 def copy_venv(path: Path, template: Path | None = None) -> Path:
-    """A venv at *path*, copied from *template* (default: ``template_venv()``); returns its python."""
+    """A venv at *path*, copied from *template* (default: ``template_venv()``); returns its
+    python."""
     source = template if template is not None else template_venv()
     shutil.copytree(source, path, symlinks=True)
     old, new = os.fsencode(source), os.fsencode(path)
@@ -167,7 +169,8 @@ def standin_cuda_toolkit(folder: Path) -> Path:
         (folder / "include" / header).write_text("/* stand-in */\n")
     nvcc = folder / "bin" / "nvcc"
     nvcc.write_text(
-        "#!/bin/sh\n[ \"$1\" = --version ] && printf 'Cuda compilation tools, release 13.0, V13.0.88\\n' && exit 0\nexit 1\n"
+        '#!/bin/sh\n[ "$1" = --version ] && printf \'Cuda compilation tools, release 13.0, '
+        "V13.0.88\\n' && exit 0\nexit 1\n"
     )
     nvcc.chmod(0o755)
     return folder

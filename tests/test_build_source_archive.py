@@ -643,7 +643,8 @@ def test_something_that_is_not_an_archive_is_named(tmp_path: Path) -> None:
 
 
 def test_the_shipped_kaolin_tag_recipe_builds_from_its_cited_tarball() -> None:
-    """Only kaolin v0.18.0 has a published sha256 (conda-forge's feedstock); the others stay on git."""
+    """Only kaolin v0.18.0 has a published sha256 (conda-forge's feedstock); the others stay on
+    git."""
     index = load_index(include_user=False)
     recipes = {r.name: r for p in index.packages for r in p.recipes}
     tag = recipes["kaolin-v0.18.0"]

@@ -63,7 +63,8 @@ class Ran:
 
 @dataclass
 class FakePip:
-    """A ProcessRunner that records every command and plays ``pip install --target`` and ``pip wheel``."""
+    """A ProcessRunner that records every command and plays ``pip install --target`` and ``pip
+    wheel``."""
 
     runs: list[Ran] = field(default_factory=list)
     fail: str | None = None  # "install" or "wheel": that command exits 1 with an ERROR line
@@ -116,7 +117,10 @@ def _write_wheel(path: Path) -> None:
     contents = {
         "fakeext/__init__.py": "VALUE = 1\n",
         f"{dist}/METADATA": "Metadata-Version: 2.1\nName: fakeext\nVersion: 1.0\n",
-        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n",
+        f"{dist}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: "
+            "cp311-cp311-linux_x86_64\n"
+        ),
     }
     record = []
     for name, text in contents.items():
@@ -368,7 +372,8 @@ def test_a_failed_overlay_install_names_pips_error_and_leaves_nothing(
     fake = FakePip(fail="install")
     with pytest.raises(
         BuildError,
-        match="installing build requirements into the overlay failed: ERROR: No matching distribution",
+        match="installing build requirements into the overlay failed: ERROR: No matching "
+        "distribution",
     ):
         _build(fake, tmp_path, source)
     assert fake.verbs() == ["install"]  # nothing was built after it

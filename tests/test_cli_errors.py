@@ -17,7 +17,8 @@ BAD_PROFILES = {
     "malformed.toml": ("[python\nversion = '3.10'\n", "not valid TOML"),
     "unknown-top.toml": ('colour = "red"\n[python]\nversion = "3.10"\n', "colour: unknown key"),
     "unknown-nested.toml": (
-        '[python]\nversion = "3.10"\n[[gpu]]\ncompute_capability = "8.6"\ncc = "8.6"\n[driver]\nversion = "535.104.05"\ncuda = "12.2"\n',
+        '[python]\nversion = "3.10"\n[[gpu]]\ncompute_capability = "8.6"\ncc = '
+        '"8.6"\n[driver]\nversion = "535.104.05"\ncuda = "12.2"\n',
         "gpu[0].cc: unknown key",
     ),
     "bad-driver.toml": (
@@ -29,7 +30,8 @@ BAD_PROFILES = {
         "driver.cuda = '12'",
     ),
     "bad-cc.toml": (
-        '[python]\nversion = "3.10"\n[driver]\nversion = "535.104.05"\ncuda = "12.2"\n[[gpu]]\ncompute_capability = "8.x"\n',
+        '[python]\nversion = "3.10"\n[driver]\nversion = "535.104.05"\ncuda = '
+        '"12.2"\n[[gpu]]\ncompute_capability = "8.x"\n',
         "gpu[0].compute_capability = '8.x'",
     ),
     "wrong-type.toml": ("[python]\nversion = 3.10\n", "python.version = 3.1: expected a string"),

@@ -50,8 +50,15 @@ def _wheel(folder: Path, *, scripts: bool = False) -> Path:
     files = {
         "cuext/__init__.py": b"from ._ext import add_one\n",
         "cuext/_ext.cpython-311-x86_64-linux-gnu.so": SO_BYTES,
-        f"{dist}/METADATA": b"Metadata-Version: 2.1\nName: cuext\nVersion: 0.1.0+pt2141cu130.sm80.sm90ptx\nSummary: fixture\nLicense: MIT\nRequires-Dist: torch>=2.0\nRequires-Dist: numpy\n",
-        f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: cp311-cp311-manylinux_2_28_x86_64\n",
+        f"{dist}/METADATA": (
+            b"Metadata-Version: 2.1\nName: cuext\nVersion: "
+            b"0.1.0+pt2141cu130.sm80.sm90ptx\nSummary: fixture\nLicense: MIT\nRequires-Dist: "
+            b"torch>=2.0\nRequires-Dist: numpy\n"
+        ),
+        f"{dist}/WHEEL": (
+            b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: "
+            b"cp311-cp311-manylinux_2_28_x86_64\n"
+        ),
         f"{dist}/RECORD": b"",
         "cuext-0.1.0+pt2141cu130.sm80.sm90ptx.data/headers/cuext.h": b"int add_one(void);\n",
     }

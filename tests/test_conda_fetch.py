@@ -37,7 +37,8 @@ pytest.importorskip(
 
 pytest_plugins = ["test_net_support"]
 
-TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"  # the stand-in torch's venv runs this Python
+# the stand-in torch's venv runs this Python
+TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 SITE = f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
 EXTENSION = f"_C.cpython-{sys.version_info.major}{sys.version_info.minor}-x86_64-linux-gnu.so"
 WHEEL_NAME = f"wheelext-0.2.0-{TAG}-{TAG}-linux_x86_64.whl"
@@ -45,15 +46,22 @@ SO_BYTES = b"\x7fELF stands in for wheelext's compiled extension"
 
 
 def fixture_wheel() -> bytes:
-    """A prebuilt extension wheel as NVIDIA's kaolin wheels are: plain linux_x86_64, no local label."""
+    """A prebuilt extension wheel as NVIDIA's kaolin wheels are: plain linux_x86_64, no local
+    label."""
     import io
 
     dist = "wheelext-0.2.0.dist-info"
     files = {
         "wheelext/__init__.py": b"from . import _C\n",
         f"wheelext/{EXTENSION}": SO_BYTES,
-        f"{dist}/METADATA": b"Metadata-Version: 2.1\nName: wheelext\nVersion: 0.2.0\nRequires-Dist: torch\nRequires-Dist: scipy\n",
-        f"{dist}/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {TAG}-{TAG}-linux_x86_64\n".encode(),
+        f"{dist}/METADATA": (
+            b"Metadata-Version: 2.1\nName: wheelext\nVersion: 0.2.0\nRequires-Dist: "
+            b"torch\nRequires-Dist: scipy\n"
+        ),
+        f"{dist}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: "
+            f"{TAG}-{TAG}-linux_x86_64\n"
+        ).encode(),
         f"{dist}/RECORD": b"",
     }
     buffer = io.BytesIO()
@@ -75,7 +83,8 @@ class WheelIndex:
 
 
 def index_overlay(folder: Path, base_url: str) -> Path:
-    """An index overlay with ``wheelext``: kaolin's find-links and wheel-URL patterns on ``base_url``."""
+    """An index overlay with ``wheelext``: kaolin's find-links and wheel-URL patterns on
+    ``base_url``."""
     packages = folder / "packages"
     packages.mkdir(parents=True)
     (packages / "wheelext.toml").write_text(f'''format = 1
@@ -107,7 +116,10 @@ def serve_wheel_index(origin: BenchServer, folder: Path) -> WheelIndex:
     wheel = fixture_wheel()
     wheel_path = f"/torch-2.14.1_cu130/{WHEEL_NAME}"
     page: dict[str, str] = {
-        "html": f'<html><body><a href="torch-2.14.1_cu130/{WHEEL_NAME}#sha256={hashlib.sha256(wheel).hexdigest()}">{WHEEL_NAME}</a></body></html>'
+        "html": (
+            "<html><body><a "
+            f'href="torch-2.14.1_cu130/{WHEEL_NAME}#sha256={hashlib.sha256(wheel).hexdigest()}">{WHEEL_NAME}</a></body></html>'
+        )
     }
 
     def page_route(handler: BenchHandler) -> None:

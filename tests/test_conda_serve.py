@@ -232,7 +232,8 @@ def test_the_environments_torch_is_the_channels_pytorch_first_then_pips(tmp_path
     meta = tmp_path / "conda-meta"
     meta.mkdir()
     (meta / "pytorch-2.9.1-cuda130_generic_py312_h1234567_300.json").write_text(
-        '{"name": "pytorch", "version": "2.9.1", "build": "cuda130_generic_py312_h1234567_300", "build_number": 300, "depends": []}'
+        '{"name": "pytorch", "version": "2.9.1", "build": "cuda130_generic_py312_h1234567_300", '
+        '"build_number": 300, "depends": []}'
     )
     assert torch_record(tmp_path) == CHANNEL_TORCH
     # A torch dist-info that conda installed belongs to the channel's pytorch, not to pip.

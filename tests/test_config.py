@@ -129,7 +129,8 @@ def test_prefix_match_stops_at_a_path_boundary() -> None:
 def test_unknown_key_names_its_path() -> None:
     with pytest.raises(ConfigError) as info:
         parse_config(
-            '[[rewrite]]\ncanonical = "https://a.example/"\nmirror = "https://b.example/"\nmirrror = 1\n',
+            '[[rewrite]]\ncanonical = "https://a.example/"\nmirror = '
+            '"https://b.example/"\nmirrror = 1\n',
             origin="cfg.toml",
         )
     assert "cfg.toml: rewrite[0].mirrror" in info.value.message
@@ -190,7 +191,8 @@ def test_round_trip_through_dict(tmp_path: Path) -> None:
 
 
 def test_a_mirror_url_keeps_the_case_of_its_credentials() -> None:
-    """The host is case-insensitive and lower-cased; a token is not (lower-casing it breaks the login)."""
+    """The host is case-insensitive and lower-cased; a token is not (lower-casing it breaks the
+    login)."""
     assert (
         parse_mirror_url("https://Lab:AbC@Mirror.Example.EDU/Simple")
         == "https://Lab:AbC@mirror.example.edu/Simple/"

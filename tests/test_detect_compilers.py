@@ -20,7 +20,8 @@ CAT = shutil.which("cat") or "/bin/cat"
 def fake_compiler(path: Path, recorded: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
-        f"#!/bin/sh\necho \"$@\" >> '{path}.log'\n[ \"$1\" = --version ] && exec {CAT} '{RECORDED / recorded}'\nexit 1\n"
+        f'#!/bin/sh\necho "$@" >> \'{path}.log\'\n[ "$1" = --version ] && exec {CAT} '
+        f"'{RECORDED / recorded}'\nexit 1\n"
     )
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return path

@@ -269,7 +269,8 @@ def test_nvidia_smi_is_not_run_when_nothing_is_missing(
 def test_without_a_driver_neither_nvml_nor_cuinit_is_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No kernel module and no libcuda: nothing to ask NVML about (and pynvml's import is not free)."""
+    """No kernel module and no libcuda: nothing to ask NVML about (and pynvml's import is not
+    free)."""
     asked: list[str] = []
     monkeypatch.setattr(_libcuda, "driver_cuda_version", lambda: None)
     monkeypatch.setattr(_libcuda, "query_devices", lambda: asked.append("cuInit"))

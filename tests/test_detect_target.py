@@ -49,7 +49,8 @@ def install_fake_torch(site: Path) -> None:
     )
     write(
         site / "torch-2.5.1+cu124.dist-info/METADATA",
-        "Metadata-Version: 2.1\nName: torch\nVersion: 2.5.1+cu124\nSummary: Tensors\n\nVersion: 0.0 (in the description, not a header)\n",
+        "Metadata-Version: 2.1\nName: torch\nVersion: 2.5.1+cu124\nSummary: Tensors\n\nVersion: "
+        "0.0 (in the description, not a header)\n",
     )
     write(site / "torch-2.5.1+cu124.dist-info/RECORD", "torch/__init__.py,,\n")
     runtime = "nvidia_cuda_runtime_cu12-12.4.127.dist-info"
@@ -331,12 +332,14 @@ def test_metadata_and_version_py_disagree() -> None:
     )
     assert facts.torch is not None and facts.torch.version == "2.1.2+cu121"
     assert facts.notes == (
-        "torch: metadata says 2.1.0+cu121 but torch/version.py says 2.1.2+cu121 (a mixed or broken install)",
+        "torch: metadata says 2.1.0+cu121 but torch/version.py says 2.1.2+cu121 (a mixed or "
+        "broken install)",
     )
 
 
 def test_pypi_metadata_without_the_local_tag_is_not_a_mixed_install() -> None:
-    """PyPI's torch wheels say 2.11.0 in their metadata and 2.11.0+cu130 in version.py (seen on the H200)."""
+    """PyPI's torch wheels say 2.11.0 in their metadata and 2.11.0+cu130 in version.py (seen on
+    the H200)."""
     facts = facts_from_report(
         report(
             location="/s/torch",

@@ -289,7 +289,8 @@ def test_wrapper_resolution_prefers_the_exec_line(tmp_path: Path) -> None:
     real = fake_nvcc(tmp_path / "real/bin/nvcc", "12.4")
     wrapper = write_program(
         tmp_path / "bin" / "nvcc",
-        f"# was: {decoy}\n[ -x {decoy} ] && echo 'old toolkit still installed' >&2\nexec {real} \"$@\"\n",
+        f"# was: {decoy}\n[ -x {decoy} ] && echo 'old toolkit still installed' >&2\nexec "
+        f'{real} "$@"\n',
     )
     assert resolve_nvcc(str(wrapper), {}) == str(real)
 

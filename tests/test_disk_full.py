@@ -1,4 +1,5 @@
-"""A full disk during a build or a publish names the folder that filled up and leaves nothing half-written.
+"""A full disk during a build or a publish names the folder that filled up and leaves nothing
+half-written.
 
 The disks are real: small tmpfs mounts (root may mount them here and in CI; the tests skip with
 the reason where it cannot). The build is the fixture extension (tests/data/packages/quickext),
@@ -36,7 +37,8 @@ def small_tmpfs(folder: Path, size: str) -> Iterator[Path]:
     )
     if mounted.returncode != 0:
         pytest.skip(
-            f"cannot mount a small tmpfs to fill ({mounted.stderr.strip() or 'mount failed'}): needs root in a sandbox that allows mounts"
+            f"cannot mount a small tmpfs to fill ({mounted.stderr.strip() or 'mount failed'}): "
+            "needs root in a sandbox that allows mounts"
         )
     try:
         yield folder

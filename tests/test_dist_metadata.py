@@ -43,7 +43,8 @@ def test_odd_metadata_layouts_read_as_importlib_metadata_reads_them(tmp_path: Pa
     # Header names in any case, a folded header, a body after the blank line naming another version.
     _write(
         first / "Odd_Name-1.0.dist-info" / "METADATA",
-        "Metadata-Version: 2.1\nname: Odd_Name\nSummary: one\n  folded: not a header\nVERSION: 1.0+cu130\n\nVersion: 9\n",
+        "Metadata-Version: 2.1\nname: Odd_Name\nSummary: one\n  folded: not a header\nVERSION: "
+        "1.0+cu130\n\nVersion: 9\n",
     )
     _write(
         first / "legacy-2.0-py3.11.egg-info" / "PKG-INFO",
@@ -79,7 +80,8 @@ def test_its_text_runs_in_a_target_interpreter_as_the_scripts_prepend_it(tmp_pat
     _write(tmp_path / "tiny-1.0.dist-info" / "METADATA", "Name: tiny\nVersion: 1.0\n")
     script = source_text() + (
         "\nimport json, sys\nfound = installed_distributions(sys.argv[1:])\n"
-        "print(json.dumps([found, sorted(m for m in sys.modules if m.startswith(('importlib.metadata', 'email')))]))\n"
+        "print(json.dumps([found, sorted(m for m in sys.modules if "
+        "m.startswith(('importlib.metadata', 'email')))]))\n"
     )
     done = subprocess.run(
         [sys.executable, "-S", "-c", script, str(tmp_path)],
@@ -187,7 +189,8 @@ def test_its_text_is_read_from_a_zipped_install_too(tmp_path: Path) -> None:
 def test_the_pip_probe_does_not_count_the_working_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``-c`` puts the working directory on the path: a source checkout's metadata there is not installed."""
+    """``-c`` puts the working directory on the path: a source checkout's metadata there is not
+    installed."""
     import os
 
     from cuda_resolve.install.pip import pip_facts_and_distributions

@@ -668,7 +668,8 @@ def test_doctor_tables_print_brackets_verbatim(
         '[driver]\nversion = "535.104.05"\ncuda = "12.2"\n'
         '[[gpu]]\nname = "A100 [/mig]"\ncompute_capability = "8.0"\n'
         '[torch]\nversion = "2.1.0+cu121"\n'
-        '[[extension]]\npath = "/site/[x]/_ext.so"\nneeded = ["libcudart.so.11.0"]\nmissing = ["libcudart.so.11.0"]\n',
+        '[[extension]]\npath = "/site/[x]/_ext.so"\nneeded = ["libcudart.so.11.0"]\nmissing = '
+        '["libcudart.so.11.0"]\n',
         encoding="utf-8",
     )
     assert main(["doctor", "--profile", str(profile)]) == 1

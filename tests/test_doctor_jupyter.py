@@ -399,7 +399,8 @@ def test_doctor_in_a_real_kernel_names_the_fix_and_the_fixed_spec_imports(tmp_pa
     def in_kernel(name: str, out: Path) -> tuple[dict[str, Any], int, str]:
         code = (
             f"import os\nos.environ['LD_LIBRARY_PATH'] = {str(libdir)!r}\n"
-            f"try:\n    import fakeext\n    print('imported', fakeext.answer)\nexcept ImportError as exc:\n    print('ImportError', exc)\n"
+            "try:\n    import fakeext\n    print('imported', fakeext.answer)\nexcept ImportError "
+            "as exc:\n    print('ImportError', exc)\n"
             f"!{CUDA_RESOLVE} doctor --json --python {python} > {out}\n"
         )
         ran = subprocess.run(

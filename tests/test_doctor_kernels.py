@@ -86,7 +86,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     libraries = {}
     for name, gencode in BUILDS.items():
         target = root / f"{name}.so"
-        # -cudart shared: as torch's CUDAExtension links it (the scan looks at libraries that need CUDA)
+        # -cudart shared: as torch's CUDAExtension links it (the scan looks at libraries that need
+        # CUDA)
         subprocess.run(
             [
                 str(NVCC),
@@ -440,9 +441,8 @@ def test_profile_round_trip_carries_the_facts_and_doctor_profile_flags_them(
     profile.write_text(
         base
         + f'\n[[extension]]\npath = "{extension.path}"\nneeded = {list(extension.needed)!r}\n'
-        f'sass = {list(extension.sass)!r}\nptx = {list(extension.ptx)!r}\ndistribution = "{extension.distribution}"\n'.replace(
-            "'", '"'
-        ),
+        f"sass = {list(extension.sass)!r}\nptx = {list(extension.ptx)!r}\ndistribution = "
+        f'"{extension.distribution}"\n'.replace("'", '"'),
         encoding="utf-8",
     )
     loaded = load_profile(profile, index=make_index())

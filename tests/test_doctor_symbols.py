@@ -34,7 +34,8 @@ pytestmark = pytest.mark.skipif(
     shutil.which("gcc") is None, reason="needs gcc to build shared objects"
 )
 
-TO_GENERIC = "_ZNK3c106IValue9toGenericEv"  # the guides print it as ...3c104IValue..., which is no valid name
+# the guides print it as ...3c104IValue..., which is no valid name
+TO_GENERIC = "_ZNK3c106IValue9toGenericEv"
 CHECK_FAIL = "_ZN3c106detail14torchCheckFailEPKcS2_jS2_"
 MODULE = "fakeext"
 
@@ -128,7 +129,8 @@ def _import_error(sites: Sites, torch_site: Path) -> str:
     """What Python says importing the extension after 'torch' (its libc10) is loaded."""
     code = (
         "import ctypes, sys\n"
-        f"ctypes.CDLL({str(torch_site / 'torch' / 'lib' / 'libc10.so')!r}, mode=ctypes.RTLD_GLOBAL)\n"
+        f"ctypes.CDLL({str(torch_site / 'torch' / 'lib' / 'libc10.so')!r}, "
+        "mode=ctypes.RTLD_GLOBAL)\n"
         f"sys.path.insert(0, {str(sites.extension_site)!r})\n"
         "try:\n"
         f"    import {MODULE}._C\n"
@@ -201,7 +203,8 @@ def test_another_torch_whose_symbols_resolve_is_a_warning(sites: Sites) -> None:
 
 
 def test_gnu_hash_lookup_answers_as_a_full_table_read(sites: Sites, tmp_path: Path) -> None:
-    """The loader's GNU hash lookup and (for a library without one) reading the whole table agree."""
+    """The loader's GNU hash lookup and (for a library without one) reading the whole table
+    agree."""
     sysv = _c10(tmp_path / "sysv", OLD_C10, "-Wl,--hash-style=sysv")
     gnu = sites.old_torch / "torch" / "lib" / "libc10.so"
     names = [TO_GENERIC, CHECK_FAIL, "c10_weak_only", "nope", "_ZN3c10nope", "", "puts"]
@@ -295,7 +298,8 @@ PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&module); }
 
 
 def _torch_wheel(version: str) -> Path | None:
-    """A torch wheel for this Python from the files this machine has (PIP_FIND_LINKS, the pip cap)."""
+    """A torch wheel for this Python from the files this machine has (PIP_FIND_LINKS, the pip
+    cap)."""
     if version == "2.14.1":
         return TORCH_2141 if TORCH_2141.is_file() else None
     folder = Path(os.environ.get("PIP_FIND_LINKS", "/nonexistent"))

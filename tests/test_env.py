@@ -248,7 +248,8 @@ def _compile(tmp: Path) -> tuple[Path, Path]:
     (tmp / "ext.c").write_text(
         "#include <Python.h>\nint fake_cudart_answer(void);\n"
         'static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "fakeext", NULL, -1, NULL};\n'
-        'PyMODINIT_FUNC PyInit_fakeext(void) { PyObject *o = PyModule_Create(&m); PyModule_AddIntConstant(o, "answer", fake_cudart_answer()); return o; }\n'
+        "PyMODINIT_FUNC PyInit_fakeext(void) { PyObject *o = PyModule_Create(&m); "
+        'PyModule_AddIntConstant(o, "answer", fake_cudart_answer()); return o; }\n'
     )
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     subprocess.run(

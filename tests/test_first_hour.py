@@ -119,7 +119,8 @@ def test_the_real_command_line_targets_its_own_venv_and_says_so(tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     own = os.path.join(sys.prefix, "bin", "python")
     assert f"target interpreter: {own} (from the venv it runs from)" in done.stdout
-    # The same program reached through a pipx home is a tool's: the user's VIRTUAL_ENV is the target.
+    # The same program reached through a pipx home is a tool's: the user's VIRTUAL_ENV is the
+    # target.
     pipx = tmp_path / "pipx"
     (pipx / "venvs").mkdir(parents=True)
     (pipx / "venvs" / "cuda-resolve").symlink_to(sys.prefix)
@@ -284,7 +285,8 @@ def test_build_prints_the_wheel_path_whole_and_the_driver_the_nodes_need(
     assert "\n" not in wheel and len(wheel) > 40 and Path(wheel).is_file(), (
         done.stdout
     )  # $(cuda-resolve build ...)
-    # --arch-list: a cross-build; torch 2.14.1+cu130 needs driver >= 580 on the machines that run it.
+    # --arch-list: a cross-build; torch 2.14.1+cu130 needs driver >= 580 on the machines that run
+    # it.
     said = " ".join(done.stderr.split())
     assert re.search(
         r"the machines that run these wheels need an NVIDIA driver >= 580\.\S* on Linux.*"
@@ -335,7 +337,8 @@ def test_the_elapsed_time_moves_while_the_compiler_is_silent(
     assert max(b - a for a, b in itertools.pairwise(times)) <= 2.0, silent
 
 
-# -- 4. a torch window, not Python, is why nothing fits ---------------------------------------------
+# -- 4. a torch window, not Python, is why nothing fits
+# ---------------------------------------------
 
 
 def _profile_with_torch(tmp_path: Path, torch: str, *, driver: bool = True) -> Path:
@@ -429,7 +432,8 @@ def test_cuda_pip_install_with_a_profile_is_refused_by_cuda_pip_not_forwarded_to
 
 
 def _old_pip_wheel() -> Path | None:
-    """A pip older than 24.2 (its own CA bundle unless told otherwise) that ships with a Python here."""
+    """A pip older than 24.2 (its own CA bundle unless told otherwise) that ships with a Python
+    here."""
     roots = {Path(sys.base_prefix).parent, Path("/usr/lib")}
     for root in roots:
         for wheel in sorted(
@@ -582,7 +586,8 @@ def test_a_patch_reason_is_shown_whole_never_cut_inside_a_word(
     shutil.copytree(DATA / "index" / "sleepext", index)
     recipe = index / "packages" / "sleepext.toml"
     reason = (
-        "torch 2.14 removed the named-tensor at::zeros(size, names, dtype, layout, device, pin) overload: "
+        "torch 2.14 removed the named-tensor at::zeros(size, names, dtype, layout, device, "
+        "pin) overload: "
         "'no matching function for call to zeros(...)' in mise.cpp:107"
     )
     recipe.write_text(
@@ -608,6 +613,7 @@ reason = "{reason}"
     assert done.returncode == 0, done.stderr
     said = " ".join(done.stderr.split())
     assert (
-        "applied 1 recipe patch(es): torch 2.14 removed the named-tensor at::zeros(size, names, dtype, layout, "
+        "applied 1 recipe patch(es): torch 2.14 removed the named-tensor at::zeros(size, names, "
+        "dtype, layout, "
         "device, pin) overload"
     ) in said, done.stderr

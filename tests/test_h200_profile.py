@@ -1,5 +1,6 @@
 """The profile `cuda-resolve detect --save-profile` wrote on the real H200 (2026-12-02,
-docs/evidence/h200-2026-12-02.md): it loads, doctor finds nothing wrong, and plan builds what has no wheel."""
+docs/evidence/h200-2026-12-02.md): it loads, doctor finds nothing wrong, and plan builds what has no
+wheel."""
 
 from __future__ import annotations
 

@@ -33,7 +33,10 @@ from cuda_resolve.net._deadline import Deadline, guarded_pools
 
 pytest_plugins = ["test_net_support"]
 
-NO_PYSOCKS = "PySocks is not installed: requests cannot use a socks5h:// proxy without it (pip install PySocks)"
+NO_PYSOCKS = (
+    "PySocks is not installed: requests cannot use a socks5h:// proxy without it (pip "
+    "install PySocks)"
+)
 
 #: The proxy's CONNECT reply naming a 255-byte domain as the bound address: 263 bytes that,
 #: dripped every 0.05 s, keep a client that has per-read timeouts only busy for 13 s.

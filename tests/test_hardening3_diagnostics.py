@@ -52,7 +52,8 @@ def test_the_failed_module_and_its_exception_are_named_not_the_last_warning(tmp_
     failure = _verify_imports(sys.executable, ["fine", "broken", "later"], environ)
     assert (
         failure
-        == "broken: ImportError: libc10_cuda.so: cannot open shared object file: No such file or directory"
+        == "broken: ImportError: libc10_cuda.so: cannot open shared object file: No such file "
+        "or directory"
     )
     assert _verify_imports(sys.executable, ["fine"], environ) is None
 

@@ -213,8 +213,8 @@ def test_a_disk_that_fills_up_while_copying_a_source_tree_names_the_folder(
     with pytest.raises(BuildError) as info:
         _copy_tree(tree, small_disk / "work" / "src")
     assert (
-        f"copying --source {tree}: the disk holding {small_disk / 'work'} is full; the partial copy was removed"
-        in info.value.message
+        f"copying --source {tree}: the disk holding {small_disk / 'work'} is full; the partial "
+        "copy was removed" in info.value.message
     )
     assert info.value.exit_code == 1 and "TMPDIR" in (info.value.hint or "")
     assert not (small_disk / "work" / "src").exists()
@@ -224,7 +224,8 @@ def test_a_full_disk_in_a_build_log_is_diagnosed_with_the_path() -> None:
     found = diagnose(
         [
             "[3/5] c++ -c a.cpp",
-            "OSError: [Errno 28] No space left on device: '/tmp/cuda-resolve-build-x/src/build/a.o'",
+            "OSError: [Errno 28] No space left on device: "
+            "'/tmp/cuda-resolve-build-x/src/build/a.o'",
             "error: command '/usr/bin/c++' failed with exit code 1",
         ]
     )

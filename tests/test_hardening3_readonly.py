@@ -30,7 +30,8 @@ def read_only(folder: Path) -> Iterator[Path]:
     )
     if bound.returncode != 0:
         pytest.skip(
-            f"a read-only bind mount is not possible here ({bound.stderr.strip() or 'mount failed'})"
+            "a read-only bind mount is not possible here "
+            f"({bound.stderr.strip() or 'mount failed'})"
         )
     try:
         ro = subprocess.run(
@@ -68,13 +69,15 @@ def test_a_read_only_wheelhouse_serves_hits_and_builds_go_to_the_users_own(
         assert house.root == own_cache / "wheelhouse"
         assert [h.root for h in house.shared] == [shared]
         assert house.notes and str(shared) in house.notes[0] and str(house.root) in house.notes[0]
-        # a hit in the shared one, read without any lock (it cannot be written, not even a lock file)
+        # a hit in the shared one, read without any lock (it cannot be written, not even a lock
+        # file)
         hit = house.lookup(make_key())
         assert hit is not None and hit.path.is_relative_to(shared)
         assert house.entry_dir(make_key()) == hit.path.parent
         covering = house.find_covering(make_key().query(), [ComputeCapability.parse("8.6")])
         assert covering is not None and covering[0].path.is_relative_to(shared)
-        # the builder's sequence for a miss: lock, look up, publish; all of it in the user's own wheelhouse
+        # the builder's sequence for a miss: lock, look up, publish; all of it in the user's own
+        # wheelhouse
         missing = make_key(arch_list="8.0")
         with house.lock(missing):
             assert house.lookup(missing) is None

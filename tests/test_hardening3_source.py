@@ -32,7 +32,8 @@ PATCHED = 'os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "3.7+PTX;5.0;6.0;6.1;6.
 
 
 def recipe(tmp_path: Path, subdirectory: str = "") -> Recipe:
-    """The fixture's recipe as an archive recipe (so a --source folder needs no git), patching setup.py."""
+    """The fixture's recipe as an archive recipe (so a --source folder needs no git), patching
+    setup.py."""
     lines = (f'subdirectory = "{subdirectory}"\n' if subdirectory else "") + archive_lines(
         "https://example.invalid/cuext.tar.gz", "ab" * 32
     )
@@ -99,7 +100,8 @@ def test_links_to_files_and_folders_outside_the_tree_are_copied_not_followed(
     assert any(
         "gone is a link to" in note and "left out of the copy" in note for note in prepared.notes
     )
-    # what a build does in the copy: objects next to the sources, its build/ folder, through any name
+    # what a build does in the copy: objects next to the sources, its build/ folder, through any
+    # name
     (copy / "csrc" / "add_one.o").write_bytes(b"obj")
     (copy / "build").mkdir()
     (copy / "build" / "lib.so").write_bytes(b"so")

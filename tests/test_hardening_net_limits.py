@@ -35,7 +35,8 @@ def trusted(cas: Cas, system_trust: SystemTrust) -> None:
 
 
 def drip(raw: bytes, *, every: float = 0.1) -> Route:
-    """A route that writes ``raw`` (status line and all) one byte at a time, forever if it is long."""
+    """A route that writes ``raw`` (status line and all) one byte at a time, forever if it is
+    long."""
 
     def route(handler: BenchHandler) -> None:
         for byte in raw:

@@ -1,4 +1,5 @@
-"""pip's hash-checking mode is honoured when every file has a hash, refused naming each that has none.
+"""pip's hash-checking mode is honoured when every file has a hash, refused naming each that has
+none.
 
 The install runs for real: cuda-pip builds the fixture extension (tests/data/packages/quickext,
 no compiler) against a stand-in torch and installs it with real pip in ``--require-hashes``
@@ -29,7 +30,8 @@ INDEX = DATA / "index" / "quickext"
 @pytest.fixture
 def machine(tmp_path: Path, torch_venv_template: Path) -> tuple[Path, dict[str, str]]:
     """(the target's python: a venv with a stand-in torch 2.14.1+cu130, the environment of an
-    H200-class machine with a stand-in CUDA 13.0 toolkit, in hash-checking mode from PIP_REQUIRE_HASHES)."""
+    H200-class machine with a stand-in CUDA 13.0 toolkit, in hash-checking mode from
+    PIP_REQUIRE_HASHES)."""
     python = copy_venv(tmp_path / "target", torch_venv_template)
     cuda = standin_cuda_toolkit(tmp_path / "cuda")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
@@ -148,8 +150,8 @@ def test_an_unhashed_requirement_is_refused_by_name_before_anything_is_built(
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert (
-        "hash-checking mode is on (require-hashes = 1 from the environment variable PIP_REQUIRE_HASHES)"
-        in done.stderr
+        "hash-checking mode is on (require-hashes = 1 from the environment variable "
+        "PIP_REQUIRE_HASHES)" in done.stderr
     ), done.stderr
     assert named in done.stderr and "Traceback" not in done.stderr
     assert not list((tmp_path / "wheelhouse").rglob("*.whl")), "something was built"

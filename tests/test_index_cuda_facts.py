@@ -39,7 +39,8 @@ def test_the_facts_answer_as_the_index_does(cache_dir: Path) -> None:
     builds = [(release, variant) for release in index.torch for variant in release.variants]
     assert len(builds) > 50
     for release, variant in builds:
-        # What the index's own releases say, read directly (Index.torch_build_arch_list asks the facts).
+        # What the index's own releases say, read directly (Index.torch_build_arch_list asks the
+        # facts).
         expected = (
             (f"{release.version}+{variant.name}", variant.arch_list) if variant.arch_list else None
         )
@@ -95,7 +96,8 @@ def test_reading_cached_facts_needs_neither_the_catalogue_nor_specifiers(
         "import sys; from pathlib import Path; from cuda_resolve.index.load import load_cuda_facts;"
         f"facts = load_cuda_facts([Path({str(overlay)!r})], include_user=False);"
         "assert facts.toolkits;"
-        "print(sorted(m for m in ('cuda_resolve.index.model', 'cuda_resolve.index._parse', 'packaging.specifiers') if m in sys.modules))"
+        "print(sorted(m for m in ('cuda_resolve.index.model', 'cuda_resolve.index._parse', "
+        "'packaging.specifiers') if m in sys.modules))"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe],

@@ -44,7 +44,8 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]
 def _toolkit_overlay(directory: Path, gcc_max: int) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "cuda.toml").write_text(
-        f'[toolkit."12.4"]\ndriver_linux = "550.54.14"\ngcc_max = {gcc_max}\nsource = "test overlay {gcc_max}"\n',
+        f'[toolkit."12.4"]\ndriver_linux = "550.54.14"\ngcc_max = {gcc_max}\nsource = "test '
+        f'overlay {gcc_max}"\n',
         encoding="utf-8",
     )
     return directory

@@ -103,9 +103,11 @@ def test_concurrent_builds_then_install_then_cache_hit(tmp_path: Path, torch_pyt
     assert (
         "+pt2141cu130.sm90.r" in wheel.name
     )  # the ABI (and the recipe word) is in the local version label
-    # The build requirements (setuptools >= 77, ninja) went into a temporary overlay, not the target.
+    # The build requirements (setuptools >= 77, ninja) went into a temporary overlay, not the
+    # target.
     assert _freeze(python) == before
-    # Compiled without debug info (-g0 after Python's own -g), which the wheelhouse would strip anyway.
+    # Compiled without debug info (-g0 after Python's own -g), which the wheelhouse would strip
+    # anyway.
     log = Path(entry["log"]).read_text()
     assert "CPPFLAGS=-g0" in log
     assert any(" -g0" in line and "bindings.cpp" in line for line in log.splitlines())

@@ -144,7 +144,8 @@ def test_ctrl_c_while_nvcc_compiles_stops_everything_and_changes_nothing(
 
     sessions: set[int] = set()
     with open(stdout, "w") as out, open(stderr, "w") as err:
-        # Its own process group, as a shell starts a job; SIGINT to the group is the terminal's Ctrl-C.
+        # Its own process group, as a shell starts a job; SIGINT to the group is the terminal's
+        # Ctrl-C.
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, start_new_session=True
         )
@@ -155,7 +156,8 @@ def test_ctrl_c_while_nvcc_compiles_stops_everything_and_changes_nothing(
         while not compiling:
             if process.poll() is not None:
                 pytest.fail(
-                    f"cuda-pip ended (exit {process.returncode}) before nvcc started:\n{stderr.read_text()}"
+                    f"cuda-pip ended (exit {process.returncode}) before nvcc "
+                    f"started:\n{stderr.read_text()}"
                 )
             if time.monotonic() > deadline:
                 pytest.fail(
@@ -181,7 +183,8 @@ def test_ctrl_c_while_nvcc_compiles_stops_everything_and_changes_nothing(
         _kill_run(marker, sessions)  # a failed test leaves no compiler running either
 
     assert not left, (
-        f"still running {_GONE_SECONDS:.0f} s after cuda-pip exited: {left} (compiling at Ctrl-C: {compiling})"
+        f"still running {_GONE_SECONDS:.0f} s after cuda-pip exited: {left} (compiling at Ctrl-C: "
+        f"{compiling})"
     )
     messages = stderr.read_text()
     assert returncode == 130, messages

@@ -1,4 +1,5 @@
-"""The install refuses, before pip runs, a wheel with no kernel for a GPU here (real nvcc output)."""
+"""The install refuses, before pip runs, a wheel with no kernel for a GPU here (real nvcc
+output)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Pinning a plan's wheels to the exact file and hash its index lists (pure: pages given in code)."""
+"""Pinning a plan's wheels to the exact file and hash its index lists (pure: pages given in
+code)."""
 
 from __future__ import annotations
 

@@ -80,7 +80,8 @@ def _pip_runs(record: Path) -> list[list[str]]:
     if not record.exists():
         return []
     runs = [run.split("\n") for run in record.read_text().split("\n\n") if run]
-    # `pip config debug`: cuda-pip reading pip's configuration (hash mode, trusted hosts), not a run that acts.
+    # `pip config debug`: cuda-pip reading pip's configuration (hash mode, trusted hosts), not a run
+    # that acts.
     return [run for run in runs if "config" not in run[:2]]
 
 
@@ -121,7 +122,8 @@ def _at_terminal(args: list[str], record: Path, *, answer: bytes | None) -> Sess
                 typed = True
         else:
             pytest.fail(
-                f"cuda-pip still running after {_SECONDS:.0f} s; the terminal showed:\n{_clean(seen)}"
+                f"cuda-pip still running after {_SECONDS:.0f} s; the terminal "
+                f"showed:\n{_clean(seen)}"
             )
         returncode = process.wait(timeout=_SECONDS)
     finally:
@@ -210,8 +212,8 @@ def test_without_a_terminal_there_is_no_question_and_a_piped_yes_is_not_consent(
     assert _PROMPT_END not in done.stderr and _PROMPT_END not in done.stdout
     assert "did you mean kaolin?" in done.stderr
     assert (
-        "hint: to install kaolin: cuda-pip install kaolin; to install 'kaolinn' as written: add --accept-name kaolinn"
-        in done.stderr
+        "hint: to install kaolin: cuda-pip install kaolin; to install 'kaolinn' as written: add "
+        "--accept-name kaolinn" in done.stderr
     )
     assert _pip_runs(record) == []
 

@@ -126,7 +126,8 @@ def test_target_rule_order(tmp_path: Path) -> None:
     [
         ("nvcc fatal   : Unsupported gpu architecture 'compute_37'", "unsupported-arch"),
         (
-            "/usr/include/ATen/cuda/CUDAContext.h:10:10: fatal error: cusparse.h: No such file or directory",
+            "/usr/include/ATen/cuda/CUDAContext.h:10:10: fatal error: cusparse.h: No such file "
+            "or directory",
             "missing-header",
         ),
         (
@@ -276,7 +277,8 @@ class _TorchIndex(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture
 def torch_index(tmp_path: Path) -> Iterator[str]:
-    """A PyTorch-style index (``/whl/cu126/torch/``) on loopback with a tiny stand-in torch wheel."""
+    """A PyTorch-style index (``/whl/cu126/torch/``) on loopback with a tiny stand-in torch
+    wheel."""
     root = tmp_path / "served"
     project = root / "whl" / "cu126" / "torch"
     project.mkdir(parents=True)

@@ -188,7 +188,10 @@ def test_an_installed_build_for_another_torch_is_rejected_and_built_anew() -> No
         plan = _plan(_env(installed=(label,)))
         assert _item(plan)["kind"] == "build"
         assert _rejections(plan) == {
-            "installed-build-torch": f"installed pointnet2_ops {label}: built for {built_for}, not the installed torch 2.11.0+cu130",
+            "installed-build-torch": (
+                f"installed pointnet2_ops {label}: built for {built_for}, not the installed torch "
+                "2.11.0+cu130"
+            ),
         }
 
 
@@ -197,7 +200,10 @@ def test_an_installed_build_that_misses_a_gpu_is_rejected_and_built_for_every_gp
     item = _item(plan)
     assert item["kind"] == "build" and item["arch_list"] == "8.0;9.0"
     assert _rejections(plan) == {
-        "installed-build-gpu": f"installed pointnet2_ops {LABEL}: built for 8.0;8.6, which has no kernels for GPU1 (9.0)",
+        "installed-build-gpu": (
+            f"installed pointnet2_ops {LABEL}: built for 8.0;8.6, which has no kernels "
+            "for GPU1 (9.0)"
+        ),
     }
 
 
@@ -206,8 +212,8 @@ def test_a_login_node_keeps_the_build_made_for_other_machines() -> None:
     plan = _plan(_env(gpus=()))
     assert _item(plan)["kind"] == "installed"
     assert (
-        f"installed pointnet2_ops {LABEL}: built for torch 2.11.0+cu130, no GPU here, and it was built for 8.0;8.6 on purpose: kept"
-        in plan.reasons
+        f"installed pointnet2_ops {LABEL}: built for torch 2.11.0+cu130, no GPU here, and it was "
+        "built for 8.0;8.6 on purpose: kept" in plan.reasons
     )
     with pytest.raises(ResolutionImpossible, match="--arch-list"):
         _plan(_env(gpus=(), installed=()))
@@ -315,7 +321,8 @@ def test_applying_a_plan_that_keeps_a_build_checks_it_is_still_installed_and_cov
         check_plan_facts(done, replace(env, installed_extensions=()))
     with pytest.raises(
         PlanFactChanged,
-        match=r"pointnet2_ops's arch list 8\.0;8\.6; this machine has GPU 1 \(GPU1, compute capability 9\.0\)",
+        match=r"pointnet2_ops's arch list 8\.0;8\.6; this machine has GPU 1 \(GPU1, compute "
+        r"capability 9\.0\)",
     ):
         check_plan_facts(done, _env(gpus=("8.0", "9.0")))
 
@@ -348,7 +355,8 @@ def test_a_profile_round_trips_the_installed_extensions() -> None:
     assert old.installed_extensions == ()
     with pytest.raises(Exception, match=r"installed_extension\[0\]\.version"):
         parse_profile(
-            '[python]\nversion = "3.11.7"\n[[installed_extension]]\nname = "kaolin"\nversion = "x y"\n'
+            '[python]\nversion = "3.11.7"\n[[installed_extension]]\nname = '
+            '"kaolin"\nversion = "x y"\n'
         )
 
 
@@ -510,7 +518,8 @@ def test_cuda_pip_keeps_an_installed_build_in_a_real_venv(tmp_path: Path) -> Non
             )
             for reason in report["plan"]["reasons"]
         )
-    # --rebuild asks for a build: nvcc 13.0 cannot build for driver 560, so nothing fits, and the reasons say why it was not kept.
+    # --rebuild asks for a build: nvcc 13.0 cannot build for driver 560, so nothing fits, and the
+    # reasons say why it was not kept.
     rebuilt = _cli(
         "install",
         "pointnet2_ops",

@@ -46,7 +46,8 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path |
     with serve(root / "index") as url:
         config = root / "config.toml"
         config.write_text(
-            f'[pytorch]\nlayout = "simple"\nurl = "{url}/whl/"\n[[rewrite]]\ncanonical = "https://download.pytorch.org/whl/"\nmirror = "{url}/whl/"\n',
+            f'[pytorch]\nlayout = "simple"\nurl = "{url}/whl/"\n[[rewrite]]\ncanonical = '
+            f'"https://download.pytorch.org/whl/"\nmirror = "{url}/whl/"\n',
             encoding="utf-8",
         )
         yield {"root": root, "url": url, "config": config}
@@ -228,7 +229,8 @@ def test_a_torch_from_pypi_counts_as_the_locked_build_its_version_py_names(
         text=True,
         check=True,
     ).stdout.strip()
-    # Make the installed torch look like PyPI's: no local label in its metadata, the build in version.py.
+    # Make the installed torch look like PyPI's: no local label in its metadata, the build in
+    # version.py.
     dist = Path(site) / "torch-2.14.1+cu126.dist-info"
     metadata = dist / "METADATA"
     metadata.write_text(metadata.read_text().replace("Version: 2.14.1+cu126", "Version: 2.14.1"))
@@ -412,7 +414,8 @@ def test_profile_names_that_clash_are_refused(
 
 
 def test_selection_without_packaging_26_1_equals_packagings_own(locked: Path) -> None:
-    """Machines with packaging 25.0 - 26.0 (no Pylock.select) pick the same files for each profile."""
+    """Machines with packaging 25.0 - 26.0 (no Pylock.select) pick the same files for each
+    profile."""
     from cuda_resolve.compat import marker_environment
     from cuda_resolve.lock import select
     from cuda_resolve.lock.read import read_lock
@@ -492,7 +495,8 @@ def test_a_cached_sync_loads_no_http_layer_and_a_cached_file_that_changed_is_che
         main(["sync", str(locked), "--name", "a100", "--python", str(_venv(tmp_path / "first"))])
         == 0
     )
-    # Every file is cached and was checked: the next sync hashes none of them and never loads requests.
+    # Every file is cached and was checked: the next sync hashes none of them and never loads
+    # requests.
     second = _venv(tmp_path / "second")
     script = (
         "import sys\nfrom cuda_resolve.cli import main\n"
@@ -558,7 +562,8 @@ def test_sync_stashes_only_what_it_installs_or_removes(
     configured: dict[str, Path | str], locked: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The undo of a sync links only the files of the names its --no-deps run (or --exact's
-    uninstall) can change: linking every file of a torch environment cost it most of a small sync."""
+    uninstall) can change: linking every file of a torch environment cost it most of a small sync.
+    """
     from cuda_resolve.install.stash import Stash
 
     asked: list[list[str] | None] = []

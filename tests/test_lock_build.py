@@ -34,7 +34,8 @@ MINOR = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 @pytest.fixture(scope="module")
 def target(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(a venv of this Python holding a stand-in torch 2.14.1+cu130, a stand-in CUDA 13.0 toolkit)."""
+    """(a venv of this Python holding a stand-in torch 2.14.1+cu130, a stand-in CUDA 13.0
+    toolkit)."""
     folder = tmp_path_factory.mktemp("target")
     return standin_torch_venv(folder), standin_cuda_toolkit(folder / "cuda")
 
@@ -96,7 +97,8 @@ def bench(
     overlay = _overlay(tmp_path / "overlay", tmp_path / "quickext-repo", revision)
     stand_in = StaticIndex(tmp_path / "stand-in")
     stand_in.add(make_wheel(tmp_path / "built", "torch", "2.14.1+cu130"), variant="cu130")
-    # No other Python of this version is found: only this one (no torch) and what --python-for gives.
+    # No other Python of this version is found: only this one (no torch) and what --python-for
+    # gives.
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
@@ -111,7 +113,8 @@ def bench(
     with serve(tmp_path / "stand-in") as url, serve(tmp_path / "wheelhouse") as wheelhouse_url:
         config = tmp_path / "config.toml"
         config.write_text(
-            f'[pytorch]\nlayout = "simple"\nurl = "{url}/whl/"\n[[rewrite]]\ncanonical = "https://download.pytorch.org/whl/"\nmirror = "{url}/whl/"\n'
+            f'[pytorch]\nlayout = "simple"\nurl = "{url}/whl/"\n[[rewrite]]\ncanonical = '
+            f'"https://download.pytorch.org/whl/"\nmirror = "{url}/whl/"\n'
         )
         monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))
         yield {
@@ -231,7 +234,8 @@ def test_an_interpreter_with_the_profiles_python_and_torch_is_found(
         tools.mkdir()
         uv = tools / "uv"
         uv.write_text(
-            f'#!/bin/sh\n[ "$1 $2" = "python find" ] && [ "$4" = "{MINOR}" ] && echo {venv / "bin" / "python"} && exit 0\nexit 2\n'
+            f'#!/bin/sh\n[ "$1 $2" = "python find" ] && [ "$4" = "{MINOR}" ] && echo '
+            f"{venv / 'bin' / 'python'} && exit 0\nexit 2\n"
         )
         uv.chmod(0o755)
         monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
@@ -339,8 +343,8 @@ def test_a_profile_of_another_cpu_architecture_is_not_built_here(
     err = " ".join(capsys.readouterr().err.split())
     assert f"profile grace (linux {other}) needs quickext 0.1.0+pt2141cu130.sm90." in err
     assert (
-        f"this machine (linux {platform.machine().lower()}) cannot build for it: build on a linux {other} machine"
-        in err
+        f"this machine (linux {platform.machine().lower()}) cannot build for it: build on a linux "
+        f"{other} machine" in err
     )
     assert _wheels(bench) == []
 

@@ -1,7 +1,7 @@
-"""Source-built wheels in a lock: pointnet2_ops for a profile whose torch is installed is locked from
-the wheelhouse at --wheelhouse-url (its plan's wheel key; a wheel covering every GPU is reused), and
-sync installs it while counting the installed torch as satisfied. Needs nvcc 13 (the build's
-pre-flight checks the toolkit the plan chose), no network, no GPU."""
+"""Source-built wheels in a lock: pointnet2_ops for a profile whose torch is installed is locked
+from the wheelhouse at --wheelhouse-url (its plan's wheel key; a wheel covering every GPU is
+reused), and sync installs it while counting the installed torch as satisfied. Needs nvcc 13 (the
+build's pre-flight checks the toolkit the plan chose), no network, no GPU."""
 
 from __future__ import annotations
 
@@ -58,7 +58,8 @@ def built_bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dic
     with serve(tmp_path / "stand-in") as url, serve(tmp_path / "wheelhouse") as wheelhouse_url:
         config = tmp_path / "config.toml"
         config.write_text(
-            f'[pytorch]\nlayout = "simple"\nurl = "{url}/whl/"\n[[rewrite]]\ncanonical = "https://download.pytorch.org/whl/"\nmirror = "{url}/whl/"\n'
+            f'[pytorch]\nlayout = "simple"\nurl = "{url}/whl/"\n[[rewrite]]\ncanonical = '
+            f'"https://download.pytorch.org/whl/"\nmirror = "{url}/whl/"\n'
         )
         monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))
         keys = {}
@@ -130,10 +131,11 @@ def test_a_build_the_wheelhouse_lacks_is_refused_with_the_build_command_or_the_m
     assert "profile a100: pointnet2_ops" in err
     minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
     assert (
-        f"cuda-resolve build torch pointnet2_ops --profile {built_bench['profiles'][0]} --python PYTHON{minor}-WITH-TORCH-2.11.0+cu130"
-        in err
+        f"cuda-resolve build torch pointnet2_ops --profile {built_bench['profiles'][0]} --python "
+        f"PYTHON{minor}-WITH-TORCH-2.11.0+cu130" in err
     )  # type: ignore[index]
-    # Without --no-build the lock builds them, with an interpreter of the profile's Python and torch: none here.
+    # Without --no-build the lock builds them, with an interpreter of the profile's Python and
+    # torch: none here.
     assert main(_lock_words(built_bench, tmp_path / "pylock.toml")) == 1
     err = " ".join(capsys.readouterr().err.split())
     assert (

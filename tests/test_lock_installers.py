@@ -1,4 +1,5 @@
-"""Stock installers honour a cuda-resolve lock (``network``: pip 26.3, uv and pypiserver come from PyPI).
+"""Stock installers honour a cuda-resolve lock (``network``: pip 26.3, uv and pypiserver come from
+PyPI).
 
 A two-variant lock (torch 2.14.1+cu126 for an A100 profile, 2.14.1+cpu for a CPU one) of small
 test wheels, the pass-through package served by a real pypiserver on loopback and torch by a

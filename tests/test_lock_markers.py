@@ -79,7 +79,8 @@ def test_each_profiles_closure_follows_its_own_markers(
 
 
 def test_pips_markers_are_the_profiles() -> None:
-    """compat's marker values (the one mapping of win32/AMD64, darwin/arm64, CPython), less ``extra``."""
+    """compat's marker values (the one mapping of win32/AMD64, darwin/arm64, CPython), less
+    ``extra``."""
     from cuda_resolve.compat import marker_environment
     from cuda_resolve.environment import Environment, Machine, PythonInfo
     from cuda_resolve.lock.closure import pip_markers

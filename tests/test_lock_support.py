@@ -1,5 +1,6 @@
 """Helpers for the lock and sync tests (no tests here): small wheels, and a loopback index server
-that answers PEP 503 pages, PEP 691 JSON where asked for it, and a PyTorch-style /whl/VARIANT/ tree."""
+that answers PEP 503 pages, PEP 691 JSON where asked for it, and a PyTorch-style /whl/VARIANT/ tree.
+"""
 
 from __future__ import annotations
 
@@ -64,7 +65,8 @@ def _sha(path: Path) -> str:
 
 class StaticIndex:
     """A folder laid out as an index: ``simple/`` (PEP 503 pages plus PEP 691 JSON beside them,
-    files under ``files/``) and ``whl/VARIANT/`` (PyTorch's layout: pages only, files beside them)."""
+    files under ``files/``) and ``whl/VARIANT/`` (PyTorch's layout: pages only, files beside them).
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -105,12 +107,14 @@ class StaticIndex:
             quoted = path.name.replace("+", "%2B")
             meta = path.with_name(path.name + ".metadata")
             extra = (
-                f' data-dist-info-metadata="sha256={_sha(meta)}" data-core-metadata="sha256={_sha(meta)}"'
+                f' data-dist-info-metadata="sha256={_sha(meta)}" '
+                f'data-core-metadata="sha256={_sha(meta)}"'
                 if meta.exists()
                 else ""
             )
             links.append(
-                f'<a href="{href_base}{quoted}#sha256={_sha(path)}"{extra}>{html.escape(path.name)}</a><br>'
+                "<a "
+                f'href="{href_base}{quoted}#sha256={_sha(path)}"{extra}>{html.escape(path.name)}</a><br>'
             )
             record = {
                 "filename": path.name,
@@ -177,7 +181,8 @@ def write_profile(
     gcc: str | None = None,
     arch_list: Sequence[str] = (),
 ) -> Path:
-    """A profile file; ``toolkit`` ("13.0") is one at /usr/local/cuda-13.0, ``arch_list`` torch's."""
+    """A profile file; ``toolkit`` ("13.0") is one at /usr/local/cuda-13.0, ``arch_list``
+    torch's."""
     lines = [f'name = "{name}"'] if name else []
     lines += [
         "[machine]",

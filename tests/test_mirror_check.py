@@ -203,7 +203,10 @@ def test_flat_page_with_encoded_plus_and_a_file_redirecting_upstream(
     server: Routes, client: HttpClient
 ) -> None:
     wheel = "torch-2.5.1+cpu-cp311-cp311-linux_x86_64.whl"
-    page = f'<html><body><a href="torch-2.5.1&#43;cpu-cp311-cp311-linux_x86_64.whl">{wheel}</a></body></html>'
+    page = (
+        "<html><body><a "
+        f'href="torch-2.5.1&#43;cpu-cp311-cp311-linux_x86_64.whl">{wheel}</a></body></html>'
+    )
     server.add("/pytorch-wheels/cpu/", page.encode())
     server.add(
         "/pytorch-wheels/cpu/torch-2.5.1+cpu-cp311-cp311-linux_x86_64.whl",
@@ -272,7 +275,10 @@ def test_targets_follow_the_layout() -> None:
 
 
 def test_file_links_resolve_relative_and_skip_other_links() -> None:
-    html = '<a href="../../packages/x/a-1.0.tar.gz#sha256=00">a</a><a href="/other/">nav</a><A HREF="b-1.0-py3-none-any.whl">b</A>'
+    html = (
+        '<a href="../../packages/x/a-1.0.tar.gz#sha256=00">a</a><a href="/other/">nav</a><A '
+        'HREF="b-1.0-py3-none-any.whl">b</A>'
+    )
     assert file_links(html, "https://m.example/simple/a/") == [
         "https://m.example/packages/x/a-1.0.tar.gz#sha256=00",
         "https://m.example/simple/a/b-1.0-py3-none-any.whl",
@@ -284,7 +290,8 @@ def _write_config(
 ) -> None:
     config = tmp_path / "config.toml"
     config.write_text(
-        f'preset = "custom"\n[[rewrite]]\ncanonical = "https://pypi.org/simple/"\nmirror = "{routes.base}/{name}/simple/"\n',
+        'preset = "custom"\n[[rewrite]]\ncanonical = "https://pypi.org/simple/"\nmirror = '
+        f'"{routes.base}/{name}/simple/"\n',
         encoding="utf-8",
     )
     monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))
@@ -333,8 +340,8 @@ def test_cli_never_shows_the_credentials_of_a_mirror_url(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The mirror is fetched with its credentials; the lines and --json show ``user:***@``,
-    for a mirror that answers (its sample file URL too), one that fails and one that lists nothing."""
+    """The mirror is fetched with its credentials; the lines and --json show ``user:***@``, for a
+    mirror that answers (its sample file URL too), one that fails and one that lists nothing."""
     secret = "S3cretTok"
     server.add("/good/simple/pip/", simple_page(f"../../packages/aa/{WHEEL}{HASH}"))
     server.add(f"/good/packages/aa/{WHEEL}", b"wheel", content_type="application/octet-stream")
@@ -343,7 +350,8 @@ def test_cli_never_shows_the_credentials_of_a_mirror_url(
     for name, status in (("good", 0), ("missing", 1), ("empty", 1)):
         config = tmp_path / f"{name}.toml"
         config.write_text(
-            f'[[rewrite]]\ncanonical = "https://pypi.org/simple/"\nmirror = "{authority}/{name}/simple/"\n',
+            '[[rewrite]]\ncanonical = "https://pypi.org/simple/"\nmirror = '
+            f'"{authority}/{name}/simple/"\n',
             encoding="utf-8",
         )
         monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))

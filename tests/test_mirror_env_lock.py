@@ -82,7 +82,8 @@ def _set(
 ) -> subprocess.Popen[str]:
     code = prelude + (
         "import sys\nfrom cuda_resolve.cli import main\n"
-        f"sys.exit(main(['mirror', 'set', {preset!r}, '--scope', 'env', '--prefix', {str(prefix)!r}]))\n"
+        f"sys.exit(main(['mirror', 'set', {preset!r}, '--scope', 'env', '--prefix', "
+        f"{str(prefix)!r}]))\n"
     )
     return subprocess.Popen(
         [sys.executable, "-c", code],

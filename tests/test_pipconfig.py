@@ -735,8 +735,11 @@ def test_doctor_cli_reports_the_target_pips_index(
     config = write(
         scene.folder / "config.toml",
         (
-            f'[[rewrite]]\ncanonical = "https://download.pytorch.org/whl/"\nmirror = "{server.url("/whl/")}"\n'
-            f'[[rewrite]]\ncanonical = "https://nvidia-kaolin.s3.us-east-2.amazonaws.com/"\nmirror = "{server.url("/kaolin/")}"\n'
+            '[[rewrite]]\ncanonical = "https://download.pytorch.org/whl/"\nmirror = '
+            f'"{server.url("/whl/")}"\n'
+            "[[rewrite]]\ncanonical = "
+            '"https://nvidia-kaolin.s3.us-east-2.amazonaws.com/"\nmirror = '
+            f'"{server.url("/kaolin/")}"\n'
         ),
     )
     monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(config))

@@ -149,8 +149,8 @@ def test_explain_shows_the_alternatives_that_merely_lost(
     alternatives = out.split("Alternatives that also fit this machine:")[1].split("Ruled out:")[0]
     flat = " ".join(alternatives.split())
     assert (
-        "torch 2.1.0+cu121: preferred, but ruled out by the rest of the plan: kaolin 0.18.0 wheel for torch 2.7.1+cu118 needs torch==2.7.1+cu118"
-        in flat
+        "torch 2.1.0+cu121: preferred, but ruled out by the rest of the plan: kaolin 0.18.0 wheel "
+        "for torch 2.7.1+cu118 needs torch==2.7.1+cu118" in flat
     )
     assert (
         main(

@@ -271,14 +271,18 @@ def test_torch_cuda_from_the_local_tag(
 
 def test_torch_rocm_build() -> None:
     env = parse_profile(
-        '[python]\nversion = "3.10"\n[torch]\nversion = "2.5.1+rocm6.2"\nhip = "6.2.41133"\nbuild = "rocm"\n'
+        '[python]\nversion = "3.10"\n[torch]\nversion = "2.5.1+rocm6.2"\nhip = '
+        '"6.2.41133"\nbuild = "rocm"\n'
     )
     assert env.torch is not None and env.torch.build == "rocm"
 
 
 def test_single_table_gpu_is_accepted() -> None:
     """``[gpu]`` instead of ``[[gpu]]``: one GPU, reported under gpu[0] in errors."""
-    text = '[python]\nversion = "3.10"\n[driver]\nversion = "535.104.05"\ncuda = "12.2"\n[gpu]\ncompute_capability = "8.6"\n'
+    text = (
+        '[python]\nversion = "3.10"\n[driver]\nversion = "535.104.05"\ncuda = '
+        '"12.2"\n[gpu]\ncompute_capability = "8.6"\n'
+    )
     env = parse_profile(text)
     assert [g.compute_capability for g in env.gpus] == [cc("8.6")]
     assert env.gpus[0].name == "unknown GPU"
@@ -549,8 +553,8 @@ BAD = [
         "toolkit[0].home: unknown key",
     ),
     (
-        _PY
-        + '[torch]\nversion = "2.1.0"\n[[torch.nvidia_wheels]]\nname = "x"\nversion = "1"\nextra = 1\n',
+        _PY + '[torch]\nversion = "2.1.0"\n[[torch.nvidia_wheels]]\nname = "x"\nversion = '
+        '"1"\nextra = 1\n',
         "torch.nvidia_wheels[0].extra: unknown key",
     ),
     (_PY + '[variables]\ncuda_home = "/x"\n', "variables.cuda_home: unknown key"),
@@ -789,7 +793,8 @@ def test_every_key_is_documented() -> None:
 
 
 def test_gpus_without_a_driver_describe_a_build_node() -> None:
-    """CUDA_RESOLVE_CUDA_ARCH on a GPU-less login node gives GPUs and no driver; it must round-trip."""
+    """CUDA_RESOLVE_CUDA_ARCH on a GPU-less login node gives GPUs and no driver; it must
+    round-trip."""
     env = parse_profile(_PY + '[[gpu]]\ncompute_capability = "8.6"\n')
     assert env.driver is None
     assert [str(g.compute_capability) for g in env.gpus] == ["8.6"]
@@ -800,7 +805,8 @@ def test_impossible_driver_cuda_is_refused() -> None:
     """nvidia-smi on a 535 driver never says CUDA 13.0: that profile has a typo."""
     with pytest.raises(
         ProfileError,
-        match=r"driver\.cuda = '13\.0': driver 535\.104\.05 cannot support CUDA 13\.x \(that needs driver >= 580",
+        match=r"driver\.cuda = '13\.0': driver 535\.104\.05 cannot support CUDA 13\.x \(that "
+        r"needs driver >= 580",
     ):
         parse_profile(_PY + '[driver]\nversion = "535.104.05"\ncuda = "13.0"\n')
     # a driver newer than the index knows may still claim a newer CUDA of a family it meets

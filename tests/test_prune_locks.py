@@ -34,7 +34,10 @@ def _fill(root: Path, tmp_path: Path) -> tuple[StoredWheel, StoredWheel, StoredW
 
 
 def _wheel_line(entry: StoredWheel, *, url: str, sha256: str) -> str:
-    return f'{{ name = "{entry.filename}", url = "{url}", size = {entry.size}, hashes = {{ sha256 = "{sha256}" }} }}'
+    return (
+        f'{{ name = "{entry.filename}", url = "{url}", size = {entry.size}, hashes = {{ sha256 = '
+        f'"{sha256}" }} }}'
+    )
 
 
 def write_lock(
@@ -149,8 +152,8 @@ def test_the_config_files_lock_paths_relative_to_it(
     code, out, _ = run(capsys, "wheelhouse", "prune", "--older-than", "0")
     assert code == 0 and "removed 1 wheel," in out
     assert (
-        f"lock {tmp_path / 'lab' / 'env' / 'pylock.toml'} (lock_paths in {config}): its wheels are kept"
-        in out
+        f"lock {tmp_path / 'lab' / 'env' / 'pylock.toml'} (lock_paths in {config}): its "
+        "wheels are kept" in out
     )
     assert by_hash.path.exists() and by_name.path.exists() and not unnamed.path.exists()
 
@@ -210,7 +213,8 @@ def test_a_named_lock_that_is_gone_stops_the_prune(
     message = " ".join(err.split())
     assert (
         code == 2
-        and f"the lock /nonexistent/lab/pylock.toml (lock_paths in {config}) does not exist; nothing was removed"
+        and f"the lock /nonexistent/lab/pylock.toml (lock_paths in {config}) does not exist; "
+        "nothing was removed"
         in message
     )
     assert "take it off the config file" in message

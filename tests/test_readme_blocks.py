@@ -58,7 +58,8 @@ class Run:
     #: Text the output must contain (a claim the README makes about it).
     expect: tuple[str, ...] = ()
     profiles: tuple[str, ...] = field(default=())
-    #: Shell run before the block (what it acts on) and after it (a check that it did), not README text.
+    #: Shell run before the block (what it acts on) and after it (a check that it did), not README
+    #: text.
     before: str = ""
     after: str = ""
 
@@ -115,19 +116,30 @@ cuda-resolve wheelhouse prune --older-than 90 --dry-run    # then without --dry-
     ),
     # The cache folders it names are made first; afterwards they are gone and the journal is kept.
     'cache="${CUDA_RESOLVE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cuda-resolve}"\n'
-    'rm -rf "$cache/logs" "$cache/sources" "$cache/http" "$cache/lock-files" "$cache/lock-pip" "$cache/lock-wheels"': Run(
+    'rm -rf "$cache/logs" "$cache/sources" "$cache/http" "$cache/lock-files" "$cache/lock-pip" '
+    '"$cache/lock-wheels"': Run(
         NO_GPU,
-        before="c=.cache/cuda-resolve; for d in logs sources http lock-files lock-pip lock-wheels journal; do mkdir -p $c/$d; touch $c/$d/f; done",
-        after="c=.cache/cuda-resolve; test -f $c/journal/f; for d in logs sources http lock-files lock-pip lock-wheels; do test ! -e $c/$d; done",
+        before="c=.cache/cuda-resolve; for d in logs sources http lock-files lock-pip lock-wheels "
+        "journal; do mkdir -p $c/$d; touch $c/$d/f; done",
+        after="c=.cache/cuda-resolve; test -f $c/journal/f; for d in logs sources http lock-files "
+        "lock-pip lock-wheels; do test ! -e $c/$d; done",
     ),
 }
 
 #: README blocks this test does not run, by their exact text, with the reason.
 SKIP: dict[str, str] = {
-    "python3 -m venv .venv && .venv/bin/python -m pip install -q -U pip && .venv/bin/python -m pip install -q . && "
-    ".venv/bin/cuda-pip install --python .venv/bin/python torch pointnet2_ops --smoke": "installs torch (GBs) and compiles pointnet2_ops, then runs its kernels: needs a GPU; the H200 runs cover it",
-    "python3 -m venv .venv && .venv/bin/python -m pip install -q -U pip && .venv/bin/python -m pip install -q -e '.[test]' && "
-    ".venv/bin/python -m pytest": "the test command itself: .ci/run runs it as its first stage (running it here would recurse)",
+    "python3 -m venv .venv && .venv/bin/python -m pip install -q -U pip && .venv/bin/python -m "
+    "pip install -q . && "
+    ".venv/bin/cuda-pip install --python .venv/bin/python torch pointnet2_ops --smoke": (
+        "installs torch (GBs) and compiles pointnet2_ops, then runs its kernels: needs a GPU; the "
+        "H200 runs cover it"
+    ),
+    "python3 -m venv .venv && .venv/bin/python -m pip install -q -U pip && .venv/bin/python -m "
+    "pip install -q -e '.[test]' && "
+    ".venv/bin/python -m pytest": (
+        "the test command itself: .ci/run runs it as its first stage (running it here "
+        "would recurse)"
+    ),
     "cuda-resolve wheelhouse publish --to https://pypi.lab.example/    # pypiserver or devpi": "needs a lab index server; tests/test_wheelhouse_cli.py publishes to a real pypiserver",
     """cuda-resolve lock torch pointnet2_ops --profile a100.toml --profile rtx4090.toml -o pylock.toml
 cuda-resolve sync pylock.toml --name auto    # on each machine""": "lock asks PyPI and the PyTorch index (network; the latter unreachable in CI) and sync installs torch; "
@@ -139,7 +151,8 @@ conda install pointnet2_ops""": "needs conda and changes its base environment; t
 
 
 def shell_blocks(text: str) -> list[str]:
-    """The README's shell blocks (fenced with a shell info string, or indented), dedented and stripped."""
+    """The README's shell blocks (fenced with a shell info string, or indented), dedented and
+    stripped."""
     blocks: list[str] = []
     lines = text.splitlines()
     i = 0

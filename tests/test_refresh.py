@@ -89,7 +89,10 @@ class FakePypi:
     wheel_sizes: dict[str, int] = field(default_factory=dict)
 
 
-PIN_124 = 'nvidia-cuda-runtime-cu12==12.4.127; platform_system == "Linux" and platform_machine == "x86_64"'
+PIN_124 = (
+    'nvidia-cuda-runtime-cu12==12.4.127; platform_system == "Linux" and '
+    'platform_machine == "x86_64"'
+)
 PIN_132 = 'cuda-toolkit[cublas,cudart]==13.2.2; platform_system == "Linux"'
 
 # (version, filename tail, requires_dist, cuda in version.py, serve PEP 658 file)
@@ -111,7 +114,8 @@ WHEELS = [
 REQUIRES = {"1.8.0": ">=3.6.2", "2.5.1": ">=3.8.0", "2.16.0": ">=3.11", "2.17.0rc1": ">=3.11"}
 PAGE = (
     "\n".join(
-        f'<a href="/whl/{v}/torch-2.5.1%2B{v}-cp311-cp311-linux_x86_64.whl#sha256=00">torch-2.5.1+{v}</a><br/>'
+        "<a "
+        f'href="/whl/{v}/torch-2.5.1%2B{v}-cp311-cp311-linux_x86_64.whl#sha256=00">torch-2.5.1+{v}</a><br/>'
         for v in ("cpu", "cu121", "cu124", "cu126")
     )
     + '\n<a href="/whl/cu124/torch-2.5.1%2Bcu124-cp311-cp311-win_amd64.whl">win</a>\n'
@@ -526,7 +530,8 @@ KAOLIN_S3 = "https://nvidia-kaolin.s3.us-east-2.amazonaws.com/"
 
 def kaolin_page(torch: str, nodot: str, versions: dict[str, list[str]]) -> bytes:
     links = [
-        f'<a href="torch-{torch}_cu{nodot}/kaolin-{kaolin}-{tag}-{tag}-linux_x86_64.whl">kaolin-{kaolin}</a><br>'
+        "<a "
+        f'href="torch-{torch}_cu{nodot}/kaolin-{kaolin}-{tag}-{tag}-linux_x86_64.whl">kaolin-{kaolin}</a><br>'
         for kaolin, tags in versions.items()
         for tag in tags
     ]

@@ -201,5 +201,6 @@ def test_hints_come_from_the_kind_not_the_wording() -> None:
     )
     assert (
         error.hint
-        == "install a CUDA 12.x toolkit (driver 550.54.14 runs CUDA <= 12.4), or upgrade the NVIDIA driver to one that runs CUDA 13.0"
+        == "install a CUDA 12.x toolkit (driver 550.54.14 runs CUDA <= 12.4), or upgrade the "
+        "NVIDIA driver to one that runs CUDA 13.0"
     )

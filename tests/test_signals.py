@@ -100,7 +100,8 @@ def _wait_for(path: Path, process: subprocess.Popen[str], seconds: float, stderr
     while not (path.exists() and path.read_text().strip()):
         if process.poll() is not None:
             pytest.fail(
-                f"the command ended (exit {process.returncode}) before the build started:\n{stderr.read_text()}"
+                f"the command ended (exit {process.returncode}) before the build "
+                f"started:\n{stderr.read_text()}"
             )
         if time.monotonic() > end:
             pytest.fail(f"the build did not start within {seconds:.0f} s:\n{stderr.read_text()}")
@@ -140,7 +141,8 @@ def _run_and_signal(
     return status, stderr.read_text(), left
 
 
-# -- a build, signalled while the fake compiler runs -----------------------------------------------------
+# -- a build, signalled while the fake compiler runs
+# -----------------------------------------------------
 
 
 @pytest.fixture
@@ -237,7 +239,8 @@ def test_a_background_process_holding_the_builds_output_is_ended_and_named(
     [pid] = (tmp_path / "pids").read_text().split()
     shown = " ".join(done.stderr.split())  # the reporter wraps long notes
     assert (
-        f"note: sleepext 0.1.0: sleep (pid {pid}) was left running by a build step that exited, holding its output "
+        f"note: sleepext 0.1.0: sleep (pid {pid}) was left running by a build step that exited, "
+        "holding its output "
         f"open (which would hang the build): ended after {LINGER_SECONDS:.0f} s"
     ) in shown, done.stderr
     assert elapsed < 30
@@ -279,17 +282,20 @@ def test_the_runner_ends_a_process_that_holds_the_pipe_a_few_seconds_after_the_p
     assert status == 0 and tail[0] == "built"
     assert (
         tail[-1]
-        == f"[cuda-resolve] sh exited (status 0) but sleep (pid {pid}) kept its output open: ended after 1 s"
+        == f"[cuda-resolve] sh exited (status 0) but sleep (pid {pid}) kept its output open: "
+        "ended after 1 s"
     )
     assert lines == tail and tail[-1] in (tmp_path / "log").read_text()
     assert elapsed < 1.0 + 2.5
 
 
-# -- an install, signalled while pip builds its second step ------------------------------------------------
+# -- an install, signalled while pip builds its second step
+# ------------------------------------------------
 
 
 def _sleepy_sdist(folder: Path) -> None:
-    """slowpkg 1.0 as an sdist whose build is the sleepy backend (pip builds it in its own session)."""
+    """slowpkg 1.0 as an sdist whose build is the sleepy backend (pip builds it in its own
+    session)."""
     import tarfile
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -341,7 +347,8 @@ def test_a_signal_during_an_install_restores_the_environment(
     assert list(scratch.iterdir()) == [], "pip's temporary folders were left behind"
 
 
-# -- a second interrupt while the environment is restored ----------------------------------------------
+# -- a second interrupt while the environment is restored
+# ----------------------------------------------
 
 
 class _SlowStash:

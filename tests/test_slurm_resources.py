@@ -575,7 +575,8 @@ def test_ctrl_c_cancels_every_array_after_asking(
         jobs = [
             part.split(":", 1)[0] for part in stderr.read_text().split("submitted slurm job ")[1:]
         ]
-        # Both arrays are asked about: each task is pending (held by --begin), none taken for running.
+        # Both arrays are asked about: each task is pending (held by --begin), none taken for
+        # running.
         status = _run(
             [sys.executable, "-m", "cuda_resolve", "build", "--status", jobs[0], "--json"], env
         )

@@ -34,7 +34,8 @@ def test_smoke_runs_for_a_kept_build_without_running_pip(
     recipe.write_text(
         recipe.read_text(encoding="utf-8")
         + '\n[recipe.smoke]\nimports = ["quickext"]\ndescription = "prints"\n'
-        "gpu_script = '''\nimport quickext, sys\nprint(\"quickext smoke ok from\", sys.prefix)\n'''\n",
+        "gpu_script = '''\nimport quickext, sys\nprint(\"quickext smoke ok from\", "
+        "sys.prefix)\n'''\n",
         encoding="utf-8",
     )
     first = _cuda_pip(

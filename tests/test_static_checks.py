@@ -1,4 +1,5 @@
-"""The tree stays lint-clean and type-checks strictly (ruff and mypy, configured in pyproject.toml)."""
+"""The tree stays lint-clean and type-checks strictly (ruff and mypy, configured in
+pyproject.toml)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The test venvs are copies of one template (tests/_torch_env.py): a copy must be a venv of its own.
+"""The test venvs are copies of one template (tests/_torch_env.py): a copy must be a venv of its
+own.
 
 pip run by the copy's python installs into the copy (files and console scripts), the template
 stays as it was, and nothing in the copy still names the template's folder.

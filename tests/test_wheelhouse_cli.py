@@ -183,7 +183,8 @@ def test_an_unusable_wheelhouse_is_one_error_line(
     assert code == 1 and out == ""
     assert (
         err.splitlines()[0]
-        == f"error: the wheelhouse {blocker} is not a folder (its location came from $CUDA_RESOLVE_WHEELHOUSE)"
+        == f"error: the wheelhouse {blocker} is not a folder (its location came from "
+        "$CUDA_RESOLVE_WHEELHOUSE)"
     )
 
 

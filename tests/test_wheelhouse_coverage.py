@@ -193,7 +193,8 @@ def test_a_wheel_for_more_gpus_is_found_where_it_covers_every_gpu(
     assert found is not None
     assert found == (
         entry,
-        f"demo_ext 1.0+pt2141cu130.sm80.sm89.{entry.key.recipe_word} in the wheelhouse covers every GPU here (8.0: sm_80 exact)",
+        f"demo_ext 1.0+pt2141cu130.sm80.sm89.{entry.key.recipe_word} in the wheelhouse covers "
+        "every GPU here (8.0: sm_80 exact)",
     )
     found = house.find_covering(QUERY, caps("8.9 8.0 8.0"))
     assert (

@@ -50,7 +50,8 @@ class Index:
             def do_GET(self) -> None:
                 if self.path.startswith("/simple/demo-ext/"):
                     links = "".join(
-                        f'<a href="../../files/{name}#sha256={index.hashes.get(name) or hashlib.sha256(data).hexdigest()}">{name}</a>\n'
+                        "<a "
+                        f'href="../../files/{name}#sha256={index.hashes.get(name) or hashlib.sha256(data).hexdigest()}">{name}</a>\n'
                         for name, data in index.files.items()
                     )
                     self._send(200, links.encode())
@@ -164,7 +165,8 @@ def test_a_tampered_download_is_refused(index: Index, client: HttpClient, tmp_pa
 def test_a_forged_label_is_caught_by_the_key_the_wheel_carries(
     index: Index, client: HttpClient, tmp_path: Path
 ) -> None:
-    # Built with another recipe, then renamed to this recipe's label: the name fits, the key does not.
+    # Built with another recipe, then renamed to this recipe's label: the name fits, the key does
+    # not.
     other = make_key(arch_list="8.0;9.0", recipe_digest=RECIPE[:8] + "f" * 56)
     wheel = published(tmp_path, other)
     assert (

@@ -41,7 +41,10 @@ def _write_wheel(folder):
     files = {
         "quickext/__init__.py": "",
         f"{dist}/METADATA": "Metadata-Version: 2.1\nName: quickext\nVersion: 0.1.0\n",
-        f"{dist}/WHEEL": f"Wheel-Version: 1.0\nGenerator: quick\nRoot-Is-Purelib: false\nTag: {tag}-{tag}-linux_x86_64\n",
+        f"{dist}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: quick\nRoot-Is-Purelib: false\nTag: "
+            f"{tag}-{tag}-linux_x86_64\n"
+        ),
     }
     record = []
     for path, text in files.items():
