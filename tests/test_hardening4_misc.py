@@ -206,3 +206,51 @@ def test_publish_text_that_fails_first_says_nothing_was_published(
         server.server_close()
     err = capsys.readouterr().err
     assert "HTTP 500" in err and "no wheel was published, 2 not tried" in err
+
+
+# -- bad interpreters are bad input ------------------------------------------------------------
+
+
+def _bad_interpreters(folder: Path) -> dict[str, str]:
+    script = folder / "not-python"
+    script.write_text("#!/bin/sh\necho hello\n")
+    script.chmod(0o755)
+    failing = folder / "failing"
+    failing.write_text("#!/bin/sh\necho 'no such option -c' >&2\nexit 3\n")
+    failing.chmod(0o755)
+    text = folder / "text-file"
+    text.write_text("print('hi')\n")  # not executable
+    garbage = folder / "garbage"
+    garbage.write_bytes(b"\x00\x01 not a program")
+    garbage.chmod(0o755)
+    return {
+        str(folder / "no-such-python"): "no such file",
+        "python9.99-nowhere": "no such file",
+        str(folder): "not an executable program",
+        str(text): "not an executable program",
+        str(script): "not a Python interpreter (answered something else than a Python does)",
+        str(failing): "not a Python interpreter (exited with status 3: no such option -c)",
+        str(garbage): "not a Python interpreter (could not be started)",
+    }
+
+
+def test_lock_python_for_a_bad_interpreter_is_exit_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for path, why in _bad_interpreters(tmp_path).items():
+        argv = ["lock", "six", "--profile", "this", "--python-for", f"this={path}"]
+        argv += ["--index-url", "http://127.0.0.1:9/simple", "-o", str(tmp_path / "pylock.toml")]
+        assert main(argv) == 2, path
+        err = capsys.readouterr().err
+        assert f"error: --python-for this={path}: {why}" in err, err
+        assert "hint: --python-for this=PATH: the path of a Python interpreter" in err
+        assert "did not finish" not in err and not (tmp_path / "pylock.toml").exists()
+
+
+def test_a_real_interpreter_passes_the_check() -> None:
+    from cuda_resolve.lock.closure import check_interpreter
+
+    assert check_interpreter(sys.executable, "--python-for x", os.environ) == sys.executable
+    name = os.path.basename(sys.executable)
+    on_path = {**os.environ, "PATH": os.path.dirname(sys.executable)}
+    assert check_interpreter(name, "--python-for x", on_path) == name

@@ -34,6 +34,7 @@ __all__ = [
     "BuiltFile",
     "PipAnswers",
     "ResolvedFile",
+    "check_interpreter",
     "find_interpreter",
     "interpreter_candidates",
     "pip_closure",
@@ -99,6 +100,43 @@ def interpreter_candidates(version: str, environ: Mapping[str, str]) -> list[str
         reverse=True,
     )
     return list(dict.fromkeys(candidates))
+
+
+_ANSWER = "cuda-resolve-python "
+
+
+def check_interpreter(python: str, what: str, environ: Mapping[str, str]) -> str:
+    """``python`` when it is a Python interpreter that runs; a :class:`UsageError` naming it
+    (``what``: where it was given, ``--python-for NAME``) when it is no file, not a program, or
+    a program that is not a Python. A bare name is looked up on ``environ``'s PATH."""
+    hint = (
+        f"{what}=PATH: the path of a Python interpreter (such as /usr/bin/python3.11 or a "
+        "venv's bin/python)"
+    )
+    found = python if os.sep in python else shutil.which(python, path=environ.get("PATH"))
+    if found is None or not os.path.lexists(found):
+        raise UsageError(f"{what}={python}: no such file", hint=hint)
+    if os.path.isdir(found) or not os.access(found, os.X_OK):
+        raise UsageError(f"{what}={python}: not an executable program", hint=hint)
+    done = run(
+        [python, "-c", f"import sys; print('{_ANSWER}%d.%d' % sys.version_info[:2])"],
+        timeout=30,
+        env=dict(environ),
+        cwd="/",
+    )
+    if done is None:
+        why = "could not be started"
+    elif done.returncode is None:
+        why = "did not answer within 30 s"
+    elif not done.ok:
+        why = f"exited with status {done.returncode}" + (
+            f": {done.first_line}" if done.first_line else ""
+        )
+    elif not done.stdout.startswith(_ANSWER):
+        why = "answered something else than a Python does"
+    else:
+        return python
+    raise UsageError(f"{what}={python}: not a Python interpreter ({why})", hint=hint)
 
 
 def find_interpreter(version: str, given: str | None, environ: Mapping[str, str]) -> str | None:
@@ -237,7 +275,12 @@ def _report(
         *words,
     ]
     done = run(command, timeout=PIP_SECONDS, env=dict(environ))
-    if done is None or done.returncode is None:
+    if done is None:
+        raise LockError(
+            f"{pip_python} could not be started to resolve {what}",
+            hint="give a Python interpreter that runs (--python-for NAME=PATH)",
+        )
+    if done.returncode is None:
         raise LockError(
             f"pip did not finish resolving {what} within {PIP_SECONDS} s",
             hint="check the index answers (cuda-resolve doctor --network)",

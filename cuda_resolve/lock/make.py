@@ -37,6 +37,7 @@ from .closure import (
     BuiltFile,
     PipAnswers,
     ResolvedFile,
+    check_interpreter,
     find_interpreter,
     interpreter_candidates,
     pip_closure,
@@ -132,14 +133,16 @@ def profile_plan(
     config: Config,
     wheelhouse: Wheelhouse | None = None,
 ) -> tuple[Plan, Resolution]:
-    """The complete Plan ``cuda-resolve plan REQ... --profile FILE`` makes, with an installed torch as a wheel."""
+    """The complete Plan ``cuda-resolve plan REQ... --profile FILE`` makes, with an installed
+    torch as a wheel."""
     from ..install.options import InstallOptions
     from ..install.prepare import complete_plan
     from ..plan import make_plan
     from ..resolve import resolve
 
-    # A lock names files: an installed extension build the machine happens to hold (resolve.installed)
-    # is no file, so the lock plans the build (found in the wheelhouse) as if it were not there.
+    # A lock names files: an installed extension build the machine happens to hold
+    # (resolve.installed) is no file, so the lock plans the build (found in the wheelhouse) as if it
+    # were not there.
     resolution = resolve(list(requests), profile.environment, index, replace(options, rebuild=True))
     plan = _installed_as_wheel(make_plan(resolution, profile.environment), resolution)
     install_options = InstallOptions(
@@ -178,8 +181,11 @@ def built_files(
         stored = wheelhouse.lookup(build.key)
         if stored is None:
             raise LockError(
-                f"profile {profile.name}: {build.spec.package} {build.key.labelled_version} is built from source and the wheelhouse ({wheelhouse.root}) has no wheel for it",
-                hint=f"build it for that profile first: cuda-resolve build {build.spec.package} --profile {profile.source} (a login node can: nvcc needs no GPU), then lock again",
+                f"profile {profile.name}: {build.spec.package} {build.key.labelled_version} is "
+                f"built from source and the wheelhouse ({wheelhouse.root}) has no wheel for it",
+                hint=f"build it for that profile first: cuda-resolve build {build.spec.package} "
+                f"--profile {profile.source} (a login node can: nvcc needs no GPU), "
+                "then lock again",
             )
         if wheelhouse_url is not None:
             relative = stored.path.resolve().relative_to(wheelhouse.root.resolve())
@@ -192,14 +198,18 @@ def built_files(
                 what = "does not list" if listed is None else "lists another file under the name of"
                 raise LockError(
                     f"profile {profile.name}: the lab's index {index_url} {what} {stored.filename}",
-                    hint="publish it (cuda-resolve wheelhouse publish), or serve the wheelhouse folder and give --wheelhouse-url URL",
+                    hint="publish it (cuda-resolve wheelhouse publish), or serve the wheelhouse "
+                    "folder and give --wheelhouse-url URL",
                 )
             url = listed[0]
         else:
             raise LockError(
-                f"profile {profile.name}: {build.spec.package} is locked from the wheelhouse, and no URL serves it",
-                hint="publish the wheelhouse to the lab's index (wheelhouse_url in the config; cuda-resolve wheelhouse publish), "
-                "or serve its folder (any static server; cuda-resolve wheelhouse path) and give --wheelhouse-url URL",
+                f"profile {profile.name}: {build.spec.package} is locked from the wheelhouse, and "
+                "no URL serves it",
+                hint="publish the wheelhouse to the lab's index (wheelhouse_url in the config; "
+                "cuda-resolve wheelhouse publish), "
+                "or serve its folder (any static server; cuda-resolve wheelhouse path) and give "
+                "--wheelhouse-url URL",
             )
         found[build.key.digest] = BuiltFile(
             path=stored.path, url=url, sha256=stored.sha256, size=stored.size
@@ -325,7 +335,8 @@ def build_missing(
         raise LockError(
             f"the wheelhouse ({wheelhouse.root}) has no wheel for these source builds: "
             + "; ".join(lines),
-            hint="build them first, each with an interpreter of the profile's Python and torch (a login node can: nvcc needs no GPU), "
+            hint="build them first, each with an interpreter of the profile's Python and torch (a "
+            "login node can: nvcc needs no GPU), "
             "then lock again (or lock without --no-build, which builds them): "
             + " ; ".join(commands),
         )
@@ -340,8 +351,11 @@ def build_missing(
         if (machine.os, machine.arch) != here:
             lacking[profile.name] = (
                 f"profile {profile.name} ({machine.os} {machine.arch}) needs {what} built, "
-                f"and this machine ({here[0]} {here[1]}) cannot build for it: build on a {machine.os} {machine.arch} machine "
-                f"(cuda-resolve {shlex.join(build_words(profile, request.requests, None, _torch_wanted(missing)))}) into the wheelhouse, then lock again"
+                f"and this machine ({here[0]} {here[1]}) cannot build for it: build on a "
+                f"{machine.os} {machine.arch} machine "
+                "(cuda-resolve "
+                f"{shlex.join(build_words(profile, request.requests, None, _torch_wanted(missing)))}) "
+                "into the wheelhouse, then lock again"
             )
             continue
         given = (request.python_for or {}).get(profile.name)
@@ -349,9 +363,11 @@ def build_missing(
         if interpreter is None:
             minor = profile.environment.python.short_version
             lacking[profile.name] = (
-                f"profile {profile.name} needs {what} built, which needs Python {minor} with torch {_torch_wanted(missing)} "
+                f"profile {profile.name} needs {what} built, which needs Python {minor} with "
+                f"torch {_torch_wanted(missing)} "
                 f"installed; {found}: give one with --python-for {profile.name}=PATH "
-                f"(a venv of Python {minor} where `pip install torch=={missing[0].spec.torch_version}` from the "
+                f"(a venv of Python {minor} where `pip install "
+                f"torch=={missing[0].spec.torch_version}` from the "
                 f"{missing[0].spec.variant} index was run)"
             )
             continue
@@ -361,7 +377,8 @@ def build_missing(
         if not request.skip_unfit:
             raise LockError(
                 "; ".join(lacking.values()),
-                hint="give each such profile an interpreter (--python-for NAME=PATH), build its wheels elsewhere "
+                hint="give each such profile an interpreter (--python-for NAME=PATH), build its "
+                "wheels elsewhere "
                 "(lock --no-build prints the commands), or leave it out (--skip-unfit)",
             )
         for name, line in lacking.items():
@@ -377,8 +394,10 @@ def build_missing(
             continue
         missing = unbuilt(plan, wheelhouse)
         report.step(
-            f"profile {profile.name}: building {', '.join(b.spec.package + ' ' + b.key.labelled_version for b in missing)} "
-            f"with {interpreter}: cuda-resolve {shlex.join(build_words(profile, request.requests, interpreter))}"
+            f"profile {profile.name}: building "
+            f"{', '.join(b.spec.package + ' ' + b.key.labelled_version for b in missing)} "
+            f"with {interpreter}: cuda-resolve "
+            f"{shlex.join(build_words(profile, request.requests, interpreter))}"
         )
         builder(profile, interpreter)
         plan, resolution = profile_plan(
@@ -390,7 +409,8 @@ def build_missing(
                 f"profile {profile.name}: the build with {interpreter} made no wheel for "
                 + ", ".join(f"{b.spec.package} {b.key.labelled_version}" for b in still)
                 + " (it decided another build: its torch or Python is not the profile's)",
-                hint=f"run it to see what it decides: cuda-resolve {shlex.join([*build_words(profile, request.requests, interpreter), '--dry-run'])}",
+                hint="run it to see what it decides: cuda-resolve "
+                f"{shlex.join([*build_words(profile, request.requests, interpreter), '--dry-run'])}",
             )
         for build in plan.builds:
             stored = wheelhouse.lookup(build.key)
@@ -460,13 +480,15 @@ def _build_line(build: PlannedBuild) -> str:
         or "none"
     )
     return (
-        f"{build.spec.package} {build.key.labelled_version}: recipe {recipe.name} ({source}; patches {patches}); "
+        f"{build.spec.package} {build.key.labelled_version}: recipe {recipe.name} ({source}; "
+        f"patches {patches}); "
         f"arch list {build.spec.arch_list}; key {build.key.digest}"
     )
 
 
 def _canonical_from(config: Config) -> Callable[[str], str]:
-    """The canonical URL of a file fetched through a configured mirror (the rewrite run backwards)."""
+    """The canonical URL of a file fetched through a configured mirror (the rewrite run
+    backwards)."""
 
     def canonical(url: str) -> str:
         best = None
@@ -506,10 +528,13 @@ def make_lock(
     report = reporter or NullReporter()
     profiles = list(request.profiles)
     refuse_clashes(profiles)
+    for name, interpreter in (request.python_for or {}).items():  # said before any work
+        check_interpreter(interpreter, f"--python-for {name}", environ)
     if not profiles:
         raise LockError(
             "a lock needs at least one profile",
-            hint="--profile FILE (from `cuda-resolve detect --save-profile FILE`), or --profile this",
+            hint="--profile FILE (from `cuda-resolve detect --save-profile FILE`), or "
+            "--profile this",
         )
     options = request.options or Options()
     records: list[ProfileRecord] = []
@@ -553,11 +578,16 @@ def make_lock(
             python = find_interpreter(profile.environment.python.version, given, environ)
             if python is None:
                 raise LockError(
-                    f"profile {profile.name} needs a Python {profile.environment.python.short_version} to resolve its closure, and none was found here",
-                    hint=f"--python-for {profile.name}=PATH (or install one: pyenv install {profile.environment.python.short_version}, uv python install {profile.environment.python.short_version})",
+                    f"profile {profile.name} needs a Python "
+                    f"{profile.environment.python.short_version} to resolve its closure, and none "
+                    "was found here",
+                    hint=f"--python-for {profile.name}=PATH (or install one: pyenv install "
+                    f"{profile.environment.python.short_version}, uv python install "
+                    f"{profile.environment.python.short_version})",
                 )
             report.step(
-                f"profile {profile.name}: pip resolves the closure for Python {profile.environment.python.short_version} ({python})"
+                f"profile {profile.name}: pip resolves the closure for Python "
+                f"{profile.environment.python.short_version} ({python})"
             )
             per_profile[profile.name] = pip_closure(
                 plan,
@@ -583,8 +613,10 @@ def make_lock(
     if keep is not None:
         if tuple(keep.requests) != tuple(request.requests):
             raise LockError(
-                f"{keep.origin} was made for {' '.join(keep.requests)}, not {' '.join(request.requests)}",
-                hint="--update relocks profiles for the lock's own requests; to change them, lock every profile again",
+                f"{keep.origin} was made for {' '.join(keep.requests)}, not "
+                f"{' '.join(request.requests)}",
+                hint="--update relocks profiles for the lock's own requests; to change them, lock "
+                "every profile again",
             )
         relocked = {p.name for p in profiles}
         for name, record in sorted(keep.profiles.items()):
@@ -594,7 +626,8 @@ def make_lock(
     if not records:
         raise LockError(
             "no profile fits: " + "; ".join(skipped),
-            hint="see each profile's reason; `cuda-resolve plan REQ --profile FILE --explain` says more",
+            hint="see each profile's reason; `cuda-resolve plan REQ --profile FILE "
+            "--explain` says more",
         )
     finder.canonical = _canonical_from(config)
     packages = _merge(per_profile, finder, report)
@@ -687,7 +720,8 @@ def _kept_files(lock: ReadLock, profile: str) -> list[ResolvedFile]:
             sha = (wheel.hashes or {}).get("sha256")
             if wheel.url is None or not sha or wheel.size is None:
                 raise LockError(
-                    f"{lock.origin}: {package.name} {package.version}: a wheel without url, size or sha256 cannot be kept",
+                    f"{lock.origin}: {package.name} {package.version}: a wheel without url, size "
+                    "or sha256 cannot be kept",
                     hint="lock every profile again (without --update)",
                 )
             found.append(
