@@ -544,6 +544,31 @@ def _package(ext: ExtensionBinary) -> str | None:
     return ext.distribution.split(" ", 1)[0] if ext.distribution else None
 
 
+def _no_rebuild_here(env: Environment, index: CudaFactsSource) -> str | None:
+    """Why no rebuild can work on this machine (no toolkit here targets every GPU), said with
+    what would; None when one can (or when the toolkits' architectures are unknown)."""
+    if not env.gpus or not env.toolkits:
+        return None
+    blocked: list[str] = []
+    for toolkit in env.toolkits:
+        archs = toolkit_archs(toolkit, index.toolkit(toolkit.version))
+        if not archs:
+            return None
+        _, impossible = arch_list_for_build(env.capabilities, archs)
+        if not impossible:
+            return None
+        wanted = ", ".join(str(c) for c in impossible)
+        blocked.append(f"nvcc {toolkit.version} cannot target {wanted} (lowest: {min(archs)})")
+    wanted = {(c.major, c.minor) for c in env.capabilities}
+    gpus = [f"{major}.{minor}" for major, minor in sorted(wanted)]
+    able = [t.version for t in index.toolkits if wanted <= {(a.major, a.minor) for a in t.archs}]
+    would = f"CUDA {min(able)} .. {max(able)}" if able else "an older CUDA toolkit"
+    return (
+        f"nothing here can rebuild it ({'; '.join(blocked)}); a toolkit that targets "
+        f"{', '.join(gpus)} ({would}), with a torch of the same CUDA major, would"
+    )
+
+
 def _named(ext: ExtensionBinary) -> str:
     return f"{ext.distribution} ({ext.path})" if ext.distribution else ext.path
 
@@ -600,6 +625,7 @@ def check_extension_kernels(env: Environment, index: CudaFactsSource) -> list[Fi
                 if package
                 else "rebuild it for the GPUs here"
             )
+            blocked = _no_rebuild_here(env, index)
             findings.append(
                 Finding(
                     check="extension-kernels",
@@ -607,7 +633,8 @@ def check_extension_kernels(env: Environment, index: CudaFactsSource) -> list[Fi
                     title="kernels for the GPUs",
                     found=f"{_named(ext)} carries {_carries(ext)}; none runs on {gpus}: expect "
                     "'no kernel image is available for execution on the device'",
-                    fix=f"{rebuild}, or build it with "
+                    fix=blocked
+                    or f"{rebuild}, or build it with "
                     f'TORCH_CUDA_ARCH_LIST="{_arch_list_with(ext, lacking)}"',
                 )
             )
@@ -688,6 +715,7 @@ def check_extension_symbols(env: Environment, index: CudaFactsSource) -> list[Fi
     if torch is None:
         return []
     findings: list[Finding] = []
+    blocked = _no_rebuild_here(env, index)
     for ext in env.extensions:
         label = _label_torch(ext.distribution)
         built_for = f"torch {_label_version(label)} (its version label {label})" if label else None
@@ -722,7 +750,9 @@ def check_extension_symbols(env: Environment, index: CudaFactsSource) -> list[Fi
                     found=f"{_named(ext)} needs {first}{more}, which the installed torch "
                     f"{torch.version} does not define{origin}: import fails with 'undefined "
                     f"symbol: {ext.missing_symbols[0]}'",
-                    fix=f"rebuild it against the installed torch {torch.version}{rebuild}{install}",
+                    fix=f"rebuild it against the installed torch {torch.version}{rebuild}{install}"
+                    if blocked is None
+                    else f"{blocked}{install}",
                 )
             )
         elif other_torch and built_for:
@@ -735,7 +765,9 @@ def check_extension_symbols(env: Environment, index: CudaFactsSource) -> list[Fi
                     f"{torch.version}; every torch symbol it needs is defined, so it loads, "
                     "but torch's ABI is not stable across releases",
                     fix=f"rebuild it against torch {torch.version} (`cuda-pip install --rebuild "
-                    f"{package or 'NAME'}`) before relying on it",
+                    f"{package or 'NAME'}`) before relying on it"
+                    if blocked is None
+                    else blocked,
                 )
             )
     return findings

@@ -30,10 +30,14 @@ _MIN_WIDTH = 40
 #: whitespace to the wrapper, and never in a report).
 _UNIT_SPACE = re.compile(r"(?<=\d) (?=(?:ms|s|GiB|MiB)\b)")
 _GLUE = "\x1f"
+#: A command to paste stays on one line, however long: a `quoted command` and an
+#: ``export NAME=VALUE ...`` run (wrapped, the shell would run ``export`` alone).
+_COMMAND = re.compile(r"`[^`]+`|\bexport(?: [A-Za-z_][A-Za-z0-9_]*=\S+)+")
 
 
 def _wrap(text: str, *, first: str, rest: str, width: int) -> list[str]:
     glued = _UNIT_SPACE.sub(_GLUE, text.replace(_GLUE, " "))
+    glued = _COMMAND.sub(lambda command: command.group().replace(" ", _GLUE), glued)
     wrapped = hanging(glued, first=first, rest=rest, width=max(width, _MIN_WIDTH))
     return wrapped.replace(_GLUE, " ").splitlines()
 
