@@ -559,9 +559,9 @@ def _no_rebuild_here(env: Environment, index: CudaFactsSource) -> str | None:
             return None
         wanted = ", ".join(str(c) for c in impossible)
         blocked.append(f"nvcc {toolkit.version} cannot target {wanted} (lowest: {min(archs)})")
-    wanted = {(c.major, c.minor) for c in env.capabilities}
-    gpus = [f"{major}.{minor}" for major, minor in sorted(wanted)]
-    able = [t.version for t in index.toolkits if wanted <= {(a.major, a.minor) for a in t.archs}]
+    targets = {(c.major, c.minor) for c in env.capabilities}
+    gpus = [f"{major}.{minor}" for major, minor in sorted(targets)]
+    able = [t.version for t in index.toolkits if targets <= {(a.major, a.minor) for a in t.archs}]
     would = f"CUDA {min(able)} .. {max(able)}" if able else "an older CUDA toolkit"
     return (
         f"nothing here can rebuild it ({'; '.join(blocked)}); a toolkit that targets "
