@@ -31,6 +31,7 @@ OWN_FLAGS = frozenset(
         "--smoke",
         "--no-verify",
         "--dry-run",
+        "--repair",
     }
 )
 
@@ -107,7 +108,8 @@ def _install(words: Sequence[str]) -> int:
     args = parser.parse_args(own)
     # pip reads -r files itself; cuda-pip reads them too, for the names it must plan or check.
     reading = read_requirement_files(requirement_file_options(pip_args))
-    if not requirements and not names_requirements(pip_args) and args.plan is None:
+    nothing = not requirements and not names_requirements(pip_args)
+    if nothing and args.plan is None and not args.repair:
         raise UsageError(
             "cuda-pip install: name at least one requirement",
             hint="e.g. cuda-pip install pointnet2_ops",

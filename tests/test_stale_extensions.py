@@ -114,3 +114,74 @@ def test_stale_extensions_are_read_from_the_scan_and_the_curated_installs(tmp_pa
     assert stale_extensions(env, default_index(), planned=["mystery", "pointnet2_ops"]) == [
         found["/site/loose/_x.so"]
     ]
+
+
+# -- cuda-pip install --repair: after torch was changed outside the tool ---------------------
+
+
+def _after_pip_upgrade(tmp_path: Path, built_for: str, *extensions: ExtensionBinary) -> Environment:
+    """torch 2.14.1+cu130 installed (by `pip install -U torch`, say), pointnet2_ops built for
+    ``built_for`` (a pt label) still there."""
+    env = _machine(tmp_path, *extensions)
+    built = InstalledExtension(name="pointnet2_ops", version=f"3.0.0+{built_for}.sm90")
+    return dataclasses.replace(env, installed_extensions=(built,))
+
+
+def test_repair_plans_again_exactly_the_extensions_built_for_another_torch(tmp_path: Path) -> None:
+    from cuda_resolve.install.stale import repair_request
+
+    broken = dataclasses.replace(MYSTERY, missing_symbols=("_ZN3c104impl3fooEv",))
+    env = _after_pip_upgrade(tmp_path, "pt2131cu130", broken, PLAIN)
+    names, notes = repair_request(env, default_index())
+    assert names == ["pointnet2_ops"]
+    assert len(notes) == 1 and notes[0].startswith("mystery 1.0 needs torch symbols")
+    plan = decide(
+        InstallRequest(requirements=tuple(names)),
+        env,
+        default_index(),
+        reporter=NullReporter(),
+        install=True,
+        confirm=None,
+    )
+    items = {item.name: item for item in plan.items}
+    assert items["torch"].kind == "installed"  # the installed torch stays: it is the one to fit
+    assert items["pointnet2_ops"].kind == "build" and items["pointnet2_ops"].torch == "2.14.1+cu130"
+    fitting = _after_pip_upgrade(tmp_path, "pt2141cu130")
+    again = decide(
+        InstallRequest(requirements=tuple(repair_request(fitting, default_index())[0])),
+        fitting,
+        default_index(),
+        reporter=NullReporter(),
+        install=True,
+        confirm=None,
+    )
+    assert {item.kind for item in again.items} == {"installed"}  # nothing to rebuild
+
+
+def test_repair_takes_no_requirements_beside_it(capsys: pytest.CaptureFixture[str]) -> None:
+    from pip_plugin.__main__ import main as cuda_pip
+
+    assert cuda_pip(["install", "--repair", "numpy", "--dry-run"]) == 2
+    assert "--repair plans the installed extensions again" in capsys.readouterr().err
+
+
+def test_cuda_pip_repair_keeps_a_build_that_fits_the_installed_torch(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+
+    from _torch_env import _cli, standin_torch_venv
+    from test_lock_support import make_wheel
+
+    python = standin_torch_venv(tmp_path)  # torch 2.14.1 built for CUDA 13.0
+    fits = make_wheel(tmp_path / "w", "pointnet2_ops", "3.0.0+pt2141cu130.sm90")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    pip = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check"]
+    subprocess.run([*pip, str(fits)], check=True, env=environ)
+    environ.update(CUDA_RESOLVE_DRIVER="580.65.06", CUDA_RESOLVE_CUDA_ARCH="9.0")
+    words = ["install", "--repair", "--dry-run", "--json", "--python", str(python)]
+    done = _cli(*words, env=environ, module="pip_plugin")
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)["plan"]
+    kinds = {item["name"]: item["kind"] for item in plan["install"]}
+    assert kinds == {"torch": "installed", "pointnet2_ops": "installed"}

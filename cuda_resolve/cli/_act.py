@@ -88,6 +88,12 @@ def add_action_options(parser: argparse.ArgumentParser, *, install: bool) -> Non
             "--no-verify", action="store_true", help="skip the import check after installing"
         )
         group.add_argument(
+            "--repair",
+            action="store_true",
+            help="after torch was changed outside cuda-resolve: rebuild or re-fetch, for the "
+            "installed torch, the extensions built for another one (those doctor names)",
+        )
+        group.add_argument(
             "--keep-stale",
             metavar="NAME",
             action="append",

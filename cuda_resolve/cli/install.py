@@ -212,6 +212,28 @@ def _request(
     )
 
 
+def _repair_requests(
+    env: Environment,
+    index: Index,
+    requests: Sequence[str],
+    file_requirements: Sequence[FileRequirement],
+    reporter: Reporter,
+) -> list[str]:
+    """``--repair``: the curated extensions installed, planned again for the installed torch
+    (those that fit it stay as they are); what cannot be rebuilt is said."""
+    from ..install.stale import repair_request
+
+    if requests or file_requirements:
+        raise UsageError(
+            "--repair plans the installed extensions again: name no requirements beside it",
+            hint="run cuda-pip install --repair alone, then install the rest",
+        )
+    names, notes = repair_request(env, index)
+    for note in notes:
+        reporter.note(note)
+    return names
+
+
 def run_action(
     args: argparse.Namespace,
     requests: Sequence[str],
@@ -239,6 +261,13 @@ def run_action(
     from ._common import index_from_args
 
     index = index_from_args(args)
+    if getattr(args, "repair", False):
+        requests = _repair_requests(env, index, requests, file_requirements, reporter)
+        if not requests:
+            reporter.step("nothing to repair: no curated extension is installed here")
+            if args.json:
+                _output.print_json({"target": env.python.executable, "repair": []})
+            return 0
     # `build` makes wheels: an installed build that fits is no reason to make none.
     request = _request(
         args, requests, file_requirements, file_notes, keep_installed=mode == "install"

@@ -27,7 +27,13 @@ from ..plan import Plan
 from ..torch_identity import identity_of
 from .verify import planned_torch
 
-__all__ = ["StaleExtension", "carry_extensions", "replaced_torch", "stale_extensions"]
+__all__ = [
+    "StaleExtension",
+    "carry_extensions",
+    "repair_request",
+    "replaced_torch",
+    "stale_extensions",
+]
 
 _TORCH_FAMILY = frozenset({"torch", "torchvision", "torchaudio"})
 _TORCH_LIBRARIES = ("libtorch", "libc10")
@@ -146,3 +152,26 @@ def carry_extensions(
 
 def _shown(stale: StaleExtension) -> str:
     return f"{stale.name} {stale.version}" if stale.version else stale.name
+
+
+def repair_request(env: Environment, index: Index) -> tuple[list[str], list[str]]:
+    """What ``cuda-pip install --repair`` plans again for the installed torch, after torch was
+    changed outside the tool: (the curated extensions installed, whose builds the resolver keeps
+    where they fit the installed torch and plans again where not; notes on the extensions
+    doctor names that cuda-resolve cannot rebuild: their libraries lack torch symbols)."""
+    names = {canonicalize_name(e.name): e.name for e in env.installed_extensions}
+    notes: list[str] = []
+    for binary in env.extensions:
+        if not binary.missing_symbols:
+            continue
+        text = binary.distribution.partition(" ")[0] if binary.distribution else ""
+        if text and index.package(text) is not None:
+            names.setdefault(canonicalize_name(text), text)
+        else:
+            named = binary.distribution or binary.path
+            notes.append(
+                f"{named} needs torch symbols the installed torch does not define, and "
+                "cuda-resolve cannot rebuild it: pip install --force-reinstall --no-deps "
+                f"--no-build-isolation {text or 'NAME'} rebuilds it against the installed torch"
+            )
+    return [names[key] for key in sorted(names)], notes
