@@ -268,7 +268,7 @@ def recover(journal: Journal, *, environ: Mapping[str, str] | None = None) -> Re
             f"still has {names} running, which may still write to it: nothing was undone",
             hint="wait until they have ended (or end them: kill "
             + " ".join(str(m.pid) for m in still)
-            + "), then run `cuda-resolve undo --last` again",
+            + "), then run `cuda-resolve undo --last` (or the install) again",
         )
     return Stash(journal, environ=os.environ if environ is None else environ).restore()
 
