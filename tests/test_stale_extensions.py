@@ -185,3 +185,30 @@ def test_cuda_pip_repair_keeps_a_build_that_fits_the_installed_torch(tmp_path: P
     plan = json.loads(done.stdout)["plan"]
     kinds = {item["name"]: item["kind"] for item in plan["install"]}
     assert kinds == {"torch": "installed", "pointnet2_ops": "installed"}
+
+
+def test_sync_refuses_a_locked_torch_that_would_leave_extensions_built_for_the_old_one(
+    tmp_path: Path,
+) -> None:
+    from cuda_resolve.errors import InstallError
+    from cuda_resolve.lock.select import Wanted
+    from cuda_resolve.lock.sync import _refuse_stale_extensions
+
+    env = _machine(tmp_path, MYSTERY)
+
+    def wanted(name: str, version: str) -> Wanted:
+        return Wanted(name=name, version=version, file="f.whl", url="u", size=1, sha256="0" * 64)
+
+    with pytest.raises(InstallError) as refused:
+        _refuse_stale_extensions(env, [wanted("torch", "2.13.0")])
+    assert "replaces the installed torch 2.14.1+cu130, and mystery, pointnet2-ops" in str(
+        refused.value
+    )
+    assert "sync --exact" in str(refused.value.hint)
+    with pytest.raises(InstallError, match="mystery"):  # another variant of the same release
+        _refuse_stale_extensions(env, [wanted("torch", "2.14.1+cu126")])
+    # the same build (PyPI's file names no variant), or the extensions locked too: nothing left
+    _refuse_stale_extensions(env, [wanted("torch", "2.14.1")])
+    _refuse_stale_extensions(env, [wanted("torch", "2.14.1+cu130")])
+    locked_too = [wanted("mystery", "1.1"), wanted("pointnet2-ops", "3.0.0+pt2130cu130.sm90")]
+    _refuse_stale_extensions(env, [*locked_too, wanted("torch", "2.13.0")])

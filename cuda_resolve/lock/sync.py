@@ -182,6 +182,8 @@ class _Target:
         request = self.request
         profile = choose_profile(self.lock, self.env, default_cuda_facts(), request.name)
         wanted = wanted_files(self.lock, profile, self.env)
+        if not (request.check or request.exact):
+            _refuse_stale_extensions(self.env, wanted)
         if request.exact:
             self.closure = self._tool_closure()
         installed = _as_torch_names_it(self.env, self.installed, wanted)
@@ -207,6 +209,33 @@ class _Target:
             return frozenset()
         requires = target_requirements(self.python, self.environ)
         return tool_closure(requires, marker_environment(self.env))
+
+
+def _refuse_stale_extensions(env: Environment, wanted: Sequence[Wanted]) -> None:
+    """A lock whose torch replaces the installed build would leave the extensions built for the
+    old one installed, broken at their next import (issue 27): refused, unless the lock names
+    them too or ``--exact`` removes what it does not name."""
+    from ..index import default_index
+    from ..install.stale import stale_extensions
+    from ..torch_identity import identity_of
+
+    torch = next((w for w in wanted if w.name == "torch"), None)
+    if torch is None or env.torch is None:
+        return
+    installed = identity_of(env.torch)
+    release, _, label = torch.version.partition("+")
+    if release == installed.release and (not label or label == installed.variant):
+        return
+    stale = stale_extensions(env, default_index(), planned=[w.name for w in wanted])
+    if stale:
+        names = ", ".join(s.name for s in stale)
+        raise InstallError(
+            f"the lock's torch {torch.version} replaces the installed torch {installed.label}, "
+            f"and {names} (built for {installed.label}) would stay installed: at the next import "
+            "they fail with 'undefined symbol'; nothing was installed",
+            hint="lock them too (add them to the lock's requirements), or sync --exact, which "
+            "removes what the lock does not name",
+        )
 
 
 def _as_torch_names_it(
