@@ -72,7 +72,8 @@ def test_cpu_rocm_and_unlabelled_builds() -> None:
     # no version.py: the label decides, else nothing is known of the variant
     bare = identity_from(version_py=None, metadata_version="2.5.1+cu124")
     assert bare is not None and (bare.variant, bare.cuda) == ("cu124", CudaVersion(12, 4))
-    assert identity_from(version_py=None, metadata_version="2.5.1").variant is None  # type: ignore[union-attr]
+    unlabelled = identity_from(version_py=None, metadata_version="2.5.1")
+    assert unlabelled is not None and unlabelled.variant is None
     assert identity_from(version_py=None, metadata_version=None) is None
 
 
