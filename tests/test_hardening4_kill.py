@@ -4,11 +4,13 @@ pip runs in a session of its own; when the process that started it is killed wit
 must die too (PR_SET_PDEATHSIG), and ``undo --last`` must not restore while a process of that
 install (pip, or a process pip started) still runs and writes to the target.
 
-The install is a real one up to pip: a process takes the target's lock, stashes it
-(``Stash.begin``) and runs pip through :class:`~cuda_resolve.install.pip.TargetPip` and the real
-runner, as cuda-pip does; it is then killed with a real ``kill -9``. pip is a stand-in on
-PYTHONPATH that installs a package slowly (one file every 50 ms for 30 s), so a pip that went on
-would be seen going on. Linux only (/proc, prctl).
+The last test kills the real cuda-pip while the target's real pip installs a wheel (slowed down
+by a ``sitecustomize``). The others drive the acting layer directly: a process takes the target's
+lock, stashes it (``Stash.begin``) and runs pip through
+:class:`~cuda_resolve.install.pip.TargetPip` and the real runner, as cuda-pip does, with a
+stand-in pip on PYTHONPATH that installs a package slowly (one file every 50 ms for 30 s) and
+may leave a process of its own running; that process is killed with a real ``kill -9``. A pip
+that went on would be seen going on. Linux only (/proc, prctl).
 """
 
 from __future__ import annotations
@@ -233,3 +235,84 @@ def test_a_record_names_only_the_same_process(tmp_path: Path) -> None:
         sleeper.kill()
         sleeper.wait()
     assert running(record) == []
+
+
+# A slow real pip: in the target's site-packages, imported at every start of its interpreter; with
+# STANDIN_SLOW set, every file pip copies out of a wheel takes 50 ms more (pip writes each with
+# shutil.copyfileobj), and the first copies leave marks (the pid of the pip, "started").
+SLOW_SITECUSTOMIZE = r"""
+import os, shutil, time
+_marks = os.environ.get("STANDIN_SLOW")
+if _marks:
+    _copy, _count = shutil.copyfileobj, [0]
+    def _slow(*args, **kwargs):
+        _count[0] += 1
+        if _count[0] == 1:
+            with open(os.path.join(_marks, "pip.pid"), "w") as f:
+                f.write(str(os.getpid()))
+        if _count[0] == 4:
+            open(os.path.join(_marks, "started"), "w").close()
+        time.sleep(0.05)
+        return _copy(*args, **kwargs)
+    shutil.copyfileobj = _slow
+"""
+
+
+def _freeze(python: Path) -> str:
+    return subprocess.run(
+        [str(python), "-m", "pip", "freeze", "--all", "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+
+
+def test_kill_9_of_the_real_cuda_pip_stops_pip_and_undo_restores(tmp_path: Path) -> None:
+    """The real cuda-pip installs a 300-file wheel with the target's real pip (slowed down);
+    ``kill -9`` of cuda-pip: pip dies with it, nothing more is written, and ``undo --last``
+    puts the target back exactly."""
+    from _torch_env import copy_venv
+    from test_install_stash import _wheel
+
+    python = copy_venv(tmp_path / "venv")
+    (site,) = (tmp_path / "venv").glob("lib/python3*/site-packages")
+    (site / "sitecustomize.py").write_text(SLOW_SITECUSTOMIZE)
+    links, marks = tmp_path / "links", tmp_path / "marks"
+    links.mkdir()
+    marks.mkdir()
+    files = {f"bigpkg/m{i}.py": b"X = 1\n" for i in range(300)}
+    _wheel(links, "bigpkg", "1.0", {"bigpkg/__init__.py": b"", **files})
+    before = _freeze(python)
+
+    environ = {**os.environ, "STANDIN_SLOW": str(marks)}
+    environ.pop("VIRTUAL_ENV", None)
+    argv = ["install", "--python", str(python), "--no-index", "--find-links", str(links)]
+    cuda_pip = subprocess.Popen(
+        [sys.executable, "-m", "pip_plugin", *argv, "bigpkg"],
+        env=environ,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    while not (marks / "started").exists():
+        assert cuda_pip.poll() is None, cuda_pip.communicate()[1].decode()
+        assert time.monotonic() < deadline, "pip never started writing"
+        time.sleep(0.02)
+    os.kill(cuda_pip.pid, signal.SIGKILL)
+    cuda_pip.communicate(timeout=30)
+    pip = int((marks / "pip.pid").read_text())
+    try:
+        assert _gone(pip), "pip went on installing after cuda-pip was killed"
+    finally:
+        if start_time(pip) is not None:
+            os.kill(pip, signal.SIGKILL)
+    written = sorted((site / "bigpkg").glob("*.py"))
+    time.sleep(0.3)
+    assert sorted((site / "bigpkg").glob("*.py")) == written and len(written) < 300
+
+    done = _undo(python)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _freeze(python) == before
+    assert not (site / "bigpkg").exists() and pending(default_journal_dir()) == []
