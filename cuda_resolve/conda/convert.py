@@ -12,6 +12,7 @@ find-links pages) is downloaded, checked against the sha256 its page lists
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 import tempfile
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..environment import Environment
-from ..errors import UsageError
+from ..errors import CudaResolveError, UsageError
 from ..index.model import Index
 from ..install.options import InstallOptions
 from ..net.client import HttpClient
@@ -37,6 +38,7 @@ __all__ = [
     "build_into_channel",
     "channel_plan",
     "environment_torch",
+    "in_conda_words",
     "package_plan",
     "prefix_python",
 ]
@@ -157,7 +159,10 @@ def channel_plan(
     request = InstallRequest(
         requirements=tuple(names), resolve=Options(arch_list=entries), dry_run=True
     )
-    plan, _ = build_only(request, env, index, options, reporter=reporter, environ=environ)
+    try:
+        plan, _ = build_only(request, env, index, options, reporter=reporter, environ=environ)
+    except CudaResolveError as error:
+        raise in_conda_words(error, names) from None
     changes = [
         item for item in plan.items if item.name in TORCH_FAMILY and item.kind != "installed"
     ]
@@ -171,6 +176,39 @@ def channel_plan(
             + " shows why; install the torch it names into the environment first",
         )
     return plan
+
+
+#: What cuda-resolve's reasons say to the command line, and what a conda command cannot take.
+_ARCH_LIST_WORDS = "; pass --arch-list (e.g. 8.6) to build for other machines"
+
+
+def in_conda_words(error: CudaResolveError, names: Sequence[str]) -> CudaResolveError:
+    """``error`` as a conda command's user can act on it: conda's ``install`` takes none of
+    cuda-resolve's options, so a way out that is an option (``--arch-list``,
+    ``--allow-torch-change``) is said in conda's terms: the plugin's setting or conda's
+    ``CONDA_OVERRIDE_CUDA_ARCH`` for the GPUs to build for, the environment's torch for a torch
+    change. Any other error is returned as it is."""
+    hint = error.hint or ""
+    if "--arch-list" in hint or "--arch-list" in error.message:
+        hint = (
+            "no GPU here to build for: set the compute capabilities of the machines you build "
+            "for, `conda config --set plugins.cuda_resolve_arch_list '8.6;9.0'`, or for one "
+            "command, `CONDA_OVERRIDE_CUDA_ARCH=8.6 conda install ...`"
+        )
+    elif "--allow-torch-change" in hint:
+        hint = (
+            f"`conda cuda plan {' '.join(names)} --allow-torch-change` names the torch that fits; "
+            "install that torch into the environment, then retry"
+        )
+    else:
+        return error
+    message = error.message.replace(
+        _ARCH_LIST_WORDS, " (conda: plugins.cuda_resolve_arch_list or CONDA_OVERRIDE_CUDA_ARCH)"
+    )
+    converted = copy.copy(error)
+    converted.message, converted.hint = message, hint
+    converted.args = (message,)
+    return converted
 
 
 def package_plan(

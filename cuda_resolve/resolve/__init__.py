@@ -26,6 +26,7 @@ from ..compat import (
 )
 from ..environment import Environment
 from ..errors import ResolutionImpossible, UsageError
+from ..index.cuda import ArchEntry, parse_arch_list
 from ..index.model import Index
 from ..versions import CudaVersion
 from .candidates import CATEGORIES, TORCH_FAMILY, Candidate, Catalogue, Options, Rejection, Req
@@ -602,7 +603,7 @@ def _hint(rejection: Rejection, catalogue: Catalogue) -> str:
             "of a published platform with --profile"
         )
     if kind == "arch-list-needed":
-        return "pass --arch-list with the compute capabilities of the machines you build for"
+        return _ARCH_LIST_HINT
     if kind == "arch-list-unknown":
         return (
             "ask for a torch build whose arch list the index knows (`cuda-resolve index "
@@ -751,7 +752,7 @@ def _conflict(
     ranked = sorted(
         ruled_out, key=lambda r: (r.name not in empty, _RELEVANCE.get(r.category, len(_RELEVANCE)))
     )
-    ordered = leading + ranked
+    ordered = _first_way_out(leading + ranked, catalogue, requested)
 
     def shown_name(requirement: Req) -> str:
         package = catalogue.index.package(requirement.name)
@@ -774,9 +775,92 @@ def _conflict(
     )
     if ordered and ordered[0].kind == "toolkit-torch-major":
         hint = _major_hint(ordered[0], catalogue, requested)
+    elif ordered and ordered[0].kind in _TORCH_CHANGE_HINTS:
+        hint = _torch_change_hint(hint, catalogue, requested)
     return ResolutionImpossible(
         message, hint=hint, reasons=tuple(dict.fromkeys(r.reason for r in ordered))
     )
+
+
+#: Leading rejections whose hint is "rerun with --allow-torch-change".
+_TORCH_CHANGE_HINTS = ("installed-unfit", "installed-no-wheel")
+#: The arch list a GPU-less machine is asked for in the hint's example ("e.g. 8.6").
+_EXAMPLE_ARCH_LIST = "8.6"
+_ARCH_LIST_HINT = (
+    "pass --arch-list with the compute capabilities of the machines you build for (e.g. "
+    f"{_EXAMPLE_ARCH_LIST}): there is no GPU here to build for"
+)
+
+
+def _followed(
+    catalogue: Catalogue,
+    *,
+    allow_torch_change: bool | None = None,
+    arch_list: tuple[ArchEntry, ...] | None = None,
+) -> Catalogue:
+    """The catalogue as it is once a hint's options are followed."""
+    options = catalogue.options
+    if allow_torch_change is not None:
+        options = replace(options, allow_torch_change=allow_torch_change)
+    if arch_list is not None:
+        options = replace(options, arch_list=arch_list)
+    return Catalogue(catalogue.env, catalogue.index, options)
+
+
+def _fits(catalogue: Catalogue, requested: Sequence[Req]) -> bool:
+    try:
+        _solve(catalogue, requested)
+    except (resolvelib.ResolutionImpossible, resolvelib.ResolutionTooDeep):
+        return False
+    return True
+
+
+def _example_arch_list() -> tuple[ArchEntry, ...]:
+    return parse_arch_list(_EXAMPLE_ARCH_LIST)
+
+
+def _first_way_out(
+    ordered: list[Rejection], catalogue: Catalogue, requested: Sequence[Req]
+) -> list[Rejection]:
+    """Lead with the rejection whose way out works: on a machine with no GPU, where --arch-list
+    alone makes the request fit, "no GPU to build for" leads (its hint, --arch-list, is the way
+    out; --allow-torch-change or another Python would lead into a wall)."""
+    needed = next((r for r in ordered if r.kind == "arch-list-needed"), None)
+    if (
+        needed is None
+        or ordered[0] is needed
+        or catalogue.options.arch_list is not None
+        or catalogue.env.gpus
+        or not _fits(_followed(catalogue, arch_list=_example_arch_list()), requested)
+    ):
+        return ordered
+    return [needed, *(r for r in ordered if r is not needed)]
+
+
+def _torch_change_hint(hint: str, catalogue: Catalogue, requested: Sequence[Req]) -> str:
+    """``hint`` (rerun with --allow-torch-change) where following it makes the request fit; where
+    it fits only with --arch-list too (no GPU here), both; else ``hint`` and what stops it next."""
+    if catalogue.options.allow_torch_change:
+        return hint
+    changed = _followed(catalogue, allow_torch_change=True)
+    try:
+        _solve(changed, requested)
+    except resolvelib.ResolutionTooDeep:
+        return hint
+    except resolvelib.ResolutionImpossible as exc:
+        if (
+            catalogue.options.arch_list is None
+            and not catalogue.env.gpus
+            and _fits(_followed(changed, arch_list=_example_arch_list()), requested)
+        ):
+            return (
+                "rerun with --allow-torch-change and --arch-list (the compute capabilities of the "
+                f"machines you build for, e.g. {_EXAMPLE_ARCH_LIST}): there is no GPU here to "
+                "build for"
+            )
+        then = _conflict(exc, changed, list(requested)).hint
+        return f"{hint}; then {then}" if then else hint
+    return hint
 
 
 def _major_hint(rejection: Rejection, catalogue: Catalogue, requested: list[Req]) -> str:
