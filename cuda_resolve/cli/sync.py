@@ -67,6 +67,13 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="say what would be installed and removed, and the pip commands; change nothing",
     )
+    parser.add_argument(
+        "--installer",
+        choices=("auto", "pip", "uv"),
+        default="auto",
+        help="what installs the locked files: auto (uv where it is installed: "
+        "cuda-resolve[fast]; else pip), uv or pip",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON report")
     parser.set_defaults(handler=handle)
 
@@ -81,6 +88,7 @@ def handle(args: argparse.Namespace) -> int:
         check=args.check,
         exact=args.exact,
         dry_run=args.dry_run,
+        installer=args.installer,
     )
     reporter = None
     if not args.check:  # checking needs no acting layer, nor the terminal reporter
@@ -120,8 +128,8 @@ def _render_dry_run(result: SyncResult) -> None:
     _say_kept(result.kept, "would keep")
     for w in result.to_install:
         _say(f"would install {w.name} {w.version} ({w.file}, sha256 {w.sha256[:12]}...)")
-    for command in result.pip_runs:
-        _say("would run: " + " ".join(command))
+    for command, installer in zip(result.pip_runs, result.installers, strict=False):
+        _say(f"would run ({installer}): " + " ".join(command))
 
 
 def _render_sync(result: SyncResult) -> None:
@@ -132,6 +140,8 @@ def _render_sync(result: SyncResult) -> None:
     _say_kept(result.kept, "kept")
     for w in result.to_install:
         _say(f"installed {w.name} {w.version}")
+    if result.installers:
+        _say(f"installed by: {', '.join(result.installers)}")
 
 
 def _say_kept(kept: Sequence[Kept], verb: str) -> None:

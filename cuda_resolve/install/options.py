@@ -27,6 +27,9 @@ class InstallOptions:
     #: The only distributions the run can replace (a ``--no-deps`` install of named files, as
     #: ``sync`` runs); None: any. Only their files are stashed for the undo (see Stash.begin).
     replaces: tuple[str, ...] | None = None
+    #: Which engine installs a step whose files are all local, with their sha256 (a lock's
+    #: cached files, wheelhouse wheels): "auto" (uv where found), "uv" or "pip" (see .uv).
+    installer: str = "auto"
 
     def source_for(self, package: str) -> Path | None:
         wanted = canonicalize_name(package)

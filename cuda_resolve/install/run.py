@@ -328,7 +328,7 @@ def run(
         )
         return replace(done, timings=(*phases.items(), *done.timings))
     if request.dry_run:
-        commands = planned_commands(plan, python, house)
+        commands = planned_commands(plan, python, house, installer=options.installer, environ=base)
         return InstallResult(
             plan=plan,
             builds=(),

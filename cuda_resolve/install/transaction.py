@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,11 +42,13 @@ from .pip import (
 )
 from .pipoptions import options_for_torch_step
 from .stash import Stash, default_journal_dir, default_lock_dir, target_lock
+from .uv import UvFailed, installer_of
 
 if TYPE_CHECKING:  # a plan without builds (a sync, a plain install) loads none of the build layer
     from ..build.builder import BuildResult
     from ..wheelhouse.key import WheelKey
     from ..wheelhouse.store import Wheelhouse
+    from .uv import LocalStep, UvInstaller
 
 __all__ = [
     "InstallOptions",
@@ -70,7 +72,8 @@ class InstallResult:
     smoke: tuple[tuple[str, str], ...] = ()  # (package, its output's last line)
     notes: tuple[str, ...] = field(default_factory=tuple)
     timings: tuple[tuple[str, float], ...] = ()  # (phase, seconds) in the order they ran
-    pip_runs: tuple[tuple[str, ...], ...] = ()  # the exact pip commands that ran
+    pip_runs: tuple[tuple[str, ...], ...] = ()  # the exact pip (and uv) commands that ran
+    installers: tuple[str, ...] = ()  # which engine ran each of them: "pip" or "uv"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -93,6 +96,7 @@ class InstallResult:
             "notes": list(self.notes),
             "timings": {phase: round(seconds, 2) for phase, seconds in self.timings},
             "pip_runs": [list(command) for command in self.pip_runs],
+            "installers": list(self.installers),
         }
 
 
@@ -146,10 +150,16 @@ def _step_args(
 
 
 def planned_commands(
-    plan: Plan, python: str, wheelhouse: Wheelhouse, *, trust: Sequence[str] | None = None
+    plan: Plan,
+    python: str,
+    wheelhouse: Wheelhouse,
+    *,
+    trust: Sequence[str] | None = None,
+    installer: str = "pip",
+    environ: Mapping[str, str] | None = None,
 ) -> list[list[str]]:
-    """The exact pip commands :func:`execute` runs for ``plan`` (built wheels at their wheelhouse
-    paths)."""
+    """The exact commands :func:`execute` runs for ``plan`` (built wheels at their wheelhouse
+    paths): uv's for the all-local steps where ``installer`` runs uv there (:mod:`.uv`)."""
     pip = TargetPip(
         python,
         environ={},
@@ -162,7 +172,58 @@ def planned_commands(
         for b in plan.builds
         if (stored := wheelhouse.lookup(b.key)) is not None
     }
-    return [pip.install_command(_step_args(step, plan, wheels, hashes)) for step in plan.steps]
+    uv = _uv_engine(installer, python, None, environ, Path(os.devnull))
+    commands: list[list[str]] = []
+    for number, step in enumerate(plan.steps, 1):
+        local = _local_step(uv, step, plan, wheels, hashes)
+        if uv is not None and local is not None:
+            run_folder = Path(tempfile.gettempdir()) / "cuda-resolve-install-RUN"
+            commands.append(uv.command(uv.requirements_file(local, run_folder, number)))
+        else:
+            commands.append(pip.install_command(_step_args(step, plan, wheels, hashes)))
+    return commands
+
+
+def _uv_engine(
+    installer: str,
+    python: str,
+    prefix: str | None,
+    environ: Mapping[str, str] | None,
+    log_path: Path,
+    notes: list[str] | None = None,
+) -> UvInstaller | None:
+    """uv for the all-local steps (``installer`` auto or uv, uv found), or None: pip."""
+    from .uv import UvInstaller, uv_for
+
+    base = dict(os.environ if environ is None else environ)
+    found, why_not = uv_for(installer, base)
+    if why_not is not None and notes is not None:
+        notes.append(why_not)
+    if found is None:
+        return None
+    where = prefix or str(Path(python).parent.parent)  # PREFIX/bin/python
+    return UvInstaller(found, python, prefix=where, environ=base, log_path=log_path)
+
+
+def _local_step(
+    uv: UvInstaller | None,
+    step: PipStep,
+    plan: Plan,
+    wheels: Mapping[str, Path],
+    hashes: Mapping[str, str],
+) -> LocalStep | None:
+    """``step``'s local files when uv runs it (:func:`.uv.local_requirements`), else None."""
+    if uv is None:
+        return None
+    from .uv import local_requirements
+
+    package = {b.key.digest: b.spec.package for b in plan.builds}
+    built = [
+        (package[digest], wheels[digest], hashes.get(digest, UNBUILT_SHA256))
+        for digest in step.built
+        if digest in wheels
+    ]
+    return local_requirements(step, built)
 
 
 # -- execute --------------------------------------------------------------------------------
@@ -256,8 +317,9 @@ def _recover_pending(
             )
 
 
-def _restored(exc: BaseException, stash: Stash, report: Reporter) -> None:
-    """Undo what pip changed; the error then says what was restored and what could not be."""
+def _restored(exc: BaseException, stash: Stash, report: Reporter) -> bool:
+    """Undo what pip changed; the error then says what was restored and what could not be.
+    True when the target is as it was."""
     from .._signals import deferred_interrupts
 
     try:
@@ -272,7 +334,7 @@ def _restored(exc: BaseException, stash: Stash, report: Reporter) -> None:
         report.note(outcome_text)
         if isinstance(exc, CudaResolveError):
             exc.hint = outcome_text
-        return
+        return False
     if outcome.restored:
         report.step("restored: " + "; ".join(outcome.restored))
     if outcome.not_restored:
@@ -282,6 +344,7 @@ def _restored(exc: BaseException, stash: Stash, report: Reporter) -> None:
             exc.hint = f"{text}; run `cuda-resolve undo --last` after fixing it"
     if outcome.complete:
         stash.commit()
+    return outcome.complete
 
 
 #: The import check and a smoke test each end within this.
@@ -438,7 +501,47 @@ def execute(
     """Carry out the complete ``plan`` in ``env``'s target; see the module's docstring.
     ``probed``: what :func:`~.pip.pip_facts_and_distributions` answered for the target moments
     ago (``sync`` reads it to decide what to install): then it is not asked again. ``wheelhouse``
-    None: the default one, loaded only when the plan builds."""
+    None: the default one, loaded only when the plan builds. A step uv could not install
+    (:mod:`.uv`: a Python it does not support, a cache it cannot write) is undone like any
+    failure, then the whole run is made again with pip, and a note says so."""
+    import functools
+
+    once = functools.partial(
+        _execute_once,
+        plan,
+        env,
+        wheelhouse=wheelhouse,
+        probe=probe,
+        environ=environ,
+        reporter=reporter,
+        log_path=log_path,
+    )
+    try:
+        return once(options=options, probed=probed)
+    except UvFailed as failed:
+        if not failed.restored:
+            raise
+        note = (
+            f"uv could not install the local files ({failed.message}); the environment was "
+            f"restored and pip installs them (log: {log_path})"
+        )
+        (reporter or NullReporter()).note(note)
+        again = once(options=replace(options, installer="pip"), probed=None)
+        return replace(again, notes=(note, *again.notes))
+
+
+def _execute_once(
+    plan: Plan,
+    env: Environment,
+    *,
+    wheelhouse: Wheelhouse | None,
+    options: InstallOptions,
+    probe: Callable[[str], tuple[bool, str]] | None = None,
+    environ: Mapping[str, str] | None = None,
+    reporter: Reporter | None = None,
+    log_path: Path,
+    probed: tuple[PipFacts, Mapping[str, str]] | None = None,
+) -> InstallResult:
     if not plan.complete:
         raise InstallError(
             "the plan is not complete (no builds or pip steps decided)",
@@ -487,6 +590,7 @@ def execute(
         )
     if trust_note:
         notes.append(trust_note)
+    uv = _uv_engine(options.installer, python, facts.real_prefix, base, log_path, notes)
     report.step(f"installing into {python}")
     with target_lock(
         python,
@@ -502,10 +606,11 @@ def execute(
             )
         try:
             changed, verified, smoke_results, ran = _install_and_check(
-                plan, env, pip, options, results, before, base, log_path, report, phases, notes
+                plan, env, pip, options, results, before, base, log_path, report, phases, notes, uv
             )
         except BaseException as exc:
-            _restored(exc, stash, report)
+            if _restored(exc, stash, report) and isinstance(exc, UvFailed):
+                exc.restored = True  # as it was: pip may install instead
             raise
         stash.commit()
     return InstallResult(
@@ -517,6 +622,7 @@ def execute(
         notes=tuple(notes),
         timings=phases.items(),
         pip_runs=tuple(ran),
+        installers=tuple(installer_of(command) for command in ran),
     )
 
 
@@ -532,6 +638,7 @@ def _install_and_check(
     report: Reporter,
     phases: Phases,
     notes: list[str],
+    uv: UvInstaller | None = None,
 ) -> tuple[
     list[tuple[str, str | None, str | None]],
     list[str],
@@ -557,7 +664,13 @@ def _install_and_check(
         tempfile.TemporaryDirectory(prefix="cuda-resolve-install-") as scratch,
     ):
         inside = {"TMPDIR": scratch, "TEMP": scratch, "TMP": scratch}
-        for step in plan.steps:
+        for number, step in enumerate(plan.steps, 1):
+            local = _local_step(uv, step, plan, wheels, hashes)
+            if uv is not None and local is not None:  # local files, hash-checked: uv links them
+                requirements = uv.requirements_file(local, Path(scratch), number)
+                ran.append(tuple(uv.command(requirements)))
+                _run_uv(uv, local, requirements, inside, on_line, step.purpose, log_path)
+                continue
             args = _step_args(step, plan, wheels, hashes)
             ran.append(tuple(pip.install_command(args)))
             status, tail = pip.install(
@@ -603,6 +716,26 @@ def _install_and_check(
         restored="the environment was restored as it was; ",
     )
     return changed, verified, smoke_results, ran
+
+
+def _run_uv(
+    uv: UvInstaller,
+    local: LocalStep,
+    requirements: Path,
+    environ: Mapping[str, str],
+    on_line: Callable[[str], None],
+    purpose: str,
+    log_path: Path,
+) -> None:
+    """One all-local step through uv; its failure is a :class:`.uv.UvFailed` (the executor
+    restores the target, then pip installs)."""
+    _, status, tail = uv.install(local, requirements, environ=environ, on_line=on_line)
+    if status != 0:
+        detail = [line for line in tail if line.startswith(("error", "  cause"))] or tail[-3:]
+        raise UvFailed(
+            f"uv pip install ({purpose}) failed: {' / '.join(d.strip() for d in detail)}",
+            hint=f"the environment was restored as it was; full log: {log_path}",
+        )
 
 
 #: pip options that install somewhere else than the target's site-packages.

@@ -60,6 +60,7 @@ class SyncRequest:
     check: bool = False  # change nothing; report the drift
     exact: bool = False  # also remove what the lock does not name
     dry_run: bool = False  # say what would change and the pip commands; change nothing
+    installer: str = "auto"  # the engine of the locked files: auto (uv where found), uv or pip
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,6 +74,7 @@ class SyncResult:
     to_remove: tuple[str, ...]
     kept: tuple[Kept, ...] = ()  # with --exact: not locked, left in place, and why
     pip_runs: tuple[tuple[str, ...], ...] = ()  # planned (a dry run) or run
+    installers: tuple[str, ...] = ()  # which engine runs each of them: "pip" or "uv"
 
     @property
     def drifted(self) -> tuple[Drift, ...]:
@@ -98,6 +100,7 @@ class SyncResult:
                     "install": installing,
                     "remove": list(self.to_remove),
                     "pip_runs": [list(c) for c in self.pip_runs],
+                    "installers": list(self.installers),
                     "dry_run": True,
                 }
             )
@@ -107,6 +110,7 @@ class SyncResult:
                     "installed": installing,
                     "removed": list(self.to_remove),
                     "pip_runs": [list(c) for c in self.pip_runs],
+                    "installers": list(self.installers),
                 }
             )
         return document
@@ -284,6 +288,7 @@ class _Act:
         from dataclasses import replace
 
         from ..install.transaction import planned_commands
+        from ..install.uv import installer_of
         from ..paths import cache_root
         from ..wheelhouse.store import Wheelhouse
         from .wheelcache import cache_path
@@ -291,8 +296,18 @@ class _Act:
         state, to_install = self.state, self.decided.to_install
         paths = {w.name: cache_path(cache_root() / "lock-wheels", w) for w in to_install}
         plan = sync_plan(state.env, to_install, paths, requirements)
-        commands = planned_commands(plan, state.python, Wheelhouse.default())
-        return replace(self.decided, pip_runs=tuple(tuple(c) for c in commands))
+        commands = planned_commands(
+            plan,
+            state.python,
+            Wheelhouse.default(),
+            installer=state.request.installer,
+            environ=state.environ,
+        )
+        return replace(
+            self.decided,
+            pip_runs=tuple(tuple(c) for c in commands),
+            installers=tuple(installer_of(c) for c in commands),
+        )
 
     def _changed(self, requirements: Path, config: Any) -> SyncResult:
         from dataclasses import replace
@@ -312,8 +327,9 @@ class _Act:
             imports=_imports_of(decided.to_install),
         )
         pip_runs: tuple[tuple[str, ...], ...] = ()
+        installers: tuple[str, ...] = ()
         if plan.steps:
-            pip_runs = self._install(plan)
+            pip_runs, installers = self._install(plan)
         if decided.to_remove:
             remove_extras(
                 state.python,
@@ -323,7 +339,7 @@ class _Act:
                 self.report,
                 keep=state.closure,
             )
-        return replace(decided, pip_runs=pip_runs)
+        return replace(decided, pip_runs=pip_runs, installers=installers)
 
     def _fetched(self, config: Any) -> dict[str, Path]:
         from ..paths import cache_root
@@ -338,9 +354,10 @@ class _Act:
                 paths.update(fetch_all(missing, client, cache_dir, self.report))
         return paths
 
-    def _install(self, plan: Plan) -> tuple[tuple[str, ...], ...]:
-        """One --no-deps pip run over the locked files: only those names can change. After it,
-        the torch and curated extensions it installed must import (else it is undone)."""
+    def _install(self, plan: Plan) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
+        """One --no-deps run over the locked files (uv's where it is found, else pip's): only
+        those names can change. After it, the torch and curated extensions it installed must
+        import (else it is undone). Returns the commands run and which engine ran each."""
         from ..install.options import InstallOptions
         from ..install.transaction import execute
         from ..paths import new_log_path
@@ -350,13 +367,16 @@ class _Act:
             plan,
             state.env,
             wheelhouse=None,
-            options=InstallOptions(replaces=tuple(w.name for w in self.decided.to_install)),
+            options=InstallOptions(
+                replaces=tuple(w.name for w in self.decided.to_install),
+                installer=state.request.installer,
+            ),
             environ=state.environ,
             reporter=self.report,
             log_path=new_log_path("sync"),
             probed=state.probed,
         )
-        return tuple(tuple(c) for c in result.pip_runs)
+        return tuple(tuple(c) for c in result.pip_runs), result.installers
 
 
 def _load_for_workers() -> None:
