@@ -298,16 +298,19 @@ def validate_kernel_name(name: str) -> str:
 
 def kernel_spec(job: JobEnvironment, name: str, python: str) -> dict[str, Any]:
     """jupyter_client's kernel.json for ``python`` with the exports in ``env``. jupyter_client
-    replaces ``${VAR}`` in those values with the server's own, so PATH keeps what it had."""
+    replaces ``${VAR}`` in those values with the server's own (``string.Template``), so PATH
+    keeps what it had; a ``$`` of a path is written ``$$``, which it turns back into ``$``."""
     env: dict[str, str] = {}
     if job.cuda_home:
-        env["CUDA_HOME"] = job.cuda_home
+        env["CUDA_HOME"] = _template_literal(job.cuda_home)
     path = tuple(dict.fromkeys((*job.path, os.path.dirname(python))))
-    env["PATH"] = ":".join((*path, "${PATH}"))
+    env["PATH"] = ":".join((*map(_template_literal, path), "${PATH}"))
     if job.library_path:
-        env["LD_LIBRARY_PATH"] = ":".join((*job.library_path, "${LD_LIBRARY_PATH}"))
+        env["LD_LIBRARY_PATH"] = ":".join(
+            (*map(_template_literal, job.library_path), "${LD_LIBRARY_PATH}")
+        )
     if job.arch_list:
-        env["TORCH_CUDA_ARCH_LIST"] = job.arch_list
+        env["TORCH_CUDA_ARCH_LIST"] = _template_literal(job.arch_list)
     return {
         "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": f"{name} (cuda-resolve)",
@@ -315,6 +318,10 @@ def kernel_spec(job: JobEnvironment, name: str, python: str) -> dict[str, Any]:
         "env": env,
         "metadata": {"cuda_resolve": {"python": python}},
     }
+
+
+def _template_literal(value: str) -> str:
+    return value.replace("$", "$$")
 
 
 def jupyter_data_dir(environ: Mapping[str, str]) -> str:

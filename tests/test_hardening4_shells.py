@@ -170,3 +170,19 @@ def test_cli_slurm_lines_for_a_hostile_interpreter_folder(
     assert not (tmp_path / "PWNED").exists()
     entries = found["PATH"].split(":")
     assert entries.count(str(folder)) == 1 and entries[-2:] == ["/usr/bin", "/bin"]
+
+
+def test_kernel_spec_values_survive_jupyters_substitution() -> None:
+    """jupyter_client fills ``${VAR}`` in a kernel spec's env (string.Template): a ``$`` of a
+    path must come out as itself, while ``${PATH}`` still takes the server's PATH."""
+    import string
+
+    from cuda_resolve.envvars import kernel_spec
+
+    value = HOSTILE["home"] + "/$$x/$PATH"
+    spec = kernel_spec(_job(value), "lab", f"{value}/v/bin/python")
+    server = {"HOME": "/server-home", "PATH": "/s/bin", "LD_LIBRARY_PATH": "/s/lib"}
+    env = {k: string.Template(v).safe_substitute(server) for k, v in spec["env"].items()}
+    assert env["CUDA_HOME"] == value
+    assert env["PATH"] == f"{value}/bin:{value}/v/bin:/s/bin"
+    assert env["LD_LIBRARY_PATH"] == f"{value}/lib:/l/two:/s/lib"
