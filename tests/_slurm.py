@@ -20,11 +20,22 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-__all__ = ["Cluster", "SlurmUnavailable", "running_slurm", "start_slurm"]
+__all__ = [
+    "PATIENCE",
+    "Cluster",
+    "SlurmUnavailable",
+    "running_slurm",
+    "start_slurm",
+    "wait_for_output",
+]
 
 _PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "scancel")
-_START_SECONDS = 60.0
+#: The longest a test waits for one event (a daemon up, a line printed, a job gone, a command's
+#: answer): only a hang comes near it, never a machine busy with other work.
+PATIENCE = 300.0
+_START_SECONDS = PATIENCE
 
 
 class SlurmUnavailable(RuntimeError):
@@ -41,7 +52,7 @@ class Cluster:
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def run(
-        self, *argv: str, check: bool = True, timeout: float = 30.0
+        self, *argv: str, check: bool = True, timeout: float = PATIENCE
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             argv, env=self.environ, capture_output=True, text=True, check=check, timeout=timeout
@@ -55,7 +66,7 @@ class Cluster:
                 parts.append(f"--- {name}\n" + path.read_text(errors="replace")[-4000:])
         return "\n".join(parts)
 
-    def wait_job(self, job_id: str, timeout: float = 120.0) -> str:
+    def wait_job(self, job_id: str, timeout: float = 2 * PATIENCE) -> str:
         """Wait until the job (or all of an array's tasks) left the queue; its final state."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -75,7 +86,7 @@ class Cluster:
                 process.send_signal(signal.SIGTERM)
         for process in reversed(self.processes):
             try:
-                process.wait(timeout=15)
+                process.wait(timeout=PATIENCE)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=5)
@@ -90,7 +101,7 @@ def _free_port() -> int:
 
 def _node_line() -> tuple[str, int, int]:
     """(hostname, CPUs, memory MiB) as slurmd itself measures them."""
-    out = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, timeout=30).stdout
+    out = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, timeout=PATIENCE).stdout
     fields = dict(word.split("=", 1) for word in out.split() if "=" in word)
     try:
         return fields["NodeName"], int(fields["CPUs"]), int(fields["RealMemory"])
@@ -115,6 +126,23 @@ def _wait_for(
             return
         time.sleep(0.5)
     raise SlurmUnavailable(f"timed out after {timeout:.0f} s waiting for {what}\n{cluster.logs()}")
+
+
+def wait_for_output(
+    path: Path,
+    process: subprocess.Popen[Any],
+    ready: Callable[[str], bool],
+    what: str,
+    timeout: float = PATIENCE,
+) -> str:
+    """The text of ``path`` (a command's stderr) once ``ready(text)``; fails, showing the text so
+    far, when the command exits first or after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not ready(text := path.read_text()):
+        assert process.poll() is None, f"exited {process.returncode} before {what}:\n{text}"
+        assert time.monotonic() < deadline, f"no {what} within {timeout:.0f} s:\n{text}"
+        time.sleep(0.1)
+    return text
 
 
 def _spawn(argv: list[str], environ: dict[str, str], err: Path) -> subprocess.Popen[bytes]:

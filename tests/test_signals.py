@@ -45,8 +45,12 @@ DATA = Path(__file__).parent / "data"
 SOURCE = DATA / "packages" / "sleepext"
 INDEX = DATA / "index" / "sleepext"
 MARKER = "CUDA_RESOLVE_TEST_SIGNAL_RUN"
-#: A run's processes are ended this long after the command line exits, at the most.
-GONE_SECONDS = 3.0
+#: The longest a wait here may take (the run's processes to be gone, the command line to answer
+#: a signal): only a hang comes near it, never a busy machine. The fake compiler and the process
+#: it leaves behind sleep 300 s, so a bound below that still tells "ended" from "waited for them".
+PATIENCE = 120.0
+#: The longest the build may take to reach the fake compiler (pip's overlay install first).
+START_SECONDS = 300.0
 STATUS: dict[int, int] = {signal.SIGTERM: 143, signal.SIGHUP: 129}
 NAME: dict[int, str] = {signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
 
@@ -128,11 +132,11 @@ def _run_and_signal(
             preexec_fn=_signals_as_a_shell_leaves_them,
         )
     try:
-        _wait_for(started, process, 60, stderr)
-        time.sleep(0.2)
+        _wait_for(started, process, START_SECONDS, stderr)
+        time.sleep(0.2)  # not a deadline: the signal may land before or after the sleep begins
         process.send_signal(signum)
-        status = process.wait(timeout=30)
-        left = _gone_within(run_id, GONE_SECONDS)
+        status = process.wait(timeout=PATIENCE)
+        left = _gone_within(run_id, PATIENCE)
     finally:
         if process.poll() is None:
             process.kill()
@@ -188,7 +192,7 @@ def test_a_signal_during_a_build_ends_every_process_and_removes_the_build_folder
     before = _freeze(python)
     status, stderr, left = _run_and_signal(argv, env, tmp_path, signum, tmp_path / "pids")
 
-    assert not left, f"still running {GONE_SECONDS:.0f} s after the command exited: {left}"
+    assert not left, f"still running {PATIENCE:.0f} s after the command exited: {left}"
     assert status == STATUS[signum], stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
     assert [line for line in stderr.splitlines() if line.startswith(("error:", "hint:"))] == [
@@ -219,19 +223,18 @@ def test_a_background_process_holding_the_builds_output_is_ended_and_named(
     argv, env, _python = build_env
     run_id = uuid.uuid4().hex
     env = {**env, MARKER: run_id, "SLEEPY_MODE": "linger"}
-    started = time.monotonic()
     try:
+        # Within 240 s: a build that waited for the background process (sleep 300) times out.
         done = subprocess.run(
             argv,
             capture_output=True,
             text=True,
             env=env,
-            timeout=60,
+            timeout=240,
             stdin=subprocess.DEVNULL,
             check=False,
         )
-        elapsed = time.monotonic() - started
-        left = _gone_within(run_id, GONE_SECONDS)
+        left = _gone_within(run_id, PATIENCE)
     finally:
         _kill_run(run_id)
     assert done.returncode == 0, done.stderr
@@ -243,7 +246,6 @@ def test_a_background_process_holding_the_builds_output_is_ended_and_named(
         "holding its output "
         f"open (which would hang the build): ended after {LINGER_SECONDS:.0f} s"
     ) in shown, done.stderr
-    assert elapsed < 30
     assert list((tmp_path / "wheelhouse").rglob("sleepext-0.1.0+*.whl"))
 
 
@@ -266,11 +268,9 @@ def test_the_runner_ends_a_process_that_holds_the_pipe_a_few_seconds_after_the_p
                 )
             )
 
-    started = time.monotonic()
     runner = threading.Thread(target=run, daemon=True)
     runner.start()
-    runner.join(15)
-    elapsed = time.monotonic() - started
+    runner.join(PATIENCE)  # a runner that waits for the background process (sleep 300) is late
     for word in pids.read_text().split() if pids.exists() else []:  # a runner that hangs is freed
         try:
             os.kill(int(word), signal.SIGKILL)
@@ -286,7 +286,6 @@ def test_the_runner_ends_a_process_that_holds_the_pipe_a_few_seconds_after_the_p
         "ended after 1 s"
     )
     assert lines == tail and tail[-1] in (tmp_path / "log").read_text()
-    assert elapsed < 1.0 + 2.5
 
 
 # -- an install, signalled while pip builds its second step
@@ -339,7 +338,7 @@ def test_a_signal_during_an_install_restores_the_environment(
     ]
     status, stderr, left = _run_and_signal(argv, env, tmp_path, signum, tmp_path / "pids")
 
-    assert not left, f"still running {GONE_SECONDS:.0f} s after cuda-pip exited: {left}"
+    assert not left, f"still running {PATIENCE:.0f} s after cuda-pip exited: {left}"
     assert status == STATUS[signum], stderr
     assert stderr.rstrip().splitlines()[-1] == f"error: terminated by {NAME[signum]}", stderr
     assert "restored: torch 2.6.0+cu126" in stderr, stderr
@@ -439,7 +438,7 @@ def test_ctrl_c_inside_an_eval_still_exits_130_under_python_m(tmp_path: Path, en
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=PATIENCE,
         check=False,
     )
     assert (done.returncode, done.stderr) == (130, "error: interrupted\n")

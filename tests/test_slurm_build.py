@@ -12,12 +12,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _slurm import Cluster, cluster_fixture
+from _slurm import PATIENCE, Cluster, cluster_fixture, wait_for_output
 from _torch_env import standin_cuda_toolkit, standin_torch_venv
 
 DATA = Path(__file__).parent / "data"
@@ -73,7 +72,7 @@ def _setup(
 
 
 def _run(
-    argv: list[str], env: dict[str, str], timeout: float = 300
+    argv: list[str], env: dict[str, str], timeout: float = 2 * PATIENCE
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         argv,
@@ -182,13 +181,10 @@ def test_a_signal_to_the_follower_never_cancels_the_job(
         )
     job = ""
     try:
-        deadline = time.monotonic() + 120
-        while "submitted slurm job" not in stderr.read_text():
-            assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
-            time.sleep(0.2)
-        job = stderr.read_text().split("submitted slurm job ", 1)[1].split(":", 1)[0]
+        said = wait_for_output(stderr, process, lambda t: "submitted slurm job" in t, "a job")
+        job = said.split("submitted slurm job ", 1)[1].split(":", 1)[0]
         process.send_signal(signum)
-        assert process.wait(timeout=30) == status
+        assert process.wait(timeout=PATIENCE) == status
         said = stderr.read_text()
         assert f"slurm job {job} keeps running" in said and f"build --status {job}" in said, said
         assert slurm.run("squeue", "-h", "-r", "-j", job, "-o", "%T").stdout.split() == [
@@ -224,20 +220,16 @@ def test_ctrl_c_on_a_terminal_asks_before_scancel(
     os.close(follower)
     job = ""
     try:
-        deadline = time.monotonic() + 120
-        while "submitted slurm job" not in stderr.read_text():
-            assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
-            time.sleep(0.2)
-        job = stderr.read_text().split("submitted slurm job ", 1)[1].split(":", 1)[0]
+        said = wait_for_output(stderr, process, lambda t: "submitted slurm job" in t, "a job")
+        job = said.split("submitted slurm job ", 1)[1].split(":", 1)[0]
         process.send_signal(signal.SIGINT)
-        while f"cancel slurm job {job}" not in stderr.read_text():
-            assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
-            time.sleep(0.2)
+        question = f"cancel slurm job {job}"
+        wait_for_output(stderr, process, lambda t: question in t, "the question")
         assert slurm.run("squeue", "-h", "-j", job, "-o", "%T").stdout.strip(), (
             "cancelled before the answer"
         )
         os.write(leader, f"{answer}\n".encode())
-        assert process.wait(timeout=30) == 130
+        assert process.wait(timeout=PATIENCE) == 130
         queued = slurm.run("squeue", "-h", "-j", job, "-o", "%T", check=False).stdout.strip()
         assert (queued == "") is cancelled, (queued, stderr.read_text())
     finally:

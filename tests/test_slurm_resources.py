@@ -12,12 +12,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import test_slurm_build
-from _slurm import Cluster
+from _slurm import PATIENCE, Cluster, wait_for_output
 from test_slurm_build import INDEX, PROFILES, SOURCE, _jobs, _run
 
 from cuda_resolve.errors import ProfileError, UsageError
@@ -366,12 +365,9 @@ def test_ctrl_c_during_submission_submits_no_further_array_and_asks_about_those_
         )
     os.close(follower)
     try:
-        deadline = time.monotonic() + 60
-        while "? [y/N]" not in stderr.read_text():
-            assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
-            time.sleep(0.1)
+        wait_for_output(stderr, process, lambda t: "? [y/N]" in t, "the question")
         os.write(leader, answer.encode() + b"\n")
-        assert process.wait(timeout=30) == 130, stderr.read_text()
+        assert process.wait(timeout=PATIENCE) == 130, stderr.read_text()
     finally:
         os.close(leader)
         if process.poll() is None:
@@ -568,13 +564,10 @@ def test_ctrl_c_cancels_every_array_after_asking(
     os.close(follower)
     jobs: list[str] = []
     try:
-        deadline = time.monotonic() + 120
-        while stderr.read_text().count("submitted slurm job") < 2:
-            assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
-            time.sleep(0.2)
-        jobs = [
-            part.split(":", 1)[0] for part in stderr.read_text().split("submitted slurm job ")[1:]
-        ]
+        said = wait_for_output(
+            stderr, process, lambda t: t.count("submitted slurm job") >= 2, "two jobs"
+        )
+        jobs = [part.split(":", 1)[0] for part in said.split("submitted slurm job ")[1:]]
         # Both arrays are asked about: each task is pending (held by --begin), none taken for
         # running.
         status = _run(
@@ -585,11 +578,10 @@ def test_ctrl_c_cancels_every_array_after_asking(
             (jobs[1], "pending"),
         ]
         process.send_signal(signal.SIGINT)
-        while f"cancel slurm jobs {jobs[0]}, {jobs[1]}" not in stderr.read_text():
-            assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
-            time.sleep(0.2)
+        question = f"cancel slurm jobs {jobs[0]}, {jobs[1]}"
+        wait_for_output(stderr, process, lambda t: question in t, "the question")
         os.write(leader, b"y\n")
-        assert process.wait(timeout=30) == 130
+        assert process.wait(timeout=PATIENCE) == 130
         for job in jobs:
             assert (
                 slurm.run("squeue", "-h", "-j", job, "-o", "%T", check=False).stdout.strip() == ""
