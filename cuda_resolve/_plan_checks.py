@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_DEPTH",
     "TRUST_WORDS",
+    "UNTRUSTED_VARIABLES",
     "check_build_table",
     "check_item_table",
     "check_pip_words",
@@ -248,6 +249,26 @@ def check_item_table(table: Table) -> None:
     _requirement(table)
 
 
+#: Variables a build must not get from a plan: they switch TLS verification off, or choose what
+#: it trusts, for pip or git run in the build (a plan's trust is the system's, see TRUST_WORDS).
+UNTRUSTED_VARIABLES = frozenset(
+    {
+        "PIP_TRUSTED_HOST",
+        "PIP_CONFIG_FILE",
+        "PIP_CERT",
+        "PIP_CLIENT_CERT",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "GIT_SSL_NO_VERIFY",
+        "GIT_SSL_CAINFO",
+        "GIT_SSL_CAPATH",
+        "PYTHONHTTPSVERIFY",
+    }
+)
+
+
 def _variable_names(table: Table | None) -> None:
     from .index._parse import _ENV_NAME
 
@@ -256,6 +277,24 @@ def _variable_names(table: Table | None) -> None:
     for name in table.keys():
         if not _ENV_NAME.fullmatch(name):
             raise table.fail(name, "is not an environment variable name")
+        if name.upper() in UNTRUSTED_VARIABLES:
+            raise table.fail(
+                name,
+                "changes how pip or git verify TLS; a plan does not set it for a build",
+                hint=_UNVERIFIED_HINT,
+            )
+
+
+_TORCH_INDEX_OPTIONS = frozenset({"--index-url", "--find-links"})
+
+
+def _requirement_text(text: str) -> None:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        Requirement(text)
+    except InvalidRequirement as exc:
+        raise ValueError(f"not a requirement: {exc}") from None
 
 
 def _recipe(table: Table) -> None:
@@ -288,6 +327,17 @@ def check_build_table(table: Table) -> None:
     _matches(table, "package", index._NAME, "a package name")
     _matches(table, "import_name", index._MODULE, "a module name")
     _variable_names(table.table("variables"))
+    option = table.data.get("torch_index_option")
+    if isinstance(option, str) and option not in _TORCH_INDEX_OPTIONS:
+        raise table.fail(
+            "torch_index_option",
+            f"= {option!r}: expected {' or '.join(sorted(_TORCH_INDEX_OPTIONS))}",
+            hint=_UNVERIFIED_HINT if option == "--trusted-host" else None,
+        )
+    index._requirements(table, "build_requires")
+    torch = table.data.get("torch_requirement")
+    if isinstance(torch, str):
+        _parses(table, "torch_requirement", _requirement_text)
     jobs = table.data.get("max_jobs")
     if isinstance(jobs, int) and not isinstance(jobs, bool) and jobs < 1:
         raise table.fail("max_jobs", f"= {jobs}: expected at least 1")

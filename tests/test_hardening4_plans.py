@@ -76,6 +76,8 @@ def _apply(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    *,
+    cuda_pip: bool = False,
 ) -> tuple[int, str]:
     for name, value in machine["variables"].items():
         monkeypatch.setenv(name, value)
@@ -85,7 +87,13 @@ def _apply(
     path = tmp_path / "plan.json"
     path.write_text(plan if isinstance(plan, str) else json.dumps(plan), encoding="utf-8")
     capsys.readouterr()
-    status = main(["apply", str(path), "--python", str(machine["python"]), "--source", str(SOURCE)])
+    words = ["--python", str(machine["python"]), "--source", str(SOURCE)]
+    if cuda_pip:  # the same reader behind `cuda-pip install --plan`
+        from pip_plugin.__main__ import main as cuda_pip_main
+
+        status = cuda_pip_main(["install", "--plan", str(path), *words])
+    else:
+        status = main(["apply", str(path), *words])
     return status, capsys.readouterr().err
 
 
@@ -96,9 +104,11 @@ def _refused(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    *,
+    cuda_pip: bool = False,
 ) -> str:
     before = _site(machine["python"])
-    status, err = _apply(machine, plan, tmp_path, monkeypatch, capsys)
+    status, err = _apply(machine, plan, tmp_path, monkeypatch, capsys, cuda_pip=cuda_pip)
     assert status == 2, err
     assert named in err, err
     assert "Traceback" not in err and "internal error" not in err, err
@@ -137,6 +147,20 @@ def _add_args(*words: str) -> Edit:
     return edit
 
 
+def _build(**fields: Any) -> Edit:
+    def edit(plan: dict[str, Any], folder: Path) -> None:
+        plan["builds"][0].update(fields)
+
+    return edit
+
+
+def _recipe(**fields: Any) -> Edit:
+    def edit(plan: dict[str, Any], folder: Path) -> None:
+        plan["builds"][0]["recipe"].update(fields)
+
+    return edit
+
+
 def _trust(*words: str) -> Edit:
     def edit(plan: dict[str, Any], folder: Path) -> None:
         plan["trust"] = list(words)
@@ -153,8 +177,29 @@ def _trust(*words: str) -> Edit:
         (_trust("--trusted-host", EVIL), "trust[0] = '--trusted-host'"),
         (_trust(f"--index-url=https://{EVIL}/simple"), "trust[0] = '--index-url=https://"),
         (_add_args("--us"), "steps[0].args: --us (among pip's options) is ambiguous"),
+        (_build(torch_index_option="--trusted-host"), "builds[0].torch_index_option = '--tr"),
+        (_build(torch_requirement="--trusted-host=x"), "builds[0].torch_requirement = '--tr"),
+        (
+            _build(variables={"PIP_TRUSTED_HOST": EVIL}),
+            "builds[0].variables.PIP_TRUSTED_HOST: changes how pip or git verify TLS",
+        ),
+        (
+            _recipe(env={"GIT_SSL_NO_VERIFY": "1"}),
+            "builds[0].recipe.env.GIT_SSL_NO_VERIFY: changes how pip or git verify TLS",
+        ),
     ],
-    ids=["trusted-host", "abbreviated", "in a -r file", "in trust", "index in trust", "ambiguous"],
+    ids=[
+        "trusted-host",
+        "abbreviated",
+        "in a -r file",
+        "in trust",
+        "index in trust",
+        "ambiguous",
+        "torch index option",
+        "torch requirement",
+        "build variable",
+        "recipe variable",
+    ],
 )
 def test_pip_options_in_a_plan_meet_the_command_lines_refusals(
     machine: dict[str, Any],
@@ -169,14 +214,18 @@ def test_pip_options_in_a_plan_meet_the_command_lines_refusals(
     _refused(machine, plan, named, tmp_path, monkeypatch, capsys)
 
 
+def test_cuda_pip_install_plan_refuses_the_same(
+    machine: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    plan = _edited(machine, _add_args(f"--trusted-host={EVIL}"), tmp_path)
+    named = f"steps[0].args[1] = '--trusted-host={EVIL}'"
+    _refused(machine, plan, named, tmp_path, monkeypatch, capsys, cuda_pip=True)
+
+
 # -- a recipe's fields, checked as the index parser checks them ------------------------------
-
-
-def _recipe(**fields: Any) -> Edit:
-    def edit(plan: dict[str, Any], folder: Path) -> None:
-        plan["builds"][0]["recipe"].update(fields)
-
-    return edit
 
 
 _PATCH = {"find": "a", "replace": "b", "reason": "why", "count": 1, "torch": ""}
