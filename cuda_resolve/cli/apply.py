@@ -8,10 +8,28 @@ the plan's builds and pip steps run exactly as written.
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 from typing import Any
 
 from ._act import add_action_options
+
+#: The options install takes that decide what a plan holds (the plan file already says): apply
+#: refuses them rather than take them and carry out the plan as written anyway. ``--plan`` is
+#: PLAN again (kept for `cuda-pip install --plan` habits, checked in handle). ``--source`` and
+#: ``--index`` stay: where an air-gapped machine finds the pinned source (checked against the
+#: plan's revision) and the recipes, not what is built.
+DECIDING = (
+    "--allow-torch-change",
+    "--strict-driver",
+    "--arch-list",
+    "--ptx",
+    "--rebuild",
+    "--accept-name",
+    "--repair",
+)
+#: Those of them `cuda-resolve plan` takes too.
+PLAN_TAKES = ("--allow-torch-change", "--strict-driver", "--arch-list", "--accept-name")
 
 
 def register(subparsers: Any) -> None:
@@ -25,12 +43,66 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("plan_file", metavar="PLAN", type=Path)
     add_action_options(parser, install=True)
-    parser.set_defaults(handler=handle)
+    for action in parser._actions:  # taken only to be refused: not listed (argparse's way)
+        if set(action.option_strings) & {*DECIDING, "--plan"}:
+            action.help = argparse.SUPPRESS
+    parser.set_defaults(handler=handle, apply_parser=parser)
+
+
+def _given(args: argparse.Namespace) -> list[str]:
+    """The deciding options on the command line, as words that can be given to `plan`."""
+    parser: argparse.ArgumentParser = args.apply_parser
+    words: list[str] = []
+    for action in parser._actions:
+        option = next((o for o in action.option_strings if o in DECIDING), None)
+        value = getattr(args, action.dest, None)
+        if option is None or value == action.default or value in (None, False, []):
+            continue
+        if value is True:
+            words.append(option)
+            continue
+        for one in value if isinstance(value, list) else [value]:
+            words += [option, shlex.quote(str(one))]
+    return words
+
+
+def _refuse_deciding(args: argparse.Namespace) -> None:
+    """A plan is carried out exactly: an option that would change it is refused (exit 2), with
+    the command that makes a plan with it."""
+    words = _given(args)
+    if not words:
+        return
+    from ..errors import CudaResolveError, UsageError
+    from ..install.apply import read_plan_file
+
+    options = [word for word in words if word.startswith("--")]
+    try:
+        plan = read_plan_file(args.plan_file)
+        wanted = [item.name for item in plan.items if item.kind != "installed"]
+        names = " ".join(wanted or [item.name for item in plan.items]) or "REQ..."
+    except CudaResolveError:  # an unreadable plan: the refusal still names the option
+        names = "REQ..."
+    plan_file = shlex.quote(str(args.plan_file))
+    if "--repair" in options:
+        hint = "cuda-resolve install --repair"
+    elif set(options) <= set(PLAN_TAKES):  # a new plan with them, then apply that
+        hint = (
+            f"cuda-resolve plan {names} {' '.join(words)} --json > {plan_file} && "
+            f"cuda-resolve apply {plan_file}"
+        )
+    else:  # decided while installing (plan has no --rebuild, --ptx)
+        hint = f"cuda-resolve install {names} {' '.join(words)}"
+    raise UsageError(
+        f"apply carries out {args.plan_file} exactly as written: "
+        f"{', '.join(dict.fromkeys(options))} would change the plan, so it is not taken",
+        hint=hint,
+    )
 
 
 def handle(args: argparse.Namespace) -> int:
     from .install import run_action
 
+    _refuse_deciding(args)
     if args.plan is not None and args.plan != args.plan_file:
         from ..errors import UsageError
 
