@@ -247,14 +247,30 @@ class _OneBuild:
 
     def _pip_install(self, args: list[str], torch_step: bool) -> None:
         """One install into the build's overlay (what :func:`make_build_environment` asks);
-        torch's asks its index alone, or the user's PyPI index alone (issue 27)."""
+        torch's asks its index alone, or the user's PyPI index alone (issue 27).
+
+        The install can take minutes (torch and its CUDA wheels): its status line ticks from the
+        start, each download is said with its size (pip's "Downloading NAME (SIZE)", "Using
+        cached ...": a file pip already has is not fetched again)."""
+        phase = f"{self.label}: installing {'torch' if torch_step else 'build requirements'} "
+        phase += "into the build overlay"
+        started = time.monotonic()
+        self.report.progress(phase, None, None, 0.0)
+
+        def on_line(text: str) -> None:
+            self._runner_note(text)
+            said = text.strip()
+            if said.startswith(("Downloading ", "Using cached ")):
+                self.report.step(f"{self.label}: {said}")
+            self.report.progress(phase, None, None, time.monotonic() - started)
+
         status, tail = self.pip.install(
             args,
             environ={**self.base_environ, **self.inside},
             log_path=self.log_path,
             torch_index_only=torch_step,
             pypi_index=torch_step and not self.spec.torch_index,
-            on_line=self._runner_note,
+            on_line=on_line,
         )
         if status != 0:
             detail = next(
@@ -266,6 +282,11 @@ class _OneBuild:
                 hint="check the network or mirror (cuda-resolve mirror test); "
                 f"full log: {self.log_path}",
             )
+        seconds = time.monotonic() - started
+        self._say(
+            f"installed {'torch' if torch_step else 'build requirements'} into the build "
+            f"overlay in {seconds:.0f} s"
+        )
 
     def _environment(
         self, installed: Mapping[str, str], pip_options: Sequence[str]
@@ -289,6 +310,11 @@ class _OneBuild:
 
     def _on_progress(self, progress: BuildProgress) -> None:
         self._runner_note(progress.line)
+        if progress.linking:  # after the last unit: "linking _ext.so: 40 s", not "9/9 units"
+            self.report.progress(
+                f"{self.label}: linking {progress.linking}", None, None, progress.linking_for
+            )
+            return
         self.report.progress(
             f"{self.label} ({progress.unit})" if progress.unit else self.label,
             progress.done,

@@ -44,12 +44,17 @@ __all__ = [
     "BuildProgress",
     "ProcessRunner",
     "build_wheel",
+    "compiled_source",
+    "linked_library",
     "logged_runner",
     "run_logged",
 ]
 
 _NINJA_STEP = re.compile(r"^\s*\[(\d+)/(\d+)\]")
-_COMPILED_SOURCE = re.compile(r"\s-c\s+(\S+)")
+#: What a compile unit's source file is called (nvcc's and the C++ compiler's inputs).
+_SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".C", ".c++", ".cuh", ".mm")
+#: A link command: a shared library made from objects (setuptools' or ninja's link step).
+_LINK = re.compile(r"\s-shared\s(?:.*\s)?-o\s+['\"]?(\S+?\.so[\w.]*)['\"]?(?:\s|$)")
 _TAIL_LINES = 400  # what a failure is diagnosed from; the whole output is in the log
 #: How long a background process may keep a program's output open after the program exited.
 LINGER_SECONDS = 3.0
@@ -67,6 +72,8 @@ class BuildProgress:
     elapsed: float
     line: str
     unit: str = ""  # the compile unit most recently started (ninja's line names its source)
+    linking: str = ""  # the shared library being linked once the compile units are done
+    linking_for: float = 0.0  # seconds the link has taken so far
 
 
 class ProcessRunner(Protocol):
@@ -276,14 +283,35 @@ def build_wheel(
     started = time.monotonic()
     step: list[int | None] = [None, None]
     unit = [""]
+    linking: list[str | float] = ["", 0.0]  # the library being linked, since when
 
     def on_line(text: str) -> None:
+        now = time.monotonic()
         match = _NINJA_STEP.match(text)
         if match:
             step[0], step[1] = int(match.group(1)), int(match.group(2))
-            source = _COMPILED_SOURCE.search(text)
-            unit[0] = Path(source.group(1).strip("'\"")).name if source else unit[0]
-        on_progress(BuildProgress(step[0], step[1], time.monotonic() - started, text, unit[0]))
+            unit[0] = compiled_source(text) or unit[0]
+            linking[:] = ["", 0.0]  # a unit started or finished: not linking (yet)
+        library = linked_library(text)
+        if library:  # the link command: its library named (since the last unit, if linking)
+            linking[:] = [library, linking[1] if linking[0] else now]
+        elif match and step[0] == step[1] and unit[0]:
+            # ninja (in a pipe) prints a unit's line once it finished: after the last one the
+            # objects are linked, silently for a minute on a small machine.
+            linking[:] = ["the extension", now]
+        name, since = linking
+        assert isinstance(name, str) and isinstance(since, float)
+        on_progress(
+            BuildProgress(
+                step[0],
+                step[1],
+                now - started,
+                text,
+                unit[0],
+                linking=name,
+                linking_for=now - since if name else 0.0,
+            )
+        )
 
     status, tail = pip.wheel(
         args, environ=environ, log_path=log_path, cwd=source_dir, on_line=on_line
@@ -303,6 +331,33 @@ def build_wheel(
             hint=f"see the log: {log_path}",
         )
     return wheels[0]
+
+
+def compiled_source(line: str) -> str:
+    """The file name of the source a compiler command line compiles (the word after ``-c`` that
+    names a source file: nvcc's lines carry ``-c -c FILE``), or "" where it names none."""
+    words = line.split()
+    for index, word in enumerate(words):
+        if word != "-c":
+            continue
+        for following in words[index + 1 :]:
+            if following == "-c":
+                continue
+            name = following.strip("'\"")
+            if name.endswith(_SOURCE_SUFFIXES):
+                return Path(name).name
+            break
+    for word in words:  # a compiler line that names its source elsewhere (after -o ...)
+        name = word.strip("'\"")
+        if not name.startswith("-") and name.endswith(_SOURCE_SUFFIXES):
+            return Path(name).name
+    return ""
+
+
+def linked_library(line: str) -> str:
+    """The file name of the shared library a link command line makes, or ""."""
+    found = _LINK.search(line)
+    return Path(found.group(1)).name if found else ""
 
 
 def _failure(
