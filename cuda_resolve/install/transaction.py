@@ -655,6 +655,8 @@ def _install_and_check(
     def on_line(line: str) -> None:
         if ".whl" in line and len(wheel_lines) < 1000:
             wheel_lines.append(line)
+        if line.strip().startswith(("Downloading ", "Using cached ")):  # sizes (issue 28)
+            report.step(f"pip: {line.strip()}")
         report.progress("pip", None, None, time.monotonic() - started)
 
     # pip's temporary files (and those of a source build pip runs) go in a folder of this run,
