@@ -19,7 +19,16 @@ __all__ = ["main", "run", "split_arguments"]
 #: cuda-pip's own options for install: those add_action_options(install=True) defines (a test
 #: keeps the two in step). They share one namespace with pip's (cuda_resolve.install.pipoptions).
 OWN_VALUE_OPTIONS = frozenset(
-    {"--python", "--arch-list", "--source", "--accept-name", "--index", "--plan", "--keep-stale"}
+    {
+        "--python",
+        "--arch-list",
+        "--source",
+        "--accept-name",
+        "--index",
+        "--plan",
+        "--keep-stale",
+        "--installer",
+    }
 )
 OWN_FLAGS = frozenset(
     {

@@ -102,6 +102,13 @@ def add_action_options(parser: argparse.ArgumentParser, *, install: bool) -> Non
             "built for the old torch instead of refusing; repeatable",
         )
         group.add_argument(
+            "--installer",
+            choices=("auto", "pip", "uv"),
+            default="auto",
+            help="what installs files already here (wheelhouse wheels): auto (uv where it is "
+            "installed: cuda-resolve[fast]), uv or pip; pip always installs from an index",
+        )
+        group.add_argument(
             "--dry-run",
             action="store_true",
             help="print the plan, the builds and the exact pip commands a run executes; "
@@ -165,6 +172,7 @@ def install_options(
         verify=verify,
         ptx=args.ptx,
         rebuild=args.rebuild,
+        installer=getattr(args, "installer", "auto"),
         explicit_arch_list=bool(args.arch_list),
         torch_index=torch_index,
         torch_index_option=option,

@@ -315,6 +315,8 @@ def run_action(
         reporter.step(f"{name}: {before or '-'} -> {after or '-'}")
     if not result.changed:
         reporter.step("nothing to change: everything was already installed")
+    if result.installers:
+        reporter.step(f"installed by: {', '.join(result.installers)}")
     if result.verified:
         reporter.step(f"imports ok: {', '.join(result.verified)}")
     for package, output in result.smoke:
