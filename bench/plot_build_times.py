@@ -21,7 +21,9 @@ from pathlib import Path
 
 #: What each step of bench/h200_build_times.sh measures, in the page's words.
 STEPS = {
-    "upstream-readme": "upstream's README: `pip install` of pointnet2_ops_lib into a venv that has torch",
+    "upstream-readme": (
+        "upstream's README: `pip install` of pointnet2_ops_lib into a venv that has torch"
+    ),
     "upstream-unmodified": (
         "upstream's setup.py unmodified, `pip wheel --no-build-isolation` (its own arch list "
         "overrides TORCH_CUDA_ARCH_LIST)"
@@ -31,7 +33,9 @@ STEPS = {
         "publish, install, import check)"
     ),
     "cuda-pip-cold-build": "of which the build, as cuda-pip measured it",
-    "cuda-pip-cache-hit": "`cuda-pip install` into another fresh venv: the wheelhouse's wheel, no compile",
+    "cuda-pip-cache-hit": (
+        "`cuda-pip install` into another fresh venv: the wheelhouse's wheel, no compile"
+    ),
     "cuda-pip-installed-again": "`cuda-pip install` again into that venv: already installed, kept",
     "cuda-pip-smoke": "the same with `--smoke`: the recipe's GPU test of the installed kernels",
     "cuda-resolve-build": "`cuda-resolve build` (cold wheelhouse): source copied, built, published",

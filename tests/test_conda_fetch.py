@@ -87,17 +87,25 @@ def index_overlay(folder: Path, base_url: str) -> Path:
     ``base_url``."""
     packages = folder / "packages"
     packages.mkdir(parents=True)
+    fixture = (
+        "cuda-resolve's tests: a prebuilt extension wheel on a find-links page, laid out as "
+        "kaolin's"
+    )
+    wheel_url = (
+        f"{base_url}/torch-{{torch}}_cu{{cuda_nodot}}/"
+        "wheelext-{version}-{python_tag}-{abi_tag}-{platform}.whl"
+    )
     (packages / "wheelext.toml").write_text(f'''format = 1
 
 [sources]
-fixture = "cuda-resolve's tests: a prebuilt extension wheel on a find-links page, laid out as kaolin's"
+fixture = "{fixture}"
 
 [package]
 name = "wheelext"
 import_name = "wheelext"
 description = "test fixture: prebuilt wheels per torch and CUDA"
 find_links = "{base_url}/torch-{{torch}}_cu{{cuda_nodot}}.html"
-wheel_url = "{base_url}/torch-{{torch}}_cu{{cuda_nodot}}/wheelext-{{version}}-{{python_tag}}-{{abi_tag}}-{{platform}}.whl"
+wheel_url = "{wheel_url}"
 source = "[fixture]"
 
 [[wheels]]

@@ -36,24 +36,31 @@ from cuda_resolve.detect import _libcuda, _nvml
 from cuda_resolve.detect.nvidia import probe_nvidia
 path, root, cache_dir = sys.argv[1:4]
 cache = ProbeCache(Path(cache_dir) if cache_dir else None)
-facts = probe_nvidia(root=Path(root), environ={"PATH": path}, timeout=5.0, cache=cache, libraries=True)
+facts = probe_nvidia(
+    root=Path(root), environ={"PATH": path}, timeout=5.0, cache=cache, libraries=True
+)
 cache.save()
 pynvml_imported = "pynvml" in sys.modules
 nvml = _nvml.query_nvml()
 if isinstance(nvml, _nvml.NvmlReport):
-    raw = {"driver": nvml.driver_version, "cuda": nvml.cuda_driver_version, "problems": list(nvml.problems),
-           "gpus": [[g.index, g.name, str(g.compute_capability), g.uuid, g.memory_mib] for g in nvml.gpus]}
+    raw = {"driver": nvml.driver_version, "cuda": nvml.cuda_driver_version,
+           "problems": list(nvml.problems),
+           "gpus": [[g.index, g.name, str(g.compute_capability), g.uuid, g.memory_mib]
+                    for g in nvml.gpus]}
 else:
     raw = {"failure": nvml.message if nvml is not None else None}
 devices = _libcuda.query_devices()
 print(json.dumps({
     "nvml": raw,
     "pynvml_imported": pynvml_imported,
-    "driver": [str(facts.driver.version), str(facts.driver.cuda), facts.driver.source] if facts.driver else None,
-    "gpus": [[g.index, g.name, str(g.compute_capability), g.uuid, g.memory_mib] for g in facts.gpus],
+    "driver": [str(facts.driver.version), str(facts.driver.cuda), facts.driver.source]
+              if facts.driver else None,
+    "gpus": [[g.index, g.name, str(g.compute_capability), g.uuid, g.memory_mib]
+             for g in facts.gpus],
     "notes": list(facts.notes),
     "libcuda_version": _libcuda.driver_cuda_version(),
-    "libcuda_gpus": None if devices is None else [[g.name, str(g.compute_capability), g.uuid, g.memory_mib] for g in devices.gpus],
+    "libcuda_gpus": None if devices is None else [
+        [g.name, str(g.compute_capability), g.uuid, g.memory_mib] for g in devices.gpus],
     "libcuda_problem": None if devices is None else devices.problem,
 }))
 """

@@ -347,7 +347,8 @@ try:
     client.start_channels()
     client.wait_for_ready(timeout=120)
     reply = client.execute_interactive(code, timeout=300)
-    print(json.dumps({"status": reply["content"]["status"], "pid": manager.provisioner.process.pid}))
+    print(json.dumps({"status": reply["content"]["status"],
+                      "pid": manager.provisioner.process.pid}))
 finally:
     manager.shutdown_kernel(now=True)
 """

@@ -50,7 +50,10 @@ EXTENSION = f"""
 extern void {TO_GENERIC}(void);
 extern void {CHECK_FAIL}(void);
 extern void _ZN3c1015never_declared_anywhereEv(void) __attribute__((weak));
-void uses_torch(void) {{ {TO_GENERIC}(); {CHECK_FAIL}(); if (_ZN3c1015never_declared_anywhereEv) _ZN3c1015never_declared_anywhereEv(); }}
+void uses_torch(void) {{
+    {TO_GENERIC}(); {CHECK_FAIL}();
+    if (_ZN3c1015never_declared_anywhereEv) _ZN3c1015never_declared_anywhereEv();
+}}
 static struct PyModuleDef module = {{PyModuleDef_HEAD_INIT, "_C", NULL, -1, NULL}};
 PyMODINIT_FUNC PyInit__C(void) {{ return PyModule_Create(&module); }}
 """

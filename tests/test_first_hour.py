@@ -214,7 +214,8 @@ from sleepy_backend import _write_wheel
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    print("[1/2] /usr/local/cuda/bin/nvcc -DTORCH_EXTENSION -c /src/csrc/slow_kernel.cu -o slow_kernel.o", flush=True)
+    print("[1/2] /usr/local/cuda/bin/nvcc -DTORCH_EXTENSION -c /src/csrc/slow_kernel.cu "
+          "-o slow_kernel.o", flush=True)
     time.sleep(float(os.environ.get("SILENT_SECONDS", "5")))  # a compiler that prints nothing
     print("[2/2] c++ -shared slow_kernel.o -o sleepext.so", flush=True)
     return _write_wheel(wheel_directory)

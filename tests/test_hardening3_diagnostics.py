@@ -43,9 +43,11 @@ def test_the_failed_module_and_its_exception_are_named_not_the_last_warning(tmp_
         broken=f"""
             import atexit, sys
             # a warning printed after the failure: the last line of stderr
-            atexit.register(lambda: print("WARNING: CUDA initialization: the NVIDIA driver is too old", file=sys.stderr))
+            atexit.register(lambda: print(
+                "WARNING: CUDA initialization: the NVIDIA driver is too old", file=sys.stderr))
             sys.stdout.write({ESCAPES!r} + "half a line, no newline")
-            raise ImportError("libc10_cuda.so: cannot open shared object file: No such file or directory")
+            raise ImportError(
+                "libc10_cuda.so: cannot open shared object file: No such file or directory")
         """,
         later="raise RuntimeError('never imported')",
     )

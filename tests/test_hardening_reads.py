@@ -186,7 +186,9 @@ def test_pathological_toml_is_one_error_naming_the_file(
 PROFILE_FIELDS = {
     "driver.version": '[python]\nversion = "3.11"\n[driver]\nversion = "{v}"\n',
     "driver.cuda": '[python]\nversion = "3.11"\n[driver]\nversion = "550.54.14"\ncuda = "{v}"\n',
-    "gpu[0].compute_capability": '[python]\nversion = "3.11"\n[[gpu]]\ncompute_capability = "{v}"\n',
+    "gpu[0].compute_capability": (
+        '[python]\nversion = "3.11"\n[[gpu]]\ncompute_capability = "{v}"\n'
+    ),
     "python.version": '[python]\nversion = "{v}"\n',
     "compiler.gcc": '[python]\nversion = "3.11"\n[compiler]\ngcc = "{v}"\n',
     "torch.version": '[python]\nversion = "3.11"\n[torch]\nversion = "{v}"\n',

@@ -49,7 +49,9 @@ def _plan(env: Environment) -> Plan:
 
 
 HTML = f"""<html><body>
-<a href="../../torch-2.6.0%2Bcu126-cp39-cp39-manylinux_2_28_x86_64.whl#sha256={"c" * 64}">old python</a>
+<a
+href="../../torch-2.6.0%2Bcu126-cp39-cp39-manylinux_2_28_x86_64.whl#sha256={"c" * 64}"
+>old python</a>
 <a href="/files/torch-2.6.0%2Bcu126-cp312-cp312-manylinux_2_28_x86_64.whl#sha256={SHA_312}">312</a>
 <a href="torch-2.6.0%2Bcu126-py3-none-any.whl#sha256={SHA_ANY}">any</a>
 <a href="torch-2.5.1%2Bcu126-cp312-cp312-manylinux_2_28_x86_64.whl#sha256={"d" * 64}">older</a>

@@ -70,7 +70,9 @@ def _torch(folder: Path, version: str, only: str) -> None:
         "torch",
         version,
         {
-            "torch/__init__.py": f"VERSION = {version!r}\n\ndef main():\n    print(VERSION)\n".encode(),
+            "torch/__init__.py": (
+                f"VERSION = {version!r}\n\ndef main():\n    print(VERSION)\n"
+            ).encode(),
             f"torch/{only}.py": b"X = 1\n",
             "torch/lib/libtorch.so": f"not really a library {version}\n".encode() * 512,
         },
@@ -251,8 +253,9 @@ def test_an_install_killed_by_sigkill_is_undone_by_the_cli(venv: Path, links: Pa
         from cuda_resolve.install.journal import default_journal_dir
         from cuda_resolve.install.stash import Stash
         Stash.begin({str(python)!r}, environ=os.environ, journal_dir=default_journal_dir())
-        subprocess.run([sys.executable, "-m", "pip", "--python", {str(python)!r}, "install", "-q", "--no-index",
-                        "--find-links", {str(links)!r}, "torch==2.0", "foo"], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "--python", {str(python)!r}, "install", "-q",
+                        "--no-index", "--find-links", {str(links)!r}, "torch==2.0", "foo"],
+                       check=True)
         os.kill(os.getpid(), signal.SIGKILL)
     """)
     killed = subprocess.run(

@@ -145,7 +145,7 @@ def test_a_build_the_wheelhouse_lacks_is_refused_with_the_build_command_or_the_m
     assert "--python-for h200=PATH" in err and not (tmp_path / "pylock.toml").exists()
 
 
-def test_built_wheels_are_locked_from_the_wheelhouse_and_sync_installs_them_beside_the_installed_torch(
+def test_built_wheels_are_locked_from_the_wheelhouse_and_sync_installs_them_beside_installed_torch(
     built_bench: dict[str, object], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import tomllib

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+WHEEL_URL = (
+    "https://wheels.example.invalid/quickext/"
+    "quickext-0.1.0%2Bpt2141cu130.sm90-cp311-cp311-linux_x86_64.whl"
+)
+ARCHIVE_URL = "https://wheels.example.invalid/src/kaolin-0.18.0%2Bpt2141cu130.tar.gz"
 LOCK = """lock-version = "1.0"
 created-by = "test"
 requires-python = ">=3.9"
@@ -12,12 +17,12 @@ requires-python = ">=3.9"
 [[packages]]
 name = "quickext"
 version = "0.1.0+pt2141cu130.sm90"
-wheels = [{ url = "https://wheels.example.invalid/quickext/quickext-0.1.0%2Bpt2141cu130.sm90-cp311-cp311-linux_x86_64.whl", hashes = { sha256 = "{sha}" } }]
+wheels = [{ url = "{wheel}", hashes = { sha256 = "{sha}" } }]
 
 [[packages]]
 name = "kaolin"
 version = "0.18.0+pt2141cu130"
-archive = { url = "https://wheels.example.invalid/src/kaolin-0.18.0%2Bpt2141cu130.tar.gz", hashes = { sha256 = "{sha}" } }
+archive = { url = "{archive}", hashes = { sha256 = "{sha}" } }
 """
 
 
@@ -26,7 +31,8 @@ def test_a_locked_archive_and_wheel_are_named_as_net_pages_names_a_link(tmp_path
     from cuda_resolve.net.pages import file_name
 
     lock = tmp_path / "pylock.toml"
-    lock.write_text(LOCK.replace("{sha}", "a" * 64), encoding="utf-8")
+    text = LOCK.replace("{wheel}", WHEEL_URL).replace("{archive}", ARCHIVE_URL)
+    lock.write_text(text.replace("{sha}", "a" * 64), encoding="utf-8")
     names = {f.package: f.filename for f in read.read_locked_files(lock)}
     assert names == {
         "quickext": "quickext-0.1.0+pt2141cu130.sm90-cp311-cp311-linux_x86_64.whl",

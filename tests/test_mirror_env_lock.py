@@ -36,7 +36,8 @@ if os.geteuid() == 0:
     class Header(ctypes.Structure):
         _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
     class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
     header, data = Header(0x20080522, 0), (Data * 2)()
     if libc.capget(ctypes.byref(header), data) != 0:
         sys.exit(97)

@@ -48,7 +48,10 @@ def write_lock(
     import tomllib
     from packaging.pylock import Pylock
 
-    mirror = f"https://mirror.example/{by_hash.key.digest}/demo_ext-{by_hash.version}-py3-none-any.whl"  # another name there
+    # another name there
+    mirror = (
+        f"https://mirror.example/{by_hash.key.digest}/demo_ext-{by_hash.version}-py3-none-any.whl"
+    )
     text = f"""lock-version = "1.0"
 created-by = "test"
 extras = ["a100", "h100"]

@@ -65,14 +65,18 @@ class Run:
 
 
 #: README blocks run for real (after the rule above), by their exact text.
+# A README line longer than 100 columns goes on after a backslash-newline, which the string drops:
+# each key is still the block's exact text.
 RUN: dict[str, Run] = {
     # On a machine without a GPU: each of the three ways works, and a cross-build names the driver.
     """# the compute capabilities of the machines that will run it (A100 = 8.0, RTX 4090 = 8.9)
 cuda-pip install torch pointnet2_ops --arch-list "8.0;8.9"
-# a profile saved on one of those machines (cuda-resolve detect --save-profile a100.toml); build only
+# a profile saved on one of those machines (cuda-resolve detect --save-profile a100.toml); build \
+only
 cuda-resolve build pointnet2_ops --profile a100.toml
 # or describe the machine: one compute capability per GPU, and its driver
-CUDA_RESOLVE_CUDA_ARCH=9.0 CUDA_RESOLVE_DRIVER=580.65.06 cuda-pip install torch pointnet2_ops""": Run(
+CUDA_RESOLVE_CUDA_ARCH=9.0 CUDA_RESOLVE_DRIVER=580.65.06 cuda-pip install torch \
+pointnet2_ops""": Run(
         NO_GPU,
         expect=(
             "TORCH_CUDA_ARCH_LIST=8.0;8.9",
@@ -81,14 +85,16 @@ CUDA_RESOLVE_CUDA_ARCH=9.0 CUDA_RESOLVE_DRIVER=580.65.06 cuda-pip install torch 
         ),
         profiles=("a100.toml",),
     ),
-    """cuda-resolve doctor                      # the machine at a glance; errors come with their fix
+    """cuda-resolve doctor                      # the machine at a glance; errors come with their \
+fix
 cuda-pip install torch pointnet2_ops --dry-run
 cuda-pip install torch pointnet2_ops kaolin --smoke""": Run(
         GPU_MACHINE, expect=("dry run: nothing was built or installed",)
     ),
     """# one wheel with kernels for the A100 (8.0) and RTX 4090 (8.9) nodes
 cuda-resolve build pointnet2_ops --arch-list "8.0;8.9"
-# or a profile per node class, each saved once on one of its nodes: cuda-resolve detect --save-profile a100.toml
+# or a profile per node class, each saved once on one of its nodes: cuda-resolve detect \
+--save-profile a100.toml
 cuda-resolve build pointnet2_ops --profile a100.toml
 cuda-resolve build pointnet2_ops --profile rtx4090.toml""": Run(
         NO_GPU,
@@ -100,20 +106,21 @@ cuda-resolve build pointnet2_ops --profile rtx4090.toml""": Run(
         ),
         profiles=("a100.toml", "rtx4090.toml"),
     ),
-    """export CUDA_RESOLVE_WHEELHOUSE=/nfs/lab/wheelhouse    # or `wheelhouse = "..."` in the config file
+    """export CUDA_RESOLVE_WHEELHOUSE=/nfs/lab/wheelhouse    # or `wheelhouse = "..."` in the \
+config file
 cuda-resolve wheelhouse path
 cuda-resolve wheelhouse list""": Run(NO_GPU, expect=("/nfs/lab/wheelhouse",)),
     """cuda-resolve mirror list
 cuda-resolve mirror set tuna --dry-run    # the diff of each file; without --dry-run it writes them
 cuda-resolve mirror show""": Run(NO_GPU, expect=("tuna",)),
-    """eval "$(cuda-resolve env)"          # in a job script: CUDA_HOME, PATH, LD_LIBRARY_PATH as needed
+    """eval "$(cuda-resolve env)"          # in a job script: CUDA_HOME, PATH, LD_LIBRARY_PATH as \
+needed
 cuda-resolve env --slurm            # the same lines to paste into an sbatch script""": Run(
         GPU_MACHINE, expect=("export CUDA_HOME=",)
     ),
     """cuda-resolve wheelhouse list
-cuda-resolve wheelhouse prune --older-than 90 --dry-run    # then without --dry-run; or --package NAME, --all""": Run(
-        NO_GPU
-    ),
+cuda-resolve wheelhouse prune --older-than 90 --dry-run    # then without --dry-run; or --package \
+NAME, --all""": Run(NO_GPU),
     # The cache folders it names are made first; afterwards they are gone and the journal is kept.
     'cache="${CUDA_RESOLVE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cuda-resolve}"\n'
     'rm -rf "$cache/logs" "$cache/sources" "$cache/http" "$cache/lock-files" "$cache/lock-pip" '
@@ -140,13 +147,22 @@ SKIP: dict[str, str] = {
         "the test command itself: .ci/run runs it as its first stage (running it here "
         "would recurse)"
     ),
-    "cuda-resolve wheelhouse publish --to https://pypi.lab.example/    # pypiserver or devpi": "needs a lab index server; tests/test_wheelhouse_cli.py publishes to a real pypiserver",
-    """cuda-resolve lock torch pointnet2_ops --profile a100.toml --profile rtx4090.toml -o pylock.toml
-cuda-resolve sync pylock.toml --name auto    # on each machine""": "lock asks PyPI and the PyTorch index (network; the latter unreachable in CI) and sync installs torch; "
-    "tests/test_lock*.py cover both",
-    """conda run -n base python -m pip install .    # from this checkout, into conda's base environment
+    "cuda-resolve wheelhouse publish --to https://pypi.lab.example/    # pypiserver or devpi": (
+        "needs a lab index server; tests/test_wheelhouse_cli.py publishes to a real pypiserver"
+    ),
+    """cuda-resolve lock torch pointnet2_ops --profile a100.toml --profile rtx4090.toml -o \
+pylock.toml
+cuda-resolve sync pylock.toml --name auto    # on each machine""": (
+        "lock asks PyPI and the PyTorch index (network; the latter unreachable in CI) and sync "
+        "installs torch; tests/test_lock*.py cover both"
+    ),
+    """conda run -n base python -m pip install .    # from this checkout, into conda's base \
+environment
 conda cuda activate
-conda install pointnet2_ops""": "needs conda and changes its base environment; tests/test_conda_plugin.py runs the plugin in a real conda",
+conda install pointnet2_ops""": (
+        "needs conda and changes its base environment; tests/test_conda_plugin.py runs the plugin "
+        "in a real conda"
+    ),
 }
 
 

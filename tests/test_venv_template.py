@@ -25,7 +25,9 @@ def _wheel_with_a_script(folder: Path) -> Path:
     contents = {
         "probe.py": "def main() -> None:\n    print('probe ran')\n",
         f"{dist}/METADATA": "Metadata-Version: 2.1\nName: probe\nVersion: 1.0\n",
-        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
         f"{dist}/entry_points.txt": "[console_scripts]\nprobe = probe:main\n",
     }
     record = [

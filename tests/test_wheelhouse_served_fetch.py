@@ -51,7 +51,9 @@ class Index:
                 if self.path.startswith("/simple/demo-ext/"):
                     links = "".join(
                         "<a "
-                        f'href="../../files/{name}#sha256={index.hashes.get(name) or hashlib.sha256(data).hexdigest()}">{name}</a>\n'
+                        f'href="../../files/{name}#sha256='
+                        f"{index.hashes.get(name) or hashlib.sha256(data).hexdigest()}"
+                        f'">{name}</a>\n'
                         for name, data in index.files.items()
                     )
                     self._send(200, links.encode())
@@ -257,7 +259,9 @@ def test_two_processes_fetching_one_key_into_one_folder_make_one_wheel_and_one_d
         from cuda_resolve.versions import ComputeCapability
         from cuda_resolve.wheelhouse.served import ServedIndex
         from cuda_resolve.wheelhouse.store import Wheelhouse
-        client = HttpClient(use_cache=False, retry=RetryPolicy(attempts=1), proxies={{"no_proxy": "127.0.0.1"}})
+        client = HttpClient(
+            use_cache=False, retry=RetryPolicy(attempts=1), proxies={{"no_proxy": "127.0.0.1"}}
+        )
         result = ServedIndex({index.url!r}, origin="test", client=client).fetch_into(
             Wheelhouse(sys.argv[1]), make_key(arch_list="9.0"), [ComputeCapability(9, 0)])
         print(result.stored.path if result.stored else "none", result.notes)
