@@ -48,19 +48,22 @@ TYPICAL_NETWORK = [
         check="tls-interception",
         status="ok",
         title="TLS interception",
-        found="pypi.org presents a certificate issued by 'CN=WE1,O=Google Trust Services,C=US', trusted by Mozilla's roots: no interception",
+        found="pypi.org presents a certificate issued by 'CN=WE1,O=Google Trust Services,C=US', "
+        "trusted by Mozilla's roots: no interception",
     ),
     Finding(
         check="index:pytorch",
         status="ok",
         title="reach pytorch",
-        found="https://download.pytorch.org/whl/torch/: HTTP 200 in 131 ms, a page with 1900+ file links",
+        found="https://download.pytorch.org/whl/torch/: HTTP 200 in 131 ms, a page with "
+        "1900+ file links",
     ),
     Finding(
         check="index:kaolin",
         status="ok",
         title="reach kaolin",
-        found="https://nvidia-kaolin.s3.us-east-2.amazonaws.com/torch-2.8.0_cu129.html: HTTP 200 in 212 ms, a page with 9 file links",
+        found="https://nvidia-kaolin.s3.us-east-2.amazonaws.com/torch-2.8.0_cu129.html: HTTP 200 "
+        "in 212 ms, a page with 9 file links",
     ),
     Finding(
         check="pip-trust",
@@ -76,15 +79,19 @@ BAD_NETWORK = [
         check="index:pypi",
         status="error",
         title="reach pypi",
-        found=f"DNS lookup failed for host 'mirror-with-a-long-name.example.edu' fetching {LONG_URL}; "
-        "without it, PyPI cannot be used: cuda-resolve fails rather than fall back to another index",
-        fix="check the host name; if this network only reaches the internet through a proxy, set HTTPS_PROXY",
+        found="DNS lookup failed for host 'mirror-with-a-long-name.example.edu' fetching "
+        f"{LONG_URL}; "
+        "without it, PyPI cannot be used: cuda-resolve fails rather than fall back to "
+        "another index",
+        fix="check the host name; if this network only reaches the internet through a proxy, "
+        "set HTTPS_PROXY",
     ),
     Finding(
         check="target-openssl",
         status="warn",
         title="target environment's OpenSSL",
-        found="pip in /home/someone/miniconda3/envs/kaolin-build-environment verifies with conda's bundle "
+        found="pip in /home/someone/miniconda3/envs/kaolin-build-environment verifies with "
+        "conda's bundle "
         "/home/someone/miniconda3/envs/kaolin-build-environment/ssl/cacert.pem",
         fix="conda env config vars set -p /home/someone/miniconda3/envs/kaolin-build-environment "
         "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
