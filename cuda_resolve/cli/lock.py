@@ -123,6 +123,14 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="allow a profile's installed torch to be replaced",
     )
+    parser.add_argument(
+        "--source",
+        metavar="[PKG=]DIR",
+        action="append",
+        default=[],
+        help="the source builds build from this copy of the recipe's repository instead of "
+        "fetching or cloning it (offline machines); repeatable",
+    )
     add_json_option(parser)
     parser.set_defaults(handler=handle)
 
@@ -189,6 +197,9 @@ def handle(args: argparse.Namespace) -> int:
             hint=f"-o {args.output.parent / 'pylock.toml'}",
         )
     requests = _requests(args)
+    from ._act import parse_sources
+
+    parse_sources(args.source)  # a folder that is not there is refused before any work
     profiles = tuple(
         load_lock_profile(spec, detect=lambda: detect_target(None)[0]) for spec in args.profile
     )
@@ -273,6 +284,8 @@ def _builder(args: argparse.Namespace, requests: tuple[str, ...]) -> Any:
         words = build_words(profile, requests, interpreter)
         for folder in args.index:
             words += ["--index", str(folder)]
+        for source in args.source:
+            words += ["--source", source]
         if args.json:
             words.append("--json")
         argv = [sys.executable, "-m", "cuda_resolve", *words]

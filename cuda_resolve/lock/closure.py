@@ -18,6 +18,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
@@ -248,6 +249,49 @@ def _index_of(args: Sequence[str]) -> list[str]:
     return urls
 
 
+#: What pip writes when an index did not answer (urllib3's retries, pip's page fetch).
+_NO_ANSWER = re.compile(
+    r"connection broken by|Max retries exceeded|Could not fetch URL|Failed to establish a new "
+    r"connection|Name or service not known|Temporary failure in name resolution|Connection "
+    r"refused|timed out"
+)
+_BROKEN_PATH = re.compile(r"connection broken by .*: (/\S*)\s*$")
+_FETCH_URL = re.compile(r"Could not fetch URL (https?://[^/\s:]+(?::\d+)?)")
+
+
+def _unreachable(stderr: str, indexes: Sequence[str]) -> list[str]:
+    """The index hosts pip said did not answer (none when pip failed for another reason): named
+    by pip's 'Could not fetch URL', or by the path of urllib3's retry line against the indexes
+    pip was given."""
+    from urllib.parse import urlsplit
+
+    hosts: list[str] = []
+    for line in stderr.splitlines():
+        if not _NO_ANSWER.search(line):
+            continue
+        fetched = _FETCH_URL.search(line)
+        if fetched:
+            hosts.append(_host(fetched.group(1)))
+            continue
+        broken = _BROKEN_PATH.search(line)
+        path = broken.group(1) if broken else None
+        for index in indexes:
+            parts = urlsplit(index)
+            if parts.scheme in ("http", "https") and (
+                path is None or path.startswith(parts.path.rstrip("/") + "/")
+            ):
+                hosts.append(_host(index))
+    return list(dict.fromkeys(hosts))
+
+
+def _host(url: str) -> str:
+    """``host[:port]`` of ``url``, never its user or password."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+
+
 def _report(
     pip_python: str,
     markers: Mapping[str, str],
@@ -314,6 +358,14 @@ def _report(
         errors = [
             line.strip() for line in done.stderr.splitlines() if line.startswith("ERROR")
         ] or done.stderr.strip().splitlines()[-3:]
+        unreachable = _unreachable(done.stderr, _index_of(words))
+        if unreachable:
+            raise LockError(
+                f"pip could not reach {', '.join(unreachable)} to resolve {what}: "
+                f"{' / '.join(errors)}",
+                hint="check the network or the proxy (cuda-resolve doctor --network), or use a "
+                "mirror that answers (cuda-resolve mirror set PRESET); then lock again",
+            )
         raise LockError(
             f"pip could not resolve {what}: {' / '.join(errors)}",
             hint="pip was asked for the profile's Python and platform with wheels only: a package "
