@@ -290,3 +290,29 @@ def test_a_cache_uv_cannot_write_makes_pip_install_instead_with_a_note(
     captured = capsys.readouterr()
     assert "installed by: pip" in captured.out
     assert "uv could not install the local files" in captured.err
+
+
+def test_a_uv_configuration_cannot_move_the_install(
+    configured: dict[str, Path | str],
+    locked: Path,
+    tmp_path: Path,
+    uv_cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """uv reads ``[pip] target`` from the user's uv.toml, and from UV_CONFIG_FILE even with
+    --no-config: neither may send the locked files anywhere but the target."""
+    elsewhere = tmp_path / "elsewhere"
+    config = tmp_path / "uv.toml"
+    config.write_text(f'[pip]\ntarget = "{elsewhere}"\n')
+    user_config = Path(os.environ["XDG_CONFIG_HOME"]) / "uv" / "uv.toml"
+    user_config.parent.mkdir(parents=True, exist_ok=True)
+    user_config.write_text(config.read_text())
+    for how in ("user", "variable"):
+        if how == "variable":
+            user_config.unlink()
+            monkeypatch.setenv("UV_CONFIG_FILE", str(config))
+        python = _venv(tmp_path / how)
+        assert _json_sync(locked, python, capsys)["installers"] == ["uv"]
+        assert _installed(python)["tinyutil"] == "1.0", how
+        assert not elsewhere.exists(), how

@@ -12,9 +12,10 @@ meaning. uv then runs as::
 
 ``--offline`` and ``--no-index``: no index is contacted; ``--require-hashes`` over a file of
 ``name @ file:///...whl --hash=sha256:H`` lines: uv checks every file as pip would;
-``--no-config``: a ``uv.toml`` cannot move the install (``target``, ``prefix``, ``system``); of
-uv's variables only ``UV_CACHE_DIR`` reaches it, so its cache is where the user's cache settings
-say (``UV_CACHE_DIR``, else uv's default under ``XDG_CACHE_HOME`` or ``~/.cache``).
+``--no-config``: a ``uv.toml`` cannot move the install (``[pip] target``, ``prefix``); of uv's
+variables only the cache's reach it (``UV_CONFIG_FILE`` would bring a ``uv.toml`` back), so its
+cache is where the user's cache settings say: ``UV_CACHE_DIR`` (``UV_NO_CACHE``), else uv's
+default under ``XDG_CACHE_HOME`` or ``~/.cache``.
 
 The link mode: a hard link from uv's cache where the cache and the target share a filesystem
 (uv's own default on Linux); ``copy`` where they do not (a hard link cannot cross filesystems);
@@ -65,6 +66,8 @@ _LOCAL_LINE = re.compile(
     r"^(?:[A-Za-z0-9][A-Za-z0-9._-]* @ )?file:///\S+\.whl --hash=sha256:[0-9a-f]{64}$"
 )
 _LINK_MODES = ("copy", "clone", "hardlink")
+#: uv's variables that reach it: where its cache is, or that it keeps none.
+_CACHE_SETTINGS = frozenset({"UV_CACHE_DIR", "UV_NO_CACHE"})
 
 
 class UvFailed(InstallError):
@@ -202,11 +205,11 @@ class UvInstaller:
         self.python = python
         self.prefix = prefix
         # uv's own variables could move the install or change how it checks: only its cache
-        # location is the user's to set here (UV_LINK_MODE is read by link_mode, then given).
+        # is the user's to set here (UV_LINK_MODE is read by link_mode, then given).
         self.environ = {
             name: value
             for name, value in environ.items()
-            if not name.startswith("UV_") or name == "UV_CACHE_DIR"
+            if not name.startswith("UV_") or name in _CACHE_SETTINGS
         }
         self.mode = link_mode(environ, prefix)
         self.log_path = log_path
