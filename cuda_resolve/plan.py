@@ -282,11 +282,15 @@ class Plan:
 
     @classmethod
     def from_json(cls, data: object, *, origin: str = "<plan>") -> Plan:
-        """The plan :meth:`to_json` wrote (format 2, complete): errors name ``origin`` and the key."""
+        """The plan :meth:`to_json` wrote (format 2, complete): errors name ``origin`` and the
+        key."""
         from ._plan_checks import check_plan, check_trust, plain_data
         from ._toml import Table
 
-        hint = "write the plan with `cuda-resolve plan REQ... --json > plan.json` (this version of cuda-resolve), then apply it"
+        hint = (
+            "write the plan with `cuda-resolve plan REQ... --json > plan.json` (this version of "
+            "cuda-resolve), then apply it"
+        )
         if not isinstance(data, dict):
             raise PlanFormatError(f"{origin}: not a plan (expected a JSON object)", hint=hint)
         plain = plain_data(data, origin=origin, error=PlanFormatError, hint=hint)
@@ -357,7 +361,8 @@ class Plan:
             lines.extend(member.reason for member in members[:shown])
             if len(members) > shown:
                 lines.append(
-                    f"  ... and {len(members) - shown} more {members[0].name} option(s) ruled out alike"
+                    f"  ... and {len(members) - shown} more {members[0].name} option(s) "
+                    "ruled out alike"
                 )
         return lines
 

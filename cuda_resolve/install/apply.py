@@ -54,7 +54,8 @@ def read_plan_file(path: Path) -> Plan:
 def _changed(fact: str, planned: str, here: str) -> PlanFactChanged:
     return PlanFactChanged(
         f"the plan was made for {fact} {planned}; this machine has {here}",
-        hint="make the plan again on (or for) this machine: cuda-resolve plan REQ... --json > plan.json",
+        hint="make the plan again on (or for) this machine: cuda-resolve plan REQ... "
+        "--json > plan.json",
     )
 
 
@@ -98,12 +99,14 @@ def _check_kept_builds(plan: Plan, env: Environment) -> None:
                 raise _changed(
                     f"the installed {item.name}'s arch list",
                     item.arch_list,
-                    f"GPU {gpu.index} ({gpu.name}, compute capability {gpu.compute_capability}) that it does not cover",
+                    f"GPU {gpu.index} ({gpu.name}, compute capability {gpu.compute_capability}) "
+                    "that it does not cover",
                 )
 
 
 def check_plan_facts(plan: Plan, env: Environment) -> Plan:
-    """``plan`` ready to execute in ``env`` (paths moved to this machine's), or the fact that changed."""
+    """``plan`` ready to execute in ``env`` (paths moved to this machine's), or the fact that
+    changed."""
     made = plan.environment
     if (made.machine.os, made.machine.arch) != (env.machine.os, env.machine.arch):
         raise _changed(
@@ -134,7 +137,8 @@ def check_plan_facts(plan: Plan, env: Environment) -> Plan:
                 raise _changed(
                     f"{build.spec.package}'s arch list",
                     build.key.arch_list,
-                    f"GPU {gpu.index} ({gpu.name}, compute capability {gpu.compute_capability}) that it does not cover",
+                    f"GPU {gpu.index} ({gpu.name}, compute capability {gpu.compute_capability}) "
+                    "that it does not cover",
                 )
     known = {gpu.compute_capability for gpu in made.gpus}
     for gpu in env.gpus:

@@ -60,7 +60,10 @@ def record_files(meta):
         listing, base = os.path.join(meta, "installed-files.txt"), meta
     try:
         with open(listing, newline="", encoding="utf-8", errors="replace") as stream:
-            rows = list(csv.reader(stream)) if meta.endswith(".dist-info") else [[line.rstrip("\n")] for line in stream]
+            if meta.endswith(".dist-info"):
+                rows = list(csv.reader(stream))
+            else:
+                rows = [[line.rstrip("\n")] for line in stream]
     except OSError:
         return None
     return [os.path.normpath(os.path.join(base, row[0])) for row in rows if row and row[0]]
@@ -76,7 +79,8 @@ def distribution(meta, entry):
     files = set(listed or [])
     for root, _dirs, names in os.walk(meta):
         files.update(os.path.join(root, n) for n in names)
-    return {"name": name, "version": version, "meta": meta, "files": sorted(files), "record": listed is not None}
+    return {"name": name, "version": version, "meta": meta, "files": sorted(files),
+            "record": listed is not None}
 
 def main(sites):
     prefix = None
@@ -111,8 +115,10 @@ def main(sites):
                 else:
                     stem = entry.rsplit(".", 1)[0]
                     name, _, version = stem.partition("-")
-                    dists.append({"name": name, "version": version.split("-")[0], "meta": path, "files": [path], "record": False})
-    print(json.dumps({"prefix": prefix, "sites": real, "distributions": dists, "egg_links": egg_links, "tilde": tilde, "top": top, "entries": entries}))
+                    dists.append({"name": name, "version": version.split("-")[0], "meta": path,
+                                  "files": [path], "record": False})
+    print(json.dumps({"prefix": prefix, "sites": real, "distributions": dists,
+                      "egg_links": egg_links, "tilde": tilde, "top": top, "entries": entries}))
 
 main(sys.argv[1:])
 """

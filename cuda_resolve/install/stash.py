@@ -181,7 +181,8 @@ class Stash:
             _unlink(journal.path)
             raise InstallError(
                 f"cannot make the stash folder {journal.stash}: {exc.strerror or exc}",
-                hint=f"the install could not be undone: make {before.prefix} writable (pip needs that too)",
+                hint=f"the install could not be undone: make {before.prefix} writable (pip "
+                "needs that too)",
             ) from None
         try:
             unstashed = _link_all(before, journal.stash, only)
@@ -193,7 +194,8 @@ class Stash:
             if isinstance(exc, OSError):
                 raise InstallError(
                     f"cannot stash the files of {python} in {journal.stash}: {exc.strerror or exc}",
-                    hint=f"the install could not be undone: make {before.prefix} and {journal_dir} writable",
+                    hint=f"the install could not be undone: make {before.prefix} and "
+                    f"{journal_dir} writable",
                 ) from None
             raise
         stash = cls(journal, environ=environ)
@@ -229,7 +231,8 @@ class Stash:
             self._discard()
             return RestoreReport(
                 not_restored=(
-                    f"the stash {journal.stash} is gone: nothing was changed, the journal was removed",
+                    f"the stash {journal.stash} is gone: nothing was changed, the "
+                    "journal was removed",
                 )
             )
         now = read_state(
@@ -334,9 +337,10 @@ def target_lock(
         with contextlib.suppress(OSError, UnicodeDecodeError):
             holder = read_text(owner, limit=4096).strip()
         raise InstallError(
-            f"{prefix} (the environment of {python}) is locked: {path} was still held after {timeout:g} s"
-            + (f" (taken by {holder})" if holder else ""),
-            hint="another cuda-pip is installing into this environment: wait for it to finish and retry "
+            f"{prefix} (the environment of {python}) is locked: {path} was still held after "
+            f"{timeout:g} s" + (f" (taken by {holder})" if holder else ""),
+            hint="another cuda-pip is installing into this environment: wait for it to "
+            "finish and retry "
             "(the lock is released when that process ends)",
         ) from None
     except OSError as exc:
@@ -502,12 +506,14 @@ class _Restore:
             self.emptied.add(os.path.dirname(dist.meta))
             if not dist.record:
                 self.not_restored.append(
-                    f"{dist.name} {dist.version}: its metadata had no RECORD (pip stopped half-way?): "
+                    f"{dist.name} {dist.version}: its metadata had no RECORD (pip stopped "
+                    "half-way?): "
                     f"{dist.meta} was removed, but files it had written may remain"
                 )
         if outside:
             self.not_restored.append(
-                f"{_label(dist)}: left {_count(outside)} outside the prefix {self.prefix} in place, "
+                f"{_label(dist)}: left {_count(outside)} outside the prefix "
+                f"{self.prefix} in place, "
                 f"such as {outside[0]}"
             )
 
@@ -681,7 +687,8 @@ def _count(paths: list[str]) -> str:
 
 
 def _mirror(path: str, prefix: str, stash: str) -> str:
-    """Where the stash keeps ``path`` (normalised, inside ``prefix``): the same path under ``stash``."""
+    """Where the stash keeps ``path`` (normalised, inside ``prefix``): the same path under
+    ``stash``."""
     return stash + path[len(prefix.rstrip(os.sep)) :]
 
 

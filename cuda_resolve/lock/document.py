@@ -1,4 +1,5 @@
-"""The lock as data, and its one writer: sorted, stable TOML (relocking nothing new gives the same bytes).
+"""The lock as data, and its one writer: sorted, stable TOML (relocking nothing new gives the same
+bytes).
 
 :class:`LockDocument` holds what :mod:`.make` decided: one :class:`LockedPackage` per (name,
 version), the profiles that install it (all of them: no marker; some: ``'a100' in extras or ...``),

@@ -29,7 +29,8 @@ class FileFacts:
 
 
 class FileFinder:
-    """Finds a file's facts. ``canonical`` maps the URL pip fetched (a mirror's) to the canonical one."""
+    """Finds a file's facts. ``canonical`` maps the URL pip fetched (a mirror's) to the canonical
+    one."""
 
     def __init__(
         self,
@@ -47,8 +48,8 @@ class FileFinder:
         self._links: dict[str, dict[str, tuple[str, str | None]]] = {}
 
     def locate(self, index: str, project: str, filename: str) -> tuple[str, str | None] | None:
-        """(URL, sha256) of ``filename`` on ``index``'s page for ``project`` (PEP 691 JSON, else
-        the PEP 503 HTML page: the served wheelhouse's reader), None when the index does not list it."""
+        """(URL, sha256) of ``filename`` on ``index``'s page for ``project`` (PEP 691 JSON, else the
+        PEP 503 HTML page: the served wheelhouse's reader), None when the index does not list it."""
         from ..wheelhouse.served import project_files
 
         page = f"{index.rstrip('/')}/{project}/"
@@ -62,7 +63,8 @@ class FileFinder:
         return self._links[page].get(filename)
 
     def _page(self, index: str, project: str) -> Mapping[str, tuple[str | None, int | None]]:
-        """{file name: (sha256, size)} from ``index``'s PEP 691 page for ``project`` (empty when it has none)."""
+        """{file name: (sha256, size)} from ``index``'s PEP 691 page for ``project`` (empty when
+        it has none)."""
         url = f"{index.rstrip('/')}/{project}/"
         if url in self._pages:
             return self._pages[url]
@@ -131,7 +133,8 @@ class FileFinder:
             if sha256 and page_sha and page_sha != sha256:
                 raise LockError(
                     f"{name}: the index's page says sha256 {page_sha}, pip saw {sha256}",
-                    hint="the index changed while locking, or a mirror serves another file: lock again",
+                    hint="the index changed while locking, or a mirror serves another "
+                    "file: lock again",
                 )
             sha256 = sha256 or page_sha
         if sha256 and size is not None:
@@ -145,8 +148,10 @@ class FileFinder:
             )
         except CudaResolveError as exc:
             raise LockError(
-                f"{name}: its index gives no {'size' if sha256 else 'hash'}, and reading the file failed: {exc}",
-                hint="lock from an index that publishes PEP 691 JSON (hashes and sizes), or check the network",
+                f"{name}: its index gives no {'size' if sha256 else 'hash'}, and reading the file "
+                f"failed: {exc}",
+                hint="lock from an index that publishes PEP 691 JSON (hashes and sizes), or "
+                "check the network",
             ) from None
         digest = hashlib.sha256(response.content).hexdigest()
         if sha256 and digest != sha256:

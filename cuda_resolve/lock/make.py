@@ -349,12 +349,12 @@ def build_missing(
         machine = profile.environment.machine
         what = ", ".join(f"{b.spec.package} {b.key.labelled_version}" for b in missing)
         if (machine.os, machine.arch) != here:
+            words = build_words(profile, request.requests, None, _torch_wanted(missing))
             lacking[profile.name] = (
                 f"profile {profile.name} ({machine.os} {machine.arch}) needs {what} built, "
                 f"and this machine ({here[0]} {here[1]}) cannot build for it: build on a "
                 f"{machine.os} {machine.arch} machine "
-                "(cuda-resolve "
-                f"{shlex.join(build_words(profile, request.requests, None, _torch_wanted(missing)))}) "
+                f"(cuda-resolve {shlex.join(words)}) "
                 "into the wheelhouse, then lock again"
             )
             continue
@@ -410,7 +410,7 @@ def build_missing(
                 + ", ".join(f"{b.spec.package} {b.key.labelled_version}" for b in still)
                 + " (it decided another build: its torch or Python is not the profile's)",
                 hint="run it to see what it decides: cuda-resolve "
-                f"{shlex.join([*build_words(profile, request.requests, interpreter), '--dry-run'])}",
+                + shlex.join([*build_words(profile, request.requests, interpreter), "--dry-run"]),
             )
         for build in plan.builds:
             stored = wheelhouse.lookup(build.key)

@@ -37,7 +37,8 @@ _HINT = (
 
 
 class LockFormatError(LockError, UsageError):
-    """A lock file that is not a lock this cuda-resolve can honour; the message names the key path."""
+    """A lock file that is not a lock this cuda-resolve can honour; the message names the key
+    path."""
 
     exit_code = 2
 
@@ -75,13 +76,15 @@ def _lock_version(data: dict[str, Any], origin: str) -> tuple[Version, list[str]
     supported = Version(LOCK_VERSION)
     if version.major > supported.major:
         raise LockFormatError(
-            f"{origin}: lock-version = {value!r}: this cuda-resolve reads lock version {supported.major}.x only",
+            f"{origin}: lock-version = {value!r}: this cuda-resolve reads lock version "
+            f"{supported.major}.x only",
             hint="upgrade cuda-resolve, or lock again with this one",
         )
     notes = []
     if version > supported:
         notes.append(
-            f"{origin}: lock-version {value} is newer than {LOCK_VERSION}: keys it added are ignored"
+            f"{origin}: lock-version {value} is newer than {LOCK_VERSION}: keys it "
+            "added are ignored"
         )
     return version, notes
 
@@ -94,7 +97,8 @@ def _validated(text: str, origin: str) -> tuple[dict[str, Any], Pylock, list[str
         import packaging
 
         raise LockError(
-            f"reading {origin} needs packaging >= 25 (its pylock module); this Python has packaging {packaging.__version__}",
+            f"reading {origin} needs packaging >= 25 (its pylock module); this Python has "
+            f"packaging {packaging.__version__}",
             hint="python -m pip install -U packaging",
         ) from None
 
@@ -143,8 +147,10 @@ def parse_lock(text: str, *, origin: str = "<lock>") -> ReadLock:
     ours = tool_table.table("cuda-resolve") if tool_table is not None else None
     if ours is None:
         raise LockFormatError(
-            f"{origin}: tool.cuda-resolve: is required (the profiles' facts): this lock was not written by cuda-resolve",
-            hint="install it with pip (`pip install -r 'pylock.toml[EXTRA]'`), or lock with cuda-resolve",
+            f"{origin}: tool.cuda-resolve: is required (the profiles' facts): this lock was not "
+            "written by cuda-resolve",
+            hint="install it with pip (`pip install -r 'pylock.toml[EXTRA]'`), or lock with "
+            "cuda-resolve",
         )
     records: dict[str, ProfileRecord] = {}
     profiles_table = ours.table("profiles", required=True)
@@ -156,7 +162,8 @@ def parse_lock(text: str, *, origin: str = "<lock>") -> ReadLock:
         if name not in declared:
             raise profiles_table.fail(
                 name,
-                f"names a profile that is not in the lock's extras ({', '.join(sorted(declared)) or 'none'})",
+                "names a profile that is not in the lock's extras "
+                f"({', '.join(sorted(declared)) or 'none'})",
             )
     return ReadLock(
         pylock=pylock,
@@ -246,7 +253,8 @@ def locked_files(pylock: Pylock, *, origin: str = "<lock>") -> tuple[LockedFile,
                 filename = wheel.filename
             except PylockValidationError:
                 raise LockFormatError(
-                    f"{origin}: packages[{position}].wheels[{number}]: names no file (no name, path or url)",
+                    f"{origin}: packages[{position}].wheels[{number}]: names no file (no name, "
+                    "path or url)",
                     hint=_HINT,
                 ) from None
             found.append(
