@@ -402,20 +402,15 @@ def _render_dry_run(
             }
         )
         return 0
-    from rich.text import Text
-
-    from .plan import render_plan
+    from .plan import render_plan, say_plain
 
     render_plan(plan, explain=False)
-    console = _output.console()
-    width = console.width
+    width = _output.console().width
 
     def say(text: str, first: str = "", rest: str = "    ") -> None:
         # Broken at spaces with a hanging indent: no path or URL is cut, nothing wraps to column 0.
-        console.print(
-            Text(_output.hanging(redact_urls(text), first=first, rest=rest, width=width)),
-            soft_wrap=True,
-        )
+        # Plain writes: a plan of thousands of builds prints in linear time (issue 28).
+        say_plain(_output.hanging(redact_urls(text), first=first, rest=rest, width=width))
 
     for planned in plan.builds:
         spec = planned.spec
@@ -437,8 +432,8 @@ def _render_dry_run(
             say(plan.skip_pip, first="note: ", rest="      ")
         for command in commands:
             # One line, never broken: it is meant to be copied into a shell.
-            console.print(Text(redact_urls(shlex.join(command))), soft_wrap=True)
-    console.print("dry run: nothing was built or installed", markup=False, highlight=False)
+            say_plain(shlex.join(command))
+    say_plain("dry run: nothing was built or installed")
     return 0
 
 

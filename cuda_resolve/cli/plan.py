@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
+from .._printable import printable
 from ..environment import Environment
 from ..errors import ResolutionImpossible, UsageError
 from ..index import Index
 from ..index.model import ArchEntry
 from ..index.model import parse_arch_list as parse_entries
 from ..plan import Plan, make_plan
+from ..redaction import redact_urls
 from ..resolve import Options, resolve
 from . import _output
 from ._common import add_environment_options, environment_from_args, index_from_args
@@ -201,6 +204,18 @@ def next_command(args: argparse.Namespace) -> list[str]:
     return command
 
 
+#: Beyond this many rows the plan's table is a plain list, one item a line: rich lays a table
+#: out at about a millisecond a row, minutes for a plan of 100 000 items (issue 28).
+TABLE_ROWS = 200
+
+
+def say_plain(text: str) -> None:
+    """``text`` and a line break on stdout, as a rich print of it without markup would show it
+    (redacted, control characters made visible), written at once: linear in the text, which
+    a rich print per line of a huge plan is not (issue 28)."""
+    sys.stdout.write(redact_urls(printable(text)) + "\n")
+
+
 def render_plan(plan: Plan, *, explain: bool) -> None:
     from rich.table import Table
     from rich.text import Text
@@ -232,7 +247,7 @@ def render_plan(plan: Plan, *, explain: bool) -> None:
         rows.append((item.name, item.version, item.variant or "", item.kind, source))
     rows.extend((text, "", "", "pip", "passed through to pip") for text in plan.pass_through)
     width = console.width
-    if width >= 80:
+    if width >= 80 and len(rows) <= TABLE_ROWS:
         table = Table(title="Plan")
         for column in ("package", "version", "variant", "kind", "from"):
             # overflow="fold" only for a single token wider than its column (never a URL here).
@@ -243,44 +258,34 @@ def render_plan(plan: Plan, *, explain: bool) -> None:
             )  # Text, not markup: "requests[socks]" keeps its extras
         console.print(table)
     else:
-        # Too narrow for five columns: one item per line, broken at spaces only.
-        console.print("Plan:")
+        # Too narrow for five columns, or too many rows for a table: one item per line, broken
+        # at spaces only.
+        say_plain("Plan:")
         for name, version, variant, kind, source in rows:
             line = " ".join(
                 x
                 for x in (name, version, f"({variant})" if variant else "", f"{kind}:", source)
                 if x
             )
-            console.print(
-                Text(_output.hanging(line, first="  ", rest="      ", width=width)), soft_wrap=True
-            )
+            say_plain(_output.hanging(line, first="  ", rest="      ", width=width))
+    # The lines below are plain text: written as they are, linear however many (issue 28).
     for number, url in enumerate(urls, start=1):
-        console.print(Text(f"  [{number}] {url}"), soft_wrap=True)
-    console.print("Why:")
+        say_plain(f"  [{number}] {url}")
+    say_plain("Why:")
     for reason in plan.reasons:
-        console.print(
-            Text(_output.hanging(reason, first="  - ", rest="    ", width=width)), soft_wrap=True
-        )
+        say_plain(_output.hanging(reason, first="  - ", rest="    ", width=width))
     for build in reused.values():
         line = f"{build.spec.package}: reused, not built: {build.reused}"
-        console.print(
-            Text(_output.hanging(line, first="  - ", rest="    ", width=width)), soft_wrap=True
-        )
+        say_plain(_output.hanging(line, first="  - ", rest="    ", width=width))
     if explain and plan.alternatives:
-        console.print("Alternatives that also fit this machine:")
+        say_plain("Alternatives that also fit this machine:")
         for alternative in plan.alternatives:
-            console.print(
-                Text(_output.hanging(alternative.reason, first="  - ", rest="    ", width=width)),
-                soft_wrap=True,
-            )
+            say_plain(_output.hanging(alternative.reason, first="  - ", rest="    ", width=width))
     if explain and plan.rejected:
-        console.print("Ruled out:")
+        say_plain("Ruled out:")
         for line in plan.explain_lines():
             first = "  " if line.startswith("  ...") else "  - "
-            console.print(
-                Text(_output.hanging(line.strip(), first=first, rest="    ", width=width)),
-                soft_wrap=True,
-            )
+            say_plain(_output.hanging(line.strip(), first=first, rest="    ", width=width))
 
 
 def render_ruled_out(reasons: tuple[str, ...], *, limit: int = 40) -> None:
