@@ -130,6 +130,10 @@ def _render_dry_run(result: SyncResult) -> None:
         _say(f"would install {w.name} {w.version} ({w.file}, sha256 {w.sha256[:12]}...)")
     for command, installer in zip(result.pip_runs, result.installers, strict=False):
         _say(f"would run ({installer}): " + " ".join(command))
+        kept = [command[i + 1] for i, word in enumerate(command[:-1]) if word == "-r"]
+        for path in kept:
+            if Path(path).is_file():  # the dry run's own -r file: it stays for the command
+                _say(f"its -r file stays at {path} (cached files by path, the others by URL)")
 
 
 def _render_sync(result: SyncResult) -> None:

@@ -277,16 +277,21 @@ class _Act:
 
         from ..config import load_config
 
+        if self.state.request.dry_run:
+            return self._planned()
         config = load_config()
         with tempfile.TemporaryDirectory(prefix="cuda-resolve-sync-") as scratch:
             requirements = Path(scratch) / "locked.txt"
-            if self.state.request.dry_run:
-                return self._planned(requirements)
             return self._changed(requirements, config)
 
-    def _planned(self, requirements: Path) -> SyncResult:
+    def _planned(self) -> SyncResult:
+        """The commands a sync would run. Their -r file is kept (in the cache, named by its
+        content), naming the cached files by path and, for pip, the others by the lock's URL (as
+        the mirror serves it), so that a printed pip command still runs after sync has exited."""
+        import hashlib
         from dataclasses import replace
 
+        from ..config import load_config
         from ..install.transaction import planned_commands
         from ..install.uv import installer_of
         from ..paths import cache_root
@@ -295,6 +300,19 @@ class _Act:
 
         state, to_install = self.state, self.decided.to_install
         paths = {w.name: cache_path(cache_root() / "lock-wheels", w) for w in to_install}
+        config = load_config()  # the mirror a sync would fetch from; never a password in a file
+        where = {
+            w.name: paths[w.name].as_uri()
+            if paths[w.name].is_file()
+            else _without_user(config.rewrite(w.url))
+            for w in to_install
+        }
+        named = sorted((w.name, where[w.name], w.sha256) for w in to_install)
+        digest = hashlib.sha256(repr(named).encode()).hexdigest()[:16]
+        requirements = cache_root() / "sync-dry-run" / f"locked-{digest}.txt"
+        requirements.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # The commands as a run makes them (its files fetched into the cache first), then, where
+        # pip runs them, the -r file names what is not cached yet by URL: pip fetches it.
         plan = sync_plan(state.env, to_install, paths, requirements)
         commands = planned_commands(
             plan,
@@ -303,10 +321,11 @@ class _Act:
             installer=state.request.installer,
             environ=state.environ,
         )
+        installers = tuple(installer_of(c) for c in commands)
+        if all(installer == "pip" for installer in installers):
+            sync_plan(state.env, to_install, paths, requirements, locations=where)
         return replace(
-            self.decided,
-            pip_runs=tuple(tuple(c) for c in commands),
-            installers=tuple(installer_of(c) for c in commands),
+            self.decided, pip_runs=tuple(tuple(c) for c in commands), installers=installers
         )
 
     def _changed(self, requirements: Path, config: Any) -> SyncResult:
@@ -379,6 +398,16 @@ class _Act:
         return tuple(tuple(c) for c in result.pip_runs), result.installers
 
 
+def _without_user(url: str) -> str:
+    """``url`` less its user and password (pip asks ~/.netrc or its keyring for them)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
 def _load_for_workers() -> None:
     """Load what the worker threads run, here in the main thread: a module imported by two
     threads at once can be met half-initialised where imports are circular."""
@@ -413,13 +442,15 @@ def sync_plan(
     requirements_file: Path,
     *,
     imports: Sequence[str] = (),
+    locations: Mapping[str, str] | None = None,
 ) -> Plan:
     """The complete Plan the executor runs: one pip step over the locked files, hash-checked by pip
     too. ``--quiet``: pip's lines about local files say nothing sync does not say itself, and
     printing them costs pip 0.15 s (its rich console), as much as a small profile's install."""
     from ..plan import PipStep, Plan
 
-    lines = [f"{paths[w.name].as_uri()} --hash=sha256:{w.sha256}\n" for w in to_install]
+    where = locations or {w.name: paths[w.name].as_uri() for w in to_install}
+    lines = [f"{where[w.name]} --hash=sha256:{w.sha256}\n" for w in to_install]
     requirements_file.write_text("".join(lines), encoding="utf-8")
     steps = (
         (
