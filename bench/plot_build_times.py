@@ -130,13 +130,11 @@ def markdown(rows: list[Row], facts: list[str], date: str, png_name: str | None)
     out = [
         f"# Build times on the H200 ({date})",
         "",
-        "What a source build of pointnet2_ops and kaolin costs through cuda-resolve, by "
-        "hand, and as "
-        "upstream documents it, and how pointnet2_ops' build time grows with the number of archs "
-        "(issue 19). Produced by `bench/h200_build_times.sh pointnet2` and `... kaolin` "
-        "on the lent "
-        "H200, then `bench/plot_build_times.py`. Wall-clock times of single runs: earlier runs on "
-        "these machines moved by up to a quarter between sessions "
+        "What a source build of pointnet2_ops and kaolin costs through cuda-resolve, by hand, and "
+        "as upstream documents it, and how pointnet2_ops' build time grows with the number of "
+        "archs (issue 19). Produced by `bench/h200_build_times.sh pointnet2` and `... kaolin` on "
+        "the lent H200, then `bench/plot_build_times.py`. Wall-clock times of single runs: "
+        "earlier runs on these machines moved by up to a quarter between sessions "
         "(docs/evidence/h200-install-2026-12-02.md).",
         "",
         "Machine:",

@@ -606,8 +606,8 @@ def markdown(doc: dict[str, Any]) -> str:
         lines.append(f"  - picks {cr['pick']}: {cr['kernels']['verdict']}")
         lines.append(
             f"- uv: `{uv['run']['shown']}` (exit {uv['run']['rc']}); driver seen: "
-            f"{uv['driver_seen']}; "
-            f"PyTorch indexes queried, newest CUDA first: {', '.join(uv['index_order']) or 'none'}"
+            f"{uv['driver_seen']}; PyTorch indexes queried, newest CUDA first: "
+            f"{', '.join(uv['index_order']) or 'none'}"
         )
         lines.append("  - printed: " + " / ".join(f"`{p[:160]}`" for p in uv["printed"]))
         lines.append(
@@ -627,32 +627,25 @@ def markdown(doc: dict[str, Any]) -> str:
         "## Notes",
         "",
         "- uv's `--torch-backend=auto` reads only the driver version (here from "
-        "`UV_CUDA_DRIVER_VERSION`; "
-        "the debug log says so); no GPU fact reaches its choice, so a Pascal card or a "
-        "V100 next to an "
-        "H100 gets the newest CUDA index the driver allows. With no driver it uses the CPU index.",
-        "- light-the-torch reads only `nvidia-smi --query-gpu=driver_version` (the fake "
-        "script logged "
-        "every call; `accepted backends` is ltt's own `detect_compatible_computation_backends()`). "
-        "Its real run always uses the scratch venv's Python 3.11; the modelled pick uses each "
-        "machine's Python.",
+        "`UV_CUDA_DRIVER_VERSION`; the debug log says so); no GPU fact reaches its choice, so a "
+        "Pascal card or a V100 next to an H100 gets the newest CUDA index the driver allows. With "
+        "no driver it uses the CPU index.",
+        "- light-the-torch reads only `nvidia-smi --query-gpu=driver_version` (the fake script "
+        "logged every call; `accepted backends` is ltt's own "
+        "`detect_compatible_computation_backends()`). Its real run always uses the scratch venv's "
+        "Python 3.11; the modelled pick uses each machine's Python.",
         "- With download.pytorch.org unreachable ltt falls back to PyPI for torch and its dry run "
-        "fetches whole torch wheels: without the bench's byte cap one run downloaded 6.7 "
-        "GB and filled "
-        "this machine's disk. The sha256 lines it printed come from the bench cutting that "
+        "fetches whole torch wheels: without the bench's byte cap one run downloaded 6.7 GB and "
+        "filled this machine's disk. The sha256 lines it printed come from the bench cutting that "
         "download off.",
         "- Installed CPU torch: uv and ltt see `torch` already satisfied and change nothing; "
-        "cuda-resolve "
-        "refuses until told `--allow-torch-change`, then picks a CUDA build.",
-        "- Login node: uv and ltt can only see the login node itself (no driver), so "
-        "they pick a CPU "
-        "build; cuda-resolve is given the nodes' GPU class in a profile and states the driver the "
-        "nodes need for the CUDA build it picks.",
-        "- Builds whose existence or arch list the cuda-resolve index marks unverified "
-        "are flagged in "
-        "the JSON (`arch_list_unverified`; cuda-resolve itself prefers confirmed releases, "
-        "which is why "
-        "it can pick an older version than the modelled uv/ltt picks).",
+        "cuda-resolve refuses until told `--allow-torch-change`, then picks a CUDA build.",
+        "- Login node: uv and ltt can only see the login node itself (no driver), so they pick a "
+        "CPU build; cuda-resolve is given the nodes' GPU class in a profile and states the driver "
+        "the nodes need for the CUDA build it picks.",
+        "- Builds whose existence or arch list the cuda-resolve index marks unverified are "
+        "flagged in the JSON (`arch_list_unverified`; cuda-resolve itself prefers confirmed "
+        "releases, which is why it can pick an older version than the modelled uv/ltt picks).",
         "",
     ]
     lines += [

@@ -84,9 +84,8 @@ def test_network_findings_print_compactly_at_80_columns(
             status="warn",
             title="reach pypi",
             found="DNS lookup failed for host 'mirror-with-a-long-name.example.edu' fetching "
-            f"{LONG_URL}; "
-            "without it, PyPI cannot be used: cuda-resolve fails rather than fall back to "
-            "another index",
+            f"{LONG_URL}; without it, PyPI cannot be used: cuda-resolve fails rather than fall "
+            "back to another index",
             fix="check the host name; if this network only reaches the internet through a proxy, "
             "set HTTPS_PROXY",
         ),

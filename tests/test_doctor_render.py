@@ -80,9 +80,8 @@ BAD_NETWORK = [
         status="error",
         title="reach pypi",
         found="DNS lookup failed for host 'mirror-with-a-long-name.example.edu' fetching "
-        f"{LONG_URL}; "
-        "without it, PyPI cannot be used: cuda-resolve fails rather than fall back to "
-        "another index",
+        f"{LONG_URL}; without it, PyPI cannot be used: cuda-resolve fails rather than fall back "
+        "to another index",
         fix="check the host name; if this network only reaches the internet through a proxy, "
         "set HTTPS_PROXY",
     ),
@@ -91,8 +90,7 @@ BAD_NETWORK = [
         status="warn",
         title="target environment's OpenSSL",
         found="pip in /home/someone/miniconda3/envs/kaolin-build-environment verifies with "
-        "conda's bundle "
-        "/home/someone/miniconda3/envs/kaolin-build-environment/ssl/cacert.pem",
+        "conda's bundle /home/someone/miniconda3/envs/kaolin-build-environment/ssl/cacert.pem",
         fix="conda env config vars set -p /home/someone/miniconda3/envs/kaolin-build-environment "
         "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
     ),

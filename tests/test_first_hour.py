@@ -587,9 +587,8 @@ def test_a_patch_reason_is_shown_whole_never_cut_inside_a_word(
     shutil.copytree(DATA / "index" / "sleepext", index)
     recipe = index / "packages" / "sleepext.toml"
     reason = (
-        "torch 2.14 removed the named-tensor at::zeros(size, names, dtype, layout, device, "
-        "pin) overload: "
-        "'no matching function for call to zeros(...)' in mise.cpp:107"
+        "torch 2.14 removed the named-tensor at::zeros(size, names, dtype, layout, device, pin) "
+        "overload: 'no matching function for call to zeros(...)' in mise.cpp:107"
     )
     recipe.write_text(
         recipe.read_text()
@@ -615,6 +614,5 @@ reason = "{reason}"
     said = " ".join(done.stderr.split())
     assert (
         "applied 1 recipe patch(es): torch 2.14 removed the named-tensor at::zeros(size, names, "
-        "dtype, layout, "
-        "device, pin) overload"
+        "dtype, layout, device, pin) overload"
     ) in said, done.stderr

@@ -93,11 +93,11 @@ def test_reading_cached_facts_needs_neither_the_catalogue_nor_specifiers(
     overlay = shutil.copytree(OVERLAY, tmp_path / "overlay")
     load_cuda_facts([overlay], include_user=False)  # fills both cache files
     probe = (
-        "import sys; from pathlib import Path; from cuda_resolve.index.load import load_cuda_facts;"
-        f"facts = load_cuda_facts([Path({str(overlay)!r})], include_user=False);"
-        "assert facts.toolkits;"
-        "print(sorted(m for m in ('cuda_resolve.index.model', 'cuda_resolve.index._parse', "
-        "'packaging.specifiers') if m in sys.modules))"
+        "import sys; from pathlib import Path; from cuda_resolve.index.load import "
+        f"load_cuda_facts;facts = load_cuda_facts([Path({str(overlay)!r})], "
+        "include_user=False);assert facts.toolkits;print(sorted(m for m in "
+        "('cuda_resolve.index.model', 'cuda_resolve.index._parse', 'packaging.specifiers') if m "
+        "in sys.modules))"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe],

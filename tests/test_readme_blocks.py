@@ -136,8 +136,8 @@ NAME, --all""": Run(NO_GPU),
 #: README blocks this test does not run, by their exact text, with the reason.
 SKIP: dict[str, str] = {
     "python3 -m venv .venv && .venv/bin/python -m pip install -q -U pip && .venv/bin/python -m "
-    "pip install -q . && "
-    ".venv/bin/cuda-pip install --python .venv/bin/python torch pointnet2_ops --smoke": (
+    "pip install -q . && .venv/bin/cuda-pip install --python .venv/bin/python torch "
+    "pointnet2_ops --smoke": (
         "installs torch (GBs) and compiles pointnet2_ops, then runs its kernels: needs a GPU; the "
         "H200 runs cover it"
     ),

@@ -243,8 +243,7 @@ def test_a_background_process_holding_the_builds_output_is_ended_and_named(
     shown = " ".join(done.stderr.split())  # the reporter wraps long notes
     assert (
         f"note: sleepext 0.1.0: sleep (pid {pid}) was left running by a build step that exited, "
-        "holding its output "
-        f"open (which would hang the build): ended after {LINGER_SECONDS:.0f} s"
+        f"holding its output open (which would hang the build): ended after {LINGER_SECONDS:.0f} s"
     ) in shown, done.stderr
     assert list((tmp_path / "wheelhouse").rglob("sleepext-0.1.0+*.whl"))
 

@@ -129,11 +129,10 @@ def _download(archive: SourceArchive, dest: Path, client: HttpClient | None, lab
     except NetworkError as exc:
         if getattr(exc, "kind", None) == "integrity":
             hint = (
-                "the file at that URL is not the one the recipe pins (changed upstream, "
-                "or a stale or "
-                "tampered mirror); nothing was kept or unpacked. Fix the recipe's url or "
-                "sha256 only "
-                "after checking the new file, or pass --source DIR with a copy you trust"
+                "the file at that URL is not the one the recipe pins (changed upstream, or a "
+                "stale or tampered mirror); nothing was kept or unpacked. Fix the recipe's url or "
+                "sha256 only after checking the new file, or pass --source DIR with a "
+                "copy you trust"
             )
         else:
             hint = (

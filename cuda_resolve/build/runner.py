@@ -244,8 +244,7 @@ def _end_orphans(
             del orphaned_at[member.pid]
             emit(
                 f"{NOTE_PREFIX}{member} was left running by a build step that exited, holding its "
-                "output open "
-                f"(which would hang the build): ended after {linger:.0f} s"
+                f"output open (which would hang the build): ended after {linger:.0f} s"
             )
 
 

@@ -65,9 +65,8 @@ def register(subparsers: Any) -> None:
         help="print what the index knows about torch, a CUDA toolkit or a package, and where "
         "it came from",
         description="NAME is 'torch', 'cuda' (or 'toolkit'), 'sources', or a package (kaolin, "
-        "pointnet2_ops). "
-        "VERSION narrows it: a torch release or series (2.5.1, 2.5), a CUDA version (12.4), a "
-        "package release.",
+        "pointnet2_ops). VERSION narrows it: a torch release or series (2.5.1, 2.5), a CUDA "
+        "version (12.4), a package release.",
     )
     p_show.add_argument("name", metavar="NAME")
     p_show.add_argument("version", nargs="?", metavar="VERSION")
@@ -665,9 +664,8 @@ def _render_package(data: dict[str, Any], console: Console) -> None:
         console.print(
             Text(
                 f"recipe {r['name']}: {data['name']} {r['version']} from {r['repository']} @ "
-                f"{r['revision'][:12]}"
-                f"{' /' + r['subdirectory'] if r['subdirectory'] else ''}  (from "
-                f"{_short(r['origin'])})"
+                f"{r['revision'][:12]}{' /' + r['subdirectory'] if r['subdirectory'] else ''}  "
+                f"(from {_short(r['origin'])})"
             ),
             soft_wrap=True,
         )

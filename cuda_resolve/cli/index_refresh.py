@@ -169,9 +169,8 @@ def _render(result: Any, output: Path, args: argparse.Namespace) -> None:
         unread = getattr(facts, "unread", ())
         if unread:
             line(
-                f"not checked: {args.what} {facts.version}: {len(unread)} of its pages could "
-                "not be read; "
-                "its entry is left as it is"
+                f"not checked: {args.what} {facts.version}: {len(unread)} of its pages could not "
+                "be read; its entry is left as it is"
             )
         for problem in facts.problems:
             line(f"problem: {args.what} {facts.version}: {problem}")

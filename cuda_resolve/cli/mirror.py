@@ -51,9 +51,8 @@ def register(subparsers: Any) -> None:
     p_set = sub.add_parser(
         "set",
         help="write pip.conf, .condarc and cuda-resolve's config for a preset",
-        description="Write the preset into pip's config, .condarc and cuda-resolve's own "
-        "config, keeping "
-        "everything else in those files. A timestamped backup is written next to each "
+        description="Write the preset into pip's config, .condarc and cuda-resolve's own config, "
+        "keeping everything else in those files. A timestamped backup is written next to each "
         "changed file.",
         epilog=_SET_EPILOG,
     )
@@ -96,10 +95,9 @@ def register(subparsers: Any) -> None:
         help="fetch a known page through each configured mirror: answers, links not "
         "upstream, latency",
         description="Fetch a known page through the index the target's pip really uses (its "
-        "index-url, extra "
-        "indexes and find-links pages, each named with where the setting came from) and through "
-        "each mirror "
-        "cuda-resolve is configured with; or through a preset's mirrors.",
+        "index-url, extra indexes and find-links pages, each named with where the setting came "
+        "from) and through each mirror cuda-resolve is configured with; or through a "
+        "preset's mirrors.",
     )
     p_test.add_argument(
         "preset",

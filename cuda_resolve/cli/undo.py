@@ -25,11 +25,9 @@ def register(subparsers: Any) -> None:
         "undo",
         help="put an environment back as it was before an install that was interrupted",
         description="Restore the target environment from the newest journal a killed cuda-pip "
-        "install left "
-        "(packages it replaced are put back from hard links, packages it added are removed). "
-        "Exit 0 when the "
-        "environment is back as it was or there is nothing to undo, 1 when something is "
-        "still changed.",
+        "install left (packages it replaced are put back from hard links, packages it added are "
+        "removed). Exit 0 when the environment is back as it was or there is nothing to undo, 1 "
+        "when something is still changed.",
     )
     parser.add_argument(
         "--last",

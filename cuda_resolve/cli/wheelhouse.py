@@ -23,11 +23,10 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "wheelhouse",
         help="list and prune the wheels cuda-resolve built (a PEP 503 folder pip can install from)",
-        description="Built wheels, keyed by their full ABI (package, version, torch and "
-        "CUDA variant, "
-        "Python, platform, arch list, recipe). Its location: --wheelhouse, else "
-        "$CUDA_RESOLVE_WHEELHOUSE, "
-        "else the config file's `wheelhouse`, else cuda-resolve's cache folder.",
+        description="Built wheels, keyed by their full ABI (package, version, torch and CUDA "
+        "variant, Python, platform, arch list, recipe). Its location: --wheelhouse, else "
+        "$CUDA_RESOLVE_WHEELHOUSE, else the config file's `wheelhouse`, else cuda-resolve's "
+        "cache folder.",
     )
     parser.set_defaults(handler=_no_subcommand, wheelhouse_parser=parser)
     sub = parser.add_subparsers(
@@ -44,13 +43,10 @@ def register(subparsers: Any) -> None:
         "prune",
         help="remove wheels: by package, by age, or all (one selector at least)",
         description="Remove the selected wheels and refresh the index pages. --package and "
-        "--older-than combine (both must match); --all selects everything. A wheel that "
-        "a lock names "
-        "(by file name or sha256) is never removed: the locks read are the config file's "
-        "lock_paths, "
-        "each --keep-locked, and the pylock.toml / pylock.*.toml in the current folder; "
-        "a lock that "
-        "cannot be read stops the prune.",
+        "--older-than combine (both must match); --all selects everything. A wheel that a lock "
+        "names (by file name or sha256) is never removed: the locks read are the config file's "
+        "lock_paths, each --keep-locked, and the pylock.toml / pylock.*.toml in the current "
+        "folder; a lock that cannot be read stops the prune.",
     )
     p_prune.add_argument(
         "--package",
@@ -89,13 +85,11 @@ def register(subparsers: Any) -> None:
     p_publish = sub.add_parser(
         "publish",
         help="upload the built wheels to the lab's index server (pypiserver, devpi)",
-        description="Upload each wheel (with its key in .dist-info) through the legacy upload API. "
-        "--to: the index's upload URL (https://host/ for pypiserver, "
-        "https://host/USER/INDEX/ for devpi) "
-        "or a ~/.pypirc section; by default the configured wheelhouse_url less its simple/. "
-        "Credentials: "
-        "the URL, ~/.pypirc, ~/.netrc, keyring; never printed. A wheel the server already has "
-        "is no error.",
+        description="Upload each wheel (with its key in .dist-info) through the legacy upload "
+        "API. --to: the index's upload URL (https://host/ for pypiserver, "
+        "https://host/USER/INDEX/ for devpi) or a ~/.pypirc section; by default the configured "
+        "wheelhouse_url less its simple/. Credentials: the URL, ~/.pypirc, ~/.netrc, keyring; "
+        "never printed. A wheel the server already has is no error.",
     )
     p_publish.add_argument(
         "--to", metavar="URL|NAME", help="the index's upload URL, or a ~/.pypirc section name"
@@ -151,8 +145,7 @@ def _entry_line(entry: Any) -> str:
     key = entry.key
     return (
         f"{key.package} {entry.version}  torch {key.torch} {key.variant}  {key.python_tag} "
-        f"{key.platform}"
-        f"  archs {key.arch_list or '-'}  {_size(entry.size)}  {entry.created}"
+        f"{key.platform}  archs {key.arch_list or '-'}  {_size(entry.size)}  {entry.created}"
     )
 
 

@@ -210,6 +210,6 @@ def veto_torch_swap(
         return None
     return (
         f"this solve would install a channel's pytorch over {torch.describe()}, which "
-        f"{', '.join(pinned)} "
-        "were built against: their compiled code would no longer match the torch they load"
+        f"{', '.join(pinned)} were built against: their compiled code would no longer match the "
+        "torch they load"
     )

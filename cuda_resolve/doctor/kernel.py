@@ -249,8 +249,8 @@ def check_kernel(kernel: KernelContext, job: JobEnvironment, python: str) -> lis
     else:
         fix = (
             f"write a kernel spec that carries them with {write}{where_to}, then switch this "
-            "notebook to the "
-            f"kernel '{name} (cuda-resolve)' (Kernel > Change Kernel) and restart it"
+            f"notebook to the kernel '{name} (cuda-resolve)' (Kernel > Change Kernel) "
+            "and restart it"
         )
     return [
         Finding(

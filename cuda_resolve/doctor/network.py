@@ -333,9 +333,9 @@ def _store_finding(facts: TrustFacts) -> list[Finding]:
                 check="tls-ca-variables",
                 status="info",
                 title="CA bundle variables",
-                found=f"{names} set: cuda-resolve does not read them (it verifies with "
-                "the OS store); "
-                "pip and requests do, and then use that bundle instead of the system store",
+                found=f"{names} set: cuda-resolve does not read them (it verifies with the OS "
+                "store); pip and requests do, and then use that bundle instead of the "
+                "system store",
                 fix="if that bundle holds a CA the OS store lacks, add the CA to the OS "
                 "store instead",
             )
@@ -406,14 +406,12 @@ def _reach_finding(target: IndexTarget, probe: Probe, client: HttpClient) -> Fin
                 status=status,
                 title=f"reach {target.name}",
                 found=redact_urls(
-                    f"{probe.fetched_url}{mirror}{via}: HTTP {probe.status}{moved}, but "
-                    "the answer is "
-                    "not an index (no distribution links, no PEP 691 JSON); "
+                    f"{probe.fetched_url}{mirror}{via}: HTTP {probe.status}{moved}, but the "
+                    "answer is not an index (no distribution links, no PEP 691 JSON); "
                 )
                 + consequence,
                 fix="a captive portal or proxy may be answering: open the URL in a browser (log "
-                "in if asked), "
-                "or check the mirror (`cuda-resolve mirror test`)",
+                "in if asked), or check the mirror (`cuda-resolve mirror test`)",
             )
         return Finding(
             check=f"index:{target.name}",
@@ -449,10 +447,9 @@ def _interception_finding(host: str, report: TlsReport) -> Finding:
             status="info",
             title="TLS interception",
             found=f"HTTPS to {host} is re-signed by {report.top_issuer!r}, a CA only this "
-            "machine's OS store "
-            "trusts (certifi/Mozilla does not): tools that verify with certifi alone fail here "
-            "(plain requests, pip < 24.2, uv without --system-certs, conda without "
-            "ssl_verify: truststore)",
+            "machine's OS store trusts (certifi/Mozilla does not): tools that verify with "
+            "certifi alone fail here (plain requests, pip < 24.2, uv without --system-certs, "
+            "conda without ssl_verify: truststore)",
         )
     if report.intercepted is False:
         issuer = f" by {report.top_issuer!r}" if report.top_issuer else ""
@@ -501,9 +498,9 @@ def pip_trust_finding(
                 check="pip-trust",
                 status="warn",
                 title=title,
-                found=f"pip {pip} uses the system store, but crashes on an HTTPS index given "
-                "by IP address "
-                f"({ip_literal_index}: 'check_hostname requires server_hostname', pip #12905)",
+                found=f"pip {pip} uses the system store, but crashes on an HTTPS index given by "
+                f"IP address ({ip_literal_index}: 'check_hostname requires "
+                "server_hostname', pip #12905)",
                 fix=f"upgrade pip to >= {PIP_IP_LITERAL_FIX} (python -m pip install -U pip), or "
                 "give the index a host name",
             )
@@ -630,9 +627,8 @@ def _target_openssl_finding(
         check="target-openssl",
         status="error" if intercepted else "warn",
         title="target environment's OpenSSL",
-        found=f"pip in {prefix} verifies with conda's bundle {bundle} (OpenSSL's default "
-        "there), not the OS "
-        f"store {os_bundle}"
+        found=f"pip in {prefix} verifies with conda's bundle {bundle} (OpenSSL's default there), "
+        f"not the OS store {os_bundle}"
         + ("; this network's interception CA is only in the OS store" if intercepted else ""),
         fix=f"conda env config vars set -p {prefix} SSL_CERT_FILE={os_bundle} (cuda-resolve sets "
         "it for the pip it runs)",

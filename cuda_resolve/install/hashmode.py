@@ -82,9 +82,8 @@ def unhashed_before_build(
             # own --require-hashes check costs a download at most, but beside a build it would
             # waste the build.
             problems.append(
-                f"{label}: its dependencies are not known before pip resolves them, after "
-                "the build of "
-                f"{', '.join(b.spec.package for b in builds)}: install it in its own "
+                f"{label}: its dependencies are not known before pip resolves them, after the "
+                f"build of {', '.join(b.spec.package for b in builds)}: install it in its own "
                 "cuda-pip run first"
             )
     for build in builds:
@@ -137,7 +136,6 @@ def refuse_unhashed(where: str, problems: Sequence[str]) -> None:
         f"file{'s' if len(problems) != 1 else ''} "
         f"would be installed with no hash to check: {listed}",
         hint="install what is named first (with its hash), or lock the environment with "
-        "`cuda-resolve lock` and "
-        "install it with `cuda-resolve sync`, which checks a sha256 for every file; nothing was "
-        "built or installed",
+        "`cuda-resolve lock` and install it with `cuda-resolve sync`, which checks a sha256 for "
+        "every file; nothing was built or installed",
     )

@@ -158,8 +158,7 @@ def pin_plan(
         if chosen is None or not chosen.sha256:
             notes.append(
                 f"{item.name} {item.version}: {page} lists no {'hash for the' if chosen else ''} "
-                "wheel for this "
-                "interpreter: not pinned to a file"
+                "wheel for this interpreter: not pinned to a file"
             )
             continue
         requirement = item.requirement.rsplit("==", 1)[0]

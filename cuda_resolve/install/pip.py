@@ -156,9 +156,9 @@ def trust_options(facts: PipFacts) -> tuple[list[str], str | None]:
     if facts.cert is not None:  # pip verifies with that bundle, not its own: nothing to say
         return [], None
     return [], (
-        f"pip {facts.version} verifies TLS with its own CA bundle, not the system trust "
-        "store: behind a "
-        "TLS-intercepting proxy upgrade it (python -m pip install -U pip) or set PIP_CERT"
+        f"pip {facts.version} verifies TLS with its own CA bundle, not the system trust store: "
+        "behind a TLS-intercepting proxy upgrade it (python -m pip install -U pip) or "
+        "set PIP_CERT"
     )
 
 

@@ -537,8 +537,7 @@ def options_for_torch_step(pip_args: Sequence[str], *, keep_index: bool = False)
         if inside is not None:
             raise UsageError(
                 f"constraints file line {inside} names an index: pip applies it to every step, "
-                "and the torch "
-                "step asks the PyTorch index alone",
+                "and the torch step asks the PyTorch index alone",
                 hint="give index options on the command line or in a -r file; keep -c files to "
                 "version limits",
             )

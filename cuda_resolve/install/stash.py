@@ -339,9 +339,8 @@ def target_lock(
         raise InstallError(
             f"{prefix} (the environment of {python}) is locked: {path} was still held after "
             f"{timeout:g} s" + (f" (taken by {holder})" if holder else ""),
-            hint="another cuda-pip is installing into this environment: wait for it to "
-            "finish and retry "
-            "(the lock is released when that process ends)",
+            hint="another cuda-pip is installing into this environment: wait for it to finish and "
+            "retry (the lock is released when that process ends)",
         ) from None
     except OSError as exc:
         raise InstallError(
@@ -507,14 +506,12 @@ class _Restore:
             if not dist.record:
                 self.not_restored.append(
                     f"{dist.name} {dist.version}: its metadata had no RECORD (pip stopped "
-                    "half-way?): "
-                    f"{dist.meta} was removed, but files it had written may remain"
+                    f"half-way?): {dist.meta} was removed, but files it had written may remain"
                 )
         if outside:
             self.not_restored.append(
-                f"{_label(dist)}: left {_count(outside)} outside the prefix "
-                f"{self.prefix} in place, "
-                f"such as {outside[0]}"
+                f"{_label(dist)}: left {_count(outside)} outside the prefix {self.prefix} in "
+                f"place, such as {outside[0]}"
             )
 
     def _delete(self, path: str) -> None:

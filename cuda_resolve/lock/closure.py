@@ -340,8 +340,7 @@ def _report(
         pip = missing[len(_NO_MARKERS) :]
         raise LockError(
             f"{pip} has no pip._vendor.packaging.markers.default_environment, so profiles of "
-            "another platform "
-            f"cannot be closed with it (resolving {what})",
+            f"another platform cannot be closed with it (resolving {what})",
             hint="install a pip release that has it beside cuda-resolve (pip 26.3 does: "
             f"{sys.executable} -m pip install pip==26.3), "
             "then lock again",

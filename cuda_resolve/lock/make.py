@@ -378,8 +378,8 @@ def build_missing(
             raise LockError(
                 "; ".join(lacking.values()),
                 hint="give each such profile an interpreter (--python-for NAME=PATH), build its "
-                "wheels elsewhere "
-                "(lock --no-build prints the commands), or leave it out (--skip-unfit)",
+                "wheels elsewhere (lock --no-build prints the commands), or leave it out "
+                "(--skip-unfit)",
             )
         for name, line in lacking.items():
             skipped.append(f"{name}: {line}")
@@ -481,8 +481,7 @@ def _build_line(build: PlannedBuild) -> str:
     )
     return (
         f"{build.spec.package} {build.key.labelled_version}: recipe {recipe.name} ({source}; "
-        f"patches {patches}); "
-        f"arch list {build.spec.arch_list}; key {build.key.digest}"
+        f"patches {patches}); arch list {build.spec.arch_list}; key {build.key.digest}"
     )
 
 

@@ -117,9 +117,8 @@ def _read(path: Path) -> str | None:
 
 def _overridden(variable: str, value: str, target: Path) -> str:
     return (
-        f"{variable} is set ({redact_urls(value)}) in this shell and takes precedence "
-        f"over {target}: "
-        "unset it (or point it at the mirror) for the mirror to apply"
+        f"{variable} is set ({redact_urls(value)}) in this shell and takes precedence over "
+        f"{target}: unset it (or point it at the mirror) for the mirror to apply"
     )
 
 
@@ -157,9 +156,9 @@ def plan_set(
         trusted = read_pip_settings(new, origin=str(targets.pip)).trusted_hosts
         if trusted:
             notes.append(
-                f"{targets.pip}: trusted-host {' '.join(trusted)} is kept but turns "
-                "certificate checks off "
-                "for those hosts; pip >= 24.2 uses the system trust store, so remove it"
+                f"{targets.pip}: trusted-host {' '.join(trusted)} is kept but turns certificate "
+                "checks off for those hosts; pip >= 24.2 uses the system trust store, "
+                "so remove it"
             )
     if targets.condarc is not None and preset.covers("conda"):
         old = _read(targets.condarc)

@@ -352,8 +352,7 @@ def _check_one(target: MirrorTarget, client: HttpClient, upstream: frozenset[str
     if upstream_links and not is_upstream:
         warnings.append(
             f"{len(upstream_links)} of {len(files)} file links point upstream "
-            f"({', '.join(hosts)}): "
-            "those downloads bypass the mirror"
+            f"({', '.join(hosts)}): those downloads bypass the mirror"
         )
     ok = True
     message: str | None = None

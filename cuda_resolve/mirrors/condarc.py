@@ -236,9 +236,9 @@ def edit_condarc(
     _normalize_channels(data, known)
     if "channels" not in data and conda is not None and conda.default_channels:
         notes.append(
-            f"{origin}: no channels list, so conda keeps its default (defaults), now from "
-            "the mirror's "
-            "default_channels; `conda config --add channels conda-forge` would add conda-forge"
+            f"{origin}: no channels list, so conda keeps its default (defaults), now from the "
+            "mirror's default_channels; `conda config --add channels conda-forge` would "
+            "add conda-forge"
         )
 
     for legacy in ("verify_ssl",):

@@ -81,8 +81,7 @@ def _pip_state(role: str, path: Path) -> FileState:
     if settings.trusted_hosts:
         warnings.append(
             f"trusted-host {' '.join(settings.trusted_hosts)} turns certificate checks off for "
-            "those hosts; "
-            "pip >= 24.2 uses the system trust store, so remove it"
+            "those hosts; pip >= 24.2 uses the system trust store, so remove it"
         )
     return FileState(
         tool="pip", role=role, path=path, exists=True, pip=settings, warnings=tuple(warnings)

@@ -111,9 +111,8 @@ def stream_to_file(
             ) as exc:
                 expected = f" of {length}" if length is not None else ""
                 raise FetchError(
-                    f"download truncated: received {received}{expected} bytes before "
-                    "the connection "
-                    f"ended ({exc.__class__.__name__}) fetching {url}{mirror}",
+                    f"download truncated: received {received}{expected} bytes before the "
+                    f"connection ended ({exc.__class__.__name__}) fetching {url}{mirror}",
                     kind="truncated",
                     url=url,
                     hint="the connection was cut; retry, or use a mirror closer to you",

@@ -57,10 +57,9 @@ _VALIDITY = frozenset({9, 10})  # X509_V_ERR_CERT_NOT_YET_VALID, X509_V_ERR_CERT
 def _tls_hint(verify_code: int | None, host: str) -> str:
     if verify_code in _NAME_MISMATCH:
         return (
-            f"the certificate is valid, but not for the host name {host!r}: use the URL "
-            "with the host "
-            "name the server's certificate names (a mirror addressed by IP address or by an alias "
-            "fails this way). Never turn verification off"
+            f"the certificate is valid, but not for the host name {host!r}: use the URL with the "
+            "host name the server's certificate names (a mirror addressed by IP address or by an "
+            "alias fails this way). Never turn verification off"
         )
     if verify_code in _VALIDITY:
         return (

@@ -68,9 +68,8 @@ def wrong_shape(url: str, what: str, found: str) -> FetchError:
         f"{url} did not answer with {what}: {found}",
         kind="content",
         url=url,
-        hint="a captive portal, proxy or misconfigured mirror may be answering in its "
-        "place; open the "
-        "URL in a browser, log in if asked, or check the mirror; nothing was written",
+        hint="a captive portal, proxy or misconfigured mirror may be answering in its place; open "
+        "the URL in a browser, log in if asked, or check the mirror; nothing was written",
     )
 
 

@@ -778,11 +778,9 @@ def overlay_document(
                 cited[key] = sources[key]
     cited[SOURCE_KEY] = (
         f"Re-derived by `cuda-resolve index refresh` on {today} from PyPI's JSON API "
-        f"({PYPI_TORCH_JSON}) and "
-        "each release's wheel metadata (the PEP 658 .metadata file, else METADATA and "
-        "torch/version.py read "
-        "from the wheel by HTTP range requests), and the PyTorch wheel index page where it "
-        "was reachable"
+        f"({PYPI_TORCH_JSON}) and each release's wheel metadata (the PEP 658 .metadata file, else "
+        "METADATA and torch/version.py read from the wheel by HTTP range requests), and the "
+        "PyTorch wheel index page where it was reachable"
     )
     body = {
         "format": 1,

@@ -212,8 +212,8 @@ def resolve(
                 f"{candidate.label} is built from source, and extras [{','.join(wanted)}] of a "
                 "source build are not installed by cuda-resolve",
                 hint="ask for "
-                f"'{candidate.package.name if candidate.package else candidate.name}' and "
-                "install the extra's requirements with pip afterwards",
+                f"'{candidate.package.name if candidate.package else candidate.name}' and install "
+                "the extra's requirements with pip afterwards",
             )
     names = {c.name for c in chosen} | {r.name for r in requirements}
     rejected = tuple(r for r in catalogue.rejections if r.name in names)

@@ -121,9 +121,8 @@ def resolve_target(
         if served_url is None:
             raise UsageError(
                 "wheelhouse publish: no server to publish to",
-                hint="give --to URL (the index's upload URL), or set wheelhouse_url in the "
-                "config file "
-                "(or $CUDA_RESOLVE_WHEELHOUSE_URL)",
+                hint="give --to URL (the index's upload URL), or set wheelhouse_url in the config "
+                "file (or $CUDA_RESOLVE_WHEELHOUSE_URL)",
             )
         url = served_url
         for suffix in _SIMPLE_SUFFIXES:
@@ -329,9 +328,8 @@ def upload_wheel(
         raise WheelhouseError(
             f"{redact(target)} refused the upload of {wheel.name} with HTTP "
             f"{response.status}: {who}",
-            hint="put the index's user and password in ~/.pypirc (a section whose repository "
-            "is this URL), "
-            "~/.netrc, keyring, or the URL",
+            hint="put the index's user and password in ~/.pypirc (a section whose repository is "
+            "this URL), ~/.netrc, keyring, or the URL",
         )
     raise WheelhouseError(
         f"{redact(target)} answered HTTP {response.status} to the upload of {wheel.name}"

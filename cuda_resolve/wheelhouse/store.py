@@ -389,8 +389,8 @@ class Wheelhouse:
         #: Said once to the user where the configured wheelhouse is read-only here.
         self.notes: tuple[str, ...] = tuple(
             f"the wheelhouse {house.root} (from {house.origin}) cannot be written here: its "
-            "wheels are used, "
-            f"new builds go to {self.root}; lookups search both, {house.root} first"
+            f"wheels are used, new builds go to {self.root}; lookups search both, "
+            f"{house.root} first"
             for house in self.shared
         )
 
@@ -561,9 +561,8 @@ class Wheelhouse:
             raise WheelhouseError(
                 f"timed out after {timeout:g} s waiting for the lock {path} ({what})"
                 + (f"; last taken by {owner}" if owner else ""),
-                hint="another cuda-resolve is building or publishing the same wheel: wait for "
-                "it and retry; "
-                "if none is running (a host that died while holding it on NFS), remove "
+                hint="another cuda-resolve is building or publishing the same wheel: wait for it "
+                "and retry; if none is running (a host that died while holding it on NFS), remove "
                 "the lock file",
             ) from None
         except OSError as exc:
