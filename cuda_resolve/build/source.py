@@ -58,8 +58,8 @@ _GIT_TIMEOUT = 900.0
 class PreparedSource:
     root: Path  # the whole copy (repository root)
     build_dir: Path  # root / recipe.subdirectory: what `pip wheel` is given
-    # describe_source(): "archive https://... (sha256 ...)", "git clone ... at <rev>", "--source
-    # DIR"
+    # describe_source(): "archive https://... (sha256 ...)", "git clone ... at <rev>",
+    # "--source DIR"
     origin: str
     revision_checked: (
         bool  # the copy is known to be the recipe's pinned source (revision or sha256)
