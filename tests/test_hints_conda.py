@@ -100,7 +100,8 @@ def test_other_errors_pass_through_and_the_class_is_kept() -> None:
     assert in_conda_words(plain, ["kaolin"]) is plain
     torch = ResolutionImpossible(
         "kaolin: no published wheel for the installed torch 2.1.0+cpu",
-        hint="rerun with --allow-torch-change to switch to a torch that kaolin publishes wheels for",
+        hint="rerun with --allow-torch-change to switch to a torch that kaolin "
+        "publishes wheels for",
     )
     converted = in_conda_words(torch, ["kaolin"])
     assert isinstance(converted, ResolutionImpossible) and converted.exit_code == torch.exit_code
