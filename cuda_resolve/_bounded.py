@@ -209,6 +209,10 @@ class Ran:
 _live: set[subprocess.Popen[bytes]] = set()
 _live_lock = threading.Lock()
 _exiting = False  # set at interpreter exit: a worker thread may not start another program
+#: Programs a (daemon) thread is starting now, not yet in _live: exit waits for them to be
+#: there, or a Ctrl-C landing during a probe's fork would leave that program running.
+_starting = 0
+_settled = threading.Condition(_live_lock)
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
@@ -239,6 +243,7 @@ def _at_exit() -> None:
     global _exiting
     with _live_lock:
         _exiting = True
+        _settled.wait_for(lambda: _starting == 0, timeout=5.0)  # a fork takes milliseconds
     kill_all()
 
 
@@ -317,7 +322,13 @@ def run(
 
     Past the timeout or the output limit the program's process group is killed and the
     :class:`Ran` has ``returncode=None``; Ctrl-C kills the group and re-raises."""
+    global _starting
     started = time.monotonic()
+    with _live_lock:
+        if _exiting:  # a worker thread while the interpreter exits: nothing more is started
+            return None
+        _starting += 1
+    process: subprocess.Popen[bytes] | None = None
     try:
         process = subprocess.Popen(
             list(argv),
@@ -331,9 +342,13 @@ def run(
         )
     except (OSError, ValueError):
         return None
-    with _live_lock:
-        _live.add(process)
-        exiting = _exiting
+    finally:
+        with _live_lock:
+            _starting -= 1
+            if process is not None:
+                _live.add(process)
+            exiting = _exiting
+            _settled.notify_all()
     if exiting:  # started by a worker thread while the interpreter exits: not kept
         _kill(process)
     try:

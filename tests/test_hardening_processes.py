@@ -54,14 +54,28 @@ def _gone(pid: int) -> bool:
 
 
 def _all_gone(pids_file: Path, within: float = PATIENCE) -> bool:
+    return not _left(pids_file, within)
+
+
+def _left(pids_file: Path, within: float = PATIENCE) -> list[str]:
+    """The fake tools' processes (``pid command line``) still alive after waiting up to
+    ``within`` seconds for all of them to be gone."""
     pids = [int(word) for word in pids_file.read_text().split()] if pids_file.exists() else []
     assert pids, "the fake tool never ran"
     end = time.monotonic() + within
     while time.monotonic() < end:
         if all(_gone(pid) for pid in pids):
-            return True
+            return []
         time.sleep(0.05)
-    return False
+    left = []
+    for pid in pids:
+        if not _gone(pid):
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                argv = b"?"
+            left.append(f"{pid} {argv.decode(errors='replace').strip()}")
+    return left
 
 
 def _kill_left(pids_file: Path) -> None:
@@ -235,7 +249,8 @@ def test_ctrl_c_during_a_hanging_probe_exits_130_with_one_line_and_kills_the_too
             assert time.monotonic() - started < _CLI_BUDGET, "Ctrl-C waited for the probes"
             assert process.returncode == 130, err
             assert err == "error: interrupted\n" and out == ""
-            assert _all_gone(pids), "Ctrl-C left a probe (or its child) running"
+            left = _left(pids)
+            assert not left, f"Ctrl-C left these running: {left}; pids: {pids.read_text()}"
         finally:
             process.kill()
             _kill_left(pids)
@@ -264,3 +279,56 @@ def test_ctrl_c_while_the_command_line_is_importing_exits_130_with_one_line(tmp_
     ours = [line for line in rest.splitlines() if not line.startswith("import time:")]
     assert process.returncode == 130, rest
     assert ours == ["error: interrupted"], ours
+
+
+# A daemon thread (a probe) is starting a program when the interpreter exits (after a Ctrl-C):
+# its Popen has forked but not returned until exit has begun. Exit must wait for it to be known
+# and kill it, not leave it running once the thread is frozen.
+_EXIT_WHILE_STARTING = """
+import subprocess, sys, threading, time
+from cuda_resolve import _bounded
+
+forked, go = threading.Event(), threading.Event()
+
+
+class SlowToReturn(subprocess.Popen):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        print(self.pid, flush=True)
+        forked.set()
+        go.wait()
+
+
+def release():
+    while not _bounded._exiting:  # exit has begun: only then does the start return
+        time.sleep(0.01)
+    go.set()
+
+
+subprocess.Popen = SlowToReturn
+starting = threading.Thread(
+    target=_bounded.run, args=([sys.argv[1]],), kwargs={"timeout": 300}, daemon=True
+)
+starting.start()
+forked.wait()
+threading.Thread(target=release, daemon=True).start()
+"""
+
+
+def test_exit_while_a_thread_starts_a_program_kills_that_program(tmp_path: Path) -> None:
+    tool = _tool(tmp_path / "bin", "nvidia-smi", "sleep 300\n")
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_WHILE_STARTING, str(tool)],
+        capture_output=True,
+        text=True,
+        env=_cli_env(tmp_path),
+        timeout=PATIENCE,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    pids = tmp_path / "pids"
+    pids.write_text(done.stdout)
+    try:
+        assert _all_gone(pids), "the program a thread was starting at exit was left running"
+    finally:
+        _kill_left(pids)
