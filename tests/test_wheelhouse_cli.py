@@ -69,8 +69,10 @@ def test_list_empty_and_full(
     assert (
         code == 0
         and f"wheelhouse: {root} (from $CUDA_RESOLVE_WHEELHOUSE)" in out
-        and "no wheels yet" in out
+        and f"{root} does not exist" in out  # issue 29: a folder that is not there is said so
     )
+    root.mkdir()
+    assert "no wheels yet" in run(capsys, "wheelhouse", "list")[1]
     old, new, other = _fill(root, tmp_path)
     code, out, _ = run(capsys, "wheelhouse", "list")
     assert code == 0

@@ -78,6 +78,29 @@ def _shell(args: argparse.Namespace) -> str:
     return name if name in SHELLS else "bash"
 
 
+def _no_ipykernel(python: str) -> str | None:
+    """What is wrong when the target cannot run the kernel spec (no ipykernel: the notebook
+    would fail to start it), with what to install; None when it can (or cannot be asked)."""
+    import shlex
+
+    from .._bounded import run
+
+    done = run(
+        [
+            python,
+            "-c",
+            "import importlib.util as u, sys; sys.exit(u.find_spec('ipykernel') is None)",
+        ],
+        timeout=30,
+    )
+    if done is None or done.returncode != 1:
+        return None
+    return (
+        f"{python} has no ipykernel, so a notebook cannot start this kernel: "
+        f"{shlex.quote(python)} -m pip install ipykernel"
+    )
+
+
 def handle(args: argparse.Namespace) -> int:
     if args.slurm and args.shell not in (None, "bash"):
         raise UsageError(
@@ -106,10 +129,13 @@ def handle(args: argparse.Namespace) -> int:
             ) from None
     shell = "bash" if args.slurm else _shell(args)
     text = slurm_lines(job, python) if args.slurm else render(job, shell)  # type: ignore[arg-type]
+    no_kernel = _no_ipykernel(python) if kernel_file is not None else None
     if args.json:
         document = {"target": python, "shell": shell, "exports": job.to_json(), "text": text}
         if kernel_file is not None:
             document["kernel_spec"] = str(kernel_file)
+            if no_kernel:
+                document["warning"] = no_kernel
         _output.print_json(document)
         return 0
     # stdout is evaluated by a shell: only the lines go there; notes go to stderr.
@@ -117,6 +143,8 @@ def handle(args: argparse.Namespace) -> int:
         sys.stderr.write(f"note: {note}\n")
     if kernel_file is not None:
         sys.stderr.write(f"wrote kernel spec {name} to {kernel_file}\n")
+        if no_kernel:
+            sys.stderr.write(f"warning: {no_kernel}\n")
         return 0
     # Byte for byte: a path that is not UTF-8 is written as the bytes it is (os.fsencode).
     sys.stdout.flush()

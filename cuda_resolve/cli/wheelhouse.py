@@ -174,11 +174,13 @@ def handle_path(args: argparse.Namespace) -> int:
 def handle_list(args: argparse.Namespace) -> int:
     house = _wheelhouse(args)
     entries, problems = house.scan()
+    exists = house.root.is_dir()
     if args.json:
         _output.print_json(
             {
                 "root": str(house.root),
                 "origin": house.origin,
+                "exists": exists,
                 "entries": [entry.to_json() for entry in entries],
                 "total_size": sum(entry.size for entry in entries),
                 "problems": problems,
@@ -194,6 +196,11 @@ def handle_list(args: argparse.Namespace) -> int:
     if entries:
         count = len(entries)
         _say(f"{count} wheel{'s' if count != 1 else ''}, {_size(sum(e.size for e in entries))}")
+    elif not exists:  # a typo in --wheelhouse or the variable, or a wheelhouse never built into
+        _say(
+            f"{house.root} does not exist: no wheels there (a build creates it; check the path if "
+            "you expected wheels)"
+        )
     else:
         _say("no wheels yet (cuda-resolve builds put them here)")
     return 0
