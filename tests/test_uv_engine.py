@@ -203,9 +203,9 @@ def test_an_undo_and_a_later_uninstall_leave_uvs_cache_intact_and_the_environmen
     monkeypatch.setattr(transaction, "_verify_imports", lambda *args: "torch: boom")
     assert _sync(locked, python) != 0  # uv installed the a100 profile; the check failed
     monkeypatch.undo()
+    assert _tree(uv_cache) == cache_before
     assert _tree(python.parent.parent) == env_before  # exact: the cpu profile, file by file
     assert _installed(python)["torch"] == "2.14.1+cpu"
-    assert _tree(uv_cache) == cache_before
     # pip reinstalls one file's package and uninstalls another: unlinks, never writes through.
     wheel = make_wheel(tmp_path / "w", "tinyutil", "1.0", files={"tinyutil/__init__.py": "X=1\n"})
     pip = [str(python), "-m", "pip", "--disable-pip-version-check", "-q"]

@@ -659,6 +659,9 @@ def _install_and_check(
             report.step(f"pip: {line.strip()}")
         report.progress("pip", None, None, time.monotonic() - started)
 
+    def on_uv_line(line: str) -> None:
+        report.progress("uv", None, None, time.monotonic() - started)
+
     # pip's temporary files (and those of a source build pip runs) go in a folder of this run,
     # removed however the run ends: a signal gives pip no time to clean up after itself.
     with (
@@ -671,7 +674,7 @@ def _install_and_check(
             if uv is not None and local is not None:  # local files, hash-checked: uv links them
                 requirements = uv.requirements_file(local, Path(scratch), number)
                 ran.append(tuple(uv.command(requirements)))
-                _run_uv(uv, local, requirements, inside, on_line, step.purpose, log_path)
+                _run_uv(uv, local, requirements, inside, on_uv_line, step.purpose, log_path)
                 continue
             args = _step_args(step, plan, wheels, hashes)
             ran.append(tuple(pip.install_command(args)))
