@@ -50,7 +50,8 @@ def register(subparsers: Any) -> None:
         "wheelhouse where not. Nothing is installed unless every build succeeds; a failure "
         "restores the environment.",
     )
-    install.add_argument("requests", nargs="+", metavar="REQ")
+    # None with --repair or --plan (each plans on its own), as for cuda-pip install.
+    install.add_argument("requests", nargs="*", metavar="REQ")
     add_action_options(install, install=True)
     install.set_defaults(handler=handle_install)
 
@@ -438,6 +439,12 @@ def _render_dry_run(
 
 
 def handle_install(args: argparse.Namespace) -> int:
+    if not args.requests and args.plan is None and not args.repair:
+        raise UsageError(
+            "cuda-resolve install: name at least one requirement (REQ)",
+            hint="for example: cuda-resolve install pointnet2_ops (after a torch change made "
+            "outside cuda-resolve: cuda-resolve install --repair)",
+        )
     return run_action(args, args.requests, mode="install")
 
 

@@ -22,6 +22,7 @@ from ..compat import (
     torch_arch_list,
 )
 from ..environment import Environment, ExtensionBinary, Toolkit
+from ..errors import UsageError
 from ..index.cuda import ArchEntry, CudaFactsSource
 from ..versions import ComputeCapability
 from .findings import Finding
@@ -707,6 +708,30 @@ def _label_version(label: str) -> str:
     return ".".join(digits) if digits else label
 
 
+def _repair_command(env: Environment) -> str:
+    """The one command that rebuilds, for the installed torch, every extension built for another
+    (issue 27): ``--python`` names the target where cuda-pip would not choose it by itself."""
+    command = "cuda-pip install --repair"
+    python = env.python.executable
+    if env.source != "detected" or not python:
+        return command
+    from ..install.target import choose_target
+
+    try:
+        default: str | None = choose_target(None).python
+    except UsageError:  # $VIRTUAL_ENV names no interpreter: only --python reaches the target
+        default = None
+
+    def prefix(path: str) -> str:  # <prefix>/bin/python: bin/python3 names the same target
+        return os.path.dirname(os.path.dirname(os.path.abspath(path)))
+
+    if default is not None and prefix(default) == prefix(python):
+        return command
+    import shlex  # here: a warm doctor with nothing to repair imports nothing it does not need
+
+    return f"{command} --python {shlex.quote(python)}"
+
+
 def check_extension_symbols(env: Environment, index: CudaFactsSource) -> list[Finding]:
     """Will ``import`` find every torch symbol an extension needs? The scan looked its undefined
     symbols of torch's namespaces up in the installed torch's libraries; an extension whose
@@ -736,7 +761,6 @@ def check_extension_symbols(env: Environment, index: CudaFactsSource) -> list[Fi
                 f" and {len(ext.missing_symbols) - 1} more" if len(ext.missing_symbols) > 1 else ""
             )
             origin = f"; it was built for {built_for}" if built_for else ""
-            rebuild = f" (`cuda-pip install --rebuild {package}`)" if package else ""
             install = (
                 f", or install the torch it was built for (torch=={_label_version(label)})"
                 if label
@@ -750,7 +774,8 @@ def check_extension_symbols(env: Environment, index: CudaFactsSource) -> list[Fi
                     found=f"{_named(ext)} needs {first}{more}, which the installed torch "
                     f"{torch.version} does not define{origin}: import fails with 'undefined "
                     f"symbol: {ext.missing_symbols[0]}'",
-                    fix=f"rebuild it against the installed torch {torch.version}{rebuild}{install}"
+                    fix=f"rebuild it against the installed torch {torch.version}: "
+                    f"`{_repair_command(env)}`{install}"
                     if blocked is None
                     else f"{blocked}{install}",
                 )
