@@ -64,3 +64,17 @@ def test_wheelhouse_list_says_a_missing_folder_does_not_exist(
     assert f"{missing} does not exist" in out and "no wheels yet" not in out
     assert main(["wheelhouse", "list", "--wheelhouse", str(missing), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["exists"] is False
+
+
+def test_help_says_what_the_option_does_here(capsys: pytest.CaptureFixture[str]) -> None:
+    """env prints shell lines (no tables); build installs nothing (its --python is the
+    interpreter built against)."""
+    for command in ("env", "build"):
+        assert main([command, "--help"]) == 0
+        text = " ".join(capsys.readouterr().out.split())
+        if command == "env":
+            assert "tables" not in text and "instead of the shell lines" in text
+        else:
+            python = text.split("--python PATH ", 1)[1]
+            assert python.startswith("the interpreter whose torch (and Python) the builds "), python
+            assert "to install into" not in python.split("--allow-torch-change")[0]

@@ -150,8 +150,11 @@ SKIP: dict[str, str] = {
     "cuda-resolve wheelhouse publish --to https://pypi.lab.example/    # pypiserver or devpi": (
         "needs a lab index server; tests/test_wheelhouse_cli.py publishes to a real pypiserver"
     ),
-    """cuda-resolve lock torch pointnet2_ops --profile a100.toml --profile rtx4090.toml -o \
-pylock.toml
+    """# pointnet2_ops is built into the wheelhouse first; the lock names its wheel where the \
+wheelhouse
+# is served (any static server; or the lab's index server: `wheelhouse_url` in the config)
+cuda-resolve lock torch pointnet2_ops --profile a100.toml --profile rtx4090.toml -o pylock.toml \\
+    --wheelhouse-url https://wheels.lab.example/wheelhouse
 cuda-resolve sync pylock.toml --name auto    # on each machine""": (
         "lock asks PyPI and the PyTorch index (network; the latter unreachable in CI) and sync "
         "installs torch; tests/test_lock*.py cover both"

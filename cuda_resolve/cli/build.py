@@ -48,6 +48,11 @@ def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.choices["build"]
     # REQ... is optional for --status; several --profile only with --slurm (checked in handle).
     next(action for action in parser._actions if action.dest == "requests").nargs = "*"
+    # build installs nothing: --python names the torch the builds compile against (issue 29).
+    next(action for action in parser._actions if action.dest == "python").help = (
+        "the interpreter whose torch (and Python) the builds compile against; nothing is "
+        "installed into it (the wheels go to the wheelhouse). Default: the target environment's"
+    )
     # register_build's --profile takes one file; this one replaces it ("resolve": argparse drops the
     # old).
     parser._optionals.conflict_handler = "resolve"

@@ -66,6 +66,10 @@ def register(subparsers: Any) -> None:
         help="write a Jupyter kernel spec NAME for the target whose env holds these variables",
     )
     add_json_option(parser)
+    # env prints shell lines, not tables (issue 29)
+    next(
+        action for action in parser._actions if action.dest == "json"
+    ).help = "print a JSON document (target, shell, exports, the text) instead of the shell lines"
     parser.set_defaults(handler=handle)
 
 
