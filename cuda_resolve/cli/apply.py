@@ -83,12 +83,14 @@ def _refuse_deciding(args: argparse.Namespace) -> None:
     except CudaResolveError:  # an unreadable plan: the refusal still names the option
         names = "REQ..."
     plan_file = shlex.quote(str(args.plan_file))
+    target = ["--python", shlex.quote(str(args.python))] if args.python else []
+    words += target  # the same target: the plan is decided for its torch, and applied there
     if "--repair" in options:
         hint = "cuda-resolve install --repair"
     elif set(options) <= set(PLAN_TAKES):  # a new plan with them, then apply that
         hint = (
             f"cuda-resolve plan {names} {' '.join(words)} --json > {plan_file} && "
-            f"cuda-resolve apply {plan_file}"
+            f"cuda-resolve apply {' '.join([plan_file, *target])}"
         )
     else:  # decided while installing (plan has no --rebuild, --ptx)
         hint = f"cuda-resolve install {names} {' '.join(words)}"
