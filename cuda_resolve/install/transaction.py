@@ -757,7 +757,7 @@ def _check_torch_landed(
 ) -> None:
     """Refuse (the caller restores the environment) a torch other than the planned build: a CPU
     build, another variant or release, read from its files (:func:`.verify.torch_mismatch`)."""
-    from ..torch_identity import read_installed_torch
+    from ..torch_identity import read_installed_torch, site_search_path
     from .pipoptions import find_options
     from .verify import planned_torch, torch_mismatch, torch_supplier
 
@@ -767,7 +767,7 @@ def _check_torch_landed(
     if any(f.option.name in _ELSEWHERE for f in find_options(options.pip_args, lenient=True)):
         notes.append("pip installs outside the target's site-packages: torch's build not checked")
         return
-    landed = read_installed_torch(env.python.site_packages)
+    landed = read_installed_torch(site_search_path(env.python.site_packages))
     problem = torch_mismatch(planned, landed)
     if problem is None:
         return
