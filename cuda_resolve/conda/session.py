@@ -289,6 +289,8 @@ class CondaSession:
     deferred: list[_Deferred] = field(default_factory=list)
     #: What this command built into the local channel: (prefix, the package file).
     built: list[tuple[Path, Path]] = field(default_factory=list)
+    #: The command the pre-command saw (the veto's hints repeat it).
+    command: Command | None = None
 
     # -- the pre-command ----------------------------------------------------------------------
 
@@ -298,6 +300,7 @@ class CondaSession:
         and remember it for :meth:`after_command`. None: the plugin is not active."""
         if not settings.active:
             return None
+        self.command = command
         channel = self._keep_solvable(command, settings)
         if not command.specs or command.name == "remove":
             return CommandEdit(add_channel=channel)
@@ -473,6 +476,9 @@ class CondaSession:
         built against, or that installs a CPU-only pytorch on a machine with GPUs."""
         if not settings.active:
             return
+        replaced = self._replaced_torch(solve)
+        if replaced is not None:  # first: what it carries along is checked with the deferred
+            self._carry_built(solve, *replaced, settings)
         if self.deferred:
             self._check_deferred(self.deferred[-1], solve)
         pytorch = [record for record in solve.link if record.name == "pytorch"]
@@ -487,6 +493,8 @@ class CondaSession:
                     hint="conda remove those packages first (conda install builds them again "
                     "for the new torch), or keep pip's torch",
                 )
+        if replaced is not None:
+            self._refuse_pip_extensions(solve, *replaced)
         reason = veto_cpu_torch(self.probe(None), pytorch)
         if reason:
             raise UsageError(
@@ -494,6 +502,126 @@ class CondaSession:
                 hint="ask for a CUDA build: conda install 'pytorch=*=cuda*' (with conda-forge), "
                 "or set CONDA_OVERRIDE_CUDA if __cuda is missing",
             )
+
+    @staticmethod
+    def _replaced_torch(solve: Solve) -> tuple[TorchRecord, TorchRecord] | None:
+        """(the environment's torch, the channel's pytorch the solve brings instead) when the
+        solve replaces one torch build with another (issue 27); None when it keeps it."""
+        incoming = [record for record in solve.link if record.name == "pytorch"]
+        if not incoming or not (solve.prefix / "conda-meta").is_dir():
+            return None
+        current = torch_record(solve.prefix)
+        new = TorchRecord.from_channel_record(incoming[-1])
+        if current is None or (current.name, current.version, current.build) == (
+            new.name,
+            new.version,
+            new.build,
+        ):
+            return None
+        return current, new
+
+    def _carry_built(
+        self, solve: Solve, current: TorchRecord, new: TorchRecord, settings: PluginSettings
+    ) -> None:
+        """The packages cuda-resolve built into the local channel against the channel's torch
+        the solve replaces, which the solve removes (their pin names the old torch) or leaves:
+        carried along, built again for the new torch after the command and installed through
+        conda (the deferral a command naming them gets). Those built against pip's torch are
+        :func:`veto_torch_swap`'s to refuse."""
+        if current.source != "channel":
+            return
+        from packaging.requirements import Requirement
+        from packaging.utils import canonicalize_name
+
+        url = LocalChannel.default(settings.channel).url
+        relinked = {record.name for record in solve.link}
+        built = [
+            record.name
+            for record in read_prefix_records(solve.prefix)
+            if (record.url or record.channel).startswith(url)
+            and record.name not in relinked
+            and any(
+                spec.matches(current.name, current.version, current.build)
+                for spec in record.dependency(current.name)
+            )
+        ]
+        last = self.deferred[-1] if self.deferred else None
+        if last is not None and last.prefix != solve.prefix:
+            last = None
+        taken = (
+            {canonicalize_name(Requirement(text).name) for text in last.requirements}
+            if last
+            else set()
+        )
+        names = sorted(name for name in built if canonicalize_name(name) not in taken)
+        if not names:
+            return
+        command = self.command.name if self.command is not None else "install"
+        carried = _Deferred(
+            command=last.command if last else command,
+            prefix=solve.prefix,
+            specs=(*(last.specs if last else ()), *names),
+            requirements=(*(last.requirements if last else ()), *names),
+        )
+        if last is not None:
+            self.deferred[-1] = carried
+        else:
+            self.deferred.append(carried)
+        self.reporter.step(
+            f"{', '.join(names)} {'was' if len(names) == 1 else 'were'} built by cuda-resolve "
+            f"for {current.describe()}, which this solve replaces with {new.describe()}: "
+            "carried along (built again for the new torch after the command, installed "
+            "through conda)"
+        )
+
+    def _refuse_pip_extensions(self, solve: Solve, current: TorchRecord, new: TorchRecord) -> None:
+        """Refuse a solve that replaces torch under extensions pip installed (``conda cuda
+        install``, cuda-pip) and built for the old one: conda does not know they link it, and
+        their next import fails with 'undefined symbol'. ``CUDA_RESOLVE_KEEP_STALE=NAME,...``
+        leaves them as they are (``conda cuda install --repair`` rebuilds them after)."""
+        from packaging.utils import canonicalize_name
+
+        from ..install.stale import stale_extensions
+
+        python = solve.prefix / "bin" / "python"
+        if not python.exists():
+            return
+        running = Path(sys.executable).absolute() == python.absolute()
+        env = self.probe(None if running else str(python))
+        stale = [
+            s
+            for s in stale_extensions(env, self.index())
+            if pip_distribution(solve.prefix, s.name) is not None
+        ]
+        kept = self.environ.get("CUDA_RESOLVE_KEEP_STALE", "").replace(",", " ").split()
+        refused = [s for s in stale if not s.matches(kept)]
+        repair = f"conda cuda install -p {shlex.quote(str(solve.prefix))} --repair"
+        if not refused:
+            if stale:
+                names = ", ".join(_shown(s.name, s.version) for s in stale)
+                self.reporter.note(
+                    f"{names} stay built for {current.describe()} (CUDA_RESOLVE_KEEP_STALE): "
+                    f"after this command, {repair} rebuilds them for the new torch"
+                )
+            return
+        shown = ", ".join(_shown(s.name, s.version) for s in refused)
+        them = ",".join(str(canonicalize_name(s.name)) for s in refused)
+        command = self.command
+        again = (
+            f"conda {command.name} -p {shlex.quote(str(solve.prefix))} "
+            + " ".join(shlex.quote(spec.text) for spec in command.specs)
+            if command is not None and command.prefix == solve.prefix
+            else "the same conda command"
+        )
+        raise UsageError(
+            f"this solve replaces {current.describe()} with {new.describe()} in {solve.prefix}, "
+            f"and {shown} (installed by pip) {'was' if len(refused) == 1 else 'were'} built "
+            "for the old torch: conda does not know they link it, and at their next import "
+            "they fail with 'undefined symbol' (torch's C++ ABI changes between builds); "
+            "nothing was changed",
+            hint=f"to change torch and rebuild them for the new one: CUDA_RESOLVE_KEEP_STALE="
+            f"{them} {again}, then {repair}",
+        )
 
     def _check_deferred(self, deferred: _Deferred, solve: Solve) -> None:
         """The solve must leave a CUDA torch in the environment for the deferred names to be
@@ -639,3 +767,7 @@ class CondaSession:
                 f"unset {', '.join(names)} for {prefix} (nothing built by cuda-resolve is left)"
             )
         marker.unlink()
+
+
+def _shown(name: str, version: str | None) -> str:
+    return f"{name} {version}" if version else name
