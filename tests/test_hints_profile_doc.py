@@ -8,18 +8,23 @@ in the doc's table for its section; every key a table lists is one the reader ac
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cuda_resolve._toml import tomllib  # tomli on Python 3.10
 from cuda_resolve.environment import ExtensionBinary, InstalledExtension
 from cuda_resolve.errors import ProfileError
 from cuda_resolve.profile import dump_profile, load_profile, parse_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "profile-format.md"
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+
 PROFILES = sorted((Path(__file__).parent / "data" / "profiles").glob("*.toml"))
 
 
