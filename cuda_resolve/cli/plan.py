@@ -93,6 +93,8 @@ def parse_arch_list(text: str) -> tuple[ArchEntry, ...]:
 
 
 def handle(args: argparse.Namespace) -> int:
+    if args.profile is None:  # the target's pip configuration is read while the rest is decided
+        _prefetch_pip_config(args.python)
     options = Options(
         allow_torch_change=args.allow_torch_change,
         strict_driver=args.strict_driver,
@@ -152,6 +154,22 @@ def handle(args: argparse.Namespace) -> int:
         # One line at any width: a wrapped command pasted into a shell runs half of itself.
         _output.console().print(Text(f"{where}:\n  {shlex.join(command)}"), soft_wrap=True)
     return 0
+
+
+def _prefetch_pip_config(python: str | None) -> None:
+    """Start the target's ``pip config debug`` (how :func:`_completed` learns pip's hash-checking
+    mode: a pip start, most of a plan's time) in the background (issue 28)."""
+    import os
+
+    from ..errors import CudaResolveError
+    from ..install.pipconfig import prefetch_config
+    from ..install.target import choose_target
+
+    try:
+        choice = choose_target(python)
+    except CudaResolveError:
+        return  # detecting says why, in its turn
+    prefetch_config(choice.python, os.environ)
 
 
 def _completed(plan: Plan, env: Environment, index: Index) -> tuple[Plan, str | None]:

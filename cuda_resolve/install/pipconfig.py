@@ -34,6 +34,7 @@ import configparser
 import functools
 import os
 import re
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -57,6 +58,7 @@ __all__ = [
     "parse_config_list",
     "parse_pip_args",
     "pip_indexes",
+    "prefetch_config",
     "urls_to_check",
     "without_configured_indexes",
 ]
@@ -382,10 +384,178 @@ def _child_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return child
 
 
+def _venv_prefix(python: str) -> str | None:
+    """``sys.prefix`` of ``python`` where its place says it for certain (a venv: ``pyvenv.cfg``
+    above ``bin/``; a conda env: ``conda-meta/``) and a pip that has ``pip config debug`` (>= 20.2,
+    not 23.0, which also read ``sys.base_prefix``'s file) is installed there, else None."""
+    import glob
+
+    folder = os.path.dirname(os.path.dirname(os.path.abspath(python)))
+    if not (
+        os.path.isfile(os.path.join(folder, "pyvenv.cfg"))
+        or os.path.isdir(os.path.join(folder, "conda-meta"))
+    ):
+        return None
+    site = os.path.join(glob.escape(folder), "lib", "python3*", "site-packages")
+    versions = [
+        os.path.basename(found)[len("pip-") : -len(".dist-info")]
+        for found in glob.glob(os.path.join(site, "pip-*.dist-info"))
+    ]
+    if len(versions) != 1 or not glob.glob(os.path.join(site, "pip", "__init__.py")):
+        return None
+    try:
+        release = tuple(int(part) for part in versions[0].split(".")[:2])
+    except ValueError:
+        return None
+    return folder if release >= (20, 2) and release != (23, 0) else None
+
+
+def _files_read_here(
+    python: str, environ: Mapping[str, str], *, isolated: bool
+) -> list[ConfigFile] | None:
+    """The configuration files the target's pip reads with their values, read here as pip's
+    ``configuration.py`` reads them (the same files, order, parser and key names), so that
+    pip need not be started for ``pip config debug`` (0.2 - 1 s, the most of a ``plan``;
+    issue 28). None where that is not certain (not Linux, the target's ``sys.prefix`` or pip
+    unknown, a file that does not parse): pip is asked then.
+
+    pip reads each ``$XDG_CONFIG_DIRS`` folder's (default ``/etc/xdg``) ``pip/pip.conf`` and
+    ``/etc/pip.conf`` (global); ``~/.pip/pip.conf`` and ``$XDG_CONFIG_HOME/pip/pip.conf`` (user;
+    not under ``--isolated`` or when ``PIP_CONFIG_FILE`` names a file that exists);
+    ``sys.prefix/pip.conf`` (site); then ``PIP_CONFIG_FILE``'s file (env); none at all when
+    ``PIP_CONFIG_FILE`` is ``os.devnull``."""
+    import sys
+
+    if sys.platform != "linux":
+        return None
+    prefix = _venv_prefix(python)
+    if prefix is None:
+        return None
+    named = environ.get("PIP_CONFIG_FILE")
+    if named == os.devnull:
+        return []
+    home = environ.get("HOME") or os.path.expanduser("~")
+    config_home = (environ.get("XDG_CONFIG_HOME") or "").strip() or os.path.join(home, ".config")
+    config_dirs = (environ.get("XDG_CONFIG_DIRS") or "").strip() or "/etc/xdg"
+    variants: list[tuple[str, list[str]]] = [
+        (
+            "global",
+            [os.path.join(d, "pip", "pip.conf") for d in config_dirs.split(os.pathsep)]
+            + ["/etc/pip.conf"],
+        )
+    ]
+    if not isolated and not (named and os.path.exists(named)):
+        variants.append(
+            (
+                "user",
+                [
+                    os.path.join(home, ".pip", "pip.conf"),
+                    os.path.join(config_home, "pip", "pip.conf"),
+                ],
+            )
+        )
+    variants.append(("site", [os.path.join(prefix, "pip.conf")]))
+    if named:
+        variants.append(("env", [named]))
+    found: list[ConfigFile] = []
+    for variant, paths in variants:
+        for path in paths:
+            if not os.path.exists(path):
+                continue
+            parser = _Parser()
+            try:
+                parser.read_string(read_text(path), source=path)
+            except (OSError, UnicodeDecodeError, configparser.Error):
+                return None  # pip says why in its own words
+            values = tuple(
+                (f"{section}.{key}", value)
+                for section in parser.sections()
+                for key, value in parser.items(section)
+            )
+            found.append(ConfigFile(path=path, variant=variant, values=values))
+    return found
+
+
+_PrefetchKey = tuple[str, tuple[tuple[str, str], ...], bool]
+
+
+class _Pending:
+    """A listing being read on another thread (concurrent.futures would import logging: 35 ms
+    of every command's start)."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: tuple[list[ConfigFile] | None, list[str], str | None] | None = None
+        self.error: BaseException | None = None
+
+    def result(self) -> tuple[list[ConfigFile] | None, list[str], str | None]:
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.value is not None
+        return self.value
+
+
+#: Listings being read in the background (:func:`prefetch_config`), each taken by one reader.
+_PREFETCHED: dict[_PrefetchKey, _Pending] = {}
+_PREFETCH_LOCK = threading.Lock()
+
+
+def _prefetch_key(python: str, environ: Mapping[str, str], isolated: bool) -> _PrefetchKey:
+    # Interpreters of one bin/ folder (python, python3, python3.12) share one pip configuration.
+    where = os.path.dirname(os.path.abspath(python)) if os.sep in python else python
+    return where, tuple(sorted(_child_environment(environ).items())), isolated
+
+
+def prefetch_config(
+    python: str,
+    environ: Mapping[str, str],
+    *,
+    isolated: bool = False,
+    timeout: float = PROBE_TIMEOUT,
+) -> None:
+    """Start reading ``python``'s pip configuration in the background: the next reader asking
+    for it (:func:`config_values`, :func:`pip_indexes` ...) takes the answer instead of starting
+    pip then. ``plan`` starts it first thing, so pip's start (0.2 - 0.6 s) overlaps loading the
+    index, detecting and resolving (issue 28). Never raises."""
+    key = _prefetch_key(python, environ, isolated)
+    with _PREFETCH_LOCK:
+        if key in _PREFETCHED:
+            return
+        pending = _PREFETCHED[key] = _Pending()
+    given = dict(environ)
+
+    def read() -> None:
+        try:
+            pending.value = _read_config_now(python, given, isolated=isolated, timeout=timeout)
+        except BaseException as exc:  # handed to the reader, who raises it where it asked
+            pending.error = exc
+        finally:
+            pending.done.set()
+
+    threading.Thread(target=read, name="cuda-resolve-pip-config", daemon=True).start()
+
+
 def _read_config(
     python: str, environ: Mapping[str, str], *, isolated: bool, timeout: float
 ) -> tuple[list[ConfigFile] | None, list[str], str | None]:
-    """(files, notes, error) from the target's pip; files is None when pip gave no listing."""
+    """(files, notes, error) from the target's pip; files is None when pip gave no listing.
+    A listing :func:`prefetch_config` started is taken (once) instead of starting pip again."""
+    with _PREFETCH_LOCK:
+        pending = _PREFETCHED.pop(_prefetch_key(python, environ, isolated), None)
+    if pending is not None:
+        return pending.result()
+    return _read_config_now(python, environ, isolated=isolated, timeout=timeout)
+
+
+def _read_config_now(
+    python: str, environ: Mapping[str, str], *, isolated: bool, timeout: float
+) -> tuple[list[ConfigFile] | None, list[str], str | None]:
+    """:func:`_read_config`, run now: the files read here where that is certain
+    (:func:`_files_read_here`), else listed by the target's pip."""
+    read = _files_read_here(python, environ, isolated=isolated)
+    if read is not None:
+        return read, [], None
     base = [
         python,
         "-m",
