@@ -108,3 +108,24 @@ def test_other_errors_pass_through_and_the_class_is_kept() -> None:
     assert converted.hint is not None and converted.hint.startswith(
         "`conda cuda plan kaolin --allow-torch-change`"
     )
+
+
+def test_a_build_that_cannot_fetch_its_source_names_the_plugins_sources_setting() -> None:
+    from cuda_resolve.errors import BuildError
+
+    fetch = BuildError(
+        "pointnet2_ops: git clone https://github.com/x/y failed",
+        hint="check the network (cuda-resolve doctor --network), or pass --source DIR",
+    )
+    converted = in_conda_words(fetch, ["pointnet2_ops"])
+    assert isinstance(converted, BuildError) and converted.message == fetch.message
+    assert converted.hint is not None and "--source" not in converted.hint
+    assert "`conda config --set plugins.cuda_resolve_sources.pointnet2_ops DIR`" in converted.hint
+
+
+def test_the_one_command_way_names_the_packages(tmp_path: Path) -> None:
+    env, torch = _no_gpu(tmp_path)
+    hint = _refusal(env, torch).hint or ""
+    assert (
+        "`CONDA_OVERRIDE_CUDA_ARCH=8.6 conda install pointnet2_ops`" in hint and "..." not in hint
+    )

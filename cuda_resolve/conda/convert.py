@@ -115,17 +115,20 @@ def build_into_channel(
     plan = channel_plan(
         names, env, torch, index, options, arch_list=arch_list, reporter=report, environ=base
     )
-    return package_plan(
-        plan,
-        env,
-        prefix,
-        channel=channel,
-        index=index,
-        options=options,
-        reporter=report,
-        environ=base,
-        client=client,
-    )
+    try:
+        return package_plan(
+            plan,
+            env,
+            prefix,
+            channel=channel,
+            index=index,
+            options=options,
+            reporter=report,
+            environ=base,
+            client=client,
+        )
+    except CudaResolveError as error:  # a build's hint, in conda's terms
+        raise in_conda_words(error, names) from None
 
 
 def channel_plan(
@@ -187,13 +190,19 @@ def in_conda_words(error: CudaResolveError, names: Sequence[str]) -> CudaResolve
     cuda-resolve's options, so a way out that is an option (``--arch-list``,
     ``--allow-torch-change``) is said in conda's terms: the plugin's setting or conda's
     ``CONDA_OVERRIDE_CUDA_ARCH`` for the GPUs to build for, the environment's torch for a torch
-    change. Any other error is returned as it is."""
+    change, the plugin's sources for ``--source``. Any other error is returned as it is."""
     hint = error.hint or ""
     if "--arch-list" in hint or "--arch-list" in error.message:
         hint = (
             "no GPU here to build for: set the compute capabilities of the machines you build "
             "for, `conda config --set plugins.cuda_resolve_arch_list '8.6;9.0'`, or for one "
-            "command, `CONDA_OVERRIDE_CUDA_ARCH=8.6 conda install ...`"
+            f"command, `CONDA_OVERRIDE_CUDA_ARCH=8.6 conda install {' '.join(names)}`"
+        )
+    elif "--source DIR" in hint:
+        name = names[0] if len(names) == 1 else "PACKAGE"
+        hint = (
+            "give the plugin a copy of the source (a folder or archive of the recipe's "
+            f"repository): `conda config --set plugins.cuda_resolve_sources.{name} DIR`"
         )
     elif "--allow-torch-change" in hint:
         hint = (

@@ -45,6 +45,7 @@ from .convert import (
     build_into_channel,
     channel_plan,
     environment_torch,
+    in_conda_words,
     prefix_python,
 )
 from .records import CondaRecord, TorchRecord, pip_distribution, read_prefix_records, torch_record
@@ -741,7 +742,12 @@ class CondaSession:
         backend = CondaChannelBackend(
             prefix=prefix, channel=channel, install=self.install, channels=tuple(channels)
         )
-        result = backend.execute(plan, env, index=index, options=options, reporter=self.reporter)
+        try:
+            result = backend.execute(
+                plan, env, index=index, options=options, reporter=self.reporter
+            )
+        except CudaResolveError as error:  # a build's hint, in conda's terms
+            raise in_conda_words(error, requirements) from None
         ours = {name for name, _, after in result.changed if after is not None}
         for record in read_prefix_records(prefix):
             if record.name in ours:
