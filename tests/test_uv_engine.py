@@ -316,3 +316,62 @@ def test_a_uv_configuration_cannot_move_the_install(
         assert _json_sync(locked, python, capsys)["installers"] == ["uv"]
         assert _installed(python)["tinyutil"] == "1.0", how
         assert not elsewhere.exists(), how
+
+
+def test_sigterm_while_uv_runs_ends_it_restores_the_target_and_its_lines_are_redacted(
+    configured: dict[str, Path | str],
+    locked: Path,
+    tmp_path: Path,
+    uv_cache: Path,
+) -> None:
+    """uv runs through pip's process runner: SIGTERM to cuda-resolve ends uv (its own session)
+    and what it had written is removed by the undo; a credential uv prints is redacted in the
+    log. A stand-in uv writes a package into the target, prints a URL with a password, sleeps."""
+    import signal
+    import sys
+    import time
+
+    python = _venv(tmp_path / "venv")
+    site = _site(python)
+    before = _tree(python.parent.parent)
+    pid_file = tmp_path / "uv.pid"
+    fake = tmp_path / "fake-uv"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f"mkdir -p '{site}/half_written' && echo x > '{site}/half_written/__init__.py'\n"
+        "echo 'error: fetching https://alice:s3cret-token@mirror.example/simple/'\n"
+        f"echo $$ > '{pid_file}'\n"
+        "exec sleep 120\n"
+    )
+    fake.chmod(0o755)
+    script = (
+        "import sys\nfrom cuda_resolve.install import uv\n"
+        f"uv.find_uv = lambda environ: {str(fake)!r}\n"
+        "from cuda_resolve.cli import main\n"
+        f"words = ['sync', {str(locked)!r}, '--name', 'a100', '--python', {str(python)!r}]\n"
+        "sys.exit(main(words))\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.1)
+    uv_pid = int(pid_file.read_text())
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode != 0
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(uv_pid, os.WNOHANG)
+    for _ in range(100):  # the stand-in uv (and its sleep) end with the session
+        if not Path(f"/proc/{uv_pid}").exists():
+            break
+        time.sleep(0.1)
+    assert not Path(f"/proc/{uv_pid}").exists(), "uv was left running"
+    assert not (site / "half_written").exists()
+    assert _tree(python.parent.parent) == before
+    logs = list((Path(os.environ["CUDA_RESOLVE_CACHE_DIR"]) / "logs").glob("sync-*.log"))
+    text = "".join(log.read_text() for log in logs)
+    assert "mirror.example" in text and "s3cret-token" not in text
+    assert "s3cret-token" not in err
