@@ -375,3 +375,44 @@ def test_sigterm_while_uv_runs_ends_it_restores_the_target_and_its_lines_are_red
     text = "".join(log.read_text() for log in logs)
     assert "mirror.example" in text and "s3cret-token" not in text
     assert "s3cret-token" not in err
+
+
+def test_a_step_of_wheelhouse_wheels_goes_to_uv_with_each_wheels_sha256(tmp_path: Path) -> None:
+    """A reused build's step (``--no-deps`` and the wheelhouse file, its requirements installed):
+    uv's command in the dry run, and the file it reads names the wheel with its sha256."""
+    from cuda_resolve.index import default_index
+    from cuda_resolve.install import transaction
+    from cuda_resolve.install.options import InstallOptions
+    from cuda_resolve.install.prepare import complete_plan
+    from cuda_resolve.plan import make_plan
+    from cuda_resolve.profile import load_profile
+    from cuda_resolve.resolve import Options, resolve
+    from cuda_resolve.wheelhouse.store import Wheelhouse
+
+    env = load_profile(
+        Path(__file__).parent / "data" / "profiles" / "h200-detected-2026-12-02.toml"
+    )
+    decided = make_plan(resolve(["pointnet2_ops"], env, default_index(), Options()), env)
+    plan = complete_plan(
+        decided,
+        env,
+        default_index(),
+        InstallOptions(),
+        pip=None,
+        installed={"torch": "2.11.0+cu130"},
+    )
+    [step] = plan.steps
+    assert step.args == ("--no-deps",) and len(step.built) == 1
+    house = Wheelhouse(tmp_path / "wheelhouse")
+    python = str(tmp_path / "venv" / "bin" / "python")
+    [uv_words] = transaction.planned_commands(plan, python, house, installer="auto")
+    [pip_words] = transaction.planned_commands(plan, python, house, installer="pip")
+    assert uv_engine.installer_of(uv_words) == "uv" and "--require-hashes" in uv_words
+    assert uv_engine.installer_of(pip_words) == "pip" and pip_words[-1].endswith(".whl")
+    engine = transaction._uv_engine("auto", python, None, os.environ, tmp_path / "log")
+    wheel = Path(pip_words[-1])
+    digest = step.built[0]
+    local = transaction._local_step(engine, step, plan, {digest: wheel}, {digest: "ab" * 32})
+    assert local is not None and local.lines == (
+        f"pointnet2-ops @ {wheel.resolve().as_uri()} --hash=sha256:{'ab' * 32}",
+    )
