@@ -416,3 +416,20 @@ def test_a_step_of_wheelhouse_wheels_goes_to_uv_with_each_wheels_sha256(tmp_path
     assert local is not None and local.lines == (
         f"pointnet2-ops @ {wheel.resolve().as_uri()} --hash=sha256:{'ab' * 32}",
     )
+
+
+def test_a_cache_on_another_filesystem_is_copied_from_and_the_users_link_mode_is_kept(
+    tmp_path: Path,
+) -> None:
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("no second filesystem here")
+    elsewhere = {"UV_CACHE_DIR": str(shm / "no-such-uv-cache")}  # its nearest parent decides
+    assert uv_engine.link_mode(elsewhere, str(tmp_path)) == "copy"
+    here = {"UV_CACHE_DIR": str(tmp_path / "uv-cache")}
+    assert uv_engine.link_mode(here, str(tmp_path)) == "hardlink"
+    assert uv_engine.link_mode({**here, "UV_LINK_MODE": "copy"}, str(tmp_path)) == "copy"
+    assert uv_engine.link_mode({**here, "UV_LINK_MODE": "symlink"}, str(tmp_path)) == "hardlink"
+    default = {"HOME": str(tmp_path / "home")}  # uv's default: ~/.cache/uv
+    assert uv_engine.cache_dir(default) == tmp_path / "home" / ".cache" / "uv"
+    assert uv_engine.cache_dir({**default, "XDG_CACHE_HOME": "/x"}) == Path("/x/uv")

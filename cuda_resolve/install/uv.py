@@ -19,7 +19,8 @@ default under ``XDG_CACHE_HOME`` or ``~/.cache``.
 
 The link mode: a hard link from uv's cache where the cache and the target share a filesystem
 (uv's own default on Linux); ``copy`` where they do not (a hard link cannot cross filesystems);
-``UV_LINK_MODE=copy`` (or ``clone``) chooses for the user. A hard link keeps every guarantee the
+``UV_LINK_MODE=copy`` (or ``clone``, or ``hardlink``) chooses for the user; ``symlink`` is not
+taken (``uv cache clean`` would break the environment). A hard link keeps every guarantee the
 stash gives: the stash, its restore, pip's uninstall and reinstall and uv's own all unlink or
 rename, never write into a file, so uv's cache stays as it was and the environment exact
 (tests/test_uv_engine.py). What a hard link shares is an in-place write into an installed file
