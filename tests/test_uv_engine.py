@@ -132,6 +132,7 @@ def test_installer_uv_without_uv_is_a_usage_error_with_the_extra_to_install(
     assert uv_engine.uv_for("auto", {}) == (None, None)  # auto: pip, nothing to say
     found, note = uv_engine.uv_for("auto", {"PIP_TARGET": "/elsewhere"})
     assert found is None and note is not None and "PIP_TARGET" in note
+    assert uv_engine.uv_for("auto", {"PIP_USER": "0"}) == (None, None)  # pip reads it as off
 
 
 def test_only_steps_of_local_hashed_wheels_go_to_uv(tmp_path: Path) -> None:

@@ -54,6 +54,7 @@ __all__ = [
     "cache_dir",
     "find_uv",
     "installer_of",
+    "link_mode",
     "local_requirements",
     "uv_for",
 ]
@@ -98,7 +99,11 @@ def uv_for(installer: str, environ: Mapping[str, str]) -> tuple[str | None, str 
         )
     if installer == "pip":
         return None, None
-    elsewhere = [name for name in _PIP_ELSEWHERE if environ.get(name)]
+    elsewhere = [
+        name
+        for name in _PIP_ELSEWHERE
+        if environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+    ]
     if elsewhere:
         return None, f"{', '.join(elsewhere)} set: pip installs, as it reads them"
     found = find_uv(environ)
