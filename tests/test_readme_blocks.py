@@ -310,7 +310,7 @@ def test_without_a_gpu_the_main_command_refuses_as_the_readme_says(tmp_path: Pat
     if not (BIN / "cuda-pip").exists():
         pytest.skip(f"cuda-pip is not installed next to {sys.executable}")
     readme = README.read_text(encoding="utf-8")
-    quoted = re.search(r"The main command refuses there: `([^`]+)`", readme)
+    quoted = re.search(r"the main command has no GPU to build for and says so: `([^`]+)`", readme)
     assert quoted, "the README no longer quotes the refusal"
     result = _bash(
         "cuda-pip install torch pointnet2_ops --dry-run", tmp_path, _environ(tmp_path, NO_GPU)
