@@ -142,3 +142,34 @@ def test_what_cannot_be_read_here_is_asked_of_pip_once_in_the_background(
     assert len(started) == 1, started
     assert listed is None and error is not None and "timeout" in error, (listed, notes, error)
     assert not pipconfig._PREFETCHED  # taken: a later reader asks again
+
+
+def test_the_target_probe_started_early_is_taken_once_and_its_error_raised_where_asked(
+    venv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cuda_resolve.errors import InstallError
+    from cuda_resolve.install import pip
+
+    environ = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    calls: list[str] = []
+    real = pip._run_json
+
+    def run_json(python: str, script: str, given: Any, what: str) -> object:
+        calls.append(python)
+        return real(python, script, given, what)
+
+    monkeypatch.setattr(pip, "_run_json", run_json)
+    pip.prefetch_probe(str(venv), environ)
+    pip.prefetch_probe(str(venv.parent / "python3"), environ)  # the same bin/: one probe
+    facts, installed = pip.pip_facts_and_distributions(str(venv), environ)
+    assert len(calls) == 1 and "pip" in installed and facts.prefix == str(venv.parent.parent)
+    pip.pip_facts_and_distributions(str(venv), environ)  # taken: this one probes afresh
+    assert len(calls) == 2
+    missing = venv.parent / "no-such-python"
+    pip.prefetch_probe(str(missing), environ)
+    with pytest.raises(InstallError, match="could not report"):
+        pip.pip_facts_and_distributions(str(missing), environ)
+    pip.prefetch_probe(str(venv), environ)
+    pip.forget_prefetched()  # a command that ended before asking leaves nothing behind
+    pip.pip_facts_and_distributions(str(venv), environ)
+    assert len(calls) == 5

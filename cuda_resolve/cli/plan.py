@@ -93,8 +93,18 @@ def parse_arch_list(text: str) -> tuple[ArchEntry, ...]:
 
 
 def handle(args: argparse.Namespace) -> int:
-    if args.profile is None:  # the target's pip configuration is read while the rest is decided
-        _prefetch_pip_config(args.python)
+    from ..install import pip, pipconfig
+
+    if args.profile is None:  # the target is probed while the rest is decided (issue 28)
+        _prefetch_target(args.python)
+    try:
+        return _decide(args)
+    finally:
+        pip.forget_prefetched()
+        pipconfig.forget_prefetched()
+
+
+def _decide(args: argparse.Namespace) -> int:
     options = Options(
         allow_torch_change=args.allow_torch_change,
         strict_driver=args.strict_driver,
@@ -156,12 +166,14 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def _prefetch_pip_config(python: str | None) -> None:
-    """Start the target's ``pip config debug`` (how :func:`_completed` learns pip's hash-checking
-    mode: a pip start, most of a plan's time) in the background (issue 28)."""
+def _prefetch_target(python: str | None) -> None:
+    """Start, in the background, the target's probes :func:`_completed` waits for: its pip
+    facts and distributions, and its pip configuration where it is not read here (how pip's
+    hash-checking mode is learnt) (issue 28)."""
     import os
 
     from ..errors import CudaResolveError
+    from ..install.pip import prefetch_probe
     from ..install.pipconfig import prefetch_config
     from ..install.target import choose_target
 
@@ -170,6 +182,7 @@ def _prefetch_pip_config(python: str | None) -> None:
     except CudaResolveError:
         return  # detecting says why, in its turn
     prefetch_config(choice.python, os.environ)
+    prefetch_probe(choice.python, os.environ)
 
 
 def _completed(plan: Plan, env: Environment, index: Index) -> tuple[Plan, str | None]:

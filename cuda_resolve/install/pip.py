@@ -8,6 +8,8 @@ with the upgrade command.
 from __future__ import annotations
 
 import json
+import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +28,10 @@ __all__ = [
     "TORCH_INDEX_ONLY_CLEARED",
     "PipFacts",
     "TargetPip",
+    "forget_prefetched",
     "installed_distributions",
     "pip_facts_and_distributions",
+    "prefetch_probe",
     "refuse_externally_managed",
     "trust_options",
 ]
@@ -95,7 +99,63 @@ def _run_json(python: str, script: str, environ: Mapping[str, str], what: str) -
     )
 
 
+_ProbeKey = tuple[str, tuple[tuple[str, str], ...]]
+#: Probes started in the background (:func:`prefetch_probe`), each taken by one reader.
+_PREFETCHED: dict[_ProbeKey, tuple[threading.Event, list[object]]] = {}
+_PREFETCH_LOCK = threading.Lock()
+
+
+def _probe_key(python: str, environ: Mapping[str, str]) -> _ProbeKey:
+    # Interpreters of one bin/ folder (python, python3, python3.12) answer alike.
+    where = os.path.dirname(os.path.abspath(python)) if os.sep in python else python
+    return where, tuple(sorted(environ.items()))
+
+
+def prefetch_probe(python: str, environ: Mapping[str, str]) -> None:
+    """Start the target probe (:func:`pip_facts_and_distributions`) in the background: the next
+    call for the same target takes its answer (or its error) instead of starting the target
+    again. ``plan`` starts it first thing (issue 28). Never raises."""
+    key = _probe_key(python, environ)
+    with _PREFETCH_LOCK:
+        if key in _PREFETCHED:
+            return
+        done = threading.Event()
+        answer: list[object] = []
+        _PREFETCHED[key] = (done, answer)
+    given = dict(environ)
+
+    def probe() -> None:
+        try:
+            answer.append(_probe_now(python, given))
+        except BaseException as exc:  # raised by the reader, where it asked
+            answer.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=probe, name="cuda-resolve-target-probe", daemon=True).start()
+
+
+def forget_prefetched() -> None:
+    """Drop the probes started and not taken (a command that ended before asking): a later
+    command in the same process probes afresh."""
+    with _PREFETCH_LOCK:
+        _PREFETCHED.clear()
+
+
 def _probe(python: str, environ: Mapping[str, str]) -> dict[str, object]:
+    with _PREFETCH_LOCK:
+        pending = _PREFETCHED.pop(_probe_key(python, environ), None)
+    if pending is None:
+        return _probe_now(python, environ)
+    done, answer = pending
+    done.wait()
+    if isinstance(answer[0], BaseException):
+        raise answer[0]
+    assert isinstance(answer[0], dict)
+    return answer[0]
+
+
+def _probe_now(python: str, environ: Mapping[str, str]) -> dict[str, object]:
     data = _run_json(python, _probe_script(), environ, "its pip version and installed packages")
     if not isinstance(data, dict):
         raise InstallError(

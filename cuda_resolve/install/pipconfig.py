@@ -54,6 +54,7 @@ __all__ = [
     "PipIndexes",
     "attribute_merged",
     "config_values",
+    "forget_prefetched",
     "parse_config_debug",
     "parse_config_list",
     "parse_pip_args",
@@ -534,6 +535,13 @@ def prefetch_config(
             pending.done.set()
 
     threading.Thread(target=read, name="cuda-resolve-pip-config", daemon=True).start()
+
+
+def forget_prefetched() -> None:
+    """Drop the listings started and not taken (a command that ended before asking): a later
+    command in the same process asks afresh."""
+    with _PREFETCH_LOCK:
+        _PREFETCHED.clear()
 
 
 def _read_config(
