@@ -114,6 +114,21 @@ CASES = {
         before=_plan_file,
         follow_says=("target: {python} ",),
     ),
+    "apply PLAN --plan OTHER": Case(
+        ("apply", "{root}/plan.json", "--python", "{python}", "--plan", "{root}/other.json"),
+        H200,
+        hint_says=("`cuda-resolve apply {root}/plan.json --python {python}`",),
+        reaches="success",
+        before=_plan_file,
+        follow_says=("target: {python} ",),
+    ),
+    # An option that does not go with another: the hint drops it.
+    "env --slurm --shell zsh": Case(
+        ("env", "--slurm", "--shell", "zsh", "--python", "{python}"),
+        H200,
+        hint_says=("drop --shell",),
+        reaches="success",
+    ),
     "apply PLAN --ptx": Case(
         ("apply", "{root}/plan.json", "--python", "{python}", "--ptx"),
         H200,
@@ -210,6 +225,18 @@ def follow(argv: list[str], hint: str) -> tuple[str, list[str]]:
             for part in line.split("&&")
         ]
         return "command", [" && ".join(parts)]
+    if hint.startswith("drop "):  # an option that does not go with another: left out
+        dropped = set(_OPTION.findall(hint.split("(")[0]))
+        kept: list[str] = []
+        skip = False
+        for word in argv:
+            if skip:
+                skip = False
+            elif word in dropped:
+                skip = True  # and its value
+            else:
+                kept.append(word)
+        return "options", kept
     options = list(dict.fromkeys(o for o in _OPTION.findall(hint) if o not in argv))
     assert options, f"the hint names neither a command nor an option: {hint!r}"
     added: list[str] = []
@@ -250,7 +277,7 @@ def test_each_hint_followed_gets_further(name: str, bench: Bench) -> None:
     refused = _run(case.argv, case.machine, bench)
     error, hint = _said(refused)
     assert refused.returncode != 0 and error and hint, refused.stdout + refused.stderr
-    for claim in case.hint_says:
+    for claim in _filled(case.hint_says, bench):
         assert claim in hint, f"{name}: the hint does not say {claim!r}: {hint}"
     kind, words = follow(list(case.argv), hint)
     if kind == "command":  # one line a shell reads as written (quotes balanced)
@@ -291,6 +318,10 @@ def test_the_follower_reads_each_kind_of_hint() -> None:
     assert follow(argv, "cuda-resolve plan x --json > p.json && cuda-resolve apply p.json") == (
         "command",
         ["cuda-resolve plan x --json > p.json && cuda-resolve apply p.json --dry-run"],
+    )
+    assert follow(["env", "--slurm", "--shell", "zsh"], "drop --shell (sbatch: bash)") == (
+        "options",
+        ["env", "--slurm"],
     )
     assert follow(argv, "run `cuda-pip install --rebuild x` (builds here)") == (
         "command",

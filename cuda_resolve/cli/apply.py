@@ -108,8 +108,12 @@ def handle(args: argparse.Namespace) -> int:
     if args.plan is not None and args.plan != args.plan_file:
         from ..errors import UsageError
 
+        target = f" --python {shlex.quote(str(args.python))}" if args.python else ""
+        first, second = (shlex.quote(str(path)) for path in (args.plan_file, args.plan))
         raise UsageError(
-            "apply takes one plan: PLAN or --plan, not both", hint="cuda-resolve apply PLAN.json"
+            "apply takes one plan: PLAN or --plan, not both",
+            hint=f"one of them: `cuda-resolve apply {first}{target}` or `cuda-resolve apply "
+            f"{second}{target}`",
         )
     args.plan = args.plan_file
     return run_action(args, [], mode="install")
