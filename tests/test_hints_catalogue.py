@@ -345,3 +345,8 @@ def test_doctor_fixes_for_the_catalogue_machines_are_one_line_each(
             if words and words[-1] == "export":
                 pytest.fail(f"{profile.name}: 'export' ends a line: {lines[number : number + 2]}")
             assert line.count("`") % 2 == 0, f"{profile.name}: a quoted command is split: {line}"
+            for run in re.finditer(r"export((?: [A-Za-z_]\w*=\S+)+)", line):
+                assert not run.group(1).endswith((",", ";", ".")), (
+                    f"{profile.name}: the pasted export would take the sentence's punctuation: "
+                    f"{run.group(0)}"
+                )

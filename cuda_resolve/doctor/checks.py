@@ -416,7 +416,8 @@ def check_toolkits_agree(env: Environment, index: CudaFactsSource) -> list[Findi
                 title="CUDA_HOME vs nvcc on PATH",
                 found=f"CUDA_HOME={home}{home_version} but nvcc on PATH is {on_path.nvcc} (CUDA "
                 f"{on_path.version}): torch builds with CUDA_HOME, your shell runs the other",
-                fix=f"pick one: export PATH={home}/bin:$PATH, or export CUDA_HOME={on_path.root}",
+                fix=f"pick one: `export PATH={home}/bin:$PATH` or "
+                f"`export CUDA_HOME={on_path.root}`",
             )
         )
     elif len(env.toolkits) > 1:
