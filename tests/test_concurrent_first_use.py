@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from multiprocessing.synchronize import Barrier, Event
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_wheelhouse import make_key, make_wheel
 
 #: Processes started together in each test (more than the two cores CI has).
@@ -202,3 +204,28 @@ def test_processes_create_and_use_a_new_journal_folder_at_once(tmp_path: Path) -
     _run(_journal_worker, (str(cache), pythons))
     assert len(list((cache / "locks").glob("target-*.lock"))) == PROCESSES
     assert list((cache / "journal").iterdir()) == []  # each committed: no journal left
+
+
+def test_a_publish_survives_the_removal_of_its_projects_last_entry_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes, interleaved at the one point that matters: a publish has made sure the
+    project folder is there; another process removes the project's last entry, which takes the
+    emptied folder away; then the publish makes its staging folder in it."""
+    from cuda_resolve.wheelhouse import Wheelhouse
+
+    house = Wheelhouse(tmp_path / "wheelhouse", origin="a test")
+    built = make_wheel(tmp_path / "built")
+    last = house.publish(make_key(), built, strip_debug=False)
+    real = tempfile.mkdtemp
+    removed: list[str] = []
+
+    def removed_first(*args: Any, **kwargs: Any) -> str:
+        if not removed:
+            house.remove(last)  # the other process, between the publish's mkdir and mkdtemp
+            removed.append(last.key.digest)
+        return str(real(*args, **kwargs))
+
+    monkeypatch.setattr(tempfile, "mkdtemp", removed_first)  # the module store.py uses
+    entry = house.publish(make_key(arch_list="8.0"), built, strip_debug=False)
+    assert removed and house.entries() == [entry]

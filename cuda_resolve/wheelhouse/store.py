@@ -734,10 +734,7 @@ class Wheelhouse:
             project_dir = self.wheels_dir / key.canonical_package
             final = self._own_entry_dir(key)
             try:
-                project_dir.mkdir(parents=True, exist_ok=True)
-                staging = Path(
-                    tempfile.mkdtemp(prefix=f"{_TMP}{key.digest}-{_host_token()}-", dir=project_dir)
-                )
+                staging = self._staging(project_dir, key)
             except OSError as exc:
                 raise self._write_error(exc, f"creating {project_dir}") from None
             retired: Path | None = None
@@ -786,6 +783,23 @@ class Wheelhouse:
                 shutil.rmtree(retired, ignore_errors=True)
             self.refresh_pages()
             return entry
+
+    @staticmethod
+    def _staging(project_dir: Path, key: WheelKey) -> Path:
+        """A new staging folder in ``project_dir``, made if missing. Another process removing
+        the project's last entry takes the empty folder away (``rmdir``) between the two steps:
+        then it is made again."""
+        tries = 3
+        while True:
+            project_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                return Path(
+                    tempfile.mkdtemp(prefix=f"{_TMP}{key.digest}-{_host_token()}-", dir=project_dir)
+                )
+            except FileNotFoundError:
+                tries -= 1
+                if not tries:
+                    raise
 
     def remove(self, entry: StoredWheel) -> None:
         """Remove ``entry`` (it disappears in one rename, then its files go) and refresh the
