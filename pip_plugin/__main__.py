@@ -67,11 +67,18 @@ def split_arguments(words: Sequence[str]) -> tuple[list[str], list[str], list[st
         None,
     )
     if profile is not None:
+        import shlex
+
+        at = list(words).index(profile)
+        given = profile.partition("=")[2] or (words[at + 1] if at + 1 < len(words) else "FILE")
+        asked = [r for r in requirements if r != given or "=" in profile]
+        words_for = " ".join(shlex.quote(r) for r in asked) or "REQ..."
+        target = f"{words_for} --profile {shlex.quote(given)}"
         raise UsageError(
             f"cuda-pip install {profile}: a profile describes another machine, and install "
             "changes this one",
-            hint="to build wheels for that machine: cuda-resolve build REQ... --profile FILE; "
-            "to see its plan: cuda-resolve plan REQ... --profile FILE",
+            hint=f"to build wheels for that machine: cuda-resolve build {target}; to see its "
+            f"plan: cuda-resolve plan {target}",
         )
     for at, word in enumerate(own):
         value = (

@@ -425,7 +425,8 @@ def test_cuda_pip_install_with_a_profile_is_refused_by_cuda_pip_not_forwarded_to
     done = _run("install", "six", *spelling, "--dry-run", module="pip_plugin")
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("error: cuda-pip install --prof"), done.stderr
-    assert "cuda-resolve build REQ... --profile FILE" in done.stderr
+    # issue 29: the command to paste, with the request and the profile given
+    assert "cuda-resolve build six --profile machine.toml;" in done.stderr
     assert "no such option" not in done.stderr  # pip's own words: it was never asked
 
 

@@ -35,7 +35,9 @@ H200 = {"CUDA_RESOLVE_CUDA_ARCH": "9.0", "CUDA_RESOLVE_DRIVER": "580.65.06"}
 #: Commands that would build or install: followed with --dry-run, as the README test does.
 _DRY = re.compile(r"^(?:cuda-pip install|cuda-resolve (?:install|build|apply))\b")
 #: A command a hint names: `quoted`, or the hint itself where it starts with one.
-_COMMAND = re.compile(r"`((?:cuda-resolve|cuda-pip) [^`]+)`|^((?:cuda-resolve|cuda-pip) .+)$")
+_COMMAND = re.compile(
+    r"`((?:cuda-resolve|cuda-pip) [^`]+)`|(?:^|: )((?:cuda-resolve|cuda-pip) [^;`]+?)(?:;|$)"
+)
 #: An option a hint asks for, with the example value it gives ("--arch-list ... (e.g. 8.6)").
 _OPTION = re.compile(r"(--[a-z][a-z-]+)")
 _EXAMPLE = re.compile(r"\(e\.g\. ([^)\s]+)\)")
@@ -121,6 +123,14 @@ CASES = {
         reaches="success",
         before=_plan_file,
         follow_says=("target: {python} ",),
+    ),
+    # install changes this machine, a profile is another: build (or plan) for it instead.
+    "cuda-pip install --profile": Case(
+        ("install", "pointnet2_ops", "--profile", "{profiles}/h200-healthy-handwritten.toml"),
+        NO_GPU,
+        hint_says=(
+            "cuda-resolve build pointnet2_ops --profile {profiles}/h200-healthy-handwritten.toml",
+        ),
     ),
     # An option that does not go with another: the hint drops it.
     "env --slurm --shell zsh": Case(
@@ -322,6 +332,10 @@ def test_the_follower_reads_each_kind_of_hint() -> None:
     assert follow(["env", "--slurm", "--shell", "zsh"], "drop --shell (sbatch: bash)") == (
         "options",
         ["env", "--slurm"],
+    )
+    assert follow(argv, "to build: cuda-resolve build x --profile a.toml; or: y") == (
+        "command",
+        ["cuda-resolve build x --profile a.toml --dry-run"],
     )
     assert follow(argv, "run `cuda-pip install --rebuild x` (builds here)") == (
         "command",
