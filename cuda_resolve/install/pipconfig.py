@@ -435,6 +435,8 @@ def _files_read_here(
     named = environ.get("PIP_CONFIG_FILE")
     if named == os.devnull:
         return []
+    if named and not os.path.isabs(named):
+        return None  # pip reads it from its own folder ("/"): pip says what it finds there
     home = environ.get("HOME") or os.path.expanduser("~")
     config_home = (environ.get("XDG_CONFIG_HOME") or "").strip() or os.path.join(home, ".config")
     config_dirs = (environ.get("XDG_CONFIG_DIRS") or "").strip() or "/etc/xdg"
