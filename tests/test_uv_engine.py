@@ -434,3 +434,14 @@ def test_a_cache_on_another_filesystem_is_copied_from_and_the_users_link_mode_is
     default = {"HOME": str(tmp_path / "home")}  # uv's default: ~/.cache/uv
     assert uv_engine.cache_dir(default) == tmp_path / "home" / ".cache" / "uv"
     assert uv_engine.cache_dir({**default, "XDG_CACHE_HOME": "/x"}) == Path("/x/uv")
+
+
+def test_cuda_pip_takes_installer_as_its_own_option_and_pip_never_sees_it() -> None:
+    from pip_plugin.__main__ import split_arguments
+
+    own, pip_args, requirements = split_arguments(
+        ["--installer", "uv", "--no-cache-dir", "pointnet2_ops"]
+    )
+    assert own == ["--installer", "uv"] and pip_args == ["--no-cache-dir"]
+    assert requirements == ["pointnet2_ops"]
+    assert split_arguments(["--installer=pip", "kaolin"])[0] == ["--installer=pip"]
