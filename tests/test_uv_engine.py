@@ -160,7 +160,7 @@ def test_only_steps_of_local_hashed_wheels_go_to_uv(tmp_path: Path) -> None:
     assert uv_engine.local_requirements(pip_args, [("pointnet2_ops", wheel, sha)]) is None
 
 
-def test_a_file_whose_hash_differs_is_refused_by_uv_and_nothing_is_installed(
+def test_a_file_whose_hash_differs_is_refused_by_uv_and_the_right_one_goes_in(
     configured: dict[str, Path | str],
     locked: Path,
     tmp_path: Path,
@@ -182,6 +182,13 @@ def test_a_file_whose_hash_differs_is_refused_by_uv_and_nothing_is_installed(
     _, status, tail = engine.install(uv_engine.LocalStep(lines=(line,)), tmp_path / "uv-step-1.txt")
     assert status != 0 and any("Hash mismatch" in text for text in tail)
     assert "tinyutil" not in _installed(python)
+    right = line.replace("0" * 64, hashlib.sha256(wheel.read_bytes()).hexdigest())
+    words, status, tail = engine.install(
+        uv_engine.LocalStep(lines=(right,)), tmp_path / "uv-step-2.txt"
+    )
+    assert status == 0, tail
+    assert (tmp_path / "uv-step-2.txt").read_text() == right + "\n" and words[-1].endswith("2.txt")
+    assert _installed(python)["tinyutil"] == "1.0"
 
 
 def test_an_undo_and_a_later_uninstall_leave_uvs_cache_intact_and_the_environment_exact(
