@@ -339,7 +339,12 @@ def test_cuda_pip_builds_installs_and_checks_the_quick_extension(
 ) -> None:
     python, cuda = target
     venv = copy_venv(installed.root / "install-target", python.parent.parent)
-    toolkit = {"CUDA_HOME": str(cuda), "PATH": f"{cuda / 'bin'}:{installed.environ['PATH']}"}
+    toolkit = {
+        "CUDA_HOME": str(cuda),
+        "PATH": f"{cuda / 'bin'}:{installed.environ['PATH']}",
+        # A wheelhouse of its own: the Slurm test builds both profiles into the shared one.
+        "CUDA_RESOLVE_WHEELHOUSE": str(installed.root / "install-wheelhouse"),
+    }
     argv = ["quickext", "--index", str(QUICKEXT_INDEX), "--source", str(QUICKEXT_SOURCE)]
     argv += ["--python", str(venv), "--arch-list", "8.0"]
     dry = installed.run("cuda-pip", "install", *argv, "--dry-run", **toolkit)
