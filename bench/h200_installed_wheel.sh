@@ -10,7 +10,7 @@
 # Pointnet2_PyTorch checkout. Writes its logs under $OUT.
 set -u
 dist=$(realpath "$1"); deps=$(realpath "$2"); src=$(realpath "$3")
-out=${OUT:-/tmp/out}; mkdir -p "$out"
+out=${OUT:-/tmp/out}; mkdir -p "$out"; repo=$PWD
 log="$out/installed-wheel.log"
 rm -rf /tmp/iw-*
 export PIP_FIND_LINKS=$deps PIP_NO_INDEX=1 PYTHONUNBUFFERED=1 CUDA_RESOLVE_WHEELHOUSE=/tmp/iw-wh
@@ -20,7 +20,8 @@ step() { echo "== $*" >>"$log"; }
 step "tool venv: python3 -m venv /tmp/iw-tool; pip install the wheel (not editable)"
 python3 -m venv /tmp/iw-tool >>"$log" 2>&1
 /tmp/iw-tool/bin/python -m pip install -q -U pip >>"$log" 2>&1
-/tmp/iw-tool/bin/python -m pip install -q "$dist"/cuda_resolve-*.whl >>"$log" 2>&1
+wheel=$(ls "$dist"/cuda_resolve-*.whl)
+/tmp/iw-tool/bin/python -m pip install -q "$wheel[fast]" >>"$log" 2>&1
 echo "exit $?" >>"$log"
 B=/tmp/iw-tool/bin
 base=$(python3 -c 'import site; print(site.getsitepackages()[0])')
@@ -53,13 +54,18 @@ step "cold: cuda-pip install pointnet2_ops --source SRC --python T --smoke --jso
     >"$out/cold.json" 2>"$out/cold.err"; } 2>>"$log"
 echo "exit $?; $(grep -E '^(error|hint):' "$out/cold.err")" >>"$log"
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["result"]; print("smoke:", r.get("smoke")); print("changed:", r.get("changed"))' "$out/cold.json" >>"$log" 2>&1
-step "wheelhouse hit: the same into a second fresh target"
-target /tmp/iw-target2
-{ time $B/cuda-pip install pointnet2_ops --source "$src" --python /tmp/iw-target2/bin/python \
-    --smoke --json >"$out/hit.json" 2>"$out/hit.err"; } 2>>"$log"
-echo "exit $?; $(grep -E '^(error|hint):' "$out/hit.err")" >>"$log"
-python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["result"]; print("smoke:", r.get("smoke")); print("changed:", r.get("changed"))' "$out/hit.json" >>"$log" 2>&1
-grep -E '^\s*- \[' "$out/hit.err" | tail -8 >>"$log"
+for installer in uv pip uv; do
+  step "wheelhouse hit (--installer $installer): the same into a fresh target"
+  rm -rf /tmp/iw-target2; target /tmp/iw-target2
+  { time $B/cuda-pip install pointnet2_ops --source "$src" --python /tmp/iw-target2/bin/python \
+      --smoke --json --installer "$installer" >"$out/hit-$installer.json" 2>"$out/hit-$installer.err"; } 2>>"$log"
+  echo "exit $?; $(grep -E '^(error|hint):' "$out/hit-$installer.err")" >>"$log"
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["result"]; print("smoke:", r.get("smoke")); print("changed:", r.get("changed")); print("installers:", r.get("installers"))' "$out/hit-$installer.json" >>"$log" 2>&1
+  grep -E '\[ *[0-9.]+ s\]' "$out/hit-$installer.err" | tail -12 >>"$log"
+done
+step "bench/plan_speed.py --python T (plan, detect --json, doctor --json medians)"
+/tmp/iw-tool/bin/python "$repo/bench/plan_speed.py" --python "$T" --runs 11 --out "$out/plan-doctor-speed-h200.json" >>"$log" 2>&1
+echo "exit $?" >>"$log"
 step "doctor after (text)"
 $B/cuda-resolve doctor --python "$T" >"$out/doctor-after.txt" 2>&1; echo "exit $?" >>"$log"
 step "wheelhouse list, env --shell bash"
