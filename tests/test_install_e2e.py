@@ -112,9 +112,12 @@ def test_concurrent_builds_then_install_then_cache_hit(tmp_path: Path, torch_pyt
     assert "CPPFLAGS=-g0" in log
     assert any(" -g0" in line and "bindings.cpp" in line for line in log.splitlines())
 
-    installed = _action("install", python, wheelhouse)
+    # pip's command is checked here (uv, the default engine for a wheelhouse file where it is
+    # installed, has its own tests: test_uv_engine).
+    installed = _action("install", python, wheelhouse, "--installer", "pip")
     assert installed.returncode == 0, installed.stderr
     result = json.loads(installed.stdout)["result"]
+    assert result["installers"] == ["pip"]
     assert result["builds"][0]["cache_hit"] is True  # no second compile
     assert {c["name"] for c in result["changed"]} >= {"cuext"}
     assert "cuext._ext" in result["verified_imports"]
