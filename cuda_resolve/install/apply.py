@@ -4,13 +4,16 @@ A plan file (``cuda-resolve plan ... --json > plan.json``) records the Environme
 for. Before it is executed here, :func:`check_plan_facts` compares the facts that decided it with
 this machine: the driver (no older than the plan's), every GPU covered by every build's arch list,
 each build's toolkit (major.minor), the Python tag, the platform, the installed torch (exact), and
-each installed extension build the plan keeps (exact, and covering every GPU).
-Paths do not count: a toolkit or interpreter found elsewhere here is used in the plan's place.
+each installed extension build the plan keeps (exact, and covering every GPU). A plan that runs
+no pip (``skip_pip``) is checked against the target's distributions too
+(:func:`check_skipped_pip`). Paths do not count: a toolkit or interpreter found elsewhere here is
+used in the plan's place.
 The first fact that changed is named, with the way out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,7 +25,7 @@ from ..index.model import parse_arch_list
 from ..plan import Plan, PlanFormatError, PlannedBuild
 from ..versions import same_version
 
-__all__ = ["PlanFactChanged", "check_plan_facts", "read_plan_file"]
+__all__ = ["PlanFactChanged", "check_plan_facts", "check_skipped_pip", "read_plan_file"]
 
 #: A plan document larger than this is not one.
 _PLAN_LIMIT = 16 * 1024 * 1024
@@ -102,6 +105,29 @@ def _check_kept_builds(plan: Plan, env: Environment) -> None:
                     f"GPU {gpu.index} ({gpu.name}, compute capability {gpu.compute_capability}) "
                     "that it does not cover",
                 )
+
+
+def check_skipped_pip(plan: Plan, installed: Mapping[str, str]) -> None:
+    """A plan that runs no pip (``skip_pip``: where it was made, everything was installed as
+    planned) holds for the target's distributions ``installed`` (canonical name -> version):
+    each kept item and each build (at its labelled version) is installed. Otherwise its steps
+    would install nothing and the run would say "nothing to change" over a missing package."""
+    from packaging.utils import canonicalize_name
+
+    from .prepare import installed_as_planned
+
+    if plan.skip_pip is None:
+        return
+    for item in plan.items:
+        if item.kind == "installed" and not installed_as_planned(item, installed):
+            found = installed.get(canonicalize_name(item.name))
+            raise _changed(f"the installed {item.name}", item.version, found or "none")
+    for build in plan.builds:
+        found = installed.get(canonicalize_name(build.spec.package))
+        if found is None or not same_version(found, build.key.labelled_version):
+            raise _changed(
+                f"the installed {build.spec.package}", build.key.labelled_version, found or "none"
+            )
 
 
 def check_plan_facts(plan: Plan, env: Environment) -> Plan:

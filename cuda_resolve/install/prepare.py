@@ -40,7 +40,13 @@ from .pipoptions import names_requirements
 if TYPE_CHECKING:
     from ..wheelhouse.store import Wheelhouse
 
-__all__ = ["TORCH_FAMILY", "complete_plan", "names_requirements", "options_for_torch_step"]
+__all__ = [
+    "TORCH_FAMILY",
+    "complete_plan",
+    "installed_as_planned",
+    "names_requirements",
+    "options_for_torch_step",
+]
 
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 
@@ -191,7 +197,7 @@ def _gpu_smoke(index: Index, name: str) -> str | None:
     return found.gpu_script if found else None
 
 
-def _installed_as_planned(item: PlanItem, installed: Mapping[str, str]) -> bool:
+def installed_as_planned(item: PlanItem, installed: Mapping[str, str]) -> bool:
     """``item`` is kept as installed, and the target still has it (torch's metadata may lack the
     local tag its version.py has: the release decides)."""
     if item.kind != "installed" or (found := installed.get(canonicalize_name(item.name))) is None:
@@ -498,7 +504,7 @@ class _Completion:
             and not self.builds
             and not plan.pass_through
             and not self.options.pip_args
-            and all(_installed_as_planned(item, installed) for item in plan.items)
+            and all(installed_as_planned(item, installed) for item in plan.items)
         )
 
     def _built_and_installed(self, installed: Mapping[str, str]) -> bool:

@@ -274,9 +274,19 @@ def run(
     hash_mode = checked_hash_mode(options.pip_args, environment, request, base)
     if hash_mode is not None:
         options = replace(options, hash_mode=hash_mode)
+    probed = None
     if request.plan is not None:
         with phases.timed("plan check"):
             plan = check_plan_facts(request.plan, environment)
+            if plan.skip_pip is not None and backend is None:
+                # Made where everything was installed: that must hold here, or the run would
+                # install nothing and say so. The answer is the executor's target probe too.
+                from .apply import check_skipped_pip
+                from .pip import pip_facts_and_distributions
+
+                python = environment.python.executable or "python3"
+                probed = pip_facts_and_distributions(python, base)
+                check_skipped_pip(plan, probed[1])
         if (
             hash_mode is not None
         ):  # made in the mode, maybe for another machine: what it fetches unhashed
@@ -347,6 +357,7 @@ def run(
         environ=base,
         reporter=report,
         log_path=new_log_path("install"),
+        probed=probed,
     )
     return replace(result, timings=(*phases.items(), *result.timings))
 
