@@ -96,6 +96,10 @@ def detect_environment(
             raise
 
 
+#: How long a Ctrl-C waits for the probe threads after killing their programs.
+_INTERRUPTED_JOIN_SECONDS = 2.0
+
+
 def _stop(deadline: Deadline) -> None:
     """Ctrl-C: probes in other threads start nothing more, and what runs is killed now."""
     deadline.cancel()
@@ -123,11 +127,19 @@ def _detect(
     try:
         nvidia = probe_nvidia(root=root, environ=env, timeout=timeout, cache=cache)
     except KeyboardInterrupt:
-        _stop(deadline)  # so that the threads joined below end now
+        _stop(deadline)  # the threads' programs are killed: they end now, or never
+        # Never joined without a bound here: a Ctrl-C that lands inside an import can leave
+        # the interpreter's import lock held by this thread, and a thread that imports then
+        # waits for ever (seen under load: detect hung after Ctrl-C). They are daemons.
+        target_job.wait(_INTERRUPTED_JOIN_SECONDS)
+        compilers_job.wait(_INTERRUPTED_JOIN_SECONDS)
         raise
-    finally:
-        target = target_job.result()  # a --python that is not an interpreter raises here
-        compiler = compilers_job.result()
+    except BaseException:
+        target_job.result()  # a --python that is not an interpreter raises here
+        compilers_job.result()
+        raise
+    target = target_job.result()  # a --python that is not an interpreter raises here
+    compiler = compilers_job.result()
     site_packages = target.python.site_packages
     extensions_job = Background(lambda: _find_extensions(site_packages, target.torch, env, cache))
     toolkits, toolkit_notes = find_toolkits(

@@ -174,6 +174,10 @@ class Background(Generic[T]):
         except BaseException as exc:  # handed to the caller in result()
             self._error.append(exc)
 
+    def wait(self, seconds: float) -> None:
+        """Wait at most *seconds* for the thread to end (its result is not wanted)."""
+        self._thread.join(seconds)
+
     def result(self) -> T:
         self._thread.join()
         if self._error:
