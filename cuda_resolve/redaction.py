@@ -47,6 +47,7 @@ __all__ = [
     "redact_urls",
     "register_secret",
     "secret_values_from_environment",
+    "without_userinfo",
 ]
 
 MASK = "***"
@@ -225,6 +226,13 @@ def redact(url: str) -> str:
     registered secret; a URL without any comes back unchanged."""
     text = _bare(_URL.sub(_masked, _without_registered(url), count=1))
     return _PARAMETER.sub(_masked_parameter, text) if "=" in text else text
+
+
+def without_userinfo(text: str) -> str:
+    """``text`` with the user info of every URL in it left out (``https://u:p@host/x`` ->
+    ``https://host/x``): for files others read (a lock), where even a masked user is not
+    written."""
+    return _URL.sub(lambda found: found.group("scheme"), text) if "@" in text else text
 
 
 def redact_urls(text: str) -> str:

@@ -364,7 +364,7 @@ class CondaSession:
         if command.dry_run:
             self.reporter.step(
                 f"would build {', '.join(requirements)} against {torch.describe()} into the "
-                f"local channel {channel.url} (conda cuda plan -p {prefix} "
+                f"local channel {channel.url} (conda cuda plan -p {shlex.quote(str(prefix))} "
                 f"{' '.join(to_build)} shows the build)"
             )
             return CommandEdit(specs=tuple(texts), dry_run_done=True)
@@ -638,7 +638,10 @@ class CondaSession:
             leaving = {record.name for record in solve.unlink}
             torch = current if current is not None and current.name not in leaving else None
         names = " ".join(shlex.quote(text) for text in deferred.specs)
-        fix = f"conda {deferred.command} -p {deferred.prefix} 'pytorch=*=cuda*' {names}"
+        fix = (
+            f"conda {deferred.command} -p {shlex.quote(str(deferred.prefix))} "
+            f"'pytorch=*=cuda*' {names}"
+        )
         if torch is None:
             raise UsageError(
                 f"{', '.join(deferred.specs)} must be built against the environment's torch, "
@@ -697,7 +700,9 @@ class CondaSession:
         job."""
         prefix = deferred.prefix
         channel = LocalChannel.default(settings.channel)
-        finish = f"conda install -p {prefix} " + " ".join(map(shlex.quote, deferred.specs))
+        finish = f"conda install -p {shlex.quote(str(prefix))} " + " ".join(
+            map(shlex.quote, deferred.specs)
+        )
         try:
             self._install_with_backend(deferred, channel, settings, channels)
         except (CudaResolveError, OSError) as error:

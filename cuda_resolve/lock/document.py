@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from . import LOCK_VERSION
 
@@ -247,18 +248,38 @@ def render(document: LockDocument) -> str:
         if package.requested:
             lines.extend([f"[packages.tool.{_key('cuda-resolve')}]", "requested = true"])
     lines.extend(["", "[tool.cuda-resolve]"])
-    if any(public_url(url) != url for url in urls):
+    # The user's requirement texts and each profile's decision name URLs too (a direct URL with
+    # a token, a recipe's repository on a private host): written without user info as well.
+    tool = {"requests": list(document.requests)}
+    tables = [record.to_table() for record in sorted(document.profiles, key=lambda r: r.name)]
+    if any(public_url(url) != url for url in urls) or _public_values([tool, tables]) != [
+        tool,
+        tables,
+    ]:
         lines.append(CREDENTIALS_NOTE)
     lines.extend(
         _table_lines(
             {
                 "resolver": document.resolver,
-                "requests": list(document.requests),
+                "requests": _public_values(list(document.requests)),
                 "index-url": public_url(document.index_url),
             }
         )
     )
-    for record in sorted(document.profiles, key=lambda r: r.name):
+    for record, table in zip(sorted(document.profiles, key=lambda r: r.name), tables, strict=True):
         lines.extend(["", f"[tool.cuda-resolve.profiles.{_key(record.name)}]"])
-        lines.extend(_table_lines(record.to_table()))
+        lines.extend(_table_lines(_public_values(table)))
     return "\n".join(lines) + "\n"
+
+
+def _public_values(value: Any) -> Any:
+    """``value`` (strings, lists and tables of them) with user info left out of every URL."""
+    from ..redaction import without_userinfo
+
+    if isinstance(value, str):
+        return without_userinfo(value)
+    if isinstance(value, list):
+        return [_public_values(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _public_values(item) for key, item in value.items()}
+    return value

@@ -157,7 +157,8 @@ def tool_closure(
     """:data:`TOOL` and every installed distribution it needs, following ``Requires-Dist`` lines
     whose markers hold for the target (``markers``) with no extra, or with the extras a requiring
     line names (``requests[socks]``). cuda-resolve's own extras are not followed: the lock names
-    what they add when it is wanted. A line that cannot be parsed or decided is followed."""
+    what they add when it is wanted. A line that cannot be parsed names nothing to follow;
+    one whose marker cannot be decided is followed."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
