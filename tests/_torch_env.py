@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["_cli", "_venv", "copy_venv", "template_venv", "torch_python"]
+__all__ = ["_cli", "_venv", "copy_venv", "standin_torch_wheel", "template_venv", "torch_python"]
 
 
 def _cli(
@@ -113,14 +113,13 @@ def torch_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
-def standin_torch_venv(folder: Path) -> Path:
-    """``folder/venv``: a venv holding a stand-in torch 2.14.1 built for CUDA 13.0 (two small
-    files, no libraries), for tests that drive the builder without a real torch."""
+def standin_torch_wheel(links: Path) -> Path:
+    """``links/torch-2.14.1-py3-none-any.whl``: a stand-in torch 2.14.1 built for CUDA 13.0
+    (two small files, no libraries)."""
     from test_install_unit import _wheel
 
-    links = folder / "links"
-    links.mkdir(parents=True)
-    _wheel(
+    links.mkdir(parents=True, exist_ok=True)
+    return _wheel(
         links,
         "torch",
         "2.14.1",
@@ -129,6 +128,13 @@ def standin_torch_venv(folder: Path) -> Path:
             "torch/version.py": "__version__ = '2.14.1'\ncuda = '13.0'\n",
         },
     )
+
+
+def standin_torch_venv(folder: Path) -> Path:
+    """``folder/venv``: a venv holding a stand-in torch 2.14.1 built for CUDA 13.0 (two small
+    files, no libraries), for tests that drive the builder without a real torch."""
+    links = folder / "links"
+    standin_torch_wheel(links)
     python = copy_venv(folder / "venv")
     environ = {name: value for name, value in os.environ.items() if not name.startswith("PIP_")}
     subprocess.run(

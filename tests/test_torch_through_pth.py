@@ -11,8 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _torch_env import copy_venv, standin_cuda_toolkit
-from test_install_unit import _wheel
+from _torch_env import copy_venv, standin_cuda_toolkit, standin_torch_wheel
 
 from cuda_resolve.torch_identity import read_installed_torch, site_search_path
 
@@ -22,16 +21,7 @@ DATA = Path(__file__).parent / "data"
 def _shared_torch(folder: Path) -> Path:
     """``folder/site``: a stand-in torch 2.14.1 for CUDA 13.0 installed there by pip --target."""
     links = folder / "links"
-    links.mkdir(parents=True)
-    _wheel(
-        links,
-        "torch",
-        "2.14.1",
-        files={
-            "torch/__init__.py": "__version__ = '2.14.1'\nfrom . import version\n",
-            "torch/version.py": "__version__ = '2.14.1'\ncuda = '13.0'\n",
-        },
-    )
+    standin_torch_wheel(links)
     site = folder / "site"
     environ = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     subprocess.run(
