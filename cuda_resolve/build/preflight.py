@@ -158,7 +158,7 @@ def check_build(
     if not item.arch_list:
         raise PreflightError(
             f"{name}: no TORCH_CUDA_ARCH_LIST to build for (no GPU here)",
-            hint="pass --arch-list (e.g. 8.6;9.0) or --profile with the GPUs to build for",
+            hint="pass --arch-list '8.6;9.0' (the compute capabilities of the GPUs to build for)",
         )
     try:
         arch_list = parse_arch_list(item.arch_list)
