@@ -35,7 +35,6 @@ __all__ = [
     "identity_from",
     "identity_of",
     "read_installed_torch",
-    "site_search_path",
     "variant_of",
 ]
 
@@ -187,33 +186,6 @@ def _read(path: str, limit: int = 1024 * 1024) -> str | None:
             return handle.read(limit).decode("utf-8", "replace")
     except OSError:
         return None
-
-
-def site_search_path(site_packages: Sequence[str]) -> list[str]:
-    """Where the target's ``import`` looks among its site folders, as ``site`` builds it: each
-    folder, then the existing folders its ``.pth`` files name (relative to it; lines starting
-    with ``import`` run code and name none), in ``site``'s order. A torch seen through a
-    ``.pth`` file (a venv over a shared environment's torch) is found so."""
-    result: list[str] = []
-
-    def add(folder: str) -> None:
-        if folder not in result and os.path.isdir(folder):
-            result.append(folder)
-
-    for site_folder in site_packages:
-        add(site_folder)
-        try:
-            names = sorted(n for n in os.listdir(site_folder) if n.endswith(".pth"))
-        except OSError:
-            continue
-        for name in names:
-            text = _read(os.path.join(site_folder, name)) or ""
-            for line in text.splitlines():
-                line = line.rstrip()
-                if not line or line.startswith(("#", "import ", "import\t")):
-                    continue
-                add(os.path.normpath(os.path.join(site_folder, line)))
-    return result
 
 
 def read_installed_torch(search_path: Sequence[str]) -> TorchIdentity | None:

@@ -757,7 +757,7 @@ def _check_torch_landed(
 ) -> None:
     """Refuse (the caller restores the environment) a torch other than the planned build: a CPU
     build, another variant or release, read from its files (:func:`.verify.torch_mismatch`)."""
-    from ..torch_identity import read_installed_torch, site_search_path
+    from ..torch_identity import read_installed_torch
     from .pipoptions import find_options
     from .verify import planned_torch, torch_mismatch, torch_supplier
 
@@ -767,7 +767,11 @@ def _check_torch_landed(
     if any(f.option.name in _ELSEWHERE for f in find_options(options.pip_args, lenient=True)):
         notes.append("pip installs outside the target's site-packages: torch's build not checked")
         return
-    landed = read_installed_torch(site_search_path(env.python.site_packages))
+    # The target's own site folders first (where pip installs, and import looks first), then the
+    # folder detection found its torch in: a .pth file, system site-packages or PYTHONPATH can
+    # put it outside them (a lab's venv over a shared torch).
+    found_in = (os.path.dirname(env.torch.location),) if env.torch and env.torch.location else ()
+    landed = read_installed_torch([*env.python.site_packages, *found_in])
     problem = torch_mismatch(planned, landed)
     if problem is None:
         return
