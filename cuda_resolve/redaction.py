@@ -47,6 +47,7 @@ __all__ = [
     "redact_urls",
     "register_secret",
     "secret_values_from_environment",
+    "url_without_userinfo",
     "without_userinfo",
 ]
 
@@ -228,11 +229,34 @@ def redact(url: str) -> str:
     return _PARAMETER.sub(_masked_parameter, text) if "=" in text else text
 
 
+def url_without_userinfo(url: str) -> str:
+    """``url`` less its user and password: ``https://user:token@host/simple`` ->
+    ``https://host/simple`` (an ``@`` after the host, ``x.git@main``, is the URL's own)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unbalanced IPv6 bracket: only the part before the host is dropped
+        scheme, separator, rest = url.partition("://")
+        host_end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+        if not separator or "@" not in rest[:host_end]:
+            return url
+        return f"{scheme}://{rest[:host_end].rpartition('@')[2]}{rest[host_end:]}"
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+#: A URL inside free text (a requirement line, a decision): up to the next space or quote.
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]+")
+
+
 def without_userinfo(text: str) -> str:
-    """``text`` with the user info of every URL in it left out (``https://u:p@host/x`` ->
-    ``https://host/x``): for files others read (a lock), where even a masked user is not
-    written."""
-    return _URL.sub(lambda found: found.group("scheme"), text) if "@" in text else text
+    """``text`` with every URL in it less its user and password (:func:`url_without_userinfo`):
+    for files others read (a lock), where even a masked user is not written."""
+    if "@" not in text:
+        return text
+    return _URL_IN_TEXT.sub(lambda found: url_without_userinfo(found.group(0)), text)
 
 
 def redact_urls(text: str) -> str:

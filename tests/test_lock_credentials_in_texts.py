@@ -23,6 +23,12 @@ def test_without_userinfo_leaves_every_url_of_a_text_without_its_user() -> None:
         == "pkg @ https://a.lab/p.whl; other git+https://git.lab/x.git @ main"
     )
     assert without_userinfo("name @ file:///wheels/p.whl") == "name @ file:///wheels/p.whl"
+    # An @ after the host is the URL's own: a VCS revision, a path.
+    assert (
+        without_userinfo("pkg @ git+https://tok@git.lab/x.git@main")
+        == "pkg @ git+https://git.lab/x.git@main"
+    )
+    assert without_userinfo("see https://host/a@b") == "see https://host/a@b"
 
 
 def test_a_direct_url_with_a_token_is_locked_without_it(tmp_path: Path) -> None:

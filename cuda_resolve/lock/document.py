@@ -197,12 +197,9 @@ CREDENTIALS_NOTE = (
 
 def public_url(url: str) -> str:
     """``url`` without user info: ``https://user:token@host/simple`` -> ``https://host/simple``."""
-    from urllib.parse import urlsplit, urlunsplit
+    from ..redaction import url_without_userinfo
 
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return url_without_userinfo(url)
 
 
 def render(document: LockDocument) -> str:

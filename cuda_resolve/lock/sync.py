@@ -295,6 +295,7 @@ class _Act:
         from ..install.transaction import planned_commands
         from ..install.uv import installer_of
         from ..paths import cache_root
+        from ..redaction import url_without_userinfo
         from ..wheelhouse.store import Wheelhouse
         from .wheelcache import cache_path
 
@@ -304,7 +305,7 @@ class _Act:
         where = {
             w.name: paths[w.name].as_uri()
             if paths[w.name].is_file()
-            else _without_user(config.rewrite(w.url))
+            else url_without_userinfo(config.rewrite(w.url))
             for w in to_install
         }
         named = sorted((w.name, where[w.name], w.sha256) for w in to_install)
@@ -396,16 +397,6 @@ class _Act:
             probed=state.probed,
         )
         return tuple(tuple(c) for c in result.pip_runs), result.installers
-
-
-def _without_user(url: str) -> str:
-    """``url`` less its user and password (pip asks ~/.netrc or its keyring for them)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
 def _load_for_workers() -> None:
