@@ -143,14 +143,14 @@ def check_pip_words(table: Table, key: str, words: Sequence[str]) -> None:
     """The command line's refusals for the pip words at ``key``: an ambiguous abbreviation, and
     any option (in any spelling, or inside a ``-r``/``-c`` file they name) that turns TLS
     verification off for a host."""
-    from .install.pipoptions import find_options, pip_settings
+    from .install.pipoptions import disables_verification, find_options, pip_settings
 
     try:
         found = find_options(words)
     except UsageError as exc:
         raise table.fail(key, exc.message, hint=exc.hint) from None
     for item in found:
-        if item.option.name == "--trusted-host":
+        if disables_verification(item.option.name):
             at = words.index(item.words[0])
             raise table.fail(
                 f"{key}[{at}]",
@@ -319,6 +319,7 @@ def check_build_table(table: Table) -> None:
     """One ``builds`` entry, before its spec is read: the recipe as the index parser checks it,
     the build's names and variables, the compute capabilities its toolkit lists."""
     from .index import _parse as index
+    from .install.pipoptions import disables_verification
     from .versions import ComputeCapability
 
     recipe = table.table("recipe")
@@ -332,7 +333,7 @@ def check_build_table(table: Table) -> None:
         raise table.fail(
             "torch_index_option",
             f"= {option!r}: expected {' or '.join(sorted(_TORCH_INDEX_OPTIONS))}",
-            hint=_UNVERIFIED_HINT if option == "--trusted-host" else None,
+            hint=_UNVERIFIED_HINT if disables_verification(option) else None,
         )
     index._requirements(table, "build_requires")
     torch = table.data.get("torch_requirement")

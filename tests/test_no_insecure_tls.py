@@ -26,14 +26,7 @@ FORBIDDEN = {
     "_create_unverified_context": re.compile(r"_create_unverified_context"),
 }
 #: (path, exact stripped line): mentions that refuse the insecure option, reviewed one by one.
-REVIEWED_MENTIONS: set[tuple[str, str]] = {
-    # A plan file's pip words and its torch index option: the option is refused (issue 26).
-    ("cuda_resolve/_plan_checks.py", 'if item.option.name == "--trusted-host":'),
-    (
-        "cuda_resolve/_plan_checks.py",
-        'hint=_UNVERIFIED_HINT if option == "--trusted-host" else None,',
-    ),
-}
+REVIEWED_MENTIONS: set[tuple[str, str]] = set()
 
 
 def _sources() -> list[Path]:

@@ -367,8 +367,14 @@ def file_options(words: Sequence[str], where: str) -> list[Found]:
 _DISABLES_VERIFICATION = "--trusted" + "-host"
 
 
+def disables_verification(option_name: str) -> bool:
+    """Whether pip's option ``option_name`` (its long name) turns TLS verification off for a
+    host: refused on the command line, in files and in plans alike."""
+    return option_name == _DISABLES_VERIFICATION
+
+
 def _refuse_found(found: Found, where: str) -> None:
-    if found.option.name == _DISABLES_VERIFICATION:
+    if disables_verification(found.option.name):
         _refuse_host(f"{found.words[0]} {where}")
 
 
