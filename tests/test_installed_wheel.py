@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import trustme
 from _slurm import Cluster, SlurmUnavailable, start_slurm
 from _torch_env import copy_venv, standin_cuda_toolkit, standin_torch_venv
 from test_lock_support import StaticIndex, make_wheel, serve, write_profile
 from test_wheel_contents import build_wheel
+from test_wheelhouse_served import ServerUnavailable, start_pypiserver, stop_server
 
 pytestmark = pytest.mark.installed
 
@@ -403,86 +403,29 @@ def test_build_slurm_then_wheelhouse_list_and_publish_to_pypiserver(
     assert len(json.loads(listed.stdout)["entries"]) == 2, listed.stdout
     installed.run("cuda-resolve", "wheelhouse", "path")
 
-    server = _start_pypiserver(installed.root / "pypiserver")
+    password = "installed-wheel-pw"
+    try:
+        server, packages = start_pypiserver(installed.root / "pypiserver", "lab", password)
+    except ServerUnavailable as exc:
+        _unavailable(str(exc))
+        raise
+    no_certs = installed.root / "no-certs"
+    no_certs.mkdir(exist_ok=True)
+    upload = server.upload_url.replace("https://", f"https://lab:{password}@")
     try:
         published = installed.run(
             "cuda-resolve",
             "wheelhouse",
             "publish",
             "--to",
-            server.upload_url,
+            upload,
             "--json",
             SSL_CERT_FILE=str(server.ca_file),
-            SSL_CERT_DIR=str(installed.root / "no-certs"),
+            SSL_CERT_DIR=str(no_certs),
             REQUESTS_CA_BUNDLE="",
         )
-        assert server.password not in published.stdout + published.stderr
-        on_server = sorted(p.name for p in server.packages.glob("quickext-*.whl"))
+        assert password not in published.stdout + published.stderr
+        on_server = sorted(p.name for p in packages.glob("quickext-*.whl"))
         assert len(on_server) == 2, (on_server, published.stdout)
     finally:
-        server.stop()
-
-
-@dataclass
-class _Pypiserver:
-    upload_url: str
-    ca_file: Path
-    packages: Path
-    password: str
-    process: subprocess.Popen[str]
-
-    def stop(self) -> None:
-        self.process.kill()
-        self.process.wait(timeout=10)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-
-
-def _start_pypiserver(base: Path) -> _Pypiserver:
-    """pypiserver of the test extra, behind TLS with a test CA, uploads with a password."""
-    from test_wheelhouse_served import _PYPISERVER
-
-    user, password = "lab", "installed-wheel-pw"
-    packages = base / "packages"
-    packages.mkdir(parents=True)
-    (base.parent / "no-certs").mkdir(exist_ok=True)
-    htpasswd = base / "htpasswd"
-    # passlib imports crypt (deprecated: a warning, an error here), so it runs in its own process.
-    made = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from passlib.apache import HtpasswdFile as H; "
-            "f = H(sys.argv[1], new=True); f.set_password(sys.argv[2], sys.argv[3]); f.save()",
-            *(str(htpasswd), user, password),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if made.returncode != 0:
-        _unavailable(f"passlib cannot write an htpasswd file: {made.stderr.strip()[-300:]}")
-    ca = trustme.CA(organization_name="Installed Wheel Test CA")
-    leaf = ca.issue_cert("127.0.0.1", "localhost")
-    cert, key, ca_file = base / "cert.pem", base / "key.pem", base / "ca.pem"
-    leaf.cert_chain_pems[0].write_to_path(str(cert))
-    leaf.private_key_pem.write_to_path(str(key))
-    ca.cert_pem.write_to_path(str(ca_file))
-    process = subprocess.Popen(
-        [sys.executable, "-c", _PYPISERVER, str(packages), str(htpasswd), str(cert), str(key)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert process.stdout is not None
-    port = process.stdout.readline().strip()
-    if not port.isdigit():
-        process.kill()
-        _unavailable("pypiserver did not start")
-    return _Pypiserver(
-        upload_url=f"https://{user}:{password}@127.0.0.1:{port}/",
-        ca_file=ca_file,
-        packages=packages,
-        password=password,
-        process=process,
-    )
+        stop_server(server)

@@ -70,13 +70,17 @@ def _needs(module: str) -> None:
         pytest.skip(f"{module} is not installed (pip install -e '.[test]' brings it)")
 
 
-@pytest.fixture(scope="module")
-def pypiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    _needs("pypiserver")
-    _needs("passlib")
-    base = tmp_path_factory.mktemp("pypiserver")
+class ServerUnavailable(RuntimeError):
+    """An index server cannot start here; the message says why."""
+
+
+def start_pypiserver(base: Path, user: str = USER, password: str = PASSWORD) -> tuple[Server, Path]:
+    """pypiserver of the test extra in ``base``, behind TLS with a test CA, uploads with
+    ``user``'s ``password``: the server and its packages folder. Stop it with
+    :func:`stop_server`; :class:`ServerUnavailable` when it cannot start."""
     packages = base / "packages"
-    packages.mkdir()
+    packages.mkdir(parents=True)
+    # passlib imports crypt (deprecated: a warning, an error here): its own process.
     subprocess.run(
         [
             sys.executable,
@@ -84,8 +88,8 @@ def pypiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             "import sys; from passlib.apache import HtpasswdFile as H; "
             "f = H(sys.argv[1], new=True); f.set_password(sys.argv[2], sys.argv[3]); f.save()",
             str(base / "htpasswd"),
-            USER,
-            PASSWORD,
+            user,
+            password,
         ],
         check=True,
         timeout=60,
@@ -116,14 +120,30 @@ def pypiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     assert process.stdout is not None
     with process.stdout:
         line = process.stdout.readline().strip()
-        if not line.isdigit():
-            process.kill()
-            process.wait(timeout=10)
-            pytest.skip(f"pypiserver did not start: {log.read_text()[-500:]}")
-        url = f"https://127.0.0.1:{line}/"
-        yield Server(upload_url=url, simple_url=url + "simple/", ca_file=ca_file, process=process)
+    if not line.isdigit():
         process.kill()
         process.wait(timeout=10)
+        raise ServerUnavailable(f"pypiserver did not start: {log.read_text()[-500:]}")
+    url = f"https://127.0.0.1:{line}/"
+    server = Server(upload_url=url, simple_url=url + "simple/", ca_file=ca_file, process=process)
+    return server, packages
+
+
+def stop_server(server: Server) -> None:
+    server.process.kill()
+    server.process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def pypiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    _needs("pypiserver")
+    _needs("passlib")
+    try:
+        server, _ = start_pypiserver(tmp_path_factory.mktemp("pypiserver"))
+    except ServerUnavailable as exc:
+        pytest.skip(str(exc))
+    yield server
+    stop_server(server)
 
 
 def _free_port() -> int:
