@@ -53,6 +53,7 @@ def plugin_settings() -> PluginSettings:
             (str(name), str(folder))
             for name, folder in (plugins.cuda_resolve_sources or {}).items()
         ),
+        keep_stale=tuple(str(name) for name in (plugins.cuda_resolve_keep_stale or ())),
         ssl_verify=context.ssl_verify,
         proxy_servers=tuple((context.proxy_servers or {}).items()),
     )

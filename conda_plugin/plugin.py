@@ -57,7 +57,7 @@ def conda_subcommands() -> Iterator[Any]:
 
 @hookimpl
 def conda_settings() -> Iterator[Any]:
-    from conda.common.configuration import MapParameter, PrimitiveParameter
+    from conda.common.configuration import MapParameter, PrimitiveParameter, SequenceParameter
     from conda.plugins.types import CondaSetting
 
     yield CondaSetting(
@@ -83,6 +83,13 @@ def conda_settings() -> Iterator[Any]:
         parameter=MapParameter(PrimitiveParameter("", element_type=str)),
         description="package -> a local source folder or archive to build it from "
         "(as --source PACKAGE=DIR)",
+    )
+    yield CondaSetting(
+        name="cuda_resolve_keep_stale",
+        parameter=SequenceParameter(PrimitiveParameter("", element_type=str)),
+        description="extensions pip installed (conda cuda install, cuda-pip) that a solve "
+        "replacing torch leaves built for the old torch instead of refusing "
+        "(as --keep-stale NAME; conda cuda install --repair rebuilds them after)",
     )
 
 

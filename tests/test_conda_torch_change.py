@@ -4,9 +4,10 @@ old torch (issue 27, item 1, for conda environments): the post-solve veto of
 installing, the stand-in ``pytorch`` packages of a channel).
 
 - An extension pip installed (``conda cuda install``, cuda-pip) and built for the old torch:
-  conda does not know it links torch, so the solve is refused, naming it, the setting that
-  leaves it (``CUDA_RESOLVE_KEEP_STALE``) and the command that rebuilds it after
-  (``conda cuda install -p PREFIX --repair``).
+  conda does not know it links torch, so the solve is refused, naming it, the plugin's setting
+  that leaves it (``plugins.cuda_resolve_keep_stale`` in ``.condarc``, or conda's own
+  ``CONDA_PLUGINS_CUDA_RESOLVE_KEEP_STALE`` for one command) and the command that rebuilds it
+  after (``conda cuda install -p PREFIX --repair``).
 - A package of the local channel (cuda-resolve built it against the old ``pytorch``; its pin
   names that build) that the solve removes or leaves: carried along, through the deferral a
   command naming it gets (built again for the new torch after the command, installed through
@@ -15,6 +16,7 @@ installing, the stand-in ``pytorch`` packages of a channel).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -107,17 +109,26 @@ def test_a_torch_change_under_an_extension_pip_built_for_the_old_torch_is_refuse
     assert f"pointnet2-ops {STALE} (installed by pip) was built for the old torch" in text
     assert "'undefined symbol'" in text and "nothing was changed" in text
     assert "kaolin" not in text
+    assert "conda config --append plugins.cuda_resolve_keep_stale NAME" in text
     repair = f"conda cuda install -p {prefix} --repair"
     assert refused.value.hint == (
-        "to change torch and rebuild them for the new one: CUDA_RESOLVE_KEEP_STALE=pointnet2-ops "
-        f"conda install -p {prefix} pytorch=2.15.0, then {repair}"
+        "to change torch and rebuild them for the new one: "
+        "CONDA_PLUGINS_CUDA_RESOLVE_KEEP_STALE=pointnet2-ops "
+        f"conda install -p {prefix} pytorch=2.15.0 && {repair}"
     )
     assert _torch(prefix) == "2.14.1"  # refused before the transaction
-    # The setting the hint names: the change goes ahead, and the note says how to rebuild.
-    conda.session.environ["CUDA_RESOLVE_KEEP_STALE"] = "pointnet2_ops"
+    # Another name in the setting leaves the refusal as it was.
+    conda.settings = dataclasses.replace(ACTIVE, keep_stale=("kaolin",))
+    with pytest.raises(UsageError, match="pointnet2-ops"):
+        conda.run("install", prefix, ["pytorch=2.15.0"], channels)
+    assert _torch(prefix) == "2.14.1"
+    # The setting the hint names (as the user spells the package): the change goes ahead, and
+    # the note says how to rebuild.
+    conda.settings = dataclasses.replace(ACTIVE, keep_stale=("kaolin", "pointnet2_ops"))
     conda.run("install", prefix, ["pytorch=2.15.0"], channels)
     assert _torch(prefix) == "2.15.0"
     assert f"note: pointnet2-ops {STALE} stay built for a channel's pytorch 2.14.1" in _said(conda)
+    assert "(plugins.cuda_resolve_keep_stale)" in _said(conda)
     assert repair in _said(conda)
     # The rebuild command is cuda-resolve's install --repair for the environment's python.
     words = repair.split()[2:]

@@ -53,6 +53,8 @@ from .serve import best_fitting, build_fits, veto_cpu_torch, veto_torch_swap
 
 __all__ = [
     "ACTIVATE",
+    "KEEP_STALE",
+    "KEEP_STALE_VARIABLE",
     "Command",
     "CommandEdit",
     "CondaSession",
@@ -69,6 +71,11 @@ __all__ = [
 
 #: The one step that makes plain ``conda install`` use cuda-resolve.
 ACTIVATE = "conda config --set plugins.cuda_resolve_active true"
+#: The setting that leaves extensions pip built for a torch a solve replaces (``.condarc``
+#: ``plugins:``); conda reads it from ``CONDA_PLUGINS_CUDA_RESOLVE_KEEP_STALE`` too (a comma
+#: list), its own form for every plugin setting.
+KEEP_STALE = "cuda_resolve_keep_stale"
+KEEP_STALE_VARIABLE = f"CONDA_PLUGINS_{KEEP_STALE.upper()}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -79,6 +86,8 @@ class PluginSettings:
     channel: str = ""  # the local channel's folder ("": the default)
     arch_list: str = ""  # build for these capabilities instead of this machine's GPUs
     sources: tuple[tuple[str, str], ...] = ()  # package -> source folder or archive
+    #: extensions pip built for a torch a solve replaces, left as they are (not refused)
+    keep_stale: tuple[str, ...] = ()
     ssl_verify: bool | str = True  # conda's ssl_verify: a bool, "truststore" or a CA path
     proxy_servers: tuple[tuple[str, str], ...] = ()  # scheme -> proxy URL
 
@@ -495,7 +504,7 @@ class CondaSession:
                     "for the new torch), or keep pip's torch",
                 )
         if replaced is not None:
-            self._refuse_pip_extensions(solve, *replaced)
+            self._refuse_pip_extensions(solve, *replaced, settings)
         reason = veto_cpu_torch(self.probe(None), pytorch)
         if reason:
             raise UsageError(
@@ -575,10 +584,13 @@ class CondaSession:
             "through conda)"
         )
 
-    def _refuse_pip_extensions(self, solve: Solve, current: TorchRecord, new: TorchRecord) -> None:
+    def _refuse_pip_extensions(
+        self, solve: Solve, current: TorchRecord, new: TorchRecord, settings: PluginSettings
+    ) -> None:
         """Refuse a solve that replaces torch under extensions pip installed (``conda cuda
         install``, cuda-pip) and built for the old one: conda does not know they link it, and
-        their next import fails with 'undefined symbol'. ``CUDA_RESOLVE_KEEP_STALE=NAME,...``
+        their next import fails with 'undefined symbol'. The setting ``cuda_resolve_keep_stale``
+        (``.condarc``, or ``CONDA_PLUGINS_CUDA_RESOLVE_KEEP_STALE=NAME,...`` for one command)
         leaves them as they are (``conda cuda install --repair`` rebuilds them after)."""
         from packaging.utils import canonicalize_name
 
@@ -594,14 +606,13 @@ class CondaSession:
             for s in stale_extensions(env, self.index())
             if pip_distribution(solve.prefix, s.name) is not None
         ]
-        kept = self.environ.get("CUDA_RESOLVE_KEEP_STALE", "").replace(",", " ").split()
-        refused = [s for s in stale if not s.matches(kept)]
+        refused = [s for s in stale if not s.matches(settings.keep_stale)]
         repair = f"conda cuda install -p {shlex.quote(str(solve.prefix))} --repair"
         if not refused:
             if stale:
                 names = ", ".join(_shown(s.name, s.version) for s in stale)
                 self.reporter.note(
-                    f"{names} stay built for {current.describe()} (CUDA_RESOLVE_KEEP_STALE): "
+                    f"{names} stay built for {current.describe()} (plugins.{KEEP_STALE}): "
                     f"after this command, {repair} rebuilds them for the new torch"
                 )
             return
@@ -619,9 +630,11 @@ class CondaSession:
             f"and {shown} (installed by pip) {'was' if len(refused) == 1 else 'were'} built "
             "for the old torch: conda does not know they link it, and at their next import "
             "they fail with 'undefined symbol' (torch's C++ ABI changes between builds); "
-            "nothing was changed",
-            hint=f"to change torch and rebuild them for the new one: CUDA_RESOLVE_KEEP_STALE="
-            f"{them} {again}, then {repair}",
+            "nothing was changed. The plugin's setting "
+            f"{KEEP_STALE} leaves named extensions as they are in every command "
+            f"(conda config --append plugins.{KEEP_STALE} NAME)",
+            hint=f"to change torch and rebuild them for the new one: {KEEP_STALE_VARIABLE}="
+            f"{them} {again} && {repair}",
         )
 
     def _check_deferred(self, deferred: _Deferred, solve: Solve) -> None:
