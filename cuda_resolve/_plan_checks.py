@@ -384,11 +384,46 @@ def _checks_hash(word: str, sha256: str) -> bool:
     return url.partition("#")[2] == f"sha256={sha256}"
 
 
+def _check_builds_match_items(plan: Plan, table: Table) -> None:
+    """Each build makes one item of kind ``build`` and each such item has its build: an edited
+    plan must not build (and install) a package it does not list, nor list as built one that
+    nothing builds (it would report success having installed nothing)."""
+    from packaging.utils import canonicalize_name
+
+    planned = {
+        canonicalize_name(item.name): (at, item)
+        for at, item in enumerate(plan.items)
+        if item.kind == "build"
+    }
+    built: set[str] = set()
+    for at, build in enumerate(plan.builds):
+        name = canonicalize_name(build.spec.package)
+        if name in built:
+            raise table.fail(f"builds[{at}].package", f"= {build.spec.package!r}: built twice")
+        built.add(name)
+    for name, (at, item) in planned.items():
+        if name not in built:
+            raise table.fail(
+                f"install[{at}]",
+                f"= {item.name} {item.version} (build): none of the plan's builds makes it",
+                hint="make the plan again: a plan builds every item it lists as a build",
+            )
+    for at, build in enumerate(plan.builds):
+        if canonicalize_name(build.spec.package) not in planned:
+            raise table.fail(
+                f"builds[{at}].package",
+                f"= {build.spec.package!r}: no install item of kind build names it",
+                hint="make the plan again: a plan builds only what its install list names",
+            )
+
+
 def check_plan(plan: Plan, table: Table) -> None:
-    """What only the whole plan shows: each step's built wheels are the plan's own builds, each
-    recorded sha256 is what pip checks where the item is installed, imports are module names."""
+    """What only the whole plan shows: its builds and its install list agree, each step's built
+    wheels are the plan's own builds, each recorded sha256 is what pip checks where the item is
+    installed, imports are module names."""
     from .index._parse import _MODULE
 
+    _check_builds_match_items(plan, table)
     digests = {build.key.digest for build in plan.builds}
     for number, step in enumerate(plan.steps):
         for at, digest in enumerate(step.built):

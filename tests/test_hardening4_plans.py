@@ -510,3 +510,49 @@ def test_a_lock_is_checked_before_anything_is_fetched(
     assert not list(cache.rglob("six-*")), "something was fetched"
     assert not (tmp_path / "outside").exists() and not (cache.parent / "outside").exists()
     assert _site(python) == before, "something was installed"
+
+
+# -- the install list and the builds agree: nothing built that is not planned, nothing planned
+# as a build that no build makes ------------------------------------------------------------
+
+
+def _drop_build_item(plan: dict[str, Any], folder: Path) -> None:
+    plan["install"] = [item for item in plan["install"] if item["kind"] != "build"]
+
+
+def _drop_builds(plan: dict[str, Any], folder: Path) -> None:
+    plan["builds"] = []
+    for step in plan["steps"]:
+        step["built"] = []
+
+
+def _rename_build_item(plan: dict[str, Any], folder: Path) -> None:
+    for item in plan["install"]:
+        if item["kind"] == "build":
+            item["name"] = "otherext"
+
+
+def _second_build_of_the_same(plan: dict[str, Any], folder: Path) -> None:
+    plan["builds"].append(copy.deepcopy(plan["builds"][0]))
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (_drop_build_item, "builds[0].package = 'quickext': no install item of kind build"),
+        (_drop_builds, "install[1] = quickext 0.1.0 (build): none of the plan's builds"),
+        (_rename_build_item, "install[1] = otherext 0.1.0 (build): none of the plan's builds"),
+        (_second_build_of_the_same, "builds[1].package = 'quickext': built twice"),
+    ],
+    ids=["build without item", "item without build", "item renamed", "built twice"],
+)
+def test_the_install_list_and_the_builds_agree(
+    machine: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    edit: Edit,
+    named: str,
+) -> None:
+    plan = _edited(machine, edit, tmp_path)
+    _refused(machine, plan, named, tmp_path, monkeypatch, capsys)
