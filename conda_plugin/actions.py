@@ -248,6 +248,17 @@ def _add_channel(args: Any, url: str) -> None:
     context._set_argparse_args(args)
 
 
+def _channel_options(args: Any) -> tuple[str, ...]:
+    """The command's channel options as the user gave them (before the local channel is added),
+    for the commands the hints name."""
+    given = args.get("channel")
+    channels = [given] if isinstance(given, str) else list(given or ())
+    words = ["--override-channels"] if args.get("override_channels") else []
+    for channel in channels:
+        words += ["-c", str(channel)]
+    return tuple(words)
+
+
 def before_install(command: str) -> None:
     """The pre-command: the command's specs and channels as the session decides them."""
     settings = plugin_settings()
@@ -261,6 +272,7 @@ def before_install(command: str) -> None:
         specs=tuple(_converted(lambda: [_spec(text) for text in texts])),
         dry_run=bool(args.get("dry_run")),
         remove_all=bool(args.get("all")),
+        channel_options=_channel_options(args),
     )
     edit = _converted(lambda: session().before_command(request, settings))
     if edit is None:

@@ -344,7 +344,12 @@ class RattlerConda:
     ) -> CommandEdit | None:
         self.solver.channels = list(channels)
         request = Command(
-            name=command, prefix=prefix, specs=tuple(map(_spec, specs)), dry_run=dry_run
+            name=command,
+            prefix=prefix,
+            specs=tuple(map(_spec, specs)),
+            dry_run=dry_run,
+            # as `conda COMMAND --override-channels -c URL ...` gives them (the hints repeat them)
+            channel_options=("--override-channels", *(w for c in channels for w in ("-c", c))),
         )
         edit = self.session.before_command(request, self.settings)  # the pre-command
         texts = list(specs if edit is None or edit.specs is None else edit.specs)
@@ -508,7 +513,7 @@ def test_a_failure_after_the_environment_exists_leaves_its_records_and_names_the
     text = str(failed.value)
     assert f"{prefix} exists with 2 conda package(s), a channel's pytorch 2.14.1" in text
     assert "wheelext is not installed in it" in text and "without a sha256" in text
-    finish = f"conda install -p {prefix} wheelext"
+    finish = f"conda install -p {prefix} --override-channels -c {standins.url} wheelext"
     assert str(failed.value.hint).endswith(f"finish with: {finish}")
     assert _names(prefix) == {"python", "pytorch"}  # what exists is what was said
     # The page is fixed; the named command (the install path: torch present) finishes the job.

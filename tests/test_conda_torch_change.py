@@ -114,7 +114,7 @@ def test_a_torch_change_under_an_extension_pip_built_for_the_old_torch_is_refuse
     assert refused.value.hint == (
         "to change torch and rebuild them for the new one: "
         "CONDA_PLUGINS_CUDA_RESOLVE_KEEP_STALE=pointnet2-ops "
-        f"conda install -p {prefix} pytorch=2.15.0 && {repair}"
+        f"conda install -p {prefix} --override-channels -c {channel.url} pytorch=2.15.0 && {repair}"
     )
     assert _torch(prefix) == "2.14.1"  # refused before the transaction
     # Another name in the setting leaves the refusal as it was.

@@ -63,6 +63,7 @@ __all__ = [
     "Solve",
     "Solver",
     "Spec",
+    "conda_command",
     "curated",
     "inactive_hint",
     "refuse_insecure_tls",
@@ -110,6 +111,9 @@ class Command:
     specs: tuple[Spec, ...] = ()
     dry_run: bool = False
     remove_all: bool = False  # conda remove --all
+    #: where the command's packages come from, as the user gave it (``--override-channels``,
+    #: ``-c URL`` ...): a command a hint names repeats it, so that it solves as this one did
+    channel_options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -181,6 +185,18 @@ class _Deferred:
     prefix: Path
     specs: tuple[str, ...]  # as the user wrote them (the command that finishes the job names them)
     requirements: tuple[str, ...]  # the same as PEP 508 requirements for cuda-resolve's planner
+    channel_options: tuple[str, ...] = ()  # the command's (Command.channel_options)
+
+    def again(self, verb: str, words: Sequence[str]) -> str:
+        """A conda command a hint names for this prefix, with the command's channel options."""
+        return conda_command(verb, self.prefix, self.channel_options, words)
+
+
+def conda_command(
+    verb: str, prefix: Path, channel_options: Sequence[str], words: Sequence[str]
+) -> str:
+    """``conda VERB -p PREFIX [channel options] WORDS``, quoted for a shell (pasteable)."""
+    return shlex.join(["conda", verb, "-p", str(prefix), *channel_options, *words])
 
 
 def curated(names: Sequence[str], index: Index) -> list[str]:
@@ -432,8 +448,10 @@ class CondaSession:
             raise UsageError(
                 f"{', '.join(names)} must be built against the torch this command installs, "
                 "and it installs nothing else: nothing was changed",
-                hint=f"name the torch too: conda {command.name} -p {command.prefix} pytorch "
-                + " ".join(taken),
+                hint="name the torch too: "
+                + conda_command(
+                    command.name, command.prefix, command.channel_options, ["pytorch", *taken]
+                ),
             )
         self.deferred.append(
             _Deferred(
@@ -441,6 +459,7 @@ class CondaSession:
                 prefix=command.prefix,
                 specs=tuple(taken),
                 requirements=tuple(requirements),
+                channel_options=command.channel_options,
             )
         )
         self.reporter.step(
@@ -567,11 +586,13 @@ class CondaSession:
         if not names:
             return
         command = self.command.name if self.command is not None else "install"
+        options = self.command.channel_options if self.command is not None else ()
         carried = _Deferred(
             command=last.command if last else command,
             prefix=solve.prefix,
             specs=(*(last.specs if last else ()), *names),
             requirements=(*(last.requirements if last else ()), *names),
+            channel_options=last.channel_options if last else options,
         )
         if last is not None:
             self.deferred[-1] = carried
@@ -620,8 +641,12 @@ class CondaSession:
         them = ",".join(str(canonicalize_name(s.name)) for s in refused)
         command = self.command
         again = (
-            f"conda {command.name} -p {shlex.quote(str(solve.prefix))} "
-            + " ".join(shlex.quote(spec.text) for spec in command.specs)
+            conda_command(
+                command.name,
+                solve.prefix,
+                command.channel_options,
+                [spec.text for spec in command.specs],
+            )
             if command is not None and command.prefix == solve.prefix
             else "the same conda command"
         )
@@ -650,11 +675,7 @@ class CondaSession:
             current = torch_record(deferred.prefix) if meta.is_dir() else None
             leaving = {record.name for record in solve.unlink}
             torch = current if current is not None and current.name not in leaving else None
-        names = " ".join(shlex.quote(text) for text in deferred.specs)
-        fix = (
-            f"conda {deferred.command} -p {shlex.quote(str(deferred.prefix))} "
-            f"'pytorch=*=cuda*' {names}"
-        )
+        fix = deferred.again(deferred.command, ["pytorch=*=cuda*", *deferred.specs])
         if torch is None:
             raise UsageError(
                 f"{', '.join(deferred.specs)} must be built against the environment's torch, "
@@ -713,9 +734,7 @@ class CondaSession:
         job."""
         prefix = deferred.prefix
         channel = LocalChannel.default(settings.channel)
-        finish = f"conda install -p {shlex.quote(str(prefix))} " + " ".join(
-            map(shlex.quote, deferred.specs)
-        )
+        finish = deferred.again("install", deferred.specs)
         try:
             self._install_with_backend(deferred, channel, settings, channels)
         except (CudaResolveError, OSError) as error:
