@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+import base64
 import http.server
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -124,11 +126,15 @@ class _Uploads:
     def __init__(self, ok: int, status: int) -> None:
         self.ok, self.status = ok, status
         self.stored: list[str] = []
+        self.authorizations: list[str] = []
 
 
-def _upload_server(uploads: _Uploads) -> tuple[http.server.ThreadingHTTPServer, str]:
+def _upload_server(
+    uploads: _Uploads, host: str = "127.0.0.1"
+) -> tuple[http.server.ThreadingHTTPServer, str]:
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:
+            uploads.authorizations.append(self.headers.get("Authorization", ""))
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             name = re.search(rb'filename="([^"]+)"', body)
             filename = name.group(1).decode() if name else "?"
@@ -146,9 +152,13 @@ def _upload_server(uploads: _Uploads) -> tuple[http.server.ThreadingHTTPServer, 
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(http.server.ThreadingHTTPServer):
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    server = Server((host, 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/"
+    shown = f"[{host}]" if ":" in host else host
+    return server, f"http://{shown}:{server.server_address[1]}/"
 
 
 @pytest.fixture
@@ -206,6 +216,26 @@ def test_publish_text_that_fails_first_says_nothing_was_published(
         server.server_close()
     err = capsys.readouterr().err
     assert "HTTP 500" in err and "no wheel was published, 2 not tried" in err
+
+
+def test_publish_to_an_ipv6_host_with_user_info_posts_there_with_the_credentials(
+    house: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The upload URL keeps its host as written (``[::1]`` with its brackets) and loses only its
+    user info, which travels as the Authorization header."""
+    uploads = _Uploads(ok=3, status=500)
+    server, url = _upload_server(uploads, host="::1")
+    try:
+        with_user = url.replace("http://", "http://lab:s3cret-token@")
+        code, document = _publish_json(with_user, capsys)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert code == 0, document
+    assert sorted(uploads.stored) == sorted(house)
+    expected = "Basic " + base64.b64encode(b"lab:s3cret-token").decode()
+    assert uploads.authorizations == [expected] * 3
+    assert "s3cret-token" not in json.dumps(document)
 
 
 # -- bad interpreters are bad input ------------------------------------------------------------

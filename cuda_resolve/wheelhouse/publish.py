@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from ..errors import CudaResolveError, UsageError
-from ..redaction import redact, register_secret
+from ..redaction import redact, register_secret, url_without_userinfo
 from .errors import WheelhouseError
 from .rewrite import read_wheel_key, rewrite_wheel
 
@@ -237,11 +237,10 @@ def _registered(found: Credentials) -> Credentials:
     return found
 
 
-def _without_userinfo(url: str) -> str:
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+def _upload_target(url: str) -> str:
+    """Where the upload is posted: ``url`` less its user info (sent as a header instead) and
+    its fragment (never sent). The host is kept as written: ``[::1]`` keeps its brackets."""
+    return url_without_userinfo(url).partition("#")[0]
 
 
 def _metadata(wheel: Path) -> dict[str, str]:
@@ -310,7 +309,7 @@ def upload_wheel(
     headers = {"Content-Type": content_type}
     if credentials is not None:
         headers["Authorization"] = credentials.header()
-    target = _without_userinfo(url)
+    target = _upload_target(url)
     response = client.post(target, body=body, headers=headers)
     said = redact(response.text.strip().splitlines()[0] if response.text.strip() else "")
     if 200 <= response.status < 300:
