@@ -231,37 +231,30 @@ def test_cuda_pip_install_plan_refuses_the_same(
 _PATCH = {"find": "a", "replace": "b", "reason": "why", "count": 1, "torch": ""}
 
 
-@pytest.mark.parametrize(
-    ("edit", "named"),
-    [
-        (_recipe(subdirectory="../outside"), "builds[0].recipe.subdirectory = '../outside'"),
-        (_recipe(subdirectory="/etc"), "builds[0].recipe.subdirectory = '/etc'"),
-        (
-            _recipe(patches=[dict(_PATCH, file="../../.bashrc")]),
-            "builds[0].recipe.patches[0].file = '../../.bashrc'",
-        ),
-        (
-            _recipe(archive={"url": "https://x.example/q.tar.gz", "sha256": "../../x"}),
-            "builds[0].recipe.archive.sha256 = '../../x'",
-        ),
-        (
-            _recipe(revision="--upload-pack=touch /tmp/pwned"),
-            "builds[0].recipe.revision = '--upload-pack=touch /tmp/pwned'",
-        ),
-        (_recipe(env={"A B": "1"}), "builds[0].recipe.env.A B: is not an environment variable"),
-    ],
-    ids=["parent", "absolute", "patch outside", "archive hash", "revision", "env name"],
-)
-def test_a_recipe_in_a_plan_is_checked_as_the_index_checks_it(
-    machine: dict[str, Any],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    edit: Edit,
-    named: str,
-) -> None:
-    plan = _edited(machine, edit, tmp_path)
-    _refused(machine, plan, named, tmp_path, monkeypatch, capsys)
+RECIPE_EDITS = [
+    pytest.param(*case, id=name)
+    for case, name in zip(
+        [
+            (_recipe(subdirectory="../outside"), "builds[0].recipe.subdirectory = '../outside'"),
+            (_recipe(subdirectory="/etc"), "builds[0].recipe.subdirectory = '/etc'"),
+            (
+                _recipe(patches=[dict(_PATCH, file="../../.bashrc")]),
+                "builds[0].recipe.patches[0].file = '../../.bashrc'",
+            ),
+            (
+                _recipe(archive={"url": "https://x.example/q.tar.gz", "sha256": "../../x"}),
+                "builds[0].recipe.archive.sha256 = '../../x'",
+            ),
+            (
+                _recipe(revision="--upload-pack=touch /tmp/pwned"),
+                "builds[0].recipe.revision = '--upload-pack=touch /tmp/pwned'",
+            ),
+            (_recipe(env={"A B": "1"}), "builds[0].recipe.env.A B: is not an environment variable"),
+        ],
+        ["parent", "absolute", "patch outside", "archive hash", "revision", "env name"],
+        strict=True,
+    )
+]
 
 
 # -- hashes and wheel digests: hex of their length, the plan's own ---------------------------
@@ -295,37 +288,30 @@ def _item(**fields: Any) -> Edit:
     return edit
 
 
-@pytest.mark.parametrize(
-    ("edit", "named"),
-    [
-        (_built("0123456789abcdef"), "steps[0].built[0] = '0123456789abcdef': not the wheel"),
-        (_built("../../../etc"), "steps[0].built[0] = '../../../etc': not the wheel"),
-        (_build_field("wheel_digest", "../x"), "builds[0].wheel_digest = '../x'"),
-        (_build_field("wheel_digest", "0" * 16), "builds[0].wheel_digest = '0000000000000000'"),
-        (_key_field("recipe_digest", "../../x"), "builds[0].wheel_key"),
-        (
-            _item(
-                name="six",
-                version="1.17.0",
-                kind="wheel",
-                requirement="six==1.17.0",
-                sha256="../../" + "a" * 58,
+DIGEST_EDITS = [
+    pytest.param(*case, id=name)
+    for case, name in zip(
+        [
+            (_built("0123456789abcdef"), "steps[0].built[0] = '0123456789abcdef': not the wheel"),
+            (_built("../../../etc"), "steps[0].built[0] = '../../../etc': not the wheel"),
+            (_build_field("wheel_digest", "../x"), "builds[0].wheel_digest = '../x'"),
+            (_build_field("wheel_digest", "0" * 16), "builds[0].wheel_digest = '0000000000000000'"),
+            (_key_field("recipe_digest", "../../x"), "builds[0].wheel_key"),
+            (
+                _item(
+                    name="six",
+                    version="1.17.0",
+                    kind="wheel",
+                    requirement="six==1.17.0",
+                    sha256="../../" + "a" * 58,
+                ),
+                "install[2].sha256 = '../../aaaa",
             ),
-            "install[2].sha256 = '../../aaaa",
-        ),
-    ],
-    ids=["unknown digest", "path as digest", "digest not hex", "digest of another", "key", "sha"],
-)
-def test_hashes_and_digests_are_hex_and_the_plans_own(
-    machine: dict[str, Any],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    edit: Edit,
-    named: str,
-) -> None:
-    plan = _edited(machine, edit, tmp_path)
-    _refused(machine, plan, named, tmp_path, monkeypatch, capsys)
+        ],
+        ["unknown digest", "path as digest", "digest not hex", "digest of another", "key", "sha"],
+        strict=True,
+    )
+]
 
 
 # -- malformed structure: exit 2 naming where, never an internal error -----------------------
@@ -536,17 +522,23 @@ def _second_build_of_the_same(plan: dict[str, Any], folder: Path) -> None:
     plan["builds"].append(copy.deepcopy(plan["builds"][0]))
 
 
-@pytest.mark.parametrize(
-    ("edit", "named"),
-    [
-        (_drop_build_item, "builds[0].package = 'quickext': no install item of kind build"),
-        (_drop_builds, "install[1] = quickext 0.1.0 (build): none of the plan's builds"),
-        (_rename_build_item, "install[1] = otherext 0.1.0 (build): none of the plan's builds"),
-        (_second_build_of_the_same, "builds[1].package = 'quickext': built twice"),
-    ],
-    ids=["build without item", "item without build", "item renamed", "built twice"],
-)
-def test_the_install_list_and_the_builds_agree(
+AGREEMENT_EDITS = [
+    pytest.param(*case, id=name)
+    for case, name in zip(
+        [
+            (_drop_build_item, "builds[0].package = 'quickext': no install item of kind build"),
+            (_drop_builds, "install[1] = quickext 0.1.0 (build): none of the plan's builds"),
+            (_rename_build_item, "install[1] = otherext 0.1.0 (build): none of the plan's builds"),
+            (_second_build_of_the_same, "builds[1].package = 'quickext': built twice"),
+        ],
+        ["build without item", "item without build", "item renamed", "built twice"],
+        strict=True,
+    )
+]
+
+
+@pytest.mark.parametrize(("edit", "named"), RECIPE_EDITS + DIGEST_EDITS + AGREEMENT_EDITS)
+def test_an_edited_part_of_a_plan_is_refused_naming_it(
     machine: dict[str, Any],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -554,5 +546,8 @@ def test_the_install_list_and_the_builds_agree(
     edit: Edit,
     named: str,
 ) -> None:
+    """A recipe is checked as the index parser checks it; hashes and digests are hex of their
+    length and the plan's own; each build makes one item of the install list, and each item
+    listed as a build has its build."""
     plan = _edited(machine, edit, tmp_path)
     _refused(machine, plan, named, tmp_path, monkeypatch, capsys)
