@@ -17,7 +17,12 @@ How a :data:`RUN` block runs (the rule the README points to):
 - the profiles a block names (``a100.toml``, ``rtx4090.toml``) are saved beforehand in that folder
   as the README says they are made, ``cuda-resolve detect --save-profile``, on a machine described
   by the overrides (A100 = 8.0, RTX 4090 = 8.9, driver 580.65.06);
-- placeholders: ``/nfs/lab/`` becomes a folder in the temporary folder;
+- placeholders: ``/nfs/lab/`` becomes a folder in the temporary folder, and
+  ``https://wheels.lab.example/`` the loopback server that serves it;
+- a block about a lab (:attr:`Run.lab`) runs beside the lab's servers on loopback, set up as a lab
+  sets them up (tests/_lab_stand_ins.py): its PyPI and PyTorch index mirror configured with
+  ``cuda-resolve mirror set custom``, its wheelhouse served over HTTPS, its CA the trust store, no
+  other host reachable;
 - a ``cuda-pip install`` or ``cuda-resolve build`` line without ``--dry-run`` gets ``--dry-run``
   (it would compile for minutes or install torch): the plan, pre-flight and pip commands are
   still checked, nothing is built or installed.
@@ -30,10 +35,12 @@ import re
 import subprocess
 import sys
 import textwrap
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from _lab_stand_ins import WHEELHOUSE_PLACEHOLDER, Lab, lab_servers
 from _torch_env import copy_venv
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -62,6 +69,8 @@ class Run:
     #: text.
     before: str = ""
     after: str = ""
+    #: Runs beside the lab's servers; the wheels the profiles' plans need are there first.
+    lab: bool = False
 
 
 #: README blocks run for real (after the rule above), by their exact text.
@@ -131,6 +140,24 @@ NAME, --all""": Run(NO_GPU),
         after="c=.cache/cuda-resolve; test -f $c/journal/f; for d in logs sources http lock-files "
         "lock-pip lock-wheels; do test ! -e $c/$d; done",
     ),
+    # In a lab (its mirror, its served wheelhouse holding pointnet2_ops for each profile's torch),
+    # on an A100 node: the lock is written, sync installs the A100 profile, which imports and shows
+    # no drift afterwards.
+    """# pointnet2_ops is taken from the wheelhouse (what it lacks, lock builds: see `lock \
+--help`) and
+# locked where the wheelhouse is served (any static server; or the lab's index: `wheelhouse_url`)
+cuda-resolve lock torch pointnet2_ops --profile a100.toml --profile rtx4090.toml -o pylock.toml \\
+    --wheelhouse-url https://wheels.lab.example/wheelhouse
+cuda-resolve sync pylock.toml --name auto    # on each machine""": Run(
+        PROFILES["a100.toml"],
+        expect=("wrote pylock.toml", "installed pointnet2-ops 3.0.0+pt", "installed torch "),
+        profiles=("a100.toml", "rtx4090.toml"),
+        lab=True,
+        # The lock keeps the canonical index, not the mirror's (docs/mirrors.md).
+        after='"$VIRTUAL_ENV/bin/python" -c "import pointnet2_ops, torch" && '
+        "cuda-resolve sync pylock.toml --check && "
+        "grep -q '^index = \"https://pypi.org/simple\"$' pylock.toml",
+    ),
 }
 
 #: README blocks this test does not run, by their exact text, with the reason.
@@ -149,15 +176,6 @@ SKIP: dict[str, str] = {
     ),
     "cuda-resolve wheelhouse publish --to https://pypi.lab.example/    # pypiserver or devpi": (
         "needs a lab index server; tests/test_wheelhouse_cli.py publishes to a real pypiserver"
-    ),
-    """# pointnet2_ops is built into the wheelhouse first; the lock names its wheel where the \
-wheelhouse
-# is served (any static server; or the lab's index server: `wheelhouse_url` in the config)
-cuda-resolve lock torch pointnet2_ops --profile a100.toml --profile rtx4090.toml -o pylock.toml \\
-    --wheelhouse-url https://wheels.lab.example/wheelhouse
-cuda-resolve sync pylock.toml --name auto    # on each machine""": (
-        "lock asks PyPI and the PyTorch index (network; the latter unreachable in CI) and sync "
-        "installs torch; tests/test_lock*.py cover both"
     ),
     """conda run -n base python -m pip install .    # from this checkout, into conda's base \
 environment
@@ -211,9 +229,11 @@ def _dry_run(line: str) -> str:
     return f"{command.rstrip()} --dry-run" + (f"  #{comment}" if hash_sign else "")
 
 
-def as_run(block: str, folder: Path) -> str:
+def as_run(block: str, folder: Path, lab: Lab | None = None) -> str:
     """The block as the test runs it: the rule of the module docstring."""
     text = block.replace("/nfs/lab/", f"{folder}/nfs/lab/")
+    if lab is not None:
+        text = text.replace(WHEELHOUSE_PLACEHOLDER, lab.served_url)
     return "\n".join(_dry_run(line) for line in text.splitlines())
 
 
@@ -293,17 +313,34 @@ def test_block_runs(block: str, tmp_path: Path) -> None:
             _environ(tmp_path, PROFILES[name]),
         )
         assert saved.returncode == 0, saved.stderr
+    with ExitStack() as stack:
+        environ = _environ(tmp_path, run.environ)
+        lab = None
+        if run.lab:
+            lab = stack.enter_context(lab_servers(tmp_path))
+            environ = lab.environ(environ)
+            lab.configure(environ)
+            lab.stock([tmp_path / name for name in run.profiles], ["torch", "pointnet2_ops"])
+        _run_block(block, run, tmp_path, environ, lab)
+
+
+def _run_block(
+    block: str, run: Run, tmp_path: Path, environ: dict[str, str], lab: Lab | None
+) -> None:
     if run.before:
-        assert _bash(run.before, tmp_path, _environ(tmp_path, run.environ)).returncode == 0
-    result = _bash(as_run(block, tmp_path), tmp_path, _environ(tmp_path, run.environ))
+        assert _bash(run.before, tmp_path, environ).returncode == 0
+    result = _bash(as_run(block, tmp_path, lab), tmp_path, environ)
     output = result.stdout + result.stderr
     assert result.returncode == 0, f"exit {result.returncode}:\n{output}"
     assert "Traceback" not in output
     for text in run.expect:
         assert text in output, f"{text!r} not in the output:\n{output}"
     if run.after:
-        checked = _bash(run.after, tmp_path, _environ(tmp_path, run.environ))
-        assert checked.returncode == 0, f"the block did not do what the README says: {run.after}"
+        checked = _bash(run.after, tmp_path, environ)
+        assert checked.returncode == 0, (
+            f"the block did not do what the README says: {run.after}\n"
+            f"{checked.stdout}{checked.stderr}"
+        )
 
 
 def test_without_a_gpu_the_main_command_refuses_as_the_readme_says(tmp_path: Path) -> None:

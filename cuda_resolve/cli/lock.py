@@ -79,8 +79,9 @@ def register(subparsers: Any) -> None:
         "--index-url",
         metavar="URL",
         default=None,
-        help="the package index the closure comes from (default: https://pypi.org/simple); the "
-        "PyTorch index comes from the plan and the config's mirror",
+        help="the package index the closure comes from (default: https://pypi.org/simple), "
+        "through the config's mirror of it (`cuda-resolve mirror set`); the PyTorch index comes "
+        "from the plan and the config's mirror",
     )
     parser.add_argument(
         "--wheelhouse-url",

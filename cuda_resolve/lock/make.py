@@ -490,13 +490,18 @@ def _canonical_from(config: Config) -> Callable[[str], str]:
     backwards)."""
 
     def canonical(url: str) -> str:
+        # An index URL may lack the rule's final "/" (pip was given https://mirror/simple).
+        slashed = url if url.endswith("/") else f"{url}/"
         best = None
         for rule in config.rewrites:
-            if url.startswith(rule.mirror) and (
+            if slashed.startswith(rule.mirror) and (
                 best is None or len(rule.mirror) > len(best.mirror)
             ):
                 best = rule
-        return best.canonical + url[len(best.mirror) :] if best is not None else url
+        if best is None:
+            return url
+        found = best.canonical + slashed[len(best.mirror) :]
+        return found if url.endswith("/") else found[:-1]
 
     return canonical
 
@@ -592,7 +597,9 @@ def make_lock(
                 plan,
                 profile.environment,
                 pip_python=python,
-                index_url=request.index_url,
+                # Through the configured mirror (`mirror set` writes one for PyPI), as files
+                # are fetched; the lock keeps the canonical URLs.
+                index_url=config.rewrite(f"{request.index_url}/").rstrip("/"),
                 environ=environ,
                 scratch=Path(scratch),
                 name=profile.name,
