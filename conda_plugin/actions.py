@@ -352,9 +352,17 @@ def load_pip_torch(prefix: Any, records: dict[str, Any]) -> dict[str, Any]:
 
 
 def error_hints(error: Any) -> Iterator[Any]:
-    from conda.exceptions import PackagesNotFoundError
+    from conda.exceptions import PackagesNotFoundError, UnsatisfiableError
     from conda.plugins.types import CondaErrorHint
 
+    if isinstance(error, UnsatisfiableError):  # rattler's is a subclass
+        try:
+            held = session().unsatisfiable_hint(plugin_settings())
+        except Exception:  # a hint must never replace the error it explains
+            return
+        if held:
+            yield CondaErrorHint(text=held, hint_code="cuda_resolve_torch_change")
+        return
     if not isinstance(error, PackagesNotFoundError) or plugin_settings().active:
         return
     names = [str(getattr(p, "name", p)).split()[0] for p in error.packages]

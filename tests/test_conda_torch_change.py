@@ -35,7 +35,7 @@ from test_conda_session import (  # noqa: F401
 
 from cuda_resolve.conda.channel import LocalChannel
 from cuda_resolve.conda.records import CondaRecord, read_prefix_records
-from cuda_resolve.conda.session import Solve
+from cuda_resolve.conda.session import Command, PluginSettings, Solve, Spec
 from cuda_resolve.conda.subcommand import cuda_argv
 from cuda_resolve.errors import UsageError
 
@@ -197,3 +197,39 @@ def test_a_package_built_for_the_replaced_torch_is_carried_along(
     (old,) = [r for r in read_prefix_records(prefix) if r.name == "pytorch"]
     conda.session.veto(Solve(prefix=prefix, link=(old,)), ACTIVE)
     assert conda.session.deferred == []
+
+
+def test_when_conda_keeps_our_package_with_its_torch_the_hint_names_the_way_through(
+    conda: RattlerConda, tmp_path: Path
+) -> None:
+    """A real conda keeps a package the user asked for with the exact pytorch its record pins,
+    so it refuses the change as unsatisfiable before any post-solve (tests/
+    test_conda_torch_change_conda.py runs it); the plugin's hint on that error is this."""
+    channel = newer_torch(tmp_path)
+    prefix = tmp_path / "env"
+    conda.run("create", prefix, ["python", "pytorch=2.14.1"], [channel.url])
+    options = ("--override-channels", "-c", channel.url)
+
+    def hint(*specs: str, settings: PluginSettings = ACTIVE) -> str | None:
+        parsed = tuple(
+            Spec(text=text, name=text.split("=")[0].split(">")[0], version="") for text in specs
+        )
+        command = Command(name="install", prefix=prefix, specs=parsed, channel_options=options)
+        conda.session.before_command(command, settings)
+        return conda.session.unsatisfiable_hint(settings)
+
+    assert hint("pytorch=2.15.0") is None  # nothing of ours: conda's error is about something else
+    _ours(tmp_path, prefix)
+    said = hint("pytorch=2.15.0")
+    assert said == (
+        "wheelext was built by cuda-resolve for a channel's pytorch 2.14.1 "
+        f"({TORCH_BUILD}, CUDA 13.0), and conda keeps it as asked for, with the torch its "
+        "record pins; remove it first, and the install builds it again for the new torch: "
+        f"conda remove -p {prefix} wheelext && conda install -p {prefix} --override-channels "
+        f"-c {channel.url} pytorch=2.15.0 wheelext"
+    )
+    assert hint("pytorch=2.15.0", "wheelext") == said  # named already: named once
+    assert hint("pytorch=2.14.1") is None  # the torch it pins: not why conda refused
+    assert hint("pytorch>=2.14") is None
+    assert hint("numpy") is None
+    assert hint("pytorch=2.15.0", settings=PluginSettings()) is None  # inactive

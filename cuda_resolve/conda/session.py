@@ -48,6 +48,7 @@ from .convert import (
     in_conda_words,
     prefix_python,
 )
+from .matchspec import parse_spec
 from .records import CondaRecord, TorchRecord, pip_distribution, read_prefix_records, torch_record
 from .serve import best_fitting, build_fits, veto_cpu_torch, veto_torch_swap
 
@@ -562,17 +563,11 @@ class CondaSession:
         from packaging.requirements import Requirement
         from packaging.utils import canonicalize_name
 
-        url = LocalChannel.default(settings.channel).url
         relinked = {record.name for record in solve.link}
         built = [
-            record.name
-            for record in read_prefix_records(solve.prefix)
-            if (record.url or record.channel).startswith(url)
-            and record.name not in relinked
-            and any(
-                spec.matches(current.name, current.version, current.build)
-                for spec in record.dependency(current.name)
-            )
+            name
+            for name in _built_for(read_prefix_records(solve.prefix), current, settings)
+            if name not in relinked
         ]
         last = self.deferred[-1] if self.deferred else None
         if last is not None and last.prefix != solve.prefix:
@@ -603,6 +598,46 @@ class CondaSession:
             f"for {current.describe()}, which this solve replaces with {new.describe()}: "
             "carried along (built again for the new torch after the command, installed "
             "through conda)"
+        )
+
+    def unsatisfiable_hint(self, settings: PluginSettings) -> str | None:
+        """The way through when conda's solver refused this command as unsatisfiable because
+        it asks for another torch than the one packages cuda-resolve built pin (None: not that
+        case). conda keeps a package the user asked for (its history) and the exact torch its
+        record pins, so neither solver can change torch under it and the post-solve never
+        runs: remove them first; the install that names them with the new torch then builds
+        them again for it (the deferral of :meth:`before_command`)."""
+        command = self.command
+        if not settings.active or command is None or command.name not in ("install", "update"):
+            return None
+        prefix = command.prefix
+        if not (prefix / "conda-meta").is_dir():
+            return None
+        records = read_prefix_records(prefix)
+        current = torch_record(prefix, records)
+        if current is None:
+            return None
+        asked = [parse_spec(spec.text) for spec in command.specs if spec.name == current.name]
+        if not asked or all(
+            spec.matches(current.name, current.version, current.build) for spec in asked
+        ):
+            return None
+        names = _built_for(records, current, settings)
+        if not names:
+            return None
+        them = "it" if len(names) == 1 else "them"
+        remove = shlex.join(["conda", "remove", "-p", str(prefix), *names])
+        install = conda_command(
+            command.name,
+            prefix,
+            command.channel_options,
+            [*(spec.text for spec in command.specs if spec.name not in names), *names],
+        )
+        return (
+            f"{', '.join(names)} {'was' if len(names) == 1 else 'were'} built by cuda-resolve "
+            f"for {current.describe()}, and conda keeps {them} as asked for, with the torch "
+            f"{'its' if len(names) == 1 else 'their'} record pins; remove {them} first, and "
+            f"the install builds {them} again for the new torch: {remove} && {install}"
         )
 
     def _refuse_pip_extensions(
@@ -810,6 +845,23 @@ class CondaSession:
                 f"unset {', '.join(names)} for {prefix} (nothing built by cuda-resolve is left)"
             )
         marker.unlink()
+
+
+def _built_for(
+    records: Sequence[CondaRecord], torch: TorchRecord, settings: PluginSettings
+) -> list[str]:
+    """The names of the packages in ``records`` that cuda-resolve built into the local channel
+    against ``torch`` (their pin names it)."""
+    url = LocalChannel.default(settings.channel).url
+    return [
+        record.name
+        for record in records
+        if (record.url or record.channel).startswith(url)
+        and any(
+            spec.matches(torch.name, torch.version, torch.build)
+            for spec in record.dependency(torch.name)
+        )
+    ]
 
 
 def _shown(name: str, version: str | None) -> str:
