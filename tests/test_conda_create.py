@@ -189,12 +189,13 @@ def test_a_failure_after_the_environment_exists_names_it_and_the_command_that_fi
     text = str(failed.value)
     assert f"{prefix} exists with 2 conda package(s), a channel's pytorch 2.14.1" in text
     assert "wheelext is not installed in it" in text and "without a sha256" in text
-    finish = f"conda install -p {prefix} wheelext"
+    # the command's channel options too: pasted, it solves where the command did
+    finish = f"conda install -p {prefix} --override-channels -c {standins.url} wheelext"
     assert text.rstrip().endswith(f"finish with: {finish}")
     assert set(_records(prefix)) == {"python", "pytorch"}  # what exists is what was said
-    # The page is fixed; the named command finishes the job.
+    # The page is fixed; the named command, as written, finishes the job.
     served.set_page(good_page)
-    conda_cli(*finish.split()[1:], "-y", "--override-channels", "-c", standins.url)  # type: ignore[operator]
+    conda_cli(*finish.split()[1:], "-y")  # type: ignore[operator]
     assert "wheelext" in _records(prefix)
 
 
