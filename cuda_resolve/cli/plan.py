@@ -6,19 +6,20 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._printable import printable
-from ..environment import Environment
-from ..errors import ResolutionImpossible, UsageError
-from ..index import Index
-from ..index.model import ArchEntry
-from ..index.model import parse_arch_list as parse_entries
-from ..plan import Plan, make_plan
 from ..redaction import redact_urls
-from ..resolve import Options, resolve
 from . import _output
-from ._common import add_environment_options, environment_from_args, index_from_args
+from ._common import add_environment_options
+
+# What deciding needs (resolver, index model, plan, install) is imported by the handler, after
+# the target's probes have been started: they then run while it loads (issue 28).
+if TYPE_CHECKING:
+    from ..environment import Environment
+    from ..index import Index
+    from ..index.model import ArchEntry
+    from ..plan import Plan
 
 
 def register(subparsers: Any) -> None:
@@ -78,6 +79,9 @@ def register(subparsers: Any) -> None:
 
 
 def parse_arch_list(text: str) -> tuple[ArchEntry, ...]:
+    from ..errors import UsageError
+    from ..index.model import parse_arch_list as parse_entries
+
     try:
         entries = parse_entries(text)
     except ValueError as exc:
@@ -93,10 +97,12 @@ def parse_arch_list(text: str) -> tuple[ArchEntry, ...]:
 
 
 def handle(args: argparse.Namespace) -> int:
+    # First, before the modules deciding needs are loaded: the target's probes (its pip facts
+    # and distributions, its pip configuration) then run while they load (issue 28).
+    if args.profile is None:
+        _prefetch_target(args.python)
     from ..install import pip, pipconfig
 
-    if args.profile is None:  # the target is probed while the rest is decided (issue 28)
-        _prefetch_target(args.python)
     try:
         return _decide(args)
     finally:
@@ -105,37 +111,36 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _decide(args: argparse.Namespace) -> int:
+    from rich.text import Text
+
+    from ..errors import ResolutionImpossible
+    from ..install.run import InstallRequest, decide
+    from ..reporting import NullReporter
+    from ..resolve import Options
+    from ._common import environment_from_args, index_from_args
+
     options = Options(
         allow_torch_change=args.allow_torch_change,
         strict_driver=args.strict_driver,
         arch_list=parse_arch_list(args.arch_list) if args.arch_list else None,
     )
     index = index_from_args(args)
-    from ..install.run import check_names
-
-    # The typo guard of cuda-pip, before anything else: never tell the user to run a command
-    # that cuda-pip would then refuse.
-    check_names(args.requests, index, args.accept_name, confirm=None)
     env = environment_from_args(args)
+    request = InstallRequest(
+        requirements=tuple(args.requests),
+        resolve=options,
+        accept_names=tuple(args.accept_name),
+        keep_stale=tuple(args.keep_stale),
+    )
     try:
-        resolution = resolve(args.requests, env, index, options)
+        # The decision cuda-pip install makes (one function), its look-alike name guard
+        # included (install=True, no prompt): plan never prints a command cuda-pip refuses.
+        plan = decide(request, env, index, reporter=NullReporter(), install=True, confirm=None)
     except ResolutionImpossible as exc:
         if args.explain and not args.json:  # --json carries the reasons in the error object
             render_ruled_out(exc.reasons)
         raise
-    plan = make_plan(resolution, env)
-    # A torch replaced: the extensions built for the old one are carried along (issue 27).
-    from ..install.stale import carry_extensions
-
-    plan = carry_extensions(
-        plan,
-        env,
-        index,
-        replan=lambda extra: make_plan(resolve([*args.requests, *extra], env, index, options), env),
-        keep_stale=args.keep_stale,
-    )
     plan, incomplete = _completed(plan, env, index)
-    from rich.text import Text
 
     command = next_command(args)
     if args.json:
