@@ -15,9 +15,12 @@ What is registered, and why, is in docs/conda.md:
   where the torch to build against comes with the command (``conda create -n x pytorch
   kaolin``), take the names out of it and build and install them in the post-command, through
   conda's own solver and transaction;
-- a post-solve veto: no CPU-only pytorch on a GPU machine;
+- a post-solve veto: no CPU-only pytorch on a GPU machine; no torch change under extensions
+  pip built for the old torch unless ``cuda_resolve_keep_stale`` names them;
 - a prefix-data loader: pip's torch visible to the solve (the pin of a package built against it);
-- an error hint when the plugin is installed but not active;
+- error hints: the plugin installed but not active; a torch change conda's solver refuses
+  because packages the plugin built pin the installed torch (remove them, then install
+  them with the new torch);
 - a ``conda doctor`` health check; conda environment variables after a build.
 """
 
