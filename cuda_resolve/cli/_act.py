@@ -34,7 +34,12 @@ def add_action_options(parser: argparse.ArgumentParser, *, install: bool) -> Non
         help=f"the interpreter whose environment to install into; the target is: {RULE}",
     )
     group.add_argument(
-        "--allow-torch-change", action="store_true", help="allow replacing the installed torch"
+        "--allow-torch-change",
+        action="store_true",
+        help="allow replacing the installed torch"
+        if install
+        else "allow building for a torch other than the installed one (put into the build's "
+        "temporary overlay; the target is not changed)",
     )
     group.add_argument(
         "--strict-driver", action="store_true", help="require each CUDA toolkit's own driver"
@@ -42,7 +47,8 @@ def add_action_options(parser: argparse.ArgumentParser, *, install: bool) -> Non
     group.add_argument(
         "--arch-list",
         metavar="LIST",
-        help="TORCH_CUDA_ARCH_LIST for source builds (default: the GPUs here, or the --profile's)",
+        help="TORCH_CUDA_ARCH_LIST for source builds (default: the GPUs here"
+        + (")" if install else ", or the --profile's)"),
     )
     group.add_argument(
         "--ptx",
@@ -65,7 +71,8 @@ def add_action_options(parser: argparse.ArgumentParser, *, install: bool) -> Non
         metavar="NAME",
         action="append",
         default=[],
-        help="install NAME although it is one letter away from a package cuda-resolve curates",
+        help=f"{'install' if install else 'build'} NAME although it is one letter away from a "
+        "package cuda-resolve curates",
     )
     group.add_argument(
         "--index",

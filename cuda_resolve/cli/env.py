@@ -27,6 +27,7 @@ from ..envvars import (
     validate_kernel_name,
 )
 from ..errors import UsageError
+from ..install.target import RULE
 from ..paths import write_atomic
 from . import _output
 from ._common import add_json_option, detect_target
@@ -53,7 +54,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--python",
         metavar="PATH",
-        help="the target interpreter (default: the active environment's)",
+        help=f"the target interpreter; the target is: {RULE}",
     )
     parser.add_argument(
         "--slurm",

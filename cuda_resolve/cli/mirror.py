@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+from ..install.target import RULE
 from ..redaction import redact_urls
 from . import _output
 from ._common import add_json_option
@@ -111,8 +112,7 @@ def register(subparsers: Any) -> None:
     p_test.add_argument(
         "--python",
         metavar="PATH",
-        help="the interpreter whose pip settings are tested (default: the active virtualenv, "
-        "else the active conda env, else python3 on PATH)",
+        help=f"the interpreter whose pip settings are tested; the target is: {RULE}",
     )
     add_json_option(p_test)
     p_test.set_defaults(handler=handle_test)

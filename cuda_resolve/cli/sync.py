@@ -1,7 +1,7 @@
 """``cuda-resolve sync pylock.toml [--name NAME|auto] [--check] [--exact] [--dry-run]``.
 
-Installs exactly what a lock holds for one profile into the target (the install target rule:
-``--python``, else the active virtualenv, else the active conda env, else python3 on PATH):
+Installs exactly what a lock holds for one profile into the target (the install target rule,
+``install.target.RULE``):
 nothing is resolved, every file's sha256 is checked before anything is installed, and the
 executor undoes a failed install. ``--check`` changes nothing and exits 1 on drift.
 """
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..install.target import RULE
 from . import _output
 
 if TYPE_CHECKING:
@@ -48,8 +49,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--python",
         metavar="PATH",
-        help="the environment to sync (default: the active virtualenv, else the active conda "
-        "env, else python3 on PATH)",
+        help=f"the environment to sync; the target is: {RULE}",
     )
     parser.add_argument(
         "--check",

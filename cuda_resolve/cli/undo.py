@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..install.target import RULE
 from . import _output
 from ._common import add_json_option
 
@@ -38,8 +39,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--python",
         metavar="PATH",
-        help="the target interpreter (default: the active virtualenv, else the active conda env, "
-        "else python3 on PATH)",
+        help=f"the target interpreter; the target is: {RULE}",
     )
     add_json_option(parser)
     parser.set_defaults(handler=handle)
