@@ -886,7 +886,9 @@ def test_dry_run_prints_exactly_the_commands_a_run_executes(
     done = _cuda_pip(*words, env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["result"]["pip_runs"] == planned
-    assert planned[0][:4] == [str(empty_venv), "-m", "pip", "install"] and len(planned) == 2
+    # The torch step: a download into the download folder, an install from it (issue 28).
+    assert planned[0][:4] == [str(empty_venv), "-m", "pip", "download"] and len(planned) == 3
+    assert [c[3] for c in planned[1:]] == ["install", "install"] and "--no-index" in planned[1]
 
 
 def test_a_plan_file_round_trips_and_is_applied_as_written(

@@ -1,17 +1,14 @@
 """Download once (issue 28): the build overlay's install of torch and the target's install of the
-same torch share pip's cache, so a first install fetches each file once, and a later install of
-the same files fetches none.
+same torch share one download folder (:mod:`cuda_resolve.install.downloads`), so a first install
+fetches each file once, and a later install of the same files fetches none.
 
 Real pip (the target venv's), a real build overlay (``build()`` installs torch into it with the
-target's :class:`~cuda_resolve.install.pip.TargetPip`; only ``pip wheel`` is played), and a
-loopback HTTPS index that counts the files it sends: a stand-in torch and the CUDA wheel it
-requires, served as PyPI serves files (``Cache-Control: max-age=365000000, immutable``) or as
-an S3 bucket behind a CDN does (an ``ETag``, no ``Cache-Control``: a later install asks and is
-told 304, the file is not sent again).
-
-Left (a strict xfail below): download.pytorch.org sends its wheels with neither (a
-``Last-Modified`` only, some with ``no-store``), so pip caches nothing from it and a first
-install there still downloads torch twice; that needs one download folder both installs use.
+target's :class:`~cuda_resolve.install.downloads.DownloadingPip`, as the transaction gives it;
+only ``pip wheel`` is played), and a loopback HTTPS index that counts the files it sends: a
+stand-in torch and the CUDA wheel it requires, served as PyPI serves files
+(``Cache-Control: max-age=365000000, immutable``), as an S3 bucket behind a CDN does (an
+``ETag``, no ``Cache-Control``) or as download.pytorch.org does (neither: pip's HTTP cache keeps
+nothing from it, and before the download folder each install fetched torch again).
 """
 
 from __future__ import annotations
@@ -37,7 +34,7 @@ from test_lock_support import StaticIndex, _Handler
 
 from cuda_resolve.build.builder import build
 from cuda_resolve.build.runner import logged_runner
-from cuda_resolve.install.pip import TargetPip
+from cuda_resolve.install.downloads import DownloadingPip, downloads_root
 from cuda_resolve.wheelhouse.store import Wheelhouse
 
 TORCH = "torch-2.14.1-py3-none-any.whl"
@@ -123,7 +120,8 @@ def _serve(root: Path, ca: trustme.CA, style: str) -> tuple[str, Counter[str], C
 
 
 class _RealInstalls:
-    """A ProcessRunner: ``pip install`` runs for real (the overlay), ``pip wheel`` is played."""
+    """A ProcessRunner: ``pip install`` and ``pip download`` run for real, ``pip wheel`` is
+    played."""
 
     def __call__(
         self,
@@ -134,7 +132,7 @@ class _RealInstalls:
         cwd: Path | None = None,
         on_line: Callable[[str], None] = lambda _: None,
     ) -> tuple[int, list[str]]:
-        if command[3] == "install":
+        if command[3] in ("install", "download"):
             return logged_runner(
                 command, environ=environ, log_path=log_path, cwd=cwd, on_line=on_line
             )
@@ -187,8 +185,12 @@ def _first_then_later(
         )
         source = tmp_path / "src"
         source.mkdir()
-        pip = TargetPip(
-            str(venv), environ=environ, log_path=tmp_path / "pip.log", runner=_RealInstalls()
+        pip = DownloadingPip(
+            str(venv),
+            environ=environ,
+            log_path=tmp_path / "pip.log",
+            runner=_RealInstalls(),
+            downloads=downloads_root(),
         )
         build(
             spec,
@@ -205,10 +207,15 @@ def _first_then_later(
         )
         assert status == 0, tail
         first = Counter(sent)
-        assert overlay_only == first or style == "none", (overlay_only, first)
+        assert overlay_only == first, (overlay_only, first)
         # A later install of the same files into another environment.
         later_venv = copy_venv(tmp_path / "later")
-        later = TargetPip(str(later_venv), environ=environ, log_path=tmp_path / "later.log")
+        later = DownloadingPip(
+            str(later_venv),
+            environ=environ,
+            log_path=tmp_path / "later.log",
+            downloads=downloads_root(),
+        )
         status, tail = later.install(
             ["torch==2.14.1", "--index-url", f"{url}/simple"], torch_index_only=True
         )
@@ -218,22 +225,10 @@ def _first_then_later(
         stop()
 
 
-@pytest.mark.parametrize("style", ["pypi", "s3"])
+@pytest.mark.parametrize("style", ["pypi", "s3", "none"])
 def test_a_first_install_fetches_each_file_once_and_a_later_one_none(
     tmp_path: Path, ca: trustme.CA, monkeypatch: pytest.MonkeyPatch, style: str
 ) -> None:
     first, later = _first_then_later(tmp_path, ca, monkeypatch, style)
     assert first == Counter({TORCH: 1, CUDA: 1}), first  # the overlay's; the target's: none
     assert not later, later
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 28 item 1, left: an index that sends no caching headers (download.pytorch.org) "
-    "is fetched by each install; needs one download folder both installs use",
-)
-def test_an_index_without_caching_headers_is_fetched_once_too(
-    tmp_path: Path, ca: trustme.CA, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    first, later = _first_then_later(tmp_path, ca, monkeypatch, "none")
-    assert first == Counter({TORCH: 1, CUDA: 1}) and not later, (first, later)

@@ -34,6 +34,8 @@ __all__ = [
     "Found",
     "PipOption",
     "PipSettings",
+    "StepWords",
+    "cache_turned_off",
     "file_options",
     "find_options",
     "options_for_torch_step",
@@ -41,6 +43,7 @@ __all__ = [
     "refuse_disabled_verification",
     "split_command_line",
     "split_requirement_line",
+    "step_words",
 ]
 
 #: (long names, the first canonical; takes a value; short letters; read in requirement files;
@@ -499,6 +502,21 @@ def _pip_settings(
     )
 
 
+def cache_turned_off(
+    pip_args: Sequence[str], *, python: str | None, environ: Mapping[str, str]
+) -> str | None:
+    """Where pip is told to keep no cache (``--no-cache-dir`` in any spelling, else
+    ``PIP_NO_CACHE_DIR`` or ``no-cache-dir`` in its configuration: pip takes any value of those
+    as "no cache"), or None."""
+    found = find_options(pip_args, lenient=True)
+    if any(f.option.name == "--no-cache-dir" for f in found):
+        return "--no-cache-dir on the command line"
+    isolated = any(f.option.name == "--isolated" for f in found)
+    for _, _, origin in _config_and_variables(python, environ, isolated, ("no-cache-dir",)):
+        return f"no-cache-dir from {origin}"
+    return None
+
+
 def refuse_disabled_verification(settings: PipSettings) -> None:
     """Refuse an install that pip would run with TLS verification off for some host."""
     if settings.unverified_hosts:
@@ -548,3 +566,78 @@ def options_for_torch_step(pip_args: Sequence[str], *, keep_index: bool = False)
                 "version limits",
             )
     return kept
+
+
+#: ``pip install``'s options that ``pip download`` lacks (the same set in pip 22.0 - 26.3): they
+#: choose where or how pip installs, not what it fetches.
+_INSTALL_ONLY = frozenset(
+    {
+        "--break-system-packages",
+        "--compile",
+        "--config-settings",
+        "--dry-run",
+        "--editable",
+        "--force-reinstall",
+        "--ignore-installed",
+        "--install-option",
+        "--no-compile",
+        "--no-user",
+        "--no-warn-conflicts",
+        "--no-warn-script-location",
+        "--prefix",
+        "--report",
+        "--root",
+        "--root-user-action",
+        "--target",
+        "--upgrade",
+        "--upgrade-strategy",
+        "--user",
+    }
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepWords:
+    """One ``pip install`` step's words, taken apart for a download first (:func:`step_words`)."""
+
+    options: tuple[str, ...]  # every option but the index options, normalised: the install's
+    download_options: tuple[str, ...]  # of those, the ones ``pip download`` takes too
+    index: tuple[str, ...]  # --index-url/--extra-index-url/--find-links/--no-index, normalised
+    index_locations: tuple[str, ...]  # the URLs and folders those name
+    requirements: tuple[str, ...]  # the words that are not options
+
+
+def step_words(pip_args: Sequence[str]) -> StepWords:
+    """``pip install`` arguments (any spelling pip accepts) as the index options, the other
+    options (those ``pip download`` takes too marked) and the requirements. A word that looks
+    like an option pip does not know stays with the install's options: pip names it."""
+    options: list[str] = []
+    download: list[str] = []
+    index: list[str] = []
+    locations: list[str] = []
+    requirements: list[str] = []
+    rest = iter(_scan(pip_args, _LONG_CLI, _SHORT_CLI, "among pip's options", {}))
+    for item in rest:
+        if isinstance(item, Found):
+            if item.option.name in _INDEX_OPTIONS:
+                index.extend(item.normalised)
+                locations.extend([item.value] if item.value is not None else [])
+                continue
+            options.extend(item.normalised)
+            if item.option.name not in _INSTALL_ONLY:
+                download.extend(item.normalised)
+        elif isinstance(item, tuple):  # no own names are given to _scan: not reached
+            options.extend(item[1])
+        elif item == "--":
+            requirements.extend(word for word in rest if isinstance(word, str))
+        elif item.startswith("-"):
+            options.append(item)
+        else:
+            requirements.append(item)
+    return StepWords(
+        options=tuple(options),
+        download_options=tuple(download),
+        index=tuple(index),
+        index_locations=tuple(locations),
+        requirements=tuple(requirements),
+    )

@@ -30,6 +30,7 @@ from ..environment import Environment
 from ..errors import CudaResolveError, InstallError
 from ..plan import PipStep, Plan, PlannedBuild
 from ..reporting import NullReporter, Reporter
+from .downloads import DownloadingPip, downloads_root
 from .hashmode import REQUIRE_HASHES, built_wheel_requirement
 from .options import InstallOptions
 from .pip import (
@@ -123,7 +124,23 @@ def _pip_for(
         else:
             words, note = trust_options(facts)
             trust = tuple(words)
-    return TargetPip(python, environ=environ, trust=trust, log_path=log_path), note
+    # Installs from the PyTorch index go through one download folder: the build overlay's torch
+    # and the target's are downloaded once (issue 28; .downloads).
+    pip = DownloadingPip(
+        python, environ=environ, trust=trust, log_path=log_path, downloads=downloads_root()
+    )
+    return pip, note
+
+
+def _step_commands(pip: TargetPip, step: PipStep, args: Sequence[str]) -> list[tuple[str, ...]]:
+    """The exact pip commands ``step`` runs with ``args``: a ``pip download`` into the download
+    folder first where its install goes through it (:class:`.downloads.DownloadingPip`)."""
+    if isinstance(pip, DownloadingPip):
+        commands = pip.commands(
+            args, torch_index_only=step.torch_index_only, pypi_index=step.pypi_index
+        )
+        return [tuple(command) for command in commands]
+    return [tuple(pip.install_command(args))]
 
 
 #: In a dry run, where a wheel not built yet has its hash in a hash-checking-mode command.
@@ -160,11 +177,12 @@ def planned_commands(
 ) -> list[list[str]]:
     """The exact commands :func:`execute` runs for ``plan`` (built wheels at their wheelhouse
     paths): uv's for the all-local steps where ``installer`` runs uv there (:mod:`.uv`)."""
-    pip = TargetPip(
+    pip = DownloadingPip(
         python,
-        environ={},
+        environ=dict(os.environ if environ is None else environ),
         trust=plan.trust if plan.trust is not None else tuple(trust or ()),
         log_path=Path(os.devnull),
+        downloads=downloads_root(),
     )
     wheels = {b.key.digest: predicted_wheel_path(wheelhouse, b.key) for b in plan.builds}
     hashes = {
@@ -180,7 +198,8 @@ def planned_commands(
             run_folder = Path(tempfile.gettempdir()) / "cuda-resolve-install-RUN"
             commands.append(uv.command(uv.requirements_file(local, run_folder, number)))
         else:
-            commands.append(pip.install_command(_step_args(step, plan, wheels, hashes)))
+            args = _step_args(step, plan, wheels, hashes)
+            commands.extend(list(command) for command in _step_commands(pip, step, args))
     return commands
 
 
@@ -677,7 +696,7 @@ def _install_and_check(
                 _run_uv(uv, local, requirements, inside, on_uv_line, step.purpose, log_path)
                 continue
             args = _step_args(step, plan, wheels, hashes)
-            ran.append(tuple(pip.install_command(args)))
+            ran.extend(_step_commands(pip, step, args))  # a download first: .downloads
             status, tail = pip.install(
                 args,
                 torch_index_only=step.torch_index_only,

@@ -1,0 +1,464 @@
+"""One download folder per machine for the installs that ask the PyTorch index (issue 28).
+
+A first install that builds an extension installs torch twice: into the build's overlay and
+into the target. download.pytorch.org sends no caching headers, so pip's HTTP cache keeps
+nothing from it, and each of those installs downloaded torch and its CUDA wheels again (about
+3 GB). Every install that asks the PyTorch index alone (the torch step, the overlay's torch) now
+runs as two commands of the target's pip::
+
+    python -m pip download --dest FOLDER/incoming OPTIONS --index-url INDEX REQUIREMENTS
+    python -m pip install OPTIONS --no-index --find-links FOLDER/files REQUIREMENTS
+
+pip downloads and resolves with the step's own index options and environment (the user's
+find-links and extra indexes left out, as for the step itself; trust, certificate and proxy
+options kept: pip verifies TLS exactly as it does for an install); the install takes the same
+requirements from the folder's files and nothing else (a requirement pinned to a file, ``name @
+https://.../NAME.whl#sha256=H``, is pinned to the folder's copy of that file, hash included).
+pip is the engine throughout: no index is resolved by anything else.
+
+``cache_root()/downloads/KEY/``, one folder per index (KEY names the index options, credentials
+left out: a CPU index's file never stands beside a CUDA index's build of the same release):
+
+- ``files/``: complete files, each with its record; what ``--find-links`` reads.
+- ``records/NAME.json``: the file's sha256 taken when it was downloaded, where it came from, and
+  the file's stat when it was last checked.
+- ``incoming/``: where ``pip download`` writes; it holds a link to every file already in
+  ``files/``, so pip fetches only what is missing ("File was already downloaded").
+- ``.lock``: held while the folder is filled.
+
+What holds:
+
+- A file reaches ``files/`` only whole: pip writes into ``incoming/`` (a run killed there leaves
+  it behind, and the next holder of the lock empties it); after pip succeeded each new file is
+  hashed, its record written, and it is renamed into ``files/``. A file in ``files/`` without a
+  record did not come that way and is removed.
+- Each use checks every file of the folder against its record (the stat recorded then, else
+  the hash again) and refuses one whose hash changed; a name downloaded again must have the hash
+  recorded the first time (an index serving another file under a released name is refused).
+- Two processes: the lock serialises the downloads into one folder; the second finds the first
+  one's files and downloads nothing. Installs read ``files/`` without the lock: anything they
+  can see there is whole.
+- Its folders are the owner's only (0700), as the logs' folder.
+
+pip's own ``--no-cache-dir`` (on the command line, ``PIP_NO_CACHE_DIR`` or in its
+configuration) keeps the folder out: the install then asks the index itself, as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import InstallError
+from .pip import TargetPip
+from .pipoptions import StepWords, cache_turned_off, step_words
+
+if TYPE_CHECKING:
+    from ..build.runner import ProcessRunner
+
+__all__ = ["LOCK_WAIT_SECONDS", "DownloadFolder", "DownloadingPip", "downloads_root"]
+
+#: How long a run waits for another one that is downloading into the same folder.
+LOCK_WAIT_SECONDS = 3600.0
+#: pip's line for a file it fetches: "Downloading URL (SIZE)".
+_DOWNLOADING = re.compile(r"^Downloading (\S+)")
+_CHUNK = 1024 * 1024
+
+
+def downloads_root() -> Path | None:
+    """``downloads/`` under the first cache folder this process can write; None where none is
+    writable (the installs then ask the index themselves)."""
+    from ..paths import writable_cache_root
+
+    root = writable_cache_root()
+    return None if root is None else root / "downloads"
+
+
+def _private_folder(path: Path) -> None:
+    """``path`` made (0700), or narrowed to 0700 where it is ours and wider."""
+    path.mkdir(mode=0o700, exist_ok=True)
+    info = os.stat(path)
+    if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(path, 0o700)
+
+
+def _sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        while chunk := stream.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _facts(path: str | Path) -> dict[str, int]:
+    """What changes when a file is written: size, mtime, ctime (no write keeps it), inode."""
+    info = os.stat(path, follow_symlinks=False)
+    return {
+        "size": info.st_size,
+        "mtime_ns": info.st_mtime_ns,
+        "ctime_ns": info.st_ctime_ns,
+        "ino": info.st_ino,
+        "dev": info.st_dev,
+    }
+
+
+def _shown(word: str) -> str:
+    """An index option's word without the user and password of a URL in it."""
+    from ..redaction import url_without_userinfo
+
+    if word.startswith("--") and "=" in word:
+        name, _, value = word.partition("=")
+        return f"{name}={url_without_userinfo(value)}"
+    return url_without_userinfo(word)
+
+
+def _file_name(url: str) -> str | None:
+    """The file a direct URL names (its last path segment, unquoted), or None."""
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        path = urlsplit(url).path
+    except ValueError:
+        return None
+    name = unquote(path.rsplit("/", 1)[-1])
+    return name if name.endswith((".whl", ".tar.gz", ".zip")) and "/" not in name else None
+
+
+class DownloadFolder:
+    """One index's folder of downloaded files (see the module)."""
+
+    def __init__(self, root: Path, index: Sequence[str]) -> None:
+        self.index = tuple(_shown(word) for word in index)
+        key = hashlib.sha256("\n".join(self.index).encode()).hexdigest()[:16]
+        self.root = root
+        self.path = root / key
+        self.files = self.path / "files"
+        self.records = self.path / "records"
+        self.incoming = self.path / "incoming"
+        self.lock_path = self.path / ".lock"
+
+    # -- the commands ---------------------------------------------------------------------
+
+    def download_command(self, pip: TargetPip, words: StepWords) -> list[str]:
+        """The exact words of the step's ``pip download`` into ``incoming/``."""
+        return [
+            pip.python,
+            "-m",
+            "pip",
+            "download",
+            "--disable-pip-version-check",
+            *pip.trust,
+            "--dest",
+            str(self.incoming),
+            *words.download_options,
+            *words.index,
+            *words.requirements,
+        ]
+
+    def install_args(self, words: StepWords) -> list[str]:
+        """The step's ``pip install`` words with the folder's files for its index."""
+        return [
+            *words.options,
+            "--no-index",
+            "--find-links",
+            str(self.files),
+            *(self._local(requirement) for requirement in words.requirements),
+        ]
+
+    def _local(self, requirement: str) -> str:
+        """``name @ https://.../FILE#sha256=H`` as ``name @ file:///.../files/FILE#sha256=H``:
+        the file the download saved, with the hash pip checks; any other requirement as given."""
+        name, at, url = requirement.partition(" @ ")
+        location, hash_mark, fragment = url.strip().partition("#")
+        if not at or not location.lower().startswith(("http://", "https://")):
+            return requirement
+        file = _file_name(location)
+        if file is None:
+            return requirement
+        local = (self.files / file).absolute().as_uri()
+        return f"{name} @ {local}{hash_mark}{fragment}"
+
+    # -- filling it -----------------------------------------------------------------------
+
+    def fill(
+        self,
+        pip: TargetPip,
+        words: StepWords,
+        *,
+        environ: Mapping[str, str] | None,
+        log_path: Path | None,
+        on_line: Callable[[str], None],
+        note: Callable[[str], None],
+    ) -> tuple[int, list[str]]:
+        """Run the step's ``pip download`` into the folder (under its lock); (pip's exit status,
+        its last lines). Raises :class:`~cuda_resolve.errors.InstallError` for a file whose hash
+        changed, and where the folder cannot be written."""
+        try:
+            self._make()
+            with self._locked(note):
+                self._check_files()
+                self._empty_incoming()
+                for entry in os.scandir(self.files):
+                    os.symlink(entry.path, self.incoming / entry.name)
+                sources: dict[str, str] = {}
+
+                def line(text: str) -> None:
+                    found = _DOWNLOADING.match(text.strip())
+                    if found and (name := _file_name(found.group(1))) is not None:
+                        from ..redaction import url_without_userinfo
+
+                        sources[name] = url_without_userinfo(found.group(1))
+                    on_line(text)
+
+                try:
+                    status, tail = pip.run(
+                        self.download_command(pip, words)[3:],
+                        torch_index_only=True,
+                        environ=environ,
+                        log_path=log_path,
+                        on_line=line,
+                    )
+                    if status == 0:
+                        self._take_new(sources)
+                    return status, tail
+                finally:
+                    shutil.rmtree(self.incoming, ignore_errors=True)
+        except OSError as exc:
+            raise InstallError(
+                f"the download folder {self.path} cannot be written: {exc.strerror or exc}; "
+                "nothing was installed",
+                hint="free some space there, or set CUDA_RESOLVE_CACHE_DIR to a folder you can "
+                "write; pip's --no-cache-dir installs without the folder",
+            ) from None
+
+    def _make(self) -> None:
+        from ..paths import write_atomic
+
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for folder in (self.root, self.path, self.files, self.records):
+            _private_folder(folder)
+        about = self.path / "index.txt"
+        if not about.exists():
+            write_atomic(about, " ".join(self.index) + "\n", private=True)
+
+    @contextlib.contextmanager
+    def _locked(self, note: Callable[[str], None]) -> Iterator[None]:
+        from filelock import FileLock, Timeout
+
+        lock = FileLock(str(self.lock_path), mode=0o600)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            note(f"waiting for another run that is downloading into {self.path}")
+            try:
+                lock.acquire(timeout=LOCK_WAIT_SECONDS)
+            except Timeout:
+                raise InstallError(
+                    f"another run has been downloading into {self.path} for "
+                    f"{LOCK_WAIT_SECONDS:.0f} s; nothing was installed",
+                    hint="wait for it to finish (or end it), then run the command again",
+                ) from None
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def _empty_incoming(self) -> None:
+        shutil.rmtree(self.incoming, ignore_errors=True)
+        _private_folder(self.incoming)
+
+    def _record_path(self, name: str) -> Path:
+        return self.records / f"{name}.json"
+
+    def _record(self, name: str) -> dict[str, object] | None:
+        try:
+            data = json.loads(self._record_path(name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("sha256"), str):
+            return None
+        return data
+
+    def _write_record(self, name: str, sha256: str, source: object, file: Path) -> None:
+        from ..paths import write_atomic
+
+        record = {"sha256": sha256, "from": source, **_facts(file)}
+        write_atomic(self._record_path(name), json.dumps(record) + "\n", private=True)
+
+    def _check_files(self) -> None:
+        """Every file in ``files/`` as recorded: its stat unchanged, else its hash; a file
+        without a record is removed (it did not come through :meth:`_take_new`)."""
+        for entry in sorted(os.scandir(self.files), key=lambda e: e.name):
+            if entry.is_dir(follow_symlinks=False):
+                continue
+            record = self._record(entry.name)
+            if record is None or not entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
+                continue
+            if all(record.get(key) == value for key, value in _facts(entry.path).items()):
+                continue
+            digest = _sha256(entry.path)
+            if digest != record["sha256"]:
+                raise _changed(Path(entry.path), self._record_path(entry.name), digest, record)
+            self._write_record(entry.name, digest, record.get("from"), Path(entry.path))
+
+    def _take_new(self, sources: Mapping[str, str]) -> None:
+        """Move what pip saved into ``incoming/`` to ``files/``: hashed, recorded first."""
+        for entry in sorted(os.scandir(self.incoming), key=lambda e: e.name):
+            if entry.is_symlink() or not entry.is_file():
+                continue  # a link to a file already here, or pip's own folder
+            digest = _sha256(entry.path)
+            record = self._record(entry.name)
+            source = sources.get(entry.name) or (record or {}).get("from")
+            if record is not None and record["sha256"] != digest:
+                raise _changed(
+                    Path(entry.path),
+                    self._record_path(entry.name),
+                    digest,
+                    record,
+                    again=source or True,
+                )
+            self._write_record(entry.name, digest, source, Path(entry.path))
+            placed = self.files / entry.name
+            os.replace(entry.path, placed)
+            self._write_record(entry.name, digest, source, placed)  # the stat where it lies
+
+
+def _changed(
+    file: Path,
+    record_path: Path,
+    digest: str,
+    record: Mapping[str, object],
+    *,
+    again: object = False,
+) -> InstallError:
+    """The refusal of a file whose hash is not the one recorded: ``again`` (True, or the URL it
+    came from) for a name downloaded anew, else a file of the folder that changed."""
+    came = record.get("from")
+    where = f" from {came}" if came else ""
+    if again:
+        source = f" from {again}" if isinstance(again, str) else ""
+        what = (
+            f"{file.name}, downloaded again{source}, has sha256 {digest}, not the "
+            f"{record['sha256']} it had when it was first downloaded{where}: the index now "
+            "serves another file under that name"
+        )
+        remove = f"its record {record_path}"
+    else:
+        what = (
+            f"{file} has sha256 {digest}, not the {record['sha256']} recorded when it was "
+            f"downloaded{where}: the file changed since"
+        )
+        remove = f"{file} and its record {record_path}"
+    return InstallError(
+        f"{what}; nothing was installed from it",
+        hint=f"if you know why, remove {remove}, then run the command again (the file is "
+        "downloaded and checked anew); otherwise check the index or mirror "
+        "(cuda-resolve mirror test)",
+    )
+
+
+class DownloadingPip(TargetPip):
+    """The target's pip (:class:`~.pip.TargetPip`) whose installs from the PyTorch index alone
+    (``torch_index_only`` without ``pypi_index``: the torch step and a build overlay's torch) go
+    through the download folder under ``downloads`` (see the module): ``pip download`` first,
+    then ``pip install`` from the folder. ``downloads`` None: every install asks its index."""
+
+    def __init__(
+        self,
+        python: str,
+        *,
+        environ: Mapping[str, str],
+        trust: Sequence[str] = (),
+        log_path: Path,
+        runner: ProcessRunner | None = None,
+        on_note: Callable[[str], None] | None = None,
+        downloads: Path | None,
+    ) -> None:
+        super().__init__(
+            python, environ=environ, trust=trust, log_path=log_path, runner=runner, on_note=on_note
+        )
+        self.downloads = downloads
+        self._cache_off: dict[tuple[str, ...], str | None] = {}
+
+    def folder_for(
+        self, args: Sequence[str], *, torch_index_only: bool, pypi_index: bool
+    ) -> tuple[DownloadFolder, StepWords] | None:
+        """The folder ``pip install ARGS`` goes through, with its words taken apart; None for
+        an install that asks its index itself (not the PyTorch index's alone, a local index,
+        pip told to keep no cache, no writable cache folder)."""
+        if self.downloads is None or not torch_index_only or pypi_index:
+            return None
+        words = step_words(args)
+        locations = words.index_locations
+        if not locations or "--no-index" in words.index:
+            return None
+        if not all(where.lower().startswith(("http://", "https://")) for where in locations):
+            return None
+        if words.options not in self._cache_off:
+            self._cache_off[words.options] = cache_turned_off(
+                words.options, python=self.python, environ=self.environ
+            )
+        if self._cache_off[words.options] is not None:
+            return None
+        return DownloadFolder(self.downloads, words.index), words
+
+    def commands(
+        self, args: Sequence[str], *, torch_index_only: bool = False, pypi_index: bool = False
+    ) -> list[list[str]]:
+        """The exact commands :meth:`install` runs for ``args``."""
+        chosen = self.folder_for(args, torch_index_only=torch_index_only, pypi_index=pypi_index)
+        if chosen is None:
+            return [self.install_command(args)]
+        folder, words = chosen
+        return [
+            folder.download_command(self, words),
+            self.install_command(folder.install_args(words)),
+        ]
+
+    def install(
+        self,
+        args: Sequence[str],
+        *,
+        torch_index_only: bool = False,
+        pypi_index: bool = False,
+        environ: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+        on_line: Callable[[str], None] = lambda _: None,
+    ) -> tuple[int, list[str]]:
+        """``pip install ARGS``; through the download folder where :meth:`folder_for` says so
+        (the status and lines are the download's where it failed)."""
+        chosen = self.folder_for(args, torch_index_only=torch_index_only, pypi_index=pypi_index)
+        if chosen is None:
+            return super().install(
+                args,
+                torch_index_only=torch_index_only,
+                pypi_index=pypi_index,
+                environ=environ,
+                log_path=log_path,
+                on_line=on_line,
+            )
+        from ..build.runner import NOTE_PREFIX
+
+        folder, words = chosen
+        note = self.on_note or (lambda text: on_line(NOTE_PREFIX + text))
+        status, tail = folder.fill(
+            self, words, environ=environ, log_path=log_path, on_line=on_line, note=note
+        )
+        if status != 0:
+            return status, tail
+        return super().install(
+            folder.install_args(words),
+            torch_index_only=True,
+            environ=environ,
+            log_path=log_path,
+            on_line=on_line,
+        )
