@@ -146,6 +146,9 @@ def _render_sync(result: SyncResult) -> None:
         _say(f"installed {w.name} {w.version}")
     if result.installers:
         _say(f"installed by: {', '.join(result.installers)}")
+    if result.timings:  # where the time went, naming the engine that ran: "uv install"
+        shown = ", ".join(f"{phase} {seconds:.2f} s" for phase, seconds in result.timings)
+        _say(f"took {sum(seconds for _, seconds in result.timings):.1f} s ({shown})")
 
 
 def _say_kept(kept: Sequence[Kept], verb: str) -> None:

@@ -683,27 +683,27 @@ def _install_and_check(
 
     # pip's temporary files (and those of a source build pip runs) go in a folder of this run,
     # removed however the run ends: a signal gives pip no time to clean up after itself.
-    with (
-        phases.timed("pip install"),
-        tempfile.TemporaryDirectory(prefix="cuda-resolve-install-") as scratch,
-    ):
+    # Each step's time is the phase of the engine that ran it: "uv install" or "pip install".
+    with tempfile.TemporaryDirectory(prefix="cuda-resolve-install-") as scratch:
         inside = {"TMPDIR": scratch, "TEMP": scratch, "TMP": scratch}
         for number, step in enumerate(plan.steps, 1):
             local = _local_step(uv, step, plan, wheels, hashes)
             if uv is not None and local is not None:  # local files, hash-checked: uv links them
                 requirements = uv.requirements_file(local, Path(scratch), number)
                 ran.append(tuple(uv.command(requirements)))
-                _run_uv(uv, local, requirements, inside, on_uv_line, step.purpose, log_path)
+                with phases.timed("uv install"):
+                    _run_uv(uv, local, requirements, inside, on_uv_line, step.purpose, log_path)
                 continue
             args = _step_args(step, plan, wheels, hashes)
             ran.extend(_step_commands(pip, step, args))  # a download first: .downloads
-            status, tail = pip.install(
-                args,
-                torch_index_only=step.torch_index_only,
-                pypi_index=step.pypi_index,
-                environ=inside,
-                on_line=on_line,
-            )
+            with phases.timed("pip install"):
+                status, tail = pip.install(
+                    args,
+                    torch_index_only=step.torch_index_only,
+                    pypi_index=step.pypi_index,
+                    environ=inside,
+                    on_line=on_line,
+                )
             if status != 0:
                 detail = [line for line in tail if line.startswith("ERROR")] or tail[-3:]
                 raise InstallError(

@@ -75,6 +75,7 @@ class SyncResult:
     kept: tuple[Kept, ...] = ()  # with --exact: not locked, left in place, and why
     pip_runs: tuple[tuple[str, ...], ...] = ()  # planned (a dry run) or run
     installers: tuple[str, ...] = ()  # which engine runs each of them: "pip" or "uv"
+    timings: tuple[tuple[str, float], ...] = ()  # (phase, seconds) of a run, in order
 
     @property
     def drifted(self) -> tuple[Drift, ...]:
@@ -111,6 +112,7 @@ class SyncResult:
                     "removed": list(self.to_remove),
                     "pip_runs": [list(c) for c in self.pip_runs],
                     "installers": list(self.installers),
+                    "timings": {phase: round(seconds, 2) for phase, seconds in self.timings},
                 }
             )
         return document
@@ -124,11 +126,12 @@ def sync(
 ) -> SyncResult:
     """Check ``request.lock``'s profile against the target, or make the target match it (see
     the module). Raises the project's errors; a failed change is undone before it is raised."""
+    started = time.monotonic()
     state = _Target.read(request, dict(os.environ if environ is None else environ))
     decided = state.decide()
     if request.check:
         return decided
-    return _Act(state, decided, reporter or NullReporter()).run()
+    return _Act(state, decided, reporter or NullReporter(), started).run()
 
 
 class _Target:
@@ -265,12 +268,15 @@ def _as_torch_names_it(
 class _Act:
     """Installing (or saying what would be installed): needs the acting layers."""
 
-    __slots__ = ("decided", "report", "state")
+    __slots__ = ("decided", "report", "started", "state")
 
-    def __init__(self, state: _Target, decided: SyncResult, report: Reporter) -> None:
+    def __init__(
+        self, state: _Target, decided: SyncResult, report: Reporter, started: float
+    ) -> None:
         self.state = state
         self.decided = decided
         self.report = report
+        self.started = started  # when sync began: its timings start there
 
     def run(self) -> SyncResult:
         import tempfile
@@ -335,22 +341,28 @@ class _Act:
         from ..paths import new_log_path
 
         state, decided = self.state, self.decided
+        timings = [("read and decide", time.monotonic() - self.started)]
         if decided.to_remove:
             self.report.step(
                 f"--exact: will remove {', '.join(decided.to_remove)} after installing"
             )
+        started = time.monotonic()
+        paths = self._fetched(config)
+        timings.append(("fetch", time.monotonic() - started))
         plan = sync_plan(
             state.env,
             decided.to_install,
-            self._fetched(config),
+            paths,
             requirements,
             imports=_imports_of(decided.to_install),
         )
         pip_runs: tuple[tuple[str, ...], ...] = ()
         installers: tuple[str, ...] = ()
         if plan.steps:
-            pip_runs, installers = self._install(plan)
+            pip_runs, installers, phases = self._install(plan)
+            timings.extend(phases)
         if decided.to_remove:
+            started = time.monotonic()
             remove_extras(
                 state.python,
                 decided.to_remove,
@@ -359,7 +371,8 @@ class _Act:
                 self.report,
                 keep=state.closure,
             )
-        return replace(decided, pip_runs=pip_runs, installers=installers)
+            timings.append(("remove", time.monotonic() - started))
+        return replace(decided, pip_runs=pip_runs, installers=installers, timings=tuple(timings))
 
     def _fetched(self, config: Any) -> dict[str, Path]:
         from ..paths import cache_root
@@ -374,10 +387,13 @@ class _Act:
                 paths.update(fetch_all(missing, client, cache_dir, self.report))
         return paths
 
-    def _install(self, plan: Plan) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
+    def _install(
+        self, plan: Plan
+    ) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...], tuple[tuple[str, float], ...]]:
         """One --no-deps run over the locked files (uv's where it is found, else pip's): only
         those names can change. After it, the torch and curated extensions it installed must
-        import (else it is undone). Returns the commands run and which engine ran each."""
+        import (else it is undone). Returns the commands run, which engine ran each and the
+        executor's timings."""
         from ..install.options import InstallOptions
         from ..install.transaction import execute
         from ..paths import new_log_path
@@ -396,7 +412,7 @@ class _Act:
             log_path=new_log_path("sync"),
             probed=state.probed,
         )
-        return tuple(tuple(c) for c in result.pip_runs), result.installers
+        return tuple(tuple(c) for c in result.pip_runs), result.installers, result.timings
 
 
 def _load_for_workers() -> None:
