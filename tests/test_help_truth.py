@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -36,6 +37,7 @@ TARGETED = [
 ]
 
 
+@functools.cache
 def _parser(words: tuple[str, ...]) -> argparse.ArgumentParser:
     parser = build_parser()
     for word in words:
@@ -77,3 +79,46 @@ def test_undo_chooses_by_that_rule(tmp_path: Path) -> None:
 def test_build_options_do_not_promise_an_install(option: str) -> None:
     said = _help_of(_parser(("build",)), option)
     assert not re.search(r"\binstall\b|\binstalled torch\b|replacing", said), said
+
+
+ROOT = Path(__file__).resolve().parent.parent
+#: A command as the docs write it, up to the end of its code span, line or shell operator.
+_COMMAND = re.compile(r"cuda-resolve ([a-z][a-z-]*(?: [^`\n|;&)]*)?)")
+
+
+def _options_of(words: list[str]) -> tuple[set[str], int] | None:
+    """The options the (sub)command ``words`` starts with takes, and how many words named it."""
+    parser = _parser(())
+    used = 0
+    for word in words:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or word not in subs[0].choices:
+            break
+        parser = subs[0].choices[word]
+        used += 1
+    if used == 0:
+        return None
+    return {o for a in parser._actions for o in a.option_strings}, used
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))],
+    ids=lambda p: p.name,
+)
+def test_docs_name_only_options_the_commands_take(doc: Path) -> None:
+    """Every ``--option`` a README or docs/*.md command line gives ``cuda-resolve CMD`` is one
+    that CMD's parser takes (a renamed or removed option leaves no stale line behind)."""
+    text = doc.read_text(encoding="utf-8").replace("\\\n", " ")
+    wrong = []
+    for match in _COMMAND.finditer(text):
+        words = match.group(1).split()
+        found = _options_of(words)
+        if found is None:
+            continue
+        options, used = found
+        for word in words[used:]:
+            flag = word.split("=", 1)[0].rstrip(",.:")
+            if flag.startswith("--") and flag != "--" and flag not in options:
+                wrong.append(f"cuda-resolve {' '.join(words[:used])} {flag}")
+    assert not wrong, f"{doc.name} names options the commands do not take: {wrong}"
