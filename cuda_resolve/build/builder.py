@@ -27,11 +27,14 @@ from ..wheelhouse.key import WheelKey
 from ..wheelhouse.store import StoredWheel, Wheelhouse
 from .buildenv import BuildEnvironment, machine_capacity, make_build_environment
 from .preflight import BuildSpec
-from .runner import NOTE_PREFIX, BuildProgress, ProcessRunner, build_wheel
 from .source import PreparedSource, describe_source, prepare_source, recipe_digest
 
 if TYPE_CHECKING:
     from ..net import HttpClient
+    from .runner import BuildProgress, ProcessRunner
+
+# .runner (with the process-group and diagnosis code) is imported where a build runs: a plan
+# asks this module for wheel_key only (issue 28).
 
 __all__ = ["BuildResult", "build", "wheel_key"]
 
@@ -242,6 +245,8 @@ class _OneBuild:
         return source
 
     def _runner_note(self, text: str) -> None:
+        from .runner import NOTE_PREFIX
+
         if self.pip.on_note is None and text.startswith(NOTE_PREFIX):  # else the pip says it
             self.report.note(f"{self.label}: {text.removeprefix(NOTE_PREFIX)}")
 
@@ -326,6 +331,8 @@ class _OneBuild:
         # pip's hash-checking mode (PIP_REQUIRE_HASHES, pip.conf) cannot check a source folder
         # and would refuse it: the source was checked against the recipe's pins, and the install
         # that follows checks the built wheel's hash (see install.hashmode).
+        from .runner import build_wheel
+
         return build_wheel(
             self.pip,
             build_dir,

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 from .._bounded import run
 from ..errors import BuildError, UsageError
 from ..index.model import Patch, Recipe
-from .archive import open_archive, unpack_archive
 
 if TYPE_CHECKING:
     from ..net import HttpClient
@@ -429,6 +428,8 @@ def _unpack(
     archive = recipe.archive
     assert archive is not None
     label = f"recipe {recipe.name}"
+    from .archive import open_archive, unpack_archive  # tarfile, zipfile: only to unpack
+
     with open_archive(archive, label=label, client=client, cache_dir=cache_dir, say=say) as handle:
         say("unpacking the source archive")
         unpack_archive(handle, dest, strip=archive.strip, label=label)

@@ -39,8 +39,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import filelock
-
 from ..paths import cache_root, write_atomic
 from ..versions import ComputeCapability
 from . import simple
@@ -49,6 +47,8 @@ from .key import Coverage, KeyQuery, WheelKey, covers
 from .rewrite import find_strip, rewrite_wheel
 
 if TYPE_CHECKING:
+    import filelock  # imported where a lock is taken: a plan's lookups take none (issue 28)
+
     from .served import ServedIndex
 
 __all__ = [
@@ -89,11 +89,19 @@ _LOCK_OBJECTS_GUARD = threading.Lock()
 
 
 def _file_lock(path: Path) -> filelock.FileLock:
+    import filelock
+
     with _LOCK_OBJECTS_GUARD:
         lock = _LOCK_OBJECTS.get(str(path))
         if lock is None:
             lock = _LOCK_OBJECTS[str(path)] = filelock.FileLock(str(path))
         return lock
+
+
+def _lock_timeout() -> type[Exception]:
+    import filelock
+
+    return filelock.Timeout
 
 
 def _host_token() -> str:
@@ -554,7 +562,7 @@ class Wheelhouse:
         lock = _file_lock(path)
         try:
             lock.acquire(timeout=timeout)
-        except filelock.Timeout:
+        except _lock_timeout():
             owner = ""
             with contextlib.suppress(OSError, UnicodeDecodeError):
                 owner = path.with_suffix(".owner").read_text(encoding="utf-8").strip()
@@ -906,7 +914,7 @@ class Wheelhouse:
                 lock = _file_lock(self.root / "locks" / f"{digest or 'unnamed'}.lock")
                 try:
                     lock.acquire(timeout=0)
-                except (filelock.Timeout, OSError):
+                except (_lock_timeout(), OSError):
                     continue  # a live publish of that key
                 try:
                     shutil.rmtree(leftover, ignore_errors=True)
