@@ -111,8 +111,6 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _decide(args: argparse.Namespace) -> int:
-    from rich.text import Text
-
     from ..errors import ResolutionImpossible
     from ..install.run import InstallRequest, decide
     from ..reporting import NullReporter
@@ -150,6 +148,8 @@ def _decide(args: argparse.Namespace) -> int:
             document["cannot_apply"] = incomplete
         _output.print_json(document)
     else:
+        from rich.text import Text  # --json never loads rich
+
         for note in env.notes:  # which interpreter, and which rule chose it (stderr: not the plan)
             if note.startswith("target interpreter: "):
                 _output.error_console().print(Text(note), soft_wrap=True)
