@@ -1,0 +1,340 @@
+"""The download folder's guarantees (issue 28, :mod:`cuda_resolve.install.downloads`), with the
+target's real pip and a loopback index that counts the files it sends.
+
+A file whose hash changed is refused, in the folder or served anew under a recorded name; what a
+killed run left (a half-written file, a download cut off mid-transfer) is never used; two first
+installs at once fetch each file once; ``--no-cache-dir`` keeps the folder out; the commands are
+the step's own (its index alone, the options ``pip download`` takes, a pinned file pinned to the
+folder's copy); the folders are the owner's only; the torch-landed check names the file taken.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import pytest
+from _torch_env import copy_venv
+from test_lock_support import StaticIndex, _Handler
+from test_speed_download_once import _wheel
+
+from cuda_resolve.errors import InstallError
+from cuda_resolve.install import downloads
+from cuda_resolve.install.downloads import DownloadFolder, DownloadingPip
+from cuda_resolve.install.pipoptions import _INSTALL_ONLY, step_words
+
+TORCH = "torch-2.14.1-py3-none-any.whl"
+CUDA = "nvidia_standin_cu13-13.0.1-py3-none-any.whl"
+
+
+@dataclass
+class _Index:
+    url: str
+    index: StaticIndex
+    built: Path
+    sent: Counter[str]
+    #: while set, the torch file is sent half, then held until ``release`` is set
+    stall: threading.Event = field(default_factory=threading.Event)
+    stalled: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+    delay: float = 0.0  # seconds before each wheel is sent
+
+    def publish(self, *, torch_padding: int = 0) -> None:
+        """Serve torch and the CUDA wheel; with ``torch_padding``, another torch file under the
+        same name (the CUDA wheel stays as it was)."""
+        if not torch_padding:
+            self.index.add(_wheel(self.built, "nvidia-standin-cu13", "13.0.1"))
+        torch = _wheel(self.built, "torch", "2.14.1", ["nvidia-standin-cu13==13.0.1"])
+        torch.write_bytes(torch.read_bytes() + b"\0" * torch_padding)
+        self.index.add(torch)
+
+
+class _CountingHandler(_Handler):
+    state: _Index
+
+    def do_GET(self) -> None:
+        if not self.path.endswith(".whl"):
+            super().do_GET()
+            return
+        name = self.path.rsplit("/", 1)[-1]
+        self.state.sent[name] += 1
+        time.sleep(self.state.delay)
+        if name == TORCH and self.state.stall.is_set():
+            body = Path(self.translate_path(self.path)).read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            self.state.stalled.set()
+            self.state.release.wait(60)
+            return
+        super().do_GET()
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[_Index]:
+    state = _Index(
+        url="", index=StaticIndex(tmp_path / "index"), built=tmp_path / "built", sent=Counter()
+    )
+    state.built.mkdir()
+    state.publish()
+    handler = type("Handler", (_CountingHandler,), {"state": state})
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), partial(handler, directory=str(state.index.root))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/simple"
+    try:
+        yield state
+    finally:
+        state.release.set()
+        server.shutdown()
+        server.server_close()
+
+
+def _environ(tmp_path: Path) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    environ.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INPUT="1")
+    return environ
+
+
+def _pip(tmp_path: Path, name: str, notes: list[str] | None = None) -> DownloadingPip:
+    python = copy_venv(tmp_path / name)
+    return DownloadingPip(
+        str(python),
+        environ=_environ(tmp_path),
+        log_path=tmp_path / f"{name}.log",
+        downloads=tmp_path / "downloads",
+        on_note=None if notes is None else notes.append,
+    )
+
+
+def _install(pip: DownloadingPip, index: _Index) -> tuple[int, list[str]]:
+    return pip.install(["torch==2.14.1", "--index-url", index.url], torch_index_only=True)
+
+
+def _folder(tmp_path: Path, index: _Index) -> DownloadFolder:
+    return DownloadFolder(tmp_path / "downloads", ["--index-url", index.url])
+
+
+def _imports_torch(pip: DownloadingPip) -> bool:
+    done = subprocess.run(
+        [pip.python, "-c", "import torch, nvidia_standin_cu13"], capture_output=True, check=False
+    )
+    return done.returncode == 0
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_file_that_changed_in_the_folder_is_refused(tmp_path: Path, index: _Index) -> None:
+    first = _pip(tmp_path, "first")
+    assert _install(first, index)[0] == 0
+    folder = _folder(tmp_path, index)
+    for path in (folder.root, folder.path, folder.files, folder.records):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
+    kept = folder.files / TORCH
+    recorded = json.loads((folder.records / f"{TORCH}.json").read_text())
+    assert recorded["sha256"] == _sha(kept) == _sha(index.index.root / "files" / TORCH)
+    with kept.open("ab") as stream:  # a write into the folder's copy, after it was recorded
+        stream.write(b"tampered")
+    later = _pip(tmp_path, "later")
+    with pytest.raises(InstallError) as refused:
+        _install(later, index)
+    assert f"{kept} has sha256 {_sha(kept)}, not the {recorded['sha256']}" in str(refused.value)
+    assert "the file changed since" in str(refused.value)
+    assert str(folder.records / f"{TORCH}.json") in str(refused.value.hint)
+    assert not _imports_torch(later)  # nothing was installed from it
+
+
+def test_a_recorded_name_served_with_another_hash_is_refused(tmp_path: Path, index: _Index) -> None:
+    assert _install(_pip(tmp_path, "first"), index)[0] == 0
+    folder = _folder(tmp_path, index)
+    (folder.files / TORCH).unlink()  # gone from the folder, its record kept
+    index.publish(torch_padding=64)  # the index now serves another file under the same name
+    later = _pip(tmp_path, "later")
+    with pytest.raises(InstallError) as refused:
+        _install(later, index)
+    assert f"{TORCH}, downloaded again from {index.url.rsplit('/', 1)[0]}" in str(refused.value)
+    assert "the index now serves another file under that name" in str(refused.value)
+    assert not (folder.files / TORCH).exists() and not _imports_torch(later)
+    assert index.sent[TORCH] == 2
+
+
+def test_what_a_killed_run_left_half_written_is_never_used(tmp_path: Path, index: _Index) -> None:
+    folder = _folder(tmp_path, index)
+    served = index.index.root / "files"
+    # A run killed while pip copied torch into incoming/, and a file in files/ that no finished
+    # download put there (no record), both cut short.
+    folder.incoming.mkdir(parents=True)
+    folder.files.mkdir()
+    (folder.incoming / TORCH).write_bytes((served / TORCH).read_bytes()[:1000])
+    (folder.files / CUDA).write_bytes((served / CUDA).read_bytes()[:1000])
+    pip = _pip(tmp_path, "target")
+    status, tail = _install(pip, index)
+    assert status == 0, tail
+    assert index.sent == Counter({TORCH: 1, CUDA: 1})  # both fetched whole
+    assert _sha(folder.files / TORCH) == _sha(served / TORCH)
+    assert _sha(folder.files / CUDA) == _sha(served / CUDA)
+    assert not folder.incoming.exists() and _imports_torch(pip)
+
+
+_KILLED = """
+import os, sys
+from pathlib import Path
+from cuda_resolve.install.downloads import DownloadingPip
+python, log, root, url = sys.argv[1:]
+pip = DownloadingPip(python, environ=dict(os.environ), log_path=Path(log), downloads=Path(root))
+pip.install(["torch==2.14.1", "--index-url", url], torch_index_only=True)
+"""
+
+
+def test_a_download_killed_midway_leaves_nothing_used_and_the_next_run_completes(
+    tmp_path: Path, index: _Index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python = copy_venv(tmp_path / "target")
+    index.stall.set()
+    arguments = [str(python), str(tmp_path / "killed.log"), str(tmp_path / "downloads")]
+    killed = subprocess.Popen(
+        [sys.executable, "-c", _KILLED, *arguments, index.url], env=_environ(tmp_path)
+    )
+    try:
+        assert index.stalled.wait(120), "the download never started"
+    finally:
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(30)
+    index.stall.clear()
+    index.release.set()
+    folder = _folder(tmp_path, index)
+    assert not (folder.files / TORCH).exists()
+    monkeypatch.setattr(downloads, "LOCK_WAIT_SECONDS", 20.0)  # a lock left held: an error
+    pip = DownloadingPip(
+        str(python),
+        environ=_environ(tmp_path),
+        log_path=tmp_path / "again.log",
+        downloads=tmp_path / "downloads",
+    )
+    status, tail = _install(pip, index)
+    assert status == 0, tail
+    assert index.sent[TORCH] == 2 and _imports_torch(pip)
+    assert _sha(folder.files / TORCH) == _sha(index.index.root / "files" / TORCH)
+
+
+def test_two_first_installs_at_once_fetch_each_file_once(tmp_path: Path, index: _Index) -> None:
+    notes: list[str] = []
+    pips = [_pip(tmp_path, "one", notes), _pip(tmp_path, "two", notes)]
+    index.delay = 1.0  # the first holds the folder while the second arrives
+    results: list[tuple[int, list[str]]] = []
+    threads = [
+        threading.Thread(target=lambda p=pip: results.append(_install(p, index))) for pip in pips
+    ]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.3)
+    for thread in threads:
+        thread.join(180)
+    assert [status for status, _ in results] == [0, 0], results
+    assert index.sent == Counter({TORCH: 1, CUDA: 1})
+    assert any("waiting for another run that is downloading into" in note for note in notes)
+    assert all(_imports_torch(pip) for pip in pips)
+
+
+def test_the_commands_are_the_steps_own_with_the_folder_for_its_index(tmp_path: Path) -> None:
+    environ = {"PIP_CONFIG_FILE": os.devnull}
+    pip = DownloadingPip(
+        sys.executable,
+        environ=environ,
+        trust=("--use-feature=truststore",),
+        log_path=tmp_path / "log",
+        downloads=tmp_path / "downloads",
+    )
+    url = "https://user:token@mirror.test/whl/cu130/"
+    pinned = (
+        "torch @ https://mirror.test/whl/cu130/torch-2.14.1%2Bcu130-cp311-cp311-linux_x86_64.whl"
+    )
+    args = ["--target", "/overlay", "--proxy", "http://proxy:3128", "-cLIMITS", "-U"]
+    args += ["--index-url", url, f"{pinned}#sha256={'a' * 64}", "torchvision==0.29.1"]
+    download, install = pip.commands(args, torch_index_only=True)
+    folder = DownloadFolder(tmp_path / "downloads", ["--index-url", url])
+    assert download == [
+        sys.executable, "-m", "pip", "download", "--disable-pip-version-check",
+        "--use-feature=truststore", "--dest", str(folder.incoming), "--proxy",
+        "http://proxy:3128", "-cLIMITS", "--index-url", url, f"{pinned}#sha256={'a' * 64}",
+        "torchvision==0.29.1",
+    ]  # fmt: skip
+    local = (folder.files / "torch-2.14.1+cu130-cp311-cp311-linux_x86_64.whl").as_uri()
+    assert install == [
+        sys.executable, "-m", "pip", "install", "--disable-pip-version-check",
+        "--use-feature=truststore", "--target", "/overlay", "--proxy", "http://proxy:3128",
+        "-cLIMITS", "-U", "--no-index", "--find-links", str(folder.files),
+        f"torch @ {local}#sha256={'a' * 64}", "torchvision==0.29.1",
+    ]  # fmt: skip
+    # One folder per index, named without its credentials.
+    assert folder.index == ("--index-url", "https://mirror.test/whl/cu130/")
+    assert (
+        folder.path
+        == DownloadFolder(tmp_path / "downloads", ["--index-url", url[:8] + url[19:]]).path
+    )
+    assert folder.path != DownloadFolder(tmp_path / "downloads", ["--index-url", url + "x/"]).path
+    # What asks its index itself: PyPI's step, a local index, pip told to keep no cache.
+    plain = [pip.install_command(args)]
+    assert pip.commands(args) == plain
+    assert pip.commands(args, torch_index_only=True, pypi_index=True) == plain
+    local_index = ["--index-url", "/srv/wheels", "torch==2.14.1"]
+    assert len(pip.commands(local_index, torch_index_only=True)) == 1
+    no_cache = [*args, "--no-cache"]  # an abbreviation pip accepts
+    assert len(pip.commands(no_cache, torch_index_only=True)) == 1
+    pip.environ["PIP_NO_CACHE_DIR"] = "off"  # pip takes any value as "no cache"
+    pip._cache_off.clear()
+    assert pip.commands(args, torch_index_only=True) == plain
+
+
+_DUMP = """
+import json, pip
+from pip._internal.commands import create_command
+def names(command):
+    parser = create_command(command).parser
+    return sorted({n for g in [parser, *parser.option_groups] for o in g.option_list
+                   for n in o._long_opts})
+print(json.dumps([pip.__version__, names("install"), names("download")]))
+"""
+
+
+def test_what_pip_download_is_not_given_is_what_it_lacks_in_every_installed_pip() -> None:
+    pythons = [sys.executable]
+    pyenv = Path.home() / ".pyenv" / "versions"
+    if pyenv.is_dir():
+        pythons += [str(p / "bin" / "python") for p in sorted(pyenv.iterdir())]
+    checked = []
+    for python in dict.fromkeys(pythons):
+        if not os.path.exists(python):
+            continue
+        done = subprocess.run([python, "-c", _DUMP], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            continue
+        version, install, download = json.loads(done.stdout)
+        if int(version.split(".")[0]) < 22:
+            continue
+        assert set(install) - set(download) <= _INSTALL_ONLY, version
+        assert not _INSTALL_ONLY & set(download), version
+        checked.append(version)
+    assert checked
+    words = step_words(["--user", "--prefer-binary", "-i", "https://x.test/", "torch"])
+    assert words.download_options == ("--prefer-binary",)
+    assert words.options == ("--user", "--prefer-binary")
