@@ -293,6 +293,15 @@ class Plan:
         )
         if not isinstance(data, dict):
             raise PlanFormatError(f"{origin}: not a plan (expected a JSON object)", hint=hint)
+        if "format" not in data and isinstance(data.get("error"), str):
+            # What `plan --json > plan.json` writes when planning failed: its error, not a plan
+            # of an older format (which "format = 1" would wrongly suggest).
+            error_hint = data.get("hint")
+            raise PlanFormatError(
+                f"{origin}: holds the error of a `cuda-resolve plan` that failed, not a plan: "
+                f"{data['error']}",
+                hint=error_hint if isinstance(error_hint, str) and error_hint else hint,
+            )
         plain = plain_data(data, origin=origin, error=PlanFormatError, hint=hint)
         table = Table(plain, origin=origin, path="", error=PlanFormatError, hint=hint)
         version = table.integer("format", 1)
