@@ -116,7 +116,14 @@ def build(
     report = reporter or NullReporter()
     key = key or wheel_key(spec)
     started = time.monotonic()
-    with wheelhouse.lock(key):
+
+    def waiting(owner: str) -> None:
+        report.step(
+            f"{_label(spec)}: waiting for another build of the same wheel to finish"
+            + (f" ({owner})" if owner else "")
+        )
+
+    with wheelhouse.lock(key, on_wait=waiting):
         found = None if rebuild else wheelhouse.lookup(key)
         if found is not None:
             report.step(f"{_label(spec)}: wheelhouse hit ({found.path.name}), no compile")

@@ -33,7 +33,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -554,21 +554,40 @@ class Wheelhouse:
     # -- locks -------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _hold(self, path: Path, timeout: float, what: str) -> Iterator[None]:
+    def _hold(
+        self,
+        path: Path,
+        timeout: float,
+        what: str,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> Iterator[None]:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise self._write_error(exc, f"creating {path.parent}") from None
         lock = _file_lock(path)
-        try:
-            lock.acquire(timeout=timeout)
-        except _lock_timeout():
-            owner = ""
+
+        def owner() -> str:
             with contextlib.suppress(OSError, UnicodeDecodeError):
-                owner = path.with_suffix(".owner").read_text(encoding="utf-8").strip()
+                return path.with_suffix(".owner").read_text(encoding="utf-8").strip()
+            return ""
+
+        try:
+            if on_wait is None:
+                lock.acquire(timeout=timeout)
+            else:
+                try:
+                    lock.acquire(timeout=0)
+                except _lock_timeout():
+                    # Another process holds it (a build of the same wheel can take minutes):
+                    # say so before waiting, rather than sitting silent.
+                    on_wait(owner())
+                    lock.acquire(timeout=timeout)
+        except _lock_timeout():
+            holder = owner()
             raise WheelhouseError(
                 f"timed out after {timeout:g} s waiting for the lock {path} ({what})"
-                + (f"; last taken by {owner}" if owner else ""),
+                + (f"; last taken by {holder}" if holder else ""),
                 hint="another cuda-resolve is building or publishing the same wheel: wait for it "
                 "and retry; if none is running (a host that died while holding it on NFS), remove "
                 "the lock file",
@@ -585,13 +604,21 @@ class Wheelhouse:
             lock.release()
 
     def lock(
-        self, key: WheelKey, *, timeout: float = DEFAULT_LOCK_TIMEOUT
+        self,
+        key: WheelKey,
+        *,
+        timeout: float = DEFAULT_LOCK_TIMEOUT,
+        on_wait: Callable[[str], None] | None = None,
     ) -> contextlib.AbstractContextManager[None]:
         """Hold ``key``'s lock (a :class:`filelock.FileLock`; re-entrant within a thread).
 
         Hold it across lookup -> build -> publish, so that concurrent builds of one key (on
-        one machine or, where the file system's locks work, across an NFS share) make one wheel."""
-        return self._hold(self.lock_path(key), timeout, f"{key.package} {key.labelled_version}")
+        one machine or, where the file system's locks work, across an NFS share) make one wheel.
+        ``on_wait`` is called once, with who last took the lock (``pid N on HOST at TIME``, or
+        ``""``), when another holder makes this call wait."""
+        return self._hold(
+            self.lock_path(key), timeout, f"{key.package} {key.labelled_version}", on_wait
+        )
 
     # -- reading -----------------------------------------------------------------------------
 
