@@ -27,6 +27,7 @@ from .targets import (
     conda_user_file,
     is_conda_prefix,
     pip_env_file,
+    pip_global_files,
     pip_legacy_user_file,
     pip_user_file,
 )
@@ -47,7 +48,8 @@ CONDA_VARIABLES = ("CONDA_SSL_VERIFY", "CONDA_CHANNELS", "CONDA_CHANNEL_ALIAS")
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FileState:
     tool: str  # "pip" | "conda"
-    role: str  # "user", "legacy user", "site (<prefix>)", "PIP_CONFIG_FILE", "env", "CONDARC"
+    role: str  # "global", "user", "legacy user", "site (<prefix>)", "PIP_CONFIG_FILE", "env",
+    # "CONDARC"
     path: Path
     exists: bool
     pip: PipSettings | None = None
@@ -125,6 +127,13 @@ def read_status(
                 prefix = Path(env[variable])
                 break
     files = [
+        # pip reads the site-wide files first (a lab's /etc/pip.conf may set its mirror); shown
+        # only where they exist, as they are not the files `mirror set` writes
+        *(
+            state
+            for state in (_pip_state("global", path) for path in pip_global_files(env, platform))
+            if state.exists
+        ),
         _pip_state("legacy user", pip_legacy_user_file(home, platform)),
         _pip_state("user", pip_user_file(home, env, platform)),
     ]

@@ -35,6 +35,7 @@ __all__ = [
     "conda_user_file",
     "interpreter_prefix",
     "pip_env_file",
+    "pip_global_files",
     "pip_legacy_user_file",
     "pip_user_file",
     "resolve_targets",
@@ -63,6 +64,22 @@ def pip_user_file(home: Path, environ: Mapping[str, str], platform: str = sys.pl
     xdg = environ.get("XDG_CONFIG_HOME", "")
     base = Path(xdg) if xdg.strip() else home / ".config"
     return base / "pip" / basename
+
+
+def pip_global_files(environ: Mapping[str, str], platform: str = sys.platform) -> list[Path]:
+    """The site-wide files pip reads first (the lowest precedence), in pip's order: on Linux
+    each ``$XDG_CONFIG_DIRS`` folder's (default ``/etc/xdg``) ``pip/pip.conf``, then
+    ``/etc/pip.conf``; on macOS ``/Library/Application Support/pip/pip.conf``; on Windows
+    ``%ProgramData%\\pip\\pip.ini``."""
+    basename = _pip_basename(platform)
+    if platform.startswith("win"):
+        program_data = environ.get("ProgramData") or environ.get("PROGRAMDATA") or r"C:\ProgramData"
+        return [Path(program_data) / "pip" / basename]
+    if platform == "darwin":
+        return [Path("/Library/Application Support/pip") / basename]
+    dirs = (environ.get("XDG_CONFIG_DIRS") or "").strip() or "/etc/xdg"
+    found = [Path(folder) / "pip" / basename for folder in dirs.split(os.pathsep) if folder]
+    return [*found, Path("/etc") / basename]
 
 
 def pip_legacy_user_file(home: Path, platform: str = sys.platform) -> Path:
