@@ -14,6 +14,7 @@ import hashlib
 import http.server
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -21,14 +22,14 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 import pytest
 from _torch_env import copy_venv
-from test_lock_support import StaticIndex, _Handler
+from test_lock_support import StaticIndex, _Handler, serve
 from test_speed_download_once import _wheel
 
 from cuda_resolve.errors import InstallError
@@ -180,6 +181,12 @@ def test_a_recorded_name_served_with_another_hash_is_refused(tmp_path: Path, ind
 def test_what_a_killed_run_left_half_written_is_never_used(tmp_path: Path, index: _Index) -> None:
     folder = _folder(tmp_path, index)
     served = index.index.root / "files"
+    # Pages that list no hashes (pip cannot tell a half file from the real one by itself).
+    for page in index.index.root.glob("simple/*/index.*"):
+        if page.suffix == ".json":
+            page.unlink()
+        else:
+            page.write_text(re.sub(r"#sha256=[0-9a-f]+", "", page.read_text()))
     # A run killed while pip copied torch into incoming/, and a file in files/ that no finished
     # download put there (no record), both cut short.
     folder.incoming.mkdir(parents=True)
@@ -338,3 +345,84 @@ def test_what_pip_download_is_not_given_is_what_it_lacks_in_every_installed_pip(
     words = step_words(["--user", "--prefer-binary", "-i", "https://x.test/", "torch"])
     assert words.download_options == ("--prefer-binary",)
     assert words.options == ("--user", "--prefer-binary")
+
+
+@dataclass
+class _Recorded:
+    runs: list[tuple[list[str], dict[str, str]]] = field(default_factory=list)
+
+    def __call__(
+        self,
+        command: Sequence[str],
+        *,
+        environ: Mapping[str, str],
+        log_path: Path,
+        cwd: Path | None = None,
+        on_line: Callable[[str], None] = lambda _: None,
+    ) -> tuple[int, list[str]]:
+        self.runs.append((list(command), dict(environ)))
+        return 0, []
+
+
+def test_the_download_asks_the_steps_index_alone_with_the_users_trust_settings(
+    tmp_path: Path,
+) -> None:
+    user = {
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_FIND_LINKS": "/wheels/cpu-torch",
+        "PIP_EXTRA_INDEX_URL": "https://extra.test/simple",
+        "PIP_INDEX_URL": "https://mirror.test/simple",
+        "PIP_CERT": "/etc/ssl/lab-ca.pem",
+        "PIP_PROXY": "http://proxy.test:3128",
+    }
+    runner = _Recorded()
+    pip = DownloadingPip(
+        sys.executable,
+        environ=user,
+        log_path=tmp_path / "log",
+        runner=runner,
+        downloads=tmp_path / "downloads",
+    )
+    args = ["--index-url", "https://download.test/whl/cu130/", "torch==2.14.1"]
+    assert pip.install(args, torch_index_only=True) == (0, [])
+    assert [command[3] for command, _ in runner.runs] == ["download", "install"]
+    for _, environ in runner.runs:
+        assert not {"PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL"} & set(environ)
+        assert environ["PIP_CERT"] == user["PIP_CERT"]
+        assert environ["PIP_PROXY"] == user["PIP_PROXY"]
+
+
+@pytest.fixture
+def cpu_torch_index(tmp_path: Path) -> Iterator[str]:
+    """A PyTorch-style index whose torch-2.6.0+cu126 is a CPU build inside (its version.py)."""
+    from test_install_unit import _wheel as plain_wheel
+
+    project = tmp_path / "served" / "whl" / "cu126" / "torch"
+    project.mkdir(parents=True)
+    wheel = plain_wheel(
+        project,
+        "torch",
+        "2.6.0+cu126",
+        files={
+            "torch/__init__.py": "__version__ = '2.6.0+cpu'\n",
+            "torch/version.py": "__version__ = '2.6.0+cpu'\ncuda = None\n",
+        },
+    )
+    (project / "index.html").write_text(f'<a href="{wheel.name}#sha256={_sha(wheel)}">x</a>')
+    with serve(tmp_path / "served") as url:
+        yield f"{url}/whl/"
+
+
+def test_the_torch_landed_check_names_the_file_taken_from_the_folder(
+    tmp_path: Path, cpu_torch_index: str
+) -> None:
+    from test_install_unit import _cuda_pip, _env_with_torch_index
+
+    python = copy_venv(tmp_path / "venv")
+    env = _env_with_torch_index(tmp_path, cpu_torch_index)
+    done = _cuda_pip("install", "torch==2.6.0+cu126", "--python", str(python), "--json", env=env)
+    assert done.returncode == 1, done.stdout
+    error = json.loads(done.stdout)["error"]
+    assert "(a CPU build)" in error, error
+    taken = Path(env["CUDA_RESOLVE_CACHE_DIR"]) / "downloads"
+    assert f"{taken}/" in error and "/files/torch-2.6.0+cu126-py3-none-any.whl" in error, error
