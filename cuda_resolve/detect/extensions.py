@@ -21,10 +21,8 @@ symbol table is corrupt gets a note naming it.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import re
-import shutil
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
@@ -33,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._bounded import read_head, read_text
 from .._bounded import run as run_bounded
+from .._digest import new_digest
 from .._dist_metadata import normalized_name
 from ..environment import ExtensionBinary
 from ._cache import file_identity
@@ -185,6 +184,8 @@ def demangle(names: Sequence[str], *, environ: Mapping[str, str]) -> tuple[str, 
     missing, fails or answers with another number of lines, the names stay mangled."""
     if not names:
         return ()
+    import shutil  # only to demangle: a warm scan needs none
+
     program = shutil.which("c++filt", path=environ.get("PATH", os.defpath))
     if program is None:
         return tuple(names)
@@ -420,7 +421,7 @@ def scan_key(
     modification times (installing, removing or rebuilding a package changes one), the folders
     of the torch that is loaded first, the loader's search path, and the ld.so cache. None when
     a folder cannot be read."""
-    digest = hashlib.sha256()
+    digest = new_digest()
     digest.update(environ.get("LD_LIBRARY_PATH", "").encode())
     for home in torch_sites:
         torch, nvidia = (

@@ -201,14 +201,15 @@ def _installed_state(search_path: list[str]) -> tuple[str, int]:
     directory (``python -m``), whose unrelated files change all the time. The running Python's
     version and glibc are part of it, so a cache survives neither an upgrade of the interpreter
     running cuda-resolve nor of the C library."""
-    import hashlib
     import sys
+
+    from .._digest import new_digest
 
     try:
         libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
     except (AttributeError, ValueError, OSError):  # not glibc, or not POSIX
         libc = ""
-    digest = hashlib.sha256(f"{sys.version}|{libc}".encode())
+    digest = new_digest(f"{sys.version}|{libc}".encode())
     newest = 0
     for folder in search_path:
         digest.update(f"{folder}\0".encode())

@@ -602,11 +602,11 @@ def _arch_list_with(ext: ExtensionBinary, wanted: list[ComputeCapability]) -> st
 def check_extension_kernels(env: Environment, index: CudaFactsSource) -> list[Finding]:
     """Does every extension carry a kernel each GPU runs? Its fat binaries' SASS/PTX targets
     (read by the extension scan) against the GPUs, by compat.build_covers_gpu's rule."""
-    from ..fatbin import gpu_kernel
-
     with_code = [ext for ext in env.extensions if ext.sass or ext.ptx]
     if not env.gpus or not with_code:
         return []
+    from ..fatbin import gpu_kernel  # here: a machine without GPUs or kernels never loads it
+
     findings: list[Finding] = []
     for ext in with_code:
         sass, ptx = _capabilities(ext.sass), _capabilities(ext.ptx)

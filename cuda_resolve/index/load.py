@@ -21,14 +21,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from packaging.version import Version
-
 from ..errors import IndexDataError, UsageError
 from ..paths import config_path, user_config_dir
 from ..versions import CudaVersion
 from .cuda import CudaFacts, CudaFamily, ToolkitFacts
 
 if TYPE_CHECKING:
+    from packaging.version import Version
+
     from ._parse import Layer, PackageDraft
     from .model import Index, Package, TorchRelease
 
@@ -292,11 +292,10 @@ def _cuda_facts(
 
 
 def _parsed_cache_key(roots: Sequence[Traversable]) -> str | None:
-    import hashlib
-
     from .. import __version__
+    from .._digest import new_digest
 
-    digest = hashlib.sha256(f"{__version__}|{sys.version_info[:2]}|{_PARSED_FORMAT}".encode())
+    digest = new_digest(f"{__version__}|{sys.version_info[:2]}|{_PARSED_FORMAT}".encode())
     for root in roots:
         if not isinstance(root, Path):
             return None  # a zipped install: no stable file identities to key on
