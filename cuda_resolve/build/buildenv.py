@@ -174,7 +174,9 @@ def make_build_environment(
     ``pip_install(args, torch_step)`` runs the target's ``pip install ARGS`` (the caller's
     :class:`~cuda_resolve.install.pip.TargetPip`: trust options, environment, log;
     ``torch_step``: the install of torch, which asks one index alone, the PyTorch index or the
-    user's PyPI index, never find-links) and raises on failure. ``pip_options``
+    user's PyPI index, never find-links; from the PyTorch index it goes through the machine's
+    download folder, so the target's torch step later downloads none of it:
+    :class:`~cuda_resolve.install.downloads.DownloadingPip`) and raises on failure. ``pip_options``
     are the user's pip options for these installs (a proxy, a certificate, constraints); those
     that choose where or what pip installs are not given to an overlay (:func:`overlay_options`).
     """
