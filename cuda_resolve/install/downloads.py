@@ -403,11 +403,11 @@ class DownloadingPip(TargetPip):
             return None
         if not all(where.lower().startswith(("http://", "https://")) for where in locations):
             return None
-        if words.options not in self._cache_off:
-            self._cache_off[words.options] = cache_turned_off(
-                words.options, python=self.python, environ=self.environ
-            )
-        if self._cache_off[words.options] is not None:
+        # pip's configuration is read once per runner, keyed by the words that change the answer
+        key = tuple(w for w in words.options if w in ("--no-cache-dir", "--isolated"))
+        if key not in self._cache_off:
+            self._cache_off[key] = cache_turned_off(key, python=self.python, environ=self.environ)
+        if self._cache_off[key] is not None:
             return None
         return DownloadFolder(self.downloads, words.index), words
 
