@@ -32,6 +32,7 @@ PROFILES = DATA / "profiles"
 BIN = Path(sys.executable).parent
 NO_GPU = {"CUDA_RESOLVE_CUDA_ARCH": "", "CUDA_RESOLVE_DRIVER": ""}
 H200 = {"CUDA_RESOLVE_CUDA_ARCH": "9.0", "CUDA_RESOLVE_DRIVER": "580.65.06"}
+A100 = {"CUDA_RESOLVE_CUDA_ARCH": "8.0", "CUDA_RESOLVE_DRIVER": "580.65.06"}
 #: Commands that would build or install: followed with --dry-run, as the README test does.
 _DRY = re.compile(r"^(?:cuda-pip install|cuda-resolve (?:install|build|apply))\b")
 #: A command a hint names: `quoted`, or the hint itself where it starts with one.
@@ -138,6 +139,18 @@ CASES = {
         H200,
         hint_says=("drop --shell",),
         reaches="success",
+    ),
+    # A plan made on another machine (an H200) and applied here (an A100): decided again here.
+    "apply PLAN made for other GPUs": Case(
+        ("apply", "{root}/plan.json", "--python", "{python}"),
+        A100,
+        hint_says=(
+            "cuda-resolve plan torch --python {python} --json > plan.json && "
+            "cuda-resolve apply plan.json --python {python}",
+        ),
+        reaches="success",
+        before=_plan_file,
+        follow_says=("target: {python} ",),
     ),
     "apply PLAN --ptx": Case(
         ("apply", "{root}/plan.json", "--python", "{python}", "--ptx"),

@@ -285,16 +285,23 @@ def run_action(
             return _render_dry_run(args, plan, [], python, mode)
         return _render_builds(args, plan, results, reporter)
     interactive = sys.stdin.isatty() and not args.json
-    result = run(
-        request,
-        env,
-        index,
-        options,
-        reporter=reporter,
-        confirm=_ask if interactive else None,
-        probe=_probe,
-        read_page=_read_page,
-    )
+    from ..install.apply import PlanFactChanged
+
+    try:
+        result = run(
+            request,
+            env,
+            index,
+            options,
+            reporter=reporter,
+            confirm=_ask if interactive else None,
+            probe=_probe,
+            read_page=_read_page,
+        )
+    except PlanFactChanged as refused:  # the plan made again needs the same recipes and sources
+        overlays = [word for path in args.index for word in ("--index", str(path))]
+        sources = [word for source in args.source for word in ("--source", source)]
+        raise refused.with_options(overlays, [*overlays, *sources]) from None
     result = replace(result, timings=(("detect", detected), *result.timings))
     if args.dry_run:
         return _render_dry_run(args, result.plan, [list(c) for c in result.pip_runs], python, mode)

@@ -13,7 +13,7 @@ The first fact that changed is named, with the way out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,9 +32,45 @@ _PLAN_LIMIT = 16 * 1024 * 1024
 
 
 class PlanFactChanged(UsageError):
-    """A fact the plan was decided from no longer holds on this machine."""
+    """A fact the plan was decided from no longer holds on this machine. The hint decides the
+    plan's packages (``names``) again here, for the same target (``python``, where known), with
+    the options that say where the recipes and sources are (:meth:`with_options`), and applies
+    that plan."""
 
     exit_code = 1
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        names: Sequence[str] = (),
+        python: str | None = None,
+        plan_options: Sequence[str] = (),
+        apply_options: Sequence[str] = (),
+    ) -> None:
+        import shlex
+
+        self.names, self.python = tuple(names), python
+        target = ["--python", python] if python else []
+        plan = shlex.join(["cuda-resolve", "plan", *self.names, *plan_options, *target])
+        apply = shlex.join(["cuda-resolve", "apply", "plan.json", *apply_options, *target])
+        super().__init__(
+            message,
+            hint=f"make the plan again for this machine, then apply it: {plan} --json > "
+            f"plan.json && {apply}",
+        )
+
+    def with_options(
+        self, plan_options: Sequence[str], apply_options: Sequence[str]
+    ) -> PlanFactChanged:
+        """The same refusal, its commands given these options (``--index DIR``, ...)."""
+        return PlanFactChanged(
+            self.message,
+            names=self.names,
+            python=self.python,
+            plan_options=plan_options,
+            apply_options=apply_options,
+        )
 
 
 def read_plan_file(path: Path) -> Plan:
@@ -54,15 +90,23 @@ def read_plan_file(path: Path) -> Plan:
     return Plan.from_json(data, origin=str(path))
 
 
-def _changed(fact: str, planned: str, here: str) -> PlanFactChanged:
-    return PlanFactChanged(
-        f"the plan was made for {fact} {planned}; this machine has {here}",
-        hint="make the plan again on (or for) this machine: cuda-resolve plan REQ... "
-        "--json > plan.json",
-    )
+def _refusal(plan: Plan, python: str | None) -> Callable[[str, str, str], PlanFactChanged]:
+    """The refusal naming the fact that changed, for ``plan`` and the target ``python``."""
+    names = [item.name for item in plan.items] or ["REQ..."]
+
+    def changed(fact: str, planned: str, here: str) -> PlanFactChanged:
+        return PlanFactChanged(
+            f"the plan was made for {fact} {planned}; this machine has {here}",
+            names=names,
+            python=python,
+        )
+
+    return changed
 
 
-def _relocated(build: PlannedBuild, env: Environment) -> PlannedBuild:
+def _relocated(
+    build: PlannedBuild, env: Environment, _changed: Callable[[str, str, str], PlanFactChanged]
+) -> PlannedBuild:
     spec = build.spec
     wanted = spec.toolkit.version
     toolkit = next((t for t in env.toolkits if t.version == wanted and t.nvcc), None)
@@ -88,6 +132,7 @@ def _check_kept_builds(plan: Plan, env: Environment) -> None:
     version and covers every GPU here: otherwise nothing would install or replace it."""
     from packaging.utils import canonicalize_name
 
+    _changed = _refusal(plan, env.python.executable)
     here = {canonicalize_name(e.name): e.version for e in env.installed_extensions}
     for item in plan.items:
         if item.kind != "installed" or item.name in ("torch", "torchvision", "torchaudio"):
@@ -118,6 +163,7 @@ def check_skipped_pip(plan: Plan, installed: Mapping[str, str]) -> None:
 
     if plan.skip_pip is None:
         return
+    _changed = _refusal(plan, None)
     for item in plan.items:
         if item.kind == "installed" and not installed_as_planned(item, installed):
             found = installed.get(canonicalize_name(item.name))
@@ -134,6 +180,7 @@ def check_plan_facts(plan: Plan, env: Environment) -> Plan:
     """``plan`` ready to execute in ``env`` (paths moved to this machine's), or the fact that
     changed."""
     made = plan.environment
+    _changed = _refusal(plan, env.python.executable)
     if (made.machine.os, made.machine.arch) != (env.machine.os, env.machine.arch):
         raise _changed(
             "platform",
@@ -174,5 +221,5 @@ def check_plan_facts(plan: Plan, env: Environment) -> Plan:
                 ", ".join(sorted(str(c) for c in known)),
                 f"GPU {gpu.index} ({gpu.name}, {gpu.compute_capability})",
             )
-    builds = tuple(_relocated(build, env) for build in plan.builds)
+    builds = tuple(_relocated(build, env, _changed) for build in plan.builds)
     return replace(plan, builds=builds, environment=env)
