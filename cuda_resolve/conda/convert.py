@@ -163,7 +163,15 @@ def channel_plan(
         requirements=tuple(names), resolve=Options(arch_list=entries), dry_run=True
     )
     try:
-        plan, _ = build_only(request, env, index, options, reporter=reporter, environ=environ)
+        plan, _ = build_only(
+            request,
+            env,
+            index,
+            options,
+            reporter=reporter,
+            environ=environ,
+            check_source_names=False,  # the settings' sources name packages of any request
+        )
     except CudaResolveError as error:
         raise in_conda_words(error, names) from None
     changes = [
@@ -250,6 +258,7 @@ def package_plan(
         reporter=report,
         environ=environ,
         wheelhouse=wheelhouse,
+        check_source_names=False,
     )
     prebuilt = [
         item for item in plan.items if item.kind == "wheel" and item.name not in TORCH_FAMILY

@@ -128,6 +128,38 @@ def check_names(
         )
 
 
+def check_sources(plan: Plan, options: InstallOptions) -> None:
+    """Refuse a ``--source`` the plan would never read: ``NAME=DIR`` for a package the plan does
+    not hold (a typo, another package's name: the recipe's source would be fetched instead,
+    silently), and a bare ``DIR`` when the plan builds more than one package (each build would
+    be handed that one folder)."""
+    items = plan.items
+    planned = {canonicalize_name(item.name) for item in items}
+    builds = sorted({item.name for item in items if item.kind == "build"})
+    for name, folder in options.source_dirs:
+        if name == "*":
+            if len(builds) > 1:
+                raise UsageError(
+                    f"--source {folder}: names no package, and the plan builds {len(builds)} "
+                    f"({', '.join(builds)}), which would all be built from it",
+                    hint="say which package it is the source of: "
+                    + " ".join(f"--source {b}=DIR" for b in builds),
+                )
+            continue
+        if canonicalize_name(name) not in planned:
+            raise UsageError(
+                f"--source {name}={folder}: the plan has no package called {name!r}, so nothing "
+                "would be built from that folder",
+                hint=(
+                    f"name the package it is the source of: --source {builds[0]}={folder}"
+                    if len(builds) == 1
+                    else f"name one of the packages the plan builds ({', '.join(builds)})"
+                    if builds
+                    else "drop --source: this plan builds nothing from source"
+                ),
+            )
+
+
 def decide(
     request: InstallRequest,
     env: Environment,
@@ -278,6 +310,7 @@ def run(
     if request.plan is not None:
         with phases.timed("plan check"):
             plan = check_plan_facts(request.plan, environment)
+            check_sources(plan, options)
             if plan.skip_pip is not None and backend is None:
                 # Made where everything was installed: that must hold here, or the run would
                 # install nothing and say so. The answer is the executor's target probe too.
@@ -299,6 +332,7 @@ def run(
             plan = decide(
                 request, environment, index, reporter=report, install=True, confirm=confirm
             )
+        check_sources(plan, options)
         with phases.timed("pre-flight"):
             plan = complete_for_target(
                 plan,
@@ -391,9 +425,12 @@ def build_only(
     reporter: Reporter | None = None,
     wheelhouse: Wheelhouse | None = None,
     environ: Mapping[str, str] | None = None,
+    check_source_names: bool = True,
 ) -> tuple[Plan, list[BuildResult]]:
     """``cuda-resolve build``: the plan's source builds into the wheelhouse; nothing is installed.
-    With ``request.dry_run`` the plan is completed (pre-flight) and nothing is compiled."""
+    With ``request.dry_run`` the plan is completed (pre-flight) and nothing is compiled.
+    ``check_source_names``: refuse a ``--source`` the plan would not read (:func:`check_sources`;
+    off where the folders come from standing settings, as conda's, not from this command)."""
     from ..build.builder import build
     from .pip import TargetPip, pip_facts_and_distributions, trust_options
     from .prepare import complete_plan, options_for_torch_step
@@ -410,6 +447,8 @@ def build_only(
     plan = request.plan or decide(
         request, environment, index, reporter=report, install=False, confirm=None
     )
+    if check_source_names:
+        check_sources(plan, options)
     if not plan.complete:
         plan = complete_plan(
             plan,
