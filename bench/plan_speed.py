@@ -11,7 +11,8 @@ warm-up round first (probe caches, parsed index, byte code: PYTHONDONTWRITEBYTEC
 from the children's environment, as an installed package has its byte code), then ``--runs``
 rounds, each running the three commands one after the other: a loaded machine slows all three
 alike, and the ratio plan / detect is what the goal is stated in (plan <= 2.5x detect --json;
-on the H200 plan <= 0.2 s and doctor <= 0.1 s, medians). Where no GPU is seen, ``plan`` gets
+on the H200 plan <= 0.2 s and doctor <= 0.1 s, medians), with ``<this python> -c pass`` in the
+same rounds for scale. Where no GPU is seen, ``plan`` gets
 ``--arch-list 9.0`` (it refuses to build for no GPU otherwise).
 
 Writes ``bench/results/plan-doctor-speed-YYYY-MM-DD.json`` (``--out`` elsewhere) with the
@@ -122,11 +123,13 @@ def measure(python: str, runs: int) -> dict[str, Any]:
     if not gpus:
         plan += ["--arch-list", "9.0"]
     commands = {
+        "python_startup": [sys.executable, "-c", "pass"],  # the interpreter's start, for scale
         "plan": plan,
         "detect_json": [*cli, "detect", "--json", "--python", python],
         "doctor_json": [*cli, "doctor", "--json", "--python", python],
     }
-    ok = {"plan": (0,), "detect_json": (0,), "doctor_json": (0, 1)}  # doctor: 1 = findings
+    # doctor: 1 = findings
+    ok = {"python_startup": (0,), "plan": (0,), "detect_json": (0,), "doctor_json": (0, 1)}
     walls: dict[str, list[float]] = {name: [] for name in commands}
     cpus: dict[str, list[float]] = {name: [] for name in commands}
     for round_number in range(runs + 1):
@@ -187,10 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{machine['host']}: {machine['cpus']} CPUs, load {machine['load_average']}, GPUs "
         f"{', '.join(machine['gpus']) or 'none'}; target {python}"
     )
-    for name in ("plan", "detect_json", "doctor_json"):
+    for name in ("python_startup", "plan", "detect_json", "doctor_json"):
         row = result[name]
         print(
-            f"{name:12} median {row['median_s']:.3f} s (min {row['min_s']:.3f}, max "
+            f"{name:14} median {row['median_s']:.3f} s (min {row['min_s']:.3f}, max "
             f"{row['max_s']:.3f}; CPU {row['cpu_median_s']:.3f} s; {row['runs']} runs)"
         )
     met = "met" if result["goals"]["plan_to_detect_met"] else "NOT met"
