@@ -171,7 +171,7 @@ def decide(
 ) -> Plan:
     """The decision for ``request`` (the requirements, and those read from -r/-c files): the one
     ``cuda-pip install``, ``cuda-resolve build`` and ``cuda-resolve plan`` make. ``install``: the
-    names pip would get are checked for look-alikes of curated packages first (``confirm`` None:
+    names pip would get are checked for look-alikes of curated packages (``confirm`` None:
     a look-alike is refused), as for an install; ``plan`` asks it too, so that it never prints a
     command cuda-pip refuses."""
     from ..plan import make_plan
