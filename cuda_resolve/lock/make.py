@@ -481,7 +481,8 @@ def _build_line(build: PlannedBuild) -> str:
     )
     return (
         f"{build.spec.package} {build.key.labelled_version}: recipe {recipe.name} ({source}; "
-        f"patches {patches}); arch list {build.spec.arch_list}; key {build.key.digest}"
+        # The key's arch list: the wheel locked (a reused one may cover more GPUs than asked).
+        f"patches {patches}); arch list {build.key.arch_list}; key {build.key.digest}"
     )
 
 
