@@ -82,6 +82,15 @@ def _compiler_fix(
     return variables, f"{verdict.reason}: using the installed gcc-{major} / g++-{major} instead"
 
 
+#: The nvidia wheel (its component name) that carries each header torch's headers include.
+_HEADER_WHEELS = {
+    "cuda_runtime_api.h": "cuda-runtime",
+    "cusparse.h": "cusparse",
+    "cublas_v2.h": "cublas",
+    "cusolverDn.h": "cusolver",
+}
+
+
 def _header_dirs(
     env: Environment, toolkit: Toolkit, exists: Callable[[str], bool]
 ) -> tuple[str, ...]:
@@ -105,12 +114,19 @@ def _header_dirs(
         elif found not in dirs:
             dirs.append(found)
     if still_missing:
+        # CUDA 13's component wheels dropped the -cuXY suffix (nvidia-cusparse); 12's have it.
+        suffix = "" if toolkit.version.major >= 13 else f"-cu{toolkit.version.major}"
+        carriers = dict.fromkeys(
+            f"nvidia-{_HEADER_WHEELS.get(header, 'cuda-runtime')}{suffix}"
+            for header in still_missing
+        )
         raise PreflightError(
             f"CUDA {toolkit.version} at {toolkit.root} lacks {', '.join(still_missing)}, which "
             "torch's extension headers include, and no nvidia-* wheel beside torch ships them",
             hint="install the toolkit's development libraries (e.g. conda install -c nvidia "
-            f"cuda-libraries-dev={toolkit.version}, or the full toolkit from NVIDIA), or pip "
-            f"install the matching nvidia-*-cu{toolkit.version.major} wheels",
+            f"cuda-libraries-dev={toolkit.version}, or the full toolkit from NVIDIA), or beside "
+            "torch the wheels that carry them, at the versions torch requires: "
+            + " ".join(carriers),
         )
     return tuple(dirs)
 
