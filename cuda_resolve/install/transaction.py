@@ -43,10 +43,11 @@ from .pip import (
 )
 from .pipoptions import options_for_torch_step
 from .stash import Stash, default_journal_dir, default_lock_dir, target_lock
-from .uv import UvFailed, installer_of
+from .uv import UvFailed, changes_target, installer_of
 
 if TYPE_CHECKING:  # a plan without builds (a sync, a plain install) loads none of the build layer
     from ..build.builder import BuildResult
+    from ..detect._run import Background
     from ..wheelhouse.key import WheelKey
     from ..wheelhouse.store import Wheelhouse
     from .uv import LocalStep, UvInstaller
@@ -231,9 +232,8 @@ def _local_step(
     wheels: Mapping[str, Path],
     hashes: Mapping[str, str],
 ) -> LocalStep | None:
-    """``step``'s local files when uv runs it (:func:`.uv.local_requirements`), else None."""
-    if uv is None:
-        return None
+    """``step``'s local files (:func:`.uv.local_requirements`): what uv installs where it runs
+    (``uv`` not None), else None for a step that resolves or names anything else."""
     from .uv import local_requirements
 
     package = {b.key.digest: b.spec.package for b in plan.builds}
@@ -390,6 +390,41 @@ def _verify_imports(python: str, modules: Sequence[str], environ: Mapping[str, s
 
     failure = verify_imports(python, modules, environ, timeout=_CHECK_SECONDS)
     return None if failure is None else str(failure)
+
+
+def _start_import_check(
+    python: str, plan: Plan, environ: Mapping[str, str], phases: Phases, report: Reporter
+) -> Background[str | None]:
+    """:func:`_verify_imports` of ``plan``'s modules, started in a thread (timed as the phase
+    "import check"); its ``result()`` is the verdict."""
+    from ..detect._run import Background
+
+    report.step(f"checking imports: {', '.join(plan.imports)}")
+
+    def check() -> str | None:
+        with phases.timed("import check"):
+            return _verify_imports(python, plan.imports, environ)
+
+    return Background(check)
+
+
+@contextmanager
+def _while_checking(check: Background[str | None] | None) -> Iterator[None]:
+    """While ``check`` runs in its thread: an error waits for it to end (nothing reads the
+    target while it is restored); Ctrl-C, SIGTERM or SIGHUP kill its interpreter now, as they
+    kill a program the main thread waits on (:func:`~cuda_resolve._bounded.kill_all`)."""
+    try:
+        yield
+    except Exception:
+        if check is not None:
+            check.wait(_CHECK_SECONDS)
+        raise
+    except BaseException:
+        if check is not None:
+            from .._bounded import kill_all
+
+            kill_all()
+        raise
 
 
 def _run_smoke(python: str, script: str, environ: Mapping[str, str]) -> tuple[bool, str]:
@@ -670,6 +705,7 @@ def _install_and_check(
     started = time.monotonic()
     ran: list[tuple[str, ...]] = []
     wheel_lines: list[str] = []  # pip's lines naming a wheel file: which file it took
+    changes = any(not r.cache_hit for r in results)  # certainly changes the target
 
     def on_line(line: str) -> None:
         if ".whl" in line and len(wheel_lines) < 1000:
@@ -688,6 +724,7 @@ def _install_and_check(
         inside = {"TMPDIR": scratch, "TEMP": scratch, "TMP": scratch}
         for number, step in enumerate(plan.steps, 1):
             local = _local_step(uv, step, plan, wheels, hashes)
+            changes = changes or (local is not None and changes_target(local, before))
             if uv is not None and local is not None:  # local files, hash-checked: uv links them
                 requirements = uv.requirements_file(local, Path(scratch), number)
                 ran.append(tuple(uv.command(requirements)))
@@ -710,17 +747,23 @@ def _install_and_check(
                     f"pip install ({step.purpose}) failed: {' / '.join(d.strip() for d in detail)}",
                     hint=f"the environment was restored as it was; full log: {log_path}",
                 )
-        after = installed_distributions(python, base)
-    _check_torch_landed(plan, env, options, wheel_lines, log_path, notes)
+    # The import check (a real import of what was installed, in one fresh interpreter) starts
+    # now where the run certainly changed the target, and the rest of the checks run meanwhile.
+    check = options.verify and bool(plan.imports)
+    early = _start_import_check(python, plan, base, phases, report) if check and changes else None
+    with _while_checking(early):
+        with phases.timed("installed list"):
+            after = installed_distributions(python, base)
+        _check_torch_landed(plan, env, options, wheel_lines, log_path, notes)
     changed = _diff(before, after)
     verified: list[str] = []
-    if options.verify and plan.imports:
-        if not changed and all(r.cache_hit for r in results):
+    if check:
+        if early is None and not changed and all(r.cache_hit for r in results):
             notes.append("nothing changed in the environment: import check skipped")
         else:
-            report.step(f"checking imports: {', '.join(plan.imports)}")
-            with phases.timed("import check"):
-                failure = _verify_imports(python, plan.imports, base)
+            running = early or _start_import_check(python, plan, base, phases, report)
+            with _while_checking(running):
+                failure = running.result()
             if failure is not None:
                 raise InstallError(
                     f"installed, but the import check failed: {failure}",

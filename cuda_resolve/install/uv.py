@@ -52,6 +52,7 @@ __all__ = [
     "UvFailed",
     "UvInstaller",
     "cache_dir",
+    "changes_target",
     "find_uv",
     "installer_of",
     "link_mode",
@@ -152,6 +153,32 @@ def local_requirements(step: PipStep, built: Sequence[tuple[str, Path, str]]) ->
     if not lines or not all(_LOCAL_LINE.match(line) for line in lines):
         return None
     return LocalStep(lines=tuple(lines), file=Path(words[4]))
+
+
+#: The wheel file a line names (its URL's last part).
+_WHEEL_URL = re.compile(r"file:///\S*?([^/\s]+\.whl)(?:\s|$)")
+
+
+def changes_target(local: LocalStep, installed: Mapping[str, str]) -> bool:
+    """True when one of ``local``'s wheels is not installed at its version (``installed``: the
+    target's ``{canonical name: version}`` before the step): installing the step certainly
+    changes the target. False when that cannot be told (a name that cannot be read)."""
+    from urllib.parse import unquote
+
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+    from packaging.version import InvalidVersion, Version
+
+    for line in local.lines:
+        found = _WHEEL_URL.search(line)
+        if found is None:
+            return False
+        try:
+            name, version, _, _ = parse_wheel_filename(unquote(found.group(1)))
+            if name not in installed or Version(installed[name]) != version:
+                return True
+        except (InvalidWheelFilename, InvalidVersion):
+            return False
+    return False
 
 
 def cache_dir(environ: Mapping[str, str]) -> Path:
