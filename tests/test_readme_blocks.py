@@ -156,7 +156,9 @@ cuda-resolve sync pylock.toml --name auto    # on each machine""": Run(
         # The lock keeps the canonical index, not the mirror's (docs/mirrors.md).
         after='"$VIRTUAL_ENV/bin/python" -c "import pointnet2_ops, torch" && '
         "cuda-resolve sync pylock.toml --check && "
-        "grep -q '^index = \"https://pypi.org/simple\"$' pylock.toml",
+        "grep -q '^index = \"https://pypi.org/simple\"$' pylock.toml && "
+        # the RTX 4090 node's profile, picked there, holds the same files (the 8.0 wheel runs)
+        "CUDA_RESOLVE_CUDA_ARCH=8.9 cuda-resolve sync pylock.toml --check | grep -q rtx4090",
     ),
 }
 
