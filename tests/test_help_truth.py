@@ -122,3 +122,11 @@ def test_docs_name_only_options_the_commands_take(doc: Path) -> None:
             if flag.startswith("--") and flag != "--" and flag not in options:
                 wrong.append(f"cuda-resolve {' '.join(words[:used])} {flag}")
     assert not wrong, f"{doc.name} names options the commands do not take: {wrong}"
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/install.md"])
+def test_the_docs_state_the_rule_the_commands_use(doc: str) -> None:
+    """README ("Install on a GPU machine") and docs/install.md ("Which environment") say the
+    target rule in the words ``install.target.RULE`` has (markdown's backticks aside)."""
+    text = " ".join((ROOT / doc).read_text(encoding="utf-8").replace("`", "").split())
+    assert RULE in text, f"{doc} does not state the target rule: {RULE}"
