@@ -56,9 +56,13 @@ def _machine(tmp_path: Path, *extensions: ExtensionBinary) -> Environment:
     )
 
 
-def _decide(env: Environment, *requests: str, keep: tuple[str, ...] = ()) -> Plan:
+def _decide(
+    env: Environment, *requests: str, keep: tuple[str, ...] = (), options: Options | None = None
+) -> Plan:
     request = InstallRequest(
-        requirements=requests, resolve=Options(allow_torch_change=True), keep_stale=keep
+        requirements=requests,
+        resolve=options or Options(allow_torch_change=True),
+        keep_stale=keep,
     )
     return decide(
         request, env, default_index(), reporter=NullReporter(), install=True, confirm=None
@@ -78,6 +82,36 @@ def test_a_torch_change_plans_the_curated_extension_again_for_the_new_torch(
     assert carried == [
         f"pointnet2-ops 3.0.0+pt2141cu130.sm90 was built for torch 2.14.1+cu130: planned again for "
         f"torch 2.13.0+{items['torch'].variant}, in the same transaction (undone with it)"
+    ]
+
+
+def test_the_carried_extension_names_the_torch_the_final_plan_installs(tmp_path: Path) -> None:
+    """No GPU here: ``torch==2.15.0`` alone plans PyPI's CPU-only build, the plan with the
+    carried pointnet2_ops (a build with nvcc 13.0) the cu132 one; the note names the latter (the
+    CPU box run of docs/evidence/torch-upgrade-2026-12-04.md said 2.15.0+cpu)."""
+    from cuda_resolve.index.cuda import parse_arch_list
+
+    profile = write_profile(
+        tmp_path / "cpu-box.toml",
+        python=f"{sys.version_info[0]}.{sys.version_info[1]}.7",
+        torch="2.14.1+cu130",
+        toolkit="13.0",
+        gcc="12.2.0",
+        arch_list=["sm_80", "sm_90"],
+    )
+    built = InstalledExtension(name="pointnet2_ops", version="3.0.0+pt2141cu130.sm80")
+    env = dataclasses.replace(load_profile(profile), installed_extensions=(built,))
+    options = Options(allow_torch_change=True, arch_list=parse_arch_list("8.0"))
+    bare = dataclasses.replace(env, installed_extensions=())
+    alone = _decide(bare, "torch==2.15.0", options=options)
+    assert [(i.name, i.variant) for i in alone.items] == [("torch", "cpu")]  # the first pass
+    plan = _decide(env, "torch==2.15.0", options=options)
+    items = {item.name: item for item in plan.items}
+    assert items["torch"].variant == "cu132" and items["pointnet2_ops"].kind == "build"
+    carried = [r for r in plan.reasons if "planned again" in r]
+    assert carried == [
+        "pointnet2-ops 3.0.0+pt2141cu130.sm80 was built for torch 2.14.1+cu130: planned again "
+        "for torch 2.15.0+cu132, in the same transaction (undone with it)"
     ]
 
 

@@ -136,6 +136,9 @@ def carry_extensions(
     carried = [s for s in stale if s.curated]
     if carried:
         plan = replan([s.name for s in carried])
+        # The torch the final plan installs: the first pass, without the extensions, may have
+        # chosen another build (no GPU here: the CPU one, where a CUDA build carries them).
+        new = (replaced_torch(plan, env) or (old, old))[1]
         for s in carried:
             notes.append(
                 f"{_shown(s)} was built for torch {old}: planned again for torch {new}, in the "
