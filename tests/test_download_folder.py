@@ -277,13 +277,14 @@ def test_the_commands_are_the_steps_own_with_the_folder_for_its_index(tmp_path: 
     )
     args = ["--target", "/overlay", "--proxy", "http://proxy:3128", "-cLIMITS", "-U"]
     args += ["--index-url", url, f"{pinned}#sha256={'a' * 64}", "torchvision==0.29.1"]
+    args += ["triton@https://mirror.test/whl/triton-3.5.0-py3-none-any.whl ; python_version>'3'"]
     download, install = pip.commands(args, torch_index_only=True)
     folder = DownloadFolder(tmp_path / "downloads", ["--index-url", url])
     assert download == [
         sys.executable, "-m", "pip", "download", "--disable-pip-version-check",
         "--use-feature=truststore", "--dest", str(folder.incoming), "--proxy",
         "http://proxy:3128", "-cLIMITS", "--index-url", url, f"{pinned}#sha256={'a' * 64}",
-        "torchvision==0.29.1",
+        "torchvision==0.29.1", args[-1],
     ]  # fmt: skip
     local = (folder.files / "torch-2.14.1+cu130-cp311-cp311-linux_x86_64.whl").as_uri()
     assert install == [
@@ -291,6 +292,7 @@ def test_the_commands_are_the_steps_own_with_the_folder_for_its_index(tmp_path: 
         "--use-feature=truststore", "--target", "/overlay", "--proxy", "http://proxy:3128",
         "-cLIMITS", "-U", "--no-index", "--find-links", str(folder.files),
         f"torch @ {local}#sha256={'a' * 64}", "torchvision==0.29.1",
+        f"triton@{(folder.files / 'triton-3.5.0-py3-none-any.whl').as_uri()} ; python_version>'3'",
     ]  # fmt: skip
     # One folder per index, named without its credentials.
     assert folder.index == ("--index-url", "https://mirror.test/whl/cu130/")

@@ -174,17 +174,20 @@ class DownloadFolder:
         ]
 
     def _local(self, requirement: str) -> str:
-        """``name @ https://.../FILE#sha256=H`` as ``name @ file:///.../files/FILE#sha256=H``:
-        the file the download saved, with the hash pip checks; any other requirement as given."""
-        name, at, url = requirement.partition(" @ ")
-        location, hash_mark, fragment = url.strip().partition("#")
-        if not at or not location.lower().startswith(("http://", "https://")):
+        """``name @ https://.../FILE#sha256=H`` (any PEP 508 spelling) as ``name @
+        file:///.../files/FILE#sha256=H``: the file the download saved, with the hash pip checks;
+        any other requirement as given."""
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        try:
+            url = Requirement(requirement).url
+        except InvalidRequirement:
             return requirement
+        location = (url or "").partition("#")[0]
         file = _file_name(location)
-        if file is None:
+        if not location.lower().startswith(("http://", "https://")) or file is None:
             return requirement
-        local = (self.files / file).absolute().as_uri()
-        return f"{name} @ {local}{hash_mark}{fragment}"
+        return requirement.replace(location, (self.files / file).absolute().as_uri(), 1)
 
     # -- filling it -----------------------------------------------------------------------
 
