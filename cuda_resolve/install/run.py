@@ -436,7 +436,8 @@ def build_only(
     ``check_source_names``: refuse a ``--source`` the plan would not read (:func:`check_sources`;
     off where the folders come from standing settings, as conda's, not from this command)."""
     from ..build.builder import build
-    from .pip import TargetPip, pip_facts_and_distributions, trust_options
+    from .downloads import DownloadingPip, downloads_root
+    from .pip import pip_facts_and_distributions, trust_options
     from .prepare import complete_plan, options_for_torch_step
 
     report = reporter or NullReporter()
@@ -473,7 +474,14 @@ def build_only(
     trust, trust_note = trust_options(facts)
     if trust_note:
         report.note(trust_note)
-    pip = TargetPip(python, environ=base, trust=trust, log_path=new_log_path("build-overlay"))
+    # The overlay's torch goes through the download folder, as in an install (issue 28).
+    pip = DownloadingPip(
+        python,
+        environ=base,
+        trust=trust,
+        log_path=new_log_path("build-overlay"),
+        downloads=downloads_root(),
+    )
     results = [
         build(
             b.spec,
