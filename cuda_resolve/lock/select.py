@@ -88,9 +88,37 @@ def choose_profile(lock: ReadLock, env: Environment, facts: CudaFactsSource, nam
     what = "no profile" if not fitting else f"{len(fitting)} profiles ({', '.join(fitting)})"
     raise LockError(
         f"{what} of {lock.origin} fit this machine: " + " | ".join(lines),
-        hint="pick one with --name NAME, or lock a profile of this machine (cuda-resolve detect "
-        "--save-profile)",
+        hint=_way_out(lock, env, fitting),
     )
+
+
+def _way_out(lock: ReadLock, env: Environment, fitting: list[str]) -> str:
+    """One line to paste: sync one of the profiles that fit, or, where none does, lock this
+    machine's profile into the lock (its requests, index and served wheelhouse) and sync that."""
+    import re
+    import shlex
+
+    target = ["--python", env.python.executable] if env.python.executable else []
+    if fitting:
+        first = shlex.join(["cuda-resolve", "sync", lock.origin, "--name", fitting[0], *target])
+        return f"pick one: {first} (or --name {' or --name '.join(fitting[1:])})"
+    options = []
+    if lock.index_url and lock.index_url.rstrip("/") != "https://pypi.org/simple":
+        options += ["--index-url", lock.index_url]
+    # A source build locked at --wheelhouse-url: its URL is that folder's wheels/NAME/DIGEST/FILE.
+    served = (
+        re.match(r"(https?://.+)/wheels/[^/]+/[0-9a-f]{16}/[^/]+$", wheel.url or "")
+        for package in lock.pylock.packages
+        for wheel in package.wheels or ()
+    )
+    house = next((found.group(1) for found in served if found), None)
+    if house is not None:
+        options += ["--wheelhouse-url", house]
+    detect = shlex.join(["cuda-resolve", "detect", "--save-profile", "this-machine.toml", *target])
+    profile = ["--profile", "this-machine.toml", "--update", "-o", lock.origin, *options]
+    relock = shlex.join(["cuda-resolve", "lock", *lock.requests, *profile])
+    sync = shlex.join(["cuda-resolve", "sync", lock.origin, "--name", "this-machine", *target])
+    return f"lock this machine's profile into it, then sync that: {detect} && {relock} && {sync}"
 
 
 def wanted_files(lock: ReadLock, profile: str, env: Environment) -> list[Wanted]:
