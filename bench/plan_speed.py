@@ -74,9 +74,9 @@ def _summary(walls: list[float], cpus: list[float]) -> dict[str, Any]:
 
 def _standin_venv(folder: Path) -> Path:
     sys.path.insert(0, str(ROOT / "tests"))
-    from _torch_env import standin_torch_venv
+    from _torch_env import standin_torch_venv  # type: ignore[import-not-found]
 
-    return standin_torch_venv(folder)
+    return Path(standin_torch_venv(folder))
 
 
 def _gpu_names(python: str, environ: dict[str, str]) -> list[str]:
