@@ -202,14 +202,27 @@ def test_what_a_killed_run_left_half_written_is_never_used(tmp_path: Path, index
     assert not folder.incoming.exists() and _imports_torch(pip)
 
 
-_KILLED = """
+_INSTALL = """
 import os, sys
 from pathlib import Path
 from cuda_resolve.install.downloads import DownloadingPip
 python, log, root, url = sys.argv[1:]
-pip = DownloadingPip(python, environ=dict(os.environ), log_path=Path(log), downloads=Path(root))
-pip.install(["torch==2.14.1", "--index-url", url], torch_index_only=True)
+pip = DownloadingPip(python, environ=dict(os.environ), log_path=Path(log), downloads=Path(root),
+                     on_note=lambda text: print(text, flush=True))
+status, tail = pip.install(["torch==2.14.1", "--index-url", url], torch_index_only=True)
+sys.exit(status)
 """
+
+
+def _start(tmp_path: Path, python: Path, index: _Index) -> subprocess.Popen[str]:
+    """Another process's install of torch through the folder (its notes on its stdout)."""
+    arguments = [str(python), str(python.parent.parent) + ".log", str(tmp_path / "downloads")]
+    return subprocess.Popen(
+        [sys.executable, "-c", _INSTALL, *arguments, index.url],
+        env=_environ(tmp_path),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_a_download_killed_midway_leaves_nothing_used_and_the_next_run_completes(
@@ -217,15 +230,12 @@ def test_a_download_killed_midway_leaves_nothing_used_and_the_next_run_completes
 ) -> None:
     python = copy_venv(tmp_path / "target")
     index.stall.set()
-    arguments = [str(python), str(tmp_path / "killed.log"), str(tmp_path / "downloads")]
-    killed = subprocess.Popen(
-        [sys.executable, "-c", _KILLED, *arguments, index.url], env=_environ(tmp_path)
-    )
+    killed = _start(tmp_path, python, index)
     try:
         assert index.stalled.wait(120), "the download never started"
     finally:
         killed.send_signal(signal.SIGKILL)
-        killed.wait(30)
+        killed.communicate(timeout=30)
     index.stall.clear()
     index.release.set()
     folder = _folder(tmp_path, index)
@@ -244,22 +254,19 @@ def test_a_download_killed_midway_leaves_nothing_used_and_the_next_run_completes
 
 
 def test_two_first_installs_at_once_fetch_each_file_once(tmp_path: Path, index: _Index) -> None:
-    notes: list[str] = []
-    pips = [_pip(tmp_path, "one", notes), _pip(tmp_path, "two", notes)]
+    pythons = [copy_venv(tmp_path / "one"), copy_venv(tmp_path / "two")]
     index.delay = 1.0  # the first holds the folder while the second arrives
-    results: list[tuple[int, list[str]]] = []
-    threads = [
-        threading.Thread(target=lambda p=pip: results.append(_install(p, index))) for pip in pips
-    ]
-    for thread in threads:
-        thread.start()
-        time.sleep(0.3)
-    for thread in threads:
-        thread.join(180)
-    assert [status for status, _ in results] == [0, 0], results
+    runs = []
+    for python in pythons:
+        runs.append(_start(tmp_path, python, index))
+        time.sleep(0.5)
+    said = [run.communicate(timeout=300)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], said
     assert index.sent == Counter({TORCH: 1, CUDA: 1})
-    assert any("waiting for another run that is downloading into" in note for note in notes)
-    assert all(_imports_torch(pip) for pip in pips)
+    assert any("waiting for another run that is downloading into" in text for text in said)
+    for python in pythons:
+        done = subprocess.run([python, "-c", "import torch, nvidia_standin_cu13"], check=False)
+        assert done.returncode == 0
 
 
 def test_the_commands_are_the_steps_own_with_the_folder_for_its_index(tmp_path: Path) -> None:
