@@ -190,6 +190,8 @@ def test_another_torch_whose_symbols_resolve_is_a_warning(sites: Sites) -> None:
     ext = _scan(sites, sites.old_torch)
     (warning,) = check_extension_symbols(_env(ext, "2.15.0+cpu"), make_index())
     assert warning.status == "warn" and "built for torch 2.14.1" in warning.found
+    # the one command that rebuilds every such extension (issue 27), as for the error
+    assert warning.fix is not None and "(`cuda-pip install --repair`)" in warning.fix
     assert check_extension_symbols(_env(ext, "2.14.1+cpu"), make_index()) == []
     assert check_extension_symbols(_env(ext, "2.14.1"), make_index()) == []
     assert (

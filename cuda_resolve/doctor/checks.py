@@ -746,7 +746,6 @@ def check_extension_symbols(env: Environment, index: CudaFactsSource) -> list[Fi
         label = _label_torch(ext.distribution)
         built_for = f"torch {_label_version(label)} (its version label {label})" if label else None
         other_torch = label is not None and not _same_torch(label, torch.version)
-        package = _package(ext)
         if ext.missing_symbols:
             shown = (
                 ext.demangled
@@ -790,8 +789,8 @@ def check_extension_symbols(env: Environment, index: CudaFactsSource) -> list[Fi
                     found=f"{_named(ext)} was built for {built_for}, the installed torch is "
                     f"{torch.version}; every torch symbol it needs is defined, so it loads, "
                     "but torch's ABI is not stable across releases",
-                    fix=f"rebuild it against torch {torch.version} (`cuda-pip install --rebuild "
-                    f"{package or 'NAME'}`) before relying on it"
+                    fix=f"rebuild it against torch {torch.version} (`{_repair_command(env)}`) "
+                    "before relying on it"
                     if blocked is None
                     else blocked,
                 )
