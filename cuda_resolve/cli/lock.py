@@ -340,6 +340,12 @@ def _check(args: argparse.Namespace, request: Any, config: Any) -> int:
         stale.append(
             f"requests: the lock has {' '.join(lock.requests)}, asked {' '.join(request.requests)}"
         )
+    from ..redaction import url_without_userinfo
+
+    # A given --index-url is compared (an option taken is honoured); without one, any index.
+    asked = url_without_userinfo(request.index_url).rstrip("/")
+    if args.index_url and lock.index_url and lock.index_url.rstrip("/") != asked:
+        stale.append(f"index: the lock's closure came from {lock.index_url}, asked {asked}")
     names = {p.name for p in request.profiles}
     for missing in sorted(set(lock.profiles) - names):
         stale.append(f"profile {missing}: in the lock, not given")
