@@ -1,5 +1,6 @@
-"""``lock --check`` with another ``--index-url`` than the lock's is not "current" (issue 29:
-every option a command takes is honoured): the closure of every profile came from that index."""
+"""``lock --check`` honours the options it takes (issue 29): another ``--index-url`` than the
+lock's is not "current" (every profile's closure came from the index); with ``--update`` the
+profiles given are checked, not the others."""
 
 from __future__ import annotations
 
@@ -23,3 +24,17 @@ def test_check_reports_another_index(
     said = capsys.readouterr().out
     assert "stale: index: the lock's closure came from" in said
     assert "asked https://pypi.lab.example/simple" in said, said
+
+
+def test_check_with_update_checks_the_profiles_given(
+    configured: dict[str, Path | str],
+    locked: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``lock REQ --profile a100.toml --update --check`` (the relock's own arguments) checks that
+    profile; the lock's other profiles were not given, as with --update they need not be."""
+    capsys.readouterr()
+    assert _lock(configured, locked, "a100.toml", extra=("--check",)) == 1
+    assert "profile cpu: in the lock, not given" in capsys.readouterr().out
+    assert _lock(configured, locked, "a100.toml", extra=("--check", "--update")) == 0
+    assert "is current" in capsys.readouterr().out

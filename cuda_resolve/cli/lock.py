@@ -347,7 +347,8 @@ def _check(args: argparse.Namespace, request: Any, config: Any) -> int:
     if args.index_url and lock.index_url and lock.index_url.rstrip("/") != asked:
         stale.append(f"index: the lock's closure came from {lock.index_url}, asked {asked}")
     names = {p.name for p in request.profiles}
-    for missing in sorted(set(lock.profiles) - names):
+    # With --update only the profiles given are relocked: the others are not checked either.
+    for missing in sorted(set(lock.profiles) - names) if not args.update else ():
         stale.append(f"profile {missing}: in the lock, not given")
     for profile in request.profiles:
         record = lock.profiles.get(profile.name)
