@@ -435,3 +435,18 @@ def test_the_torch_landed_check_names_the_file_taken_from_the_folder(
     assert "(a CPU build)" in error, error
     taken = Path(env["CUDA_RESOLVE_CACHE_DIR"]) / "downloads"
     assert f"{taken}/" in error and "/files/torch-2.6.0+cu126-py3-none-any.whl" in error, error
+
+
+def test_the_folder_is_under_the_first_cache_folder_where_it_can_be_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cuda_resolve import paths
+
+    shared, own = tmp_path / "shared", tmp_path / "own"
+    monkeypatch.setattr(paths, "own_cache_roots", lambda: (shared, own))
+    assert downloads.downloads_root() == shared / "downloads"
+    # Another user's downloads folder in a lab's shared cache (theirs only): the user's own.
+    monkeypatch.setattr(paths, "writable", lambda folder: folder != shared / "downloads")
+    assert downloads.downloads_root() == own / "downloads"
+    monkeypatch.setattr(paths, "writable", lambda folder: False)
+    assert downloads.downloads_root() is None

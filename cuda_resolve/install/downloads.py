@@ -74,12 +74,13 @@ _CHUNK = 1024 * 1024
 
 
 def downloads_root() -> Path | None:
-    """``downloads/`` under the first cache folder this process can write; None where none is
-    writable (the installs then ask the index themselves)."""
-    from ..paths import writable_cache_root
+    """``downloads/`` under the first cache folder where this process can write it (a lab's
+    shared cache folder may hold another user's, which is theirs only); None where there is none
+    (the installs then ask the index themselves)."""
+    from ..paths import own_cache_roots, writable
 
-    root = writable_cache_root()
-    return None if root is None else root / "downloads"
+    found = (root / "downloads" for root in own_cache_roots())
+    return next((folder for folder in found if writable(folder)), None)
 
 
 def _private_folder(path: Path) -> None:
