@@ -152,6 +152,21 @@ CASES = {
         before=_plan_file,
         follow_says=("target: {python} ",),
     ),
+    # A kernel spec holds the variables: options for printed lines are refused, not ignored.
+    "env --jupyter --slurm": Case(
+        ("env", "--jupyter", "lab", "--python", "{python}", "--slurm"),
+        H200,
+        hint_says=("drop --slurm",),
+        reaches="success",
+        follow_says=("wrote kernel spec lab",),
+    ),
+    "env --jupyter --shell fish": Case(
+        ("env", "--jupyter", "lab", "--shell", "fish", "--python", "{python}"),
+        H200,
+        hint_says=("drop --shell",),
+        reaches="success",
+        follow_says=("wrote kernel spec lab",),
+    ),
     "apply PLAN --ptx": Case(
         ("apply", "{root}/plan.json", "--python", "{python}", "--ptx"),
         H200,
@@ -196,6 +211,7 @@ def _environ(machine: dict[str, str], bench: Bench) -> dict[str, str]:
         PATH=f"{BIN}:{bench.toolkit / 'bin'}:/usr/bin:/bin",
         COLUMNS="200",
         CUDA_RESOLVE_WHEELHOUSE=str(bench.root / "wheelhouse"),
+        JUPYTER_DATA_DIR=str(bench.root / "jupyter"),  # kernel specs: never the user's folder
     )
     return environ
 

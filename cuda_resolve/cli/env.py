@@ -113,6 +113,15 @@ def handle(args: argparse.Namespace) -> int:
             "combined with it",
             hint="drop --shell (sbatch scripts run under bash)",
         )
+    if args.jupyter is not None and not args.json:
+        # A kernel spec holds the variables itself: nothing is printed for a shell.
+        given = "--slurm" if args.slurm else f"--shell {args.shell}" if args.shell else None
+        if given is not None:
+            raise UsageError(
+                f"--jupyter writes a kernel spec and prints no shell lines; {given} cannot be "
+                "combined with it",
+                hint=f"drop {given.split()[0]} (the kernel spec holds the variables itself)",
+            )
     name = validate_kernel_name(args.jupyter) if args.jupyter is not None else None
     env, choice = detect_target(args.python)
     python = env.python.executable or choice.python
