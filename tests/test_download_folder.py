@@ -450,3 +450,26 @@ def test_the_folder_is_under_the_first_cache_folder_where_it_can_be_written(
     assert downloads.downloads_root() == own / "downloads"
     monkeypatch.setattr(paths, "writable", lambda folder: False)
     assert downloads.downloads_root() is None
+
+
+def test_a_wait_for_the_folder_is_said_once_moves_the_status_line_and_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from filelock import FileLock
+
+    folder = DownloadFolder(tmp_path / "downloads", ["--index-url", "https://x.test/simple"])
+    folder._make()
+    other = FileLock(str(folder.lock_path))  # another run downloading into the folder
+    other.acquire()
+    monkeypatch.setattr(downloads, "_TICK_SECONDS", 0.05)
+    monkeypatch.setattr(downloads, "LOCK_WAIT_SECONDS", 0.5)
+    notes: list[str] = []
+    ticks: list[float] = []
+    with pytest.raises(InstallError, match="another run has been downloading into"):
+        with folder._locked(notes.append, lambda: ticks.append(time.monotonic())):
+            pass
+    assert notes == [f"waiting for another run that is downloading into {folder.path}"]
+    assert len(ticks) >= 2  # each 0.05 s while it waited (0.5 s)
+    other.release()
+    with folder._locked(notes.append, lambda: ticks.append(time.monotonic())):
+        assert len(notes) == 1  # free: taken at once, nothing said

@@ -71,6 +71,8 @@ LOCK_WAIT_SECONDS = 3600.0
 #: pip's line for a file it fetches: "Downloading URL (SIZE)".
 _DOWNLOADING = re.compile(r"^Downloading (\S+)")
 _CHUNK = 1024 * 1024
+#: While waiting for the lock, the caller's status line moves this often.
+_TICK_SECONDS = 5.0
 
 
 def downloads_root() -> Path | None:
@@ -207,7 +209,7 @@ class DownloadFolder:
         changed, and where the folder cannot be written."""
         try:
             self._make()
-            with self._locked(note):
+            with self._locked(note, lambda: on_line("")):
                 self._check_files()
                 self._empty_incoming()
                 for entry in os.scandir(self.files):
@@ -254,7 +256,11 @@ class DownloadFolder:
             write_atomic(about, " ".join(self.index) + "\n", private=True)
 
     @contextlib.contextmanager
-    def _locked(self, note: Callable[[str], None]) -> Iterator[None]:
+    def _locked(self, note: Callable[[str], None], tick: Callable[[], None]) -> Iterator[None]:
+        """Hold the folder's lock; a wait is said once (``note``) and ticks the caller's status
+        line every few seconds (``tick``: no silent minute)."""
+        import time
+
         from filelock import FileLock, Timeout
 
         lock = FileLock(str(self.lock_path), mode=0o600)
@@ -262,14 +268,19 @@ class DownloadFolder:
             lock.acquire(timeout=0)
         except Timeout:
             note(f"waiting for another run that is downloading into {self.path}")
-            try:
-                lock.acquire(timeout=LOCK_WAIT_SECONDS)
-            except Timeout:
-                raise InstallError(
-                    f"another run has been downloading into {self.path} for "
-                    f"{LOCK_WAIT_SECONDS:.0f} s; nothing was installed",
-                    hint="wait for it to finish (or end it), then run the command again",
-                ) from None
+            until = time.monotonic() + LOCK_WAIT_SECONDS
+            while True:
+                try:
+                    lock.acquire(timeout=max(0.0, min(_TICK_SECONDS, until - time.monotonic())))
+                    break
+                except Timeout:
+                    if time.monotonic() >= until:
+                        raise InstallError(
+                            f"another run has been downloading into {self.path} for "
+                            f"{LOCK_WAIT_SECONDS:.0f} s; nothing was installed",
+                            hint="wait for it to finish (or end it), then run the command again",
+                        ) from None
+                    tick()
         try:
             yield
         finally:
