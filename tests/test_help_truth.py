@@ -13,6 +13,7 @@ import functools
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -130,3 +131,24 @@ def test_the_docs_state_the_rule_the_commands_use(doc: str) -> None:
     target rule in the words ``install.target.RULE`` has (markdown's backticks aside)."""
     text = " ".join((ROOT / doc).read_text(encoding="utf-8").replace("`", "").split())
     assert RULE in text, f"{doc} does not state the target rule: {RULE}"
+
+
+def test_build_status_refuses_the_options_of_a_build(tmp_path: Path) -> None:
+    """``build --status JOBID`` reports on a submitted run: an option that decides a build beside
+    it (--profile, --arch-list, ...) was taken and ignored; it is refused, and the hint's command
+    gets past that refusal (here to "no run of that job id is recorded")."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_RESOLVE_SLURM")}
+    environ["CUDA_RESOLVE_CACHE_DIR"] = str(tmp_path)
+    cli = str(Path(sys.executable).parent / "cuda-resolve")
+
+    def run(*words: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [cli, *words], env=environ, capture_output=True, text=True, timeout=60, check=False
+        )
+
+    refused = run("build", "--status", "4242", "--profile", "a100.toml", "--arch-list", "8.0")
+    assert refused.returncode == 2 and "--arch-list --profile beside it" in refused.stderr
+    hint = refused.stderr.split("hint: ", 1)[1].strip()
+    assert hint == "cuda-resolve build --status 4242", hint
+    followed = run(*shlex.split(hint)[1:])
+    assert "beside it" not in followed.stderr and "no build run of that job id" in followed.stderr

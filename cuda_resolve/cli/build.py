@@ -108,11 +108,21 @@ def register(subparsers: Any) -> None:
 def handle(args: argparse.Namespace) -> int:
     profiles: list[Path] = list(args.profile or [])
     if args.status is not None:
-        if args.requests or args.slurm:
+        # Every other option decides a build; a report on a submitted one takes none of them.
+        parser: argparse.ArgumentParser = args.build_parser
+        others = [
+            action.option_strings[-1]
+            for action in parser._actions
+            if action.option_strings
+            and action.dest not in ("status", "json", "help")
+            and getattr(args, action.dest, None) not in (action.default, None)
+        ]
+        if args.requests or others:
             raise UsageError(
                 "--status JOBID reports on a submitted job: name no requirements and no "
-                "--slurm beside it",
-                hint=f"cuda-resolve build --status {args.status}",
+                f"{' '.join(others) or 'other option'} beside it",
+                hint=f"cuda-resolve build --status {args.status}"
+                + (" --json" if args.json else ""),
             )
         return _status(args)
     if not args.requests:
