@@ -59,7 +59,7 @@ import shutil
 import socket
 import stat
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -321,24 +321,38 @@ def target_lock(
     timeout: float,
     environ: Mapping[str, str] | None = None,
     prefix: str | None = None,
+    on_wait: Callable[[str], None] | None = None,
 ) -> Iterator[str]:
     """Hold the lock of ``python``'s environment (one cuda-pip install at a time); yields its
     resolved prefix (``prefix``: already known, else asked of ``python``). Waiting more than
-    ``timeout`` seconds is an :class:`InstallError`."""
+    ``timeout`` seconds is an :class:`InstallError`. ``on_wait`` is called once, with who took
+    the lock (``pid N on HOST at TIME for PYTHON``, or ``""``), when another holder makes this
+    call wait, so the caller can say so rather than sit silent."""
     prefix = prefix or target_prefix(python, environ)
     path = lock_dir / f"target-{hashlib.sha256(prefix.encode()).hexdigest()[:16]}.lock"
     owner = path.with_suffix(".owner")
+
+    def holder() -> str:
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            return read_text(owner, limit=4096).strip()
+        return ""
+
     try:
         lock_dir.mkdir(parents=True, exist_ok=True)
         lock = filelock.FileLock(str(path))
-        lock.acquire(timeout=timeout)
+        if on_wait is None:
+            lock.acquire(timeout=timeout)
+        else:
+            try:
+                lock.acquire(timeout=0)
+            except filelock.Timeout:
+                on_wait(holder())
+                lock.acquire(timeout=timeout)
     except filelock.Timeout:
-        holder = ""
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            holder = read_text(owner, limit=4096).strip()
+        taken_by = holder()
         raise InstallError(
             f"{prefix} (the environment of {python}) is locked: {path} was still held after "
-            f"{timeout:g} s" + (f" (taken by {holder})" if holder else ""),
+            f"{timeout:g} s" + (f" (taken by {taken_by})" if taken_by else ""),
             hint="another cuda-pip is installing into this environment: wait for it to finish and "
             "retry (the lock is released when that process ends)",
         ) from None
