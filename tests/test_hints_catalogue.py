@@ -117,6 +117,15 @@ CASES = {
         before=_plan_file,
         follow_says=("target: {python} ",),
     ),
+    # cuda-pip install --plan is apply: the same options are refused, not ignored.
+    "cuda-pip install --plan PLAN --arch-list": Case(
+        ("install", "--plan", "{root}/plan.json", "--python", "{python}", "--arch-list", "9.0"),
+        H200,
+        hint_says=("cuda-resolve plan torch --arch-list 9.0",),
+        reaches="success",
+        before=_plan_file,
+        follow_says=("target: {python} ",),
+    ),
     "apply PLAN --plan OTHER": Case(
         ("apply", "{root}/plan.json", "--python", "{python}", "--plan", "{root}/other.json"),
         H200,

@@ -51,12 +51,10 @@ def register(subparsers: Any) -> None:
 
 def _given(args: argparse.Namespace) -> list[str]:
     """The deciding options on the command line, as words that can be given to `plan`."""
-    parser: argparse.ArgumentParser = args.apply_parser
     words: list[str] = []
-    for action in parser._actions:
-        option = next((o for o in action.option_strings if o in DECIDING), None)
-        value = getattr(args, action.dest, None)
-        if option is None or value == action.default or value in (None, False, []):
+    for option in DECIDING:
+        value = getattr(args, option[2:].replace("-", "_"), None)
+        if value in (None, False, []):
             continue
         if value is True:
             words.append(option)
@@ -66,9 +64,9 @@ def _given(args: argparse.Namespace) -> list[str]:
     return words
 
 
-def _refuse_deciding(args: argparse.Namespace) -> None:
-    """A plan is carried out exactly: an option that would change it is refused (exit 2), with
-    the command that makes a plan with it."""
+def refuse_deciding(args: argparse.Namespace, plan_file: Path) -> None:
+    """A plan is carried out exactly (``apply PLAN``, ``install --plan PLAN``): an option that
+    would change it is refused (exit 2), with the command that makes a plan with it."""
     words = _given(args)
     if not words:
         return
@@ -77,25 +75,25 @@ def _refuse_deciding(args: argparse.Namespace) -> None:
 
     options = [word for word in words if word.startswith("--")]
     try:
-        plan = read_plan_file(args.plan_file)
+        plan = read_plan_file(plan_file)
         wanted = [item.name for item in plan.items if item.kind != "installed"]
         names = " ".join(wanted or [item.name for item in plan.items]) or "REQ..."
     except CudaResolveError:  # an unreadable plan: the refusal still names the option
         names = "REQ..."
-    plan_file = shlex.quote(str(args.plan_file))
+    quoted = shlex.quote(str(plan_file))
     target = ["--python", shlex.quote(str(args.python))] if args.python else []
     words += target  # the same target: the plan is decided for its torch, and applied there
     if "--repair" in options:
         hint = "cuda-resolve install --repair"
     elif set(options) <= set(PLAN_TAKES):  # a new plan with them, then apply that
         hint = (
-            f"cuda-resolve plan {names} {' '.join(words)} --json > {plan_file} && "
-            f"cuda-resolve apply {' '.join([plan_file, *target])}"
+            f"cuda-resolve plan {names} {' '.join(words)} --json > {quoted} && "
+            f"cuda-resolve apply {' '.join([quoted, *target])}"
         )
     else:  # decided while installing (plan has no --rebuild, --ptx)
         hint = f"cuda-resolve install {names} {' '.join(words)}"
     raise UsageError(
-        f"apply carries out {args.plan_file} exactly as written: "
+        f"apply carries out {plan_file} exactly as written: "
         f"{', '.join(dict.fromkeys(options))} would change the plan, so it is not taken",
         hint=hint,
     )
@@ -104,7 +102,7 @@ def _refuse_deciding(args: argparse.Namespace) -> None:
 def handle(args: argparse.Namespace) -> int:
     from .install import run_action
 
-    _refuse_deciding(args)
+    refuse_deciding(args, args.plan_file)
     if args.plan is not None and args.plan != args.plan_file:
         from ..errors import UsageError
 

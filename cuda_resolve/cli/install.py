@@ -193,7 +193,9 @@ def _request(
                 hint="drop the requirements, or drop --plan and let cuda-pip decide",
             )
         from ..install.apply import read_plan_file
+        from .apply import refuse_deciding
 
+        refuse_deciding(args, plan_file)  # as apply does: the plan is carried out exactly
         plan = read_plan_file(plan_file)
     return InstallRequest(
         requirements=tuple(requests),
