@@ -33,15 +33,31 @@ def _said(ran: Ran) -> str:
     ).splitlines()[-1]
 
 
+#: What sbatch says when this machine is no Slurm client (no slurm.conf, no configless DNS
+#: record) or its controller cannot be reached: no --sbatch-arg value is at fault then.
+_NO_CONTROLLER = (
+    "Could not establish a configuration source",
+    "Unable to contact slurm controller",
+    "resolve_ctls_from_dns_srv",
+    "fetch_config",
+)
+
+
 def submit(script: Path, sbatch_args: Sequence[str], environ: Mapping[str, str]) -> str:
     """Submit ``script`` (its ``#SBATCH`` lines, then ``sbatch_args``, which win); the job id."""
     ran = _run(["sbatch", "--parsable", *sbatch_args, str(script)], environ)
     job_id = ran.stdout.strip().split(";", 1)[0] if ran.ok else ""
     if not _JOB_ID.match(job_id):
-        raise BuildError(
-            f"sbatch refused the build job: {_said(ran)}",
-            hint="check the --sbatch-arg values (partition, account, time) against `sinfo`",
-        )
+        said = f"{ran.stdout}\n{ran.stderr}"
+        if any(marker in said for marker in _NO_CONTROLLER):
+            hint = (
+                "sbatch reaches no Slurm controller from here (no Slurm configuration on this "
+                "machine, or slurmctld is down): run the command on the cluster's login node, "
+                "where `sinfo` answers, or build here without --slurm"
+            )
+        else:
+            hint = "check the --sbatch-arg values (partition, account, time) against `sinfo`"
+        raise BuildError(f"sbatch refused the build job: {_said(ran)}", hint=hint)
     return job_id
 
 
