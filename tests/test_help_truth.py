@@ -152,3 +152,14 @@ def test_build_status_refuses_the_options_of_a_build(tmp_path: Path) -> None:
     assert hint == "cuda-resolve build --status 4242", hint
     followed = run(*shlex.split(hint)[1:])
     assert "beside it" not in followed.stderr and "no build run of that job id" in followed.stderr
+
+
+def test_mirror_test_with_a_preset_refuses_python_before_any_network() -> None:
+    """``mirror test PRESET --python PATH`` tested the preset and ignored --python: refused (exit
+    2) before anything is fetched (the catalogue follows the same refusal of ``mirror show``)."""
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "cuda-resolve"), "mirror", "test", "tuna", "--python",
+         sys.executable],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and "hint: drop --python" in done.stderr, done.stderr

@@ -161,6 +161,14 @@ CASES = {
         before=_plan_file,
         follow_says=("target: {python} ",),
     ),
+    # A preset is the same for every environment: --python beside it is refused, not ignored.
+    "mirror show PRESET --python": Case(
+        ("mirror", "show", "tuna", "--python", "{python}"),
+        NO_GPU,
+        hint_says=("drop --python",),
+        reaches="success",
+        follow_says=("pypi.tuna.tsinghua.edu.cn",),
+    ),
     # A kernel spec holds the variables: options for printed lines are refused, not ignored.
     "env --jupyter --slurm": Case(
         ("env", "--jupyter", "lab", "--python", "{python}", "--slurm"),

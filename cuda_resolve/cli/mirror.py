@@ -181,6 +181,7 @@ def handle_show(args: argparse.Namespace) -> int:
     from ..mirrors.targets import interpreter_prefix
 
     if args.preset is not None:
+        _refuse_python_with_preset(args, "show")
         preset = get_preset(args.preset)
         data = preset_to_dict(preset)
         if args.json:
@@ -348,6 +349,17 @@ def handle_set(args: argparse.Namespace) -> int:
 # -- test -------------------------------------------------------------------------------
 
 
+def _refuse_python_with_preset(args: argparse.Namespace, command: str) -> None:
+    """--python names the environment whose files the active configuration is read from; a
+    preset's layout is the same for every environment: taken and ignored, it is refused."""
+    if args.python:
+        raise UsageError(
+            f"mirror {command} {args.preset}: --python reads an environment's pip settings for "
+            "the active configuration; a preset does not depend on one",
+            hint="drop --python (or drop the preset to " + command + " the active configuration)",
+        )
+
+
 def _pip_indexes_of_target(python: str | None) -> PipIndexes:
     """What the target's pip uses (``--python``, else the active environment, as every command
     chooses); with no interpreter to ask, only the PIP_* variables count (a note says so)."""
@@ -379,6 +391,7 @@ def handle_test(args: argparse.Namespace) -> int:
     config = load_config()
     indexes: PipIndexes | None = None
     if args.preset is not None:
+        _refuse_python_with_preset(args, "test")
         source = f"preset {args.preset}"
         targets = targets_from_preset(get_preset(args.preset), variant=args.variant)
     else:
