@@ -169,6 +169,14 @@ CASES = {
         reaches="success",
         follow_says=("pypi.tuna.tsinghua.edu.cn",),
     ),
+    # URLs go with the preset 'custom': the hint is the same command with it, URLs kept.
+    "mirror set PRESET --pypi URL": Case(
+        ("mirror", "set", "tuna", "--pypi", "https://pypi.lab.example/simple/", "--dry-run"),
+        NO_GPU,
+        hint_says=("cuda-resolve mirror set custom --pypi https://pypi.lab.example/simple/",),
+        reaches="success",
+        follow_says=("https://pypi.lab.example/simple/", "dry run: nothing written"),
+    ),
     # A kernel spec holds the variables: options for printed lines are refused, not ignored.
     "env --jupyter --slurm": Case(
         ("env", "--jupyter", "lab", "--python", "{python}", "--slurm"),

@@ -276,10 +276,21 @@ def _preset_from_args(args: argparse.Namespace) -> Any:
             conda=args.conda,
         )
     if given:
+        import shlex
+
         options = ", ".join("--" + name.replace("_", "-") for name in given)
+        # The same command with the preset 'custom': the URLs and every other option as given.
+        words = [w for name in given for w in ("--" + name.replace("_", "-"), getattr(args, name))]
+        if args.pytorch_layout != "simple":  # the default
+            words += ["--pytorch-layout", args.pytorch_layout]
+        if args.scope != "user":
+            words += ["--scope", args.scope]
+        words += [w for name in ("python", "prefix") if getattr(args, name) for w in (
+            f"--{name}", str(getattr(args, name)))]  # fmt: skip
+        words += ["--dry-run"] if args.dry_run else []
         raise UsageError(
             f"{options}: URLs are only taken with the preset 'custom'",
-            hint=f"run `cuda-resolve mirror set custom {options.split(',')[0]} URL ...`",
+            hint=f"run `{shlex.join(['cuda-resolve', 'mirror', 'set', 'custom', *words])}`",
         )
     return get_preset(args.preset)
 
