@@ -1,7 +1,8 @@
 """uv as sync's engine (issue 30), recorded, not asserted: run from the repo root.
 
     .venv/bin/python bench/uv_engine.py [--runs N] [--profiles small,medium,torch]
-        [--real-torch WHEEL] [--real-deps DIR] [--out bench/results/uv-engine-DATE-MACHINE.json]
+        [--engines sync,sync_pip,pip,uv,uv_import] [--real-torch WHEEL] [--real-deps DIR]
+        [--out bench/results/uv-engine-DATE-MACHINE.json]
 
 On the same files in one run, each into a fresh copy of one venv (pip, nothing else), interleaved,
 medians of --runs (wall and CPU seconds; CPU time hardly moves with a shared machine's load):
@@ -10,7 +11,12 @@ medians of --runs (wall and CPU seconds; CPU time hardly moves with a shared mac
 - ``sync_pip``: the same with ``--installer pip``;
 - ``pip``: plain ``pip install --no-deps --no-index --quiet`` of the same wheel files;
 - ``uv``: plain ``uv pip install --no-deps --offline -r FILE`` of them, its cache warmed (the
-  same ``UV_CACHE_DIR`` sync uses, filled by a first sync).
+  same ``UV_CACHE_DIR`` sync uses, filled by a first sync);
+- ``uv_import``: that, then ``python -c "import torch"`` in the venv: the least any install that
+  checks its import can take (sync's import check is that import, in one fresh interpreter).
+
+Sync's own ``timings`` (its ``--json``: read and decide, stash, uv install, installed list,
+import check, ...) are kept per run, and their medians, so the gap to plain uv is explained.
 
 Profiles: ``small`` (a stand-in torch and 9 small wheels, kB), ``medium`` (10 wheels of 200
 files of incompressible text each: tens of MB), ``torch`` (a real torch wheel and its closure,
@@ -45,6 +51,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the command and its children)."""
+    wall, cpu, _ = _timed_output(command, env)
+    return wall, cpu
+
+
+def _timed_output(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds of the command and its children, its stdout)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True)
@@ -54,7 +66,8 @@ def _timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
         raise SystemExit(
             f"{' '.join(command[:6])} failed: {done.stdout[-800:]} {done.stderr[-800:]}"
         )
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done.stdout
 
 
 def _small(folder: Path, index: StaticIndex) -> str:
@@ -99,7 +112,9 @@ def _real(args: argparse.Namespace, index: StaticIndex) -> str:
     return "torch==" + str(parse_wheel_filename(args.real_torch.name)[1]).split("+")[0]
 
 
-def _profile(name: str, args: argparse.Namespace, scratch: Path, runs: int) -> dict[str, object]:
+def _profile(
+    name: str, args: argparse.Namespace, scratch: Path, runs: int, engines: list[str]
+) -> dict[str, object]:
     folder = scratch / name
     index = StaticIndex(folder / "index")
     request = {"small": _small, "medium": _medium}.get(name, lambda f, i: _real(args, i))(
@@ -132,7 +147,7 @@ def _profile(name: str, args: argparse.Namespace, scratch: Path, runs: int) -> d
         hashed = folder / "hashed.txt"
         hashed.write_text("".join(f"{p.as_uri()} --hash=sha256:{p.parent.name}\n" for p in files))
         commands = {
-            "sync": lambda venv: [*cli, "sync", str(lock), "--python", str(venv)],
+            "sync": lambda venv: [*cli, "sync", str(lock), "--python", str(venv), "--json"],
             "sync_pip": lambda venv: [
                 *(*cli, "sync", str(lock), "--python", str(venv), "--installer", "pip")
             ],
@@ -145,13 +160,27 @@ def _profile(name: str, args: argparse.Namespace, scratch: Path, runs: int) -> d
                 *("--require-hashes", "-r", str(hashed)),
             ],
         }
-        measured: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+        unknown = set(engines) - {*commands, "uv_import"}
+        if unknown:
+            raise SystemExit(f"--engines: unknown {', '.join(sorted(unknown))}")
+        measured: dict[str, list[tuple[float, float]]] = {name: [] for name in engines}
+        phases: list[dict[str, float]] = []
         loads = []
         for attempt in range(runs):
             loads.append(round(os.getloadavg()[0], 2))
-            for engine, command in commands.items():
+            for engine in engines:
                 venv = copy_venv(folder / f"{engine}{attempt}")
-                measured[engine].append(_timed(command(venv), env))
+                if engine == "uv_import":  # plain uv, then the import sync's check makes
+                    uv_wall, uv_cpu = _timed(commands["uv"](venv), env)
+                    check = [str(venv), "-W", "ignore", "-c", "import torch"]
+                    import_wall, import_cpu = _timed(check, env)
+                    measured[engine].append((uv_wall + import_wall, uv_cpu + import_cpu))
+                    measured.setdefault("import", []).append((import_wall, import_cpu))
+                else:
+                    wall, cpu, said = _timed_output(commands[engine](venv), env)
+                    measured[engine].append((wall, cpu))
+                    if engine == "sync":
+                        phases.append(json.loads(said)["timings"])
                 shutil.rmtree(folder / f"{engine}{attempt}", ignore_errors=True)
     out: dict[str, object] = {
         "files": len(files),
@@ -167,10 +196,24 @@ def _profile(name: str, args: argparse.Namespace, scratch: Path, runs: int) -> d
         for engine, pairs in measured.items()
         for index, kind in enumerate(("wall", "cpu"))
     }
+    if phases:
+        out["sync_timings_runs"] = phases
+        out["sync_timings_median"] = {
+            name: round(statistics.median(run.get(name, 0.0) for run in phases), 3)
+            for name in phases[0]
+        }
     for kind in ("wall", "cpu"):
-        sync = medians[f"sync_{kind}"]
-        out[f"sync_over_pip_{kind}"] = round(sync / medians[f"pip_{kind}"], 3)
-        out[f"sync_minus_uv_{kind}_seconds"] = round(sync - medians[f"uv_{kind}"], 3)
+        sync = medians.get(f"sync_{kind}")
+        if sync is None:
+            continue
+        for other, label in (("pip", "over_pip"),):
+            if f"{other}_{kind}" in medians:
+                out[f"sync_{label}_{kind}"] = round(sync / medians[f"{other}_{kind}"], 3)
+        for other in ("uv", "uv_import"):
+            if f"{other}_{kind}" in medians:
+                out[f"sync_minus_{other}_{kind}_seconds"] = round(
+                    sync - medians[f"{other}_{kind}"], 3
+                )
     return out
 
 
@@ -178,6 +221,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--profiles", default="small,medium")
+    parser.add_argument("--engines", default="sync,sync_pip,pip,uv,uv_import")
     parser.add_argument("--real-torch", type=Path, metavar="WHEEL")
     parser.add_argument("--real-deps", type=Path, metavar="DIR")
     parser.add_argument("--scratch", type=Path, help="work here and keep it")
@@ -199,7 +243,7 @@ def main() -> None:
         for name in args.profiles.split(","):
             if name == "torch" and (args.real_torch is None or args.real_deps is None):
                 raise SystemExit("the torch profile needs --real-torch WHEEL and --real-deps DIR")
-            results[name] = _profile(name, args, scratch, args.runs)
+            results[name] = _profile(name, args, scratch, args.runs, args.engines.split(","))
             print(json.dumps({name: results[name]}, indent=2), flush=True)
     results["load_average_at_end"] = round(os.getloadavg()[0], 2)
     out = args.out or ROOT / "bench" / "results" / (
