@@ -201,6 +201,10 @@ def handle_list(args: argparse.Namespace) -> int:
             f"{house.root} does not exist: no wheels there (a build creates it; check the path if "
             "you expected wheels)"
         )
+    elif problems:
+        count = len(problems)
+        entries_are = "1 entry above is" if count == 1 else f"{count} entries above are"
+        _say(f"no usable wheel: {entries_are} not")
     else:
         _say("no wheels yet (cuda-resolve builds put them here)")
     return 0

@@ -215,11 +215,18 @@ def _entry_document(entry: StoredWheel) -> dict[str, Any]:
     }
 
 
+def _removal(folder: Path) -> str:
+    """The command that removes an unusable entry folder (a build makes it again)."""
+    import shlex
+
+    return f"rm -r {shlex.quote(str(folder))}"
+
+
 def _entry_problem(origin: Path, where: str, value: object, expected: str) -> WheelhouseError:
+    # prune sees no wheel in a damaged entry: removing its folder is what works.
     return WheelhouseError(
         f"{origin}: {where} = {value!r}: {expected}",
-        hint="remove the entry (`cuda-resolve wheelhouse prune --package NAME`); the next "
-        "install rebuilds it",
+        hint=f"remove the entry ({_removal(origin.parent)}); the next build makes it again",
     )
 
 
@@ -718,35 +725,33 @@ class Wheelhouse:
             for folder in sorted(project.iterdir()):
                 if folder.name.startswith(".") or not folder.is_dir():
                     continue  # .tmp-/.old- folders: a publish or removal in progress or killed
-                path = folder / ENTRY_FILE
-                try:
-                    entry = _parse_entry(path, path.read_text(encoding="utf-8"))
-                except FileNotFoundError:
-                    problems.append(f"{folder}: no {ENTRY_FILE} (not a complete entry)")
-                    continue
-                except UnicodeDecodeError:
-                    problems.append(f"{path}: not UTF-8 text")
-                    continue
-                except WheelhouseError as exc:
-                    problems.append(exc.message)
-                    continue
-                if entry.key.digest != folder.name or entry.key.canonical_package != project.name:
-                    problems.append(
-                        f"{path}: its key belongs in "
-                        f"{entry.key.canonical_package}/{entry.key.digest}"
-                    )
-                    continue
-                try:
-                    size = entry.path.stat().st_size
-                except FileNotFoundError:
-                    problems.append(f"{entry.path}: missing")
-                    continue
-                if size != entry.size:
-                    problems.append(f"{entry.path}: {size} bytes, its entry says {entry.size}")
-                    continue
-                entries.append(entry)
+                problem = self._entry_in(folder, project, entries)
+                if problem is not None:  # not a wheel prune or list can see: say how it goes
+                    problems.append(f"{problem}; remove it: {_removal(folder)}")
         except OSError as exc:
             raise self._read_error(exc, Path(exc.filename or project)) from None
+
+    def _entry_in(self, folder: Path, project: Path, entries: list[StoredWheel]) -> str | None:
+        """Add ``folder``'s entry to ``entries``, or say why it is not usable."""
+        path = folder / ENTRY_FILE
+        try:
+            entry = _parse_entry(path, path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return f"{folder}: no {ENTRY_FILE} (not a complete entry)"
+        except UnicodeDecodeError:
+            return f"{path}: not UTF-8 text"
+        except WheelhouseError as exc:
+            return exc.message
+        if entry.key.digest != folder.name or entry.key.canonical_package != project.name:
+            return f"{path}: its key belongs in {entry.key.canonical_package}/{entry.key.digest}"
+        try:
+            size = entry.path.stat().st_size
+        except FileNotFoundError:
+            return f"{entry.path}: missing"
+        if size != entry.size:
+            return f"{entry.path}: {size} bytes, its entry says {entry.size}"
+        entries.append(entry)
+        return None
 
     def entries(self) -> list[StoredWheel]:
         """Every complete entry, by package, version and creation time."""
