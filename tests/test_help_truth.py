@@ -163,3 +163,18 @@ def test_mirror_test_with_a_preset_refuses_python_before_any_network() -> None:
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 2 and "hint: drop --python" in done.stderr, done.stderr
+
+
+def test_an_interpreter_that_floods_is_named_in_the_hint(tmp_path: Path) -> None:
+    """``mirror set --scope env --python X`` where X writes too much when asked for sys.prefix:
+    the hint's check names X (it said `PATH -c pass`)."""
+    flood = tmp_path / "python"
+    flood.write_text("#!/bin/sh\nhead -c 10000000 /dev/zero\n")
+    flood.chmod(0o755)
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "cuda-resolve"), "mirror", "set", "tuna", "--scope",
+         "env", "--python", str(flood), "--dry-run"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"`{flood} -c pass`" in done.stderr, done.stderr

@@ -17,6 +17,7 @@ platform, the target prefix), so tests point them at a temporary directory.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Mapping
@@ -128,7 +129,7 @@ def interpreter_prefix(python: str) -> Path:
             if not result.overflowed
             else f"--python {python}: wrote more than {_OUTPUT_LIMIT} bytes when asked "
             "for sys.prefix",
-            hint="check that the interpreter starts (`PATH -c pass`)",
+            hint=f"check that the interpreter starts (`{shlex.quote(python)} -c pass`)",
         )
     lines = result.stdout.strip().splitlines()
     if result.returncode != 0 or not lines:
