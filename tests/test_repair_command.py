@@ -121,6 +121,30 @@ def test_doctors_fix_for_a_stale_extension_is_the_repair_that_rebuilds_exactly_i
     assert json.loads(same.stdout)["plan"]["install"] == plan["install"]
 
 
+def test_the_repair_on_a_machine_without_a_gpu_builds_for_the_archs_of_the_stale_build(
+    broken_venv: Path, tmp_path: Path
+) -> None:
+    """A login node or CPU box (the torch-upgrade evidence run): doctor's fix, pasted, has no
+    GPU to build for; it builds for the GPUs the stale build was made for (``.sm90``) instead
+    of stopping at 'pass --arch-list'. An explicit --arch-list still wins."""
+    environ = _environ(tmp_path)
+    environ.update(CUDA_RESOLVE_CUDA_ARCH="")  # no GPU, whatever this machine has
+    cuda = standin_cuda_toolkit(tmp_path / "cuda")
+    environ.update(CUDA_HOME=str(cuda), PATH=f"{cuda / 'bin'}:{environ.get('PATH', '')}")
+    words = ["install", "--repair", "--python", str(broken_venv), "--dry-run"]
+    done = _cli(*words, env=environ, module="pip_plugin")
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 0, said
+    assert "no GPU here: building for 9.0, as the installed builds were" in said
+    assert "TORCH_CUDA_ARCH_LIST=9.0" in said
+    done = _cli(*words, "--json", env=environ, module="pip_plugin")
+    (build,) = json.loads(done.stdout)["prepared"]["builds"]
+    assert (build["package"], build["arch_list"]) == ("pointnet2_ops", "9.0")
+    given = _cli(*words, "--json", "--arch-list", "8.0", env=environ, module="pip_plugin")
+    assert given.returncode == 0, given.stderr
+    assert json.loads(given.stdout)["prepared"]["builds"][0]["arch_list"] == "8.0"
+
+
 def test_cuda_resolve_install_takes_repair_alone_and_still_wants_a_requirement_without_it(
     tmp_path: Path,
 ) -> None:

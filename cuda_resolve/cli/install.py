@@ -271,6 +271,12 @@ def run_action(
             if args.json:
                 _output.print_json({"target": env.python.executable, "repair": []})
             return 0
+        from ..install.stale import repair_arch_list
+
+        archs = None if args.arch_list else repair_arch_list(env, requests)
+        if archs is not None:  # no GPU here: build for those the stale builds were made for
+            reporter.note(f"no GPU here: building for {archs}, as the installed builds were")
+            args.arch_list = archs
     # `build` makes wheels: an installed build that fits is no reason to make none.
     request = _request(
         args, requests, file_requirements, file_notes, keep_installed=mode == "install"

@@ -30,6 +30,7 @@ from .verify import planned_torch
 __all__ = [
     "StaleExtension",
     "carry_extensions",
+    "repair_arch_list",
     "repair_request",
     "replaced_torch",
     "stale_extensions",
@@ -178,3 +179,22 @@ def repair_request(env: Environment, index: Index) -> tuple[list[str], list[str]
                 f"--no-build-isolation {text or 'NAME'} rebuilds it against the installed torch"
             )
     return [names[key] for key in sorted(names)], notes
+
+
+def repair_arch_list(env: Environment, names: Collection[str]) -> str | None:
+    """With no GPU here (a login node, a CPU box) and no ``--arch-list``, ``--repair`` builds
+    for the GPUs the installed builds of ``names`` were made for: their labels' arch lists
+    (``+pt2141cu130.sm80`` -> ``8.0``), in one TORCH_CUDA_ARCH_LIST. None where there are GPUs
+    to build for, or no label names an arch (the build then asks for ``--arch-list``)."""
+    from ..compat import format_arch_list
+    from ..resolve.installed import parse_build_label
+
+    if env.gpus:
+        return None
+    wanted = {canonicalize_name(name) for name in names}
+    entries = []
+    for installed in env.installed_extensions:
+        label = parse_build_label(installed.version)
+        if canonicalize_name(installed.name) in wanted and label is not None:
+            entries += [entry for entry in label.arch_list if entry not in entries]
+    return format_arch_list(entries) if entries else None
