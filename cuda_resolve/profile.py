@@ -9,6 +9,7 @@ The format is a public interface, documented in ``docs/profile-format.md``. Only
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -149,6 +150,7 @@ def _environment(top: Table, *, source: str, index: CudaFactsSource | None) -> E
     _sbatch_resources(
         top.table("slurm")
     )  # checked with the rest; `build --slurm` reads it (load_sbatch_resources)
+    top.string("name", None)  # the machine class's name, which `lock` reads (lock/profiles.py)
     top.finish()
     return Environment(
         machine=machine,
@@ -604,8 +606,41 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
     return data
 
 
-def dump_profile(env: Environment) -> str:
+#: What a user writes into a profile by hand and detect never writes (``name = "a100"``, read by
+#: ``lock``; ``[slurm] sbatch``, read by ``build --slurm``): saving over the file keeps them.
+HAND_WRITTEN = ("name", "slurm")
+
+
+def hand_written(path: Path) -> dict[str, Any]:
+    """The :data:`HAND_WRITTEN` entries of the profile at ``path`` (``{}`` when there is no
+    such file or it cannot be read as TOML: saving then simply writes the new profile)."""
+    from ._toml import parse_toml_text
+    from .errors import CudaResolveError
+
+    try:
+        data = parse_toml_text(
+            path.read_text(encoding="utf-8"), origin=str(path), error=ProfileError, hint=_HINT
+        ).data
+    except (OSError, UnicodeDecodeError, CudaResolveError):
+        return {}
+    kept: dict[str, Any] = {}
+    if isinstance(data.get("name"), str):
+        kept["name"] = data["name"]
+    if isinstance(data.get("slurm"), dict):
+        kept["slurm"] = data["slurm"]
+    return kept
+
+
+def dump_profile(env: Environment, *, keep: Mapping[str, Any] | None = None) -> str:
+    """The profile text of ``env``; ``keep``: the :func:`hand_written` entries of the file it
+    replaces, carried over."""
     import tomli_w  # only saving a profile writes TOML
 
     header = "# cuda-resolve machine profile (format documented in docs/profile-format.md)\n"
-    return header + tomli_w.dumps(environment_to_dict(env))
+    data = environment_to_dict(env)
+    kept = dict(keep or {})
+    if "name" in kept:
+        data = {"name": kept["name"], **data}
+    if "slurm" in kept:
+        data["slurm"] = kept["slurm"]
+    return header + tomli_w.dumps(data)

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..paths import write_atomic
-from ..profile import dump_profile, environment_to_dict
+from ..profile import dump_profile, environment_to_dict, hand_written
 from . import _output
 from ._common import add_environment_options, environment_from_args
 
@@ -29,6 +29,7 @@ def register(subparsers: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     env = environment_from_args(args)
+    keep: dict[str, Any] = {}
     if args.save_profile is not None:
         target: Path = args.save_profile
         if target.is_dir():
@@ -36,8 +37,9 @@ def handle(args: argparse.Namespace) -> int:
                 f"--save-profile {target}: is a directory",
                 hint="give a file name such as lab-a100.toml",
             )
+        keep = hand_written(target)  # saved again over a class's file: its name and [slurm]
         try:
-            write_atomic(target, dump_profile(env), make_parents=False)
+            write_atomic(target, dump_profile(env, keep=keep), make_parents=False)
         except OSError as exc:
             raise UsageError(
                 f"--save-profile {target}: cannot write: {exc.strerror}",
@@ -53,7 +55,13 @@ def handle(args: argparse.Namespace) -> int:
             if note.startswith("target interpreter: "):
                 _output.console().print(note, markup=False, soft_wrap=True)
     else:
+        kept = " and ".join(
+            {"name": f"name = {keep['name']!r}", "slurm": "[slurm]"}[key] for key in keep
+        )
         _output.console().print(
-            f"saved machine profile to {args.save_profile}", markup=False, soft_wrap=True
+            f"saved machine profile to {args.save_profile}"
+            + (f" (kept its {kept})" if kept else ""),
+            markup=False,
+            soft_wrap=True,
         )
     return 0
