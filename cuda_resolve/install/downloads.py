@@ -3,8 +3,8 @@
 A first install that builds an extension installs torch twice: into the build's overlay and
 into the target. download.pytorch.org sends no caching headers, so pip's HTTP cache keeps
 nothing from it, and each of those installs downloaded torch and its CUDA wheels again (about
-3 GB). Every install that asks the PyTorch index alone (the torch step, the overlay's torch) now
-runs as two commands of the target's pip::
+3 GB). Every install that asks the PyTorch index alone for torch (the torch step that installs
+torch, the overlay's torch) now runs as two commands of the target's pip::
 
     python -m pip download --dest FOLDER/incoming OPTIONS --index-url INDEX REQUIREMENTS
     python -m pip install OPTIONS --no-index --find-links FOLDER/files REQUIREMENTS
@@ -14,10 +14,14 @@ find-links and extra indexes left out, as for the step itself; trust, certificat
 options kept: pip verifies TLS exactly as it does for an install); the install takes the same
 requirements from the folder's files and nothing else (a requirement pinned to a file, ``name @
 https://.../NAME.whl#sha256=H``, is pinned to the folder's copy of that file, hash included).
-pip is the engine throughout: no index is resolved by anything else.
+pip is the engine throughout: no index is resolved by anything else. ``pip download`` fetches the
+whole closure, whatever the target has (it ignores what is installed), so a step that does not
+install torch (torchvision added beside an installed torch) asks its index itself, as before:
+through the folder it would fetch torch and its CUDA wheels again only to leave them unused.
 
 ``cache_root()/downloads/KEY/``, one folder per index (KEY names the index options, credentials
-left out: a CPU index's file never stands beside a CUDA index's build of the same release):
+and secret URL parameters left out: a CPU index's file never stands beside a CUDA index's build
+of the same release):
 
 - ``files/``: complete files, each with its record; what ``--find-links`` reads.
 - ``records/NAME.json``: the file's sha256 taken when it was downloaded, where it came from, and
@@ -114,13 +118,29 @@ def _facts(path: str | Path) -> dict[str, int]:
 
 
 def _shown(word: str) -> str:
-    """An index option's word without the user and password of a URL in it."""
-    from ..redaction import url_without_userinfo
+    """An index option's word (or a URL) without the user and password of a URL in it, and with
+    the value of a secret parameter in it hidden (``?token=***``): what the folder's records,
+    its ``index.txt`` and its messages may hold."""
+    from ..redaction import redact, url_without_userinfo
 
     if word.startswith("--") and "=" in word:
         name, _, value = word.partition("=")
-        return f"{name}={url_without_userinfo(value)}"
-    return url_without_userinfo(word)
+        return f"{name}={redact(url_without_userinfo(value))}"
+    return redact(url_without_userinfo(word))
+
+
+def _installs_torch(requirements: Sequence[str]) -> bool:
+    """True where one of the step's requirements names torch."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    for requirement in requirements:
+        try:
+            if canonicalize_name(Requirement(requirement).name) == "torch":
+                return True
+        except InvalidRequirement:
+            continue
+    return False
 
 
 def _file_name(url: str) -> str | None:
@@ -219,9 +239,7 @@ class DownloadFolder:
                 def line(text: str) -> None:
                     found = _DOWNLOADING.match(text.strip())
                     if found and (name := _file_name(found.group(1))) is not None:
-                        from ..redaction import url_without_userinfo
-
-                        sources[name] = url_without_userinfo(found.group(1))
+                        sources[name] = _shown(found.group(1))
                     on_line(text)
 
                 try:
@@ -382,10 +400,11 @@ def _changed(
 
 
 class DownloadingPip(TargetPip):
-    """The target's pip (:class:`~.pip.TargetPip`) whose installs from the PyTorch index alone
-    (``torch_index_only`` without ``pypi_index``: the torch step and a build overlay's torch) go
-    through the download folder under ``downloads`` (see the module): ``pip download`` first,
-    then ``pip install`` from the folder. ``downloads`` None: every install asks its index."""
+    """The target's pip (:class:`~.pip.TargetPip`) whose installs of torch from the PyTorch index
+    alone (``torch_index_only`` without ``pypi_index``: the torch step and a build overlay's
+    torch) go through the download folder under ``downloads`` (see the module): ``pip download``
+    first, then ``pip install`` from the folder. ``downloads`` None: every install asks its
+    index."""
 
     def __init__(
         self,
@@ -408,8 +427,8 @@ class DownloadingPip(TargetPip):
         self, args: Sequence[str], *, torch_index_only: bool, pypi_index: bool
     ) -> tuple[DownloadFolder, StepWords] | None:
         """The folder ``pip install ARGS`` goes through, with its words taken apart; None for
-        an install that asks its index itself (not the PyTorch index's alone, a local index,
-        pip told to keep no cache, no writable cache folder)."""
+        an install that asks its index itself (not the PyTorch index's alone, a local index, no
+        torch among its requirements, pip told to keep no cache, no writable cache folder)."""
         if self.downloads is None or not torch_index_only or pypi_index:
             return None
         words = step_words(args)
@@ -418,6 +437,8 @@ class DownloadingPip(TargetPip):
             return None
         if not all(where.lower().startswith(("http://", "https://")) for where in locations):
             return None
+        if not _installs_torch(words.requirements):
+            return None  # pip download would fetch the installed torch and its CUDA wheels too
         # pip's configuration is read once per runner, keyed by the words that change the answer
         key = tuple(w for w in words.options if w in ("--no-cache-dir", "--isolated"))
         if key not in self._cache_off:
