@@ -158,7 +158,8 @@ cuda-resolve sync pylock.toml --name auto    # on each machine""": Run(
         "cuda-resolve sync pylock.toml --check && "
         "grep -q '^index = \"https://pypi.org/simple\"$' pylock.toml && "
         # the RTX 4090 node's profile, picked there, holds the same files (the 8.0 wheel runs)
-        "CUDA_RESOLVE_CUDA_ARCH=8.9 cuda-resolve sync pylock.toml --check | grep -q rtx4090",
+        "CUDA_RESOLVE_CUDA_ARCH=8.9 cuda-resolve sync pylock.toml --check > rtx4090.txt && "
+        "grep -q rtx4090 rtx4090.txt",
     ),
 }
 
