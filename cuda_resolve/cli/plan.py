@@ -187,7 +187,7 @@ def _prefetch_target(python: str | None) -> None:
     except CudaResolveError:
         return  # detecting says why, in its turn
     prefetch_config(choice.python, os.environ)
-    prefetch_probe(choice.python, os.environ)
+    prefetch_probe(choice.python, os.environ, remembered=True)
 
 
 def _completed(plan: Plan, env: Environment, index: Index) -> tuple[Plan, str | None]:
@@ -214,7 +214,13 @@ def _completed(plan: Plan, env: Environment, index: Index) -> tuple[Plan, str | 
             options, hash_mode=checked_hash_mode((), env, InstallRequest(), os.environ)
         )
         return complete_for_target(
-            plan, env, index, options, wheelhouse=Wheelhouse.default(), environ=os.environ
+            plan,
+            env,
+            index,
+            options,
+            wheelhouse=Wheelhouse.default(),
+            environ=os.environ,
+            remembered=True,
         ), None
     except CudaResolveError as exc:
         return plan, str(exc)

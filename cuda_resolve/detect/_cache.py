@@ -46,8 +46,14 @@ def file_identity(path: str) -> str | None:
 
 
 class ProbeCache:
-    def __init__(self, directory: Path | None) -> None:
-        self._path = directory / _FILE_NAME if directory is not None else None
+    """``private``: the folder is made the owner's only (0700) and a new file 0600, for answers
+    that describe the user's environments (:mod:`cuda_resolve.install.pip`'s probe)."""
+
+    def __init__(
+        self, directory: Path | None, *, file_name: str = _FILE_NAME, private: bool = False
+    ) -> None:
+        self._path = directory / file_name if directory is not None else None
+        self._private = private
         self._lock = threading.Lock()
         self._data: dict[str, dict[str, Any]] | None = None
         self._dirty = False
@@ -110,7 +116,9 @@ class ProbeCache:
         with self._lock:
             data = {"format": _FORMAT, **(self._data or {})}
             try:
-                write_atomic(self._path, json.dumps(data, indent=0))
+                if self._private:
+                    self._path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                write_atomic(self._path, json.dumps(data, indent=0), private=self._private)
                 self._dirty = False
             except OSError:
                 pass

@@ -37,11 +37,15 @@ from ._run import run
 
 __all__ = [
     "MINIMUM_TARGET",
+    "SETTLED_NS",
     "TargetFacts",
     "curated_extension_names",
     "facts_from_report",
+    "installed_state",
+    "interpreter_key",
     "probe_target",
     "resolve_python",
+    "watched_folders",
 ]
 
 #: The oldest interpreter cuda-resolve installs into.
@@ -192,7 +196,7 @@ _PATH_HOOKS = (".pth", ".egg-link")
 _START_UP_HOOKS = ("sitecustomize.py", "usercustomize.py")
 
 
-def _installed_state(search_path: list[str]) -> tuple[str, int]:
+def installed_state(search_path: list[str]) -> tuple[str, int]:
     """What a report depends on, as a digest, and the newest modification time in it.
 
     The folders on the import path, in order, and in each the distributions' metadata folders,
@@ -235,7 +239,7 @@ def _installed_state(search_path: list[str]) -> tuple[str, int]:
 
 
 def _installed_key(search_path: list[str]) -> str:
-    return _installed_state(search_path)[0]
+    return installed_state(search_path)[0]
 
 
 def _file_stamp(path: str) -> str:
@@ -287,7 +291,7 @@ _PATH_VARIABLES = (
 )
 
 
-def _interpreter_key(python: str, environ: Mapping[str, str]) -> str | None:
+def interpreter_key(python: str, environ: Mapping[str, str]) -> str | None:
     """Another interpreter as the report cache knows it: its path as given (a venv's
     ``bin/python`` links to the base interpreter, yet sees other site-packages), the file it
     resolves to (an upgraded Python is another file), its venv's ``pyvenv.cfg``, and the
@@ -305,7 +309,7 @@ def _interpreter_key(python: str, environ: Mapping[str, str]) -> str | None:
     return f"{given}|{identity}|{venv_config}|{variables}"
 
 
-def _watched_folders(report: dict[str, Any]) -> list[str] | None:
+def watched_folders(report: dict[str, Any]) -> list[str] | None:
     """The report's import path, plus the site-packages folders that are not on it because they
     do not exist yet (the user site folder, or a fresh prefix's own site-packages, which conda or
     the first ``pip install`` creates): their creation must be seen."""
@@ -323,7 +327,7 @@ def _watched_folders(report: dict[str, Any]) -> list[str] | None:
 #: A report is remembered only when nothing it depends on changed this close to its start: a
 #: package installed while the probe ran could otherwise be stored under the new state's key.
 #: Two seconds cover file systems with coarse timestamps.
-_SETTLED_NS = 2_000_000_000
+SETTLED_NS = 2_000_000_000
 
 
 def _subprocess_report(
@@ -339,25 +343,25 @@ def _subprocess_report(
     when cuda-resolve lives in an environment of its own (pipx) and describes another."""
     import time
 
-    key = _interpreter_key(python, environ) if cache is not None else None
+    key = interpreter_key(python, environ) if cache is not None else None
     if key is not None:
         key = f"{_REPORT_FORMAT}|{','.join(extension_names)}|{key}"
     if key is not None and cache is not None:
         cached = cache.get("target-run", key)
         if isinstance(cached, dict) and isinstance(cached.get("report"), dict):
-            watched = _watched_folders(cached["report"])
+            watched = watched_folders(cached["report"])
             if watched is not None and cached.get("installed") == _installed_key(watched):
                 report: dict[str, Any] = cached["report"]
                 return report
     started = time.time_ns()
     report = _run_probe(python, environ=environ, timeout=timeout, extension_names=extension_names)
-    watched = _watched_folders(report)
+    watched = watched_folders(report)
     if key is None or cache is None or watched is None or not _storable(report):
         return report
     if os.path.realpath(str(report.get("executable"))) != os.path.realpath(python):
         return report  # a launcher (pyenv, asdf) that picks the interpreter by rules of its own
-    installed, newest = _installed_state(watched)
-    if newest < started - _SETTLED_NS:
+    installed, newest = installed_state(watched)
+    if newest < started - SETTLED_NS:
         cache.put("target-run", key, {"installed": installed, "report": report})
     return report
 

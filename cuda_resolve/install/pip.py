@@ -48,18 +48,34 @@ except Exception:
     has_truststore = False
 import sysconfig
 try:
+    stdlib = sysconfig.get_path("stdlib")
     externally_managed = sys.prefix == sys.base_prefix and os.path.isfile(
-        os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+        os.path.join(stdlib, "EXTERNALLY-MANAGED"))
 except Exception:
-    externally_managed = False
+    stdlib, externally_managed = None, False
 found = installed_distributions(sys.path)
 pip = found.get("pip")
 cert = os.environ.get("PIP_CERT") or None
+# What the answer depends on, for the answer remembered on disk (_remembered_probe): the import
+# path ("" is this folder, "/"), and the site-packages folders not on it until they exist.
+try:
+    import site
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+except Exception:
+    user_site = None
+try:
+    site_folders = [sysconfig.get_path("purelib"), sysconfig.get_path("platlib")]
+except Exception:
+    site_folders = []
 print(json.dumps({"pip": pip[1] if pip else None, "truststore": has_truststore,
                   "externally_managed": externally_managed,
                   "prefix": sys.prefix, "real_prefix": os.path.realpath(sys.prefix),
                   "distributions": sorted([name, version] for name, version, _ in found.values()),
-                  "cert": cert if cert and os.path.isfile(cert) else None}))
+                  "cert": cert if cert and os.path.isfile(cert) else None,
+                  "executable": sys.executable, "stdlib": stdlib,
+                  "search_path": [os.path.abspath(entry) for entry in sys.path],
+                  "user_site": user_site,
+                  "absent_site_packages": [f for f in site_folders if f and not os.path.isdir(f)]}))
 """
 
 
@@ -99,23 +115,25 @@ def _run_json(python: str, script: str, environ: Mapping[str, str], what: str) -
     )
 
 
-_ProbeKey = tuple[str, tuple[tuple[str, str], ...]]
+_ProbeKey = tuple[str, tuple[tuple[str, str], ...], bool]
 #: Probes started in the background (:func:`prefetch_probe`), each taken by one reader.
 _PREFETCHED: dict[_ProbeKey, tuple[threading.Event, list[object]]] = {}
 _PREFETCH_LOCK = threading.Lock()
 
 
-def _probe_key(python: str, environ: Mapping[str, str]) -> _ProbeKey:
-    # Interpreters of one bin/ folder (python, python3, python3.12) answer alike.
+def _probe_key(python: str, environ: Mapping[str, str], remembered: bool) -> _ProbeKey:
+    # Interpreters of one bin/ folder (python, python3, python3.12) answer alike. A reader that
+    # wants a fresh answer never takes a remembered one.
     where = os.path.dirname(os.path.abspath(python)) if os.sep in python else python
-    return where, tuple(sorted(environ.items()))
+    return where, tuple(sorted(environ.items())), remembered
 
 
-def prefetch_probe(python: str, environ: Mapping[str, str]) -> None:
+def prefetch_probe(python: str, environ: Mapping[str, str], *, remembered: bool = False) -> None:
     """Start the target probe (:func:`pip_facts_and_distributions`) in the background: the next
-    call for the same target takes its answer (or its error) instead of starting the target
-    again. ``plan`` starts it first thing (issue 28). Never raises."""
-    key = _probe_key(python, environ)
+    call for the same target (and the same ``remembered``) takes its answer (or its error)
+    instead of starting the target again. ``plan`` starts it first thing, ``remembered`` (issue
+    28). Never raises."""
+    key = _probe_key(python, environ, remembered)
     with _PREFETCH_LOCK:
         if key in _PREFETCHED:
             return
@@ -126,7 +144,7 @@ def prefetch_probe(python: str, environ: Mapping[str, str]) -> None:
 
     def probe() -> None:
         try:
-            answer.append(_probe_now(python, given))
+            answer.append((_remembered_probe if remembered else _probe_now)(python, given))
         except BaseException as exc:  # raised by the reader, where it asked
             answer.append(exc)
         finally:
@@ -142,11 +160,13 @@ def forget_prefetched() -> None:
         _PREFETCHED.clear()
 
 
-def _probe(python: str, environ: Mapping[str, str]) -> dict[str, object]:
+def _probe(
+    python: str, environ: Mapping[str, str], *, remembered: bool = False
+) -> dict[str, object]:
     with _PREFETCH_LOCK:
-        pending = _PREFETCHED.pop(_probe_key(python, environ), None)
+        pending = _PREFETCHED.pop(_probe_key(python, environ, remembered), None)
     if pending is None:
-        return _probe_now(python, environ)
+        return (_remembered_probe if remembered else _probe_now)(python, environ)
     done, answer = pending
     done.wait()
     if isinstance(answer[0], BaseException):
@@ -165,10 +185,113 @@ def _probe_now(python: str, environ: Mapping[str, str]) -> dict[str, object]:
     return data
 
 
+#: The probe's answers ``plan`` remembers (issue 28), in a file of their own under the cache
+#: folder: ``detect``'s cache file (``probes.json``) is rewritten by another object in the same
+#: command, and two writers of one file would drop each other's entries.
+_REMEMBERED_FOLDER = "target-pip"
+_NAMESPACE = "target-pip/1"
+#: Variables in the key besides those that move the import path (:func:`~cuda_resolve.detect.
+#: target.interpreter_key`): the probe reads PIP_CERT; the rest of PIP_* and PYTHON* are there so
+#: that no setting of pip's or of the interpreter's is ever answered for by another's entry. Only
+#: their digest is stored (PIP_INDEX_URL may hold a password).
+_KEY_PREFIXES = ("PIP_", "PYTHON")
+
+
+def _remembered_key(python: str, environ: Mapping[str, str]) -> str | None:
+    """The interpreter (its path, the file it runs, its venv's ``pyvenv.cfg``, the variables
+    that move its import path), the probe script itself (another cuda-resolve's answer may have
+    another shape) and the digest of the PIP_* and PYTHON* variables; None where ``python`` is
+    not a file (a name looked up on PATH: nothing is remembered)."""
+    from .._digest import new_digest
+    from ..detect.target import interpreter_key
+
+    where = interpreter_key(python, environ)
+    if where is None:
+        return None
+    digest = new_digest(_probe_script().encode())
+    for name, value in sorted(environ.items()):
+        if name.startswith(_KEY_PREFIXES):
+            digest.update(f"\0{name}={value}".encode())
+    return f"{where}|{digest.hexdigest()}"
+
+
+def _stamp(path: str) -> tuple[str, int]:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return "-", 0
+    return f"{info.st_mtime_ns}:{info.st_size}", info.st_mtime_ns
+
+
+def _target_state(answer: Mapping[str, object], environ: Mapping[str, str]) -> tuple[str, int]:
+    """What ``answer`` depends on in the target, as a digest, and the newest modification time in
+    it; ("", 0) where the answer does not say (nothing is remembered then).
+
+    The distributions on the import path (:func:`~cuda_resolve.detect.target.installed_state`:
+    pip's and every other ``*.dist-info``, path files, start-up hooks); each folder on it itself
+    (a module such as truststore, or an egg, added or replaced); where links lead from the
+    prefix; the ``EXTERNALLY-MANAGED`` marker; and whether PIP_CERT's file exists."""
+    from .._digest import new_digest
+    from ..detect.target import installed_state, watched_folders
+
+    watched = watched_folders(dict(answer))
+    prefix, stdlib = answer.get("prefix"), answer.get("stdlib")
+    if watched is None or not isinstance(prefix, str):
+        return "", 0
+    installed, newest = installed_state(watched)
+    digest = new_digest(f"{installed}\0{os.path.realpath(prefix)}".encode())
+    marker = os.path.join(stdlib, "EXTERNALLY-MANAGED") if isinstance(stdlib, str) else "-"
+    for path in (*watched, marker):
+        stamp, changed = _stamp(path)
+        digest.update(f"\0{path}\0{stamp}".encode())
+        newest = max(newest, changed)
+    cert = environ.get("PIP_CERT")  # the probe looks from "/"
+    digest.update(b"cert" if cert and os.path.isfile(os.path.join(os.sep, cert)) else b"-")
+    return digest.hexdigest(), newest
+
+
+def _remembered_probe(python: str, environ: Mapping[str, str]) -> dict[str, object]:
+    """The probe's answer remembered on disk while nothing it depends on changed
+    (:func:`_remembered_key`, :func:`_target_state`), else the probe run now and remembered, as
+    ``detect`` remembers its own run of the target: the answer is stored only where nothing it
+    depends on changed within two seconds of the probe's start (a ``pip install`` running
+    meanwhile), and never for a launcher that picks an interpreter of its own (pyenv's shims).
+    The file is written atomically, the owner's only; an unreadable or damaged one is ignored."""
+    import time
+
+    from ..detect._cache import ProbeCache
+    from ..detect.target import SETTLED_NS
+    from ..paths import cache_root
+
+    key = _remembered_key(python, environ)
+    if key is None:
+        return _probe_now(python, environ)
+    cache = ProbeCache(cache_root() / _REMEMBERED_FOLDER, private=True)
+    entry = cache.get(_NAMESPACE, key)
+    if isinstance(entry, dict) and isinstance(entry.get("answer"), dict):
+        remembered: dict[str, object] = entry["answer"]
+        state = _target_state(remembered, environ)[0]
+        if state and entry.get("state") == state:
+            return remembered
+    started = time.time_ns()
+    answer = _probe_now(python, environ)
+    if os.path.realpath(str(answer.get("executable"))) != os.path.realpath(python):
+        return answer
+    state, newest = _target_state(answer, environ)
+    if state and newest < started - SETTLED_NS:
+        cache.put(_NAMESPACE, key, {"state": state, "answer": answer})
+        cache.save()
+    return answer
+
+
 def pip_facts_and_distributions(
-    python: str, environ: Mapping[str, str]
+    python: str, environ: Mapping[str, str], *, remembered: bool = False
 ) -> tuple[PipFacts, dict[str, str]]:
-    data = _probe(python, environ)
+    """The target's pip facts and its distributions, from one run of the target
+    (:func:`prefetch_probe`'s, where it started one). ``remembered``: the answer remembered on
+    disk while nothing it depends on changed (:func:`_remembered_probe`; ``plan``, issue 28);
+    installing always asks afresh."""
+    data = _probe(python, environ, remembered=remembered)
     return _parse_facts(python, data), _distributions(data.get("distributions"))
 
 

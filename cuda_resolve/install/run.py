@@ -248,8 +248,11 @@ def complete_for_target(
     wheelhouse: Wheelhouse | None,
     environ: Mapping[str, str],
     probe_target: bool = True,
+    remembered: bool = False,
 ) -> Plan:
-    """``plan`` completed for ``env``'s target (its pip facts and distributions read once)."""
+    """``plan`` completed for ``env``'s target (its pip facts and distributions read once;
+    ``remembered``: as remembered on disk while nothing they depend on changed, for ``plan``,
+    which installs nothing: :func:`.pip.pip_facts_and_distributions`)."""
     from ..build.buildenv import machine_capacity
     from .pip import pip_facts_and_distributions, refuse_externally_managed
     from .prepare import complete_plan
@@ -257,7 +260,7 @@ def complete_for_target(
     facts = installed = None
     python = env.python.executable
     if probe_target and python is not None and env.source == "detected":
-        facts, installed = pip_facts_and_distributions(python, environ)
+        facts, installed = pip_facts_and_distributions(python, environ, remembered=remembered)
         refuse_externally_managed(python, facts, options.pip_args, environ)
     return complete_plan(
         plan,
