@@ -49,10 +49,8 @@ class ProbeCache:
     """``private``: the folder is made the owner's only (0700) and a new file 0600, for answers
     that describe the user's environments (:mod:`cuda_resolve.install.pip`'s probe)."""
 
-    def __init__(
-        self, directory: Path | None, *, file_name: str = _FILE_NAME, private: bool = False
-    ) -> None:
-        self._path = directory / file_name if directory is not None else None
+    def __init__(self, directory: Path | None, *, private: bool = False) -> None:
+        self._path = directory / _FILE_NAME if directory is not None else None
         self._private = private
         self._lock = threading.Lock()
         self._data: dict[str, dict[str, Any]] | None = None
