@@ -76,6 +76,13 @@ def test_undo_chooses_by_that_rule(tmp_path: Path) -> None:
     assert json.loads(done.stdout)["prefix"] == str(Path(sys.prefix).resolve())
 
 
+@pytest.mark.parametrize("command", ["detect", "doctor", "plan"])
+def test_reporting_commands_do_not_promise_to_install(command: str) -> None:
+    """detect, doctor and plan read the target; their --python said "inspect and install into"."""
+    said = _help_of(_parser((command,)), "--python")
+    assert "install into" not in said and "nothing is installed" in said, said
+
+
 @pytest.mark.parametrize("option", ["--accept-name", "--allow-torch-change"])
 def test_build_options_do_not_promise_an_install(option: str) -> None:
     said = _help_of(_parser(("build",)), option)

@@ -41,7 +41,8 @@ def add_environment_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--python",
         metavar="PATH",
-        help=f"the target interpreter to inspect and install into; the target is: {RULE}",
+        help=f"the target interpreter, whose environment is read (nothing is installed); the "
+        f"target is: {RULE}",
     )
     add_json_option(parser)
 
