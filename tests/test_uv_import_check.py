@@ -8,7 +8,6 @@ SIGHUP, waited for on an error before the target is restored. The lock of tests/
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -186,7 +185,9 @@ def test_ctrl_c_while_the_check_imports_kills_it_and_an_error_waits_for_it_then_
 
 
 def _alive(pid: int) -> bool:
-    done = subprocess.run(
-        ["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True, check=False
-    )
-    return done.returncode == 0 and not done.stdout.strip().startswith("Z")
+    """The process runs (a zombie, ended and not yet reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
