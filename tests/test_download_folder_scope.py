@@ -6,6 +6,7 @@ and no secret of an index or file URL reaches the folder's ``index.txt`` or its 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -13,7 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from test_download_folder import CUDA, TORCH, _environ, _Index, _pip, index
+import pytest
+from test_download_folder import CUDA, TORCH, _environ, _imports_torch, _Index, _pip, index
 from test_speed_download_once import _wheel
 
 from cuda_resolve.install.downloads import DownloadFolder, DownloadingPip
@@ -89,3 +91,71 @@ def test_no_secret_of_a_url_reaches_the_folders_files(tmp_path: Path) -> None:
     assert record["from"].startswith(f"https://files.mirror.test/{TORCH}?X-Amz-Signature=")
     # The folder is the index's, whatever its secrets: another token, the same folder.
     assert folder.path == DownloadFolder(tmp_path / "downloads", ["--index-url", url[:-3]]).path
+
+
+# pip download's last lines where the cache's disk is full (an OSError it does not catch).
+_FULL = [
+    "ERROR: Exception:",
+    "OSError: [Errno 28] No space left on device",
+]
+
+
+def test_a_full_disk_under_the_folder_falls_back_to_asking_the_index(tmp_path: Path) -> None:
+    runs: list[list[str]] = []
+
+    def runner(
+        command: Sequence[str],
+        *,
+        environ: object,
+        log_path: Path,
+        cwd: Path | None = None,
+        on_line: Callable[[str], None] = lambda _: None,
+    ) -> tuple[int, list[str]]:
+        runs.append(list(command))
+        return (2, list(_FULL)) if command[3] == "download" else (0, [])
+
+    notes: list[str] = []
+    pip = DownloadingPip(
+        sys.executable,
+        environ={"PIP_CONFIG_FILE": os.devnull},
+        log_path=tmp_path / "log",
+        runner=runner,
+        on_note=notes.append,
+        downloads=tmp_path / "downloads",
+    )
+    args = ["--index-url", "https://download.test/whl/cu130/", "torch==2.14.1"]
+    assert pip.install(args, torch_index_only=True) == (0, [])
+    assert [command[3] for command in runs] == ["download", "install"]
+    assert runs[1] == pip.install_command(args)  # the step's own words: its index, as before
+    folder = DownloadFolder(tmp_path / "downloads", args[:2])
+    assert notes == [
+        f"the download into {folder.path} failed: No space left on device; installing without "
+        "the download folder (pip asks the index itself)"
+    ]
+    # Any other failure of the download is the step's failure, as pip said it.
+    runs.clear()
+    pip._runner = lambda command, **_: (1, ["ERROR: No matching distribution found for torch"])
+    assert pip.install(args, torch_index_only=True) == (
+        1,
+        ["ERROR: No matching distribution found for torch"],
+    )
+
+
+def test_a_folder_that_cannot_be_written_falls_back_to_asking_the_index(
+    tmp_path: Path, index: _Index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unwritable(self: DownloadFolder, sources: object) -> None:
+        raise OSError(errno.EDQUOT, os.strerror(errno.EDQUOT))  # the quota spent recording
+
+    monkeypatch.setattr(DownloadFolder, "_take_new", unwritable)
+    notes: list[str] = []
+    pip = _pip(tmp_path, "venv", notes)
+    status, tail = pip.install(["torch==2.14.1", "--index-url", index.url], torch_index_only=True)
+    assert status == 0, tail
+    assert _imports_torch(pip)
+    folder = DownloadFolder(tmp_path / "downloads", ["--index-url", index.url])
+    assert notes == [
+        f"the download folder {folder.path} cannot be written: {os.strerror(errno.EDQUOT)}; "
+        "installing without the download folder (pip asks the index itself)"
+    ]
+    assert not list(folder.files.iterdir()) and not folder.incoming.exists()

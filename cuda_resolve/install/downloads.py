@@ -45,7 +45,10 @@ What holds:
 - Its folders are the owner's only (0700), as the logs' folder.
 
 pip's own ``--no-cache-dir`` (on the command line, ``PIP_NO_CACHE_DIR`` or in its
-configuration) keeps the folder out: the install then asks the index itself, as before.
+configuration) keeps the folder out: the install then asks the index itself, as before. So does a
+folder that cannot take the files (its disk full, its quota spent, a folder that cannot be
+written: a lab's home quota is often far smaller than its scratch space): the install is said
+and asks the index itself, as before, where it would otherwise have failed.
 """
 
 from __future__ import annotations
@@ -77,6 +80,12 @@ _DOWNLOADING = re.compile(r"^Downloading (\S+)")
 _CHUNK = 1024 * 1024
 #: While waiting for the lock, the caller's status line moves this often.
 _TICK_SECONDS = 5.0
+#: pip's words for a disk that is full (ENOSPC) or a quota spent (EDQUOT).
+_NO_SPACE = ("No space left on device", "Disk quota exceeded")
+
+
+class _Unwritable(InstallError):
+    """The download folder cannot be written (the install then asks the index itself)."""
 
 
 def downloads_root() -> Path | None:
@@ -158,11 +167,16 @@ def _file_name(url: str) -> str | None:
 class DownloadFolder:
     """One index's folder of downloaded files (see the module)."""
 
-    def __init__(self, root: Path, index: Sequence[str]) -> None:
+    def __init__(self, root: Path, index: Sequence[str], *, pypi_index: bool = False) -> None:
         self.index = tuple(_shown(word) for word in index)
-        key = hashlib.sha256("\n".join(self.index).encode()).hexdigest()[:16]
+        # ".../simple/" and ".../simple" are one index (pip.conf often has the slash, a plan not)
+        key = hashlib.sha256("\n".join(w.rstrip("/") for w in self.index).encode())
         self.root = root
-        self.path = root / key
+        self.key = key.hexdigest()[:16]
+        #: the download asks the user's PyPI index or mirror, from pip's variables and files
+        #: where the words name none (a torch step from PyPI, issue 27)
+        self.pypi_index = pypi_index
+        self.path = root / self.key
         self.files = self.path / "files"
         self.records = self.path / "records"
         self.incoming = self.path / "incoming"
@@ -226,7 +240,8 @@ class DownloadFolder:
     ) -> tuple[int, list[str]]:
         """Run the step's ``pip download`` into the folder (under its lock); (pip's exit status,
         its last lines). Raises :class:`~cuda_resolve.errors.InstallError` for a file whose hash
-        changed, and where the folder cannot be written."""
+        changed, and (a subclass the installer falls back on) where the folder cannot be
+        written."""
         try:
             self._make()
             with self._locked(note, lambda: on_line("")):
@@ -246,6 +261,7 @@ class DownloadFolder:
                     status, tail = pip.run(
                         self.download_command(pip, words)[3:],
                         torch_index_only=True,
+                        pypi_index=self.pypi_index,
                         environ=environ,
                         log_path=log_path,
                         on_line=line,
@@ -256,9 +272,8 @@ class DownloadFolder:
                 finally:
                     shutil.rmtree(self.incoming, ignore_errors=True)
         except OSError as exc:
-            raise InstallError(
-                f"the download folder {self.path} cannot be written: {exc.strerror or exc}; "
-                "nothing was installed",
+            raise _Unwritable(
+                f"the download folder {self.path} cannot be written: {exc.strerror or exc}",
                 hint="free some space there, or set CUDA_RESOLVE_CACHE_DIR to a folder you can "
                 "write; pip's --no-cache-dir installs without the folder",
             ) from None
@@ -422,18 +437,25 @@ class DownloadingPip(TargetPip):
         )
         self.downloads = downloads
         self._cache_off: dict[tuple[str, ...], str | None] = {}
+        self._pypi: dict[bool, str | None] = {}  # the PyPI index pip asks, by --isolated
 
     def folder_for(
         self, args: Sequence[str], *, torch_index_only: bool, pypi_index: bool
     ) -> tuple[DownloadFolder, StepWords] | None:
         """The folder ``pip install ARGS`` goes through, with its words taken apart; None for
-        an install that asks its index itself (not the PyTorch index's alone, a local index, no
-        torch among its requirements, pip told to keep no cache, no writable cache folder)."""
-        if self.downloads is None or not torch_index_only or pypi_index:
+        an install that asks its index itself (not one index alone, a local index, no torch among
+        its requirements, pip told to keep no cache, no writable cache folder). A torch step
+        from PyPI (``pypi_index``) whose words name no index goes through the folder of the index
+        pip would ask (the user's PyPI mirror, else PyPI): the one a build overlay's torch from
+        PyPI filled (F8)."""
+        if self.downloads is None or not torch_index_only:
             return None
         words = step_words(args)
-        locations = words.index_locations
-        if not locations or "--no-index" in words.index:
+        index, locations = words.index, words.index_locations
+        if pypi_index and not index:
+            asked = self._pypi_index(words.options)
+            index, locations = ("--index-url", asked) if asked else (), (asked,) if asked else ()
+        if not locations or "--no-index" in index:
             return None
         if not all(where.lower().startswith(("http://", "https://")) for where in locations):
             return None
@@ -445,7 +467,21 @@ class DownloadingPip(TargetPip):
             self._cache_off[key] = cache_turned_off(key, python=self.python, environ=self.environ)
         if self._cache_off[key] is not None:
             return None
-        return DownloadFolder(self.downloads, words.index), words
+        return DownloadFolder(self.downloads, index, pypi_index=pypi_index), words
+
+    def _pypi_index(self, options: Sequence[str]) -> str | None:
+        """The index a torch step from PyPI asks where its words name none: the user's
+        ``index-url`` (``PIP_INDEX_URL``, pip's files), else PyPI; None where pip is told
+        ``no-index`` or stops on its configuration."""
+        from .pipconfig import pip_indexes
+
+        isolated = "--isolated" in options
+        if isolated not in self._pypi:
+            environ = self.environ_for(torch_index_only=True, pypi_index=True)
+            found = pip_indexes(self.python, environ, pip_args=["--isolated"] if isolated else [])
+            usable = not found.no_index and found.error is None
+            self._pypi[isolated] = found.index_url if usable else None
+        return self._pypi[isolated]
 
     def commands(
         self, args: Sequence[str], *, torch_index_only: bool = False, pypi_index: bool = False
@@ -471,7 +507,8 @@ class DownloadingPip(TargetPip):
         on_line: Callable[[str], None] = lambda _: None,
     ) -> tuple[int, list[str]]:
         """``pip install ARGS``; through the download folder where :meth:`folder_for` says so
-        (the status and lines are the download's where it failed)."""
+        (the status and lines are the download's where it failed), asking the index itself where
+        the folder cannot take the files (its disk full or quota spent, said in a note)."""
         chosen = self.folder_for(args, torch_index_only=torch_index_only, pypi_index=pypi_index)
         if chosen is None:
             return super().install(
@@ -486,9 +523,25 @@ class DownloadingPip(TargetPip):
 
         folder, words = chosen
         note = self.on_note or (lambda text: on_line(NOTE_PREFIX + text))
-        status, tail = folder.fill(
-            self, words, environ=environ, log_path=log_path, on_line=on_line, note=note
-        )
+        why: str | None = None
+        try:
+            status, tail = folder.fill(
+                self, words, environ=environ, log_path=log_path, on_line=on_line, note=note
+            )
+        except _Unwritable as error:
+            status, tail, why = 1, [], str(error)
+        else:
+            full = next((w for w in _NO_SPACE if any(w in line for line in tail)), None)
+            why = f"the download into {folder.path} failed: {full}" if full else None
+        if status != 0 and why is not None:
+            note(f"{why}; installing without the download folder (pip asks the index itself)")
+            return super().install(
+                args,
+                torch_index_only=torch_index_only,
+                environ=environ,
+                log_path=log_path,
+                on_line=on_line,
+            )
         if status != 0:
             return status, tail
         return super().install(
