@@ -232,3 +232,63 @@ def test_a_first_install_fetches_each_file_once_and_a_later_one_none(
     first, later = _first_then_later(tmp_path, ca, monkeypatch, style)
     assert first == Counter({TORCH: 1, CUDA: 1}), first  # the overlay's; the target's: none
     assert not later, later
+
+
+def _first_from_pypi(
+    tmp_path: Path, ca: trustme.CA, monkeypatch: pytest.MonkeyPatch, style: str
+) -> tuple[Counter[str], Counter[str], str]:
+    """A first install whose torch comes from PyPI (F8): the overlay's torch asks the plan's
+    index (``--index-url .../simple``); the target's torch step names no index (the user's PyPI
+    mirror is PIP_INDEX_URL, written with the slash pip.conf files often have), as the plan's
+    step from PyPI runs it. (files sent by the overlay, by both, the torch step's log)"""
+    links = tmp_path / "links"
+    links.mkdir()
+    index = StaticIndex(tmp_path / "index")
+    index.add(_wheel(links, "nvidia-standin-cu13", "13.0.1"))
+    index.add(_wheel(links, "torch", "2.14.1", ["nvidia-standin-cu13==13.0.1"]))
+    url, sent, stop = _serve(index.root, ca, style)
+    environ = {**_environ(tmp_path, ca), "PIP_INDEX_URL": f"{url}/simple/"}
+    monkeypatch.setenv("CUDA_RESOLVE_CACHE_DIR", str(tmp_path / "cr-cache"))
+    try:
+        venv = copy_venv(tmp_path / "venv")
+        spec = _spec(build_requires=())
+        fields = {f: getattr(spec, f) for f in spec.__dataclass_fields__}
+        spec = type(spec)(**{**fields, "python": str(venv), "torch_index": f"{url}/simple"})
+        source = tmp_path / "src"
+        source.mkdir()
+        pip = DownloadingPip(
+            str(venv),
+            environ=environ,
+            log_path=tmp_path / "pip.log",
+            runner=_RealInstalls(),
+            downloads=downloads_root(),
+        )
+        build(
+            spec,
+            Wheelhouse(tmp_path / "wheelhouse"),
+            source_dir=source,
+            installed={},
+            environ=environ,
+            pip=pip,
+        )
+        overlay_only = Counter(sent)
+        step_log = tmp_path / "torch-step.log"
+        status, tail = pip.install(
+            ["torch==2.14.1"], torch_index_only=True, pypi_index=True, log_path=step_log
+        )
+        assert status == 0, tail
+        return overlay_only, Counter(sent), step_log.read_text()
+    finally:
+        stop()
+
+
+@pytest.mark.parametrize("style", ["pypi", "none"])
+def test_a_first_install_of_torch_from_pypi_fetches_each_file_once(
+    tmp_path: Path, ca: trustme.CA, monkeypatch: pytest.MonkeyPatch, style: str
+) -> None:
+    overlay, first, log = _first_from_pypi(tmp_path, ca, monkeypatch, style)
+    assert overlay == first == Counter({TORCH: 1, CUDA: 1}), (overlay, first)
+    # The torch step installed from the overlay's folder: the same folder, its files only.
+    folder = next((tmp_path / "cr-cache" / "downloads").iterdir())
+    assert f"--no-index --find-links {folder / 'files'} torch==2.14.1" in log, log
+    assert "Successfully installed nvidia-standin-cu13-13.0.1 torch-2.14.1" in log

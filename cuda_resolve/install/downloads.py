@@ -3,8 +3,10 @@
 A first install that builds an extension installs torch twice: into the build's overlay and
 into the target. download.pytorch.org sends no caching headers, so pip's HTTP cache keeps
 nothing from it, and each of those installs downloaded torch and its CUDA wheels again (about
-3 GB). Every install that asks the PyTorch index alone for torch (the torch step that installs
-torch, the overlay's torch) now runs as two commands of the target's pip::
+3 GB). Every install that asks one index alone for torch (the torch step that installs torch,
+the overlay's torch), the PyTorch index or PyPI, now runs as two commands of the target's pip (a
+torch step from PyPI names no index: its download asks the one pip's variables and files name,
+else PyPI, and its folder is that index's, the one the overlay's torch from PyPI filled)::
 
     python -m pip download --dest FOLDER/incoming OPTIONS --index-url INDEX REQUIREMENTS
     python -m pip install OPTIONS --no-index --find-links FOLDER/files REQUIREMENTS
@@ -538,6 +540,7 @@ class DownloadingPip(TargetPip):
             return super().install(
                 args,
                 torch_index_only=torch_index_only,
+                pypi_index=pypi_index,  # a step from PyPI keeps the user's mirror (issue 27)
                 environ=environ,
                 log_path=log_path,
                 on_line=on_line,
