@@ -45,6 +45,12 @@ OWN_FLAGS = frozenset(
 )
 
 
+def _names_profile(word: str) -> bool:
+    """``--profile``, ``--profile=FILE`` or an abbreviation pip's options leave unambiguous."""
+    name = word.partition("=")[0]
+    return len(name) >= 6 and "--profile".startswith(name)
+
+
 def split_arguments(words: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
     """(cuda-pip's own options, pip's options, requirements) from ``install``'s arguments.
 
@@ -56,22 +62,16 @@ def split_arguments(words: Sequence[str]) -> tuple[list[str], list[str], list[st
     from cuda_resolve.install.pipoptions import split_command_line
 
     own_options = {**dict.fromkeys(OWN_VALUE_OPTIONS, True), **dict.fromkeys(OWN_FLAGS, False)}
-    own, pip, requirements = split_command_line(words, own_options)
-    # pip has no --profile: handed to pip it would fail with pip's "no such option".
-    profile = next(
-        (
-            w
-            for w in pip
-            if len(w.partition("=")[0]) >= 6 and "--profile".startswith(w.partition("=")[0])
-        ),
-        None,
-    )
-    if profile is not None:
+    # pip has no --profile: refused with the commands that do take one, not as an unknown option.
+    profile_at = next((i for i, w in enumerate(words) if _names_profile(w)), None)
+    if profile_at is not None:
         import shlex
 
-        at = list(words).index(profile)
-        given = profile.partition("=")[2] or (words[at + 1] if at + 1 < len(words) else "FILE")
-        asked = [r for r in requirements if r != given or "=" in profile]
+        profile = words[profile_at]
+        after = profile_at + 1
+        given = profile.partition("=")[2] or (words[after] if after < len(words) else "FILE")
+        rest = [*words[:profile_at], *words[after + (0 if "=" in profile else 1) :]]
+        asked = split_command_line(rest, own_options)[2]
         words_for = " ".join(shlex.quote(r) for r in asked) or "REQ..."
         target = f"{words_for} --profile {shlex.quote(given)}"
         raise UsageError(
@@ -80,6 +80,7 @@ def split_arguments(words: Sequence[str]) -> tuple[list[str], list[str], list[st
             hint=f"to build wheels for that machine: cuda-resolve build {target}; to see its "
             f"plan: cuda-resolve plan {target}",
         )
+    own, pip, requirements = split_command_line(words, own_options)
     for at, word in enumerate(own):
         value = (
             own[at + 1]

@@ -125,6 +125,37 @@ def test_a_prefix_of_both_namespaces_is_refused(words: list[str]) -> None:
         split_arguments(words)
 
 
+@pytest.mark.parametrize(
+    ("words", "named", "variable"),
+    [
+        (["--nosuchoption"], "--nosuchoption", "PIP_NOSUCHOPTION"),
+        (["--no-such=1"], "--no-such", "PIP_NO_SUCH"),
+        (["-Z"], "-Z", None),
+        (["-qZ"], "-Z", None),
+    ],
+)
+def test_an_option_no_pip_knows_is_exit_2_before_anything_runs(
+    target: str, tmp_path: Path, words: list[str], named: str, variable: str | None
+) -> None:
+    """Handed to pip it failed only after the probes, the reachability check and the stash,
+    with exit 1 and pip's usage text; docs/install.md promises exit 2 for an unknown option."""
+    cache = tmp_path / "cache"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip_plugin", "install", "six", *words, "--python", target],
+        env={**os.environ, "CUDA_RESOLVE_CACHE_DIR": str(cache)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"error: {named}: no such option of cuda-pip install"), done
+    if variable is not None:  # a long option: its PIP_ variable is the way for a newer pip's
+        assert variable in done.stderr, done.stderr
+    assert not (cache / "journal").exists(), "the environment was stashed"
+    assert "Traceback" not in done.stderr
+
+
 def test_cuda_pips_index_given_a_url_points_at_pips_index_url() -> None:
     with pytest.raises(UsageError, match="index overlay folder") as caught:
         split_arguments(["--index", "https://mirror.example/simple", "kaolin"])

@@ -317,10 +317,23 @@ def split_command_line(
         elif item == "--":
             requirements.extend(word for word in rest if isinstance(word, str))
         elif item.startswith("-"):
-            pip_words.append(item)
+            _refuse_unknown(item)
         else:
             requirements.append(item)
     return own_words, pip_words, requirements
+
+
+def _refuse_unknown(word: str) -> None:
+    """An option neither cuda-pip nor any pip install of :data:`OPTIONS` knows: refused before
+    anything runs (handed to pip, it failed only after the environment was stashed, exit 1)."""
+    name = word.partition("=")[0]
+    hint = "see `cuda-pip install --help` and `pip install --help`"
+    if name.startswith("--"):
+        variable = "PIP_" + name[2:].upper().replace("-", "_")
+        hint += f"; an option only a newer pip has can be set in {variable} or pip.conf"
+    raise UsageError(
+        f"{name}: no such option of cuda-pip install, nor of pip install 22.0 - 26.3", hint=hint
+    )
 
 
 def find_options(pip_args: Sequence[str], *, lenient: bool = False) -> list[Found]:
