@@ -547,6 +547,7 @@ def make_lock(
     skipped: list[str] = []
     memo = answers or PipAnswers(None)
     planned: list[tuple[LockProfile, Plan, Resolution]] = []
+    unfit: list[str] = []  # the files of the profiles left out for which nothing fits
     for profile in profiles:
         report.step(f"profile {profile.name}: resolving {' '.join(request.requests)}")
         try:
@@ -556,6 +557,7 @@ def make_lock(
         except ResolutionImpossible as exc:
             if request.skip_unfit:
                 skipped.append(f"{profile.name}: {exc}")
+                unfit.append(profile.source)
                 report.note(f"profile {profile.name} left out: {exc}")
                 continue
             raise ResolutionImpossible(
@@ -631,10 +633,16 @@ def make_lock(
                 records.append(record)
                 per_profile[name] = _kept_files(keep, name)
     if not records:
+        import shlex
+
+        explain = shlex.join(
+            ["cuda-resolve", "plan", *request.requests, "--profile", unfit[0], "--explain"]
+            if unfit and unfit[0] != "this"
+            else ["cuda-resolve", "plan", *request.requests, "--explain"]
+        )
         raise LockError(
             "no profile fits: " + "; ".join(skipped),
-            hint="see each profile's reason; `cuda-resolve plan REQ --profile FILE "
-            "--explain` says more",
+            hint=f"see each profile's reason; `{explain}` says more",
         )
     finder.canonical = _canonical_from(config)
     packages = _merge(per_profile, finder, report)
