@@ -100,6 +100,30 @@ def downloads_root() -> Path | None:
     return next((folder for folder in found if writable(folder)), None)
 
 
+def recorded_files(name: str, sha256: str, roots: Sequence[Path] | None = None) -> list[Path]:
+    """The download folders' files named ``name`` whose record holds ``sha256`` (under
+    ``roots``, default every cache folder's ``downloads/``): where another cache (a lock's
+    files) may take a file instead of downloading it again. A record is a hint, never trusted:
+    the caller hashes the file it takes. Never raises; a folder it cannot read gives nothing."""
+    from ..paths import own_cache_roots
+
+    found: list[Path] = []
+    for root in roots if roots is not None else [r / "downloads" for r in own_cache_roots()]:
+        try:
+            folders = sorted(entry.path for entry in os.scandir(root) if entry.is_dir())
+        except OSError:
+            continue
+        for folder in folders:
+            file = Path(folder) / "files" / name
+            try:
+                record = json.loads((Path(folder) / "records" / f"{name}.json").read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(record, dict) and record.get("sha256") == sha256 and file.is_file():
+                found.append(file)
+    return found
+
+
 def _private_folder(path: Path) -> None:
     """``path`` made (0700), or narrowed to 0700 where it is ours and wider."""
     path.mkdir(mode=0o700, exist_ok=True)

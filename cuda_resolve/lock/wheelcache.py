@@ -4,11 +4,20 @@ Every file to install is fetched (through the configured mirror, by rewriting th
 prefix) and its sha256 and size checked before anything is installed; a file already in the cache
 was checked when it came and is not hashed again while its stamp (size, mtime, ctime, inode
 recorded then) still holds, so a cached sync opens no connection.
+
+A file that a download folder of the installs holds (:mod:`cuda_resolve.install.downloads`,
+its record giving the lock's sha256: a build overlay's or a torch step's download of the same
+torch) is taken from there instead of downloaded again (user walk F16): hard-linked (else
+copied) beside its place here, hashed, and put in place only where the hash and size are the
+lock's; the folder's file is never moved, and one whose content is not the lock's is said and
+not used (the file is then downloaded).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -84,6 +93,38 @@ def cached_files(wanted: Sequence[Wanted], cache_dir: Path) -> tuple[dict[str, P
     return paths, missing
 
 
+def _from_download_folders(item: Wanted, target: Path, report: Reporter) -> bool:
+    """``item``'s file taken from a download folder into ``target`` (see the module); False where
+    none holds it with the lock's hash."""
+    from ..install.downloads import recorded_files
+    from ..net.download import file_sha256
+
+    for source in recorded_files(item.file, item.sha256):
+        part = target.with_name(f".{target.name}.{os.getpid()}.part")
+        try:
+            part.unlink(missing_ok=True)
+            try:
+                os.link(source, part)  # the same bytes, no second copy on the disk
+            except OSError:
+                shutil.copyfile(source, part)
+            digest = file_sha256(part)
+            size = part.stat().st_size
+            if digest != item.sha256 or (item.size is not None and size != item.size):
+                report.note(
+                    f"{source} has sha256 {digest} ({size} bytes), not the lock's {item.sha256}"
+                    " its record names: not used (it changed since it was downloaded)"
+                )
+                part.unlink()
+                continue
+            os.replace(part, target)
+        except OSError:
+            part.unlink(missing_ok=True)
+            continue
+        report.step(f"took {item.file} from {source.parent.parent} (not downloaded again)")
+        return True
+    return False
+
+
 def fetch_all(
     wanted: Sequence[Wanted], client: HttpClient, cache_dir: Path, reporter: Reporter | None = None
 ) -> dict[str, Path]:
@@ -97,6 +138,10 @@ def fetch_all(
         target = cache_path(cache_dir, item)
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.is_file():
+            if _from_download_folders(item, target, report):
+                _stamp(target, item.sha256)  # hashed just now: the lock's
+                paths[item.name] = target
+                continue
             report.step(f"fetching {item.file}")
         try:
             client.download(item.url, target, sha256=item.sha256, size=item.size)

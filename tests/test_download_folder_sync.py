@@ -1,0 +1,103 @@
+"""A lock's sync takes what the installs' download folder already holds (user walk F16,
+:mod:`cuda_resolve.lock.wheelcache`): a first install (real pip, through the folder) then the
+sync's fetch of the same files asks the loopback index for nothing; a folder file whose content
+is not the one recorded is not used (the sync downloads the lock's file and says so); the
+folder's files stay where they are."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_download_folder import CUDA, TORCH, _folder, _Index, _install, _pip, index
+
+from cuda_resolve.lock.select import Wanted
+from cuda_resolve.lock.wheelcache import cached_files, fetch_all
+from cuda_resolve.net.client import HttpClient
+
+__all__ = ["index"]
+
+
+class _Said:
+    def __init__(self) -> None:
+        self.steps: list[str] = []
+        self.notes: list[str] = []
+
+    def step(self, text: str) -> None:
+        self.steps.append(text)
+
+    def progress(self, label: str, done: int | None, total: int | None, elapsed: float) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+@pytest.fixture
+def filled(tmp_path: Path, index: _Index, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Index]:
+    """The folder under this test's cache root, filled by a first install (real pip)."""
+    monkeypatch.setenv("CUDA_RESOLVE_CACHE_DIR", str(tmp_path))  # downloads/ is tmp_path's
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # not this machine's
+    status, tail = _install(_pip(tmp_path, "first"), index)
+    assert status == 0, tail
+    assert dict(index.sent) == {TORCH: 1, CUDA: 1}
+    yield index
+
+
+def _wanted(index: _Index) -> list[Wanted]:
+    served = index.index.root / "files"
+    base = index.url.rsplit("/", 1)[0]
+    return [
+        Wanted(
+            name=name.split("-")[0].replace("_", "-"),
+            version=name.split("-")[1],
+            file=name,
+            url=f"{base}/files/{name}",
+            size=(served / name).stat().st_size,
+            sha256=hashlib.sha256((served / name).read_bytes()).hexdigest(),
+        )
+        for name in (TORCH, CUDA)
+    ]
+
+
+def _sync_fetch(tmp_path: Path, wanted: list[Wanted], said: _Said) -> dict[str, Path]:
+    with HttpClient(use_cache=False) as client:
+        return fetch_all(wanted, client, tmp_path / "lock-wheels", said)
+
+
+def test_a_sync_after_an_install_fetches_nothing_the_folder_holds(
+    tmp_path: Path, filled: _Index
+) -> None:
+    wanted, said = _wanted(filled), _Said()
+    paths = _sync_fetch(tmp_path, wanted, said)
+    assert dict(filled.sent) == {TORCH: 1, CUDA: 1}  # nothing asked of the index
+    folder = _folder(tmp_path, filled)
+    for item in wanted:
+        taken, kept = paths[item.name], folder.files / item.file
+        assert taken.read_bytes() == (filled.index.root / "files" / item.file).read_bytes()
+        assert kept.is_file() and os.path.samefile(taken, kept)  # linked, never moved
+    assert not said.notes and not any(s.startswith("fetching") for s in said.steps), said.steps
+    # Checked and stamped: the next sync reads no file's content and opens no connection.
+    assert cached_files(wanted, tmp_path / "lock-wheels") == (paths, [])
+
+
+def test_a_folder_file_that_changed_is_not_taken(tmp_path: Path, filled: _Index) -> None:
+    folder = _folder(tmp_path, filled)
+    kept = folder.files / TORCH
+    with kept.open("r+b") as stream:  # the folder's copy written after it was recorded,
+        stream.seek(100)  # its size unchanged: only its hash tells
+        stream.write(b"tampered")
+    tampered = kept.read_bytes()
+    wanted, said = _wanted(filled), _Said()
+    paths = _sync_fetch(tmp_path, wanted, said)
+    assert dict(filled.sent) == {TORCH: 2, CUDA: 1}  # torch downloaded, the CUDA wheel taken
+    torch = next(item for item in wanted if item.file == TORCH)
+    assert paths["torch"].read_bytes() == (filled.index.root / "files" / TORCH).read_bytes()
+    assert hashlib.sha256(paths["torch"].read_bytes()).hexdigest() == torch.sha256
+    assert not os.path.samefile(paths["torch"], kept) and kept.read_bytes() == tampered
+    assert len(said.notes) == 1 and said.notes[0].startswith(f"{kept} has sha256 "), said.notes
+    assert f"not the lock's {torch.sha256}" in said.notes[0]
+    assert not list(paths["torch"].parent.glob(".*.part"))  # the refused copy is gone
