@@ -64,14 +64,22 @@ def _wanted(index: _Index) -> list[Wanted]:
 
 
 def _sync_fetch(tmp_path: Path, wanted: list[Wanted], said: _Said) -> dict[str, Path]:
-    with HttpClient(use_cache=False) as client:
-        return fetch_all(wanted, client, tmp_path / "lock-wheels", said)
+    """As sync fetches: what the cache (or a download folder) has, then the rest."""
+    paths, missing = cached_files(wanted, tmp_path / "lock-wheels")
+    if missing:
+        with HttpClient(use_cache=False) as client:
+            paths.update(fetch_all(missing, client, tmp_path / "lock-wheels", said))
+    return paths
 
 
 def test_a_sync_after_an_install_fetches_nothing_the_folder_holds(
     tmp_path: Path, filled: _Index
 ) -> None:
     wanted, said = _wanted(filled), _Said()
+    assert [p.name for p in cached_files(wanted, tmp_path / "lock-wheels")[0].values()] == [
+        TORCH,
+        CUDA,
+    ]  # taken before any client is made: no connection opened, no HTTP layer loaded
     paths = _sync_fetch(tmp_path, wanted, said)
     assert dict(filled.sent) == {TORCH: 1, CUDA: 1}  # nothing asked of the index
     folder = _folder(tmp_path, filled)

@@ -81,12 +81,17 @@ def _stamped(path: Path, item: Wanted) -> bool:
 def cached_files(wanted: Sequence[Wanted], cache_dir: Path) -> tuple[dict[str, Path], list[Wanted]]:
     """The files already in the cache and checked (by name), and the items still to fetch or
     check. Reads no file's content: a sync whose files are all here opens no connection and
-    hashes nothing."""
+    hashes nothing. A file a download folder holds with the lock's hash is taken here (hashed
+    once, then stamped), so a sync after an install of the same files opens no connection
+    either; one that is not the lock's stays to fetch (:func:`fetch_all` says why)."""
     paths: dict[str, Path] = {}
     missing: list[Wanted] = []
     for item in wanted:
         target = cache_path(cache_dir, item)
         if _stamped(target, item):
+            paths[item.name] = target
+        elif not target.exists() and _from_download_folders(item, target, NullReporter()):
+            _stamp(target, item.sha256)  # hashed just now: the lock's
             paths[item.name] = target
         else:
             missing.append(item)
@@ -102,6 +107,7 @@ def _from_download_folders(item: Wanted, target: Path, report: Reporter) -> bool
     for source in recorded_files(item.file, item.sha256):
         part = target.with_name(f".{target.name}.{os.getpid()}.part")
         try:
+            target.parent.mkdir(parents=True, exist_ok=True)
             part.unlink(missing_ok=True)
             try:
                 os.link(source, part)  # the same bytes, no second copy on the disk
