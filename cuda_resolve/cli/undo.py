@@ -46,11 +46,24 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ..install.stash import default_journal_dir, default_lock_dir, pending, recover, target_lock
+    from ..install.stash import (
+        default_journal_dir,
+        default_lock_dir,
+        pending,
+        recover,
+        target_lock,
+        waiting_for,
+    )
     from ..install.target import choose_target
 
     python = choose_target(args.python).python
-    with target_lock(python, default_lock_dir(), timeout=LOCK_TIMEOUT_S) as prefix:
+
+    def on_wait(holder: str) -> None:
+        _output.error_console().print(
+            waiting_for(python, holder), markup=False, highlight=False, soft_wrap=True
+        )
+
+    with target_lock(python, default_lock_dir(), timeout=LOCK_TIMEOUT_S, on_wait=on_wait) as prefix:
         journals = [j for j in pending(default_journal_dir()) if j.prefix == prefix]
         if not journals:
             if args.json:

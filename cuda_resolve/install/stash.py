@@ -93,6 +93,7 @@ __all__ = [
     "recover",
     "target_lock",
     "target_prefix",
+    "waiting_for",
 ]
 
 #: The stash folder's name in the target's prefix: ``.cuda-resolve-stash-<journal id>``.
@@ -311,6 +312,13 @@ def target_prefix(python: str, environ: Mapping[str, str] | None = None) -> str:
             hint="check that the target interpreter runs (pass --python PATH)",
         )
     return lines[-1]
+
+
+def waiting_for(python: str, holder: str) -> str:
+    """What a command says while another one holds ``python``'s environment lock."""
+    return f"waiting for another install into {python} to finish" + (
+        f" ({holder})" if holder else ""
+    )
 
 
 @contextlib.contextmanager

@@ -42,7 +42,13 @@ from .pip import (
     trust_options,
 )
 from .pipoptions import options_for_torch_step
-from .stash import Stash, default_journal_dir, default_lock_dir, target_lock
+from .stash import (
+    Stash,
+    default_journal_dir,
+    default_lock_dir,
+    target_lock,
+    waiting_for,
+)
 from .uv import UvFailed, changes_target, installer_of
 
 if TYPE_CHECKING:  # a plan without builds (a sync, a plain install) loads none of the build layer
@@ -652,6 +658,7 @@ def _execute_once(
         timeout=TARGET_LOCK_SECONDS,
         environ=base,
         prefix=facts.real_prefix,
+        on_wait=lambda holder: report.step(waiting_for(python, holder)),
     ) as prefix:
         _recover_pending(prefix, base, default_journal_dir(), report)
         with phases.timed("stash"):

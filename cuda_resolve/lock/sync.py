@@ -501,7 +501,13 @@ def remove_extras(
     """``pip uninstall`` of ``names`` with the target's files stashed first: restored on
     failure, and the error then says what the restore put back and what it could not."""
     from ..install.pip import TargetPip
-    from ..install.stash import Stash, default_journal_dir, default_lock_dir, target_lock
+    from ..install.stash import (
+        Stash,
+        default_journal_dir,
+        default_lock_dir,
+        target_lock,
+        waiting_for,
+    )
     from ..install.transaction import TARGET_LOCK_SECONDS
 
     report = reporter or NullReporter()
@@ -513,7 +519,13 @@ def remove_extras(
             hint="these install everything else, or cuda-resolve needs them to run",
         )
     pip = TargetPip(python, environ=environ, log_path=log_path)
-    with target_lock(python, default_lock_dir(), timeout=TARGET_LOCK_SECONDS, environ=environ):
+    with target_lock(
+        python,
+        default_lock_dir(),
+        timeout=TARGET_LOCK_SECONDS,
+        environ=environ,
+        on_wait=lambda holder: report.step(waiting_for(python, holder)),
+    ):
         stash = Stash.begin(python, environ=environ, journal_dir=default_journal_dir(), only=names)
         try:
             report.step(f"removing {', '.join(names)}")
