@@ -243,7 +243,9 @@ def complete_plan(
     parts.main_requirements.extend(plan.pass_through)
     if options.hash_mode is not None:
         parts.check_hashes(options.hash_mode, installed)
-    skip_pip = parts.last_step(steps, installed)
+    # pip told to install elsewhere (PIP_TARGET ...): what the target has says nothing of that
+    # folder, so pip runs, as a plain `pip install` would.
+    skip_pip = parts.last_step(steps, installed, elsewhere=_installs_elsewhere(environ or {}))
     if options.hash_mode is not None:  # pip checks every file of every step, dependencies included
         steps = [replace(step, args=(REQUIRE_HASHES, *step.args)) for step in steps]
     imports = parts.imports
@@ -270,6 +272,16 @@ def complete_plan(
 
 
 _ALL_INSTALLED = "every planned package is installed at the planned version: pip is not run"
+#: pip's variables that send an install somewhere else than the target's site-packages (as
+#: install/uv.py's ``_PIP_ELSEWHERE``, which keeps uv out of such a step).
+_PIP_ELSEWHERE = ("PIP_TARGET", "PIP_PREFIX", "PIP_ROOT", "PIP_USER")
+
+
+def _installs_elsewhere(environ: Mapping[str, str]) -> bool:
+    return any(
+        environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+        for name in _PIP_ELSEWHERE
+    )
 
 
 class _Completion:
@@ -460,12 +472,17 @@ class _Completion:
             hash_mode, unhashed_before_build(self.plan, self.builds, unmet, TORCH_FAMILY)
         )
 
-    def last_step(self, steps: list[PipStep], installed: Mapping[str, str] | None) -> str | None:
+    def last_step(
+        self, steps: list[PipStep], installed: Mapping[str, str] | None, *, elsewhere: bool = False
+    ) -> str | None:
         """Append the step of everything but the torch family to ``steps`` (or fold its checked
-        URLs into the first step when it has nothing to install); or say why pip is not run."""
+        URLs into the first step when it has nothing to install); or say why pip is not run
+        (never when ``elsewhere``: pip's variables send the install to another folder)."""
         digests = tuple(b.key.digest for b in self.builds)
-        if installed is not None and (
-            self._nothing_to_change(installed) or self._built_and_installed(installed)
+        if (
+            installed is not None
+            and not elsewhere
+            and (self._nothing_to_change(installed) or self._built_and_installed(installed))
         ):
             return _ALL_INSTALLED
         if (
