@@ -308,10 +308,29 @@ def test_the_commands_are_the_steps_own_with_the_folder_for_its_index(tmp_path: 
         == DownloadFolder(tmp_path / "downloads", ["--index-url", url[:8] + url[19:]]).path
     )
     assert folder.path != DownloadFolder(tmp_path / "downloads", ["--index-url", url + "x/"]).path
-    # What asks its index itself: PyPI's step, a local index, pip told to keep no cache.
+    # What asks its index itself: not a torch step, a local index, pip told to keep no cache.
     plain = [pip.install_command(args)]
     assert pip.commands(args) == plain
-    assert pip.commands(args, torch_index_only=True, pypi_index=True) == plain
+    # PyPI's torch step (F8): through the folder of the index it asks: the one its words name
+    # (the user's -i), else pip's variables and files, else PyPI; with no-index, asks itself.
+    assert pip.commands(args, torch_index_only=True, pypi_index=True) == [download, install]
+    torch = ["torch==2.14.1"]
+    for variable, value, index in [
+        (None, None, "https://pypi.org/simple/"),  # the slash: one folder with or without
+        ("PIP_INDEX_URL", "https://u:p@pypi.mirror.test/simple", "https://pypi.mirror.test/simple"),
+    ]:
+        if variable:
+            pip.environ[variable] = value
+            pip._pypi.clear()
+        fetch, put = pip.commands(torch, torch_index_only=True, pypi_index=True)
+        assert fetch[-1] == "torch==2.14.1" and not any("index" in w for w in fetch), fetch
+        files = DownloadFolder(tmp_path / "downloads", ["--index-url", index]).files
+        assert put[-4:] == ["--no-index", "--find-links", str(files), "torch==2.14.1"]
+    pip.environ["PIP_NO_INDEX"] = "1"
+    pip._pypi.clear()
+    no_index = pip.commands(torch, torch_index_only=True, pypi_index=True)
+    assert no_index == [pip.install_command(torch)]
+    del pip.environ["PIP_NO_INDEX"], pip.environ["PIP_INDEX_URL"]
     local_index = ["--index-url", "/srv/wheels", "torch==2.14.1"]
     assert len(pip.commands(local_index, torch_index_only=True)) == 1
     no_cache = [*args, "--no-cache"]  # an abbreviation pip accepts

@@ -352,6 +352,20 @@ class DownloadFolder:
     def _record_path(self, name: str) -> Path:
         return self.records / f"{name}.json"
 
+    def with_sources(self, on_line: Callable[[str], None]) -> Callable[[str], None]:
+        """``on_line`` given pip's ``Processing FOLDER/files/NAME`` lines with where the file was
+        downloaded from (its record): what the torch-landed check names as torch's supplier."""
+        prefix = f"Processing {self.files}{os.sep}"
+
+        def line(text: str) -> None:
+            said = text.strip()
+            if said.startswith(prefix) and (name := said[len(prefix) :].split()[0:1]):
+                came = (self._record(name[0]) or {}).get("from")
+                text = f"{text.rstrip()} (downloaded from {came})" if came else text
+            on_line(text)
+
+        return line
+
     def _record(self, name: str) -> dict[str, object] | None:
         try:
             data = json.loads(self._record_path(name).read_text(encoding="utf-8"))
@@ -576,5 +590,5 @@ class DownloadingPip(TargetPip):
             torch_index_only=True,
             environ=environ,
             log_path=log_path,
-            on_line=on_line,
+            on_line=folder.with_sources(on_line),
         )
