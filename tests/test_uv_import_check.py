@@ -128,7 +128,7 @@ def test_the_import_check_runs_while_the_target_is_listed_and_once_where_nothing
 
 @needs_uv
 @pytest.mark.parametrize("stop", [KeyboardInterrupt, RuntimeError])
-def test_ctrl_c_while_the_check_imports_kills_it_and_an_error_waits_for_it_then_restores(
+def test_ctrl_c_or_an_error_while_the_check_imports_kills_it_then_restores(
     configured: dict[str, Path | str],
     locked: Path,
     tmp_path: Path,
@@ -136,8 +136,9 @@ def test_ctrl_c_while_the_check_imports_kills_it_and_an_error_waits_for_it_then_
     stop: type[BaseException],
 ) -> None:
     """The listing (main thread) is stopped while the check's interpreter runs in its thread:
-    Ctrl-C (KeyboardInterrupt; SIGTERM and SIGHUP raise its subclass) kills that interpreter
-    before the restore; an error waits for it to end. Either way the target is restored."""
+    Ctrl-C (KeyboardInterrupt; SIGTERM and SIGHUP raise its subclass) or an error (the torch
+    that landed is refused) kills that interpreter, whose thread ends, before the restore; the
+    error does not wait out a slow import (review H9). Either way the target is restored."""
     from cuda_resolve._bounded import run as bounded_run
 
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
@@ -145,8 +146,8 @@ def test_ctrl_c_while_the_check_imports_kills_it_and_an_error_waits_for_it_then_
     ended: list[float] = []
 
     def verify(python: str, modules: Sequence[str], environ: Mapping[str, str]) -> str | None:
-        """An import check that takes its time: 120 s (killed by Ctrl-C), 3 s (an error)."""
-        seconds = 120 if stop is KeyboardInterrupt else 3
+        """An import check that takes its time (killed long before it ends)."""
+        seconds = 120
         script = (
             f"import os, time\nwith open({str(pid_file)!r}, 'w') as out:\n"
             f"    out.write(str(os.getpid()))\ntime.sleep({seconds})"
@@ -172,15 +173,9 @@ def test_ctrl_c_while_the_check_imports_kills_it_and_an_error_waits_for_it_then_
         sync(request)
     raised = time.monotonic()
     pid = int(pid_file.read_text())
-    if stop is KeyboardInterrupt:
-        assert raised - started < 60
-        deadline = time.monotonic() + 10
-        while _alive(pid):
-            assert time.monotonic() < deadline, "the check's interpreter still runs"
-            time.sleep(0.05)
-    else:
-        assert ended and ended[0] <= raised, "the error did not wait for the check"
-        assert not _alive(pid)
+    assert raised - started < 60, "the check was waited out, not killed"
+    assert ended and ended[0] <= raised, "the restore began while the check's thread ran"
+    assert not _alive(pid), "the check's interpreter still runs"
     assert _installed(python) == before
 
 

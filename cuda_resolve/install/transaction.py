@@ -374,6 +374,8 @@ def _restored(exc: BaseException, stash: Stash, report: Reporter) -> bool:
 
 #: The import check and a smoke test each end within this.
 _CHECK_SECONDS = 600
+#: How long a killed check's thread may take to see its interpreter gone.
+_KILLED_CHECK_SECONDS = 10.0
 
 
 def _run_check(
@@ -416,20 +418,18 @@ def _start_import_check(
 
 @contextmanager
 def _while_checking(check: Background[str | None] | None) -> Iterator[None]:
-    """While ``check`` runs in its thread: an error waits for it to end (nothing reads the
-    target while it is restored); Ctrl-C, SIGTERM or SIGHUP kill its interpreter now, as they
-    kill a program the main thread waits on (:func:`~cuda_resolve._bounded.kill_all`)."""
+    """While ``check`` runs in its thread: an error, Ctrl-C, SIGTERM or SIGHUP kill its
+    interpreter (its verdict no longer matters: the target is about to be restored), as they
+    kill a program the main thread waits on (:func:`~cuda_resolve._bounded.kill_all`), and wait
+    for its thread to end, so nothing reads the target while it is restored."""
     try:
         yield
-    except Exception:
-        if check is not None:
-            check.wait(_CHECK_SECONDS)
-        raise
     except BaseException:
         if check is not None:
             from .._bounded import kill_all
 
             kill_all()
+            check.wait(_KILLED_CHECK_SECONDS)
         raise
 
 
