@@ -20,6 +20,7 @@ H200 = Path(__file__).parent / "data" / "profiles" / "h200-healthy-handwritten.t
 def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.setenv("CUDA_RESOLVE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "400")  # a long temporary path stays on one line
     source = tmp_path / "Pointnet2_PyTorch"
     source.mkdir()
     (source / "setup.py").write_text("raise SystemExit('never run')\n", encoding="utf-8")
@@ -61,3 +62,16 @@ def test_cuda_pip_install_refuses_it_too(folder: Path, capsys: pytest.CaptureFix
     args = ["install", "pointnet2_ops", "--arch-list", "8.0", "--dry-run"]
     assert main([*args, "--source", f"kaolin={folder}"]) == 2
     assert "the plan has no package called 'kaolin'" in capsys.readouterr().err
+
+
+def test_a_package_the_plan_does_not_build_is_refused(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch (a prebuilt wheel here) is in the plan, but nothing is built for it: the folder
+    would not be read (review H9: the check accepted any name the plan holds)."""
+    args = ["install", "torch", "pointnet2_ops", "--arch-list", "8.0", "--dry-run"]
+    assert main([*args, "--source", f"torch={folder}"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: --source torch={folder}: the plan installs the prebuilt torch " in err, err
+    assert "builds nothing from source for it" in err
+    assert f"hint: drop --source torch={folder}" in err

@@ -131,10 +131,11 @@ def check_names(
 def check_sources(plan: Plan, options: InstallOptions) -> None:
     """Refuse a ``--source`` the plan would never read: ``NAME=DIR`` for a package the plan does
     not hold (a typo, another package's name: the recipe's source would be fetched instead,
-    silently), and a bare ``DIR`` when the plan builds more than one package (each build would
-    be handed that one folder)."""
+    silently) or does not build (a prebuilt wheel, torch, an installed build kept), and a bare
+    ``DIR`` when the plan builds more than one package (each build would be handed that one
+    folder)."""
     items = plan.items
-    planned = {canonicalize_name(item.name) for item in items}
+    planned = {canonicalize_name(item.name): item for item in items}
     builds = sorted({item.name for item in items if item.kind == "build"})
     for name, folder in options.source_dirs:
         if name == "*":
@@ -146,7 +147,15 @@ def check_sources(plan: Plan, options: InstallOptions) -> None:
                     + " ".join(f"--source {b}=DIR" for b in builds),
                 )
             continue
-        if canonicalize_name(name) not in planned:
+        taken = planned.get(canonicalize_name(name))
+        if taken is not None and taken.kind != "build":
+            how = "keeps the installed" if taken.kind == "installed" else "installs the prebuilt"
+            raise UsageError(
+                f"--source {name}={folder}: the plan {how} {taken.name} {taken.version} and "
+                "builds nothing from source for it, so that folder would not be read",
+                hint=f"drop --source {name}={folder}",
+            )
+        if taken is None:
             raise UsageError(
                 f"--source {name}={folder}: the plan has no package called {name!r}, so nothing "
                 "would be built from that folder",
