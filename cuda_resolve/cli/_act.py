@@ -16,6 +16,7 @@ from ..environment import Environment
 from ..errors import UsageError
 from ..install.target import RULE
 from . import _output
+from ._common import ArchListOption
 
 if TYPE_CHECKING:
     import weakref
@@ -47,6 +48,7 @@ def add_action_options(parser: argparse.ArgumentParser, *, install: bool) -> Non
     group.add_argument(
         "--arch-list",
         metavar="LIST",
+        action=ArchListOption,
         help="TORCH_CUDA_ARCH_LIST for source builds (default: the GPUs here"
         + (")" if install else ", or the --profile's)"),
     )

@@ -16,12 +16,40 @@ if TYPE_CHECKING:
     from ..install.target import TargetChoice
 
 __all__ = [
+    "ArchListOption",
     "add_environment_options",
     "add_json_option",
     "detect_target",
     "environment_from_args",
     "index_from_args",
 ]
+
+
+class ArchListOption(argparse.Action):
+    """``--arch-list LIST``, given once and naming something: an empty value (an unset shell
+    variable, ``--arch-list "$ARCHS"``) was taken as no --arch-list, and a second one silently
+    replaced the first."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        text = str(values)
+        given = getattr(namespace, self.dest, None)
+        if given is not None:
+            parser.error(
+                f"{option_string} given twice ({given!r}, then {text!r}): give one list, "
+                f"e.g. {option_string} '{given};{text}'"
+            )
+        if not text.strip():
+            parser.error(
+                f"{option_string} {text!r} names no architecture (an unset shell variable?): "
+                f"e.g. {option_string} '8.6'"
+            )
+        setattr(namespace, self.dest, text)
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .._printable import printable
 from ..redaction import redact_urls
 from . import _output
-from ._common import add_environment_options
+from ._common import ArchListOption, add_environment_options
 
 # What deciding needs (resolver, index model, plan, install) is imported by the handler, after
 # the target's probes have been started: they then run while it loads (issue 28).
@@ -49,6 +49,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--arch-list",
         metavar="LIST",
+        action=ArchListOption,
         help="TORCH_CUDA_ARCH_LIST for source builds (e.g. '8.0;8.6'); default: the GPUs here",
     )
     parser.add_argument(
