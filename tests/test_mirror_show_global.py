@@ -77,3 +77,24 @@ def test_the_files_are_the_ones_pip_itself_reads(machine: Path, tmp_path: Path) 
         line.strip().split(", exists:")[0] for line in section.splitlines() if "exists:" in line
     ]
     assert pips == [str(p) for p in pip_global_files(env, "linux")]
+
+
+def test_the_text_shows_every_setting_the_json_has(
+    machine: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """find-links in a pip file was in `mirror show --json` and missing from the text (user walk
+    H7 F4): the text lists each setting the file entry carries."""
+    machine.write_text(
+        f"[global]\nindex-url = {LAB_MIRROR}\nfind-links = /srv/wheels\n"
+        "extra-index-url = https://extra.lab.example.edu/simple/\n",
+        encoding="utf-8",
+    )
+    assert main(["mirror", "show", "--json"]) == 0
+    files = json.loads(capsys.readouterr().out)["files"]
+    [entry] = [f for f in files if f["path"] == str(machine)]
+    assert main(["mirror", "show"]) == 0
+    out = capsys.readouterr().out
+    settings = {k: v for k, v in entry.items() if v not in (None, [], {})}
+    for key in set(settings) - {"tool", "role", "path", "exists", "warnings"}:
+        assert f"\n  {key}: {settings[key]}" in out, key
+    assert "\n  find_links: ['/srv/wheels']" in out

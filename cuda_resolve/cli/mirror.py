@@ -217,24 +217,19 @@ def handle_show(args: argparse.Namespace) -> int:
         _say(f"{item['tool']} {item['role']}: {item['path']}{state}")
         if "error" in item:
             _say(f"  error: {item['error']}")
-        for key in (
-            "index_url",
-            "extra_index_urls",
-            "trusted_hosts",
-            "channels",
-            "default_channels",
-            "custom_channels",
-            "channel_alias",
-            "ssl_verify",
-        ):
-            value = item.get(key)
-            if value not in (None, [], {}):
+        # Every setting --json shows, in its order: a fixed list here had lost find_links.
+        for key, value in item.items():
+            if key not in _FILE_FACTS and value not in (None, [], {}):
                 _say(f"  {key}: {value}")
         for warning in item["warnings"]:
             _say(f"  warning: {warning}")
     for warning in data["warnings"]:
         _say(f"warning: {warning}")
     return 0
+
+
+#: What a file entry of `mirror show --json` says of the file itself, not of its settings.
+_FILE_FACTS = frozenset({"tool", "role", "path", "exists", "error", "warnings"})
 
 
 def _show_preset(data: dict[str, Any]) -> None:
