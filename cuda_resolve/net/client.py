@@ -326,7 +326,7 @@ class HttpClient:
                 fetched_url=fetched,
                 final_url=final,
                 status=resp.status_code,
-                headers=dict(resp.headers),
+                headers=_headers(resp.headers),
                 content=content,
                 elapsed=elapsed,
                 redirects=redirects,
@@ -517,7 +517,7 @@ class HttpClient:
             fetched_url=url,
             final_url=url,
             status=resp.status_code,
-            headers=dict(resp.headers),
+            headers=_headers(resp.headers),
             content=content,
             elapsed=elapsed,
         )
@@ -793,8 +793,16 @@ def _content_range(header: str) -> tuple[int | None, int | None]:
         return None, None
 
 
+def _headers(given: Mapping[str, str]) -> Mapping[str, str]:
+    """Response headers looked up in any case, as HTTP field names are (RFC 9110): a server or
+    proxy that sends ``content-type`` answers ``headers.get("Content-Type")`` too. (A plain dict
+    of requests' headers kept the server's spelling, and a lock took a PEP 691 page it could not
+    see as JSON for no page at all, then downloaded every wheel to learn its size.)"""
+    return requests.structures.CaseInsensitiveDict(given)
+
+
 def _from_entry(url: str, fetched: str, entry: CacheEntry) -> HttpResponse:
-    headers = {"Content-Type": entry.content_type} if entry.content_type else {}
+    headers = _headers({"Content-Type": entry.content_type} if entry.content_type else {})
     return HttpResponse(
         url=url,
         fetched_url=fetched,
