@@ -667,7 +667,19 @@ def _execute_once(
             )
         try:
             changed, verified, smoke_results, ran = _install_and_check(
-                plan, env, pip, options, results, before, base, log_path, report, phases, notes, uv
+                plan,
+                env,
+                pip,
+                options,
+                results,
+                before,
+                base,
+                log_path,
+                report,
+                phases,
+                notes,
+                uv,
+                trust_note,
             )
         except BaseException as exc:
             if _restored(exc, stash, report) and isinstance(exc, UvFailed):
@@ -687,6 +699,41 @@ def _execute_once(
     )
 
 
+#: pip's words when it could not verify an index's certificate (its retries log them as
+#: warnings; the failure that follows only says no version was found).
+_TLS_UNVERIFIED = ("CERTIFICATE_VERIFY_FAILED", "SSLCertVerificationError")
+
+
+def _pip_failed(
+    purpose: str, tail: Sequence[str], log_path: Path, trust_note: str | None
+) -> InstallError:
+    """The error for a pip step that failed: pip's own ERROR lines; where pip could not verify
+    TLS, that first, with the trust note's fix (pip's own CA bundle on this network) as the
+    hint, since pip then reports only "no matching distribution"."""
+    detail = [line for line in tail if line.startswith("ERROR")] or list(tail[-3:])
+    said = " / ".join(d.strip() for d in detail)
+    restored = f"the environment was restored as it was; full log: {log_path}"
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 256 * 1024))
+            logged = log.read().decode("utf-8", "replace")
+    except OSError:
+        logged = ""
+    if not any(word in text for word in _TLS_UNVERIFIED for text in (logged, *tail)):
+        return InstallError(f"pip install ({purpose}) failed: {said}", hint=restored)
+    fix = trust_note or (
+        "pip could not verify the index's certificate with its CA bundle: point PIP_CERT at "
+        "this network's CA bundle, or upgrade pip (python -m pip install -U pip: pip 24.2 and "
+        "later use the system trust store); cuda-resolve doctor --network shows what answers"
+    )
+    return InstallError(
+        f"pip install ({purpose}) failed: pip could not verify the TLS certificate of the index "
+        f"(CERTIFICATE_VERIFY_FAILED), so it found nothing to install: {said}",
+        hint=f"{fix}; {restored}",
+    )
+
+
 def _install_and_check(
     plan: Plan,
     env: Environment,
@@ -700,6 +747,7 @@ def _install_and_check(
     phases: Phases,
     notes: list[str],
     uv: UvInstaller | None = None,
+    trust_note: str | None = None,
 ) -> tuple[
     list[tuple[str, str | None, str | None]],
     list[str],
@@ -749,11 +797,7 @@ def _install_and_check(
                     on_line=on_line,
                 )
             if status != 0:
-                detail = [line for line in tail if line.startswith("ERROR")] or tail[-3:]
-                raise InstallError(
-                    f"pip install ({step.purpose}) failed: {' / '.join(d.strip() for d in detail)}",
-                    hint=f"the environment was restored as it was; full log: {log_path}",
-                )
+                raise _pip_failed(step.purpose, tail, log_path, trust_note)
     # The import check (a real import of what was installed, in one fresh interpreter) starts
     # now where the run certainly changed the target, and the rest of the checks run meanwhile.
     check = options.verify and bool(plan.imports)
