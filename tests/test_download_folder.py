@@ -319,7 +319,7 @@ def test_the_commands_are_the_steps_own_with_the_folder_for_its_index(tmp_path: 
         (None, None, "https://pypi.org/simple/"),  # the slash: one folder with or without
         ("PIP_INDEX_URL", "https://u:p@pypi.mirror.test/simple", "https://pypi.mirror.test/simple"),
     ]:
-        if variable:
+        if variable and value:
             pip.environ[variable] = value
             pip._pypi.clear()
         fetch, put = pip.commands(torch, torch_index_only=True, pypi_index=True)
