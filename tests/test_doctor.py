@@ -539,6 +539,20 @@ def test_working_extensions_are_ok() -> None:
     assert "1 extension(s)" in finding.found
 
 
+def test_an_extension_missing_libcudart_gets_a_rebuild_command_naming_it() -> None:
+    """The fix names the package (what installed the .so) in a command that rebuilds it for the
+    installed torch; it said `cuda-resolve plan <package>`, a placeholder (issue 29)."""
+    env = _profile("extension-needs-cudart11")
+    labelled = dataclasses.replace(
+        env.extensions[0], distribution="pointnet2_ops 3.0.0+pt210cu118.sm80"
+    )
+    finding = _only(dataclasses.replace(env, extensions=(labelled,)), "extension-libs")
+    assert "`cuda-pip install --rebuild pointnet2_ops`" in finding.fix, finding.fix
+    assert "<" not in finding.fix
+    unlabelled = _only(dataclasses.replace(env, extensions=env.extensions[:1]), "extension-libs")
+    assert "<" not in unlabelled.fix and "LD_LIBRARY_PATH" in unlabelled.fix
+
+
 def test_checks_are_pure_and_total() -> None:
     """Every check runs on a bare Environment and returns Findings with known statuses."""
     bare = Environment(machine=Machine(), python=PythonInfo(version="3.10"))

@@ -518,10 +518,12 @@ def check_extensions_load(env: Environment, index: CudaFactsSource) -> list[Find
     for ext in broken:
         missing = ", ".join(ext.missing)
         cudart = [name for name in ext.missing if name.startswith("libcudart")]
+        name = ext.distribution.split()[0] if ext.distribution else None
         if cudart and torch_cuda is not None:
+            how = f": `{_cuda_pip_install(env, '--rebuild', name)}`" if name else ""
             fix = (
-                f"rebuild it against the installed torch (CUDA {torch_cuda}): `cuda-resolve plan "
-                f"<package>`; or put a {cudart[0]} directory on LD_LIBRARY_PATH"
+                f"rebuild it against the installed torch (CUDA {torch_cuda}){how}; or put a "
+                f"{cudart[0]} directory on LD_LIBRARY_PATH"
             )
         else:
             fix = (
@@ -711,8 +713,16 @@ def _label_version(label: str) -> str:
 
 def _repair_command(env: Environment) -> str:
     """The one command that rebuilds, for the installed torch, every extension built for another
-    (issue 27): ``--python`` names the target where cuda-pip would not choose it by itself."""
-    command = "cuda-pip install --repair"
+    (issue 27)."""
+    return _cuda_pip_install(env, "--repair")
+
+
+def _cuda_pip_install(env: Environment, *words: str) -> str:
+    """``cuda-pip install WORDS`` for this target: ``--python`` names it where cuda-pip would not
+    choose it by itself."""
+    import shlex  # here: a warm doctor with nothing to repair imports nothing it does not need
+
+    command = shlex.join(["cuda-pip", "install", *words])
     python = env.python.executable
     if env.source != "detected" or not python:
         return command
@@ -728,8 +738,6 @@ def _repair_command(env: Environment) -> str:
 
     if default is not None and prefix(default) == prefix(python):
         return command
-    import shlex  # here: a warm doctor with nothing to repair imports nothing it does not need
-
     return f"{command} --python {shlex.quote(python)}"
 
 
