@@ -225,8 +225,10 @@ def test_a_wheel_built_against_another_torch_is_not_packaged(tmp_path: Path) -> 
     other = TorchRecord(
         source="pip", version="2.13.0+cu130", build="pypi_0", cuda=CudaVersion(13, 0)
     )
-    with pytest.raises(UsageError, match=r"built against torch 2\.14\.1"):
+    with pytest.raises(UsageError, match=r"built against torch 2\.14\.1") as caught:
         package_for(KEY, torch=other, python=None, python_version="3.11")
+    # the command to paste names the package (it said `conda cuda build <package>`)
+    assert (caught.value.hint or "").endswith(f"conda cuda build {KEY.package}")
 
 
 def test_python_is_pinned_where_it_is_a_conda_package(tmp_path: Path) -> None:

@@ -306,8 +306,10 @@ def test_interpreter_name_is_looked_up_on_path(tmp_path: Path) -> None:
 
 def test_hanging_interpreter_times_out(tmp_path: Path) -> None:
     python = executable(tmp_path / "python", "#!/bin/sh\nsleep 30\n")
-    with pytest.raises(UsageError, match=r"did not answer within 0\.5 s"):
+    with pytest.raises(UsageError, match=r"did not answer within 0\.5 s") as caught:
         probe_target(str(python), environ={"PATH": SYSTEM_PATH}, timeout=0.5)
+    # the check to run names the interpreter (it said `PATH -c pass`)
+    assert f"check that it starts ({python} -c pass)" in (caught.value.hint or "")
 
 
 # -- the report, as data ---------------------------------------------------------------------

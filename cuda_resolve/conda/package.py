@@ -27,6 +27,7 @@ from __future__ import annotations
 import email.parser
 import hashlib
 import json
+import shlex
 import shutil
 import tempfile
 import time
@@ -152,7 +153,8 @@ def package_for(
         raise UsageError(
             f"the wheel was built against torch {key.torch}, the environment has "
             f"{torch.describe()}",
-            hint="build it against the environment's torch: conda cuda build <package>",
+            hint="build it against the environment's torch: conda cuda build "
+            f"{shlex.quote(key.package)}",
         )
     depends = [torch.pin]
     if key.variant.startswith("cu"):
@@ -199,7 +201,8 @@ def _metadata(wheel: zipfile.ZipFile) -> tuple[str, email.message.Message]:
     if len(names) != 1:
         raise UsageError(
             f"{wheel.filename}: not a wheel (it has {len(names)} .dist-info/METADATA files)",
-            hint="rebuild it: cuda-resolve build <package>",
+            hint="it is no wheel a build writes: remove it and build the package again "
+            "(cuda-resolve build NAME)",
         )
     return names[0].split("/")[0], email.parser.Parser().parsestr(
         wheel.read(names[0]).decode("utf-8")

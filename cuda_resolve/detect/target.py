@@ -160,9 +160,12 @@ def _run_probe(
     if ran is None:
         raise UsageError(f"--python {python}: could not be run as a program", hint=_HINT)
     if ran.timed_out:
+        import shlex
+
         raise UsageError(
             f"--python {python}: did not answer within {timeout:g} s",
-            hint="check that it starts (`PATH -c pass`); a slow network file system can cause this",
+            hint=f"check that it starts ({shlex.join([python, '-c', 'pass'])}); a slow network"
+            " file system can cause this",
         )
     report = _json_object(ran.stdout)
     if report is None or "version" not in report:
