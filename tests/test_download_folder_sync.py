@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 from test_download_folder import CUDA, TORCH, _folder, _Index, _install, _pip, index
+from test_lock import bench, configured, locked
 
 from cuda_resolve.lock.select import Wanted
 from cuda_resolve.lock.wheelcache import cached_files, fetch_all
 from cuda_resolve.net.client import HttpClient
 
-__all__ = ["index"]
+__all__ = ["bench", "configured", "index", "locked"]
 
 
 class _Said:
@@ -109,3 +110,46 @@ def test_a_folder_file_that_changed_is_not_taken(tmp_path: Path, filled: _Index)
     assert len(said.notes) == 1 and said.notes[0].startswith(f"{kept} has sha256 "), said.notes
     assert f"not the lock's {torch.sha256}" in said.notes[0]
     assert not list(paths["torch"].parent.glob(".*.part"))  # the refused copy is gone
+
+
+def test_sync_of_a_lock_after_an_install_of_its_torch_downloads_only_what_the_folder_lacks(
+    configured: dict[str, Path | str],
+    locked: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The CLI's sync (test_lock's bench: a PyTorch-like mirror on loopback), after an install
+    of the same torch went through the download folder (F16)."""
+    from test_lock import _installed, _venv
+
+    from cuda_resolve.cli import main
+    from cuda_resolve.install.downloads import DownloadingPip, downloads_root
+
+    monkeypatch.setenv("CUDA_RESOLVE_CACHE_DIR", str(tmp_path / "cache"))  # nothing synced yet
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    installed = DownloadingPip(
+        str(_venv(tmp_path / "installed")),
+        environ={**environ, "PIP_CONFIG_FILE": os.devnull},
+        log_path=tmp_path / "install.log",
+        downloads=downloads_root(),
+    )
+    index = f"{configured['url']}/whl/cu126/"
+    status, tail = installed.install(
+        ["torch==2.14.1+cu126", "--index-url", index], torch_index_only=True
+    )
+    assert status == 0, tail
+    held = {p.name for p in (tmp_path / "cache" / "downloads").glob("*/files/*")}
+    assert "torch-2.14.1+cu126-py3-none-any.whl" in held, held
+    fetched: list[str] = []
+    download = HttpClient.download
+
+    def recording(self: HttpClient, url: str, dest: Path | str, **kwargs: object) -> Path:
+        fetched.append(Path(dest).name)
+        return download(self, url, dest, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(HttpClient, "download", recording)
+    target = _venv(tmp_path / "synced")
+    assert main(["sync", str(locked), "--name", "a100", "--python", str(target)]) == 0
+    assert fetched and not set(fetched) & held, (fetched, held)  # tinyutil: not in the folder
+    assert _installed(target)["torch"] == "2.14.1+cu126"
