@@ -136,8 +136,8 @@ def parse_mirror_url(text: str, *, prefix: bool = True) -> str:
         raise ValueError("port 0 is not a port; a port is a number from 1 to 65535")
     if parts.scheme == "http" and not is_loopback_url(text):
         raise ValueError(
-            "plain http is refused for mirrors (pip would have to be told to skip certificate "
-            "checks for it); use the https:// URL"
+            "plain http is refused (no TLS: a mirror would need pip told to skip certificate "
+            "checks, an upload would send its password in the clear); use the https:// URL"
         )
     if parts.query or parts.fragment:
         raise ValueError("a mirror URL has no query or fragment")

@@ -190,6 +190,18 @@ def test_an_unusable_wheelhouse_is_one_error_line(
     )
 
 
+@pytest.mark.parametrize("command", [["list"], ["path"], ["prune", "--all"]])
+def test_a_wheelhouse_option_naming_a_file_is_bad_input(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str]
+) -> None:
+    """On the command line it is the user's value: exit 2 naming the option (user walk H7)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code, out, err = run(capsys, "wheelhouse", *command, "--wheelhouse", str(blocker))
+    assert code == 2 and out == ""
+    assert err.splitlines()[0] == f"error: --wheelhouse {blocker}: not a folder"
+
+
 def test_wheelhouse_without_subcommand_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "wheelhouse")
     assert code == 2 and "list" in out and "prune" in out and "path" in out

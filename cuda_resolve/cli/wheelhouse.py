@@ -124,6 +124,12 @@ def _wheelhouse(args: argparse.Namespace) -> Any:
     from ..wheelhouse import Wheelhouse
 
     if args.wheelhouse is not None:
+        if args.wheelhouse.exists() and not args.wheelhouse.is_dir():  # bad input: exit 2
+            raise UsageError(
+                f"--wheelhouse {args.wheelhouse}: not a folder",
+                hint="give the wheelhouse's folder (`cuda-resolve wheelhouse path` names the "
+                "configured one)",
+            )
         return Wheelhouse(args.wheelhouse, origin="--wheelhouse")
     return Wheelhouse.default()
 
