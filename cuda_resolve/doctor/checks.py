@@ -822,10 +822,8 @@ def check_slurm(env: Environment, index: CudaFactsSource) -> list[Finding]:
     missing = []
     if toolkit is not None and not (env.variables.cuda_home or env.variables.cuda_path):
         missing.append("CUDA_HOME")
-    lib_dirs = [p for p in (env.variables.ld_library_path or "").split(":") if p]
-    root = toolkit.root.rstrip("/") if toolkit is not None and toolkit.root else None
-    if root and not any(p == root or p.startswith(root + "/") for p in lib_dirs):
-        missing.append(f"LD_LIBRARY_PATH (no {root}/lib64)")
+    # LD_LIBRARY_PATH is asked for only where an extension's library is not found (below), as
+    # `cuda-resolve env` exports it: the toolkit's lib64 alone was asked for after that fix too.
     if env.gpus and not env.variables.cuda_visible_devices:
         missing.append("CUDA_VISIBLE_DEVICES (no GPUs allocated with --gres?)")
     unloadable = sorted({name for ext in env.extensions for name in ext.missing})
