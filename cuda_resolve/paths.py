@@ -175,6 +175,19 @@ def _private(folder: Path, mode: int) -> None:
 _STALE_SECONDS = 3600
 
 
+def file_facts(path: str | Path) -> dict[str, int]:
+    """What changes when a file is written or replaced: size, mtime, ctime (no write keeps it),
+    inode and device; a recorded hash holds while these do."""
+    info = os.stat(path, follow_symlinks=False)
+    return {
+        "size": info.st_size,
+        "mtime_ns": info.st_mtime_ns,
+        "ctime_ns": info.st_ctime_ns,
+        "ino": info.st_ino,
+        "dev": info.st_dev,
+    }
+
+
 def write_atomic(
     path: Path, data: str | bytes, *, make_parents: bool = True, private: bool = False
 ) -> None:

@@ -614,12 +614,13 @@ HAND_WRITTEN = ("name", "slurm")
 def hand_written(path: Path) -> dict[str, Any]:
     """The :data:`HAND_WRITTEN` entries of the profile at ``path`` (``{}`` when there is no
     such file or it cannot be read as TOML: saving then simply writes the new profile)."""
+    from ._bounded import read_text
     from ._toml import parse_toml_text
     from .errors import CudaResolveError
 
-    try:
+    try:  # read_text: a FIFO or a device is refused before it is opened, never read
         data = parse_toml_text(
-            path.read_text(encoding="utf-8"), origin=str(path), error=ProfileError, hint=_HINT
+            read_text(path), origin=str(path), error=ProfileError, hint=_HINT
         ).data
     except (OSError, UnicodeDecodeError, CudaResolveError):
         return {}

@@ -67,6 +67,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InstallError
+from ..paths import file_facts
 from .pip import TargetPip
 from .pipoptions import StepWords, cache_turned_off, step_words
 
@@ -138,18 +139,6 @@ def _sha256(path: str | Path) -> str:
         while chunk := stream.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def _facts(path: str | Path) -> dict[str, int]:
-    """What changes when a file is written: size, mtime, ctime (no write keeps it), inode."""
-    info = os.stat(path, follow_symlinks=False)
-    return {
-        "size": info.st_size,
-        "mtime_ns": info.st_mtime_ns,
-        "ctime_ns": info.st_ctime_ns,
-        "ino": info.st_ino,
-        "dev": info.st_dev,
-    }
 
 
 def _shown(word: str) -> str:
@@ -378,7 +367,7 @@ class DownloadFolder:
     def _write_record(self, name: str, sha256: str, source: object, file: Path) -> None:
         from ..paths import write_atomic
 
-        record = {"sha256": sha256, "from": source, **_facts(file)}
+        record = {"sha256": sha256, "from": source, **file_facts(file)}
         write_atomic(self._record_path(name), json.dumps(record) + "\n", private=True)
 
     def _check_files(self) -> None:
@@ -391,7 +380,7 @@ class DownloadFolder:
             if record is None or not entry.is_file(follow_symlinks=False):
                 os.unlink(entry.path)
                 continue
-            if all(record.get(key) == value for key, value in _facts(entry.path).items()):
+            if all(record.get(key) == value for key, value in file_facts(entry.path).items()):
                 continue
             digest = _sha256(entry.path)
             if digest != record["sha256"]:

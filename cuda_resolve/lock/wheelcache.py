@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import LockError
+from ..paths import file_facts
 from ..reporting import NullReporter, Reporter
 from .select import Wanted
 
@@ -41,23 +42,12 @@ def _stamp_path(path: Path) -> Path:
     return path.with_name(path.name + ".verified")
 
 
-def _stat_facts(path: Path) -> dict[str, int]:
-    info = path.stat()
-    return {
-        "size": info.st_size,
-        "mtime_ns": info.st_mtime_ns,
-        "ctime_ns": info.st_ctime_ns,
-        "ino": info.st_ino,
-        "dev": info.st_dev,
-    }
-
-
 def _stamp(path: Path, sha256: str) -> None:
     """Record that ``path`` was found to have ``sha256``, with the file's stat as it was then."""
     from ..paths import write_atomic
 
     try:
-        write_atomic(_stamp_path(path), json.dumps({"sha256": sha256, **_stat_facts(path)}) + "\n")
+        write_atomic(_stamp_path(path), json.dumps({"sha256": sha256, **file_facts(path)}) + "\n")
     except OSError:
         pass  # no stamp: the next sync hashes the file again
 
@@ -68,7 +58,7 @@ def _stamped(path: Path, item: Wanted) -> bool:
     still hashes the file before installing anything, so a stamp saves our pass, not the check."""
     try:
         recorded = json.loads(_stamp_path(path).read_text(encoding="utf-8"))
-        now = _stat_facts(path)
+        now = file_facts(path)
     except (OSError, ValueError):
         return False
     if not isinstance(recorded, dict) or recorded.get("sha256") != item.sha256:
