@@ -36,3 +36,18 @@ def test_a_second_arch_list_is_refused_with_the_joined_list(
     err = capsys.readouterr().err
     assert "--arch-list given twice ('8.0', then '8.9')" in err, err
     assert "--arch-list '8.0;8.9'" in err, err
+
+
+def test_ptx_shows_in_the_plan_the_build_uses(capsys: pytest.CaptureFixture[str]) -> None:
+    """--ptx was applied only to the build: the plan's table and reasons said archs 8.0 while
+    the build ran with TORCH_CUDA_ARCH_LIST=8.0+PTX (user walk H7 F19)."""
+    import json
+
+    words = ["install", "pointnet2_ops", "--arch-list", "8.0", "--ptx", "--dry-run", "--json"]
+    assert cuda_pip_main(words) == 0
+    document = json.loads(capsys.readouterr().out)
+    [item] = [i for i in document["plan"]["install"] if i["name"] == "pointnet2_ops"]
+    assert item["arch_list"] == "8.0+PTX", item
+    [build] = document["prepared"]["builds"]
+    assert build["arch_list"] == "8.0+PTX", build
+    assert any("--ptx: TORCH_CUDA_ARCH_LIST=8.0+PTX" in r for r in document["plan"]["reasons"])

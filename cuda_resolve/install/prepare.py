@@ -256,8 +256,27 @@ def complete_plan(
     if pip is not None:
         words, trust_note = trust_options(pip)
         trust = tuple(words)
+    items, reasons = plan.items, plan.reasons
+    if options.ptx:  # the decision's arch list gains +PTX only here, where the build is decided
+        built = {canonicalize_name(b.spec.package): b.spec.arch_list for b in parts.builds}
+        items = tuple(
+            replace(item, arch_list=built[canonicalize_name(item.name)])
+            if item.kind == "build" and canonicalize_name(item.name) in built
+            else item
+            for item in items
+        )
+        reasons = (
+            *reasons,
+            *(
+                f"{build.spec.package}: --ptx: TORCH_CUDA_ARCH_LIST={build.spec.arch_list} (PTX "
+                "for the highest architecture: newer GPUs compile it when it first runs)"
+                for build in parts.builds
+            ),
+        )
     return replace(
         plan,
+        items=items,
+        reasons=reasons,
         complete=True,
         builds=tuple(parts.builds),
         steps=tuple(steps),
