@@ -106,6 +106,9 @@ def test_installer_pip_runs_pip_and_dry_run_prints_the_uv_command_that_runs(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     python = _venv(tmp_path / "venv")
+    # uv's offline command is printed once the lock's files are cached (a pip sync fetches them;
+    # with files still to fetch, pip's command is printed: tests/test_hints_sync_uv.py)
+    assert _json_sync(locked, _venv(tmp_path / "fetch"), capsys, "--installer", "pip")["installers"]
     planned = _json_sync(locked, python, capsys, "--dry-run")
     assert planned["installers"] == ["uv"] and planned["dry_run"] is True
     (words,) = planned["pip_runs"]  # type: ignore[misc]

@@ -319,20 +319,31 @@ class _Act:
         requirements = cache_root() / "sync-dry-run" / f"locked-{digest}.txt"
         requirements.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         # The commands as a run makes them (its files fetched into the cache first), then, where
-        # pip runs them, the -r file names what is not cached yet by URL: pip fetches it.
+        # pip runs them, the -r file names what is not cached yet by URL: pip fetches it. uv runs
+        # offline over cached files only: with files still to fetch, its command would fail
+        # pasted, so pip's (which fetches them) is the one shown, and a note says why.
+        uncached = sorted(name for name, path in paths.items() if not path.is_file())
+        installer = "pip" if uncached else state.request.installer
         plan = sync_plan(state.env, to_install, paths, requirements)
         commands = planned_commands(
-            plan,
-            state.python,
-            Wheelhouse.default(),
-            installer=state.request.installer,
-            environ=state.environ,
+            plan, state.python, Wheelhouse.default(), installer=installer, environ=state.environ
         )
         installers = tuple(installer_of(c) for c in commands)
+        notes = self.decided.notes
+        if uncached and state.request.installer != "pip":
+            notes = (
+                *notes,
+                f"{len(uncached)} file(s) are not in the cache yet ({', '.join(uncached)}): a "
+                "sync fetches them first and then may install with uv, offline; pip's command "
+                "is shown, which fetches them itself and runs as printed",
+            )
         if all(installer == "pip" for installer in installers):
             sync_plan(state.env, to_install, paths, requirements, locations=where)
         return replace(
-            self.decided, pip_runs=tuple(tuple(c) for c in commands), installers=installers
+            self.decided,
+            pip_runs=tuple(tuple(c) for c in commands),
+            installers=installers,
+            notes=notes,
         )
 
     def _changed(self, requirements: Path, config: Any) -> SyncResult:
