@@ -105,7 +105,8 @@ def torch_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
         module="pip_plugin",
         env=env,
     )
-    assert done.returncode == 0, done.stderr
+    # --json puts the error on stdout: both, so a failure here says why
+    assert done.returncode == 0, done.stderr + done.stdout[-4000:]
     report = json.loads(done.stdout)
     assert [i["requirement"] for i in report["plan"]["install"]] == ["torch==2.14.1"]
     assert report["plan"]["install"][0]["index"] == "https://pypi.org/simple"
