@@ -34,6 +34,7 @@ from test_lock_support import StaticIndex, _Handler
 
 from cuda_resolve.build.builder import build
 from cuda_resolve.build.runner import logged_runner
+from cuda_resolve.build.spec import BuildSpec
 from cuda_resolve.install.downloads import DownloadingPip, downloads_root
 from cuda_resolve.wheelhouse.store import Wheelhouse
 
@@ -162,6 +163,31 @@ def _environ(tmp_path: Path, ca: trustme.CA) -> dict[str, str]:
     return environ
 
 
+def _build_through_the_folder(
+    spec: BuildSpec, venv: Path, environ: dict[str, str], tmp_path: Path
+) -> DownloadingPip:
+    """The build of ``spec`` (its overlay gets torch through the download folder), with real
+    pip; returns the runner, which the target's torch step then uses."""
+    source = tmp_path / "src"
+    source.mkdir()
+    pip = DownloadingPip(
+        str(venv),
+        environ=environ,
+        log_path=tmp_path / "pip.log",
+        runner=_RealInstalls(),
+        downloads=downloads_root(),
+    )
+    build(
+        spec,
+        Wheelhouse(tmp_path / "wheelhouse"),
+        source_dir=source,
+        installed={},
+        environ=environ,
+        pip=pip,
+    )
+    return pip
+
+
 def _first_then_later(
     tmp_path: Path, ca: trustme.CA, monkeypatch: pytest.MonkeyPatch, style: str
 ) -> tuple[Counter[str], Counter[str]]:
@@ -183,23 +209,7 @@ def _first_then_later(
                 "torch_index": f"{url}/simple",
             }
         )
-        source = tmp_path / "src"
-        source.mkdir()
-        pip = DownloadingPip(
-            str(venv),
-            environ=environ,
-            log_path=tmp_path / "pip.log",
-            runner=_RealInstalls(),
-            downloads=downloads_root(),
-        )
-        build(
-            spec,
-            Wheelhouse(tmp_path / "wheelhouse"),
-            source_dir=source,
-            installed={},
-            environ=environ,
-            pip=pip,
-        )
+        pip = _build_through_the_folder(spec, venv, environ, tmp_path)
         overlay_only = Counter(sent)
         # The target's install of the same torch, as the transaction runs it (the torch step).
         status, tail = pip.install(
@@ -254,23 +264,7 @@ def _first_from_pypi(
         spec = _spec(build_requires=())
         fields = {f: getattr(spec, f) for f in spec.__dataclass_fields__}
         spec = type(spec)(**{**fields, "python": str(venv), "torch_index": f"{url}/simple"})
-        source = tmp_path / "src"
-        source.mkdir()
-        pip = DownloadingPip(
-            str(venv),
-            environ=environ,
-            log_path=tmp_path / "pip.log",
-            runner=_RealInstalls(),
-            downloads=downloads_root(),
-        )
-        build(
-            spec,
-            Wheelhouse(tmp_path / "wheelhouse"),
-            source_dir=source,
-            installed={},
-            environ=environ,
-            pip=pip,
-        )
+        pip = _build_through_the_folder(spec, venv, environ, tmp_path)
         overlay_only = Counter(sent)
         step_log = tmp_path / "torch-step.log"
         status, tail = pip.install(
