@@ -3,7 +3,8 @@
 Installs exactly what a lock holds for one profile into the target (the install target rule,
 ``install.target.RULE``):
 nothing is resolved, every file's sha256 is checked before anything is installed, and the
-executor undoes a failed install. ``--check`` changes nothing and exits 1 on drift.
+executor undoes a failed install. ``--check`` changes nothing and exits 1 on drift. After
+installing, torch and the curated extensions are imported (``--no-verify`` skips it).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import UsageError
 from ..install.target import RULE
 from . import _output
 
@@ -74,6 +76,12 @@ def register(subparsers: Any) -> None:
         help="what installs the locked files: auto (uv where it is installed: "
         "cuda-resolve[fast]; else pip), uv or pip",
     )
+    parser.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="skip the import check after installing (torch and the curated extensions are "
+        "imported in the target by default; a failed import undoes the sync)",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON report")
     parser.set_defaults(handler=handle)
 
@@ -81,6 +89,23 @@ def register(subparsers: Any) -> None:
 def handle(args: argparse.Namespace) -> int:
     from ..lock.sync import SyncRequest, sync
 
+    if args.check:  # a check changes nothing: the options of a change would be ignored silently
+        acting = [
+            flag
+            for flag, given in (
+                ("--dry-run", args.dry_run),
+                ("--installer", args.installer != "auto"),
+                ("--no-verify", args.no_verify),
+            )
+            if given
+        ]
+        if acting:
+            raise UsageError(
+                f"--check changes nothing: {' '.join(acting)} would be ignored beside it",
+                hint="drop --check to sync, or the other option(s) to check: cuda-resolve sync "
+                + " ".join(_quoted_basics(args))
+                + " --check",
+            )
     request = SyncRequest(
         lock=args.lock,
         name=args.name,
@@ -89,6 +114,7 @@ def handle(args: argparse.Namespace) -> int:
         exact=args.exact,
         dry_run=args.dry_run,
         installer=args.installer,
+        verify=not args.no_verify,
     )
     reporter = None
     if not args.check:  # checking needs no acting layer, nor the terminal reporter
@@ -106,6 +132,16 @@ def handle(args: argparse.Namespace) -> int:
     else:
         _render_sync(result)
     return 1 if args.check and result.drifted else 0
+
+
+def _quoted_basics(args: argparse.Namespace) -> list[str]:
+    """LOCK, --name and --python as given, shell-quoted: the start of a hint's command."""
+    import shlex
+
+    words = [str(args.lock), "--name", args.name]
+    if args.python:
+        words += ["--python", args.python]
+    return [shlex.quote(word) for word in words]
 
 
 def _render_check(result: SyncResult) -> None:
@@ -146,6 +182,10 @@ def _render_sync(result: SyncResult) -> None:
         _say(f"installed {w.name} {w.version}")
     if result.installers:
         _say(f"installed by: {', '.join(result.installers)}")
+    if result.verified:
+        _say(f"imports checked: {', '.join(result.verified)}")
+    elif not result.request.verify and result.to_install:
+        _say("import check skipped (--no-verify)")
     if result.timings:  # where the time went, naming the engine that ran: "uv install"
         shown = ", ".join(f"{phase} {seconds:.2f} s" for phase, seconds in result.timings)
         _say(f"took {sum(seconds for _, seconds in result.timings):.1f} s ({shown})")

@@ -61,6 +61,7 @@ class SyncRequest:
     exact: bool = False  # also remove what the lock does not name
     dry_run: bool = False  # say what would change and the pip commands; change nothing
     installer: str = "auto"  # the engine of the locked files: auto (uv where found), uv or pip
+    verify: bool = True  # import torch and the curated extensions after installing them
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -76,6 +77,7 @@ class SyncResult:
     pip_runs: tuple[tuple[str, ...], ...] = ()  # planned (a dry run) or run
     installers: tuple[str, ...] = ()  # which engine runs each of them: "pip" or "uv"
     timings: tuple[tuple[str, float], ...] = ()  # (phase, seconds) of a run, in order
+    verified: tuple[str, ...] = ()  # the modules a run imported after installing
 
     @property
     def drifted(self) -> tuple[Drift, ...]:
@@ -113,6 +115,8 @@ class SyncResult:
                     "pip_runs": [list(c) for c in self.pip_runs],
                     "installers": list(self.installers),
                     "timings": {phase: round(seconds, 2) for phase, seconds in self.timings},
+                    "verified_imports": list(self.verified),
+                    "import_check": request.verify,
                 }
             )
         return document
@@ -369,8 +373,9 @@ class _Act:
         )
         pip_runs: tuple[tuple[str, ...], ...] = ()
         installers: tuple[str, ...] = ()
+        verified: tuple[str, ...] = ()
         if plan.steps:
-            pip_runs, installers, phases = self._install(plan)
+            pip_runs, installers, phases, verified = self._install(plan)
             timings.extend(phases)
         if decided.to_remove:
             started = time.monotonic()
@@ -383,7 +388,13 @@ class _Act:
                 keep=state.closure,
             )
             timings.append(("remove", time.monotonic() - started))
-        return replace(decided, pip_runs=pip_runs, installers=installers, timings=tuple(timings))
+        return replace(
+            decided,
+            pip_runs=pip_runs,
+            installers=installers,
+            timings=tuple(timings),
+            verified=verified,
+        )
 
     def _fetched(self, config: Any) -> dict[str, Path]:
         from ..paths import cache_root
@@ -400,11 +411,16 @@ class _Act:
 
     def _install(
         self, plan: Plan
-    ) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...], tuple[tuple[str, float], ...]]:
+    ) -> tuple[
+        tuple[tuple[str, ...], ...],
+        tuple[str, ...],
+        tuple[tuple[str, float], ...],
+        tuple[str, ...],
+    ]:
         """One --no-deps run over the locked files (uv's where it is found, else pip's): only
         those names can change. After it, the torch and curated extensions it installed must
-        import (else it is undone). Returns the commands run, which engine ran each and the
-        executor's timings."""
+        import (else it is undone), unless the request says not to check. Returns the commands
+        run, which engine ran each, the executor's timings and the modules imported."""
         from ..install.options import InstallOptions
         from ..install.transaction import execute
         from ..paths import new_log_path
@@ -417,13 +433,19 @@ class _Act:
             options=InstallOptions(
                 replaces=tuple(w.name for w in self.decided.to_install),
                 installer=state.request.installer,
+                verify=state.request.verify,
             ),
             environ=state.environ,
             reporter=self.report,
             log_path=new_log_path("sync"),
             probed=state.probed,
         )
-        return tuple(tuple(c) for c in result.pip_runs), result.installers, result.timings
+        return (
+            tuple(tuple(c) for c in result.pip_runs),
+            result.installers,
+            result.timings,
+            tuple(result.verified),
+        )
 
 
 def _load_for_workers() -> None:
