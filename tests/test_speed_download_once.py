@@ -282,7 +282,9 @@ def test_a_first_install_of_torch_from_pypi_fetches_each_file_once(
 ) -> None:
     overlay, first, log = _first_from_pypi(tmp_path, ca, monkeypatch, style)
     assert overlay == first == Counter({TORCH: 1, CUDA: 1}), (overlay, first)
-    # The torch step installed from the overlay's folder: the same folder, its files only.
+    # The torch step installed from the overlay's folder: the same folder, its files only (the
+    # run's view of the files its download chose, in that folder).
     folder = next((tmp_path / "cr-cache" / "downloads").iterdir())
-    assert f"--no-index --find-links {folder / 'files'} torch==2.14.1" in log, log
+    assert f"--no-index --find-links {folder / 'views'}{os.sep}" in log, log
+    assert " torch==2.14.1\n" in log.split(f"--find-links {folder / 'views'}")[1], log
     assert "Successfully installed nvidia-standin-cu13-13.0.1 torch-2.14.1" in log

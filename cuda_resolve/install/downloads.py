@@ -80,6 +80,9 @@ __all__ = ["LOCK_WAIT_SECONDS", "DownloadFolder", "DownloadingPip", "downloads_r
 LOCK_WAIT_SECONDS = 3600.0
 #: pip's line for a file it fetches: "Downloading URL (SIZE)".
 _DOWNLOADING = re.compile(r"^Downloading (\S+)")
+#: pip download's line for each file of the closure it resolved: one it wrote into ``--dest``
+#: ("Saved PATH"), one it found there ("File was already downloaded PATH"); pip 18 to 26.
+_CHOSEN = re.compile(r"^(?:Saved|File was already downloaded) (.+)$")
 _CHUNK = 1024 * 1024
 #: While waiting for the lock, the caller's status line moves this often.
 _TICK_SECONDS = 5.0
@@ -195,7 +198,13 @@ class DownloadFolder:
         self.files = self.path / "files"
         self.records = self.path / "records"
         self.incoming = self.path / "incoming"
+        self.views = self.path / "views"
         self.lock_path = self.path / ".lock"
+        #: the files the last :meth:`fill` said pip download chose (its closure), None where it
+        #: named none; what :meth:`view` links
+        self.chosen: tuple[str, ...] | None = None
+        #: where what :meth:`fill` saw does not add up: why its files cannot be told apart
+        self._unsure: str | None = None
 
     # -- the commands ---------------------------------------------------------------------
 
@@ -215,13 +224,14 @@ class DownloadFolder:
             *words.requirements,
         ]
 
-    def install_args(self, words: StepWords) -> list[str]:
-        """The step's ``pip install`` words with the folder's files for its index."""
+    def install_args(self, words: StepWords, find_links: Path | None = None) -> list[str]:
+        """The step's ``pip install`` words with the folder's files for its index: ``find_links``
+        (a run's :meth:`view`), default the whole ``files/``."""
         return [
             *words.options,
             "--no-index",
             "--find-links",
-            str(self.files),
+            str(find_links or self.files),
             *(self._local(requirement) for requirement in words.requirements),
         ]
 
@@ -265,11 +275,16 @@ class DownloadFolder:
                 for entry in os.scandir(self.files):
                     os.symlink(entry.path, self.incoming / entry.name)
                 sources: dict[str, str] = {}
+                chosen: set[str] = set()
+                self.chosen, self._unsure = None, None
 
                 def line(text: str) -> None:
-                    found = _DOWNLOADING.match(text.strip())
+                    said = text.strip()
+                    found = _DOWNLOADING.match(said)
                     if found and (name := _file_name(found.group(1))) is not None:
                         sources[name] = _shown(found.group(1))
+                    if kept := _CHOSEN.match(said):
+                        chosen.add(os.path.basename(kept.group(1)))
                     on_line(text)
 
                 try:
@@ -282,7 +297,8 @@ class DownloadFolder:
                         on_line=line,
                     )
                     if status == 0:
-                        self._take_new(sources)
+                        taken = self._take_new(sources)
+                        self._choose(chosen, taken)
                     return status, tail
                 finally:
                     shutil.rmtree(self.incoming, ignore_errors=True)
@@ -292,6 +308,92 @@ class DownloadFolder:
                 hint="free some space there, or set CUDA_RESOLVE_CACHE_DIR to a folder you can "
                 "write; pip's --no-cache-dir installs without the folder",
             ) from None
+
+    def _choose(self, chosen: set[str], taken: Sequence[str]) -> None:
+        """Keep what pip download said it chose (:attr:`chosen`) where it adds up: every file it
+        saved among them, every one of them in ``files/``."""
+        self.chosen, self._unsure = None, None
+        if not chosen:
+            return  # pip named none: said by view()
+        unsaid = sorted(set(taken) - chosen)
+        missing = sorted(name for name in chosen if not (self.files / name).is_file())
+        if unsaid:
+            self._unsure = f"pip download saved {unsaid[0]} without naming it"
+        elif missing:
+            self._unsure = f"pip download named {missing[0]}, which is not in {self.files}"
+        else:
+            self.chosen = tuple(sorted(chosen))
+
+    @contextlib.contextmanager
+    def view(self, note: Callable[[str], None]) -> Iterator[Path]:
+        """A private folder (``views/HOST.PID.RANDOM``, 0700) of links to exactly the files the
+        last :meth:`fill` chose, removed when the block ends however it ends; what the install's
+        ``--find-links`` reads, so a file an earlier run left in ``files/`` (another release's,
+        one the index has since yanked) is never taken in place of this run's. Symbolic links
+        (a hard link would change the file's ctime, and the folder would hash it again on its next
+        use), else hard links, else copies. Where the chosen files are not known or no view can be
+        made, the whole ``files/``, said in a ``note``; never an error."""
+        why = self._unsure
+        if why is None and self.chosen is None:
+            why = (
+                "pip download named none of the files it chose (no 'Saved' or 'File was already "
+                "downloaded' line: pip told to be quiet?)"
+            )
+        made: Path | None = None
+        if why is None and self.chosen is not None:
+            try:
+                made = self._make_view(self.chosen)
+            except OSError as exc:
+                why = f"no view of this run's files could be made in {self.views}: " + (
+                    exc.strerror or str(exc)
+                )
+        if made is None:
+            note(f"{why}; the install takes any file in {self.files}, not only this run's")
+            yield self.files
+            return
+        try:
+            yield made
+        finally:
+            shutil.rmtree(made, ignore_errors=True)
+
+    def _make_view(self, names: Sequence[str]) -> Path:
+        import socket
+        import tempfile
+
+        _private_folder(self.views)
+        self._remove_stale_views()
+        host = socket.gethostname().replace(os.sep, "_") or "host"
+        made = Path(tempfile.mkdtemp(prefix=f"{host}.{os.getpid()}.", dir=self.views))
+        try:
+            for name in names:
+                source, link = self.files / name, made / name
+                try:
+                    os.symlink(source, link)
+                except OSError:
+                    try:
+                        os.link(source, link)
+                    except OSError:
+                        shutil.copyfile(source, link)
+        except BaseException:
+            shutil.rmtree(made, ignore_errors=True)
+            raise
+        return made
+
+    def _remove_stale_views(self) -> None:
+        """Remove the views this host's runs left when they were killed (their process gone)."""
+        import socket
+
+        host = socket.gethostname().replace(os.sep, "_") or "host"
+        for entry in os.scandir(self.views):
+            parts = entry.name.rsplit(".", 2)
+            if len(parts) != 3 or parts[0] != host or not parts[1].isdigit():
+                continue
+            try:
+                os.kill(int(parts[1]), 0)
+            except ProcessLookupError:
+                shutil.rmtree(entry.path, ignore_errors=True)
+            except OSError:
+                continue  # alive (another user's process), or not ours to ask
 
     def _make(self) -> None:
         from ..paths import write_atomic
@@ -341,13 +443,22 @@ class DownloadFolder:
     def _record_path(self, name: str) -> Path:
         return self.records / f"{name}.json"
 
-    def with_sources(self, on_line: Callable[[str], None]) -> Callable[[str], None]:
+    def with_sources(
+        self, on_line: Callable[[str], None], view: Path | None = None
+    ) -> Callable[[str], None]:
         """``on_line`` given pip's ``Processing FOLDER/files/NAME`` lines with where the file was
-        downloaded from (its record): what the torch-landed check names as torch's supplier."""
-        prefix = f"Processing {self.files}{os.sep}"
+        downloaded from (its record): what the torch-landed check names as torch's supplier. A
+        line naming the run's ``view`` names the file in ``files/`` it links (the view is gone
+        when the run ends)."""
+        files = f"{self.files}{os.sep}"
+        shown = f"{view}{os.sep}" if view is not None and view != self.files else None
 
         def line(text: str) -> None:
             said = text.strip()
+            if shown is not None and said.startswith(f"Processing {shown}"):
+                text = text.replace(shown, files, 1)
+                said = text.strip()
+            prefix = f"Processing {files}"
             if said.startswith(prefix) and (name := said[len(prefix) :].split()[0:1]):
                 came = (self._record(name[0]) or {}).get("from")
                 text = f"{text.rstrip()} (downloaded from {came})" if came else text
@@ -387,8 +498,10 @@ class DownloadFolder:
                 raise _changed(Path(entry.path), self._record_path(entry.name), digest, record)
             self._write_record(entry.name, digest, record.get("from"), Path(entry.path))
 
-    def _take_new(self, sources: Mapping[str, str]) -> None:
-        """Move what pip saved into ``incoming/`` to ``files/``: hashed, recorded first."""
+    def _take_new(self, sources: Mapping[str, str]) -> list[str]:
+        """Move what pip saved into ``incoming/`` to ``files/``: hashed, recorded first; the
+        names moved."""
+        taken: list[str] = []
         for entry in sorted(os.scandir(self.incoming), key=lambda e: e.name):
             if entry.is_symlink() or not entry.is_file():
                 continue  # a link to a file already here, or pip's own folder
@@ -407,6 +520,8 @@ class DownloadFolder:
             placed = self.files / entry.name
             os.replace(entry.path, placed)
             self._write_record(entry.name, digest, source, placed)  # the stat where it lies
+            taken.append(entry.name)
+        return taken
 
 
 def _changed(
@@ -515,7 +630,12 @@ class DownloadingPip(TargetPip):
     def commands(
         self, args: Sequence[str], *, torch_index_only: bool = False, pypi_index: bool = False
     ) -> list[list[str]]:
-        """The exact commands :meth:`install` runs for ``args``."""
+        """The commands :meth:`install` runs for ``args``, as they can be printed before it
+        runs (``--dry-run``). Through the folder, the install's ``--find-links`` names the
+        folder's ``files/``: pasted after the download, it takes its files from the whole folder.
+        A run itself installs from its :meth:`~DownloadFolder.view`, a folder of only the files
+        its own download chose, made once that download has said them and removed when the run
+        ends (no command printed beforehand can name it; pip's log holds the words it ran)."""
         chosen = self.folder_for(args, torch_index_only=torch_index_only, pypi_index=pypi_index)
         if chosen is None:
             return [self.install_command(args)]
@@ -574,10 +694,11 @@ class DownloadingPip(TargetPip):
             )
         if status != 0:
             return status, tail
-        return super().install(
-            folder.install_args(words),
-            torch_index_only=True,
-            environ=environ,
-            log_path=log_path,
-            on_line=folder.with_sources(on_line),
-        )
+        with folder.view(note) as view:  # this run's files only, gone when it ends
+            return super().install(
+                folder.install_args(words, view),
+                torch_index_only=True,
+                environ=environ,
+                log_path=log_path,
+                on_line=folder.with_sources(on_line, view),
+            )
