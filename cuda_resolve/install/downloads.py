@@ -9,13 +9,20 @@ torch step from PyPI names no index: its download asks the one pip's variables a
 else PyPI, and its folder is that index's, the one the overlay's torch from PyPI filled)::
 
     python -m pip download --dest FOLDER/incoming OPTIONS --index-url INDEX REQUIREMENTS
-    python -m pip install OPTIONS --no-index --find-links FOLDER/files REQUIREMENTS
+    python -m pip install OPTIONS --no-index --find-links FOLDER/views/RUN REQUIREMENTS
 
 pip downloads and resolves with the step's own index options and environment (the user's
 find-links and extra indexes left out, as for the step itself; trust, certificate and proxy
 options kept: pip verifies TLS exactly as it does for an install); the install takes the same
-requirements from the folder's files and nothing else (a requirement pinned to a file, ``name @
-https://.../NAME.whl#sha256=H``, is pinned to the folder's copy of that file, hash included).
+requirements from the files that download chose and nothing else (a requirement pinned to a
+file, ``name @ https://.../NAME.whl#sha256=H``, is pinned to the folder's copy of that file, hash
+included). ``views/RUN`` holds links to exactly the files pip download named ("Saved PATH",
+"File was already downloaded PATH"), so a file an earlier run left in ``files/`` (another
+release's, one the index has since yanked, one another Python's download fetched) is never taken
+for a dependency the requirements do not pin. It exists only while the run runs: the commands
+printed beforehand (``--dry-run``) name ``FOLDER/files``, which pasted after the download takes
+any file of the folder; pip's log holds the view's words.
+
 pip is the engine throughout: no index is resolved by anything else. ``pip download`` fetches the
 whole closure, whatever the target has (it ignores what is installed), so a step that does not
 install torch (torchvision added beside an installed torch) asks its index itself, as before:
@@ -25,11 +32,16 @@ through the folder it would fetch torch and its CUDA wheels again only to leave 
 and secret URL parameters left out: a CPU index's file never stands beside a CUDA index's build
 of the same release):
 
-- ``files/``: complete files, each with its record; what ``--find-links`` reads.
+- ``files/``: complete files, each with its record; what the views link to.
 - ``records/NAME.json``: the file's sha256 taken when it was downloaded, where it came from, and
   the file's stat when it was last checked.
 - ``incoming/``: where ``pip download`` writes; it holds a link to every file already in
   ``files/``, so pip fetches only what is missing ("File was already downloaded").
+- ``views/HOST.PID.RANDOM/``: one install's view, symbolic links to the files in ``files/`` its
+  download chose (hard links, else copies, where a symbolic link cannot be made: a hard link
+  changes the file's ctime, so the folder hashes it once more on its next use); removed when the
+  install ends, failed or interrupted included, and by the next run on the host where a killed
+  run left one.
 - ``.lock``: held while the folder is filled.
 
 What holds:
@@ -42,9 +54,12 @@ What holds:
   the hash again) and refuses one whose hash changed; a name downloaded again must have the hash
   recorded the first time (an index serving another file under a released name is refused).
 - Two processes: the lock serialises the downloads into one folder; the second finds the first
-  one's files and downloads nothing. Installs read ``files/`` without the lock: anything they
-  can see there is whole.
-- Its folders are the owner's only (0700), as the logs' folder.
+  one's files and downloads nothing. Installs read ``files/`` (through their views) without the
+  lock: anything they can see there is whole.
+- Its folders are the owner's only (0700), as the logs' folder; each view too.
+- Where pip names none of the files it chose (told ``-q``, or worded otherwise) or what it named
+  does not add up, or no view can be made, the install takes the whole ``files/`` (any file an
+  earlier run left there), said in a note; that never fails the install.
 
 pip's own ``--no-cache-dir`` (on the command line, ``PIP_NO_CACHE_DIR`` or in its
 configuration) keeps the folder out: the install then asks the index itself, as before. So does a
