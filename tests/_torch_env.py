@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -68,7 +69,7 @@ def copy_venv(path: Path, template: Path | None = None) -> Path:
     """A venv at *path*, copied from *template* (default: ``template_venv()``); returns its
     python."""
     source = template if template is not None else template_venv()
-    shutil.copytree(source, path, symlinks=True)
+    shutil.copytree(source, path, symlinks=True, copy_function=_linked_under(source / "lib"))
     old, new = os.fsencode(source), os.fsencode(path)
     for written in [path / "pyvenv.cfg", *(path / "bin").iterdir()]:
         if written.is_symlink() or not written.is_file():
@@ -77,6 +78,25 @@ def copy_venv(path: Path, template: Path | None = None) -> Path:
         if old in content:
             written.write_bytes(content.replace(old, new))
     return path / "bin" / "python"
+
+
+def _linked_under(shared: Path) -> Callable[[str, str], object]:
+    """copytree's copy function: the files under ``shared`` (the template's site-packages: pip's
+    1,500 files, never changed in place by pip, which installs new files and removes by rename)
+    hard-linked, the rest copied; where a link cannot be made (another filesystem), a copy.
+    Copying them took 0.2-0.7 s of system time per venv, hundreds of times a run."""
+    prefix = str(shared) + os.sep
+
+    def copy(source: str, destination: str) -> object:
+        if source.startswith(prefix):
+            try:
+                os.link(source, destination)
+                return destination
+            except OSError:
+                pass
+        return shutil.copy2(source, destination)
+
+    return copy
 
 
 def _venv(path: Path) -> Path:
