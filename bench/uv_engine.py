@@ -1,13 +1,15 @@
 """uv as sync's engine (issue 30), recorded, not asserted: run from the repo root.
 
     .venv/bin/python bench/uv_engine.py [--runs N] [--profiles small,medium,torch]
-        [--engines sync,sync_pip,pip,uv,uv_import] [--real-torch WHEEL] [--real-deps DIR]
+        [--engines sync,sync_no_verify,sync_pip,pip,uv,uv_import] [--real-torch WHEEL]
+        [--real-deps DIR]
         [--out bench/results/uv-engine-DATE-MACHINE.json]
 
 On the same files in one run, each into a fresh copy of one venv (pip, nothing else), interleaved,
 medians of --runs (wall and CPU seconds; CPU time hardly moves with a shared machine's load):
 
 - ``sync``: ``cuda-resolve sync`` of a lock whose files are cached (``--installer auto``: uv);
+- ``sync_no_verify``: the same with ``--no-verify`` (no import check after installing);
 - ``sync_pip``: the same with ``--installer pip``;
 - ``pip``: plain ``pip install --no-deps --no-index --quiet`` of the same wheel files;
 - ``uv``: plain ``uv pip install --no-deps --offline -r FILE`` of them, its cache warmed (the
@@ -148,6 +150,9 @@ def _profile(
         hashed.write_text("".join(f"{p.as_uri()} --hash=sha256:{p.parent.name}\n" for p in files))
         commands = {
             "sync": lambda venv: [*cli, "sync", str(lock), "--python", str(venv), "--json"],
+            "sync_no_verify": lambda venv: [
+                *(*cli, "sync", str(lock), "--python", str(venv), "--json", "--no-verify")
+            ],
             "sync_pip": lambda venv: [
                 *(*cli, "sync", str(lock), "--python", str(venv), "--installer", "pip")
             ],
@@ -165,6 +170,7 @@ def _profile(
             raise SystemExit(f"--engines: unknown {', '.join(sorted(unknown))}")
         measured: dict[str, list[tuple[float, float]]] = {name: [] for name in engines}
         phases: list[dict[str, float]] = []
+        unchecked: list[dict[str, float]] = []  # sync --no-verify's timings
         loads = []
         for attempt in range(runs):
             loads.append(round(os.getloadavg()[0], 2))
@@ -181,6 +187,8 @@ def _profile(
                     measured[engine].append((wall, cpu))
                     if engine == "sync":
                         phases.append(json.loads(said)["timings"])
+                    elif engine == "sync_no_verify":
+                        unchecked.append(json.loads(said)["timings"])
                 shutil.rmtree(folder / f"{engine}{attempt}", ignore_errors=True)
     out: dict[str, object] = {
         "files": len(files),
@@ -202,18 +210,27 @@ def _profile(
             name: round(statistics.median(run.get(name, 0.0) for run in phases), 3)
             for name in phases[0]
         }
+    if unchecked:
+        out["sync_no_verify_timings_median"] = {
+            name: round(statistics.median(run.get(name, 0.0) for run in unchecked), 3)
+            for name in unchecked[0]
+        }
     for kind in ("wall", "cpu"):
-        sync = medians.get(f"sync_{kind}")
-        if sync is None:
-            continue
-        for other, label in (("pip", "over_pip"),):
-            if f"{other}_{kind}" in medians:
-                out[f"sync_{label}_{kind}"] = round(sync / medians[f"{other}_{kind}"], 3)
-        for other in ("uv", "uv_import"):
-            if f"{other}_{kind}" in medians:
-                out[f"sync_minus_{other}_{kind}_seconds"] = round(
-                    sync - medians[f"{other}_{kind}"], 3
-                )
+        # sync (with its import check) against pip, uv and uv plus one import of torch;
+        # sync --no-verify against plain uv, which checks no import either.
+        for ours, others in (("sync", ("pip", "uv", "uv_import")), ("sync_no_verify", ("uv",))):
+            mine = medians.get(f"{ours}_{kind}")
+            if mine is None:
+                continue
+            for other in others:
+                if f"{other}_{kind}" not in medians:
+                    continue
+                if other == "pip":
+                    out[f"{ours}_over_pip_{kind}"] = round(mine / medians[f"pip_{kind}"], 3)
+                else:
+                    out[f"{ours}_minus_{other}_{kind}_seconds"] = round(
+                        mine - medians[f"{other}_{kind}"], 3
+                    )
     return out
 
 
@@ -221,7 +238,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--profiles", default="small,medium")
-    parser.add_argument("--engines", default="sync,sync_pip,pip,uv,uv_import")
+    parser.add_argument("--engines", default="sync,sync_no_verify,sync_pip,pip,uv,uv_import")
     parser.add_argument("--real-torch", type=Path, metavar="WHEEL")
     parser.add_argument("--real-deps", type=Path, metavar="DIR")
     parser.add_argument("--scratch", type=Path, help="work here and keep it")

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _torch_env import copy_venv
 from test_lock_support import StaticIndex, make_wheel, serve, write_profile
 
 from cuda_resolve.cli import main
@@ -179,8 +180,7 @@ def test_built_wheels_are_locked_from_the_wheelhouse_and_sync_installs_them_besi
         and "arch list 9.0" in builds[0]
     )
     # A node whose torch 2.11.0+cu130 is installed: sync fetches pointnet2_ops only.
-    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
-    python = tmp_path / "venv" / "bin" / "python"
+    python = copy_venv(tmp_path / "venv")  # pip, nothing else
     torch_wheel = next((Path(str(built_bench["root"])) / "built").glob("torch-*.whl"))
     subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", "--no-index", str(torch_wheel)], check=True

@@ -247,8 +247,7 @@ def test_pypiserver_serving_the_wheelhouse_folder_is_where_built_wheels_are_lock
         assert len(urls) == 2 and all(
             url.startswith(f"http://127.0.0.1:{port}/packages/") for url in urls
         )
-        subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
-        python = tmp_path / "venv" / "bin" / "python"
+        python = copy_venv(tmp_path / "venv")  # pip, nothing else
         torch_wheel = next((Path(str(built_bench["root"])) / "built").glob("torch-*.whl"))
         subprocess.run(
             [str(python), "-m", "pip", "install", "--quiet", "--no-index", str(torch_wheel)],

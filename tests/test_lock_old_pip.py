@@ -5,11 +5,11 @@ one ensurepip bundles: pip < 23.3 refuses --platform in a dry run, pypa/pip#1221
 from __future__ import annotations
 
 import subprocess
-import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
+from _torch_env import copy_venv
 from packaging.version import Version
 from test_lock_support import StaticIndex, make_wheel, serve, write_profile
 
@@ -18,8 +18,7 @@ def _venv_with_bundled_pip(folder: Path) -> Path:
     """A venv whose pip is ensurepip's (offline), that imports cuda-resolve and its dependencies
     from the test venv: its site folder is added after the venv's own (with its .pth files,
     so an editable install's finder works), so the venv's pip is the one imported."""
-    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=300)
-    python = folder / "bin" / "python"
+    python = copy_venv(folder)  # the template venv: ensurepip's pip, nothing else
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True,

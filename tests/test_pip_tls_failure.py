@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 from _lab_stand_ins import lab_servers
+from _torch_env import copy_venv
 from test_lock_support import make_wheel
 
 
 def _old_pip_venv(folder: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=300)
-    python = folder / "bin" / "python"
+    python = copy_venv(folder)  # the template venv: ensurepip's pip, nothing else
     version = subprocess.run(
         [str(python), "-c", "import pip; print(pip.__version__)"],
         capture_output=True,

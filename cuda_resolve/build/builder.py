@@ -26,15 +26,16 @@ from ..reporting import NullReporter, Reporter
 from ..wheelhouse.key import WheelKey
 from ..wheelhouse.store import StoredWheel, Wheelhouse
 from .buildenv import BuildEnvironment, machine_capacity, make_build_environment
+from .key import wheel_key
 from .preflight import BuildSpec
-from .source import PreparedSource, describe_source, prepare_source, recipe_digest
+from .source import PreparedSource, describe_source, prepare_source
 
 if TYPE_CHECKING:
     from ..net import HttpClient
     from .runner import BuildProgress, ProcessRunner
 
-# .runner (with the process-group and diagnosis code) is imported where a build runs: a plan
-# asks this module for wheel_key only (issue 28).
+# .runner (with the process-group and diagnosis code) is imported where a build runs; a plan
+# takes wheel_key from .key, without this module and the wheelhouse store (issue 28).
 
 __all__ = ["BuildResult", "build", "wheel_key"]
 
@@ -67,19 +68,6 @@ def _remove(folder: Path) -> None:
             caught = caught or exc
     if caught is not None:
         raise caught
-
-
-def wheel_key(spec: BuildSpec) -> WheelKey:
-    return WheelKey(
-        package=spec.package,
-        version=str(spec.recipe.version),
-        torch=spec.torch_version,
-        variant=spec.variant,
-        python_tag=spec.python_tag,
-        platform=spec.platform,
-        arch_list=spec.arch_list,
-        recipe_digest=recipe_digest(spec.recipe, spec.torch_version),
-    )
 
 
 def build(

@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..build.buildenv import max_jobs, unsatisfied
-from ..build.builder import wheel_key
+from ..build.key import wheel_key
 from ..build.preflight import check_build
 from ..build.source import describe_source
 from ..build.spec import BuildSpec
