@@ -72,8 +72,11 @@ def test_plan_imports_no_executor_network_or_lock_code(tmp_path: Path) -> None:
     assert _imported_by_plan(NOT_ON_PLANS_PATH, ["--json"], tmp_path) == []
 
 
-def test_plan_json_does_not_load_rich(tmp_path: Path) -> None:
+def test_plan_does_not_load_rich_in_text_or_json(tmp_path: Path) -> None:
+    """rich cost about a quarter of a warm plan in text (its import and one table's layout):
+    the table is cli/_table.py's."""
     assert _imported_by_plan(("rich",), ["--json"], tmp_path) == []
+    assert _imported_by_plan(("rich",), [], tmp_path) == []
 
 
 def test_plan_module_defers_deciding_imports() -> None:

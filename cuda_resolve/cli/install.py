@@ -418,10 +418,11 @@ def _render_dry_run(
             }
         )
         return 0
+    from ._table import stdout_width
     from .plan import render_plan, say_plain
 
     render_plan(plan, explain=False)
-    width = _output.console().width
+    width = stdout_width()
 
     def say(text: str, first: str = "", rest: str = "    ") -> None:
         # Broken at spaces with a hanging indent: no path or URL is cut, nothing wraps to column 0.

@@ -6,12 +6,13 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .._printable import printable
 from ..redaction import redact_urls
 from . import _output
 from ._common import ArchListOption, add_environment_options
+from ._table import render_table, stdout_width
 
 # What deciding needs (resolver, index model, plan, install) is imported by the handler, after
 # the target's probes have been started: they then run while it loads (issue 28).
@@ -148,19 +149,16 @@ def _decide(args: argparse.Namespace) -> int:
         if incomplete:
             document["cannot_apply"] = incomplete
         _output.print_json(document)
-    else:
-        from rich.text import Text  # --json never loads rich
-
+    else:  # plain text, rich never loaded (issue 28)
         for note in env.notes:  # which interpreter, and which rule chose it (stderr: not the plan)
             if note.startswith("target interpreter: "):
-                _output.error_console().print(Text(note), soft_wrap=True)
+                say_plain(note, stream=sys.stderr)
         render_plan(plan, explain=args.explain)
         if incomplete:
-            console = _output.error_console()
             text = f"this plan cannot be carried out as it stands: {incomplete}"
-            console.print(
-                Text(_output.hanging(text, first="note: ", rest="      ", width=console.width)),
-                soft_wrap=True,
+            say_plain(
+                _output.hanging(text, first="note: ", rest="      ", width=stdout_width()),
+                stream=sys.stderr,
             )
         where = (
             "On that machine, carry it out with"
@@ -168,7 +166,8 @@ def _decide(args: argparse.Namespace) -> int:
             else "Carry it out with"
         )
         # One line at any width: a wrapped command pasted into a shell runs half of itself.
-        _output.console().print(Text(f"{where}:\n  {shlex.join(command)}"), soft_wrap=True)
+        say_plain(f"{where}:")
+        say_plain(f"  {shlex.join(command)}")
     return 0
 
 
@@ -252,18 +251,14 @@ def next_command(args: argparse.Namespace) -> list[str]:
 TABLE_ROWS = 200
 
 
-def say_plain(text: str) -> None:
-    """``text`` and a line break on stdout, as a rich print of it without markup would show it
-    (redacted, control characters made visible), written at once: linear in the text, which
-    a rich print per line of a huge plan is not (issue 28)."""
-    sys.stdout.write(redact_urls(printable(text)) + "\n")
+def say_plain(text: str, *, stream: TextIO | None = None) -> None:
+    """``text`` and a line break on stdout (or ``stream``), as a rich print of it without markup
+    would show it (redacted, control characters made visible), written at once: linear in the
+    text, which a rich print per line of a huge plan is not (issue 28)."""
+    (stream or sys.stdout).write(redact_urls(printable(text)) + "\n")
 
 
 def render_plan(plan: Plan, *, explain: bool) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    console = _output.console()
     # Copyable output: a URL is never put in a cell that could wrap it. Each gets a number in the
     # table and a line of its own under it; the table wraps its other columns at spaces.
     urls: list[str] = []
@@ -289,17 +284,13 @@ def render_plan(plan: Plan, *, explain: bool) -> None:
                 source = f"[{len(urls)}]"
         rows.append((item.name, item.version, item.variant or "", item.kind, source))
     rows.extend((text, "", "", "pip", "passed through to pip") for text in plan.pass_through)
-    width = console.width
+    width = stdout_width()
     if width >= 80 and len(rows) <= TABLE_ROWS:
-        table = Table(title="Plan")
-        for column in ("package", "version", "variant", "kind", "from"):
-            # overflow="fold" only for a single token wider than its column (never a URL here).
-            table.add_column(column, overflow="fold")
-        for row in rows:
-            table.add_row(
-                *(Text(cell) for cell in row)
-            )  # Text, not markup: "requests[socks]" keeps its extras
-        console.print(table)
+        # Cells are text as given ("requests[socks]" keeps its extras); a single token wider than
+        # its column is folded (never a URL here: those are numbered, each on a line below).
+        cells = [tuple(redact_urls(printable(cell)) for cell in row) for row in rows]
+        headers = ("package", "version", "variant", "kind", "from")
+        sys.stdout.write(render_table("Plan", headers, cells, width))
     else:
         # Too narrow for five columns, or too many rows for a table: one item per line, broken
         # at spaces only.
