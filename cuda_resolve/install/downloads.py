@@ -38,10 +38,10 @@ of the same release):
 - ``incoming/``: where ``pip download`` writes; it holds a link to every file already in
   ``files/``, so pip fetches only what is missing ("File was already downloaded").
 - ``views/HOST.PID.RANDOM/``: one install's view, symbolic links to the files in ``files/`` its
-  download chose (hard links, else copies, where a symbolic link cannot be made: a hard link
-  changes the file's ctime, so the folder hashes it once more on its next use); removed when the
-  install ends, failed or interrupted included, and by the next run on the host where a killed
-  run left one.
+  download chose (hard links where a symbolic link cannot be made: a hard link changes the
+  file's ctime, so the folder hashes it once more on its next use; never copies); removed when
+  the install ends, failed or interrupted included, and by a later run once a day old (a killed
+  run's).
 - ``.lock``: held while the folder is filled.
 
 What holds:
@@ -99,6 +99,8 @@ _DOWNLOADING = re.compile(r"^Downloading (\S+)")
 #: ("Saved PATH"), one it found there ("File was already downloaded PATH"); pip 18 to 26.
 _CHOSEN = re.compile(r"^(?:Saved|File was already downloaded) (.+)$")
 _CHUNK = 1024 * 1024
+#: A run's view older than this was left by a run that was killed (a view lives for one install).
+_STALE_VIEW_SECONDS = 24 * 3600.0
 #: While waiting for the lock, the caller's status line moves this often.
 _TICK_SECONDS = 5.0
 #: pip's words for a disk that is full (ENOSPC) or a quota spent (EDQUOT).
@@ -204,12 +206,14 @@ class DownloadFolder:
         self.index = tuple(_shown(word) for word in index)
         # ".../simple/" and ".../simple" are one index (pip.conf often has the slash, a plan not)
         key = hashlib.sha256("\n".join(w.rstrip("/") for w in self.index).encode())
-        self.root = root
+        # Absolute: the view's symbolic links name their files by this path, and a relative one
+        # (CUDA_RESOLVE_CACHE_DIR=./cache) would be read from the view's folder, not from here.
+        self.root = Path(os.path.abspath(root))
         self.key = key.hexdigest()[:16]
         #: the download asks the user's PyPI index or mirror, from pip's variables and files
         #: where the words name none (a torch step from PyPI, issue 27)
         self.pypi_index = pypi_index
-        self.path = root / self.key
+        self.path = self.root / self.key
         self.files = self.path / "files"
         self.records = self.path / "records"
         self.incoming = self.path / "incoming"
@@ -346,7 +350,7 @@ class DownloadFolder:
         ``--find-links`` reads, so a file an earlier run left in ``files/`` (another release's,
         one the index has since yanked) is never taken in place of this run's. Symbolic links
         (a hard link would change the file's ctime, and the folder would hash it again on its next
-        use), else hard links, else copies. Where the chosen files are not known or no view can be
+        use), else hard links, never copies. Where the chosen files are not known or no view can be
         made, the whole ``files/``, said in a ``note``; never an error."""
         why = self._unsure
         if why is None and self.chosen is None:
@@ -385,30 +389,29 @@ class DownloadFolder:
                 try:
                     os.symlink(source, link)
                 except OSError:
-                    try:
-                        os.link(source, link)
-                    except OSError:
-                        shutil.copyfile(source, link)
+                    # No copies: a view of copies would write torch's gigabytes again on every
+                    # install; where no link can be made the whole files/ is read instead.
+                    os.link(source, link)
         except BaseException:
             shutil.rmtree(made, ignore_errors=True)
             raise
         return made
 
     def _remove_stale_views(self) -> None:
-        """Remove the views this host's runs left when they were killed (their process gone)."""
-        import socket
+        """Remove the views runs left when they were killed: those made over a day ago. A view
+        lives for one pip install (minutes); its name's host and process id are no proof that
+        its run is gone (machines that share this folder may share a host name, containers
+        reuse process ids), its age is. What one holds is links, never the files' bytes."""
+        import time
 
-        host = socket.gethostname().replace(os.sep, "_") or "host"
+        now = time.time()
         for entry in os.scandir(self.views):
-            parts = entry.name.rsplit(".", 2)
-            if len(parts) != 3 or parts[0] != host or not parts[1].isdigit():
-                continue
             try:
-                os.kill(int(parts[1]), 0)
-            except ProcessLookupError:
-                shutil.rmtree(entry.path, ignore_errors=True)
+                made = entry.stat(follow_symlinks=False).st_mtime
             except OSError:
-                continue  # alive (another user's process), or not ours to ask
+                continue
+            if now - made > _STALE_VIEW_SECONDS:
+                shutil.rmtree(entry.path, ignore_errors=True)
 
     def _make(self) -> None:
         from ..paths import write_atomic
