@@ -64,7 +64,7 @@ def test_no_verify_installs_without_importing_and_says_so(
         assert _sync(locked, python, "--json", "--no-verify") == 0
     report = json.loads(capsys.readouterr().out)
     assert asked == []
-    assert report["import_check"] is False and report["verified_imports"] == []
+    assert report["import_check"] == "skipped (--no-verify)" and report["verified_imports"] == []
     assert "import check" not in report["timings"]
     assert _installed(python)["torch"] == "2.14.1+cu126"
     # In text, the skipped check is said; a checked sync names what it imported.
@@ -72,7 +72,16 @@ def test_no_verify_installs_without_importing_and_says_so(
     assert _sync(locked, again, "--no-verify") == 0
     assert "import check skipped (--no-verify)" in capsys.readouterr().out
     third = _venv(tmp_path / "third")
-    assert _sync(locked, third) == 0
+    assert _sync(locked, third, "--json") == 0
+    checked = json.loads(capsys.readouterr().out)
+    assert checked["import_check"] == "passed" and checked["verified_imports"] == ["torch"]
+    assert _sync(locked, third) == 0  # all installed: nothing to import, and it says so
+    assert "already matches" in capsys.readouterr().out
+    assert _sync(locked, third, "--json") == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["import_check"] == "not needed" and again["verified_imports"] == []
+    fourth = _venv(tmp_path / "fourth")
+    assert _sync(locked, fourth) == 0
     assert "imports checked: torch" in capsys.readouterr().out
 
 
@@ -92,3 +101,13 @@ def test_check_refuses_the_options_of_a_change_naming_them(
     err = capsys.readouterr().err
     assert f"--check changes nothing: {named} would be ignored beside it" in err
     assert f"cuda-resolve sync '{lock}' --name auto --check" in err
+
+
+def test_the_refusals_hint_keeps_exact_and_json_which_change_what_a_check_reports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lock = tmp_path / "pylock.toml"
+    words = ["sync", str(lock), "--check", "--exact", "--json", "--no-verify", "--name", "a100"]
+    assert main(words) == 2
+    err = capsys.readouterr().out  # --json: the error object on stdout
+    assert f"cuda-resolve sync {lock} --name a100 --exact --json --check" in err

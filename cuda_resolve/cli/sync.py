@@ -135,12 +135,14 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _quoted_basics(args: argparse.Namespace) -> list[str]:
-    """LOCK, --name and --python as given, shell-quoted: the start of a hint's command."""
+    """LOCK, --name, --python, --exact and --json as given (what a check keeps), shell-quoted:
+    the start of a hint's command."""
     import shlex
 
     words = [str(args.lock), "--name", args.name]
     if args.python:
         words += ["--python", args.python]
+    words += [flag for flag, given in (("--exact", args.exact), ("--json", args.json)) if given]
     return [shlex.quote(word) for word in words]
 
 

@@ -80,6 +80,17 @@ class SyncResult:
     verified: tuple[str, ...] = ()  # the modules a run imported after installing
 
     @property
+    def import_check(self) -> str:
+        """What became of the import check after installing: "passed" (the modules in
+        ``verified`` imported), "skipped (--no-verify)", or "not needed" (nothing that imports
+        was installed, or nothing was)."""
+        if self.verified:
+            return "passed"
+        if not self.request.verify and self.to_install:
+            return "skipped (--no-verify)"
+        return "not needed"
+
+    @property
     def drifted(self) -> tuple[Drift, ...]:
         return tuple(d for d in self.packages if d.state != "ok")
 
@@ -116,7 +127,7 @@ class SyncResult:
                     "installers": list(self.installers),
                     "timings": {phase: round(seconds, 2) for phase, seconds in self.timings},
                     "verified_imports": list(self.verified),
-                    "import_check": request.verify,
+                    "import_check": self.import_check,
                 }
             )
         return document
