@@ -5,10 +5,11 @@ of the same table is the reference where both fit."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 
-from cuda_resolve.cli._table import render_table, stdout_width
+from cuda_resolve.cli._table import cell_width, render_table, stdout_width
 
 HEADERS = ("package", "version", "variant", "kind", "from")
 ROWS = [
@@ -72,3 +73,34 @@ def test_the_width_is_columns_where_it_is_a_number_else_80_when_piped(
 ) -> None:
     monkeypatch.setenv("COLUMNS", columns)
     assert stdout_width() == width  # pytest's stdout is not a terminal
+
+
+def test_wide_characters_take_two_cells_as_rich_counts_them() -> None:
+    rows = [("名前パッケージ", "1.0", "", "wheel", "ａｂｃ full-width and 漢字 words")]
+    assert render_table("Plan", HEADERS, rows, 80) == _rich(rows, 80)
+    # Narrower, the columns are narrowed (not as rich would, exactly): every line still has the
+    # table's width in cells, so the rules line up.
+    lines = render_table("Plan", HEADERS, rows, 60).splitlines()[1:]
+    assert {cell_width(line) for line in lines} == {60}
+
+
+def test_a_plan_cell_shows_control_characters_and_never_a_password(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass-through requirement is a row of its own: a newline or tab in it is shown as an
+    escape (not a second row, not a blank), and a URL's password is *** wherever the table
+    breaks the URL (rich's table, before, showed a password cut across two lines)."""
+    from cuda_resolve.cli import main
+
+    monkeypatch.setenv("COLUMNS", "80")
+    secret = "s3cretpassw0rd"
+    url = f"https://user:{secret}@example.com/{'very/' * 8}foo-1.0-py3-none-any.whl"
+    assert main(["plan", f"foo @ {url}", "--profile", str(PROFILE)]) == 0
+    out = capsys.readouterr().out
+    assert secret not in out.replace("│", "").replace("\n", "").replace(" ", "")
+    assert "user:***@example.com" in out
+    table = render_table("Plan", HEADERS, [("a\\tb", "1", "", "pip", "x")], 80)
+    assert "a\\tb" in table
+
+
+PROFILE = Path(__file__).parent / "data" / "profiles" / "h200-healthy-handwritten.toml"

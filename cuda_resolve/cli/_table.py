@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import sys
-import textwrap
-from collections.abc import Sequence
+import unicodedata
+from collections.abc import Iterator, Sequence
 
 __all__ = ["render_table", "stdout_width"]
 
@@ -31,16 +31,32 @@ def stdout_width() -> int:
         return 80
 
 
+def cell_width(text: str) -> int:
+    """How many terminal cells ``text`` takes: East Asian wide and full-width characters two,
+    combining marks none, the rest one (as rich counts them, for what a plan holds)."""
+    return sum(_char_width(char) for char in text)
+
+
+def _char_width(char: str) -> int:
+    if char.isascii():
+        return 1
+    if unicodedata.combining(char):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
 def _widths(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[int]:
     """Each column's width: its longest cell where the table fits ``width``, else the widest
     columns narrowed in turn, none below its longest word (or its header) while any other can
     still give; then, only where even that does not fit, below it (the word is folded)."""
     columns = range(len(headers))
-    natural = [max(len(cell) for cell in (headers[c], *(row[c] for row in rows))) for c in columns]
+    natural = [
+        max(cell_width(cell) for cell in (headers[c], *(row[c] for row in rows))) for c in columns
+    ]
     floor = [
         max(
-            len(headers[c]),
-            max((len(word) for row in rows for word in row[c].split()), default=0),
+            cell_width(headers[c]),
+            max((cell_width(word) for row in rows for word in row[c].split()), default=0),
         )
         for c in columns
     ]
@@ -58,7 +74,38 @@ def _widths(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -
 
 
 def _lines(cell: str, width: int) -> list[str]:
-    return textwrap.wrap(cell, width, break_on_hyphens=False) or [""]
+    """``cell`` broken at spaces into lines of at most ``width`` cells; a word wider than that
+    starts a line of its own and is folded (as rich's overflow="fold" does)."""
+    lines: list[str] = []
+    line, used = "", 0
+    for word in cell.split():
+        size = cell_width(word)
+        if line and used + 1 + size <= width:
+            line, used = f"{line} {word}", used + 1 + size
+            continue
+        if line:
+            lines.append(line)
+        pieces = list(_folded(word, width))
+        lines.extend(pieces[:-1])
+        line, used = pieces[-1], cell_width(pieces[-1])
+    lines.append(line)
+    return lines
+
+
+def _folded(word: str, width: int) -> Iterator[str]:
+    """``word`` cut into pieces of at most ``width`` cells (one, where it fits)."""
+    piece, used = "", 0
+    for char in word:
+        size = _char_width(char)
+        if piece and used + size > width:
+            yield piece
+            piece, used = "", 0
+        piece, used = piece + char, used + size
+    yield piece
+
+
+def _padded(text: str, width: int) -> str:
+    return text + " " * max(width - cell_width(text), 0)
 
 
 def render_table(
@@ -76,7 +123,7 @@ def render_table(
         return [
             side
             + side.join(
-                " " + (lines[i] if i < len(lines) else "").ljust(w) + " "
+                " " + _padded(lines[i] if i < len(lines) else "", w) + " "
                 for lines, w in zip(wrapped, widths, strict=True)
             )
             + side

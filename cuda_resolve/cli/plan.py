@@ -288,7 +288,7 @@ def render_plan(plan: Plan, *, explain: bool) -> None:
     if width >= 80 and len(rows) <= TABLE_ROWS:
         # Cells are text as given ("requests[socks]" keeps its extras); a single token wider than
         # its column is folded (never a URL here: those are numbered, each on a line below).
-        cells = [tuple(redact_urls(printable(cell)) for cell in row) for row in rows]
+        cells = [tuple(redact_urls(printable(cell, one_line=True)) for cell in row) for row in rows]
         headers = ("package", "version", "variant", "kind", "from")
         sys.stdout.write(render_table("Plan", headers, cells, width))
     else:
