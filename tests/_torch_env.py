@@ -62,7 +62,32 @@ def template_venv() -> Path:
     subprocess.run(
         [sys.executable, "-m", "venv", str(template)], check=True, timeout=300, env=environ
     )
+    _TEMPLATE_FILES.update(_shared_files(template))
     return template
+
+
+#: The template's hard-linked files as they were made: path -> (inode, size, mtime).
+_TEMPLATE_FILES: dict[str, tuple[int, int, int]] = {}
+
+
+def _shared_files(template: Path) -> dict[str, tuple[int, int, int]]:
+    found = {}
+    for folder, _, names in os.walk(template / "lib"):
+        for name in names:
+            path = os.path.join(folder, name)
+            facts = os.lstat(path)
+            found[path] = (facts.st_ino, facts.st_size, facts.st_mtime_ns)
+    return found
+
+
+def template_changes() -> list[str]:
+    """The template's shared files a test changed in place (so every later copy saw the change):
+    each copied venv hard-links them, and a change must go through a new file (as pip's and
+    Python's writes do). Empty where no template was made this session."""
+    if not _TEMPLATE_FILES:
+        return []
+    now = _shared_files(template_venv())
+    return sorted(path for path, facts in _TEMPLATE_FILES.items() if now.get(path) != facts)
 
 
 def copy_venv(path: Path, template: Path | None = None) -> Path:

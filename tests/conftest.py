@@ -55,11 +55,20 @@ def _compile_the_product() -> None:
     checkout the same. Only what is missing or stale is compiled; an unwritable tree is left as
     it is."""
     import compileall
+    import py_compile
 
     root = Path(__file__).resolve().parent.parent
     for package in ("cuda_resolve", "conda_plugin", "pip_plugin"):
         if (root / package).is_dir():
-            compileall.compile_dir(root / package, quiet=2, workers=1)
+            # Checked against the source's hash at each import, not its mtime and size: an edit
+            # made within the second of a compile (breaking code on purpose, to see a test
+            # fail) is never hidden by the byte code of the code before it.
+            compileall.compile_dir(
+                root / package,
+                quiet=2,
+                workers=1,
+                invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
+            )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -68,6 +77,24 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.update(_private_values(Path(_SESSION_ROOT.name)))
     for name in _cleared_names():
         os.environ.pop(name, None)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A test that changed a file of the template venv in place changed every copy made after
+    it (they hard-link it): the session fails, naming the files."""
+    from _torch_env import template_changes
+
+    changed = template_changes()
+    if changed:
+        shown = ", ".join(changed[:5]) + (
+            f" and {len(changed) - 5} more" if len(changed) > 5 else ""
+        )
+        writer = session.config.get_terminal_writer()
+        writer.line()
+        writer.line(
+            f"error: a test changed the template venv's shared files in place: {shown}", red=True
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
