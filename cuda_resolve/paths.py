@@ -98,10 +98,12 @@ def config_path(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def cache_root() -> Path:
-    """``$CUDA_RESOLVE_CACHE_DIR``, else the platform's user cache directory for cuda-resolve."""
+    """``$CUDA_RESOLVE_CACHE_DIR``, else the platform's user cache directory for cuda-resolve;
+    absolute (``CUDA_RESOLVE_CACHE_DIR=./cache`` is taken from the current folder once, here: a
+    relative path written into a ``file://`` URL, a link or a child's command names nothing)."""
     override = os.environ.get("CUDA_RESOLVE_CACHE_DIR")
     if override:
-        return Path(override)
+        return Path(os.path.abspath(override))
     return user_cache_dir()
 
 
