@@ -224,3 +224,12 @@ def test_tool_closure_follows_markers_and_extras() -> None:
     markers = {"python_version": "3.12", "sys_platform": "linux"}
     assert tool_closure(requires, markers) == {"cuda-resolve", "a", "c", "d", "e"}
     assert tool_closure({"other": ["a"]}, markers) == frozenset()
+
+
+def test_exact_keeps_uv_the_engine_sync_installs_local_files_with() -> None:
+    """cuda-resolve[fast] puts uv beside the tool; --exact removed it, and every later sync fell
+    back to pip (user walk 2026-12-05 F2)."""
+    from cuda_resolve.lock.drift import kept_by_exact
+
+    kept = kept_by_exact([], {"uv": "0.13.9", "stray": "1.0"}, [])
+    assert [(k.name, k.why) for k in kept] == [("uv", "it installs the rest")]

@@ -20,8 +20,9 @@ from .select import Wanted
 
 __all__ = ["KEEP", "TOOL", "Drift", "Kept", "drift", "kept_by_exact", "tool_closure"]
 
-#: Never removed by ``--exact``: the tools that install.
-KEEP = frozenset({"pip", "setuptools", "wheel", "cuda-resolve"})
+#: Never removed by ``--exact``: the tools that install (uv: sync's engine for local files,
+#: cuda-resolve[fast]; removed, every later sync fell back to pip, ten times slower).
+KEEP = frozenset({"pip", "setuptools", "wheel", "uv", "cuda-resolve"})
 
 #: The distribution whose requirement closure ``--exact`` keeps where it is installed.
 TOOL = "cuda-resolve"
