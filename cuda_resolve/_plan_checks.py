@@ -43,6 +43,9 @@ MAX_DEPTH = 32
 TRUST_WORDS = frozenset({"--use-feature=truststore"})
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+#: A URL's user info as redaction prints it (``user:***@``, ``***@``): what a plan printed with a
+#: password holds in its place.
+_MASKED_LOGIN = re.compile(r"://(?:[^/@\s]*:)?\*\*\*@")
 _WHEEL_DIGEST = re.compile(r"[0-9a-f]{16}")
 _VERSION_PIN = "=="
 
@@ -145,6 +148,16 @@ def check_pip_words(table: Table, key: str, words: Sequence[str]) -> None:
     verification off for a host."""
     from .install.pipoptions import disables_verification, find_options, pip_settings
 
+    for at, word in enumerate(words):
+        if _MASKED_LOGIN.search(word):
+            raise table.fail(
+                f"{key}[{at}]",
+                "names a URL whose password was left out (***) when the plan was printed: pip "
+                "would send *** as the password",
+                hint="a plan never holds a password: keep the login in ~/.netrc (pip reads it) or "
+                "a keyring, and plan again with the URL without it; or run cuda-pip install with "
+                "the URL itself",
+            )
     try:
         found = find_options(words)
     except UsageError as exc:

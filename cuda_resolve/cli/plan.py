@@ -167,7 +167,14 @@ def _decide(args: argparse.Namespace) -> int:
         )
         # One line at any width: a wrapped command pasted into a shell runs half of itself.
         say_plain(f"{where}:")
-        say_plain(f"  {shlex.join(command)}")
+        said = shlex.join(command)
+        say_plain(f"  {said}")
+        if redact_urls(said) != said:
+            say_plain(
+                "note: a password in the command is shown as ***: put it back before running it, "
+                "or keep the login in ~/.netrc and leave it out of the URL",
+                stream=sys.stderr,
+            )
     return 0
 
 

@@ -61,8 +61,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--exact",
         action="store_true",
-        help="also remove what the lock does not name (never pip, setuptools, wheel or uv; where the "
-        "target holds cuda-resolve, never it nor what it needs to run: those are kept and said)",
+        help="also remove what the lock does not name (never pip, setuptools, wheel or uv; where "
+        "the target holds cuda-resolve, never it nor what it needs to run: those are kept and "
+        "said)",
     )
     parser.add_argument(
         "--dry-run",
