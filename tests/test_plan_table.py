@@ -104,3 +104,27 @@ def test_a_plan_cell_shows_control_characters_and_never_a_password(
 
 
 PROFILE = Path(__file__).parent / "data" / "profiles" / "h200-healthy-handwritten.toml"
+
+
+def test_items_from_one_place_share_its_number_and_a_profiles_interpreter_note_is_not_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch and torchvision from one index are [1] and [1], listed once (they were [1] and [2]
+    with the same URL twice); ``--profile`` describes another machine, so the target-interpreter
+    note saved in it is not printed as this one's (user walk 2026-12-05 F9)."""
+    from cuda_resolve.cli import main
+
+    # As detect --save-profile writes it: the note of the machine it was saved on.
+    saved = (PROFILE.parent / "cpu-torch-on-a100.toml").read_text(encoding="utf-8")
+    profile = tmp_path / "a100.toml"
+    note = 'notes = ["target interpreter: /srv/other/bin/python (from --python)"]\n'
+    profile.write_text(note + saved, encoding="utf-8")
+    words = ["plan", "torch", "torchvision", "--allow-torch-change", "--profile", str(profile)]
+    assert main(words) == 0
+    captured = capsys.readouterr()
+    rows = [line for line in captured.out.splitlines() if line.startswith("│ torch")]
+    assert [row.split("│")[-2].strip() for row in rows] == ["[1]", "[1]"]
+    assert [line for line in captured.out.splitlines() if line.startswith("  [")] == [
+        "  [1] https://download.pytorch.org/whl/cu126"
+    ]
+    assert "target interpreter" not in captured.err

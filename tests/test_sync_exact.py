@@ -114,8 +114,16 @@ def test_exact_keeps_the_tool_and_what_it_needs_and_says_so(
     out = capsys.readouterr().out
     assert "--exact kept toolneed-deep 2.0 (cuda-resolve needs it to run; not in the lock)" in out
     lines = out.splitlines()
-    assert "removed stray" in lines and "removed toolneed-extra" in lines
-    assert not {"removed toolneed", "removed toolneed-deep", "removed cuda-resolve"} & set(lines)
+    removed = [line for line in lines if line.startswith("removed ")]
+    assert [line.split()[1] for line in removed] == [
+        "markerless-py2",
+        "stray",
+        "testonly",
+        "toolneed-extra",
+    ], lines
+    # Each with the version it removed.
+    assert all(line.count(" ") == 2 for line in removed), removed
+    assert lines[0].startswith("profile cpu of ") and lines[0].endswith(f"-> {python}")
     installed = _installed(tool_venv)
     assert {"cuda-resolve", "toolneed", "toolneed-deep", "pip", "filelock"} <= set(installed)
     assert not {"stray", "testonly", "markerless-py2", "toolneed-extra"} & set(installed)

@@ -7,6 +7,7 @@ tests/test_lock.py (its small wheels), synced into copies of the template venv."
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -80,6 +81,14 @@ def test_no_verify_installs_without_importing_and_says_so(
     assert _sync(locked, third, "--json") == 0
     again = json.loads(capsys.readouterr().out)
     assert again["import_check"] == "not needed" and again["verified_imports"] == []
+    # Only a dependency missing: nothing that imports changed, and the text says so.
+    subprocess.run(
+        [str(third), "-m", "pip", "uninstall", "-y", "-q", "tinyutil"], check=True, timeout=120
+    )
+    assert _sync(locked, third) == 0
+    repaired = capsys.readouterr().out.splitlines()
+    assert "installed tinyutil 1.0" in repaired
+    assert any(line.startswith("import check not needed: neither torch") for line in repaired)
     fourth = _venv(tmp_path / "fourth")
     assert _sync(locked, fourth) == 0
     assert "imports checked: torch" in capsys.readouterr().out

@@ -332,7 +332,7 @@ def run_action(
     if not result.changed:
         reporter.step("nothing to change: everything was already installed")
     if result.installers:
-        reporter.step(f"installed by: {', '.join(result.installers)}")
+        reporter.step(f"installed by: {', '.join(dict.fromkeys(result.installers))}")
     if result.verified:
         reporter.step(f"imports ok: {', '.join(result.verified)}")
     for package, output in result.smoke:

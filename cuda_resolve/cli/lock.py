@@ -261,7 +261,7 @@ def handle(args: argparse.Namespace) -> int:
         )
     else:
         _output.console().print(
-            f"wrote {args.output}: {len(document.packages)} packages for profiles "
+            f"wrote {args.output}: {_count(len(document.packages), 'package')} for profiles "
             f"{', '.join(document.names)}",
             highlight=False,
             soft_wrap=True,
@@ -383,3 +383,7 @@ def _check(args: argparse.Namespace, request: Any, config: Any) -> int:
             f"{args.output} is current for these inputs", highlight=False, soft_wrap=True
         )
     return 1 if stale else 0
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"

@@ -150,7 +150,9 @@ def _decide(args: argparse.Namespace) -> int:
             document["cannot_apply"] = incomplete
         _output.print_json(document)
     else:  # plain text, rich never loaded (issue 28)
-        for note in env.notes:  # which interpreter, and which rule chose it (stderr: not the plan)
+        # Which interpreter, and which rule chose it (stderr: not the plan); a profile's is the
+        # note saved with it on another machine, not this one's.
+        for note in env.notes if args.profile is None else ():
             if note.startswith("target interpreter: "):
                 say_plain(note, stream=sys.stderr)
         render_plan(plan, explain=args.explain)
@@ -268,7 +270,7 @@ def say_plain(text: str, *, stream: TextIO | None = None) -> None:
 def render_plan(plan: Plan, *, explain: bool) -> None:
     # Copyable output: a URL is never put in a cell that could wrap it. Each gets a number in the
     # table and a line of its own under it; the table wraps its other columns at spaces.
-    urls: list[str] = []
+    urls: dict[str, int] = {}  # each URL, by its number in the table
     rows: list[tuple[str, str, str, str, str]] = []
     from packaging.utils import canonicalize_name
 
@@ -287,8 +289,8 @@ def render_plan(plan: Plan, *, explain: bool) -> None:
         else:
             source = item.url or item.find_links or item.index or ""
             if source and " " not in source:
-                urls.append(source)
-                source = f"[{len(urls)}]"
+                # One number for each place, however many items come from it.
+                source = f"[{urls.setdefault(source, len(urls) + 1)}]"
         rows.append((item.name, item.version, item.variant or "", item.kind, source))
     rows.extend((text, "", "", "pip", "passed through to pip") for text in plan.pass_through)
     width = stdout_width()
@@ -310,7 +312,7 @@ def render_plan(plan: Plan, *, explain: bool) -> None:
             )
             say_plain(_output.hanging(line, first="  ", rest="      ", width=width))
     # The lines below are plain text: written as they are, linear however many (issue 28).
-    for number, url in enumerate(urls, start=1):
+    for url, number in urls.items():
         say_plain(f"  [{number}] {url}")
     say_plain("Why:")
     for reason in plan.reasons:

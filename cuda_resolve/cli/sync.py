@@ -178,17 +178,24 @@ def _render_dry_run(result: SyncResult) -> None:
 def _render_sync(result: SyncResult) -> None:
     if not result.to_install and not result.to_remove:
         _say(f"{result.target} already matches profile {result.profile} of {result.request.lock}")
-    for name in result.to_remove:
-        _say(f"removed {name}")
-    _say_kept(result.kept, "kept")
+        return
+    # In the order they ran: the install, its import check, then --exact's removals.
+    _say(f"profile {result.profile} of {result.request.lock} -> {result.target}")
+    was = {d.name: d.installed for d in result.packages}
     for w in result.to_install:
-        _say(f"installed {w.name} {w.version}")
+        before = was.get(w.name)
+        _say(f"installed {w.name} {w.version}" + (f" (was {before})" if before else ""))
     if result.installers:
-        _say(f"installed by: {', '.join(result.installers)}")
+        _say(f"installed by: {', '.join(dict.fromkeys(result.installers))}")
     if result.verified:
         _say(f"imports checked: {', '.join(result.verified)}")
     elif not result.request.verify and result.to_install:
         _say("import check skipped (--no-verify)")
+    elif result.to_install:
+        _say("import check not needed: neither torch nor an extension cuda-resolve curates changed")
+    for name in result.to_remove:
+        _say(f"removed {name}" + (f" {was[name]}" if was.get(name) else ""))
+    _say_kept(result.kept, "kept")
     if result.timings:  # where the time went, naming the engine that ran: "uv install"
         shown = ", ".join(f"{phase} {seconds:.2f} s" for phase, seconds in result.timings)
         _say(f"took {sum(seconds for _, seconds in result.timings):.1f} s ({shown})")

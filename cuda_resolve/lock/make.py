@@ -717,7 +717,7 @@ def _merge(
                 requested=bool(entry["requested"]),
             )
         )
-    report.step(f"{len(packages)} packages locked")
+    report.step(f"{len(packages)} package{'' if len(packages) == 1 else 's'} locked")
     return tuple(packages)
 
 
