@@ -80,7 +80,9 @@ class InstallResult:
     smoke: tuple[tuple[str, str], ...] = ()  # (package, its output's last line)
     notes: tuple[str, ...] = field(default_factory=tuple)
     timings: tuple[tuple[str, float], ...] = ()  # (phase, seconds) in the order they ran
-    pip_runs: tuple[tuple[str, ...], ...] = ()  # the exact pip (and uv) commands that ran
+    # The pip (and uv) commands that ran, as a dry run prints them: an install through the
+    # download folder read its run's view where they name files/ (.downloads).
+    pip_runs: tuple[tuple[str, ...], ...] = ()
     installers: tuple[str, ...] = ()  # which engine ran each of them: "pip" or "uv"
 
     def to_json(self) -> dict[str, Any]:
