@@ -323,11 +323,12 @@ TARGET_LOCK_SECONDS = 600.0
 
 def _recover_pending(
     prefix: str, environ: Mapping[str, str], journal_dir: Path, report: Reporter
-) -> None:
+) -> list[str]:
     """A run killed while pip worked (SIGKILL, a power cut) left a journal: restore from it
-    first."""
+    first. Returns what was put back, as the restore says it (empty: nothing was pending)."""
     from .stash import pending, recover
 
+    restored: list[str] = []
     for journal in pending(journal_dir):
         if journal.prefix != prefix:
             continue
@@ -342,6 +343,10 @@ def _recover_pending(
                 hint="fix what is named, then run `cuda-resolve undo --last` (or reinstall those "
                 "packages) before installing again",
             )
+        if outcome.restored:
+            report.step("restored: " + "; ".join(outcome.restored))
+        restored.extend(outcome.restored)
+    return restored
 
 
 def _restored(exc: BaseException, stash: Stash, report: Reporter) -> bool:
@@ -662,7 +667,14 @@ def _execute_once(
         prefix=facts.real_prefix,
         on_wait=lambda holder: report.step(waiting_for(python, holder)),
     ) as prefix:
-        _recover_pending(prefix, base, default_journal_dir(), report)
+        recovered = _recover_pending(prefix, base, default_journal_dir(), report)
+        if recovered:
+            # What this run changes is told against the environment as the restore left it.
+            notes.append(
+                "an earlier install into this environment was interrupted; undone first: "
+                + "; ".join(recovered)
+            )
+            before = installed_distributions(python, base)
         with phases.timed("stash"):
             stash = Stash.begin(
                 python, environ=base, journal_dir=default_journal_dir(), only=options.replaces
