@@ -198,3 +198,17 @@ def test_a_silent_phase_ticks_on_the_terminal_within_15_s(
     assert waited == [True] * len(waited) and waited, (
         f"no ticking {wanted!r} line within {SILENCE_LIMIT} s: {terminal.lines[-5:]}"
     )
+
+
+def test_a_log_gets_a_line_for_a_phase_that_lasts_not_a_zero_for_each_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Where stderr is not a terminal (a log, a CI job), the status line was written once per
+    phase at "uv: 0 s" and never again for a phase of seconds: noise that looked stuck (user walk
+    2026-12-05 F10). A phase gets a line once it has run 15 s, then one each 15 s."""
+    reporter = TerminalReporter()
+    reporter.progress("uv", None, None, 0.0)
+    reporter.progress("uv", None, None, 5.5)
+    assert capsys.readouterr().err == ""
+    reporter.progress("uv", None, None, 16.0)
+    assert capsys.readouterr().err == "  uv: 16 s\n"

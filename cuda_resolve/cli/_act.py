@@ -195,6 +195,8 @@ class TerminalReporter:
     nothing for minutes): the elapsed time keeps moving, so a stuck-looking screen is not."""
 
     TICK_SECONDS = 1.0
+    #: Where stderr is not a terminal, a phase gets its first line once it has run this long.
+    LOG_QUIET_SECONDS = 15.0
 
     def __init__(self, *, quiet: bool = False) -> None:
         import threading
@@ -284,8 +286,10 @@ class TerminalReporter:
         now = time.monotonic()
         if now - self._last_progress < (0.2 if self._live else 15.0):
             return
-        self._last_progress = now
         label, done, total, offset = self._status
+        if not self._live and now + offset < self.LOG_QUIET_SECONDS:
+            return  # a log gets a line for a phase that lasts, not "uv: 0 s" for each one
+        self._last_progress = now
         units = f"{done}/{total} compile units, " if done is not None and total else ""
         text = f"  {label}: {units}{now + offset:.0f} s"
         if self._live:
