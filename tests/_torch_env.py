@@ -27,7 +27,15 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["_cli", "_venv", "copy_venv", "standin_torch_wheel", "template_venv", "torch_python"]
+__all__ = [
+    "_cli",
+    "_venv",
+    "copy_venv",
+    "standin_torch_wheel",
+    "template_venv",
+    "torch_python",
+    "unshare",
+]
 
 
 def _cli(
@@ -122,6 +130,17 @@ def _linked_under(shared: Path) -> Callable[[str, str], object]:
         return shutil.copy2(source, destination)
 
     return copy
+
+
+def unshare(path: Path) -> Path:
+    """Give a copied venv's file its own inode before a test changes it in place (writes into it,
+    or sets its times): its site-packages files are hard links to the template's, shared by every
+    copy (:func:`copy_venv`)."""
+    if path.is_file() and not path.is_symlink() and path.stat().st_nlink > 1:
+        private = path.with_name(path.name + ".unshared")
+        shutil.copy2(path, private)
+        os.replace(private, path)
+    return path
 
 
 def _venv(path: Path) -> Path:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _torch_env import copy_venv
+from _torch_env import copy_venv, unshare
 
 from cuda_resolve import _bounded
 from cuda_resolve.install import pip
@@ -38,7 +38,8 @@ def _settle(python: Path) -> None:
     depends on changed within two seconds of the probe's start (a copy made just now did)."""
     then = time.time() - 60
     site = _site_packages(python)
-    for path in [site, *site.iterdir()]:
+    entries = [unshare(path) for path in site.iterdir()]  # before: a replace dates site now
+    for path in [*entries, site]:
         os.utime(path, (then, then), follow_symlinks=False)
 
 
@@ -107,7 +108,7 @@ def _upgrade_pip(python: Path, version: str) -> None:
     (old,) = site.glob("pip-*.dist-info")
     new = site / f"pip-{version}.dist-info"
     old.rename(new)
-    metadata = new / "METADATA"
+    metadata = unshare(new / "METADATA")
     lines = metadata.read_text(encoding="utf-8").splitlines()
     lines = [f"Version: {version}" if line.startswith("Version:") else line for line in lines]
     metadata.write_text("\n".join(lines) + "\n", encoding="utf-8")
