@@ -32,6 +32,7 @@ from .select import Wanted
 if TYPE_CHECKING:
     from ..install.pip import PipFacts
     from ..install.stash import RestoreReport, Stash
+    from ..install.transaction import InstallResult
     from ..plan import Plan
     from .read import ReadLock
 
@@ -382,12 +383,9 @@ class _Act:
             requirements,
             imports=_imports_of(decided.to_install),
         )
-        pip_runs: tuple[tuple[str, ...], ...] = ()
-        installers: tuple[str, ...] = ()
-        verified: tuple[str, ...] = ()
-        if plan.steps:
-            pip_runs, installers, phases, verified = self._install(plan)
-            timings.extend(phases)
+        installed = self._install(plan) if plan.steps else None
+        if installed is not None:
+            timings.extend(installed.timings)
         if decided.to_remove:
             started = time.monotonic()
             remove_extras(
@@ -399,12 +397,14 @@ class _Act:
                 keep=state.closure,
             )
             timings.append(("remove", time.monotonic() - started))
+        if installed is None:
+            return replace(decided, timings=tuple(timings))
         return replace(
             decided,
-            pip_runs=pip_runs,
-            installers=installers,
+            pip_runs=installed.pip_runs,
+            installers=installed.installers,
             timings=tuple(timings),
-            verified=verified,
+            verified=installed.verified,
         )
 
     def _fetched(self, config: Any) -> dict[str, Path]:
@@ -420,24 +420,16 @@ class _Act:
                 paths.update(fetch_all(missing, client, cache_dir, self.report))
         return paths
 
-    def _install(
-        self, plan: Plan
-    ) -> tuple[
-        tuple[tuple[str, ...], ...],
-        tuple[str, ...],
-        tuple[tuple[str, float], ...],
-        tuple[str, ...],
-    ]:
+    def _install(self, plan: Plan) -> InstallResult:
         """One --no-deps run over the locked files (uv's where it is found, else pip's): only
         those names can change. After it, the torch and curated extensions it installed must
-        import (else it is undone), unless the request says not to check. Returns the commands
-        run, which engine ran each, the executor's timings and the modules imported."""
+        import (else it is undone), unless the request says not to check."""
         from ..install.options import InstallOptions
         from ..install.transaction import execute
         from ..paths import new_log_path
 
         state = self.state
-        result = execute(
+        return execute(
             plan,
             state.env,
             wheelhouse=None,
@@ -450,12 +442,6 @@ class _Act:
             reporter=self.report,
             log_path=new_log_path("sync"),
             probed=state.probed,
-        )
-        return (
-            tuple(tuple(c) for c in result.pip_runs),
-            result.installers,
-            result.timings,
-            tuple(result.verified),
         )
 
 
