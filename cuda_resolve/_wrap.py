@@ -3,7 +3,12 @@ doctor's): continuation lines start under the text, never at column 0, and no wo
 
 from __future__ import annotations
 
-__all__ = ["hanging"]
+__all__ = ["counted", "hanging"]
+
+
+def counted(number: int, noun: str) -> str:
+    """``1 file``, ``2 files``: ``number`` and ``noun``, plural but for one."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def hanging(text: str, *, first: str, rest: str, width: int) -> str:

@@ -18,6 +18,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from .._wrap import counted
 from ..errors import UsageError
 from . import _output
 from ._common import add_json_option, index_from_args
@@ -261,7 +262,7 @@ def handle(args: argparse.Namespace) -> int:
         )
     else:
         _output.console().print(
-            f"wrote {args.output}: {_count(len(document.packages), 'package')} for profiles "
+            f"wrote {args.output}: {counted(len(document.packages), 'package')} for profiles "
             f"{', '.join(document.names)}",
             highlight=False,
             soft_wrap=True,
@@ -383,7 +384,3 @@ def _check(args: argparse.Namespace, request: Any, config: Any) -> int:
             f"{args.output} is current for these inputs", highlight=False, soft_wrap=True
         )
     return 1 if stale else 0
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"

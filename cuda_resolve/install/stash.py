@@ -70,6 +70,7 @@ from packaging.utils import canonicalize_name
 from .._bounded import read_text
 from .._bounded import run as bounded_run
 from .._lifeline import recording, running
+from .._wrap import counted
 from ..errors import InstallError
 from ..paths import cache_root, write_atomic
 from .journal import (
@@ -501,8 +502,8 @@ class _Restore:
                 changed[dist.meta] = back
             if lost:
                 self.not_restored.append(
-                    f"{_label(dist)}: {_count(lost)} changed and could not be put back: "
-                    f"{lost[0]} {self.why[lost[0]]}; reinstall {dist.name}=={dist.version}"
+                    f"{_label(dist)}: {counted(len(lost), 'file')} changed and could not be put "
+                    f"back: {lost[0]} {self.why[lost[0]]}; reinstall {dist.name}=={dist.version}"
                 )
         return changed
 
@@ -532,8 +533,8 @@ class _Restore:
                 )
         if outside:
             self.not_restored.append(
-                f"{_label(dist)}: left {_count(outside)} outside the prefix {self.prefix} in "
-                f"place, such as {outside[0]}"
+                f"{_label(dist)}: left {counted(len(outside), 'file')} outside the prefix "
+                f"{self.prefix} in place, such as {outside[0]}"
             )
 
     def _delete(self, path: str) -> None:
@@ -648,8 +649,8 @@ class _Restore:
             ]
             if failed[dist.meta]:
                 self.not_restored.append(
-                    f"{_label(dist)}: {_count(failed[dist.meta])} could not be put back; "
-                    f"reinstall {dist.name}=={dist.version}"
+                    f"{_label(dist)}: {counted(len(failed[dist.meta]), 'file')} could not be put "
+                    f"back; reinstall {dist.name}=={dist.version}"
                 )
             elif newer:
                 self.restored.append(
@@ -659,7 +660,7 @@ class _Restore:
                 self.restored.append(f"{_label(dist)} put back (the install had removed it)")
             else:
                 self.restored.append(
-                    f"{_label(dist)} put back ({_count(changed[dist.meta])} changed)"
+                    f"{_label(dist)} put back ({counted(len(changed[dist.meta]), 'file')} changed)"
                 )
         for dists in replaced_by.values():
             for dist in dists:
@@ -699,10 +700,6 @@ def _place(source: str, path: str) -> None:
 
 def _label(dist: Distribution) -> str:
     return f"{dist.name} {dist.version}"
-
-
-def _count(paths: list[str]) -> str:
-    return "1 file" if len(paths) == 1 else f"{len(paths)} files"
 
 
 def _mirror(path: str, prefix: str, stash: str) -> str:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from .._wrap import counted
 from ..compat import format_arch_list
 from ..config import Config
 from ..detect.host import machine_facts
@@ -717,7 +718,7 @@ def _merge(
                 requested=bool(entry["requested"]),
             )
         )
-    report.step(f"{len(packages)} package{'' if len(packages) == 1 else 's'} locked")
+    report.step(f"{counted(len(packages), 'package')} locked")
     return tuple(packages)
 
 
