@@ -147,7 +147,7 @@ def repack(root: Path, names: list[str], jobs: int) -> list[dict[str, object]]:
         )
     simple = root / "simple"
     links = []
-    for project, file_name, size, sha256 in results:
+    for project, file_name, _size, sha256 in results:
         page = simple / normalized(project)
         page.mkdir(parents=True, exist_ok=True)
         (page / "index.html").write_text(
