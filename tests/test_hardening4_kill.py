@@ -110,7 +110,8 @@ def target(template: Path, tmp_path: Path) -> Iterator[tuple[Path, Path, Path]]:
 
 def _install_and_kill(python: Path, marks: Path, *, child: bool) -> None:
     """Start the install, wait until pip writes the target, then ``kill -9`` the installer."""
-    environ = {**os.environ, "STANDIN_MARKS": str(marks)}
+    # TMPDIR: the killed run's temporary folder stays in this test's folder, not in /tmp.
+    environ = {**os.environ, "STANDIN_MARKS": str(marks), "TMPDIR": str(marks)}
     if child:
         environ["STANDIN_CHILD"] = "1"
     standin = marks.parent / "standin"
@@ -285,7 +286,7 @@ def test_kill_9_of_the_real_cuda_pip_stops_pip_and_undo_restores(tmp_path: Path)
     _wheel(links, "bigpkg", "1.0", {"bigpkg/__init__.py": b"", **files})
     before = _freeze(python)
 
-    environ = {**os.environ, "STANDIN_SLOW": str(marks)}
+    environ = {**os.environ, "STANDIN_SLOW": str(marks), "TMPDIR": str(marks)}
     environ.pop("VIRTUAL_ENV", None)
     argv = ["install", "--python", str(python), "--no-index", "--find-links", str(links)]
     cuda_pip = subprocess.Popen(

@@ -240,7 +240,7 @@ def test_a_wheelhouse_hit_goes_in_through_uv_offline_exactly_and_undo_keeps_uvs_
     with log.open("w") as output:
         process = subprocess.Popen(
             [*_CUDA_PIP, "--python", str(held_venv)],
-            env={**offline, "QUICKEXT_HOLD": str(marker)},
+            env={**offline, "QUICKEXT_HOLD": str(marker), "TMPDIR": str(tmp_path)},
             stdout=output,
             stderr=subprocess.STDOUT,
         )

@@ -42,6 +42,7 @@ from .pip import (
     trust_options,
 )
 from .pipoptions import options_for_torch_step
+from .scratch import SCRATCH_PREFIX, remove_dead_scratch, run_scratch
 from .stash import (
     Stash,
     default_journal_dir,
@@ -204,7 +205,7 @@ def planned_commands(
     for number, step in enumerate(plan.steps, 1):
         local = _local_step(uv, step, plan, wheels, hashes)
         if uv is not None and local is not None:
-            run_folder = Path(tempfile.gettempdir()) / "cuda-resolve-install-RUN"
+            run_folder = Path(tempfile.gettempdir()) / f"{SCRATCH_PREFIX}RUN"
             commands.append(uv.command(uv.requirements_file(local, run_folder, number)))
         else:
             args = _step_args(step, plan, wheels, hashes)
@@ -789,7 +790,11 @@ def _install_and_check(
     # pip's temporary files (and those of a source build pip runs) go in a folder of this run,
     # removed however the run ends: a signal gives pip no time to clean up after itself.
     # Each step's time is the phase of the engine that ran it: "uv install" or "pip install".
-    with tempfile.TemporaryDirectory(prefix="cuda-resolve-install-") as scratch:
+    # A killed run's folder is removed here: pip may have left a gigabyte download in it.
+    for folder in remove_dead_scratch():
+        report.step(f"removed {folder}, the temporary folder of an install that was killed")
+    with run_scratch() as scratch_path:
+        scratch = str(scratch_path)
         inside = {"TMPDIR": scratch, "TEMP": scratch, "TMP": scratch}
         for number, step in enumerate(plan.steps, 1):
             local = _local_step(uv, step, plan, wheels, hashes)
