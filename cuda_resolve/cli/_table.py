@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import sys
-import unicodedata
 from collections.abc import Iterator, Sequence
 
-__all__ = ["render_table", "stdout_width"]
+from .._wrap import cell_width, char_width
+
+__all__ = ["cell_width", "render_table", "stdout_width"]
 
 #: Each cell has a space either side, and a rule before each column and after the last.
 _PER_COLUMN = 3
@@ -29,20 +30,6 @@ def stdout_width() -> int:
         return os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
     except (AttributeError, ValueError, OSError):
         return 80
-
-
-def cell_width(text: str) -> int:
-    """How many terminal cells ``text`` takes: East Asian wide and full-width characters two,
-    combining marks none, the rest one (as rich counts them, for what a plan holds)."""
-    return sum(_char_width(char) for char in text)
-
-
-def _char_width(char: str) -> int:
-    if char.isascii():
-        return 1
-    if unicodedata.combining(char):
-        return 0
-    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
 
 
 def _widths(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[int]:
@@ -96,7 +83,7 @@ def _folded(word: str, width: int) -> Iterator[str]:
     """``word`` cut into pieces of at most ``width`` cells (one, where it fits)."""
     piece, used = "", 0
     for char in word:
-        size = _char_width(char)
+        size = char_width(char)
         if piece and used + size > width:
             yield piece
             piece, used = "", 0
