@@ -59,7 +59,13 @@ def closure(names: list[str]) -> list[metadata.Distribution]:
         done = extras_done.setdefault(key, set())
         if key in found and extras <= done:
             continue
-        dist = found.get(key) or metadata.distribution(name)  # PackageNotFoundError names it
+        dist = found.get(key)
+        if dist is None:
+            try:
+                dist = metadata.distribution(name)
+            except metadata.PackageNotFoundError:
+                print(f"not installed here, not served: {name}", file=sys.stderr)
+                continue
         found[key] = dist
         done |= extras
         for text in dist.requires or []:
