@@ -52,7 +52,8 @@ def closure(names: list[str]) -> list[metadata.Distribution]:
     libraries through ``cuda-toolkit[cublas,cudart,...]``)."""
     found: dict[str, metadata.Distribution] = {}
     extras_done: dict[str, set[str]] = {}
-    todo: list[tuple[str, set[str]]] = [(name, set()) for name in names]
+    roots = [Requirement(name) for name in names]
+    todo: list[tuple[str, set[str]]] = [(root.name, set(root.extras)) for root in roots]
     while todo:
         name, extras = todo.pop()
         key = normalized(name)
