@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -197,3 +200,26 @@ def test_reasons_wrap_under_their_text_at_80_columns(
         line for line in below if not line.startswith("  ")
     ]
     assert "/usr/local/cuda-11.8" in out  # paths are never split
+
+
+def test_explain_on_a_failure_loads_no_rich() -> None:
+    """plan's failure path with --explain prints without rich, as its success path does (issue
+    28: importing rich was a quarter of a warm plan); its width is the terminal's."""
+    script = (
+        "import sys\n"
+        "from cuda_resolve.cli import main\n"
+        "try:\n"
+        f"    main(['plan', 'torch==2.14.1+cu130', '--profile', {str(NVCC118)!r},\n"
+        "          '--allow-torch-change', '--explain'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "COLUMNS": "60"},
+    )  # fmt: skip
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+    ruled = done.stderr.split("Ruled out:")[1].split("error:")[0]
+    assert max(len(line) for line in ruled.splitlines()) <= 60

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 
 from .._wrap import cell_width, char_width
 
-__all__ = ["cell_width", "render_table", "stdout_width"]
+__all__ = ["cell_width", "render_table", "stderr_width", "stdout_width"]
 
 #: Each cell has a space either side, and a rule before each column and after the last.
 _PER_COLUMN = 3
@@ -23,11 +23,20 @@ _PER_COLUMN = 3
 def stdout_width() -> int:
     """The width rich gives stdout: ``COLUMNS`` where it is a positive number, else the
     terminal's, else 80 (piped output)."""
+    return _width_of(sys.__stdout__)
+
+
+def stderr_width() -> int:
+    """As :func:`stdout_width`, for stderr."""
+    return _width_of(sys.__stderr__)
+
+
+def _width_of(stream: object) -> int:
     columns = os.environ.get("COLUMNS", "").strip()
     if columns.isdigit() and int(columns) > 0:
         return int(columns)
     try:
-        return os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        return os.get_terminal_size(stream.fileno()).columns  # type: ignore[attr-defined]
     except (AttributeError, ValueError, OSError):
         return 80
 

@@ -12,7 +12,7 @@ from .._printable import printable
 from ..redaction import redact_urls
 from . import _output
 from ._common import ArchListOption, add_environment_options
-from ._table import render_table, stdout_width
+from ._table import render_table, stderr_width, stdout_width
 
 # What deciding needs (resolver, index model, plan, install) is imported by the handler, after
 # the target's probes have been started: they then run while it loads (issue 28).
@@ -338,7 +338,7 @@ def render_ruled_out(reasons: tuple[str, ...], *, limit: int = 40) -> None:
 
     if not reasons:
         return
-    width = _output.error_console().width
+    width = stderr_width()
     lines = ["Ruled out:"]
     lines.extend(
         _output.hanging(reason, first="  - ", rest="    ", width=width)
@@ -346,4 +346,4 @@ def render_ruled_out(reasons: tuple[str, ...], *, limit: int = 40) -> None:
     )
     if len(reasons) > limit:
         lines.append(f"  ... and {len(reasons) - limit} more (--json lists them all)")
-    sys.stderr.write("\n".join(lines) + "\n")
+    sys.stderr.write(redact_urls("\n".join(lines) + "\n"))
