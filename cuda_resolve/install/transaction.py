@@ -14,6 +14,7 @@ The executor takes a Plan from anywhere: ``plan``, a plan file, a lockfile entry
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import canonicalize_name
 
 from .._bounded import run as _bounded_run
+from .._wrap import counted
 from ..environment import Environment
 from ..errors import CudaResolveError, InstallError
 from ..plan import PipStep, Plan, PlannedBuild
@@ -825,6 +827,7 @@ def _install_and_check(
         with phases.timed("installed list"):
             after = installed_distributions(python, base)
         _check_torch_landed(plan, env, options, wheel_lines, log_path, notes)
+        _check_unplanned_torch(plan, env, python, before, after, wheel_lines, log_path)
     changed = _diff(before, after)
     verified: list[str] = []
     if check:
@@ -913,6 +916,41 @@ def _check_torch_landed(
         hint="the environment was restored as it was; a folder of wheels in PIP_FIND_LINKS or "
         "pip's find-links/extra-index-url settings, or a mirror serving another build, is the "
         f"usual cause: check them (cuda-resolve doctor --network); full log: {log_path}",
+    )
+
+
+def _check_unplanned_torch(
+    plan: Plan,
+    env: Environment,
+    python: str,
+    before: Mapping[str, str],
+    after: Mapping[str, str],
+    pip_lines: Sequence[str],
+    log_path: Path,
+) -> None:
+    """Refuse (the caller restores the environment) a CPU torch that pip brought in on a machine
+    with NVIDIA GPUs where the plan names no torch: as a dependency (torchmetrics), through a
+    constraint, or as a wheel path in a requirements file, from the user's find-links. A planned
+    torch is checked by :func:`_check_torch_landed`."""
+    from ..torch_identity import read_installed_torch
+    from .verify import planned_torch, torch_supplier
+
+    if not env.gpus or planned_torch(plan.items) is not None or not env.python.site_packages:
+        return
+    if after.get("torch") is None or after.get("torch") == before.get("torch"):
+        return
+    landed = read_installed_torch(list(env.python.site_packages))
+    if landed is None or landed.variant != "cpu":
+        return
+    was = f" in place of torch {before['torch']}" if before.get("torch") else ""
+    target = shlex.quote(python)
+    raise InstallError(
+        f"pip installed torch {landed.label}, a CPU build, on a machine with "
+        f"{counted(len(env.gpus), 'NVIDIA GPU')}{was}: it came from "
+        f"{torch_supplier(landed, pip_lines)}",
+        hint="the environment was restored as it was; a folder of wheels in PIP_FIND_LINKS or "
+        "pip's find-links settings is the usual cause. Install a CUDA torch first, then this: "
+        f"cuda-pip install torch --python {target}; full log: {log_path}",
     )
 
 
