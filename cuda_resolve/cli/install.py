@@ -9,6 +9,7 @@ for another machine's GPUs: nvcc needs no GPU, so a login node builds for its co
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -281,6 +282,17 @@ def run_action(
     request = _request(
         args, requests, file_requirements, file_notes, keep_installed=mode == "install"
     )
+    if request.plan is not None and pip_args:
+        # The plan's steps hold the pip options it was made with; these would be ignored.
+        given = shlex.join(pip_args)
+        names = [*(item.name for item in request.plan.items), *request.plan.pass_through]
+        asked = shlex.join(dict.fromkeys(names)) or "REQ..."
+        raise UsageError(
+            f"--plan FILE carries out that plan with the pip options it was made with: {given} "
+            "beside it would be ignored",
+            hint=f"drop them, or decide again with them: cuda-pip install {asked} {given} "
+            f"--python {shlex.quote(env.python.executable or sys.executable)}",
+        )
     smoke = bool(getattr(args, "smoke", False))
     verify = not getattr(args, "no_verify", False)
     options = install_options(args, pip_args=pip_args, smoke=smoke, verify=verify)
