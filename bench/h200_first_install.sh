@@ -41,6 +41,8 @@ step "repack the image's torch and what it requires (plus setuptools, wheel, nin
 python3 "$repo/bench/local_index.py" repack "$work/idx" torch setuptools wheel ninja --jobs 16 \
   >>"$log" 2>&1 || fail "repack"
 tail -1 "$log"
+python3 -c 'import json, sys; [print(" ", w["file"], w["size"]) for w in json.load(open(sys.argv[1]))]' \
+  "$work/idx/wheels.json" >>"$log"
 python3 "$repo/bench/local_index.py" serve "$work/idx" --port "$port" --log "$out/served.jsonl" \
   >>"$log" 2>&1 &
 server=$!
@@ -63,6 +65,10 @@ install_into() {  # install_into NAME: a fresh venv with no torch, then cuda-pip
   local rc=$?
   local t1; t1=$(date +%s.%N)
   echo "cuda-pip install into $1: exit $rc, $(python3 -c "print(round($t1 - $t0, 1))") s" | tee -a "$log"
+  if [ "$rc" != 0 ]; then  # what failed: cuda-pip's error and the end of each log it wrote
+    head -c 2000 "$out/$1.json" >>"$log"
+    for f in "$CUDA_RESOLVE_CACHE_DIR"/logs/*; do echo "--- $f" && tail -25 "$f"; done >>"$log" 2>&1
+  fi
   python3 "$repo/bench/local_index.py" count "$out/served.jsonl" --since "$before" >"$work/$1-count.json"
   echo "{\"exit\": $rc, \"wall_s\": $(python3 -c "print(round($t1 - $t0, 2))")}" >"$work/$1-run.json"
   [ ${#build[@]} = 0 ] && return

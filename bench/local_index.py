@@ -38,6 +38,7 @@ import zipfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import packaging.tags
 from packaging.requirements import Requirement
 
 SKIPPED_DIST_INFO = {"INSTALLER", "REQUESTED", "direct_url.json", "RECORD"}
@@ -72,11 +73,25 @@ def closure(names: list[str]) -> list[metadata.Distribution]:
         for text in dist.requires or []:
             requirement = Requirement(text)
             marker = requirement.marker
-            if marker is None or any(
+            wanted = marker is None or any(
                 marker.evaluate({"extra": extra}) for extra in ["", *sorted(extras)]
-            ):
+            )
+            if wanted:
+                _say_unmet(requirement)
                 todo.append((requirement.name, set(requirement.extras)))
     return sorted(found.values(), key=lambda d: normalized(d.metadata["Name"]))
+
+
+def _say_unmet(requirement: Requirement) -> None:
+    """Name a requirement the installed version does not meet: pip will not find it served."""
+    try:
+        installed = metadata.version(requirement.name)
+    except metadata.PackageNotFoundError:
+        return
+    if not requirement.specifier.contains(installed, prereleases=True):
+        print(
+            f"installed {requirement.name} {installed} does not meet {requirement}", file=sys.stderr
+        )
 
 
 def _record_hash(data: bytes) -> str:
@@ -91,6 +106,10 @@ def repack_one(name: str, files_dir: str) -> tuple[str, str, int, str]:
     tags = [
         line.split(":", 1)[1].strip() for line in wheel_text.splitlines() if line.startswith("Tag:")
     ]
+    # The first tag this interpreter takes: a WHEEL file may list py2-none-any before
+    # py3-none-any, and pip here skips a file named for Python 2.
+    here = {str(tag) for tag in packaging.tags.sys_tags()}
+    tags = [tag for tag in tags if tag in here] or tags
     if not tags:
         raise SystemExit(f"{name}: its WHEEL file names no tag")
     project = dist.metadata["Name"]
