@@ -114,7 +114,7 @@ def check_driver(env: Environment, index: CudaFactsSource) -> list[Finding]:
                 title="driver runs torch's CUDA",
                 found=f"torch {torch.version} is built for CUDA {torch.cuda}: {verdict.reason}",
                 fix="upgrade the NVIDIA driver, or install a torch built for CUDA <= "
-                f"{env.driver.cuda} (`cuda-resolve plan torch`)",
+                f"{env.driver.cuda}: `{_cuda_pip_install(env, 'torch', '--allow-torch-change')}`",
             )
         )
     return findings
@@ -210,7 +210,7 @@ def check_torch_build(env: Environment, index: CudaFactsSource) -> list[Finding]
                 status="info",
                 title="torch",
                 found="torch is not installed in the target environment",
-                fix="`cuda-resolve plan torch` picks the build for this machine",
+                fix=f"`{_cuda_pip_install(env, 'torch')}` installs the build for this machine",
             )
         ]
     if env.gpus and torch.build == "cpu":
@@ -221,8 +221,8 @@ def check_torch_build(env: Environment, index: CudaFactsSource) -> list[Finding]
                 title="torch build",
                 found=f"torch {torch.version} is a CPU build on a machine with {len(env.gpus)} "
                 "NVIDIA GPU(s)",
-                fix="reinstall torch with a CUDA variant: `cuda-resolve plan torch "
-                "--allow-torch-change`",
+                fix="reinstall torch with a CUDA variant: "
+                f"`{_cuda_pip_install(env, 'torch', '--allow-torch-change')}`",
             )
         ]
     if env.gpus and torch.build == "rocm":
@@ -232,7 +232,8 @@ def check_torch_build(env: Environment, index: CudaFactsSource) -> list[Finding]
                 status="error",
                 title="torch build",
                 found=f"torch {torch.version} is a ROCm (AMD) build on an NVIDIA machine",
-                fix="reinstall torch with a CUDA variant",
+                fix="reinstall torch with a CUDA variant: "
+                f"`{_cuda_pip_install(env, 'torch', '--allow-torch-change')}`",
             )
         ]
     return [
@@ -717,12 +718,20 @@ def _repair_command(env: Environment) -> str:
     return _cuda_pip_install(env, "--repair")
 
 
+def _quoted(word: str) -> str:
+    """``shlex.quote(word)``; shlex is imported only for a word that needs quoting (a warm
+    doctor imports nothing it does not need)."""
+    if word and all(char.isalnum() or char in "@%+=:,./-_" for char in word) and word.isascii():
+        return word
+    import shlex
+
+    return shlex.quote(word)
+
+
 def _cuda_pip_install(env: Environment, *words: str) -> str:
     """``cuda-pip install WORDS`` for this target: ``--python`` names it where cuda-pip would not
     choose it by itself."""
-    import shlex  # here: a warm doctor with nothing to repair imports nothing it does not need
-
-    command = shlex.join(["cuda-pip", "install", *words])
+    command = " ".join(_quoted(word) for word in ("cuda-pip", "install", *words))
     python = env.python.executable
     if env.source != "detected" or not python:
         return command
@@ -738,7 +747,7 @@ def _cuda_pip_install(env: Environment, *words: str) -> str:
 
     if default is not None and prefix(default) == prefix(python):
         return command
-    return f"{command} --python {shlex.quote(python)}"
+    return f"{command} --python {_quoted(python)}"
 
 
 def check_extension_symbols(env: Environment, index: CudaFactsSource) -> list[Finding]:
