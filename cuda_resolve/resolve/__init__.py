@@ -527,6 +527,11 @@ def _hint(rejection: Rejection, catalogue: Catalogue) -> str:
     """The way out of the conflict this rejection leads, from its kind and facts."""
     fact = rejection.fact
     kind = rejection.kind
+    if kind == "torch-release-unknown":
+        return (
+            "ask for a release the index knows (cuda-resolve index show torch lists them), or read "
+            "newer releases into it: cuda-resolve index refresh torch"
+        )
     if kind == "installed-unfit":
         return (
             "rerun with --allow-torch-change to let cuda-resolve replace the installed "
@@ -705,6 +710,36 @@ def _conflict(
     locked = installed is not None and [c.kind for c in torch_candidates] == ["installed"]
     leading: list[Rejection] = []  # conflicts between packages, found from the structure
     ruled_out: list[Rejection] = []  # the per-candidate facts, most telling first
+    for req in requested:
+        if req.name == "torch" and not any(
+            req.specifier.contains(release.version, prereleases=True)
+            for release in catalogue.index.torch
+        ):
+            newest = max(release.version for release in catalogue.index.torch)
+            leading.append(
+                Rejection(
+                    "torch",
+                    str(req),
+                    f"{req}: no torch release the index knows matches it (the newest it knows: "
+                    f"{newest})",
+                    "torch-release-unknown",
+                    (("requested", str(req)),),
+                )
+            )
+    if locked and installed is not None:
+        # A torch requirement the installed torch does not meet: nothing else was a candidate,
+        # so nothing was ruled out, and "nothing fits" alone would send the user in a circle.
+        for req in requested:
+            if req.name == "torch" and not Catalogue.satisfies(req, installed):
+                leading.append(
+                    Rejection(
+                        "torch",
+                        installed.label,
+                        f"{installed.label} is installed here and {req} asks for another",
+                        "installed-unfit",
+                        (("torch", installed.label),),
+                    )
+                )
     for name in involved:
         if name in TORCH_FAMILY:
             continue
