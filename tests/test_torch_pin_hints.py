@@ -40,3 +40,20 @@ def test_a_torch_release_the_index_does_not_know_is_named(
         assert status == 1
         assert "torch==2.99: no torch release the index knows matches it" in str(said["error"])
         assert "cuda-resolve index refresh torch" in str(said["hint"])
+
+
+def test_torchvision_beside_a_cpu_torch_on_a_gpu_machine_names_the_torch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The pairing was blamed ("no release pairs with any torch that fits") where the installed
+    CPU torch, ruled out, is what to change (user walk 2026-12-05 B7)."""
+    text = PROFILE.read_text()
+    cpu = text.split("[torch]")[0] + '[torch]\nversion = "2.1.0+cpu"\n'
+    profile = tmp_path / "cpu-torch.toml"
+    profile.write_text(cpu)
+    status = main(["plan", "torchvision", "--profile", str(profile), "--json"])
+    said = json.loads(capsys.readouterr().out)
+    assert status == 1
+    assert "installed torch 2.1.0+cpu: a CPU build" in said["error"], said
+    assert "--allow-torch-change" in said["hint"]
+    assert main(["plan", "torchvision", "--profile", str(profile), "--allow-torch-change"]) == 0

@@ -726,6 +726,12 @@ def _conflict(
                     (("requested", str(req)),),
                 )
             )
+    if not catalogue.options.allow_torch_change and any(
+        name in TORCH_FAMILY and name != "torch" for name in involved
+    ):
+        # torchvision or torchaudio asked for where the installed torch (a CPU build on a GPU
+        # machine, say) was ruled out: that, not the pairing, is what to change.
+        leading.extend(r for r in catalogue.rejected("torch") if r.kind == "installed-unfit")
     if locked and installed is not None:
         # A torch requirement the installed torch does not meet: nothing else was a candidate,
         # so nothing was ruled out, and "nothing fits" alone would send the user in a circle.
