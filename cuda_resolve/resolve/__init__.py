@@ -88,6 +88,52 @@ def applies(requirement: Requirement, text: str, env: Environment | None) -> boo
     return requirement.marker.evaluate(marker_environment(env))
 
 
+_ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip", ".tar.bz2", ".tgz")
+
+
+def _is_local_path(text: str) -> bool:
+    """A path as pip takes one on its command line: a folder (``.``, ``./pkg``, ``/src/pkg``) or
+    an archive file (``dist/pkg-1.0-py3-none-any.whl``). Decided from the words alone."""
+    if "://" in text or not text.strip() or text != text.strip():
+        return False
+    return (
+        text in (".", "..")
+        or text.startswith(("./", "../", "/", "~"))
+        or text.endswith(_ARCHIVE_SUFFIXES)
+    )
+
+
+def _refuse_curated_file(text: str, index: Index) -> None:
+    """A local file of torch or a package the index knows is refused, as a direct URL to one is:
+    cuda-resolve cannot check that file against torch, the driver and the GPUs."""
+    from packaging.utils import (
+        InvalidSdistFilename,
+        InvalidWheelFilename,
+        parse_sdist_filename,
+        parse_wheel_filename,
+    )
+
+    base = text.rstrip("/").rsplit("/", 1)[-1]
+    try:
+        name = (
+            parse_wheel_filename(base)[0]
+            if base.endswith(".whl")
+            else parse_sdist_filename(base)[0]
+        )
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return  # a folder, or a file named otherwise: pip reads what it holds
+    package = index.package(name)
+    if name not in TORCH_FAMILY and package is None:
+        return
+    shown = package.name if package is not None else name
+    raise UsageError(
+        f"{text!r} is a file of {shown}, which cuda-resolve chooses itself: it cannot check that "
+        "file against torch, the driver and the GPUs",
+        hint=f"drop it to let cuda-resolve pick a matching build (`cuda-resolve plan {shown}`), "
+        "or install that file with pip directly",
+    )
+
+
 def parse_request(
     texts: Sequence[str], index: Index, env: Environment | None = None
 ) -> tuple[list[Req], list[str], list[str]]:
@@ -105,10 +151,15 @@ def parse_request(
         try:
             requirement = Requirement(text)
         except InvalidRequirement as exc:
+            if _is_local_path(text):
+                _refuse_curated_file(text, index)
+                passed.append(text)  # a wheel, an archive or a project folder: pip's to read
+                continue
             reason = str(exc).splitlines()[0]
             raise UsageError(
                 f"requirement {text!r} is not valid: {reason}",
-                hint="write it as pip would, e.g. 'kaolin==0.18.0' or 'torch>=2.1'",
+                hint="write it as pip would, e.g. 'kaolin==0.18.0', 'torch>=2.1' or a path "
+                "('./dist/pkg-1.0-py3-none-any.whl', '.')",
             ) from None
         if not applies(requirement, text, env):
             skipped.append(text)
