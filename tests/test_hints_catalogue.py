@@ -154,8 +154,8 @@ CASES = {
         ("apply", "{root}/plan.json", "--python", "{python}"),
         A100,
         hint_says=(
-            "cuda-resolve plan torch --python {python} --json > plan.json && "
-            "cuda-resolve apply plan.json --python {python}",
+            "cuda-resolve plan torch --python {python} --json > plan.here.json && "
+            "cuda-resolve apply plan.here.json --python {python}",
         ),
         reaches="success",
         before=_plan_file,

@@ -473,7 +473,8 @@ def test_a_plan_is_refused_on_a_machine_whose_driver_or_gpus_it_does_not_fit(
     # The way out decides again here, with the same recipes and source (issue 29).
     assert (
         f"then apply it: cuda-resolve plan torch quickext --index {QUICKEXT_INDEX} --python "
-        f"{python} --json > plan.json && cuda-resolve apply plan.json --index {QUICKEXT_INDEX} "
+        f"{python} --json > plan.here.json && cuda-resolve apply plan.here.json --index "
+        f"{QUICKEXT_INDEX} "
         f"--source {QUICKEXT_SOURCE} --python {python}"
     ) in " ".join(elsewhere.stderr.split())
     assert not list(Path(env["CUDA_RESOLVE_WHEELHOUSE"]).rglob("*.whl"))

@@ -79,10 +79,25 @@ def _redacted_str(value: Any) -> str:
 
 
 def report_error(exc: CudaResolveError, *, as_json: bool) -> None:
-    """One ``error:`` line and a ``hint:`` line on stderr; with --json the same on stdout."""
+    """One ``error:`` line and a ``hint:`` line on stderr; with --json the same on stdout, and
+    on the terminal too where stdout goes elsewhere (``plan --json > plan.json`` that fails
+    would otherwise say nothing where the user looks)."""
     if as_json:
         print_json(exc.to_json())  # print_json redacts
+        if not _is_terminal(sys.stdout) and _is_terminal(sys.stderr):
+            _write_error(exc)
         return
+    _write_error(exc)
+
+
+def _is_terminal(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):  # a replaced or closed stream
+        return False
+
+
+def _write_error(exc: CudaResolveError) -> None:
     err = sys.stderr
     err.write(f"error: {redact_urls(exc.message)}\n")  # a mirror or proxy URL may carry a password
     if exc.hint:

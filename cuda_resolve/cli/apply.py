@@ -80,7 +80,11 @@ def refuse_deciding(args: argparse.Namespace, plan_file: Path) -> None:
         names = " ".join(wanted or [item.name for item in plan.items]) or "REQ..."
     except CudaResolveError:  # an unreadable plan: the refusal still names the option
         names = "REQ..."
-    quoted = shlex.quote(str(plan_file))
+    from ..install.apply import NEW_PLAN
+
+    # The plan made again goes to a new file: the one given (a colleague's, maybe) stays.
+    new = NEW_PLAN if Path(plan_file).name != NEW_PLAN else f"again.{NEW_PLAN}"
+    quoted = shlex.quote(new)
     target = ["--python", shlex.quote(str(args.python))] if args.python else []
     words += target  # the same target: the plan is decided for its torch, and applied there
     if "--repair" in options:

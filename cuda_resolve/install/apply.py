@@ -31,6 +31,10 @@ __all__ = ["PlanFactChanged", "check_plan_facts", "check_skipped_pip", "read_pla
 _PLAN_LIMIT = 16 * 1024 * 1024
 
 
+#: The file a hint writes a plan made again into: never the plan file that was refused.
+NEW_PLAN = "plan.here.json"
+
+
 class PlanFactChanged(UsageError):
     """A fact the plan was decided from no longer holds on this machine. The hint decides the
     plan's packages (``names``) again here, for the same target (``python``, where known), with
@@ -53,11 +57,12 @@ class PlanFactChanged(UsageError):
         self.names, self.python = tuple(names), python
         target = ["--python", python] if python else []
         plan = shlex.join(["cuda-resolve", "plan", *self.names, *plan_options, *target])
-        apply = shlex.join(["cuda-resolve", "apply", "plan.json", *apply_options, *target])
+        # A new file: the plan refused here stays as it was (it may be a colleague's).
+        apply = shlex.join(["cuda-resolve", "apply", NEW_PLAN, *apply_options, *target])
         super().__init__(
             message,
             hint=f"make the plan again for this machine, then apply it: {plan} --json > "
-            f"plan.json && {apply}",
+            f"{NEW_PLAN} && {apply}",
         )
 
     def with_options(
