@@ -81,3 +81,38 @@ def test_several_profiles_fit_and_the_hint_names_one(tmp_path: Path) -> None:
         "pick one: cuda-resolve sync pylock.toml --name a100 --python /envs/t/bin/python"
     ), hint
     assert "--name a100-big" in hint
+
+
+def test_a_lock_under_another_name_is_copied_to_a_pep751_name_first() -> None:
+    """lock writes only pylock.toml or pylock.NAME.toml: the hint's relock of lab-lock.toml
+    failed at its second step (user walk 2026-12-05 B10)."""
+    import types
+
+    from cuda_resolve.environment import Environment, Machine, PythonInfo
+    from cuda_resolve.lock.read import ReadLock
+    from cuda_resolve.lock.select import _way_out
+
+    lock = ReadLock(
+        pylock=types.SimpleNamespace(packages=[]),  # type: ignore[arg-type]
+        profiles={},
+        requests=("six",),
+        index_url=None,
+        resolver=None,
+        origin="locks/lab lock.toml",
+    )
+    env = Environment(
+        machine=Machine(), python=PythonInfo(version="3.11.7", executable="/envs/t/bin/python")
+    )
+    hint = _way_out(lock, env, [])
+    line = hint.split(": ", 1)[1]
+    assert line.startswith("cp 'locks/lab lock.toml' locks/pylock.lab-lock.toml && "), line
+    assert "-o locks/pylock.lab-lock.toml" in line
+    assert "cuda-resolve sync locks/pylock.lab-lock.toml --name this-machine" in line
+    plain = replace_origin(lock, "pylock.toml")
+    assert "cp " not in _way_out(plain, env, [])
+
+
+def replace_origin(lock: object, origin: str) -> object:
+    import dataclasses
+
+    return dataclasses.replace(lock, origin=origin)  # type: ignore[type-var]

@@ -115,10 +115,19 @@ def _way_out(lock: ReadLock, env: Environment, fitting: list[str]) -> str:
     if house is not None:
         options += ["--wheelhouse-url", house]
     detect = shlex.join(["cuda-resolve", "detect", "--save-profile", "this-machine.toml", *target])
-    profile = ["--profile", "this-machine.toml", "--update", "-o", lock.origin, *options]
+    # lock writes only PEP 751's names: a lock read under another name is copied to one first.
+    origin, copy = lock.origin, ""
+    name = origin.replace("\\", "/").rsplit("/", 1)[-1]
+    if not re.fullmatch(r"pylock\.([^.]+\.)?toml", name):
+        stem = re.sub(r"[^A-Za-z0-9_-]+", "-", name.removesuffix(".toml")).strip("-") or "lab"
+        origin = origin[: len(origin) - len(name)] + f"pylock.{stem}.toml"
+        copy = shlex.join(["cp", lock.origin, origin]) + " && "
+    profile = ["--profile", "this-machine.toml", "--update", "-o", origin, *options]
     relock = shlex.join(["cuda-resolve", "lock", *lock.requests, *profile])
-    sync = shlex.join(["cuda-resolve", "sync", lock.origin, "--name", "this-machine", *target])
-    return f"lock this machine's profile into it, then sync that: {detect} && {relock} && {sync}"
+    sync = shlex.join(["cuda-resolve", "sync", origin, "--name", "this-machine", *target])
+    return (
+        f"lock this machine's profile into it, then sync that: {copy}{detect} && {relock} && {sync}"
+    )
 
 
 def wanted_files(lock: ReadLock, profile: str, env: Environment) -> list[Wanted]:
