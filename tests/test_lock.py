@@ -371,6 +371,17 @@ def test_a_newer_major_lock_version_is_refused_and_a_newer_minor_is_a_note(
     assert read_lock(minor).notes == (
         f"{minor}: lock-version 1.1 is newer than 1.0: keys it added are ignored",
     )
+    # packaging's own "pylock minor version 1.1 is not supported" (through logging, printed bare
+    # on stderr, saying the opposite of what happens) is not shown (user walk 2026-12-05 B11).
+    import sys
+
+    said = subprocess.run(
+        [sys.executable, "-m", "cuda_resolve", "sync", str(minor), "--name", "cpu", "--check"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    output = said.stdout + said.stderr
+    assert "lock-version 1.1 is newer than 1.0" in output, output
+    assert "not supported" not in output, output
 
 
 def test_an_unknown_profile_is_refused(locked: Path, capsys: pytest.CaptureFixture[str]) -> None:

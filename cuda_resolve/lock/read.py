@@ -4,6 +4,7 @@ the document that is wrong (``packages[3].wheels[0].hashes``), then cuda-resolve
 
 from __future__ import annotations
 
+import logging
 import re
 import warnings
 from collections.abc import Callable
@@ -107,9 +108,17 @@ def _validated(text: str, origin: str) -> tuple[dict[str, Any], Pylock, list[str
     data = parse_toml_text(text, origin=origin, error=LockFormatError, hint=_HINT).data
     _, notes = _lock_version(data, origin)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the newer-minor warning is our note above
-            pylock = Pylock.from_dict(data)
+        # packaging says "pylock minor version 1.9 is not supported" through logging (printed
+        # bare on stderr) and warnings: our note above says it, with what happens next.
+        quiet = logging.getLogger("packaging.pylock")
+        was = quiet.disabled
+        quiet.disabled = True
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                pylock = Pylock.from_dict(data)
+        finally:
+            quiet.disabled = was
     except PylockValidationError as exc:
         where = f"{exc.context}: " if exc.context else ""
         raise LockFormatError(f"{origin}: {where}{exc.message}", hint=_HINT) from None
