@@ -220,13 +220,11 @@ class Table:
         path = f"{self.path}.{key}" if self.path else key
         return Table(data, origin=self.origin, path=path, error=self.error, hint=self.hint)
 
-    def finish(self, *, allowed_extra: tuple[str, ...] = ()) -> None:
-        """Reject keys that were not read: unknown keys are an error naming the key."""
+    def finish(self, *, allowed_extra: tuple[str, ...] = (), newer: str | None = None) -> None:
+        """Reject keys that were not read: unknown keys are an error naming the key. ``newer``:
+        what to do where a newer writer may have added the key (said after the known keys)."""
         unknown = [key for key in self.data if key not in self._seen and key not in allowed_extra]
         if unknown:
             known = sorted(self._seen | set(allowed_extra))
-            raise self.fail(
-                unknown[0],
-                "unknown key",
-                hint=f"known keys here: {', '.join(known) or '(none)'}",
-            )
+            hint = f"known keys here: {', '.join(known) or '(none)'}"
+            raise self.fail(unknown[0], "unknown key", hint=f"{hint}; {newer}" if newer else hint)

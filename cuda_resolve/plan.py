@@ -355,7 +355,11 @@ class Plan:
             trust_note=table.string("trust_note", None),
             skip_pip=table.string("skip_pip", None),
         )
-        table.finish(allowed_extra=("rejected", "alternatives", "command", "trust"))
+        table.finish(
+            allowed_extra=("rejected", "alternatives", "command", "trust"),
+            newer="a plan from a newer cuda-resolve may hold keys this one does not know: "
+            "upgrade cuda-resolve (pip install -U cuda-resolve), or make the plan with this one",
+        )
         check_plan(plan, table)
         return plan
 
