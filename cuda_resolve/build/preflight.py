@@ -15,7 +15,7 @@ from ..compat import host_compiler_for, toolkit_archs, toolkit_can_build
 from ..environment import Environment, Toolkit
 from ..errors import BuildError
 from ..index.model import ArchEntry, Index, Recipe, parse_arch_list
-from ..plan import PlanItem
+from ..plan import PYPI_SIMPLE, PlanItem
 from ..versions import CudaVersion
 from .spec import BuildSpec
 
@@ -224,6 +224,12 @@ def check_build(
             torch_item.requirement if torch_item and torch_item.requirement else None
         ) or f"torch=={torch_version}"
         torch_index = torch_item.index if torch_item else None
+        if torch_index and torch_index.rstrip("/") == PYPI_SIMPLE:
+            # PyPI's torch: the overlay asks the user's PyPI index (or mirror) alone, as the
+            # target's torch step does, so both take the same files from one download folder.
+            # Named as pypi.org it went there past the mirror, or to the PyTorch mirror of the
+            # variant, and a first install downloaded torch and its CUDA wheels twice.
+            torch_index = None
     notes = [n for n in (compiler_note,) if n]
     if include_dirs:
         notes.append(
