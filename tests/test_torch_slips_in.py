@@ -66,7 +66,7 @@ def test_a_cpu_torch_pip_brings_in_on_a_gpu_machine_is_undone(
     assert status == "1", said
     assert "pip installed torch 2.13.0+cpu, a CPU build, on a machine with 1 NVIDIA GPU" in flat
     assert "torch-2.13.0+cpu" in flat.split("it came from", 1)[1]
-    assert f"cuda-pip install torch --python {python}" in flat
+    assert f"(cuda-pip install torch --python {python}), then run this command again" in flat
     assert not _has_torch(python)  # restored: no torch, no needs-torch
 
 

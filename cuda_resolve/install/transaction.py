@@ -949,8 +949,9 @@ def _check_unplanned_torch(
         f"{counted(len(env.gpus), 'NVIDIA GPU')}{was}: it came from "
         f"{torch_supplier(landed, pip_lines)}",
         hint="the environment was restored as it was; a folder of wheels in PIP_FIND_LINKS or "
-        "pip's find-links settings is the usual cause. Install a CUDA torch first, then this: "
-        f"cuda-pip install torch --python {target}; full log: {log_path}",
+        "pip's find-links settings is the usual cause. Install a CUDA torch first "
+        f"(cuda-pip install torch --python {target}), then run this command again; full log: "
+        f"{log_path}",
     )
 
 
