@@ -12,22 +12,14 @@ import sys
 from pathlib import Path
 
 from _torch_env import copy_venv
-from test_lock_support import make_wheel
+from test_lock_support import make_cpu_torch
 
 _H100 = {"CUDA_RESOLVE_DRIVER": "580.65.06", "CUDA_RESOLVE_CUDA_ARCH": "9.0"}
 
 
 def test_the_cpu_torch_fix_names_the_target_and_pasted_plans_for_it(tmp_path: Path) -> None:
     links = tmp_path / "links"
-    make_wheel(
-        links,
-        "torch",
-        "2.13.0+cpu",
-        files={
-            "torch/__init__.py": "from .version import __version__\n",
-            "torch/version.py": "__version__ = '2.13.0+cpu'\ncuda = None\nhip = None\n",
-        },
-    )
+    make_cpu_torch(links)
     python = copy_venv(tmp_path / "venv")
     environ = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | _H100
     subprocess.run(

@@ -17,7 +17,7 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-__all__ = ["StaticIndex", "make_wheel", "serve", "write_profile"]
+__all__ = ["StaticIndex", "make_cpu_torch", "make_wheel", "serve", "write_profile"]
 
 
 def make_wheel(
@@ -61,6 +61,20 @@ def make_wheel(
 
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def make_cpu_torch(folder: Path, label: str = "2.13.0+cpu") -> Path:
+    """A stand-in for a CPU torch wheel: ``torch/version.py`` says ``cuda = None``, as the real
+    one does, and the version carries the ``+cpu`` label."""
+    return make_wheel(
+        folder,
+        "torch",
+        label,
+        files={
+            "torch/__init__.py": "from .version import __version__\n",
+            "torch/version.py": f"__version__ = {label!r}\ncuda = None\nhip = None\n",
+        },
+    )
 
 
 class StaticIndex:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from _torch_env import copy_venv
-from test_lock_support import make_wheel
+from test_lock_support import make_cpu_torch, make_wheel
 
 _H100 = {"CUDA_RESOLVE_DRIVER": "580.65.06", "CUDA_RESOLVE_CUDA_ARCH": "9.0"}
 
@@ -22,15 +22,7 @@ _H100 = {"CUDA_RESOLVE_DRIVER": "580.65.06", "CUDA_RESOLVE_CUDA_ARCH": "9.0"}
 @pytest.fixture
 def links(tmp_path: Path) -> Path:
     folder = tmp_path / "links"
-    make_wheel(
-        folder,
-        "torch",
-        "2.13.0+cpu",
-        files={
-            "torch/__init__.py": "from .version import __version__\n",
-            "torch/version.py": "__version__ = '2.13.0+cpu'\ncuda = None\nhip = None\n",
-        },
-    )
+    make_cpu_torch(folder)
     make_wheel(folder, "needs-torch", "1.0", files={"needs_torch.py": ""}, requires=["torch"])
     return folder
 
