@@ -31,8 +31,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 import side_by_side  # the counting proxy
 
-side_by_side.BYTE_CAP = 40 * 10**9  # a first install is several GB; the cap is for runaways
-
 
 def _file_bytes(folder: Path) -> dict[str, int]:
     """The wheels in the download folder's ``files/`` (its per-run views are links to them)."""
@@ -47,13 +45,11 @@ def main() -> int:
     parser.add_argument("--cuda-pip", default=shutil.which("cuda-pip") or "cuda-pip")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    proxy = side_by_side.CountingProxy()
+    proxy = side_by_side.CountingProxy(byte_cap=40 * 10**9)  # a first install is several GB
     work = Path(tempfile.mkdtemp(prefix="first-install-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV"))}
-    url = f"http://127.0.0.1:{proxy.port}"
-    env.update(HTTPS_PROXY=url, HTTP_PROXY=url, https_proxy=url, http_proxy=url)
-    env.pop("NO_PROXY", None)
-    env.pop("no_proxy", None)
+    env = proxy.routed(
+        {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV"))}
+    )
     env.update(
         HOME=str(work / "home"),
         XDG_CACHE_HOME=str(work / "home/.cache"),

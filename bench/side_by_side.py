@@ -143,7 +143,8 @@ MACHINES = (
 class CountingProxy:
     """A loopback HTTP CONNECT proxy that relays to the real host and counts what comes back."""
 
-    def __init__(self) -> None:
+    def __init__(self, byte_cap: int = BYTE_CAP) -> None:
+        self.byte_cap = byte_cap  # a run cut off past this many bytes: the cap is for runaways
         self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.server.bind(("127.0.0.1", 0))
@@ -158,6 +159,13 @@ class CountingProxy:
             self.bytes_down = 0
             self.cut_off = False
             self.requests: list[str] = []
+
+    def routed(self, env: dict[str, str]) -> dict[str, str]:
+        """``env`` with every HTTP(S) request sent through this proxy (no host let past it)."""
+        url = f"http://127.0.0.1:{self.port}"
+        routed = {k: v for k, v in env.items() if k not in ("NO_PROXY", "no_proxy")}
+        routed.update(HTTPS_PROXY=url, HTTP_PROXY=url, https_proxy=url, http_proxy=url)
+        return routed
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
@@ -213,7 +221,7 @@ class CountingProxy:
                     if sock is upstream:
                         with self.lock:
                             self.bytes_down += len(data)
-                            if self.bytes_down > BYTE_CAP:
+                            if self.bytes_down > self.byte_cap:
                                 self.cut_off = True
                                 return
                         client.sendall(data)
@@ -225,13 +233,9 @@ class CountingProxy:
 
 
 def _base_env(proxy: CountingProxy, path_prefix: str | None) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("UV_", "LTT_", "CUDA_RESOLVE_"))
-    }
-    url = f"http://127.0.0.1:{proxy.port}"
-    env.update(HTTPS_PROXY=url, HTTP_PROXY=url, https_proxy=url, http_proxy=url)
-    env.pop("NO_PROXY", None)
-    env.pop("no_proxy", None)
+    env = proxy.routed(
+        {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "LTT_", "CUDA_RESOLVE_"))}
+    )
     # No nvidia-smi from anywhere but our fake folder (there is none on this machine; be sure).
     dirs = [
         d for d in env.get("PATH", "").split(":") if d and not (Path(d) / "nvidia-smi").exists()
