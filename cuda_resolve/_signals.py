@@ -8,11 +8,16 @@ for them, and the error boundary exits ``128 + signal`` (143, 129) instead of 13
 
 :func:`deferred_interrupts` holds Ctrl-C, SIGTERM and SIGHUP back while a restore runs: a
 restore stopped half-way leaves the environment neither as it was nor as asked.
+
+:func:`interrupts_call` turns them into a call from a helper thread while read-only work runs in
+threads (detection): an exception raised wherever the signal lands can be lost, and worse.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import select
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -25,6 +30,7 @@ __all__ = [
     "deferred_interrupts",
     "exit_status",
     "exit_with",
+    "interrupts_call",
     "terminate_as_interrupt",
 ]
 
@@ -140,3 +146,68 @@ def deferred_interrupts(
                 signal.signal(signum, handler)
             except (OSError, ValueError):
                 pass
+
+
+#: How often :func:`interrupts_call` repeats its call after an interrupt, until the block ends.
+REPEAT_SECONDS = 0.05
+
+
+@contextmanager
+def interrupts_call(stop: Callable[[], None]) -> Iterator[list[KeyboardInterrupt]]:
+    """Ctrl-C, SIGTERM and SIGHUP inside the block call *stop* from a helper thread instead of
+    raising where they land; the caller raises the first of them once the block has wound down.
+
+    For work spread over threads: a KeyboardInterrupt raised in the main thread at an arbitrary
+    bytecode can land inside importlib's module-lock callback, which swallows it ("Exception
+    ignored") after taking the import lock, so every thread that imports later waits for ever
+    (seen under load: ``detect`` hung after Ctrl-C). *stop* (end the programs, spend the
+    budget) runs in its own thread because the handler may interrupt code that holds the locks
+    *stop* takes; it is called again every :data:`REPEAT_SECONDS` until the block ends, for a
+    program that was being started at the first call. The signal handler only appends and writes
+    a byte to a pipe. Signals that a handler outside cuda-resolve owns, or that are ignored, are
+    left alone; outside the main thread nothing changes."""
+    received: list[KeyboardInterrupt] = []
+    ours = (signal.default_int_handler, _raise_terminated)
+    signums = []
+    if _in_main_thread():
+        for signum in (signal.SIGINT, *TERMINATING):
+            with contextlib.suppress(OSError, ValueError):
+                if signal.getsignal(signum) in ours:
+                    signums.append(signum)
+    if not signums:
+        yield received
+        return
+    wake_read, wake_write = os.pipe()
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        received.append(_interrupt_for(signum))
+        with contextlib.suppress(OSError):  # the pipe is full: the helper is awake already
+            os.write(wake_write, b"!")
+
+    def helper() -> None:
+        timeout: float | None = None  # asleep until the first signal
+        while True:
+            ready, _, _ = select.select([wake_read], [], [], timeout)
+            if ready and not os.read(wake_read, 64):
+                return  # the block is over
+            if received:
+                with contextlib.suppress(Exception):
+                    stop()
+                timeout = REPEAT_SECONDS
+
+    os.set_blocking(wake_write, False)
+    watcher = threading.Thread(target=helper, name="cuda-resolve-interrupts", daemon=True)
+    watcher.start()
+    previous: dict[int, Any] = {}
+    try:
+        for signum in signums:
+            previous[signum] = signal.signal(signum, note)
+        yield received
+    finally:
+        for signum, handler in previous.items():
+            with contextlib.suppress(OSError, ValueError):
+                signal.signal(signum, handler)
+        os.close(wake_write)
+        watcher.join(1.0)
+        if not watcher.is_alive():  # else a *stop* that hangs still reads it: the fd is left
+            os.close(wake_read)

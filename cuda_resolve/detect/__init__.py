@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .._bounded import Deadline, kill_all
+from .._signals import interrupts_call
 from ..environment import Environment, ExtensionBinary, TorchInfo
 from ._cache import ProbeCache, default_cache_dir
 from ._run import Background, sharing
@@ -81,9 +82,11 @@ def detect_environment(
     *timeout* bounds each program and library call, *budget* all of them together.
     """
     deadline = Deadline(2 * timeout if budget is None else budget)
-    with sharing(deadline):
+    # A Ctrl-C ends the probes' programs and spends the budget; it is raised here once the probes
+    # are done, never inside one of them (see interrupts_call for why).
+    with sharing(deadline), interrupts_call(lambda: _stop(deadline)) as interrupts:
         try:
-            return _detect(
+            environment = _detect(
                 python=python,
                 root=root,
                 environ=environ,
@@ -91,9 +94,16 @@ def detect_environment(
                 cache_dir=cache_dir,
                 deadline=deadline,
             )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # outside the main thread, or a host's own handler raised it
             _stop(deadline)
             raise
+        except BaseException:
+            if interrupts:
+                raise interrupts[0] from None  # a failure of a probe that Ctrl-C killed
+            raise
+    if interrupts:
+        raise interrupts[0]
+    return environment
 
 
 #: How long a Ctrl-C waits for the probe threads after killing their programs.

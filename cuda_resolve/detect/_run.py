@@ -18,6 +18,7 @@ import contextlib
 import contextvars
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Generic, TypeVar
 
@@ -35,6 +36,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+#: How often a wait for a library call checks whether its deadline was cancelled.
+_CANCEL_POLL_SECONDS = 0.05
 
 _DEADLINE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
     "cuda_resolve_deadline", default=None
@@ -146,7 +150,15 @@ def call_with_timeout(
 
     thread = threading.Thread(target=target, name="cuda-resolve-probe", daemon=True)
     thread.start()
-    thread.join(allowed)
+    if deadline is None:
+        thread.join(allowed)
+    else:  # a cancelled deadline (Ctrl-C) stops the wait too
+        end = time.monotonic() + allowed
+        while thread.is_alive() and not deadline.expired:
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            thread.join(min(left, _CANCEL_POLL_SECONDS))
     return box[0] if box else None
 
 
