@@ -31,6 +31,7 @@ __all__ = [
     "exit_status",
     "exit_with",
     "interrupts_call",
+    "raise_lost_interrupt",
     "terminate_as_interrupt",
 ]
 
@@ -211,3 +212,25 @@ def interrupts_call(stop: Callable[[], None]) -> Iterator[list[KeyboardInterrupt
         watcher.join(1.0)
         if not watcher.is_alive():  # else a *stop* that hangs still reads it: the fd is left
             os.close(wake_read)
+
+
+def raise_lost_interrupt() -> None:
+    """Raise the Ctrl-C that importlib swallowed, if it swallowed one; call it only where the
+    calling thread cannot be inside an import (a command line, between steps).
+
+    A KeyboardInterrupt that lands in importlib's module-lock callback right after it took the
+    interpreter's import lock is printed as "Exception ignored" and lost, and the lock stays
+    held by this thread: the program would run on, and hang at the first import of another
+    thread. Held here, outside any import, it can only be that; it is released and the
+    interrupt raised."""
+    import _imp
+
+    lost = False
+    while True:
+        try:
+            _imp.release_lock()
+        except RuntimeError:  # not held by this thread (any more)
+            break
+        lost = True
+    if lost:
+        raise KeyboardInterrupt

@@ -98,3 +98,29 @@ def test_ctrl_c_during_a_probe_lets_it_finish_then_detect_raises_it(
     assert finished == [True], "the interrupt was raised inside the probe"
     assert time.monotonic() - started < 5.0
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_ctrl_c_importlib_swallowed_still_ends_the_command_with_130(tmp_path: Path) -> None:
+    """The import lock left held by this thread, as importlib's module-lock callback leaves it
+    when a Ctrl-C lands there: without the check, detect's probe threads hang at their first
+    import."""
+    import subprocess
+    import sys
+
+    script = (
+        "import _imp, sys\n"
+        "from cuda_resolve.cli import main\n"
+        "_imp.acquire_lock()\n"
+        "sys.exit(main(['detect']))\n"
+    )
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert done.returncode == 130, done.stderr
+    assert "interrupted" in done.stderr and done.stdout == ""

@@ -156,6 +156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return 2
+        from .._signals import raise_lost_interrupt
+
+        raise_lost_interrupt()  # one lost while the command's modules were imported
         return int(args.handler(args))
 
     return guarded(command, wants_json=wants_json, debug=debug)

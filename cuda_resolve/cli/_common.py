@@ -104,9 +104,11 @@ def environment_from_args(args: argparse.Namespace) -> Environment:
 def detect_target(python: str | None) -> tuple[Environment, TargetChoice]:
     """Detect the machine with the target environment's interpreter (see install.target), and
     say how that interpreter was chosen. The running interpreter is read in process."""
+    from .._signals import raise_lost_interrupt
     from ..detect import detect_environment
     from ..install.target import choose_target, is_running_interpreter
 
+    raise_lost_interrupt()  # the probes' threads import: a lock left held would hang them
     choice = choose_target(python)
     in_process = choice.how != "--python" and is_running_interpreter(choice.python)
     env = detect_environment(python=None if in_process else choice.python)
