@@ -36,6 +36,8 @@ TorchBuild = Literal["cpu", "cuda", "rocm"]
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Machine:
+    """The operating system, CPU architecture and C library of the target."""
+
     os: str = "linux"  # "linux" | "windows" | "darwin"
     arch: str = "x86_64"  # "x86_64" | "aarch64"
     glibc: str | None = None  # "2.35"
@@ -43,6 +45,8 @@ class Machine:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PythonInfo:
+    """The target interpreter: version, implementation, where it is and what it reads."""
+
     version: str  # "3.10.12"
     implementation: str = "cpython"
     executable: str | None = None
@@ -78,6 +82,8 @@ class PythonInfo:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Driver:
+    """The NVIDIA kernel driver and the highest CUDA version it supports."""
+
     version: DriverVersion
     cuda: CudaVersion  # the highest CUDA this driver supports (nvidia-smi's "CUDA Version")
     source: str = "profile"  # which probe found it
@@ -85,6 +91,8 @@ class Driver:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Gpu:
+    """One GPU as NVML or nvidia-smi lists it, with its compute capability."""
+
     index: int
     name: str
     compute_capability: ComputeCapability
@@ -94,6 +102,8 @@ class Gpu:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Toolkit:
+    """One CUDA toolkit found on this machine (nvcc, its root and what it holds)."""
+
     version: CudaVersion
     root: str | None = None
     nvcc: str | None = None  # the real nvcc binary, after resolving wrappers and links
@@ -106,6 +116,8 @@ class Toolkit:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Compiler:
+    """The host C and C++ compilers nvcc would use, with their versions."""
+
     gcc: str | None = None
     gxx: str | None = None
     clang: str | None = None
@@ -118,6 +130,8 @@ class Compiler:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class NvidiaWheel:
+    """One nvidia-* distribution in the target (a CUDA library shipped as a wheel)."""
+
     name: str  # "nvidia-cuda-runtime-cu12"
     version: str
     include_dir: str | None = None
@@ -126,6 +140,8 @@ class NvidiaWheel:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TorchInfo:
+    """The target's torch build, read from its files without importing it."""
+
     version: str  # "2.11.0+cu130" (with local tag)
     cuda: CudaVersion | None = None  # torch.version.cuda; None for CPU/ROCm builds
     hip: str | None = None
@@ -188,6 +204,8 @@ class InstalledExtension:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Scheduler:
+    """The batch scheduler this process runs under (Slurm), if any."""
+
     slurm_job_id: str | None = None
     slurm_variables: tuple[str, ...] = ()  # names of SLURM_* variables that were set
 
@@ -209,6 +227,8 @@ class Variables:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Environment:
+    """Everything detection found (or a profile describes): the input of every decision."""
+
     machine: Machine
     python: PythonInfo
     driver: Driver | None = None

@@ -51,6 +51,8 @@ class PlanFormatError(UsageError):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PlanItem:
+    """One package of a plan: what is kept, downloaded or built, and why."""
+
     name: str
     version: str
     kind: Literal["wheel", "build", "installed"]
@@ -221,6 +223,8 @@ class PlannedBuild:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Plan:
+    """The whole decision for one request on one machine, with the steps that carry it out."""
+
     environment: Environment
     items: tuple[PlanItem, ...]
     pass_through: tuple[str, ...]

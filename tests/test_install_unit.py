@@ -392,6 +392,7 @@ def test_a_file_whose_hash_differs_from_its_index_page_is_refused_and_nothing_ch
     assert _freeze(empty_venv) == before
 
 
+@pytest.mark.slow  # waits out shipped timeouts and retries: 8 to 12 s
 def test_an_index_that_does_not_answer_fails_fast_and_installs_nothing(
     tmp_path: Path, empty_venv: Path
 ) -> None:

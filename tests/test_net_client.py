@@ -122,6 +122,7 @@ def test_read_timeout_fails_fast_and_is_bounded(
     assert elapsed < 4.0
 
 
+@pytest.mark.slow  # waits out shipped timeouts and retries: 8 to 12 s
 def test_unreachable_index_fails_within_15_seconds_with_default_settings(
     clean_env: None, tmp_path: Path
 ) -> None:

@@ -36,6 +36,7 @@ def _old_pip_venv(folder: Path) -> Path:
     return python
 
 
+@pytest.mark.slow  # makes a venv with an old pip, then pip retries the failing handshake: 10 s
 def test_pip_failing_tls_verification_is_named_with_the_fix(tmp_path: Path) -> None:
     python = _old_pip_venv(tmp_path / "venv")
     with lab_servers(tmp_path) as lab:

@@ -13,6 +13,8 @@ _RANK: dict[str, int] = {"ok": 0, "info": 1, "warn": 2, "error": 3}
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Finding:
+    """One doctor check's result: what it saw, how bad it is and the fix."""
+
     check: str  # stable id, e.g. "driver-supports-torch"
     status: Status
     title: str  # what was checked, in a few words

@@ -69,6 +69,8 @@ class CudaFamily:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolkitFacts:
+    """One CUDA toolkit release as the index records it: driver minimums, archs, host compilers."""
+
     version: CudaVersion
     driver_linux: DriverVersion | None = None  # the toolkit's own (GA) driver: full feature set
     driver_windows: DriverVersion | None = None

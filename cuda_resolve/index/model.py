@@ -47,6 +47,8 @@ class TorchVariant:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TorchRelease:
+    """One torch release in the index: its variants, the Pythons it supports, its companions."""
+
     version: Version
     python: tuple[str, ...]  # "3.10", "3.13t"
     requires_python: SpecifierSet
@@ -109,6 +111,8 @@ class Patch:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SmokeTest:
+    """What must work after an install: its imports, and a GPU script where a GPU exists."""
+
     imports: tuple[str, ...]  # modules that must import on any machine
     gpu_script: str | None = None  # Python run in a subprocess where a GPU exists
     description: str = ""
@@ -177,6 +181,8 @@ class Package:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Index:
+    """The curated index, parsed and checked once: toolkits, torch releases, packages."""
+
     toolkits: tuple[ToolkitFacts, ...]
     families: tuple[CudaFamily, ...]
     torch: tuple[TorchRelease, ...]

@@ -12,6 +12,8 @@ __all__ = ["InstallOptions"]
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class InstallOptions:
+    """How an install is carried out: pip options, source folders, checks, mirror, hash mode."""
+
     pip_args: tuple[str, ...] = ()  # the user's pip options, passed through untouched
     source_dirs: tuple[tuple[str, Path], ...] = ()  # (package or "*", folder) from --source
     smoke: bool = False

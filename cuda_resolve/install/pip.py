@@ -90,6 +90,8 @@ MINIMUM_PIP = Version("22")
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PipFacts:
+    """The target's own pip: its version, its trust store support, its prefix and CA bundle."""
+
     version: Version
     truststore: bool
     externally_managed: bool = False  # PEP 668: the interpreter's distributor manages its packages

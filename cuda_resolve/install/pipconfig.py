@@ -662,6 +662,8 @@ def _normalise(name: str) -> str:
 
 @dataclass(slots=True)
 class _Merged:
+    """pip's index settings merged across its configuration files, each with its file."""
+
     index_url: tuple[str, str] | None = None
     extras: tuple[tuple[str, ...], str] | None = None
     links: tuple[tuple[str, ...], str] | None = None

@@ -136,6 +136,8 @@ _TABLE: tuple[tuple[str, bool, str, bool, bool], ...] = (
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PipOption:
+    """One pip option cuda-pip knows: its spellings, if it takes a value, where pip reads it."""
+
     names: tuple[
         str, ...
     ]  # long spellings with their dashes, canonical first: ("--index-url", "--pypi-url")

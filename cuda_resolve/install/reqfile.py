@@ -63,6 +63,8 @@ _BOMS = (
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FileRequirement:
+    """A requirement read from a requirements file, with the file and line it came from."""
+
     text: str  # the PEP 508 requirement, per-requirement options (--hash ...) removed
     origin: str  # "requirements.txt:3", for messages
     hashed: bool = False  # the line pins hashes: pip is in hash-checking mode
@@ -81,6 +83,8 @@ class FileOption:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Reading:
+    """What a requirements file held: its requirements, its option lines, what was left unread."""
+
     requirements: tuple[FileRequirement, ...]
     notes: tuple[str, ...] = ()  # what was left to pip unread, and why
     options: tuple[FileOption, ...] = ()  # every option line's options, in reading order

@@ -66,6 +66,8 @@ class InstallBackend(Protocol):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class InstallRequest:
+    """What the user asked to install, and the options that shape the decision."""
+
     requirements: tuple[str, ...] = ()
     file_requirements: tuple[
         FileRequirement, ...

@@ -36,6 +36,8 @@ RUNNING = "the venv it runs from"
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TargetChoice:
+    """The interpreter installs go to, and which rule chose it."""
+
     python: str  # the interpreter (absolute where it was found on PATH)
     how: str  # "--python", RUNNING, "VIRTUAL_ENV", "CONDA_PREFIX", "python3 on PATH"
 

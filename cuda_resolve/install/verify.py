@@ -72,6 +72,8 @@ say(done=True)
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ImportFailure:
+    """A module that failed to import after an install, and what it printed."""
+
     module: str | None  # None: the check could not run at all
     reason: str  # printable, one line
 

@@ -55,6 +55,8 @@ class Alternative:
 
 @dataclass(frozen=True, kw_only=True)
 class Resolution:
+    """The resolver's answer: the chosen candidates and the reasons others were ruled out."""
+
     chosen: tuple[Candidate, ...]  # install order: torch, its family, then extensions
     pass_through: tuple[str, ...]  # requests the index does not know, left to pip
     reasons: tuple[str, ...]

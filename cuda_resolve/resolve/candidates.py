@@ -51,6 +51,8 @@ TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Options:
+    """What the user allowed the resolver: a torch change, a strict driver, an arch list."""
+
     allow_torch_change: bool = False
     strict_driver: bool = False
     arch_list: tuple[ArchEntry, ...] | None = None  # override for source builds
@@ -63,6 +65,8 @@ class Options:
 
 @dataclass(frozen=True, kw_only=True)
 class Candidate:
+    """One way to satisfy a package: an installed build, a published wheel or a source build."""
+
     name: str  # canonical name
     version: Version
     kind: Kind
