@@ -29,10 +29,10 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ._frozen import frozen
 from .errors import UsageError
 
 __all__ = [
@@ -179,7 +179,7 @@ def read_user_text(
 # -- programs ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class Ran:
     """What a finished (or killed) program left behind."""
 

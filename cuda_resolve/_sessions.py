@@ -20,8 +20,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
+
+from ._frozen import frozen
 
 __all__ = [
     "Member",
@@ -39,7 +40,7 @@ GENTLE_SECONDS = 2.0
 FIRM_SECONDS = 1.0
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class Member:
     pid: int
     name: str  # the program's name as the kernel knows it (``comm``)

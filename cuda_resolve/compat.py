@@ -11,8 +11,8 @@ torch's ``_get_cuda_arch_flags`` and ``DEVICE_REQUIREMENT`` (S14, S15).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
+from ._frozen import frozen
 from .environment import Compiler, Driver, Environment, Gpu, Toolkit
 from .index.cuda import ArchEntry, CudaFactsSource, ToolkitFacts
 from .versions import ComputeCapability, CudaVersion, DriverVersion
@@ -47,7 +47,7 @@ JETSON_CAPABILITIES = frozenset(
 _EXACT_ONLY = frozenset(ComputeCapability(major, minor) for major, minor in ((10, 1), (11, 0)))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class Verdict:
     ok: bool
     reason: str

@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
+from ._frozen import frozen
 from .errors import UsageError
 from .paths import CONFIG_ENV, config_path
 from .redaction import redact
@@ -201,7 +202,7 @@ def _split_origin(url: str) -> tuple[str, str]:
 # -- model ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Rewrite:
     """``canonical`` URL prefix served by ``mirror``; both end with ``/``."""
 
@@ -225,7 +226,7 @@ class Rewrite:
         return self.mirror + (origin + path)[len(self.canonical) :]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class TorchIndex:
     """Where pip finds PyTorch wheels for a variant, and in which form."""
 
@@ -241,7 +242,7 @@ class TorchIndex:
         return "--index-url" if self.layout == "simple" else "--find-links"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Proxies:
     http: str | None = None
     https: str | None = None
@@ -259,7 +260,7 @@ class Proxies:
         return out
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Config:
     """Everything cuda-resolve's own config file says; the defaults are "canonical, direct"."""
 

@@ -13,8 +13,9 @@ import os
 import struct
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
+
+from ._frozen import frozen
 
 __all__ = [
     "DynamicInfo",
@@ -31,7 +32,7 @@ _PT_DYNAMIC = 2
 _DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_RPATH, _DT_RUNPATH = 0, 1, 5, 15, 29
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class DynamicInfo:
     needed: tuple[str, ...]
     rpath: tuple[str, ...]
@@ -142,7 +143,7 @@ class ElfError(ValueError):
     corrupt); the message says what was out of bounds."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class Section:
     name: str
     type: int

@@ -7,9 +7,10 @@ machine; :mod:`cuda_resolve.profile` builds one from a TOML profile. Everything 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Literal
 
+from ._frozen import frozen
 from .versions import ComputeCapability, CudaVersion, DriverVersion
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ __all__ = [
 TorchBuild = Literal["cpu", "cuda", "rocm"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Machine:
     """The operating system, CPU architecture and C library of the target."""
 
@@ -43,7 +44,7 @@ class Machine:
     glibc: str | None = None  # "2.35"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PythonInfo:
     """The target interpreter: version, implementation, where it is and what it reads."""
 
@@ -80,7 +81,7 @@ class PythonInfo:
         return f"{prefix}{major}{minor}"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Driver:
     """The NVIDIA kernel driver and the highest CUDA version it supports."""
 
@@ -89,7 +90,7 @@ class Driver:
     source: str = "profile"  # which probe found it
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Gpu:
     """One GPU as NVML or nvidia-smi lists it, with its compute capability."""
 
@@ -100,7 +101,7 @@ class Gpu:
     memory_mib: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Toolkit:
     """One CUDA toolkit found on this machine (nvcc, its root and what it holds)."""
 
@@ -114,7 +115,7 @@ class Toolkit:
     nvcc_on_path_wrapper: str | None = None  # the wrapper script on PATH that pointed here
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Compiler:
     """The host C and C++ compilers nvcc would use, with their versions."""
 
@@ -128,7 +129,7 @@ class Compiler:
     other_gcc: tuple[str, ...] = ()  # other installed gcc versions (gcc-11, g++-12 ...)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class NvidiaWheel:
     """One nvidia-* distribution in the target (a CUDA library shipped as a wheel)."""
 
@@ -138,7 +139,7 @@ class NvidiaWheel:
     lib_dir: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class TorchInfo:
     """The target's torch build, read from its files without importing it."""
 
@@ -171,7 +172,7 @@ class TorchInfo:
         return self.version.split("+", 1)[1] if "+" in self.version else None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class ExtensionBinary:
     """A compiled CUDA/torch extension found in the target's site-packages."""
 
@@ -192,7 +193,7 @@ class ExtensionBinary:
     ] = ()  # what could not be read in it (a corrupt fat binary or symbol table)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class InstalledExtension:
     """A distribution of a package the index curates, installed in the target, as its metadata
     says. A wheel cuda-resolve built carries its ABI in the version's local label
@@ -202,7 +203,7 @@ class InstalledExtension:
     version: str  # with the local label, if any
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Scheduler:
     """The batch scheduler this process runs under (Slurm), if any."""
 
@@ -214,7 +215,7 @@ class Scheduler:
         return self.slurm_job_id is not None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Variables:
     """Environment variables that change how CUDA code is built or loaded, as found."""
 
@@ -225,7 +226,7 @@ class Variables:
     cuda_visible_devices: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Environment:
     """Everything detection found (or a profile describes): the input of every decision."""
 

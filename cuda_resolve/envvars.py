@@ -20,9 +20,9 @@ import os
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
+from ._frozen import frozen
 from .environment import Environment, ExtensionBinary
 from .errors import UsageError
 
@@ -45,7 +45,7 @@ SHELLS: tuple[Shell, ...] = ("bash", "zsh", "fish", "csh", "tcsh")  # csh and tc
 _KERNEL_NAME = re.compile(r"^[A-Za-z0-9._-]+$")  # what jupyter_client accepts as a kernel name
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class JobEnvironment:
     """The variables the target environment needs, as values to prepend or set."""
 

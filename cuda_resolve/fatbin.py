@@ -21,10 +21,10 @@ import mmap
 import os
 import struct
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ._frozen import frozen
 from .compat import build_covers_gpu
 from .elf import ElfError, ElfImage, open_elf
 from .index.cuda import ArchEntry
@@ -64,7 +64,7 @@ class FatbinError(ValueError):
 KernelKind = Literal["sass", "ptx"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class KernelImages:
     """The distinct targets a file's fat binaries carry, sorted."""
 
@@ -238,7 +238,7 @@ def read_kernel_images(path: Path) -> KernelImages | None:
 # -- a wheel (or an unpacked one) against the GPUs here ---------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class KernelGap:
     """A GPU capability that a file of a wheel has no kernel for."""
 

@@ -11,9 +11,9 @@ plan written here can be applied elsewhere. Its JSON form is a stable, versioned
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._frozen import frozen
 from .build.spec import BuildSpec, spec_from_json
 from .compat import format_arch_list
 from .environment import Environment
@@ -49,7 +49,7 @@ class PlanFormatError(UsageError):
     """A plan file that cannot be read or applied; the message names the key path."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PlanItem:
     """One package of a plan: what is kept, downloaded or built, and why."""
 
@@ -135,7 +135,7 @@ class PlanItem:
         return item
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PipStep:
     """One ``python -m pip install`` run, decided at planning: its words, the built wheels it
     installs (by wheel key, not path: the wheelhouse names the file when the plan is applied),
@@ -177,7 +177,7 @@ class PipStep:
         return step
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PlannedBuild:
     """One source build of the plan: its spec, the wheel key it is published (or was found)
     under, where its source comes from, and, where the wheelhouse already holds a wheel that
@@ -221,7 +221,7 @@ class PlannedBuild:
         return cls(spec=spec_from_json(table), key=key, source=source, reused=reused)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Plan:
     """The whole decision for one request on one machine, with the steps that carry it out."""
 

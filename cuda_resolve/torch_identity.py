@@ -21,9 +21,9 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from ._frozen import frozen
 from .versions import CudaVersion
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def _release(version: str) -> str:
     return version.split("+", 1)[0]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class TorchIdentity:
     """An installed torch build, and the version by which pip knows it."""
 

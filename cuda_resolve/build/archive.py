@@ -26,10 +26,10 @@ import stat
 import tarfile
 import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Literal
 
+from .._frozen import frozen
 from ..errors import BuildError, NetworkError
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ _CHUNK = 1 << 20
 _LINK_TARGET_MAX = 4096  # a zip stores a symlink's target as the member's content
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class ArchiveLimits:
     """The most an archive may unpack to; kaolin's source is ~3,000 files and ~60 MB."""
 
@@ -148,7 +148,7 @@ def _download(archive: SourceArchive, dest: Path, client: HttpClient | None, lab
 Kind = Literal["file", "dir", "symlink", "hardlink"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class _Member:
     parts: tuple[str, ...]  # the path inside the tree, top-level folder not yet removed
     kind: Kind
@@ -387,7 +387,7 @@ def _link_problem(parts: tuple[str, ...], target: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class _Planned:
     member: _Member
     parts: tuple[str, ...]  # under the tree's root, top folder removed

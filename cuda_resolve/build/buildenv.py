@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from .._frozen import frozen
 from ..errors import BuildError
 from .preflight import BuildSpec
 
@@ -35,7 +35,7 @@ __all__ = [
 BYTES_PER_JOB = 2 * 1024**3
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class BuildEnvironment:
     variables: Mapping[str, str]  # the full environment the build runs with
     shown: tuple[

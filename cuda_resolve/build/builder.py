@@ -14,10 +14,10 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._frozen import frozen
 from ..errors import BuildError
 from ..install.pip import TargetPip
 from ..paths import new_log_path
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["BuildResult", "build", "wheel_key"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class BuildResult:
     spec: BuildSpec
     wheel: StoredWheel

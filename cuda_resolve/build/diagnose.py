@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from .._frozen import frozen
 
 __all__ = ["KNOWN_FAILURES", "Diagnosis", "diagnose", "error_lines"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class Diagnosis:
     kind: str
     pattern: re.Pattern[str]

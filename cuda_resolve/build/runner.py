@@ -23,10 +23,10 @@ import subprocess
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol
 
+from .._frozen import frozen
 from .._lifeline import die_with_parent, started
 from .._sessions import end as end_members
 from .._sessions import end_session, orphans_holding_output, pipe_holders
@@ -65,7 +65,7 @@ _SCAN_SECONDS = 1.0
 NOTE_PREFIX = "[cuda-resolve] "
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class BuildProgress:
     done: int | None  # compile units finished (ninja), None before ninja starts
     total: int | None

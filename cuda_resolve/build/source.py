@@ -19,11 +19,11 @@ import os
 import shutil
 import stat
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._bounded import run
+from .._frozen import frozen
 from ..errors import BuildError, UsageError
 from ..index.model import Patch, Recipe
 
@@ -53,7 +53,7 @@ _CHUNK = 1 << 20
 _GIT_TIMEOUT = 900.0
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PreparedSource:
     root: Path  # the whole copy (repository root)
     build_dir: Path  # root / recipe.subdirectory: what `pip wheel` is given

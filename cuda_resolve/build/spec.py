@@ -11,12 +11,12 @@ machine and applied on another hands the executor these, not names to find in an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from .._frozen import frozen
 from ..environment import Toolkit
 from ..index.model import Patch, Recipe, SmokeTest, SourceArchive
 from ..versions import ComputeCapability, CudaVersion
@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class BuildSpec:
     """What to build and how: the decided half of a build (no I/O has happened yet)."""
 

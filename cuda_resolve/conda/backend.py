@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from .._frozen import frozen
 from ..environment import Environment
 from ..errors import CudaResolveError, InstallError
 from ..index.model import Index
@@ -58,7 +58,7 @@ def _installed(prefix: Path) -> dict[str, str]:
     }
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(slots=False)
 class CondaChannelBackend:
     """Carry out complete plans into the conda environment at ``prefix`` (see the module doc)."""
 

@@ -17,9 +17,9 @@ import os
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from .._frozen import frozen
 from ..environment import Environment
 from ..errors import CudaResolveError, UsageError
 from ..index.model import Index
@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class ChannelBuild:
     package: CondaPackage
     path: Path  # the .conda file in the channel

@@ -14,13 +14,13 @@ build it was made for (NVIDIA builds kaolin for that torch), and the record says
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from .._frozen import frozen
 from ..environment import Environment
 from ..errors import UsageError
 from ..index.model import Index
@@ -36,7 +36,7 @@ __all__ = ["FetchedWheel", "fetch_wheel", "prebuilt_key"]
 _ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class FetchedWheel:
     item: PlanItem
     path: Path

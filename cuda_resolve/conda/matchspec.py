@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
+from .._frozen import frozen
 from ..errors import UsageError
 
 __all__ = ["MatchSpec", "compare_versions", "parse_spec", "version_matches"]
@@ -24,7 +24,7 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _OPERATOR = re.compile(r"(==|!=|>=|<=|>|<|~=|=)?(.+)")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class MatchSpec:
     """``name``, a version expression (``*`` = any) and a build glob (``*`` = any)."""
 

@@ -33,12 +33,13 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path, PurePosixPath
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from .._frozen import frozen
 from ..errors import UsageError
 from ..wheelhouse.key import WheelKey
 from .records import CondaRecord, TorchRecord
@@ -76,7 +77,7 @@ def platform_subdir(platform_tag: str) -> str:
     )
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class CondaPackage:
     """What the ``.conda`` file's ``info/index.json`` says, and where it came from."""
 

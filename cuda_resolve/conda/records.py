@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from .._frozen import frozen
 from ..errors import UsageError
 from ..versions import CudaVersion
 from .matchspec import MatchSpec, parse_spec
@@ -49,7 +49,7 @@ def _strings(value: object, origin: str, field: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class CondaRecord:
     """The fields of a package record that deciding needs."""
 
@@ -107,7 +107,7 @@ class CondaRecord:
         return spec.matches(self.name, self.version, self.build)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class TorchRecord:
     """The torch an environment has: ``pytorch`` from a channel or ``torch`` from pip."""
 
@@ -176,7 +176,7 @@ def read_prefix_records(prefix: Path) -> tuple[CondaRecord, ...]:
     return tuple(records)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PipDistribution:
     """A package pip installed into a prefix (not owned by conda)."""
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from .._frozen import frozen
 from ..compat import driver_supports_cuda, format_arch_list, uncovered_gpus
 from ..environment import Environment
 from ..index.cuda import ArchEntry, CudaFactsSource
@@ -43,7 +43,7 @@ __all__ = [
 _ARCH_WORD = re.compile(r"^sm(\d{2,3})(a|f)?(ptx)?$")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class Fit:
     record: CondaRecord
     ok: bool

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from .._frozen import frozen
 from ..environment import Environment
 from ..errors import CudaResolveError, UsageError
 from ..index.model import Index
@@ -80,7 +81,7 @@ KEEP_STALE = "cuda_resolve_keep_stale"
 KEEP_STALE_VARIABLE = f"CONDA_PLUGINS_{KEEP_STALE.upper()}"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PluginSettings:
     """The plugin's settings (``plugins:`` in ``.condarc``) and conda's TLS and proxies."""
 
@@ -94,7 +95,7 @@ class PluginSettings:
     proxy_servers: tuple[tuple[str, str], ...] = ()  # scheme -> proxy URL
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Spec:
     """A spec of the command, as the user wrote it and as conda parsed it."""
 
@@ -103,7 +104,7 @@ class Spec:
     version: str = ""  # conda's version expression ("" or "*": any)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Command:
     """The conda command a pre-command hook sees."""
 
@@ -117,7 +118,7 @@ class Command:
     channel_options: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class CommandEdit:
     """What the pre-command changes in conda's command (conda then solves it)."""
 
@@ -126,7 +127,7 @@ class CommandEdit:
     dry_run_done: bool = False  # a dry run said what it would build: the command stops here
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Solve:
     """A solve's result, before conda's transaction changes anything."""
 
@@ -177,7 +178,7 @@ def _default_index() -> Index:
     return default_index()
 
 
-@dataclass(frozen=True)
+@frozen(kw_only=False, slots=False)
 class _Deferred:
     """Names taken out of a command's specs, to be built against the torch the command brings
     and installed after it (``conda create -n x pytorch kaolin``)."""

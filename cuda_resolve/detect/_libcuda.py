@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import ctypes
 import sys
-from dataclasses import dataclass
 
+from .._frozen import frozen
 from ..environment import Gpu
 from ..versions import ComputeCapability
 
@@ -25,7 +25,7 @@ _ATTRIBUTE_CC_MAJOR = 75  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 _ATTRIBUTE_CC_MINOR = 76
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class CudaDeviceReport:
     gpus: tuple[Gpu, ...]
     problem: str | None  # "cuInit: no CUDA-capable device is detected"

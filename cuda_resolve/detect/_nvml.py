@@ -21,16 +21,16 @@ all of them, not only those one process is allowed to see.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from .._frozen import frozen
 from ..environment import Gpu
 from ..versions import ComputeCapability
 
 __all__ = ["NvmlFailure", "NvmlReport", "query_nvml"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class NvmlReport:
     driver_version: str | None
     cuda_driver_version: int | None  # 13000 for CUDA 13.0, as the driver API counts
@@ -38,7 +38,7 @@ class NvmlReport:
     problems: tuple[str, ...]  # per-device failures ("GPU 3: GPU is lost")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class NvmlFailure:
     """NVML loaded but refused to start; *message* is NVML's own (nvidia-smi prints the same)."""
 

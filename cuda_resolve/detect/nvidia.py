@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._frozen import frozen
 from ..environment import Driver, Gpu
 from ..versions import ComputeCapability, CudaVersion, DriverVersion
 from ._cache import ProbeCache
@@ -48,7 +49,7 @@ __all__ = ["NvidiaFacts", "probe_nvidia"]
 _FILE_SOURCES = {"/sys/module/nvidia/version": "sysfs", "/proc/driver/nvidia/version": "procfs"}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class NvidiaFacts:
     driver: Driver | None
     gpus: tuple[Gpu, ...]

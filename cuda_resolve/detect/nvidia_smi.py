@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from .._frozen import frozen
 from ..environment import Gpu
 from ..versions import ComputeCapability, CudaVersion, DriverVersion
 from ._run import current_deadline, run
@@ -44,7 +44,7 @@ _PROBLEMS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class SmiHeader:
     driver_version: DriverVersion | None
     cuda: CudaVersion | None  # the driver's CUDA version; older drivers (< 410) omit it

@@ -22,8 +22,9 @@ lowest capability, so with it every GPU is taken to have that capability.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from .._frozen import frozen
 from ..environment import Driver, Gpu
 from ..errors import UsageError
 from ..versions import ComputeCapability, CudaVersion, DriverVersion
@@ -39,7 +40,7 @@ OVERRIDE_VARIABLES = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class Overrides:
     driver_set: bool = False  # a driver variable was present (possibly empty)
     driver_source: str | None = None  # the variable that decided the driver

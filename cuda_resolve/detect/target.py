@@ -25,10 +25,10 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._dist_metadata import normalized_name
+from .._frozen import frozen
 from ..environment import InstalledExtension, NvidiaWheel, PythonInfo, TorchInfo
 from ..errors import CudaResolveError, UsageError
 from ..versions import CudaVersion
@@ -56,7 +56,7 @@ _HINT = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class TargetFacts:
     python: PythonInfo
     platform: str | None  # sys.platform: "linux", "win32", "darwin"

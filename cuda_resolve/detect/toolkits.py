@@ -22,9 +22,9 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from .._frozen import frozen
 from ..environment import Toolkit
 from ..versions import ComputeCapability, CudaVersion
 from ._cache import ProbeCache
@@ -39,7 +39,7 @@ HEADERS = ("cuda_runtime_api.h", "cusparse.h", "cublas_v2.h", "cusolverDn.h")
 _NVCC = "nvcc.exe" if os.name == "nt" else "nvcc"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class Candidate:
     """A place that may hold a toolkit: its root, its nvcc as found, and how we got there."""
 
@@ -121,7 +121,7 @@ def _version_from_files(toolkit_dir: str) -> tuple[CudaVersion, str] | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class _Located:
     candidate: Candidate
     root: str

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from .._frozen import frozen
 
 __all__ = ["Finding", "Status", "worst"]
 
@@ -11,7 +12,7 @@ Status = Literal["ok", "info", "warn", "error"]
 _RANK: dict[str, int] = {"ok": 0, "info": 1, "warn": 2, "error": 3}
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Finding:
     """One doctor check's result: what it saw, how bad it is and the fix."""
 

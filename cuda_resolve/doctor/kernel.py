@@ -24,10 +24,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._frozen import frozen
 from .findings import Finding
 
 if TYPE_CHECKING:  # envvars imports shlex: doctor outside a kernel must not pay for it
@@ -44,7 +44,7 @@ _READ_LIMIT = 1024 * 1024
 _LAUNCHERS = ("ipykernel_launcher", "ipykernel")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class KernelContext:
     """The kernel doctor runs in, as found."""
 

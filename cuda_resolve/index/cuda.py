@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from .._frozen import frozen
 from ..versions import ComputeCapability, CudaVersion, DriverVersion
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def parse_arch_list(text: str) -> tuple[ArchEntry, ...]:
     return tuple(parse_arch_entry(word) for word in re.split(r"[;,\s]+", text.strip()) if word)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class CudaFamily:
     """Minor-version compatibility of one CUDA major family (CUDA 11 onward)."""
 
@@ -67,7 +68,7 @@ class CudaFamily:
     notes: str = ""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class ToolkitFacts:
     """One CUDA toolkit release as the index records it: driver minimums, archs, host compilers."""
 
@@ -103,7 +104,7 @@ class CudaFactsSource(Protocol):
     ) -> tuple[str, tuple[ArchEntry, ...]] | None: ...
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class CudaFacts:
     """The index's toolkits and CUDA families, and each torch build's arch list as
     ``(release version, variant name, arch list)``; made by ``Index.cuda_facts()``."""

@@ -6,11 +6,12 @@ rules, the resolver, doctor) reads these objects and never the TOML.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from .._frozen import frozen
 from ..versions import CudaVersion
 from .cuda import ArchEntry, CudaFacts, CudaFamily, ToolkitFacts, parse_arch_entry, parse_arch_list
 
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class TorchVariant:
     """One published build of one torch release: ``2.5.1+cu124``."""
 
@@ -45,7 +46,7 @@ class TorchVariant:
     unverified: tuple[str, ...] = ()  # "exists" and/or "arch_list"; verified == (not unverified)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class TorchRelease:
     """One torch release in the index: its variants, the Pythons it supports, its companions."""
 
@@ -66,7 +67,7 @@ class TorchRelease:
         return next((v for v in self.variants if v.name == name), None)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class ExtensionWheels:
     """The prebuilt wheels of one release of an extension package."""
 
@@ -90,7 +91,7 @@ class ExtensionWheels:
         return next((py for tv, py in self.torch_python if tv == torch_version), self.python)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Patch:
     """A literal text substitution applied to a fetched source tree before building."""
 
@@ -109,7 +110,7 @@ class Patch:
         return self.torch.contains(Version(torch_version).base_version, prereleases=True)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class SmokeTest:
     """What must work after an install: its imports, and a GPU script where a GPU exists."""
 
@@ -118,7 +119,7 @@ class SmokeTest:
     description: str = ""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class SourceArchive:
     """A recipe's source as one file (sdist, release tarball, zip), pinned by its sha256."""
 
@@ -129,7 +130,7 @@ class SourceArchive:
     strip: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Recipe:
     """How to build a package from source against the target's torch.
 
@@ -162,7 +163,7 @@ class Recipe:
     unverified: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Package:
     """An extension package the index knows: its wheels, URL patterns and recipes."""
 
@@ -179,7 +180,7 @@ class Package:
     notes: str = ""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Index:
     """The curated index, parsed and checked once: toolkits, torch releases, packages."""
 

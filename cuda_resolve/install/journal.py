@@ -19,12 +19,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .._bounded import read_text
 from .._bounded import run as bounded_run
+from .._frozen import frozen
 from ..errors import InstallError
 from ..paths import cache_root, write_atomic
 
@@ -124,7 +124,7 @@ main(sys.argv[1:])
 """
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Distribution:
     """One installed distribution as the target's site-packages had it."""
 
@@ -146,7 +146,7 @@ class Distribution:
         }
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class State:
     """The distributions of a target's own site-packages at one moment."""
 
@@ -171,7 +171,7 @@ class State:
         }
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Journal:
     """One install in progress: enough to put the target back after the process is gone."""
 

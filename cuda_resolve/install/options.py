@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from .._frozen import frozen
+
 __all__ = ["InstallOptions"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class InstallOptions:
     """How an install is carried out: pip options, source folders, checks, mirror, hash mode."""
 

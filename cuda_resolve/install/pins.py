@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from urllib.parse import urldefrag, urljoin
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from .._frozen import frozen
 from ..environment import Environment
 from ..net.pages import file_name, page_links
 from ..plan import PYPI_SIMPLE, PipStep, Plan, PlanItem
@@ -31,7 +32,7 @@ __all__ = ["PEP691_ACCEPT", "IndexFile", "files_on_page", "pin_plan"]
 PEP691_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class IndexFile:
     filename: str
     url: str  # without its fragment

@@ -11,7 +11,6 @@ import json
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +18,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .._bounded import run
+from .._frozen import frozen
 from ..errors import InstallError
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def _probe_script() -> str:
 MINIMUM_PIP = Version("22")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PipFacts:
     """The target's own pip: its version, its trust store support, its prefix and CA bundle."""
 

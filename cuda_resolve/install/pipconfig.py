@@ -41,6 +41,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from .._bounded import read_text, run
+from .._frozen import frozen
 from ..redaction import redact, redact_urls
 
 __all__ = [
@@ -77,7 +78,7 @@ PROBE_TIMEOUT = 20.0
 Option = Literal["index-url", "extra-index-url", "find-links"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class IndexLocation:
     """One place pip reads packages from: the option, the URL or path, and who set it."""
 
@@ -94,7 +95,7 @@ class IndexLocation:
         return f"{self.option} {redact(self.url)} (from {self.origin})"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PipIndexes:
     """The indexes ``pip install`` would use in one environment, each with its origin.
 
@@ -191,7 +192,7 @@ def urls_to_check(indexes: PipIndexes) -> tuple[str, ...]:
 # -- the command line ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class IndexOptions:
     """The index options found among ``pip install`` arguments (``requirement_files``: the
     ``-r`` files, which may name indexes of their own)."""
@@ -246,7 +247,7 @@ def parse_pip_args(pip_args: Sequence[str]) -> IndexOptions:
 # -- the configuration files, as the target's pip lists them --------------------------------
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class ConfigFile:
     """One configuration file pip read, with the ``section.key`` values it listed for it."""
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
+from .._frozen import frozen
 from ..errors import UsageError
 from ._words import split_words
 
@@ -134,7 +134,7 @@ _TABLE: tuple[tuple[str, bool, str, bool, bool], ...] = (
 )
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PipOption:
     """One pip option cuda-pip knows: its spellings, if it takes a value, where pip reads it."""
 
@@ -173,7 +173,7 @@ def option(name: str) -> PipOption:
     return _BY_NAME[name]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Found:
     """One option as pip reads it: the option, its value (None for a flag), the words as given."""
 
@@ -411,7 +411,7 @@ _TRUE = frozenset({"y", "yes", "t", "true", "on", "1"})
 _PEP668_OVERRIDES = ("break-system-packages", "target", "prefix", "root")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PipSettings:
     """What pip install would be told, from every source, each with where it was found."""
 
@@ -611,7 +611,7 @@ _INSTALL_ONLY = frozenset(
 )
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class StepWords:
     """One ``pip install`` step's words, taken apart for a download first (:func:`step_words`)."""
 

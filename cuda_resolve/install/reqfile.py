@@ -16,12 +16,12 @@ import codecs
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
 from .._bounded import read_bytes
+from .._frozen import frozen
 from ..errors import UsageError
 from ..redaction import register_secret
 from ._words import split_words
@@ -61,7 +61,7 @@ _BOMS = (
 )
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class FileRequirement:
     """A requirement read from a requirements file, with the file and line it came from."""
 
@@ -71,7 +71,7 @@ class FileRequirement:
     constraint: bool = False  # from a -c file: limits versions, requests nothing
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class FileOption:
     """A pip option on a line of a requirements file (``--index-url``, ``--require-hashes`` ...)."""
 
@@ -81,7 +81,7 @@ class FileOption:
     constraint: bool = False  # in a -c file, or a file it includes
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Reading:
     """What a requirements file held: its requirements, its option lines, what was left unread."""
 
@@ -297,7 +297,7 @@ def read_requirement_files(
     return Reading(requirements=tuple(found), notes=tuple(notes), options=tuple(options))
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class FileRequests:
     """What the ``-r``/``-c`` files add to a cuda-pip install."""
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from .._frozen import frozen
 from ..environment import Environment
 from ..errors import UsageError
 from ..index.model import Index
@@ -64,7 +65,7 @@ class InstallBackend(Protocol):
     ) -> InstallResult: ...
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class InstallRequest:
     """What the user asked to install, and the options that shape the decision."""
 

@@ -16,10 +16,11 @@ distributions installed (``installed_extensions``) and the extension scan's libr
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from packaging.utils import canonicalize_name
 
+from .._frozen import frozen
 from ..environment import Environment
 from ..errors import UsageError
 from ..index.model import Index
@@ -40,7 +41,7 @@ _TORCH_FAMILY = frozenset({"torch", "torchvision", "torchaudio"})
 _TORCH_LIBRARIES = ("libtorch", "libc10")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class StaleExtension:
     """An installed extension built for the installed torch."""
 

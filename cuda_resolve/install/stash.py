@@ -60,7 +60,7 @@ import socket
 import stat
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,7 @@ from packaging.utils import canonicalize_name
 
 from .._bounded import read_text
 from .._bounded import run as bounded_run
+from .._frozen import frozen
 from .._lifeline import recording, running
 from .._wrap import counted
 from ..errors import InstallError
@@ -104,7 +105,7 @@ _BYTECODE = re.compile(r"\.pyc(\.[0-9]+)?$")
 _DISCARDED = ".discarded"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class RestoreReport:
     """What a restore put back, and what is still changed (each with why)."""
 

@@ -12,9 +12,9 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from .._frozen import frozen
 from ..errors import UsageError
 
 __all__ = [
@@ -34,7 +34,7 @@ RULE = (
 RUNNING = "the venv it runs from"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class TargetChoice:
     """The interpreter installs go to, and which rule chose it."""
 

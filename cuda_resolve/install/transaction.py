@@ -20,13 +20,14 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
 from .._bounded import run as _bounded_run
+from .._frozen import frozen
 from .._wrap import counted
 from ..environment import Environment
 from ..errors import CudaResolveError, InstallError
@@ -74,7 +75,7 @@ __all__ = [
 REACHABILITY_SECONDS = 15.0
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class InstallResult:
     plan: Plan
     builds: tuple[BuildResult, ...]

@@ -36,10 +36,10 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._frozen import frozen
 from ..errors import InstallError, UsageError
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ def uv_for(installer: str, environ: Mapping[str, str]) -> tuple[str | None, str 
     return found, None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class LocalStep:
     """An all-local step's files: one ``[name @ ]file:///...whl --hash=sha256:H`` line each, and
     the requirements file that already lists them (sync's), or None (uv's is written)."""

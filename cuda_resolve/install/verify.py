@@ -24,10 +24,10 @@ import re
 import secrets
 import signal
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._bounded import run as bounded_run
+from .._frozen import frozen
 from .._printable import printable
 from ..versions import CudaVersion
 
@@ -70,7 +70,7 @@ say(done=True)
 """
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class ImportFailure:
     """A module that failed to import after an install, and what it printed."""
 
@@ -155,7 +155,7 @@ def verify_imports(
 # -- the torch that landed ------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PlannedTorch:
     """The torch build a plan leaves installed: its release and variant (``cu130``, ``cpu``)."""
 

@@ -22,10 +22,10 @@ import re
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from .._bounded import run
+from .._frozen import frozen
 from ..compat import marker_environment
 from ..environment import Environment
 from ..errors import LockError, UsageError
@@ -47,7 +47,7 @@ __all__ = [
 PIP_SECONDS = 600
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class ResolvedFile:
     name: str  # canonical
     version: str
@@ -440,7 +440,7 @@ def _resolved(entry: dict[str, object], index: str | None, what: str) -> Resolve
     )
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class BuiltFile:
     """A source-built wheel of the plan, in the wheelhouse and served at ``url``."""
 

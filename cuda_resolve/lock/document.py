@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from .._frozen import frozen
 from . import LOCK_VERSION
 
 __all__ = [
@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class LockedFile:
     name: str  # the wheel's file name
     url: str  # canonical (mirrors are applied at sync time by rewriting its prefix)
@@ -38,7 +38,7 @@ class LockedFile:
     sha256: str
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class LockedPackage:
     name: str  # canonical
     version: str  # with its local label: "2.14.1+cu126"
@@ -48,7 +48,7 @@ class LockedPackage:
     requested: bool = False  # named on the command line (or a -r file), not only a dependency
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class ProfileRecord:
     """``[tool.cuda-resolve.profiles.NAME]``: the facts a profile was locked from, which ``sync
     --name auto`` compares with the machine it runs on, and ``lock --check`` with the inputs."""
@@ -103,7 +103,7 @@ class ProfileRecord:
         return table
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class LockDocument:
     profiles: tuple[ProfileRecord, ...]  # sorted by name
     packages: tuple[LockedPackage, ...]

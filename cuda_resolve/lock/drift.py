@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from .._frozen import frozen
 from ..errors import InstallError
 from ..versions import same_version
 from .select import Wanted
@@ -28,7 +28,7 @@ KEEP = frozenset({"pip", "setuptools", "wheel", "uv", "cuda-resolve"})
 TOOL = "cuda-resolve"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Drift:
     name: str
     state: str  # "ok", "missing", "other version", "other build", "not locked"
@@ -44,7 +44,7 @@ class Drift:
         }
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Kept:
     """An installed distribution the lock does not name that ``--exact`` leaves, and why."""
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from .._frozen import frozen
 from ..errors import CudaResolveError, LockError
 from ..net.client import HttpClient
 from ..net.pages import file_name
@@ -21,7 +21,7 @@ PEP691 = "application/vnd.pypi.simple.v1+json"
 PAGE_SECONDS = 3600.0
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class FileFacts:
     url: str
     size: int

@@ -18,11 +18,12 @@ from __future__ import annotations
 import shlex
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from .._frozen import frozen
 from .._wrap import counted
 from ..compat import format_arch_list
 from ..config import Config
@@ -65,7 +66,7 @@ __all__ = [
 Builder = Callable[["LockProfile", str], None]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class LockRequest:
     requests: tuple[str, ...]
     profiles: tuple[LockProfile, ...]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from .._frozen import frozen
 from ..environment import Environment
 from ..errors import UsageError
 
@@ -19,7 +19,7 @@ __all__ = ["LockProfile", "load_lock_profile", "profile_name", "refuse_clashes"]
 _EXTRA = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class LockProfile:
     name: str  # normalised as a PEP 685 extra: what `pip install -r 'pylock.toml[NAME]'` selects
     environment: Environment

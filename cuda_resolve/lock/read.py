@@ -8,12 +8,12 @@ import logging
 import re
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
+from .._frozen import frozen
 from .._toml import Table, shown
 from ..errors import LockError, UsageError
 from . import LOCK_VERSION
@@ -44,7 +44,7 @@ class LockFormatError(LockError, UsageError):
     exit_code = 2
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class ReadLock:
     pylock: Pylock
     profiles: dict[str, ProfileRecord]  # by name, from [tool.cuda-resolve.profiles]
@@ -226,7 +226,7 @@ def _record(name: str, table: Table) -> ProfileRecord:
     return record
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class LockedFile:
     """A wheel or archive a lock names: enough to tell whether a stored file is that one."""
 

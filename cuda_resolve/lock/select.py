@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from .._frozen import frozen
 from ..compat import driver_supports_cuda, marker_environment, uncovered_gpus
 from ..environment import Environment
 from ..errors import LockError, UsageError
@@ -18,7 +18,7 @@ from .read import ReadLock
 __all__ = ["Wanted", "choose_profile", "differences", "wanted_files"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Wanted:
     """One locked file the profile installs here."""
 

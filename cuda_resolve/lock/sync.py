@@ -17,12 +17,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
+from .._frozen import frozen
 from ..environment import Environment
 from ..errors import CudaResolveError, InstallError
 from ..reporting import NullReporter, Reporter
@@ -53,7 +53,7 @@ SATISFIED_NOTE = (
 )
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class SyncRequest:
     lock: Path
     name: str = "auto"  # a profile of the lock, or "auto": the one that fits this machine
@@ -65,7 +65,7 @@ class SyncRequest:
     verify: bool = True  # import torch and the curated extensions after installing them
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class SyncResult:
     request: SyncRequest
     profile: str

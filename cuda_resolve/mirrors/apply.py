@@ -20,12 +20,12 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
 from .._bounded import FileTooLargeError, NotRegularFileError, read_bytes
+from .._frozen import frozen
 from ..config import CONFIG_ENV, ConfigError
 from ..errors import UsageError
 from ..redaction import redact_urls
@@ -42,7 +42,7 @@ __all__ = ["Applied", "FileChange", "Plan", "apply_plan", "holds_credentials", "
 Tool = Literal["pip", "conda", "cuda-resolve"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class FileChange:
     tool: Tool
     path: Path
@@ -67,7 +67,7 @@ class FileChange:
         )
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Plan:
     preset: Preset
     targets: Targets
@@ -82,7 +82,7 @@ class Plan:
         return tuple(change for change in self.changes if change.changed)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Applied:
     change: FileChange
     written: bool

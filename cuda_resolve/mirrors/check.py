@@ -22,10 +22,11 @@ All traffic goes through :class:`cuda_resolve.net.HttpClient` (OS trust store, p
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
+from .._frozen import frozen
 from ..config import Config
 from ..errors import CudaResolveError
 from ..net.pages import distribution_links
@@ -57,7 +58,7 @@ FETCH_DEADLINE = 20.0
 KAOLIN_PAGE = "torch-2.4.0_cu121.html"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class MirrorTarget:
     ecosystem: str  # "pypi" | "pytorch" | "conda" | "kaolin"
     url: str  # the page to fetch
@@ -67,7 +68,7 @@ class MirrorTarget:
     warnings: tuple[str, ...] = ()  # known before fetching (pip does not use this mirror ...)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class CheckResult:
     target: MirrorTarget
     ok: bool

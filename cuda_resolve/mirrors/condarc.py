@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
+from .._frozen import frozen
 from ..config import ConfigError
 from .presets import CondaMirror, Preset
 
@@ -34,7 +34,7 @@ __all__ = ["CondaSettings", "edit_condarc", "read_conda_settings"]
 TRUSTSTORE = "truststore"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class CondaSettings:
     channels: tuple[str, ...] = ()
     default_channels: tuple[str, ...] = ()
@@ -116,7 +116,7 @@ def _bare(url: str) -> str:
     return url.rstrip("/")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class _Known:
     """URLs that belong to some mirror preset (to recognise and replace them)."""
 

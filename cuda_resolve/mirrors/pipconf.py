@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import configparser
 import re
-from dataclasses import dataclass
 
+from .._frozen import frozen
 from ..config import ConfigError
 
 __all__ = ["PipSettings", "read_pip_settings", "set_index_url"]
@@ -21,7 +21,7 @@ _INDEX_KEY = re.compile(r"^(?P<key>index[-_]url)\s*[=:]", re.IGNORECASE)
 _COMMENT = re.compile(r"^\s*[#;]")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PipSettings:
     """What one pip configuration file says about indexes (``[global]`` and ``[install]``)."""
 

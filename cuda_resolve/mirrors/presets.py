@@ -8,11 +8,11 @@ channel settings, and cuda-resolve's own URL-prefix rewrites (:meth:`Preset.rewr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Literal
 
+from .._frozen import frozen
 from .._toml import Table, parse_toml_text
 from ..config import ConfigError, Rewrite, TorchIndex, parse_mirror_url
 from ..errors import IndexDataError, UsageError
@@ -43,7 +43,7 @@ _FORMAT = 1
 CUSTOM = "custom"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Canonical:
     """The upstream URL prefixes the rewrites start from."""
 
@@ -67,7 +67,7 @@ class Canonical:
         return None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PypiMirror:
     simple: str
     files: str | None = None
@@ -77,7 +77,7 @@ class PypiMirror:
     note: str = ""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PytorchMirror:
     layout: PytorchLayout
     url: str | None = None
@@ -87,7 +87,7 @@ class PytorchMirror:
     note: str = ""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class CondaMirror:
     default_channels: tuple[str, ...] = ()
     #: channel name -> base URL (conda appends the name), in file order.
@@ -106,7 +106,7 @@ class CondaMirror:
         return tuple(dict.fromkeys(urls))
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Preset:
     name: str
     title: str

@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from .._bounded import read_text
+from .._frozen import frozen
 from ..config import Config, config_path, config_to_dict, load_config
 from ..errors import CudaResolveError
 from ..redaction import redact_data
@@ -45,7 +46,7 @@ PIP_VARIABLES = (
 CONDA_VARIABLES = ("CONDA_SSL_VERIFY", "CONDA_CHANNELS", "CONDA_CHANNEL_ALIAS")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class FileState:
     tool: str  # "pip" | "conda"
     role: str  # "global", "user", "legacy user", "site (<prefix>)", "PIP_CONFIG_FILE", "env",
@@ -58,7 +59,7 @@ class FileState:
     warnings: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Status:
     config: Config | None
     config_error: str | None

@@ -21,11 +21,11 @@ import shlex
 import shutil
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from .._bounded import run as run_bounded
+from .._frozen import frozen
 from ..config import config_path
 from ..errors import UsageError
 
@@ -140,7 +140,7 @@ def interpreter_prefix(python: str) -> Path:
     return Path(lines[-1])
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Targets:
     scope: Scope
     pip: Path

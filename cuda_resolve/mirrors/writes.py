@@ -35,6 +35,7 @@ from datetime import datetime
 from pathlib import Path
 
 from .._bounded import read_bytes
+from .._frozen import frozen
 from ..errors import UsageError
 from ..paths import existing_mode, write_temporary
 
@@ -44,7 +45,7 @@ __all__ = ["PendingWrite", "backup_path", "make_backup", "write_all"]
 _BACKUP_LIMIT = 16 * 1024 * 1024
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PendingWrite:
     path: Path  # as the user knows it (shown in messages); may be a symlink
     target: Path  # the file actually replaced (``path`` with links followed)

@@ -7,7 +7,7 @@ nothing about trust.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .._frozen import frozen
 
 __all__ = ["CertNames", "cert_names", "certificates_from_tls12"]
 
@@ -24,7 +24,7 @@ _ATTRIBUTES = {
 _STRING_TAGS = {0x0C, 0x13, 0x14, 0x16, 0x1C, 0x1E}  # UTF8, Printable, T61, IA5, Universal, BMP
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class CertNames:
     subject: str  # RFC 4514 style, most specific first: "CN=pypi.org, O=..., C=US"
     issuer: str

@@ -14,9 +14,9 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from .._frozen import frozen
 from ..paths import write_atomic
 
 __all__ = ["CacheEntry", "HttpCache", "default_cache_dir"]
@@ -30,7 +30,7 @@ def default_cache_dir() -> Path:
     return cache_root() / "http"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class CacheEntry:
     url: str
     final_url: str

@@ -18,7 +18,6 @@ import socket
 import ssl
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urljoin, urlsplit
@@ -27,6 +26,7 @@ import requests
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
+from .._frozen import frozen
 from ._deadline import GUARDED_POOLS, Deadline, guarded_pools
 from .cache import CacheEntry, HttpCache, default_cache_dir
 from .download import CHUNK, Progress, file_sha256, normalize_sha256, stream_to_file
@@ -60,7 +60,7 @@ def user_agent() -> str:
     return f"cuda-resolve/{__version__}"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Timeouts:
     connect: float = 5.0  # per TCP connect
     read: float = 15.0  # per socket read (pip's default timeout is 15 s too)
@@ -74,7 +74,7 @@ class Timeouts:
     download: float = 3600.0
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Limits:
     """The most bytes one answer may have; a larger one is refused (``FetchError`` kind "size")."""
 
@@ -83,7 +83,7 @@ class Limits:
     artifact: int = 16 << 30  # a download whose size the record does not give
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class RetryPolicy:
     """Connection failures, timeouts, truncated bodies, 429 and 5xx are retried; 4xx are not."""
 
@@ -92,7 +92,7 @@ class RetryPolicy:
     max_backoff: float = 4.0
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class HttpResponse:
     url: str  # the canonical URL asked for
     fetched_url: str  # after the mirror rewrite
@@ -129,14 +129,14 @@ class HttpResponse:
             ) from None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class RangeResponse:
     content: bytes
     start: int
     total: int | None  # the whole file's size from Content-Range
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Probe:
     """Whether a URL answers, how fast, and where it ended up; never raises."""
 

@@ -12,15 +12,15 @@ from __future__ import annotations
 import socket
 import ssl
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from .._frozen import frozen
 from ._x509 import CertNames, cert_names, certificates_from_tls12
 from .proxy import open_tunnel
 
 __all__ = ["TlsReport", "TrustVerdict", "inspect_tls"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class TrustVerdict:
     source: str  # "OS trust store", "certifi", "cuda-resolve"
     trusted: bool | None  # None: the handshake failed for another reason (see detail)
@@ -34,7 +34,7 @@ class TrustVerdict:
         return f"{self.source}: not trusted ({self.detail})"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class TlsReport:
     host: str
     port: int

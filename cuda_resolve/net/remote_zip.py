@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .._frozen import frozen
 from .errors import FetchError
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ _TAIL = 65536 + 22
 _MAX_MEMBER = 64 * 1024 * 1024
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class ZipMember:
     name: str
     offset: int  # of the local file header

@@ -18,8 +18,9 @@ import re
 import ssl
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+from .._frozen import frozen
 
 __all__ = [
     "CA_ENV_VARIABLES",
@@ -53,7 +54,7 @@ CA_ENV_VARIABLES: tuple[str, ...] = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PI
 _HASHED_NAME = re.compile(r"^[0-9a-fA-F]{8}\.[0-9]+$")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class TrustFacts:
     """Where the OS-store context gets its roots, and whether conda's bundle hides the OS one."""
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 import tempfile
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+from .._frozen import frozen
 from ..errors import IndexDataError
 from ..net.errors import FetchError
 from ..paths import write_atomic
@@ -35,7 +35,7 @@ Progress = Callable[[str, int, int], None]
 UNREACHABLE_KINDS = frozenset({"dns", "refused", "timeout", "proxy", "tls", "connection"})
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Change:
     version: str
     key: str  # a field name, or "release" for a release the index does not have
@@ -55,7 +55,7 @@ def _shown(value: str | None) -> str:
     return "(none)" if value is None else value
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Unreachable:
     url: str
     error: str

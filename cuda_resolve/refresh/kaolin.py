@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from .._frozen import frozen
 from ..errors import UsageError
 from ..index.model import ExtensionWheels, Index
 from ..net.client import HttpClient
@@ -49,7 +50,7 @@ __all__ = [
 KAOLIN_SOURCE_KEY = "cuda-resolve-refresh-kaolin"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class KaolinFacts:
     version: Version  # the kaolin release
     rows: tuple[
@@ -62,7 +63,7 @@ class KaolinFacts:
     problems: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class KaolinRefresh:
     facts: tuple[KaolinFacts, ...]
     changes: tuple[Change, ...]

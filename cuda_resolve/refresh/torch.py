@@ -33,7 +33,7 @@ import datetime
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from .._frozen import frozen
 from ..errors import UsageError
 from ..index.model import Index, TorchRelease, TorchVariant
 from ..net.client import HttpClient
@@ -105,7 +106,7 @@ _FIELDS = (
 # -- facts ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class WheelReading:
     """What one wheel's metadata says about its CUDA build."""
 
@@ -118,7 +119,7 @@ class WheelReading:
     evidence: str  # how it was read, for the report
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class ReleaseFacts:
     version: Version
     python: tuple[str, ...]
@@ -132,7 +133,7 @@ class ReleaseFacts:
     problems: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class TorchRefresh:
     facts: tuple[ReleaseFacts, ...]
     changes: tuple[Change, ...]

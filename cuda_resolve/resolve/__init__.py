@@ -9,7 +9,7 @@ and the way out.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import resolvelib
 from packaging.requirements import InvalidRequirement, Requirement
@@ -17,6 +17,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from .._frozen import frozen
 from ..compat import (
     UNKNOWN_MARKER_VARIABLES,
     driver_supports_cuda,
@@ -44,7 +45,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Alternative:
     """A build that would also have fit, and why the chosen one was preferred to it."""
 
@@ -53,7 +54,7 @@ class Alternative:
     reason: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(slots=False)
 class Resolution:
     """The resolver's answer: the chosen candidates and the reasons others were ruled out."""
 

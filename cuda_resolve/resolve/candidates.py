@@ -10,7 +10,7 @@ only matches candidates against requirements; it does no I/O and applies no mach
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property, lru_cache
 from typing import Literal
 
@@ -18,6 +18,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from .._frozen import frozen
 from ..compat import (
     arch_list_for_build,
     driver_supports_cuda,
@@ -49,7 +50,7 @@ Kind = Literal["wheel", "build", "installed"]
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Options:
     """What the user allowed the resolver: a torch change, a strict driver, an arch list."""
 
@@ -63,7 +64,7 @@ class Options:
     for_other_machines: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(slots=False)
 class Candidate:
     """One way to satisfy a package: an installed build, a published wheel or a source build."""
 
@@ -100,7 +101,7 @@ class Candidate:
         return f"{self.name} {self.version} wheel for torch {self.torch_version}+{self.variant}"
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(slots=False)
 class Req:
     """A requirement on one package, possibly pinned to a torch variant or CUDA major."""
 
@@ -170,7 +171,7 @@ RULES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class Rejection:
     """One alternative ruled out: which, the sentence the user reads, and the rule with its
     facts."""

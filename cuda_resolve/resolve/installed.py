@@ -16,10 +16,10 @@ one (compat's rule, ranked by :func:`~cuda_resolve.wheelhouse.key.covers`); with
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
+from .._frozen import frozen
 from ..compat import format_arch_list, uncovered_gpus
 from ..environment import Gpu, InstalledExtension
 from ..index.cuda import ArchEntry
@@ -29,7 +29,7 @@ from ..wheelhouse.key import covers, parse_local_label, torch_label
 __all__ = ["BuildLabel", "Kept", "Refused", "judge_installed", "parse_build_label", "torch_label"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class BuildLabel:
     """A built wheel's local label, read back: the torch part as written (``pt2141cu130``: the
     release's digits are joined, so it is compared, not split) and the arch list."""
@@ -53,7 +53,7 @@ def parse_build_label(version: str) -> BuildLabel | None:
     )
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Kept:
     """The installed build stays: its arch list and the sentence ``plan --explain`` shows."""
 
@@ -61,7 +61,7 @@ class Kept:
     reason: str
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Refused:
     """It is not kept: the rejection's kind (a key of candidates.RULES), sentence and facts."""
 

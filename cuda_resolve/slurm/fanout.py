@@ -21,12 +21,12 @@ import secrets
 import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .._bounded import read_text
 from .._dist_metadata import normalized_name
+from .._frozen import frozen
 from ..errors import UsageError
 from ..paths import user_cache_dir, write_atomic
 from . import scheduler
@@ -56,7 +56,7 @@ _LOG_LIMIT = 4 * 1024 * 1024
 _DONE = ("built", "failed")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Task:
     index: int
     package: str
@@ -67,21 +67,21 @@ class Task:
     ] = ()  # its sbatch options (resources): tasks with equal ones share an array
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class ArrayJob:
     job_id: str
     tasks: tuple[int, ...]  # the run's task indices this array runs
     sbatch: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Already:
     package: str
     profile: str
     wheel: str
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Run:
     folder: Path
     tasks: tuple[Task, ...]
@@ -110,7 +110,7 @@ class Run:
         return self.folder / f"task-{task.index}.rc"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Outcome:
     task: Task
     state: str  # "pending", "running", "built", "failed"

@@ -17,12 +17,12 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from .._frozen import frozen
 from ..compat import build_covers_gpu
 from ..index.model import ArchEntry, parse_arch_entry, parse_arch_list
 from ..versions import ComputeCapability
@@ -92,7 +92,7 @@ def recipe_word(recipe_digest: str) -> str:
     return "r" + recipe_digest.lower()[:RECIPE_WORD_DIGITS]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class LabelParts:
     """A labelled version's local label read back (:func:`parse_local_label`)."""
 
@@ -203,7 +203,7 @@ def _check_digest(obj: WheelKey | KeyQuery, origin: str) -> None:
     object.__setattr__(obj, "recipe_digest", digest)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class WheelKey:
     """The full ABI of one built wheel. Values are checked and normalized on construction:
     versions to their PEP 440 normal form, the arch list to :func:`canonical_arch_list`'s,
@@ -316,7 +316,7 @@ class WheelKey:
         return key
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class KeyQuery:
     """A :class:`WheelKey` less its arch list: the ABI a reused wheel must match exactly (torch,
     variant, Python, platform, recipe), while the arch list only has to cover this machine's
@@ -361,7 +361,7 @@ CoverageKind = Literal["exact", "sass", "ptx"]
 _KIND_RANK: dict[CoverageKind, int] = {"exact": 0, "sass": 1, "ptx": 2}
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class GpuCoverage:
     """Which entry of an arch list runs on one GPU capability, and how."""
 
@@ -380,7 +380,7 @@ class GpuCoverage:
         return f"{self.capability}: compute_{cap.major}{cap.minor} PTX (JIT-compiled at first use)"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Coverage:
     """How an arch list covers every GPU of a machine (from :func:`covers`).
 

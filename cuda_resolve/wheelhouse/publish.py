@@ -26,11 +26,11 @@ import secrets
 import tempfile
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
+from .._frozen import frozen
 from ..errors import CudaResolveError, UsageError
 from ..redaction import redact, register_secret, url_without_userinfo
 from .errors import WheelhouseError
@@ -54,7 +54,7 @@ __all__ = [
 _SIMPLE_SUFFIXES = ("/+simple/", "/simple/")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Credentials:
     username: str
     password: str = ""
@@ -65,7 +65,7 @@ class Credentials:
         return f"Basic {token}"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class UploadOutcome:
     filename: str
     size: int

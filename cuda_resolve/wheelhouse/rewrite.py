@@ -21,12 +21,12 @@ import shutil
 import subprocess
 import tempfile
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from .._frozen import frozen
 from .errors import WheelhouseError
 from .key import WheelKey
 
@@ -96,7 +96,7 @@ _STRIP_TIMEOUT_S = 300
 _RECORD_SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class RewrittenWheel:
     """What :func:`rewrite_wheel` wrote."""
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urljoin, urlsplit
@@ -26,6 +25,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from .._frozen import frozen
 from ..errors import CudaResolveError, UsageError
 from ..redaction import redact, register_secret
 from ..versions import ComputeCapability
@@ -53,7 +53,7 @@ __all__ = [
 WHEELHOUSE_URL_ENV = "CUDA_RESOLVE_WHEELHOUSE_URL"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class ServedWheel:
     """One wheel a project page links, with what its file name says of its key."""
 
@@ -66,7 +66,7 @@ class ServedWheel:
     label: LabelParts
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class ServedResult:
     """What asking the served index gave: a wheel now in the local wheelhouse (with the reason
     it was taken), and notes (the server down, a download refused), each one line."""

@@ -11,9 +11,10 @@ from __future__ import annotations
 import html
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
+
+from .._frozen import frozen
 
 __all__ = [
     "PageLink",
@@ -25,7 +26,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PageLink:
     """One wheel as the pages show it; ``path`` is relative to the wheelhouse root."""
 

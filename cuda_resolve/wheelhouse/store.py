@@ -34,11 +34,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._frozen import frozen
 from ..paths import cache_root, write_atomic
 from ..versions import ComputeCapability
 from . import simple
@@ -155,7 +155,7 @@ def _sync_dir(path: Path) -> None:
             os.close(handle)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class StoredWheel:
     """One complete wheelhouse entry."""
 
@@ -337,7 +337,7 @@ class _LockedFile(Protocol):
     def sha256(self) -> str | None: ...
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class LockReference:
     """Why ``wheelhouse prune`` keeps an entry: ``lock`` names its file."""
 

@@ -1,0 +1,144 @@
+"""``@frozen`` behaves as ``@dataclass(frozen=True, kw_only=True, slots=True)`` does.
+
+It writes ``__eq__``, ``__hash__`` and ``__repr__`` itself, in one piece, for speed (issue 28):
+each is compared here with what :mod:`dataclasses` writes for the same class, on generated
+values, along with everything :mod:`dataclasses` still does (immutability, slots, ``replace``,
+``fields``, pickling, a method the class defines itself).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cuda_resolve._frozen import frozen
+
+
+@frozen
+class Mine:
+    """A class of every kind of field."""
+
+    name: str
+    number: int = 0
+    label: str = field(default="", compare=False)
+    secret: str = field(default="", repr=False)
+    parts: tuple[int, ...] = ()
+    unhashed: str = field(default="", hash=False)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Theirs:
+    """The same class, made by dataclasses alone."""
+
+    name: str
+    number: int = 0
+    label: str = field(default="", compare=False)
+    secret: str = field(default="", repr=False)
+    parts: tuple[int, ...] = ()
+    unhashed: str = field(default="", hash=False)
+
+
+values = st.fixed_dictionaries(
+    {
+        "name": st.text(max_size=5),
+        "number": st.integers(-3, 3),
+        "label": st.sampled_from(["", "a"]),
+        "secret": st.sampled_from(["", "s"]),
+        "parts": st.lists(st.integers(0, 2), max_size=2).map(tuple),
+        "unhashed": st.sampled_from(["", "u"]),
+    }
+)
+
+
+@given(values, values)
+def test_eq_hash_and_repr_are_those_dataclasses_writes(
+    first: dict[str, object], second: dict[str, object]
+) -> None:
+    mine_a, mine_b = Mine(**first), Mine(**second)  # type: ignore[arg-type]
+    theirs_a, theirs_b = Theirs(**first), Theirs(**second)  # type: ignore[arg-type]
+    assert (mine_a == mine_b) == (theirs_a == theirs_b)
+    assert (mine_a != mine_b) == (theirs_a != theirs_b)
+    assert hash(mine_a) == hash(theirs_a)
+    assert repr(mine_a).removeprefix("Mine") == repr(theirs_a).removeprefix("Theirs")
+
+
+def test_another_class_is_never_equal_and_is_left_to_the_other_side() -> None:
+    assert Mine(name="a") != Theirs(name="a")
+    assert Mine.__eq__(Mine(name="a"), "a") is NotImplemented
+
+
+def test_what_dataclasses_still_does_is_unchanged() -> None:
+    value = Mine(name="a", parts=(1,))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        value.name = "b"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del value.name  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Mine("a")  # type: ignore[misc]
+    assert not hasattr(value, "__dict__")
+    assert dataclasses.is_dataclass(value)
+    assert [f.name for f in dataclasses.fields(value)] == [
+        f.name for f in dataclasses.fields(Theirs)
+    ]
+    assert dataclasses.replace(value, number=2) == Mine(name="a", number=2, parts=(1,))
+    assert pickle.loads(pickle.dumps(value)) == value
+    assert Mine.__eq__.__qualname__ == "Mine.__eq__"
+
+
+def test_methods_the_class_writes_are_kept() -> None:
+    @frozen(kw_only=False)
+    class Own:
+        """Compares by its first field only, and says so."""
+
+        key: str
+        other: int = 0
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Own) and other.key == self.key
+
+        def __hash__(self) -> int:
+            return hash(self.key)
+
+        def __repr__(self) -> str:
+            return f"Own<{self.key}>"
+
+    assert Own("a", 1) == Own("a", 2) and hash(Own("a", 1)) == hash("a")
+    assert repr(Own("a")) == "Own<a>"
+
+
+def test_eq_alone_gets_the_fields_hash_as_dataclasses_gives_it() -> None:
+    @frozen
+    class EqOnly:
+        """Defines __eq__ alone: Python sets __hash__ to None, and dataclasses adds one."""
+
+        key: str
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, EqOnly) and other.key == self.key
+
+    @dataclass(frozen=True, kw_only=True, slots=True)
+    class TheirEqOnly:
+        key: str
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, TheirEqOnly) and other.key == self.key
+
+    assert hash(EqOnly(key="a")) == hash(TheirEqOnly(key="a")) == hash(("a",))
+
+
+def test_positional_and_with_a_dict() -> None:
+    @frozen(kw_only=False, slots=False)
+    class Loose:
+        """Positional, and with a __dict__ (a cached property needs one)."""
+
+        first: int
+        second: int = 2
+
+    value = Loose(1)
+    assert value == Loose(1, 2) and repr(value) == f"{Loose.__qualname__}(first=1, second=2)"
+    assert hasattr(value, "__dict__") and value.second == 2
