@@ -1,9 +1,10 @@
 """``@frozen`` behaves as ``@dataclass(frozen=True, kw_only=True, slots=True)`` does.
 
-It writes ``__eq__``, ``__hash__`` and ``__repr__`` itself, in one piece, for speed (issue 28):
-each is compared here with what :mod:`dataclasses` writes for the same class, on generated
-values, along with everything :mod:`dataclasses` still does (immutability, slots, ``replace``,
-``fields``, pickling, a method the class defines itself).
+It writes the methods itself, in one piece, for speed (issue 28): each is compared here with
+what :mod:`dataclasses` writes for the same class, on generated values (``__init__`` with its
+defaults, factories and ``init=False`` fields, ``__eq__``, ``__hash__``, ``__repr__``), along
+with immutability, slots, ``replace``, ``fields``, pickling, ``__post_init__`` and a method the
+class defines itself.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ class Mine:
     secret: str = field(default="", repr=False)
     parts: tuple[int, ...] = ()
     unhashed: str = field(default="", hash=False)
+    made: list[int] = field(default_factory=list, compare=False)
+    fixed: int = field(default=7, init=False)
+    computed: list[int] = field(default_factory=lambda: [1], init=False, compare=False)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -41,6 +45,9 @@ class Theirs:
     secret: str = field(default="", repr=False)
     parts: tuple[int, ...] = ()
     unhashed: str = field(default="", hash=False)
+    made: list[int] = field(default_factory=list, compare=False)
+    fixed: int = field(default=7, init=False)
+    computed: list[int] = field(default_factory=lambda: [1], init=False, compare=False)
 
 
 values = st.fixed_dictionaries(
@@ -65,6 +72,36 @@ def test_eq_hash_and_repr_are_those_dataclasses_writes(
     assert (mine_a != mine_b) == (theirs_a != theirs_b)
     assert hash(mine_a) == hash(theirs_a)
     assert repr(mine_a).removeprefix("Mine") == repr(theirs_a).removeprefix("Theirs")
+    assert dataclasses.astuple(mine_a) == dataclasses.astuple(theirs_a)
+
+
+def test_init_takes_what_dataclasses_init_takes() -> None:
+    mine, theirs = Mine(name="a"), Theirs(name="a")
+    assert dataclasses.astuple(mine) == dataclasses.astuple(theirs)
+    assert mine.made == [] and mine.made is not Mine(name="a").made  # a factory per call
+    assert Mine(name="a", made=[3]).made == [3]
+    for bad in ({}, {"name": "a", "fixed": 1}, {"name": "a", "nosuch": 1}):
+        with pytest.raises(TypeError):
+            Mine(**bad)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            Theirs(**bad)  # type: ignore[arg-type]
+
+
+def test_post_init_runs_after_every_field_is_set() -> None:
+    seen: list[tuple[str, int]] = []
+
+    @frozen
+    class Checked:
+        """Its __post_init__ sees every field."""
+
+        name: str
+        size: int = 2
+
+        def __post_init__(self) -> None:
+            seen.append((self.name, self.size))
+
+    Checked(name="a")
+    assert seen == [("a", 2)]
 
 
 def test_another_class_is_never_equal_and_is_left_to_the_other_side() -> None:
