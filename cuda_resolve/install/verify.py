@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 import signal
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -140,6 +139,8 @@ def verify_imports(
 ) -> ImportFailure | None:
     """None when every module in ``modules`` imports in a fresh ``python``, else which did not
     and why."""
+    import secrets  # imported where used: plan and doctor never load it (issue 28)
+
     marker = f"cuda-resolve-import-check-{secrets.token_hex(8)}"
     done = bounded_run(
         [python, "-c", _SCRIPT, marker, *modules], timeout=timeout, env=environ, cwd="/"

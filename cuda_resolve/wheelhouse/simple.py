@@ -8,7 +8,6 @@ web server or read as ``file://``; each carries ``#sha256=`` for pip to check.
 
 from __future__ import annotations
 
-import html
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -37,20 +36,26 @@ class PageLink:
     requires_python: str | None = None
 
 
+def _escape(text: str) -> str:
+    import html  # imported where used: plan and doctor never load it (issue 28)
+
+    return html.escape(text)
+
+
 def _anchor(link: PageLink, prefix: str) -> str:
     href = prefix + "/".join(quote(part) for part in link.path.split("/"))
-    attributes = f'href="{html.escape(href)}#sha256={link.sha256}"'
+    attributes = f'href="{_escape(href)}#sha256={link.sha256}"'
     if link.requires_python:
-        attributes += f' data-requires-python="{html.escape(link.requires_python)}"'
-    return f"    <a {attributes}>{html.escape(link.filename)}</a><br/>\n"
+        attributes += f' data-requires-python="{_escape(link.requires_python)}"'
+    return f"    <a {attributes}>{_escape(link.filename)}</a><br/>\n"
 
 
 def _page(title: str, body: Iterable[str]) -> str:
     return (
         "<!DOCTYPE html>\n<html>\n  <head>\n"
         '    <meta name="pypi:repository-version" content="1.0">\n'
-        f"    <title>{html.escape(title)}</title>\n  </head>\n  <body>\n"
-        f"    <h1>{html.escape(title)}</h1>\n" + "".join(body) + "  </body>\n</html>\n"
+        f"    <title>{_escape(title)}</title>\n  </head>\n  <body>\n"
+        f"    <h1>{_escape(title)}</h1>\n" + "".join(body) + "  </body>\n</html>\n"
     )
 
 
@@ -61,9 +66,7 @@ def render_project_page(project: str, links: Sequence[PageLink]) -> str:
 
 def render_root_page(projects: Iterable[str]) -> str:
     """``simple/index.html``."""
-    body = (
-        f'    <a href="{quote(name)}/">{html.escape(name)}</a><br/>\n' for name in sorted(projects)
-    )
+    body = (f'    <a href="{quote(name)}/">{_escape(name)}</a><br/>\n' for name in sorted(projects))
     return _page("Simple index", body)
 
 

@@ -28,7 +28,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import stat
 import tempfile
 import threading
@@ -106,6 +105,8 @@ def _lock_timeout() -> type[Exception]:
 
 def _host_token() -> str:
     """8 hex digits naming this host in temporary folder names (host names may hold ``-``)."""
+    import socket  # imported where used: plan and doctor never load it (issue 28)
+
     return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
 
 
@@ -601,6 +602,8 @@ class Wheelhouse:
             ) from None
         except OSError as exc:
             raise self._write_error(exc, f"taking the lock {path}") from None
+        import socket  # imported where used: plan and doctor never load it (issue 28)
+
         try:
             with contextlib.suppress(OSError):
                 path.with_suffix(".owner").write_text(
