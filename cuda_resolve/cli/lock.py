@@ -337,6 +337,11 @@ def _check(args: argparse.Namespace, request: Any, config: Any) -> int:
     lock = read_lock(args.output)
     index = index_from_args(args)
     stale: list[str] = []
+    if lock.packages_edited:
+        stale.append(
+            "packages: changed after cuda-resolve wrote the lock (a version, URL, size or hash "
+            "is not what was locked): lock again, or restore the file"
+        )
     if tuple(lock.requests) != tuple(request.requests):
         stale.append(
             f"requests: the lock has {' '.join(lock.requests)}, asked {' '.join(request.requests)}"

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._frozen import frozen
+from ..errors import UsageError
 from . import LOCK_VERSION
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "LockedPackage",
     "ProfileRecord",
     "extras_marker",
+    "packages_digest",
     "public_url",
     "render",
 ]
@@ -195,6 +197,16 @@ CREDENTIALS_NOTE = (
 )
 
 
+def packages_digest(packages: object) -> str:
+    """``sha256:...`` of the lock's ``[[packages]]`` as TOML reads them (a list of tables), in a
+    canonical JSON form: written under ``[tool.cuda-resolve]`` as ``packages-digest``, so that a
+    version, URL, size or hash changed after locking is told from what cuda-resolve wrote."""
+    import hashlib
+
+    canonical = json.dumps(packages, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
 def public_url(url: str) -> str:
     """``url`` without user info: ``https://user:token@host/simple`` -> ``https://host/simple``."""
     from ..redaction import url_without_userinfo
@@ -244,6 +256,11 @@ def render(document: LockDocument) -> str:
         lines.extend(_array("wheels", wheels))
         if package.requested:
             lines.extend([f"[packages.tool.{_key('cuda-resolve')}]", "requested = true"])
+    from .._toml import parse_toml_text
+
+    # Digested as a reader will see them: the text written so far, read back.
+    written = parse_toml_text("\n".join(lines), origin="<lock>", error=UsageError).data
+    digest = packages_digest(written.get("packages", []))
     lines.extend(["", "[tool.cuda-resolve]"])
     # The user's requirement texts and each profile's decision name URLs too (a direct URL with
     # a token, a recipe's repository on a private host): written without user info as well.
@@ -260,6 +277,7 @@ def render(document: LockDocument) -> str:
                 "resolver": document.resolver,
                 "requests": _public_values(list(document.requests)),
                 "index-url": public_url(document.index_url),
+                "packages-digest": digest,
             }
         )
     )

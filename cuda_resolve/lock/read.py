@@ -53,6 +53,9 @@ class ReadLock:
     resolver: str | None
     origin: str
     notes: tuple[str, ...] = ()  # a newer minor lock-version, and the like
+    #: The [[packages]] differ from what cuda-resolve wrote (its ``packages-digest``): edited by
+    #: hand or by another tool. False for a lock written before the digest was.
+    packages_edited: bool = False
 
 
 def read_lock(path: Path) -> ReadLock:
@@ -174,6 +177,16 @@ def parse_lock(text: str, *, origin: str = "<lock>") -> ReadLock:
                 "names a profile that is not in the lock's extras "
                 f"({', '.join(sorted(declared)) or 'none'})",
             )
+    from .document import packages_digest
+
+    recorded = ours.string("packages-digest", None)
+    edited = recorded is not None and recorded != packages_digest(data.get("packages", []))
+    if edited:
+        notes.append(
+            f"{origin}: its [[packages]] were changed after cuda-resolve wrote it (a version, "
+            "URL, size or hash is not what was locked); what it says now is what is installed. "
+            "To go back to what was locked: lock again, or restore the file"
+        )
     return ReadLock(
         pylock=pylock,
         profiles=records,
@@ -182,6 +195,7 @@ def parse_lock(text: str, *, origin: str = "<lock>") -> ReadLock:
         resolver=ours.string("resolver", None),
         origin=origin,
         notes=tuple(notes),
+        packages_edited=edited,
     )
 
 

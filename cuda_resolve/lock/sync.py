@@ -409,15 +409,24 @@ class _Act:
 
     def _fetched(self, config: Any) -> dict[str, Path]:
         from ..paths import cache_root
-        from .wheelcache import cached_files, fetch_all
+        from .wheelcache import LockedFileMismatch, cached_files, fetch_all
 
         cache_dir = cache_root() / "lock-wheels"
         paths, missing = cached_files(self.decided.to_install, cache_dir)
         if missing:  # the HTTP layer (requests and all) is loaded only when something is fetched
             from ..net.factory import client_from_config
 
-            with client_from_config(config) as client:
-                paths.update(fetch_all(missing, client, cache_dir, self.report))
+            try:
+                with client_from_config(config) as client:
+                    paths.update(fetch_all(missing, client, cache_dir, self.report))
+            except LockedFileMismatch as exc:
+                if self.state.lock.packages_edited:
+                    exc.hint = (
+                        f"{self.state.lock.origin} was changed after cuda-resolve wrote it, so "
+                        "the hash or size it now holds may be the edit, not the server's fault: "
+                        "lock again, or restore the file"
+                    )
+                raise
         return paths
 
     def _install(self, plan: Plan) -> InstallResult:

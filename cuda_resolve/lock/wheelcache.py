@@ -27,10 +27,15 @@ from ..paths import file_facts
 from ..reporting import NullReporter, Reporter
 from .select import Wanted
 
+
+class LockedFileMismatch(LockError):
+    """A fetched file is not the one the lock records: another sha256 or size."""
+
+
 if TYPE_CHECKING:  # `sync --check` imports none of the acting layers
     from ..net.client import HttpClient
 
-__all__ = ["cache_path", "cached_files", "fetch_all"]
+__all__ = ["LockedFileMismatch", "cache_path", "cached_files", "fetch_all"]
 
 
 def cache_path(cache_dir: Path, item: Wanted) -> Path:
@@ -142,7 +147,8 @@ def fetch_all(
         try:
             client.download(item.url, target, sha256=item.sha256, size=item.size)
         except NetworkError as exc:
-            raise LockError(
+            mismatch = getattr(exc, "kind", None) in ("integrity", "size")
+            raise (LockedFileMismatch if mismatch else LockError)(
                 f"{item.file}: {exc}; nothing was installed",
                 hint=exc.hint
                 or "a file whose hash differs from the lock is never installed: check the mirror,"
@@ -151,7 +157,7 @@ def fetch_all(
         size = target.stat().st_size
         if item.size is not None and size != item.size:
             target.unlink()
-            raise LockError(
+            raise LockedFileMismatch(
                 f"{item.file}: {size} bytes, the lock says {item.size}; nothing was installed",
                 hint="the index serves another file than the one locked: lock again",
             )
