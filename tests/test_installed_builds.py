@@ -537,3 +537,26 @@ def test_cuda_pip_keeps_an_installed_build_in_a_real_venv(tmp_path: Path) -> Non
         "installed pointnet2_ops 3.0.0+pt260cu126.sm86: not kept: --rebuild asks for a new build"
         in refused["reasons"]
     )
+
+
+def test_a_plan_made_without_torch_says_so_when_the_target_has_one() -> None:
+    """Not "the plan was made for the installed torch none" (walk B12)."""
+    from dataclasses import replace
+
+    from cuda_resolve.install.apply import PlanFactChanged, check_plan_facts
+
+    env = _env()
+    done = complete_plan(_plan(env), env, default_index(), InstallOptions(), pip=None, installed={})
+    made_without = replace(done, environment=replace(env, torch=None))
+    assert env.torch is not None
+    with pytest.raises(PlanFactChanged) as refused:
+        check_plan_facts(made_without, env)
+    assert str(refused.value) == (
+        "the plan was made for an environment without torch; this machine has torch "
+        f"{env.torch.version}"
+    )
+    with pytest.raises(PlanFactChanged) as refused:
+        check_plan_facts(done, replace(env, torch=None))
+    assert str(refused.value) == (
+        f"the plan was made for the installed torch {env.torch.version}; this machine has no torch"
+    )

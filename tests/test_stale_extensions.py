@@ -129,6 +129,20 @@ def test_an_unknown_extension_linking_torch_refuses_the_plan_unless_kept(tmp_pat
     assert "mystery" not in {item.name for item in plan.items}
 
 
+def test_a_keep_stale_naming_no_stale_extension_is_refused_with_the_names(
+    tmp_path: Path,
+) -> None:
+    """A typo would otherwise be accepted and the extension meant still refused (walk B12)."""
+    env = _machine(tmp_path, MYSTERY, PLAIN)
+    with pytest.raises(UsageError) as refused:
+        _decide(env, "torch==2.13.0", keep=("mystry",))
+    assert str(refused.value) == (
+        "--keep-stale mystry: no extension built for torch 2.14.1+cu130 is installed under that "
+        "name"
+    )
+    assert refused.value.hint == "the ones this torch change leaves behind: mystery"
+
+
 def test_a_plan_that_keeps_torch_leaves_the_extensions_alone(tmp_path: Path) -> None:
     env = _machine(tmp_path, MYSTERY)
     plan = _decide(env, "torch==2.14.1")

@@ -101,7 +101,8 @@ def _refusal(plan: Plan, python: str | None) -> Callable[[str, str, str], PlanFa
 
     def changed(fact: str, planned: str, here: str) -> PlanFactChanged:
         return PlanFactChanged(
-            f"the plan was made for {fact} {planned}; this machine has {here}",
+            f"the plan was made for {f'{fact} {planned}' if planned else fact}; this machine has "
+            f"{here}",
             names=names,
             python=python,
         )
@@ -206,7 +207,9 @@ def check_plan_facts(plan: Plan, env: Environment) -> Plan:
     made_torch = made.torch.version if made.torch else None
     here_torch = env.torch.version if env.torch else None
     if made_torch != here_torch:
-        raise _changed("the installed torch", made_torch or "none", here_torch or "none")
+        if made_torch is None:  # not "made for the installed torch none"
+            raise _changed("an environment without torch", "", f"torch {here_torch}")
+        raise _changed("the installed torch", made_torch, here_torch or "no torch")
     _check_kept_builds(plan, env)
     for build in plan.builds:
         arch_list = parse_arch_list(build.key.arch_list)

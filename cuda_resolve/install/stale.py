@@ -123,6 +123,16 @@ def carry_extensions(
         return plan
     old, new = replaced
     stale = stale_extensions(env, index, planned=[item.name for item in plan.items])
+    for name in keep_stale:  # a typo would leave the extension it meant refused, or unsaid
+        if not any(s.matches([name]) for s in stale):
+            left = [s.name for s in stale if not s.curated]
+            raise UsageError(
+                f"--keep-stale {name}: no extension built for torch {old} is installed under "
+                "that name",
+                hint=f"the ones this torch change leaves behind: {', '.join(left)}"
+                if left
+                else "drop it: this torch change leaves no extension behind",
+            )
     unknown = [s for s in stale if not s.curated and not s.matches(keep_stale)]
     if unknown:
         names = ", ".join(_shown(s) for s in unknown)
@@ -130,9 +140,9 @@ def carry_extensions(
             f"replacing torch {old} with {new} leaves {names} built for torch {old}, which "
             "cuda-resolve does not know how to rebuild: at its next import it fails with "
             "'undefined symbol' (torch's C++ ABI changes between builds)",
-            hint="rebuild it for the new torch after installing (pip install --force-reinstall "
-            "--no-build-isolation NAME), or say to leave it as it is: "
-            + " ".join(f"--keep-stale {s.name}" for s in unknown),
+            hint="rebuild it from its source against the new torch after installing (pip install "
+            "--force-reinstall --no-build-isolation with its source folder), or say to leave it "
+            "as it is: " + " ".join(f"--keep-stale {s.name}" for s in unknown),
         )
     notes: list[str] = []
     carried = [s for s in stale if s.curated]
