@@ -10,13 +10,14 @@ writes those six, and for a slotted class the two that pickling needs, as :mod:`
 does for ``frozen=True``: ``__init__`` from one small source, the others as closures over the
 field names, which need no compiling at all. Fields with ``compare=False`` are neither
 compared nor hashed, ``repr=False`` ones not shown, ``init=False`` ones set from their default;
-``__post_init__`` is called; a method the class defines itself is kept. Two differences:
+``__post_init__`` is called; a method the class defines itself is kept. The differences:
 ``__repr__`` has no guard against a value that contains itself (frozen facts are trees), and
-``InitVar`` fields are refused.
+``InitVar`` fields and dataclass bases are refused.
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import operator
 from collections.abc import Callable
@@ -55,12 +56,24 @@ def frozen(
         for name in ("__setattr__", "__delattr__"):
             if name in cls.__dict__:
                 raise TypeError(f"cannot overwrite attribute {name} in class {cls.__name__}")
+        # dataclasses checks a frozen base against frozen=True, which is not passed here.
+        if any(dataclasses.is_dataclass(base) for base in cls.__mro__[1:]):
+            raise TypeError(
+                f"{cls.__name__}: @frozen does not derive from a dataclass; use "
+                "@dataclass(frozen=True, ...) for a class hierarchy"
+            )
+        undocumented = cls.__dict__.get("__doc__") is None
         made = dataclasses.dataclass(
             cls, init=False, repr=False, eq=False, kw_only=kw_only, slots=slots
         )
         _add_methods(made)
         params = made.__dataclass_params__  # type: ignore[attr-defined]
         params.init = params.repr = params.eq = params.frozen = True  # what the class now is
+        if undocumented:  # as dataclasses: the signature (it read the one before __init__)
+            import inspect
+
+            made.__doc__ = made.__name__ + str(inspect.signature(made)).replace(" -> None", "")
+        abc.update_abstractmethods(made)
         return made
 
     return wrap if cls is None else wrap(cls)
@@ -86,10 +99,15 @@ def _add_methods(cls: type[Any]) -> None:
     }
     namespace: dict[str, Any] = {}
     exec(_init(cls, fields, me, scope), scope, namespace)  # noqa: S102 - from field names
-    methods: dict[str, Callable[..., Any]] = {"__init__": namespace["__init__"]}
+    methods: dict[str, Callable[..., Any]] = {}
+    if "__init__" not in own:
+        init = namespace["__init__"]
+        init.__annotations__ = {f.name: f.type for f in fields if f.init}
+        init.__annotations__["return"] = None
+        methods["__init__"] = init
     methods.update(_frozen_methods(cls, frozenset(names)))
-    if "__slots__" in own and "__getstate__" not in own:
-        methods.update(_pickling_methods(names))  # dataclasses adds these for frozen=True
+    if "__slots__" in own:  # dataclasses adds each for frozen=True where the class has none
+        methods.update((k, v) for k, v in _pickling_methods().items() if k not in own)
     compared = _getter([f.name for f in fields if f.compare])
     hashed = _getter([f.name for f in fields if (f.compare if f.hash is None else f.hash)])
     shown = tuple(f.name for f in fields if f.repr)
@@ -104,6 +122,7 @@ def _add_methods(cls: type[Any]) -> None:
     for name, function in methods.items():
         function.__qualname__ = f"{cls.__qualname__}.{name}"
         function.__name__ = name
+        function.__module__ = cls.__module__
         setattr(cls, name, function)
 
 
@@ -157,18 +176,16 @@ def _frozen_methods(cls: type[Any], names: frozenset[str]) -> dict[str, Callable
     return {"__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _pickling_methods(names: tuple[str, ...]) -> dict[str, Callable[..., Any]]:
-    values = operator.attrgetter(*names) if names else None
+def _pickling_methods() -> dict[str, Callable[..., Any]]:
+    """As dataclasses writes them: the instance's own fields (a subclass's too), in order."""
 
     def __getstate__(self: Any) -> list[Any]:
-        if values is None:
-            return []
-        got = values(self)
-        return list(got) if len(names) > 1 else [got]
+        return [getattr(self, f.name) for f in dataclasses.fields(self)]
 
     def __setstate__(self: Any, state: list[Any]) -> None:
-        for name, value in zip(names, state, strict=False):  # as dataclasses does
-            object.__setattr__(self, name, value)
+        fields = dataclasses.fields(self)
+        for field, value in zip(fields, state, strict=False):  # as dataclasses does
+            object.__setattr__(self, field.name, value)
 
     return {"__getstate__": __getstate__, "__setstate__": __setstate__}
 

@@ -49,6 +49,8 @@ _EXACT_ONLY = frozenset(ComputeCapability(major, minor) for major, minor in ((10
 
 @frozen(kw_only=False)
 class Verdict:
+    """Whether something fits, and why (true when it does)."""
+
     ok: bool
     reason: str
 

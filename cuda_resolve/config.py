@@ -244,6 +244,8 @@ class TorchIndex:
 
 @frozen
 class Proxies:
+    """The HTTP proxies cuda-resolve's own downloads go through."""
+
     http: str | None = None
     https: str | None = None
     no_proxy: tuple[str, ...] = ()

@@ -50,6 +50,20 @@ class Theirs:
     computed: list[int] = field(default_factory=lambda: [1], init=False, compare=False)
 
 
+@frozen
+class Base:
+    """A slotted base for a dataclass (pickled: defined at module level)."""
+
+    name: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Derived(Base):
+    """Copied and pickled with its own field too."""
+
+    extra: int = 5
+
+
 values = st.fixed_dictionaries(
     {
         "name": st.text(max_size=5),
@@ -179,3 +193,58 @@ def test_positional_and_with_a_dict() -> None:
     value = Loose(1)
     assert value == Loose(1, 2) and repr(value) == f"{Loose.__qualname__}(first=1, second=2)"
     assert hasattr(value, "__dict__") and value.second == 2
+
+
+def test_what_the_review_found_behaves_as_dataclasses_does() -> None:
+    """A class's own __init__ is kept, an undocumented class gets its signature as __doc__, an
+    abstract method @frozen writes is no longer abstract, and a dataclass deriving from a @frozen
+    one copies and pickles with its own fields too."""
+    import abc
+    import copy
+
+    @frozen
+    class OwnInit:
+        """Builds itself."""
+
+        value: int
+
+        def __init__(self, text: str) -> None:
+            object.__setattr__(self, "value", int(text))
+
+    assert OwnInit("3").value == 3  # type: ignore[call-arg]
+
+    @frozen
+    class Undocumented:
+        size: int = 2
+
+    @dataclass(frozen=True, kw_only=True, slots=True)
+    class TheirUndocumented:
+        size: int = 2
+
+    assert Undocumented.__doc__ == "Undocumented(*, size: 'int' = 2)"
+    assert TheirUndocumented.__doc__ == "TheirUndocumented(*, size: 'int' = 2)"
+
+    class Shown(abc.ABC):
+        @abc.abstractmethod
+        def __repr__(self) -> str: ...
+
+    @frozen
+    class Concrete(Shown):
+        """Its __repr__ is the one @frozen writes."""
+
+        name: str
+
+    assert repr(Concrete(name="a")).endswith("Concrete(name='a')")
+
+    value = Derived(name="a", extra=6)
+    assert copy.copy(value).extra == 6 and pickle.loads(pickle.dumps(value)).extra == 6
+
+
+def test_a_dataclass_base_is_refused_with_what_to_use() -> None:
+    with pytest.raises(TypeError, match="does not derive from a dataclass"):
+
+        @frozen
+        class Child(Mine):
+            """Would inherit Mine's fields."""
+
+            more: int = 0

@@ -37,6 +37,8 @@ BYTES_PER_JOB = 2 * 1024**3
 
 @frozen
 class BuildEnvironment:
+    """What a source build runs with: its environment, the torch overlay, the job count."""
+
     variables: Mapping[str, str]  # the full environment the build runs with
     shown: tuple[
         tuple[str, str], ...

@@ -55,6 +55,8 @@ _GIT_TIMEOUT = 900.0
 
 @frozen
 class PreparedSource:
+    """A package's source copied for a build, and whether it is the recipe's pinned one."""
+
     root: Path  # the whole copy (repository root)
     build_dir: Path  # root / recipe.subdirectory: what `pip wheel` is given
     # describe_source(): "archive https://... (sha256 ...)", "git clone ... at <rev>",

@@ -27,6 +27,8 @@ _ATTRIBUTE_CC_MINOR = 76
 
 @frozen(kw_only=False)
 class CudaDeviceReport:
+    """The GPUs libcuda lists, or why it could not list them."""
+
     gpus: tuple[Gpu, ...]
     problem: str | None  # "cuInit: no CUDA-capable device is detected"
 

@@ -51,6 +51,8 @@ _FILE_SOURCES = {"/sys/module/nvidia/version": "sysfs", "/proc/driver/nvidia/ver
 
 @frozen(kw_only=False)
 class NvidiaFacts:
+    """The driver and GPUs the NVIDIA probes found, with what they noted."""
+
     driver: Driver | None
     gpus: tuple[Gpu, ...]
     notes: tuple[str, ...] = ()

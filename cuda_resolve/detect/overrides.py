@@ -42,6 +42,8 @@ OVERRIDE_VARIABLES = (
 
 @frozen(kw_only=False)
 class Overrides:
+    """What the override variables (CUDA_RESOLVE_DRIVER, CONDA_OVERRIDE_CUDA ...) set, and which."""
+
     driver_set: bool = False  # a driver variable was present (possibly empty)
     driver_source: str | None = None  # the variable that decided the driver
     driver_version: DriverVersion | None = None  # None with driver_set: "no driver"

@@ -58,6 +58,8 @@ _HINT = (
 
 @frozen(kw_only=False)
 class TargetFacts:
+    """What the target interpreter's files say: its Python, platform, torch and builds."""
+
     python: PythonInfo
     platform: str | None  # sys.platform: "linux", "win32", "darwin"
     machine: str | None  # the interpreter's architecture

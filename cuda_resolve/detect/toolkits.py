@@ -123,6 +123,8 @@ def _version_from_files(toolkit_dir: str) -> tuple[CudaVersion, str] | None:
 
 @frozen(kw_only=False)
 class _Located:
+    """Where a candidate toolkit really lives: its root and its real nvcc."""
+
     candidate: Candidate
     root: str
     real_nvcc: str | None

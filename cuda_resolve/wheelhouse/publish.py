@@ -26,6 +26,7 @@ import secrets
 import tempfile
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -57,7 +58,7 @@ _SIMPLE_SUFFIXES = ("/+simple/", "/simple/")
 @frozen
 class Credentials:
     username: str
-    password: str = ""
+    password: str = field(default="", repr=False)  # never in a traceback or a log
     source: str  # "the URL", "~/.pypirc [lab]", "~/.netrc", "keyring"
 
     def header(self) -> str:
