@@ -348,7 +348,13 @@ def test_missing_headers_without_wheels_is_an_error() -> None:
     bare = dataclasses.replace(env, torch=dataclasses.replace(env.torch, nvidia_wheels=()))
     (finding,) = [f for f in run_checks(bare, INDEX) if f.check == "toolkit-headers"]
     assert finding.status == "error"
-    assert finding.fix is not None and "cuda-libraries-dev" in finding.fix
+    toolkit = bare.toolkits[0].version
+    # The toolkit's own packages, not a placeholder (walk B12: "cuda-libraries-dev-X-Y").
+    assert finding.fix == (
+        "install the toolkit's math library headers (conda: "
+        f"cuda-libraries-dev={toolkit}; apt, from NVIDIA's repository: "
+        f"cuda-libraries-dev-{toolkit.major}-{toolkit.minor})"
+    )
 
 
 def test_host_compiler_without_a_workable_gcc() -> None:

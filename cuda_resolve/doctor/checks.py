@@ -455,6 +455,15 @@ def check_nvcc_wrapper(env: Environment, index: CudaFactsSource) -> list[Finding
     return findings
 
 
+def _headers_packages(toolkit: Toolkit) -> str:
+    """The packages of *toolkit*'s own version that carry the math library headers."""
+    version = toolkit.version
+    return (
+        f"conda: cuda-libraries-dev={version}; apt, from NVIDIA's repository: "
+        f"cuda-libraries-dev-{version.major}-{version.minor}"
+    )
+
+
 def check_toolkit_headers(env: Environment, index: CudaFactsSource) -> list[Finding]:
     toolkit = _primary(env)
     if toolkit is None or not toolkit.missing_headers:
@@ -483,8 +492,8 @@ def check_toolkit_headers(env: Environment, index: CudaFactsSource) -> list[Find
                 title="CUDA headers",
                 found=f"the toolkit at {toolkit.root} lacks {missing}; extension builds against "
                 "torch will need them (a PyPI torch's nvidia-* wheels carry them)",
-                fix="install the toolkit's math library headers (conda: cuda-libraries-dev; apt: "
-                "cuda-libraries-dev-X-Y), or build against a PyPI torch",
+                fix=f"install the toolkit's math library headers ({_headers_packages(toolkit)}), "
+                "or build against a PyPI torch",
             )
         ]
     return [
@@ -494,8 +503,7 @@ def check_toolkit_headers(env: Environment, index: CudaFactsSource) -> list[Find
             title="CUDA headers",
             found=f"the toolkit at {toolkit.root} lacks {missing}; extension builds against torch "
             "fail ('cusparse.h: No such file')",
-            fix="install the toolkit's math library headers (conda: cuda-libraries-dev; apt: "
-            "cuda-libraries-dev-X-Y)",
+            fix=f"install the toolkit's math library headers ({_headers_packages(toolkit)})",
         )
     ]
 

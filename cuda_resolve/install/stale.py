@@ -127,8 +127,7 @@ def carry_extensions(
         if not any(s.matches([name]) for s in stale):
             left = [s.name for s in stale if not s.curated]
             raise UsageError(
-                f"--keep-stale {name}: no extension built for torch {old} is installed under "
-                "that name",
+                f"--keep-stale {name}: no extension linking torch is installed under that name",
                 hint=f"the ones this torch change leaves behind: {', '.join(left)}"
                 if left
                 else "drop it: this torch change leaves no extension behind",
@@ -137,9 +136,10 @@ def carry_extensions(
     if unknown:
         names = ", ".join(_shown(s) for s in unknown)
         raise UsageError(
-            f"replacing torch {old} with {new} leaves {names} built for torch {old}, which "
-            "cuda-resolve does not know how to rebuild: at its next import it fails with "
-            "'undefined symbol' (torch's C++ ABI changes between builds)",
+            f"replacing torch {old} with {new} leaves {names}, which links torch's C++ library "
+            "and which cuda-resolve does not know how to rebuild: unless it was built for torch "
+            f"{new}, its next import fails with 'undefined symbol' (torch's C++ ABI changes "
+            "between builds)",
             hint="rebuild it from its source against the new torch after installing (pip install "
             "--force-reinstall --no-build-isolation with its source folder), or say to leave it "
             "as it is: " + " ".join(f"--keep-stale {s.name}" for s in unknown),
@@ -159,8 +159,8 @@ def carry_extensions(
     for s in stale:
         if not s.curated:
             notes.append(
-                f"{_shown(s)} stays built for torch {old} (--keep-stale): its next import under "
-                f"torch {new} may fail with 'undefined symbol'"
+                f"{_shown(s)} stays as it is (--keep-stale): unless it was built for torch {new}, "
+                "its next import may fail with 'undefined symbol'"
             )
     return replace(plan, reasons=(*plan.reasons, *notes))
 
