@@ -291,10 +291,8 @@ class Plan:
         from ._plan_checks import check_plan, check_trust, plain_data
         from ._toml import Table
 
-        hint = (
-            "write the plan with `cuda-resolve plan REQ... --json > plan.json` (this version of "
-            "cuda-resolve), then apply it"
-        )
+        replan = f"cuda-resolve plan {_requests_of(data)} --json > plan.json"
+        hint = f"write the plan with `{replan}` (this version of cuda-resolve), then apply it"
         if not isinstance(data, dict):
             raise PlanFormatError(f"{origin}: not a plan (expected a JSON object)", hint=hint)
         if "format" not in data and isinstance(data.get("error"), str):
@@ -314,7 +312,10 @@ class Plan:
             raise table.fail(
                 "format",
                 f"= {version}: this cuda-resolve applies plan format {PLAN_FORMAT}",
-                hint="upgrade cuda-resolve" if newer else hint,
+                hint="upgrade cuda-resolve (pip install -U cuda-resolve), or make the plan "
+                f"with this one: {replan}"
+                if newer
+                else hint,
             )
         if "builds" not in table or "steps" not in table:
             raise table.fail(
@@ -362,7 +363,8 @@ class Plan:
         table.finish(
             allowed_extra=("rejected", "alternatives", "command", "trust"),
             newer="a plan from a newer cuda-resolve may hold keys this one does not know: "
-            "upgrade cuda-resolve (pip install -U cuda-resolve), or make the plan with this one",
+            f"upgrade cuda-resolve (pip install -U cuda-resolve), or make the plan with this one: "
+            f"{replan}",
         )
         check_plan(plan, table)
         return plan
@@ -508,3 +510,21 @@ def make_plan(resolution: Resolution, env: Environment) -> Plan:
         rejected=tuple(dict.fromkeys(resolution.rejected)),
         alternatives=resolution.alternatives,
     )
+
+
+def _requests_of(data: object) -> str:
+    """The requirements of the ``cuda-pip install ...`` command a plan file names (``REQ...``
+    where it names none), for the command that makes it again."""
+    import shlex
+
+    command = data.get("command") if isinstance(data, dict) else None
+    if not (isinstance(command, list) and all(isinstance(word, str) for word in command)):
+        return "REQ..."
+    if command[:2] != ["cuda-pip", "install"]:
+        return "REQ..."
+    requests: list[str] = []
+    for word in command[2:]:
+        if word.startswith("-"):
+            break
+        requests.append(word)
+    return shlex.join(requests) if requests else "REQ..."

@@ -27,5 +27,13 @@ def test_an_unknown_top_level_key_names_it_and_the_upgrade(
         read_plan_file(path)
     assert "added_later: unknown key" in str(refused.value)
     assert "upgrade cuda-resolve" in str(refused.value.hint)
+    # The command that makes the plan again, with its request (walk B12: "plan REQ...").
+    assert str(refused.value.hint).endswith(
+        "or make the plan with this one: cuda-resolve plan six --json > plan.json"
+    )
+    path.write_text(json.dumps({**plan, "format": 1}))
+    with pytest.raises(CudaResolveError) as refused:
+        read_plan_file(path)
+    assert "`cuda-resolve plan six --json > plan.json`" in str(refused.value.hint)
     path.write_text(json.dumps(plan))
     assert read_plan_file(path).pass_through == ("six",)
