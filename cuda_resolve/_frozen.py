@@ -92,15 +92,15 @@ def _add_methods(cls: type[Any]) -> None:
         raise TypeError(f"{cls.__name__}: @frozen takes no InitVar field; use @dataclass")
     fields = dataclasses.fields(cls)
     names = tuple(f.name for f in fields)
-    me = "__dataclass_self__" if "self" in names else "self"
-    scope: dict[str, Any] = {
-        "__dataclass_set__": object.__setattr__,
-        "__dataclass_factory__": _FACTORY,
-    }
-    namespace: dict[str, Any] = {}
-    exec(_init(cls, fields, me, scope), scope, namespace)  # noqa: S102 - from field names
     methods: dict[str, Callable[..., Any]] = {}
-    if "__init__" not in own:
+    if "__init__" not in own:  # compiled only where it is used
+        me = "__dataclass_self__" if "self" in names else "self"
+        scope: dict[str, Any] = {
+            "__dataclass_set__": object.__setattr__,
+            "__dataclass_factory__": _FACTORY,
+        }
+        namespace: dict[str, Any] = {}
+        exec(_init(cls, fields, me, scope), scope, namespace)  # noqa: S102 - from field names
         init = namespace["__init__"]
         init.__annotations__ = {f.name: f.type for f in fields if f.init}
         init.__annotations__["return"] = None
