@@ -291,7 +291,7 @@ class Plan:
         from ._plan_checks import check_plan, check_trust, plain_data
         from ._toml import Table
 
-        replan = f"cuda-resolve plan {_requests_of(data)} --json > plan.json"
+        replan = f"cuda-resolve plan {_requests_of(data)} --json > {new_plan_file(origin)}"
         hint = f"write the plan with `{replan}` (this version of cuda-resolve), then apply it"
         if not isinstance(data, dict):
             raise PlanFormatError(f"{origin}: not a plan (expected a JSON object)", hint=hint)
@@ -510,6 +510,19 @@ def make_plan(resolution: Resolution, env: Environment) -> Plan:
         rejected=tuple(dict.fromkeys(resolution.rejected)),
         alternatives=resolution.alternatives,
     )
+
+
+#: The file a hint writes a plan made again into: never the plan file that was refused.
+NEW_PLAN = "plan.here.json"
+
+
+def new_plan_file(refused: str) -> str:
+    """Where a hint writes the plan made again instead of *refused* (a colleague's, maybe),
+    shell-quoted."""
+    import shlex
+    from pathlib import Path
+
+    return shlex.quote(NEW_PLAN if Path(refused).name != NEW_PLAN else f"again.{NEW_PLAN}")
 
 
 def _requests_of(data: object) -> str:

@@ -29,11 +29,11 @@ def test_an_unknown_top_level_key_names_it_and_the_upgrade(
     assert "upgrade cuda-resolve" in str(refused.value.hint)
     # The command that makes the plan again, with its request (walk B12: "plan REQ...").
     assert str(refused.value.hint).endswith(
-        "or make the plan with this one: cuda-resolve plan six --json > plan.json"
+        "or make the plan with this one: cuda-resolve plan six --json > plan.here.json"
     )
     path.write_text(json.dumps({**plan, "format": 1}))
     with pytest.raises(CudaResolveError) as refused:
         read_plan_file(path)
-    assert "`cuda-resolve plan six --json > plan.json`" in str(refused.value.hint)
+    assert "`cuda-resolve plan six --json > plan.here.json`" in str(refused.value.hint)
     path.write_text(json.dumps(plan))
     assert read_plan_file(path).pass_through == ("six",)

@@ -80,11 +80,9 @@ def refuse_deciding(args: argparse.Namespace, plan_file: Path) -> None:
         names = " ".join(wanted or [item.name for item in plan.items]) or "REQ..."
     except CudaResolveError:  # an unreadable plan: the refusal still names the option
         names = "REQ..."
-    from ..install.apply import NEW_PLAN
+    from ..plan import new_plan_file
 
-    # The plan made again goes to a new file: the one given (a colleague's, maybe) stays.
-    new = NEW_PLAN if Path(plan_file).name != NEW_PLAN else f"again.{NEW_PLAN}"
-    quoted = shlex.quote(new)
+    quoted = new_plan_file(str(plan_file))  # the file given (a colleague's, maybe) stays
     target = ["--python", shlex.quote(str(args.python))] if args.python else []
     words += target  # the same target: the plan is decided for its torch, and applied there
     if "--repair" in options:

@@ -22,17 +22,13 @@ from ..compat import build_covers_gpu
 from ..environment import Environment
 from ..errors import UsageError
 from ..index.model import parse_arch_list
-from ..plan import Plan, PlanFormatError, PlannedBuild
+from ..plan import NEW_PLAN, Plan, PlanFormatError, PlannedBuild
 from ..versions import same_version
 
 __all__ = ["PlanFactChanged", "check_plan_facts", "check_skipped_pip", "read_plan_file"]
 
 #: A plan document larger than this is not one.
 _PLAN_LIMIT = 16 * 1024 * 1024
-
-
-#: The file a hint writes a plan made again into: never the plan file that was refused.
-NEW_PLAN = "plan.here.json"
 
 
 class PlanFactChanged(UsageError):
