@@ -12,25 +12,23 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_lock import _lock, _venv, bench, configured, locked  # noqa: F401  (fixtures)
+from test_lock import _edited, _lock, _venv, bench, configured, locked  # noqa: F401  (fixtures)
 
 from cuda_resolve.cli import main
 from cuda_resolve.lock.read import read_lock
 
 
-def _edited_hash(locked: Path, into: Path, wheel: str) -> Path:
+def _edited_hash(locked: Path, tmp_path: Path, wheel: str) -> Path:
     """*locked* with the sha256 of the wheel whose name starts with *wheel* one digit off."""
-    text = locked.read_text()
     match = re.search(
         rf'name = "{re.escape(wheel)}[^"]*", url = "[^"]*", size = \d+, hashes = '
         r'\{ sha256 = "([0-9a-f]{64})" \}',
-        text,
+        locked.read_text(),
     )
-    assert match, text
+    assert match, locked.read_text()
     digest = match.group(1)
     changed = digest[:-1] + ("0" if digest[-1] != "0" else "1")
-    into.write_text(text.replace(digest, changed))
-    return into
+    return _edited(locked, tmp_path, lambda text: text.replace(digest, changed))
 
 
 def test_check_reports_a_hash_changed_after_locking(
@@ -40,7 +38,7 @@ def test_check_reports_a_hash_changed_after_locking(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert not read_lock(locked).packages_edited
-    edited = _edited_hash(locked, tmp_path / "pylock.toml", "tinyutil")
+    edited = _edited_hash(locked, tmp_path, "tinyutil")
     assert read_lock(edited).packages_edited
     capsys.readouterr()
     assert _lock(configured, edited, "a100.toml", "cpu-box.toml", extra=("--check",)) == 1
@@ -63,7 +61,7 @@ def test_sync_says_the_lock_was_edited_when_its_hash_fails(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    edited = _edited_hash(locked, tmp_path / "pylock.toml", "tinyutil")
+    edited = _edited_hash(locked, tmp_path, "tinyutil")
     python = _venv(tmp_path / "venv")
     capsys.readouterr()
     assert main(["sync", str(edited), "--name", "a100", "--python", str(python)]) == 1
