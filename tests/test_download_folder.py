@@ -111,6 +111,10 @@ def index(tmp_path: Path) -> Iterator[_Index]:
 def _environ(tmp_path: Path) -> dict[str, str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     environ.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INPUT="1")
+    # pip killed on purpose leaves its temporary folders: in the test's folder, not in /tmp.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir(exist_ok=True)
+    environ.update(TMPDIR=str(scratch), TEMP=str(scratch), TMP=str(scratch))
     return environ
 
 
