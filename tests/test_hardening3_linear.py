@@ -57,12 +57,13 @@ HOSTILE_LINES = {
 UNDER_LIMIT = 60_000
 
 CHILD = textwrap.dedent("""
-    import json, sys, time, tempfile
+    import atexit, json, shutil, sys, time, tempfile
     from pathlib import Path
     from cuda_resolve.errors import UsageError
     from cuda_resolve.install.reqfile import read_requirement_files
     cases, size = json.loads(sys.argv[1]), int(sys.argv[2])
     folder = Path(tempfile.mkdtemp())
+    atexit.register(shutil.rmtree, folder, True)
     result = {}
     for name, expression in cases.items():
         path = folder / "requirements.txt"
