@@ -9,7 +9,9 @@ Each type parses once, at the boundary, and raises ``ValueError`` with the bad t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from ._frozen import frozen
 
 __all__ = ["ComputeCapability", "CudaVersion", "DriverVersion", "parse_dotted", "same_version"]
 
@@ -45,7 +47,7 @@ def parse_dotted(text: str, *, what: str) -> tuple[int, ...]:
     return tuple(int(part) for part in parts)
 
 
-@dataclass(frozen=True, order=True, slots=True)
+@frozen(kw_only=False, order=True)
 class DriverVersion:
     """An NVIDIA driver version such as ``535.104.05``; compares numerically."""
 
@@ -69,7 +71,7 @@ class DriverVersion:
         return self.text
 
 
-@dataclass(frozen=True, order=True, slots=True)
+@frozen(kw_only=False, order=True)
 class CudaVersion:
     """A CUDA version as major.minor (``12.4``). Patch levels are not part of compatibility."""
 
@@ -112,7 +114,7 @@ class CudaVersion:
         return f"{self.major}.{self.minor}"
 
 
-@dataclass(frozen=True, order=True, slots=True)
+@frozen(kw_only=False, order=True)
 class ComputeCapability:
     """A GPU's compute capability (8.6); ``suffix`` is ``a`` or ``f`` for arch/family targets."""
 

@@ -248,3 +248,58 @@ def test_a_dataclass_base_is_refused_with_what_to_use() -> None:
             """Would inherit Mine's fields."""
 
             more: int = 0
+
+
+@frozen(kw_only=False, order=True)
+class MineOrdered:
+    """Ordered by its compared fields, positional, as the version classes are."""
+
+    parts: tuple[int, ...]
+    text: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class TheirsOrdered:
+    """The same, made by dataclasses alone."""
+
+    parts: tuple[int, ...]
+    text: str = field(default="", compare=False)
+
+
+@given(
+    st.lists(st.integers(0, 2), max_size=3).map(tuple),
+    st.lists(st.integers(0, 2), max_size=3).map(tuple),
+    st.sampled_from(["", "x"]),
+)
+def test_order_compares_as_dataclasses_orders(
+    first: tuple[int, ...], second: tuple[int, ...], text: str
+) -> None:
+    mine_a, mine_b = MineOrdered(first, text), MineOrdered(second)
+    theirs_a, theirs_b = TheirsOrdered(first, text), TheirsOrdered(second)
+    for compare in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__"):
+        assert getattr(mine_a, compare)(mine_b) == getattr(theirs_a, compare)(theirs_b), compare
+    assert sorted([mine_a, mine_b]) == [
+        MineOrdered(t.parts, t.text) for t in sorted([theirs_a, theirs_b])
+    ]
+    assert dataclasses.fields(MineOrdered)[0].name == "parts" and MineOrdered.__match_args__ == (
+        "parts",
+        "text",
+    )
+    assert pickle.loads(pickle.dumps(mine_a)) == mine_a
+
+
+def test_order_against_another_class_is_left_to_it_and_a_written_comparison_is_refused() -> None:
+    assert MineOrdered((1,)).__lt__(TheirsOrdered((2,))) is NotImplemented
+    with pytest.raises(TypeError):
+        MineOrdered((1,)) < (2,)  # type: ignore[operator]  # noqa: B015
+    assert MineOrdered.__dataclass_params__.order  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match="__lt__"):
+
+        @frozen(order=True)
+        class Written:
+            """Defines a comparison that order=True would overwrite."""
+
+            value: int
+
+            def __lt__(self, other: object) -> bool:
+                return True

@@ -10,7 +10,6 @@ only, so reading it creates none of the package catalogue's classes and imports 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from .._frozen import frozen
@@ -30,7 +29,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, order=True, slots=True)
+@frozen(kw_only=False, order=True)
 class ArchEntry:
     """One TORCH_CUDA_ARCH_LIST entry: SASS for ``capability`` and, with ``ptx``, PTX too."""
 
