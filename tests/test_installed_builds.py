@@ -316,7 +316,7 @@ def test_applying_a_plan_that_keeps_a_build_checks_it_is_still_installed_and_cov
     assert check_plan_facts(done, env).items == done.items
     with pytest.raises(
         PlanFactChanged,
-        match=re.escape(f"the installed pointnet2_ops {LABEL}; this machine has none"),
+        match=re.escape(f"the installed pointnet2_ops {LABEL}; the target environment has none"),
     ):
         check_plan_facts(done, replace(env, installed_extensions=()))
     with pytest.raises(
@@ -552,11 +552,12 @@ def test_a_plan_made_without_torch_says_so_when_the_target_has_one() -> None:
     with pytest.raises(PlanFactChanged) as refused:
         check_plan_facts(made_without, env)
     assert str(refused.value) == (
-        "the plan was made for an environment without torch; this machine has torch "
+        "the plan was made for an environment without torch; the target environment has torch "
         f"{env.torch.version}"
     )
     with pytest.raises(PlanFactChanged) as refused:
         check_plan_facts(done, replace(env, torch=None))
     assert str(refused.value) == (
-        f"the plan was made for the installed torch {env.torch.version}; this machine has no torch"
+        f"the plan was made for the installed torch {env.torch.version}; "
+        "the target environment has no torch"
     )

@@ -13,9 +13,10 @@ The first fact that changed is named, with the way out.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Protocol
 
 from ..build.spec import BuildSpec
 from ..compat import build_covers_gpu
@@ -91,14 +92,26 @@ def read_plan_file(path: Path) -> Plan:
     return Plan.from_json(data, origin=str(path))
 
 
-def _refusal(plan: Plan, python: str | None) -> Callable[[str, str, str], PlanFactChanged]:
+class _Refusal(Protocol):
+    def __call__(
+        self, fact: str, planned: str, here: str, *, where: str = ...
+    ) -> PlanFactChanged: ...
+
+
+#: Where a fact of the target environment (its Python, what is installed in it) is found: a
+#: machine holds many environments, and the one applied to may not be this tool's.
+TARGET = "the target environment"
+
+
+def _refusal(plan: Plan, python: str | None) -> _Refusal:
     """The refusal naming the fact that changed, for ``plan`` and the target ``python``."""
     names = [item.name for item in plan.items] or ["REQ..."]
 
-    def changed(fact: str, planned: str, here: str) -> PlanFactChanged:
+    def changed(
+        fact: str, planned: str, here: str, *, where: str = "this machine"
+    ) -> PlanFactChanged:
         return PlanFactChanged(
-            f"the plan was made for {f'{fact} {planned}' if planned else fact}; this machine has "
-            f"{here}",
+            f"the plan was made for {f'{fact} {planned}' if planned else fact}; {where} has {here}",
             names=names,
             python=python,
         )
@@ -106,9 +119,7 @@ def _refusal(plan: Plan, python: str | None) -> Callable[[str, str, str], PlanFa
     return changed
 
 
-def _relocated(
-    build: PlannedBuild, env: Environment, _changed: Callable[[str, str, str], PlanFactChanged]
-) -> PlannedBuild:
+def _relocated(build: PlannedBuild, env: Environment, _changed: _Refusal) -> PlannedBuild:
     spec = build.spec
     wanted = spec.toolkit.version
     toolkit = next((t for t in env.toolkits if t.version == wanted and t.nvcc), None)
@@ -141,7 +152,9 @@ def _check_kept_builds(plan: Plan, env: Environment) -> None:
             continue
         found = here.get(canonicalize_name(item.name))
         if found is None or not same_version(found, item.version):
-            raise _changed(f"the installed {item.name}", item.version, found or "none")
+            raise _changed(
+                f"the installed {item.name}", item.version, found or "none", where=TARGET
+            )
         for gpu in env.gpus:
             if item.arch_list and not build_covers_gpu(
                 parse_arch_list(item.arch_list), gpu.compute_capability
@@ -169,12 +182,17 @@ def check_skipped_pip(plan: Plan, installed: Mapping[str, str]) -> None:
     for item in plan.items:
         if item.kind == "installed" and not installed_as_planned(item, installed):
             found = installed.get(canonicalize_name(item.name))
-            raise _changed(f"the installed {item.name}", item.version, found or "none")
+            raise _changed(
+                f"the installed {item.name}", item.version, found or "none", where=TARGET
+            )
     for build in plan.builds:
         found = installed.get(canonicalize_name(build.spec.package))
         if found is None or not same_version(found, build.key.labelled_version):
             raise _changed(
-                f"the installed {build.spec.package}", build.key.labelled_version, found or "none"
+                f"the installed {build.spec.package}",
+                build.key.labelled_version,
+                found or "none",
+                where=TARGET,
             )
 
 
@@ -190,7 +208,9 @@ def check_plan_facts(plan: Plan, env: Environment) -> Plan:
             f"{env.machine.os} {env.machine.arch}",
         )
     if made.python.interpreter_tag != env.python.interpreter_tag:
-        raise _changed("Python", made.python.interpreter_tag, env.python.interpreter_tag)
+        raise _changed(
+            "Python", made.python.interpreter_tag, env.python.interpreter_tag, where=TARGET
+        )
     if made.driver is not None:
         if env.driver is None:
             raise _changed("NVIDIA driver", str(made.driver.version), "no driver")
@@ -204,8 +224,8 @@ def check_plan_facts(plan: Plan, env: Environment) -> Plan:
     here_torch = env.torch.version if env.torch else None
     if made_torch != here_torch:
         if made_torch is None:  # not "made for the installed torch none"
-            raise _changed("an environment without torch", "", f"torch {here_torch}")
-        raise _changed("the installed torch", made_torch, here_torch or "no torch")
+            raise _changed("an environment without torch", "", f"torch {here_torch}", where=TARGET)
+        raise _changed("the installed torch", made_torch, here_torch or "no torch", where=TARGET)
     _check_kept_builds(plan, env)
     for build in plan.builds:
         arch_list = parse_arch_list(build.key.arch_list)
