@@ -220,11 +220,19 @@ class Table:
         path = f"{self.path}.{key}" if self.path else key
         return Table(data, origin=self.origin, path=path, error=self.error, hint=self.hint)
 
-    def finish(self, *, allowed_extra: tuple[str, ...] = (), newer: str | None = None) -> None:
+    def finish(
+        self,
+        *,
+        allowed_extra: tuple[str, ...] = (),
+        newer: Callable[[], str] | None = None,
+    ) -> None:
         """Reject keys that were not read: unknown keys are an error naming the key. ``newer``:
-        what to do where a newer writer may have added the key (said after the known keys)."""
+        what to do where a newer writer may have added the key (said after the known keys;
+        called only then)."""
         unknown = [key for key in self.data if key not in self._seen and key not in allowed_extra]
         if unknown:
             known = sorted(self._seen | set(allowed_extra))
             hint = f"known keys here: {', '.join(known) or '(none)'}"
-            raise self.fail(unknown[0], "unknown key", hint=f"{hint}; {newer}" if newer else hint)
+            if newer is not None:
+                hint = f"{hint}; {newer()}"
+            raise self.fail(unknown[0], "unknown key", hint=hint)

@@ -290,6 +290,7 @@ class Plan:
         key."""
         from ._plan_checks import check_plan, check_trust, plain_data
         from ._toml import Table
+        from ._upgrade import upgrade_hint
 
         replan = f"cuda-resolve plan {_requests_of(data)} --json > {new_plan_file(origin)}"
         hint = f"write the plan with `{replan}` (this version of cuda-resolve), then apply it"
@@ -312,8 +313,7 @@ class Plan:
             raise table.fail(
                 "format",
                 f"= {version}: this cuda-resolve applies plan format {PLAN_FORMAT}",
-                hint="upgrade cuda-resolve (pip install -U cuda-resolve), or make the plan "
-                f"with this one: {replan}"
+                hint=f"{upgrade_hint()}, or make the plan with this one: {replan}"
                 if newer
                 else hint,
             )
@@ -362,9 +362,10 @@ class Plan:
         )
         table.finish(
             allowed_extra=("rejected", "alternatives", "command", "trust"),
-            newer="a plan from a newer cuda-resolve may hold keys this one does not know: "
-            f"upgrade cuda-resolve (pip install -U cuda-resolve), or make the plan with this one: "
-            f"{replan}",
+            newer=lambda: (
+                "a plan from a newer cuda-resolve may hold keys this one does not know: "
+                f"{upgrade_hint()}, or make the plan with this one: {replan}"
+            ),
         )
         check_plan(plan, table)
         return plan

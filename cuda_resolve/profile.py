@@ -128,10 +128,16 @@ def _choice(options: tuple[str, ...]) -> Any:
 def _environment(top: Table, *, source: str, index: CudaFactsSource | None) -> Environment:
     version = top.integer("format", FORMAT_VERSION)
     if not 1 <= version <= FORMAT_VERSION:
+        from ._upgrade import upgrade_hint
+
+        again = (
+            "save the profile again with this version (cuda-resolve detect --save-profile FILE, "
+            "on the machine it describes)"
+        )
         raise top.fail(
             "format",
             f"= {version}: this cuda-resolve reads profile format {FORMAT_VERSION}",
-            hint="upgrade cuda-resolve, or save the profile again with this version",
+            hint=f"{upgrade_hint()}, or {again}" if version > FORMAT_VERSION else again,
         )
     machine = _machine(top.table("machine"))
     python = _python(top.table("python", required=True))

@@ -244,6 +244,16 @@ def test_plan_from_a_profile_and_plan_json_then_apply_dry_run(installed: Install
     plan.write_text(decided.stdout)
     applied = installed.run("cuda-resolve", "apply", str(plan), "--dry-run", "--python", python)
     assert "dry run: nothing was built or installed" in applied.stdout + applied.stderr
+    # A plan from a newer cuda-resolve: the way to upgrade is the one for a wheel file, read from
+    # the direct_url.json that pip wrote (walk B12: "pip install -U cuda-resolve" went nowhere).
+    newer = installed.root / "newer-plan.json"
+    newer.write_text(json.dumps({**json.loads(decided.stdout), "format": 99}))
+    refused = installed.run(
+        "cuda-resolve", "apply", str(newer), "--dry-run", "--python", python, "--json", ok=(2,)
+    )
+    hint = json.loads(refused.stdout)["hint"]
+    assert "it was installed from /" in hint and ".whl: " in hint, hint
+    assert f"{installed.bin / 'python'} -m pip install -U NEWER-FILE" in hint, hint
 
 
 @pytest.fixture(scope="module")

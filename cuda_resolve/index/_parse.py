@@ -164,10 +164,14 @@ def parse_file(kind: str, file: Traversable, layer: Layer) -> None:
     top = parse_toml_text(text, origin=origin, error=IndexDataError, hint=_HINT)
     version = top.integer("format", FORMAT_VERSION)
     if version != FORMAT_VERSION:
+        from .._upgrade import upgrade_hint
+
         raise top.fail(
             "format",
             f"= {version}: this cuda-resolve reads index format {FORMAT_VERSION}",
-            hint="upgrade cuda-resolve, or write the file in format 1",
+            hint=f"{upgrade_hint()}, or write the file in format {FORMAT_VERSION}"
+            if version > FORMAT_VERSION
+            else f"write the file in format {FORMAT_VERSION}",
         )
     _sources(top, layer)
     if kind == "cuda":

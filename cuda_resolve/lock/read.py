@@ -79,10 +79,12 @@ def _lock_version(data: dict[str, Any], origin: str) -> tuple[Version, list[str]
         ) from None
     supported = Version(LOCK_VERSION)
     if version.major > supported.major:
+        from .._upgrade import upgrade_hint
+
         raise LockFormatError(
             f"{origin}: lock-version = {value!r}: this cuda-resolve reads lock version "
             f"{supported.major}.x only",
-            hint="upgrade cuda-resolve, or lock again with this one",
+            hint=f"{upgrade_hint()}, or lock again with this one",
         )
     notes = []
     if version > supported:

@@ -1,0 +1,74 @@
+"""The command that upgrades this cuda-resolve, for where it was installed from.
+
+A file from a newer cuda-resolve (a plan, a lock, a profile, an index layer) is refused with
+"upgrade cuda-resolve", and the way to do that depends on how this one came: from a checkout
+(``pip install .``), a checkout installed editable, a Git URL, a wheel or archive file, or an
+index. ``pip install -U cuda-resolve`` is right for the last only: elsewhere it finds nothing
+or another project of that name. pip records the others in the distribution's
+``direct_url.json`` (PEP 610), which is read here, only when such a refusal is made.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from urllib.parse import unquote, urlsplit
+
+__all__ = ["upgrade_hint", "upgrade_way"]
+
+_NAME = "cuda-resolve"
+
+
+def upgrade_hint() -> str:
+    """``upgrade cuda-resolve (HOW)``, for the start of a hint."""
+    return f"upgrade cuda-resolve ({upgrade_way(_direct_url(), sys.executable)})"
+
+
+def upgrade_way(direct_url: str | None, python: str) -> str:
+    """How to upgrade, from ``direct_url.json``'s text (None: installed from an index) and the
+    interpreter cuda-resolve runs in (its pip is the one that installed it)."""
+    pip = [python, "-m", "pip", "install", "-U"]
+    if direct_url is None:
+        return shlex.join([*pip, _NAME])
+    try:
+        data = json.loads(direct_url)
+        url = data["url"]
+        assert isinstance(url, str) and url
+    except (ValueError, KeyError, TypeError, AssertionError):
+        return shlex.join([*pip, _NAME])  # pip wrote it, so this is a damaged file: the usual way
+    vcs = data.get("vcs_info")
+    if isinstance(vcs, dict) and isinstance(vcs.get("vcs"), str):
+        return shlex.join([*pip, f"{vcs['vcs']}+{_without_login(url)}"])
+    where = _local_path(url)
+    directory = data.get("dir_info")
+    if isinstance(directory, dict) and where is not None:
+        if directory.get("editable"):
+            return f"it runs from the checkout {shlex.quote(where)}: update that checkout"
+        return f"update the checkout {shlex.quote(where)}, then {shlex.join([*pip, where])}"
+    source = where if where is not None else _without_login(url)
+    return f"it was installed from {shlex.quote(source)}: {shlex.join([*pip, 'NEWER-FILE'])}"
+
+
+def _direct_url() -> str | None:
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        return distribution(_NAME).read_text("direct_url.json")
+    except PackageNotFoundError:  # run from a source tree on sys.path: no distribution at all
+        return None
+
+
+def _local_path(url: str) -> str | None:
+    parts = urlsplit(url)
+    if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
+        return None
+    return unquote(parts.path)
+
+
+def _without_login(url: str) -> str:
+    """A URL without the user and password pip may have kept in it (never shown)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
