@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -223,3 +224,39 @@ def test_explain_on_a_failure_loads_no_rich() -> None:
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
     ruled = done.stderr.split("Ruled out:")[1].split("error:")[0]
     assert max(len(line) for line in ruled.splitlines()) <= 60
+
+
+H200 = """\
+[python]
+version = "3.11.7"
+
+[driver]
+version = "580.95.05"
+
+[[gpu]]
+name = "NVIDIA H200"
+compute_capability = "9.0"
+"""
+
+
+def test_explain_keeps_to_what_the_request_allows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pinned torch: its alternatives are other builds of that release, and the Why line does
+    not point at a newer release the pin rules out (walk B12: it listed 2.12.1 for a 2.13.0 pin
+    and said "the index cannot confirm that torch 2.15.0 ... were published; pin one")."""
+    monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(tmp_path / "config.toml"))
+    path = tmp_path / "h200.toml"
+    path.write_text(H200, encoding="utf-8")
+
+    def explained(request: str) -> dict[str, Any]:
+        assert main(["plan", request, "--profile", str(path), "--explain", "--json"]) == 0
+        document: dict[str, Any] = json.loads(capsys.readouterr().out)
+        return document
+
+    free = explained("torch")
+    assert any(not a["candidate"].startswith("torch 2.13.0+") for a in free["alternatives"])
+    pinned = explained("torch==2.13.0")
+    labels = [a["candidate"] for a in pinned["alternatives"] if a["name"] == "torch"]
+    assert labels and all(label.startswith("torch 2.13.0+") for label in labels), labels
+    assert not any("2.15.0" in reason for reason in pinned["reasons"]), pinned["reasons"]

@@ -8,7 +8,7 @@ and the way out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import resolvelib
@@ -271,13 +271,14 @@ def resolve(
             )
     names = {c.name for c in chosen} | {r.name for r in requirements}
     rejected = tuple(r for r in catalogue.rejections if r.name in names)
-    reasons = tuple(_reason(c, chosen, env, index, catalogue) for c in chosen) + notes
+    allowed = _asked(requirements)
+    reasons = tuple(_reason(c, chosen, env, index, catalogue, allowed) for c in chosen) + notes
     return Resolution(
         chosen=tuple(chosen),
         pass_through=tuple(passed),
         reasons=reasons,
         rejected=rejected,
-        alternatives=_alternatives(chosen, catalogue),
+        alternatives=_alternatives(chosen, catalogue, allowed),
         extras=extras,
     )
 
@@ -357,8 +358,24 @@ def _driver_needed(cuda: CudaVersion, index: Index) -> str:
     return f"a driver for CUDA {cuda}"
 
 
-def _newer_unconfirmed(candidate: Candidate, catalogue: Catalogue) -> list[str]:
-    """Viable torch builds newer than the chosen one whose existence the index could not confirm."""
+def _asked(requirements: Sequence[Req]) -> Callable[[Candidate], bool]:
+    """Whether a candidate is one the user's requests allow (a pin, a range, a variant): the
+    others are never an alternative, whatever else fits (walk B12)."""
+    by_name: dict[str, list[Req]] = {}
+    for req in requirements:
+        by_name.setdefault(canonicalize_name(req.name), []).append(req)
+
+    def allowed(candidate: Candidate) -> bool:
+        return all(Catalogue.satisfies(req, candidate) for req in by_name.get(candidate.name, ()))
+
+    return allowed
+
+
+def _newer_unconfirmed(
+    candidate: Candidate, catalogue: Catalogue, asked: Callable[[Candidate], bool]
+) -> list[str]:
+    """Viable torch builds newer than the chosen one, allowed by the requests, whose existence
+    the index could not confirm."""
     return [
         other.label
         for other in catalogue.candidates("torch")
@@ -366,6 +383,7 @@ def _newer_unconfirmed(candidate: Candidate, catalogue: Catalogue) -> list[str]:
         and other.torch_variant is not None
         and "exists" in other.torch_variant.unverified
         and other.base_version > candidate.base_version
+        and asked(other)
     ]
 
 
@@ -401,6 +419,7 @@ def _reason(
     env: Environment,
     index: Index,
     catalogue: Catalogue,
+    asked: Callable[[Candidate], bool],
 ) -> str:
     gpus = ", ".join(f"{gpu.name} ({gpu.compute_capability})" for gpu in env.gpus) or "no GPU"
     if candidate.kind == "installed":
@@ -417,7 +436,7 @@ def _reason(
         if dependents:
             why = f"pinned by {dependents[0].label}"
         else:
-            unconfirmed = _newer_unconfirmed(candidate, catalogue)
+            unconfirmed = _newer_unconfirmed(candidate, catalogue, asked)
             why = "newest release that fits"
             if unconfirmed:
                 shown = ", ".join(sorted(set(unconfirmed), reverse=True)[:3])
@@ -519,9 +538,14 @@ def _less_preferred(alternative: Candidate, winner: Candidate) -> str:
 
 
 def _alternatives(
-    chosen: Sequence[Candidate], catalogue: Catalogue, *, per_package: int = 3
+    chosen: Sequence[Candidate],
+    catalogue: Catalogue,
+    asked: Callable[[Candidate], bool],
+    *,
+    per_package: int = 3,
 ) -> tuple[Alternative, ...]:
-    """For each chosen build, the next few that also fit here, and why each lost."""
+    """For each chosen build, the next few that also fit here and that the requests allow, and
+    why each lost."""
     found: list[Alternative] = []
     for winner in chosen:
         if winner.name in ("torchvision", "torchaudio"):
@@ -535,7 +559,7 @@ def _alternatives(
             if alternative is winner:
                 ahead = False
                 continue
-            if alternative.label in seen:
+            if alternative.label in seen or not asked(alternative):
                 continue
             seen.add(alternative.label)
             conflict = _conflicts_with(alternative, chosen, catalogue)
