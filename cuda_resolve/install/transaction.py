@@ -731,6 +731,17 @@ def _pip_failed(
     detail = [line for line in tail if line.startswith("ERROR")] or list(tail[-3:])
     said = " / ".join(d.strip() for d in detail)
     restored = f"the environment was restored as it was; full log: {log_path}"
+    from .pip_hashes import describe, hash_mismatches
+
+    refused = hash_mismatches(tail)
+    if refused:
+        return InstallError(
+            f"pip install ({purpose}) failed: a file pip fetched is not the one pinned: "
+            + "; ".join(describe(m) for m in refused),
+            hint="the hash comes from the plan, the lock or your requirements: where one was "
+            "edited, make it again; otherwise the index now serves another file than when it was "
+            f"made (a mirror out of step, or an upload replaced): ask its keeper; {restored}",
+        )
     try:
         with open(log_path, "rb") as log:
             log.seek(0, os.SEEK_END)
