@@ -33,6 +33,8 @@ NOT_ON_PLANS_PATH = (
     "cuda_resolve.lock",
     "cuda_resolve.conda",
     "cuda_resolve.doctor.checks",
+    "zipfile",  # reading a built wheel (1.5 ms on Python 3.12)
+    "cuda_resolve.wheelhouse.rewrite",  # storing a wheel (csv, base64)
 )
 
 _RUN_PLAN = """

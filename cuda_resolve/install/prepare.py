@@ -12,7 +12,6 @@ imports to check. The executor then does exactly this; ``--dry-run`` prints it.
 
 from __future__ import annotations
 
-import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -88,6 +87,7 @@ _METADATA_LIMIT = 1024 * 1024
 def requires_dist(wheel: Path) -> list[str] | None:
     """The wheel's ``Requires-Dist`` lines; None when its metadata cannot be read."""
     import email.parser
+    import zipfile  # only where a built wheel is read: plan's start-up imports none (issue 28)
 
     try:
         with zipfile.ZipFile(wheel) as archive:

@@ -16,7 +16,6 @@ cannot be reached is one note and a local build, never a failure.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,7 +30,6 @@ from ..redaction import redact, register_secret
 from ..versions import ComputeCapability
 from .errors import WheelhouseError
 from .key import Coverage, LabelParts, WheelKey, covers, parse_local_label
-from .rewrite import KEY_FILE, read_wheel_key
 
 if TYPE_CHECKING:
     from ..net.client import HttpClient
@@ -299,6 +297,11 @@ class ServedIndex:
             if found is not None:
                 return found  # another process here downloaded (or built) it meanwhile
             house.root.mkdir(parents=True, exist_ok=True)
+            # Only for a download: plan's lookups import neither (zipfile, csv; issue 28).
+            import tempfile
+
+            from .rewrite import KEY_FILE, read_wheel_key
+
             with tempfile.TemporaryDirectory(prefix=".download-", dir=house.root) as scratch:
                 target = Path(scratch) / wheel.filename
                 self.client().download(wheel.url, target, sha256=wheel.sha256)

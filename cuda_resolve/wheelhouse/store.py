@@ -29,7 +29,6 @@ import json
 import os
 import shutil
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -43,7 +42,6 @@ from ..versions import ComputeCapability
 from . import simple
 from .errors import WheelhouseError
 from .key import Coverage, KeyQuery, WheelKey, covers
-from .rewrite import find_strip, rewrite_wheel
 
 if TYPE_CHECKING:
     import filelock  # imported where a lock is taken: a plan's lookups take none (issue 28)
@@ -782,6 +780,8 @@ class Wheelhouse:
                 raise self._write_error(exc, f"creating {project_dir}") from None
             retired: Path | None = None
             try:
+                from .rewrite import find_strip, rewrite_wheel  # storing only (issue 28)
+
                 written = rewrite_wheel(
                     built_wheel, key, staging, strip=find_strip() if strip_debug else None
                 )
@@ -832,6 +832,8 @@ class Wheelhouse:
         """A new staging folder in ``project_dir``, made if missing. Another process removing
         the project's last entry takes the empty folder away (``rmdir``) between the two steps:
         then it is made again."""
+        import tempfile  # storing only: plan's start-up imports none (issue 28)
+
         tries = 3
         while True:
             project_dir.mkdir(parents=True, exist_ok=True)
