@@ -370,6 +370,12 @@ class Plan:
         check_plan(plan, table)
         return plan
 
+    def requests(self) -> list[str]:
+        """What the plan installs, as requirements a new command can ask for again: its items
+        (those not kept as installed) by name, then what it passes through to pip."""
+        named = [item.name for item in self.items if item.kind != "installed"]
+        return [*named, *self.pass_through]
+
     def explain_lines(self, *, per_group: int = 3) -> list[str]:
         """The rejections, grouped: one line per family of alike reasons, newest first."""
         groups: dict[tuple[str, str], list[Rejection]] = {}

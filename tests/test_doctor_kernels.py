@@ -19,7 +19,7 @@ import struct
 import subprocess
 import sys
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -306,8 +306,19 @@ def test_scan_records_targets_and_doctor_flags_a_gpu_without_a_kernel(
     assert "pointnet2_ops" in error.found and str(site / EXT) in error.found
     assert "sm_80, sm_86 (no PTX)" in error.found and "NVIDIA H200 (9.0)" in error.found
     assert "no kernel image is available" in error.found
-    assert error.fix is not None and "cuda-pip install --rebuild pointnet2_ops" in error.fix
-    assert 'TORCH_CUDA_ARCH_LIST="8.0;8.6;9.0"' in error.fix
+    assert error.fix is not None and "`cuda-pip install --rebuild pointnet2_ops`" in error.fix
+    # cuda-pip sets TORCH_CUDA_ARCH_LIST itself: the targets to keep go in --arch-list (walk C2).
+    assert "`cuda-pip install --rebuild pointnet2_ops --arch-list '8.0;8.6;9.0'`" in error.fix
+    assert "TORCH_CUDA_ARCH_LIST" not in error.fix
+    # A target that cuda-pip would not choose by itself is named, in both commands (walk C2).
+    elsewhere = _environment(found, "9.0")
+    elsewhere = replace(
+        elsewhere,
+        source="detected",
+        python=replace(elsewhere.python, executable="/elsewhere/venv/bin/python"),
+    )
+    (named,) = check_extension_kernels(elsewhere, make_index())
+    assert named.fix is not None and named.fix.count("--python /elsewhere/venv/bin/python`") == 2
 
     (ok,) = check_extension_kernels(_environment(found, "8.0"), make_index())
     assert ok.status == "ok"

@@ -39,3 +39,37 @@ def test_the_dry_run_command_runs_after_sync_has_exited(
     done = subprocess.run(command, capture_output=True, text=True, env=environ, check=False)
     assert done.returncode == 0, done.stderr
     assert _installed(python)["tinyutil"] == "1.0"
+
+
+def test_a_named_profile_for_another_platform_is_refused_and_other_differences_said(
+    configured: dict[str, Path | str],
+    locked: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """User walk C3: `sync --name gh200` installed an aarch64 profile on x86_64 (PEP 751's
+    selection found the x86_64 files another profile put in the same entries) and `--check`
+    said it "matches"."""
+    import platform
+
+    from cuda_resolve.cli import main
+
+    python = _venv(tmp_path / "venv")
+    text = locked.read_text()
+    here = f'arch = "{platform.machine()}"'
+    assert here in text
+    other = tmp_path / "pylock.other.toml"
+    other.write_text(text.replace(here, 'arch = "riscv64"'))
+    capsys.readouterr()
+    assert main(["sync", str(other), "--name", "cpu", "--python", str(python), "--check"]) == 1
+    said = capsys.readouterr()
+    assert "profile cpu of" in said.err and "was locked for linux/riscv64" in said.err
+    assert "tinyutil" not in _installed(python)
+    # A GPU here that the CPU profile was not locked for: said, and the sync goes on.
+    monkeypatch.setenv("CUDA_RESOLVE_CUDA_ARCH", "9.0")
+    monkeypatch.setenv("CUDA_RESOLVE_DRIVER", "580.65.06")
+    words = ["sync", str(locked), "--name", "cpu", "--python", str(python), "--dry-run"]
+    assert main([*words, "--installer", "pip"]) == 0
+    out = capsys.readouterr().out
+    assert "note: profile cpu was locked for another machine: GPUs here: 9.0" in out, out

@@ -133,12 +133,12 @@ NAME, --all""": Run(NO_GPU),
     # The cache folders it names are made first; afterwards they are gone and the journal is kept.
     'cache="${CUDA_RESOLVE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cuda-resolve}"\n'
     'rm -rf "$cache/logs" "$cache/sources" "$cache/http" "$cache/lock-files" "$cache/lock-pip" '
-    '"$cache/lock-wheels"': Run(
+    '"$cache/lock-wheels" "$cache/downloads"': Run(
         NO_GPU,
         before="c=.cache/cuda-resolve; for d in logs sources http lock-files lock-pip lock-wheels "
-        "journal; do mkdir -p $c/$d; touch $c/$d/f; done",
+        "downloads journal; do mkdir -p $c/$d; touch $c/$d/f; done",
         after="c=.cache/cuda-resolve; test -f $c/journal/f; for d in logs sources http lock-files "
-        "lock-pip lock-wheels; do test ! -e $c/$d; done",
+        "lock-pip lock-wheels downloads; do test ! -e $c/$d; done",
     ),
     # In a lab (its mirror, its served wheelhouse holding pointnet2_ops for each profile's torch),
     # on an A100 node: the lock is written, sync installs the A100 profile, which imports and shows

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -131,7 +132,8 @@ def test_installer_uv_without_uv_is_a_usage_error_with_the_extra_to_install(
     monkeypatch.setattr(uv_engine, "find_uv", lambda environ: None)
     with pytest.raises(UsageError) as caught:
         uv_engine.uv_for("uv", {})
-    assert "cuda-resolve[fast]" in str(caught.value.hint)
+    # This interpreter's pip: cuda-resolve itself is not on PyPI, uv is (user walk C13).
+    assert f"{sys.executable} -m pip install uv" in str(caught.value.hint)
     assert uv_engine.uv_for("auto", {}) == (None, None)  # auto: pip, nothing to say
     found, note = uv_engine.uv_for("auto", {"PIP_TARGET": "/elsewhere"})
     assert found is None and note is not None and "PIP_TARGET" in note

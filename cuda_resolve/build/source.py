@@ -105,8 +105,23 @@ def recipe_digest(recipe: Recipe, torch_version: str) -> str:
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 
 
-def _git(args: Sequence[str], *, cwd: Path | None, environ: Mapping[str, str]) -> str:
+def _git(
+    args: Sequence[str],
+    *,
+    cwd: Path | None,
+    environ: Mapping[str, str],
+    remote: str | None = None,
+) -> str:
+    """git's output; ``remote``: the URL a fetch reaches, named in the hint when it fails."""
     done = run(["git", *args], timeout=_GIT_TIMEOUT, env=environ, cwd=cwd)
+    # doctor --network tries the package indexes, not git hosts (user walk C8): for a fetch, the
+    # way to test the host is git's own.
+    network = (
+        f"check that this machine reaches {remote} (`git ls-remote {remote}` tries it, with "
+        "git's proxy settings: http.proxy, HTTPS_PROXY)"
+        if remote
+        else "check the network and any proxy (cuda-resolve doctor --network)"
+    )
     if done is None:
         raise BuildError(
             "git is not installed, so the recipe's repository cannot be cloned",
@@ -115,14 +130,13 @@ def _git(args: Sequence[str], *, cwd: Path | None, environ: Mapping[str, str]) -
     if done.returncode is None:
         raise BuildError(
             f"git {' '.join(args[:2])} took longer than {_GIT_TIMEOUT:.0f} s or wrote too much",
-            hint="check the network (cuda-resolve doctor --network), or pass --source DIR",
+            hint=f"{network}, or pass --source DIR with a copy of the repository",
         )
     if done.returncode != 0:
         detail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         raise BuildError(
             f"git {' '.join(args)} failed: {' / '.join(detail) or f'exit {done.returncode}'}",
-            hint="check the network and any proxy (cuda-resolve doctor --network), or pass "
-            "--source DIR with a copy of the repository",
+            hint=f"{network}, or pass --source DIR with a copy of the repository",
         )
     return done.stdout.strip()
 
@@ -134,6 +148,15 @@ def _head_revision(tree: Path, environ: Mapping[str, str]) -> str | None:
         return _git(["rev-parse", "HEAD"], cwd=tree, environ=environ)
     except BuildError:
         return None
+
+
+def _holds_commit(tree: Path, revision: str, environ: Mapping[str, str]) -> bool:
+    """Whether the repository at ``tree`` has ``revision`` (a checkout of it can then work)."""
+    try:
+        _git(["cat-file", "-e", f"{revision}^{{commit}}"], cwd=tree, environ=environ)
+    except BuildError:
+        return False
+    return True
 
 
 def _clone(
@@ -148,7 +171,12 @@ def _clone(
     _git(["init", "-q", str(dest)], cwd=None, environ=environ)
     _git(["remote", "add", "origin", recipe.repository], cwd=dest, environ=environ)
     # A pinned commit: fetch just it (GitHub serves any reachable commit by hash).
-    _git(["fetch", "-q", "--depth", "1", "origin", recipe.revision], cwd=dest, environ=environ)
+    _git(
+        ["fetch", "-q", "--depth", "1", "origin", recipe.revision],
+        cwd=dest,
+        environ=environ,
+        remote=recipe.repository,
+    )
     _git(["checkout", "-q", "FETCH_HEAD"], cwd=dest, environ=environ)
     head = _head_revision(dest, environ)
     if head != recipe.revision:
@@ -456,6 +484,16 @@ def _copy_source_dir(
         )
     head = _head_revision(source_dir, env)
     if head is not None and recipe.revision is not None and head != recipe.revision:
+        if not _holds_commit(source_dir, recipe.revision, env):  # user walk C7
+            origin = recipe.repository or "the recipe's repository"
+            raise BuildError(
+                f"--source {source_dir} does not hold recipe {recipe.name}'s revision "
+                f"{recipe.revision[:12]}: its history has no such commit (a copy of another "
+                "repository, or a shallow clone)",
+                hint=f"give a clone of {origin} (git clone {origin} DIR && git -C DIR checkout "
+                f"{recipe.revision}); a shallow clone of it fetches the commit with git -C "
+                f"{source_dir} fetch origin {recipe.revision}",
+            )
         raise BuildError(
             f"--source {source_dir} is at {head[:12]}, but recipe {recipe.name} pins "
             f"{recipe.revision[:12]}",

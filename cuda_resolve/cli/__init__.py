@@ -152,7 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.add_argument(
             "--debug", action="store_true", help="on an unexpected error, show the traceback"
         )
-        args = parser.parse_args(args_list)
+        args, unknown = parser.parse_known_args(args_list)
+        if unknown:
+            raise _unrecognized(args, unknown)
         if args.command is None:
             parser.print_help()
             return 2
@@ -162,6 +164,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
 
     return guarded(command, wants_json=wants_json, debug=debug)
+
+
+def _unrecognized(args: argparse.Namespace, words: Sequence[str]) -> UsageError:
+    """Words no option takes, with the help of the subcommand they were given to (user walk C13:
+    ``cuda-resolve install six --no-deps`` pointed at the top level's help)."""
+    command = args.command
+    prog = f"cuda-resolve {command}" if command else "cuda-resolve"
+    hint = f"run `{prog} --help` for usage"
+    if command == "install":
+        again = " ".join(word for word in words if word.startswith("-"))
+        hint += (
+            f"; pip's own options ({again}) go through cuda-pip, which passes them on to pip: "
+            f"`cuda-pip install {' '.join(getattr(args, 'requests', None) or ['REQ...'])} {again}`"
+        )
+    return UsageError(f"{prog}: unrecognized arguments: {' '.join(words)}", hint=hint)
 
 
 def _interrupted(*, as_json: bool = False, by: KeyboardInterrupt | None = None) -> int:

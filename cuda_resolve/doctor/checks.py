@@ -610,6 +610,17 @@ def _arch_list_with(ext: ExtensionBinary, wanted: list[ComputeCapability]) -> st
     )
 
 
+def _compiled_kernels_fix(
+    env: Environment, ext: ExtensionBinary, lacking: list[ComputeCapability]
+) -> str:
+    wanted = _arch_list_with(ext, lacking)
+    package = _package(ext)
+    if package is None:
+        return f'build it with TORCH_CUDA_ARCH_LIST="{wanted}" for compiled kernels'
+    command = _cuda_pip_install(env, "--rebuild", package, "--arch-list", wanted)
+    return f"`{command}` for compiled kernels"
+
+
 def check_extension_kernels(env: Environment, index: CudaFactsSource) -> list[Finding]:
     """Does every extension carry a kernel each GPU runs? Its fat binaries' SASS/PTX targets
     (read by the extension scan) against the GPUs, by compat.build_covers_gpu's rule."""
@@ -633,10 +644,15 @@ def check_extension_kernels(env: Environment, index: CudaFactsSource) -> list[Fi
             )
             lacking = sorted({gpu.compute_capability for gpu in none})
             package = _package(ext)
+            wanted = _arch_list_with(ext, lacking)
+            # cuda-pip sets TORCH_CUDA_ARCH_LIST itself: --arch-list is how to keep the targets
+            # the build had (user walk C2), and --python where cuda-pip would pick another venv.
+            keep = _cuda_pip_install(env, "--rebuild", package or "", "--arch-list", wanted)
             rebuild = (
-                f"`cuda-pip install --rebuild {package}` (builds for the GPUs here)"
+                f"`{_cuda_pip_install(env, '--rebuild', package)}` (builds for the GPUs here), "
+                f"or keep its targets too: `{keep}`"
                 if package
-                else "rebuild it for the GPUs here"
+                else f'rebuild it for the GPUs here (TORCH_CUDA_ARCH_LIST="{wanted}")'
             )
             blocked = _no_rebuild_here(env, index)
             findings.append(
@@ -646,9 +662,7 @@ def check_extension_kernels(env: Environment, index: CudaFactsSource) -> list[Fi
                     title="kernels for the GPUs",
                     found=f"{_named(ext)} carries {_carries(ext)}; none runs on {gpus}: expect "
                     "'no kernel image is available for execution on the device'",
-                    fix=blocked
-                    or f"{rebuild}, or build it with "
-                    f'TORCH_CUDA_ARCH_LIST="{_arch_list_with(ext, lacking)}"',
+                    fix=blocked or rebuild,
                 )
             )
         elif jit:
@@ -662,8 +676,7 @@ def check_extension_kernels(env: Environment, index: CudaFactsSource) -> list[Fi
                     found=f"{_named(ext)} carries {_carries(ext)}: {gpus} run(s) only its PTX, "
                     "which the driver JIT-compiles at first use (minutes for a large "
                     "extension; cached in ~/.nv/ComputeCache)",
-                    fix=f'build it with TORCH_CUDA_ARCH_LIST="{_arch_list_with(ext, lacking)}" '
-                    "for compiled kernels",
+                    fix=_compiled_kernels_fix(env, ext, lacking),
                 )
             )
     if not findings:

@@ -362,10 +362,16 @@ def _distributions(data: object) -> dict[str, str]:
 
 
 def refuse_externally_managed(
-    python: str, facts: PipFacts, pip_args: Sequence[str], environ: Mapping[str, str]
+    python: str,
+    facts: PipFacts,
+    pip_args: Sequence[str],
+    environ: Mapping[str, str],
+    *,
+    requests: Sequence[str] = (),
 ) -> None:
     """PEP 668: pip refuses to install into a distributor-managed interpreter (Debian's system
-    Python); say so before anything is built, not after a 60-second compile."""
+    Python); say so before anything is built, not after a 60-second compile. ``requests``: what
+    was asked, for the command the hint gives."""
     if not facts.externally_managed:
         return
     from .pipoptions import pip_settings
@@ -377,13 +383,19 @@ def refuse_externally_managed(
         is not None
     ):
         return
+    import shlex
+    import sys
+
+    # This cuda-pip, by its path: a new venv holds none of its own (user walk C1).
+    cuda_pip = os.path.join(os.path.dirname(sys.executable), "cuda-pip")
+    again = [cuda_pip if os.path.isfile(cuda_pip) else "cuda-pip", "install"]
+    again += ["--python", ".venv/bin/python", *(requests or ["REQ..."])]
     raise InstallError(
         f"{python} is externally managed (PEP 668: its distributor's package manager owns it), so "
         "pip will not install into it",
         hint="create a virtual environment and install there: python3 -m venv .venv && "
-        ".venv/bin/cuda-pip install ... "
-        "(or pass --python PATH of one); pip's --break-system-packages overrides this at "
-        "your own risk",
+        f"{shlex.join(again)} (or pass --python PATH of one you have); pip's "
+        "--break-system-packages overrides this at your own risk",
     )
 
 

@@ -273,7 +273,9 @@ def complete_for_target(
     python = env.python.executable
     if probe_target and python is not None and env.source == "detected":
         facts, installed = pip_facts_and_distributions(python, environ, remembered=remembered)
-        refuse_externally_managed(python, facts, options.pip_args, environ)
+        refuse_externally_managed(
+            python, facts, options.pip_args, environ, requests=plan.requests()
+        )
     return complete_plan(
         plan,
         env,

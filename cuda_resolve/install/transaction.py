@@ -626,7 +626,7 @@ def _execute_once(
         with phases.timed("target probe"):
             probed = pip_facts_and_distributions(python, base)
     facts, before = probed
-    refuse_externally_managed(python, facts, options.pip_args, base)
+    refuse_externally_managed(python, facts, options.pip_args, base, requests=plan.requests())
     pip, trust_note = _pip_for(plan, python, base, log_path, facts)
     pip.on_note = report.note  # a background process ended because it held pip's output open
     notes: list[str] = []

@@ -109,9 +109,14 @@ def uv_for(installer: str, environ: Mapping[str, str]) -> tuple[str | None, str 
         return None, f"{', '.join(elsewhere)} set: pip installs, as it reads them"
     found = find_uv(environ)
     if found is None and installer == "uv":
+        import shlex
+        import sys
+
         raise UsageError(
             "--installer uv: uv is not installed here",
-            hint="pip install 'cuda-resolve[fast]' (uv from PyPI), or put uv on PATH",
+            hint="install uv next to cuda-resolve "
+            f"({shlex.join([sys.executable, '-m', 'pip', 'install', 'uv'])}: the [fast] extra "
+            "is uv from PyPI), or put uv on PATH",
         )
     return found, None
 

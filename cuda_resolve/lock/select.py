@@ -75,6 +75,16 @@ def choose_profile(lock: ReadLock, env: Environment, facts: CudaFactsSource, nam
                 hint="--name NAME with one of those, or --name auto to pick the one that fits "
                 "this machine",
             )
+        record = lock.profiles[wanted]
+        # Another platform's wheels would not run here; PEP 751's selection could still find
+        # this platform's files in the entries other profiles share (user walk C3).
+        if (record.os, record.arch) != (env.machine.os, env.machine.arch):
+            raise LockError(
+                f"profile {wanted} of {lock.origin} was locked for {record.os}/{record.arch}; "
+                f"this machine is {env.machine.os}/{env.machine.arch}",
+                hint="sync the profile for this platform (--name auto picks the one that fits), "
+                f"or run the sync on a {record.os}/{record.arch} machine",
+            )
         return wanted
     fitting = []
     lines = []
@@ -90,6 +100,21 @@ def choose_profile(lock: ReadLock, env: Environment, facts: CudaFactsSource, nam
         f"{what} of {lock.origin} fit this machine: " + " | ".join(lines),
         hint=_way_out(lock, env, fitting),
     )
+
+
+def named_profile_notes(
+    lock: ReadLock, env: Environment, facts: CudaFactsSource, name: str, profile: str
+) -> list[str]:
+    """What differs here from the profile ``--name`` chose (a login node preparing a GPU node's
+    environment is one reason to name one): said, not refused; none for ``auto``, which chose a
+    profile that fits."""
+    if name == "auto":
+        return []
+    return [
+        f"profile {profile} was locked for another machine: {difference} (--name auto picks a "
+        "profile that fits this one)"
+        for difference in differences(lock.profiles[profile], env, facts)
+    ]
 
 
 def _way_out(lock: ReadLock, env: Environment, fitting: list[str]) -> str:

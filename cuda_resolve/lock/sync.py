@@ -200,10 +200,12 @@ class _Target:
     def decide(self) -> SyncResult:
         from ..index import default_cuda_facts
         from .drift import drift, kept_by_exact
-        from .select import choose_profile, wanted_files
+        from .select import choose_profile, named_profile_notes, wanted_files
 
         request = self.request
-        profile = choose_profile(self.lock, self.env, default_cuda_facts(), request.name)
+        facts = default_cuda_facts()
+        profile = choose_profile(self.lock, self.env, facts, request.name)
+        forced = named_profile_notes(self.lock, self.env, facts, request.name, profile)
         wanted = wanted_files(self.lock, profile, self.env)
         if not (request.check or request.exact):
             _refuse_stale_extensions(self.env, wanted)
@@ -215,7 +217,7 @@ class _Target:
             request=request,
             profile=profile,
             target=self.python,
-            notes=tuple(self.lock.notes),
+            notes=(*self.lock.notes, *forced),
             packages=tuple(report),
             to_install=tuple(w for w, d in zip(wanted, report, strict=False) if d.state != "ok"),
             to_remove=tuple(d.name for d in report if d.state == "not locked"),

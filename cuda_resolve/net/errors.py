@@ -160,8 +160,9 @@ def describe_exception(
             f"fetching {url}",
             kind="proxy",
             url=url,
-            hint="install PySocks next to cuda-resolve (pip install 'requests[socks]'), or use an "
-            "http:// proxy",
+            hint=f"install PySocks next to cuda-resolve ({_this_pip()} install pysocks) where PyPI "
+            "answers without this proxy, or from a PySocks wheel you downloaded (pip cannot reach "
+            "PyPI through a SOCKS proxy before PySocks is there); or use an http:// proxy",
         )
     if isinstance(exc, bad_url):
         return FetchError(
@@ -309,3 +310,12 @@ def http_status_error(
         hint=hint,
         status=status,
     )
+
+
+def _this_pip() -> str:
+    """``<this interpreter> -m pip``: the pip that installs next to cuda-resolve (a bare ``pip``
+    may be another environment's)."""
+    import shlex
+    import sys
+
+    return shlex.join([sys.executable, "-m", "pip"])

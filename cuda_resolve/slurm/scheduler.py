@@ -53,7 +53,7 @@ def submit(script: Path, sbatch_args: Sequence[str], environ: Mapping[str, str])
             hint = (
                 "sbatch reaches no Slurm controller from here (no Slurm configuration on this "
                 "machine, or slurmctld is down): run the command on the cluster's login node, "
-                "where `sinfo` answers, or build here without --slurm"
+                "where `sinfo` answers, or build here without --slurm, one --profile at a time"
             )
         else:
             hint = "check the --sbatch-arg values (partition, account, time) against `sinfo`"

@@ -1,0 +1,131 @@
+"""Hints from user walk C (2026-12-05) that led into a wall when pasted: each now names the
+command that works, with what the user asked and where (the target interpreter, this tool's
+cuda-pip, the git host to test)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from cuda_resolve.build.source import _copy_source_dir, _git, _holds_commit
+from cuda_resolve.cli import main
+from cuda_resolve.errors import BuildError, InstallError, UsageError
+from cuda_resolve.index.model import Recipe
+from cuda_resolve.install.pip import PipFacts, refuse_externally_managed
+
+
+def test_the_pep_668_fix_names_this_cuda_pip_the_new_venv_and_the_requests(
+    tmp_path: Path,
+) -> None:
+    """C1: `.venv/bin/cuda-pip` does not exist in a new venv: the fix runs this tool's cuda-pip
+    with --python, and names what was asked."""
+    facts = PipFacts(version=Version("26.0"), truststore=True, externally_managed=True)
+    with pytest.raises(InstallError) as refused:
+        refuse_externally_managed("/usr/bin/python3", facts, [], {}, requests=["six", "kaolin"])
+    hint = str(refused.value.hint)
+    ours = os.path.join(os.path.dirname(sys.executable), "cuda-pip")
+    assert os.path.isfile(ours)  # the checkout's venv has one, as an installed tool has
+    command = f"{ours} install --python .venv/bin/python six kaolin"
+    assert f"python3 -m venv .venv && {command}" in hint, hint
+    # Pasted, the first half makes the venv and the second reaches it (--dry-run: no network).
+    subprocess.run([sys.executable, "-m", "venv", ".venv"], cwd=tmp_path, check=True, timeout=300)
+    done = subprocess.run(
+        [*shlex.split(command.replace(" six kaolin", " six")), "--dry-run"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert f"target: {tmp_path / '.venv' / 'bin' / 'python'}" in " ".join(said.split()), said
+
+
+def test_an_unknown_option_names_the_subcommands_help_and_cuda_pip_for_pip_options(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """C13: `cuda-resolve install six --no-deps` pointed at the top level's --help."""
+    assert main(["install", "six", "--no-deps", "--json"]) == 2
+    said = capsys.readouterr().out
+    assert "cuda-resolve install: unrecognized arguments: --no-deps" in said
+    assert "`cuda-resolve install --help`" in said and "`cuda-pip install six --no-deps`" in said
+    assert main(["plan", "--bogus", "six", "--json"]) == 2
+    said = capsys.readouterr().out
+    assert "cuda-resolve plan: unrecognized arguments: --bogus" in said
+    assert "`cuda-resolve plan --help`" in said and "cuda-pip" not in said
+
+
+_AUTHOR = {
+    **os.environ,
+    **dict.fromkeys(("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"), "t"),
+    **dict.fromkeys(("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"), "t@t"),
+}
+
+
+def _repository(path: Path, text: str) -> str:
+    environ = _AUTHOR
+    path.mkdir()
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "one"]):
+        if args[0] == "add":
+            (path / "setup.py").write_text(text)
+        subprocess.run(["git", *args], cwd=path, env=environ, check=True)
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def test_a_source_folder_without_the_pinned_commit_is_called_another_repository(
+    tmp_path: Path,
+) -> None:
+    """C7: the hint to `git checkout REV` failed with 'reference is not a tree'."""
+    own = _repository(tmp_path / "one", "# one\n")
+    _repository(tmp_path / "two", "# two\n")
+    assert _holds_commit(tmp_path / "one", own, dict(os.environ))
+    assert not _holds_commit(tmp_path / "two", own, dict(os.environ))
+    recipe = Recipe(
+        name="one-main",
+        package="one",
+        version=Version("1.0"),
+        repository="https://git.example/one.git",
+        revision=own,
+    )
+    with pytest.raises(BuildError) as refused:
+        _copy_source_dir(recipe, tmp_path / "two", tmp_path / "copy", dict(os.environ), print)
+    assert f"does not hold recipe one-main's revision {own[:12]}" in str(refused.value)
+    assert "git clone https://git.example/one.git DIR" in str(refused.value.hint)
+    # A clone of the recipe's repository at another commit: still told to check the pin out.
+    (tmp_path / "one" / "setup.py").write_text("# moved on\n")
+    subprocess.run(["git", "commit", "-qam", "two"], cwd=tmp_path / "one", env=_AUTHOR, check=True)
+    with pytest.raises(BuildError) as moved:
+        _copy_source_dir(recipe, tmp_path / "one", tmp_path / "copy2", dict(os.environ), print)
+    assert f"checkout {own}" in str(moved.value.hint)
+
+
+def test_a_failed_fetch_names_the_host_and_how_to_test_it(tmp_path: Path) -> None:
+    """C8: the hint sent the user to doctor --network, which never tries the git host."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    url = "https://127.0.0.1:9/nobody/nothing.git"
+    subprocess.run(["git", "remote", "add", "origin", url], cwd=tmp_path, check=True)
+    with pytest.raises(BuildError) as failed:
+        _git(["fetch", "-q", "origin", "main"], cwd=tmp_path, environ=dict(os.environ), remote=url)
+    assert f"`git ls-remote {url}`" in str(failed.value.hint)
+    assert "doctor --network" not in str(failed.value.hint)
+
+
+def test_the_uv_and_socks_hints_name_this_interpreters_pip(monkeypatch: pytest.MonkeyPatch) -> None:
+    """C11, C13: a bare `pip install` may be another environment's."""
+    from cuda_resolve.install import uv
+    from cuda_resolve.net.errors import _this_pip
+
+    assert _this_pip() == shlex.join([sys.executable, "-m", "pip"])
+    monkeypatch.setattr(uv, "find_uv", lambda environ: None)  # uv installed nowhere
+    with pytest.raises(UsageError) as missing:
+        uv.uv_for("uv", {})
+    assert shlex.join([sys.executable, "-m", "pip", "install", "uv"]) in str(missing.value.hint)
