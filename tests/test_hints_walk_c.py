@@ -4,6 +4,7 @@ cuda-pip, the git host to test)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -129,3 +130,35 @@ def test_the_uv_and_socks_hints_name_this_interpreters_pip(monkeypatch: pytest.M
     with pytest.raises(UsageError) as missing:
         uv.uv_for("uv", {})
     assert shlex.join([sys.executable, "-m", "pip", "install", "uv"]) in str(missing.value.hint)
+
+
+@pytest.mark.parametrize("how", ["--target", "PIP_TARGET"])
+def test_an_install_pip_sends_to_another_folder_is_said_not_nothing_to_change(
+    tmp_path: Path, how: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """C4: with --target DIR (or PIP_TARGET) pip wrote into DIR and the install said "nothing to
+    change: everything was already installed", its --json listing no change."""
+    from _torch_env import copy_venv
+    from test_lock_support import make_wheel
+
+    from pip_plugin.__main__ import main as cuda_pip_main
+
+    make_wheel(tmp_path / "links", "tinyutil", "1.0")
+    python = copy_venv(tmp_path / "venv")
+    folder = tmp_path / "elsewhere"
+    for name in [n for n in os.environ if n.startswith("PIP_")]:
+        monkeypatch.delenv(name)
+    words = ["install", "tinyutil", "--python", str(python), "--no-index"]
+    words += ["--find-links", str(tmp_path / "links")]
+    if how == "--target":
+        words += ["--target", str(folder)]
+    else:
+        monkeypatch.setenv("PIP_TARGET", str(folder))
+    assert cuda_pip_main(words) == 0
+    said = capsys.readouterr()
+    assert (folder / "tinyutil").is_dir()
+    assert "pip installed tinyutil-1.0 outside the target environment" in said.err + said.out
+    assert "nothing to change" not in said.err + said.out
+    assert cuda_pip_main([*words, "--json"]) == 0  # pip installs it there again
+    result = json.loads(capsys.readouterr().out)["result"]
+    assert result["installed_elsewhere"] == ["tinyutil-1.0"] and result["changed"] == []

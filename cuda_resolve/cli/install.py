@@ -341,7 +341,12 @@ def run_action(
         reporter.note(note)
     for name, before, after in result.changed:
         reporter.step(f"{name}: {before or '-'} -> {after or '-'}")
-    if not result.changed:
+    if result.elsewhere:  # the target is unchanged: pip wrote into another folder (walk C4)
+        reporter.step(
+            f"pip installed {', '.join(result.elsewhere)} outside the target environment (where "
+            "--target, --prefix, --root, --user or a PIP_* variable sent it)"
+        )
+    elif not result.changed:
         reporter.step("nothing to change: everything was already installed")
     if result.installers:
         reporter.step(f"installed by: {', '.join(dict.fromkeys(result.installers))}")

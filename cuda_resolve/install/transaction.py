@@ -88,6 +88,9 @@ class InstallResult:
     # download folder read its run's view where they name files/ (.downloads).
     pip_runs: tuple[tuple[str, ...], ...] = ()
     installers: tuple[str, ...] = ()  # which engine ran each of them: "pip" or "uv"
+    #: What pip said it installed that the target's site-packages does not show ("six-1.17.0"):
+    #: --target, --prefix, --root, --user or a PIP_* variable sent it elsewhere (user walk C4).
+    elsewhere: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -111,6 +114,7 @@ class InstallResult:
             "timings": {phase: round(seconds, 2) for phase, seconds in self.timings},
             "pip_runs": [list(command) for command in self.pip_runs],
             "installers": list(self.installers),
+            "installed_elsewhere": list(self.elsewhere),
         }
 
 
@@ -312,6 +316,15 @@ def _check_reachable(
                 hint="configure a mirror (cuda-resolve mirror set PRESET) and check it "
                 "(cuda-resolve mirror test), or fix the proxy (cuda-resolve doctor --network)",
             )
+
+
+def _installed_elsewhere(
+    said: Sequence[str], changed: Sequence[tuple[str, str | None, str | None]]
+) -> list[str]:
+    """What pip said it installed (``six-1.17.0``) that the target's own list does not show
+    changed: it went to the folder --target (or the like) named."""
+    here = {canonicalize_name(name) for name, _, _ in changed}
+    return [word for word in said if canonicalize_name(word.rsplit("-", 1)[0]) not in here]
 
 
 def _diff(
@@ -630,6 +643,7 @@ def _execute_once(
     pip, trust_note = _pip_for(plan, python, base, log_path, facts)
     pip.on_note = report.note  # a background process ended because it held pip's output open
     notes: list[str] = []
+    elsewhere: list[str] = []  # what pip installed outside the target (--target ...)
     if probe is not None:
         with phases.timed("index check"):
             _check_reachable(_indexes_used(plan, pip, options), probe, report)
@@ -698,6 +712,7 @@ def _execute_once(
                 notes,
                 uv,
                 trust_note,
+                elsewhere,
             )
         except BaseException as exc:
             if _restored(exc, stash, report) and isinstance(exc, UvFailed):
@@ -714,6 +729,7 @@ def _execute_once(
         timings=phases.items(),
         pip_runs=tuple(ran),
         installers=tuple(installer_of(command) for command in ran),
+        elsewhere=tuple(elsewhere),
     )
 
 
@@ -777,6 +793,7 @@ def _install_and_check(
     notes: list[str],
     uv: UvInstaller | None = None,
     trust_note: str | None = None,
+    elsewhere: list[str] | None = None,
 ) -> tuple[
     list[tuple[str, str | None, str | None]],
     list[str],
@@ -791,9 +808,13 @@ def _install_and_check(
     wheel_lines: list[str] = []  # pip's lines naming a wheel file: which file it took
     changes = any(not r.cache_hit for r in results)  # certainly changes the target
 
+    said_installed: list[str] = []  # pip's "Successfully installed six-1.17.0 ..."
+
     def on_line(line: str) -> None:
         if ".whl" in line and len(wheel_lines) < 1000:
             wheel_lines.append(line)
+        if line.startswith("Successfully installed ") and len(said_installed) < 10_000:
+            said_installed.extend(line.split()[2:])
         if line.strip().startswith(("Downloading ", "Using cached ")):  # sizes (issue 28)
             report.step(f"pip: {line.strip()}")
         report.progress("pip", None, None, time.monotonic() - started)
@@ -841,6 +862,8 @@ def _install_and_check(
         _check_torch_landed(plan, env, options, wheel_lines, log_path, notes)
         _check_unplanned_torch(plan, env, python, before, after, wheel_lines, log_path)
     changed = _diff(before, after)
+    if elsewhere is not None:
+        elsewhere.extend(_installed_elsewhere(said_installed, changed))
     verified: list[str] = []
     if check:
         if early is None and not changed and all(r.cache_hit for r in results):
