@@ -162,3 +162,22 @@ def test_an_install_pip_sends_to_another_folder_is_said_not_nothing_to_change(
     assert cuda_pip_main([*words, "--json"]) == 0  # pip installs it there again
     result = json.loads(capsys.readouterr().out)["result"]
     assert result["installed_elsewhere"] == ["tinyutil-1.0"] and result["changed"] == []
+
+
+def test_a_profile_plan_takes_the_profiles_toolkit_without_its_nvcc(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """C14: docs/profile-format.md's own example (a toolkit's version and root, no nvcc) gave
+    "this plan cannot be carried out as it stands: ... toolkit ... was not found"."""
+    monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(tmp_path / "config.toml"))
+    docs = (Path(__file__).parent.parent / "docs" / "profile-format.md").read_text()
+    example = docs.split("```toml\n", 1)[1].split("```", 1)[0]
+    assert "[[toolkit]]" in example and "nvcc" not in example
+    profile = tmp_path / "lab-a100.toml"
+    profile.write_text(example)
+    assert main(["plan", "torch", "pointnet2_ops", "--profile", str(profile), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert "cannot_apply" not in document, document.get("cannot_apply")
+    (build,) = document["builds"]
+    assert build["toolkit"]["root"] == "/usr/local/cuda-12.1"
+    assert build["variables"]["CUDA_HOME"] == "/usr/local/cuda-12.1"

@@ -158,7 +158,10 @@ def check_build(
             "--allow-torch-change",
         )
     toolkit = _find_toolkit(item, env)
-    if toolkit is None or toolkit.nvcc is None:
+    # A profile (another machine's facts) may give a toolkit's root without its nvcc: the build
+    # runs there, where nvcc is found again (user walk C14).
+    described = env.source != "detected" and toolkit is not None and bool(toolkit.root)
+    if toolkit is None or (toolkit.nvcc is None and not described):
         raise PreflightError(
             f"{name}: the CUDA {item.toolkit or torch_cuda.major} toolkit the plan chose "
             f"({item.toolkit_root or 'unknown place'}) was not found",
@@ -209,7 +212,7 @@ def check_build(
     include_dirs = _header_dirs(env, toolkit, exists) if same_torch else ()
 
     arch_text = ";".join(str(entry) for entry in arch_list)
-    root = toolkit.root or os.path.dirname(os.path.dirname(toolkit.nvcc))
+    root = toolkit.root or os.path.dirname(os.path.dirname(toolkit.nvcc or ""))
     variables: list[tuple[str, str]] = [
         ("CUDA_HOME", root),
         ("CUDA_PATH", root),
