@@ -15,20 +15,34 @@ import shlex
 import sys
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["upgrade_hint", "upgrade_way"]
+__all__ = ["install_words", "upgrade_hint", "upgrade_way"]
 
 _NAME = "cuda-resolve"
 
 
 def upgrade_hint() -> str:
     """``upgrade cuda-resolve (HOW)``, for the start of a hint."""
-    return f"upgrade cuda-resolve ({upgrade_way(_direct_url(), sys.executable)})"
+    return f"upgrade cuda-resolve ({upgrade_way(_direct_url(), install_words())})"
 
 
-def upgrade_way(direct_url: str | None, python: str) -> str:
+def install_words(python: str | None = None) -> list[str]:
+    """The words that install into this interpreter's environment (``python``: another name for
+    it): its pip; where it has none (an environment uv made, a ``uv tool``), uv's pip."""
+    import importlib.util
+    import shutil
+
+    python = python or sys.executable
+    if importlib.util.find_spec("pip") is None:
+        uv = shutil.which("uv")
+        if uv is not None:
+            return [uv, "pip", "install", "--python", python]
+    return [python, "-m", "pip", "install"]
+
+
+def upgrade_way(direct_url: str | None, install: list[str]) -> str:
     """How to upgrade, from ``direct_url.json``'s text (None: installed from an index) and the
-    interpreter cuda-resolve runs in (its pip is the one that installed it)."""
-    pip = [python, "-m", "pip", "install", "-U"]
+    words that install into cuda-resolve's environment (:func:`install_words`)."""
+    pip = [*install, "-U"]
     if direct_url is None:
         return shlex.join([*pip, _NAME])
     try:
@@ -39,14 +53,23 @@ def upgrade_way(direct_url: str | None, python: str) -> str:
         return shlex.join([*pip, _NAME])  # pip wrote it, so this is a damaged file: the usual way
     vcs = data.get("vcs_info")
     if isinstance(vcs, dict) and isinstance(vcs.get("vcs"), str):
-        return shlex.join([*pip, f"{vcs['vcs']}+{_without_login(url)}"])
+        # pip keeps a Git URL's version when it is unchanged (a static 0.1.0): it must be told
+        # to install the new commit.
+        requirement = f"{vcs['vcs']}+{_without_password(url)}"
+        revision = vcs.get("requested_revision")
+        if isinstance(revision, str) and revision:
+            requirement += f"@{revision}"
+        subdirectory = data.get("subdirectory")
+        if isinstance(subdirectory, str) and subdirectory:
+            requirement += f"#subdirectory={subdirectory}"
+        return shlex.join([*pip, "--force-reinstall", requirement])
     where = _local_path(url)
     directory = data.get("dir_info")
     if isinstance(directory, dict) and where is not None:
         if directory.get("editable"):
             return f"it runs from the checkout {shlex.quote(where)}: update that checkout"
         return f"update the checkout {shlex.quote(where)}, then {shlex.join([*pip, where])}"
-    source = where if where is not None else _without_login(url)
+    source = where if where is not None else _without_password(url)
     return f"it was installed from {shlex.quote(source)}: {shlex.join([*pip, 'NEWER-FILE'])}"
 
 
@@ -66,9 +89,12 @@ def _local_path(url: str) -> str | None:
     return unquote(parts.path)
 
 
-def _without_login(url: str) -> str:
-    """A URL without the user and password pip may have kept in it (never shown)."""
+def _without_password(url: str) -> str:
+    """The URL without a password written into it. pip keeps none there itself (PEP 610), but
+    it keeps what a clone needs: a user name (``git@`` of an SSH URL) and ``${VARIABLE}``s."""
     parts = urlsplit(url)
-    if "@" not in parts.netloc:
+    login, at, host = parts.netloc.rpartition("@")
+    user, colon, password = login.partition(":")
+    if not at or not colon or password.startswith("${"):
         return url
-    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
+    return parts._replace(netloc=f"{user}@{host}").geturl()

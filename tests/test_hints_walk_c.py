@@ -49,6 +49,21 @@ def test_the_pep_668_fix_names_this_cuda_pip_the_new_venv_and_the_requests(
     assert f"target: {tmp_path / '.venv' / 'bin' / 'python'}" in " ".join(said.split()), said
 
 
+def test_the_pep_668_fix_is_the_command_that_ran_with_the_new_venv_as_python() -> None:
+    """The user's own words (pins, options) with --python swapped: rebuilt from the plan, a
+    pin or an extra would be lost (review R5)."""
+    from cuda_resolve.install.pip import _again_into
+
+    ran = ["/t/bin/cuda-pip", "install", "torch==2.13.0", "--python", "/usr/bin/python3", "-U"]
+    assert _again_into(".venv/bin/python", ran, ["torch"]) == [
+        "/t/bin/cuda-pip", "install", "torch==2.13.0", "-U", "--python", ".venv/bin/python",
+    ]  # fmt: skip
+    ran = ["cuda-resolve", "install", "kaolin", "--python=/usr/bin/python3"]
+    assert _again_into(".venv/bin/python", ran, []) == [
+        "cuda-resolve", "install", "kaolin", "--python", ".venv/bin/python",
+    ]  # fmt: skip
+
+
 def test_an_unknown_option_names_the_subcommands_help_and_cuda_pip_for_pip_options(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -56,7 +71,14 @@ def test_an_unknown_option_names_the_subcommands_help_and_cuda_pip_for_pip_optio
     assert main(["install", "six", "--no-deps", "--json"]) == 2
     said = capsys.readouterr().out
     assert "cuda-resolve install: unrecognized arguments: --no-deps" in said
-    assert "`cuda-resolve install --help`" in said and "`cuda-pip install six --no-deps`" in said
+    assert "`cuda-resolve install --help`" in said
+    assert "`cuda-pip install six --no-deps --json`" in said
+    # The user's own words, quoted for the shell: their --python and a file with a space.
+    given = ["install", "-r", "my reqs.txt", "torch>=2.4", "--python", "/opt/my venv/bin/python"]
+    assert main([*given, "--no-deps", "--json"]) == 2
+    hint = json.loads(capsys.readouterr().out)["hint"]
+    command = hint.split("`")[-2]
+    assert shlex.split(command) == ["cuda-pip", *given, "--no-deps", "--json"], command
     assert main(["plan", "--bogus", "six", "--json"]) == 2
     said = capsys.readouterr().out
     assert "cuda-resolve plan: unrecognized arguments: --bogus" in said
@@ -123,9 +145,11 @@ def test_a_failed_fetch_names_the_host_and_how_to_test_it(tmp_path: Path) -> Non
 def test_the_uv_and_socks_hints_name_this_interpreters_pip(monkeypatch: pytest.MonkeyPatch) -> None:
     """C11, C13: a bare `pip install` may be another environment's."""
     from cuda_resolve.install import uv
-    from cuda_resolve.net.errors import _this_pip
+    from cuda_resolve.net.errors import _installs_here
 
-    assert _this_pip() == shlex.join([sys.executable, "-m", "pip"])
+    assert _installs_here("pysocks") == shlex.join(
+        [sys.executable, "-m", "pip", "install", "pysocks"]
+    )
     monkeypatch.setattr(uv, "find_uv", lambda environ: None)  # uv installed nowhere
     with pytest.raises(UsageError) as missing:
         uv.uv_for("uv", {})

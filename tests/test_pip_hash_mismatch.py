@@ -13,7 +13,7 @@ from pathlib import Path
 
 from _torch_env import copy_venv, standin_torch_wheel
 
-from cuda_resolve.install.pip_hashes import HashMismatch, hash_mismatches
+from cuda_resolve.install.pip_hashes import HashMismatch, describe, hash_mismatches
 from cuda_resolve.install.transaction import _pip_failed
 
 PINNED = ("a" * 64, "b" * 64)
@@ -69,6 +69,9 @@ def test_other_failures_and_other_messages_are_not_read_as_a_mismatch() -> None:
         "    two==2 from https://x/two-2-py3-none-any.whl:",
         "        Expected sha256 " + "E" * 64,
         "             Got        " + "f" * 64,
+        "    three==3 from https://x/three-3-py3-none-any.whl:",
+        "        Expected sha512 " + "9" * 128,
+        "             Got        " + "8" * 128,
         "WARNING: something else",
         "        Expected sha256 " + "0" * 64,
         "             Got        " + "1" * 64,
@@ -84,4 +87,13 @@ def test_other_failures_and_other_messages_are_not_read_as_a_mismatch() -> None:
             expected=("e" * 64,),
             got="f" * 64,
         ),
+        HashMismatch(
+            requirement="three==3 from https://x/three-3-py3-none-any.whl",
+            expected=("9" * 128,),
+            got="8" * 128,
+            algorithm="sha512",
+        ),
+    )
+    assert describe(hash_mismatches(lines)[-1]).startswith(
+        "three==3 from https://x/three-3-py3-none-any.whl: its sha512 is 888"
     )

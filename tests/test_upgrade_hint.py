@@ -39,7 +39,18 @@ PROFILE = Path(__file__).parent / "data" / "profiles" / "rtx3090-torch21cu121-nv
         (
             '{"url": "https://user:secret@git.lab.org/cr.git", "vcs_info": {"commit_id": '
             '"0123abcd", "requested_revision": "main", "vcs": "git"}}',
-            f"{PY} -m pip install -U git+https://git.lab.org/cr.git",
+            f"{PY} -m pip install -U --force-reinstall git+https://user@git.lab.org/cr.git@main",
+        ),
+        (  # what a clone needs is kept: the git user of an SSH URL, a ${VARIABLE}, a subfolder
+            '{"url": "ssh://git@github.com/o/r.git", "subdirectory": "tool", "vcs_info": '
+            '{"commit_id": "0123abcd", "vcs": "git"}}',
+            f"{PY} -m pip install -U --force-reinstall "
+            "'git+ssh://git@github.com/o/r.git#subdirectory=tool'",
+        ),
+        (
+            '{"url": "https://${TOKEN}@git.lab.org/cr.git", "vcs_info": {"commit_id": "0", '
+            '"vcs": "git"}}',
+            f"{PY} -m pip install -U --force-reinstall 'git+https://${{TOKEN}}@git.lab.org/cr.git'",
         ),
         (
             '{"archive_info": {"hashes": {"sha256": "00"}}, '
@@ -51,7 +62,7 @@ PROFILE = Path(__file__).parent / "data" / "profiles" / "rtx3090-torch21cu121-nv
     ],
 )
 def test_the_way_follows_where_it_was_installed_from(direct_url: str | None, said: str) -> None:
-    assert upgrade_way(direct_url, PY) == said
+    assert upgrade_way(direct_url, [PY, "-m", "pip", "install"]) == said
     assert "secret" not in said
 
 
@@ -91,3 +102,25 @@ def test_the_installed_metadata_is_read_only_for_a_refusal(
     with pytest.raises(PlanFormatError) as refused:
         read_plan_file(path)
     assert "-m pip install -U cuda-resolve" in str(refused.value.hint) and len(asked) == 1
+
+
+def test_an_environment_without_pip_installs_with_uvs_pip(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `uv tool` (or any uv-made) environment has no pip: `PY -m pip` fails there."""
+    import importlib.util
+    import shutil
+
+    from cuda_resolve._upgrade import install_words
+
+    assert install_words("/t/bin/python") == ["/t/bin/python", "-m", "pip", "install"]
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pip" else real(name, *a)
+    )
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: f"/u/bin/{name}")
+    assert install_words("/t/bin/python") == [
+        "/u/bin/uv",
+        "pip",
+        "install",
+        "--python",
+        "/t/bin/python",
+    ]

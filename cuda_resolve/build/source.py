@@ -150,6 +150,13 @@ def _head_revision(tree: Path, environ: Mapping[str, str]) -> str | None:
         return None
 
 
+def _git_in(tree: Path, *args: str) -> str:
+    """``git -C TREE ARGS`` to paste (a path with a space stays one word)."""
+    import shlex
+
+    return shlex.join(["git", "-C", str(tree), *args])
+
+
 def _holds_commit(tree: Path, revision: str, environ: Mapping[str, str]) -> bool:
     """Whether the repository at ``tree`` has ``revision`` (a checkout of it can then work)."""
     try:
@@ -491,14 +498,16 @@ def _copy_source_dir(
                 f"{recipe.revision[:12]}: its history has no such commit (a copy of another "
                 "repository, or a shallow clone)",
                 hint=f"give a clone of {origin} (git clone {origin} DIR && git -C DIR checkout "
-                f"{recipe.revision}); a shallow clone of it fetches the commit with git -C "
-                f"{source_dir} fetch origin {recipe.revision}",
+                f"{recipe.revision}); in a shallow clone of it, fetch the commit first: "
+                f"{_git_in(source_dir, 'fetch', 'origin', recipe.revision)} && "
+                f"{_git_in(source_dir, 'checkout', recipe.revision)}",
             )
         raise BuildError(
             f"--source {source_dir} is at {head[:12]}, but recipe {recipe.name} pins "
             f"{recipe.revision[:12]}",
-            hint=f"check out {recipe.revision} there (git -C {source_dir} checkout "
-            f"{recipe.revision}), so the patches and the wheelhouse key hold",
+            hint=f"check out {recipe.revision} there "
+            f"({_git_in(source_dir, 'checkout', recipe.revision)}), so the patches and the "
+            "wheelhouse key hold",
         )
     say(f"copying {source_dir}")
     build_roots = frozenset({"", recipe.subdirectory.strip("/")} if recipe.subdirectory else {""})

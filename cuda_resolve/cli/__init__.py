@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         args, unknown = parser.parse_known_args(args_list)
         if unknown:
-            raise _unrecognized(args, unknown)
+            raise _unrecognized(args.command, unknown, args_list)
         if args.command is None:
             parser.print_help()
             return 2
@@ -166,19 +166,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return guarded(command, wants_json=wants_json, debug=debug)
 
 
-def _unrecognized(args: argparse.Namespace, words: Sequence[str]) -> UsageError:
-    """Words no option takes, with the help of the subcommand they were given to (user walk C13:
-    ``cuda-resolve install six --no-deps`` pointed at the top level's help)."""
-    command = args.command
+def _unrecognized(command: str | None, words: Sequence[str], given: Sequence[str]) -> UsageError:
+    """Words no option takes (``words``, of the command line ``given``), with the help of the
+    subcommand they were given to (user walk C13: ``cuda-resolve install six --no-deps`` pointed
+    at the top level's help)."""
+    import shlex
+
     prog = f"cuda-resolve {command}" if command else "cuda-resolve"
     hint = f"run `{prog} --help` for usage"
-    if command == "install":
-        again = " ".join(word for word in words if word.startswith("-"))
-        hint += (
-            f"; pip's own options ({again}) go through cuda-pip, which passes them on to pip: "
-            f"`cuda-pip install {' '.join(getattr(args, 'requests', None) or ['REQ...'])} {again}`"
-        )
-    return UsageError(f"{prog}: unrecognized arguments: {' '.join(words)}", hint=hint)
+    if command == "install" and "install" in given:
+        # cuda-pip install takes every option cuda-resolve install does, and pip's: the user's
+        # own words, as given, are the command (their --python, their quoting).
+        again = shlex.join(["cuda-pip", *given[list(given).index("install") :]])
+        hint += f"; pip's own options go through cuda-pip, which passes them on to pip: `{again}`"
+    return UsageError(f"{prog}: unrecognized arguments: {shlex.join(words)}", hint=hint)
 
 
 def _interrupted(*, as_json: bool = False, by: KeyboardInterrupt | None = None) -> int:

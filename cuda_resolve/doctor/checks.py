@@ -647,13 +647,14 @@ def check_extension_kernels(env: Environment, index: CudaFactsSource) -> list[Fi
             wanted = _arch_list_with(ext, lacking)
             # cuda-pip sets TORCH_CUDA_ARCH_LIST itself: --arch-list is how to keep the targets
             # the build had (user walk C2), and --python where cuda-pip would pick another venv.
-            keep = _cuda_pip_install(env, "--rebuild", package or "", "--arch-list", wanted)
-            rebuild = (
-                f"`{_cuda_pip_install(env, '--rebuild', package)}` (builds for the GPUs here), "
-                f"or keep its targets too: `{keep}`"
-                if package
-                else f'rebuild it for the GPUs here (TORCH_CUDA_ARCH_LIST="{wanted}")'
-            )
+            if package:
+                keep = _cuda_pip_install(env, "--rebuild", package, "--arch-list", wanted)
+                rebuild = (
+                    f"`{_cuda_pip_install(env, '--rebuild', package)}` (builds for the GPUs "
+                    f"here), or keep its targets too: `{keep}`"
+                )
+            else:
+                rebuild = f'rebuild it for the GPUs here (TORCH_CUDA_ARCH_LIST="{wanted}")'
             blocked = _no_rebuild_here(env, index)
             findings.append(
                 Finding(

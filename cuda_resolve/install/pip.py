@@ -386,10 +386,7 @@ def refuse_externally_managed(
     import shlex
     import sys
 
-    # This cuda-pip, by its path: a new venv holds none of its own (user walk C1).
-    cuda_pip = os.path.join(os.path.dirname(sys.executable), "cuda-pip")
-    again = [cuda_pip if os.path.isfile(cuda_pip) else "cuda-pip", "install"]
-    again += ["--python", ".venv/bin/python", *(requests or ["REQ..."])]
+    again = _again_into(".venv/bin/python", sys.argv, requests)
     raise InstallError(
         f"{python} is externally managed (PEP 668: its distributor's package manager owns it), so "
         "pip will not install into it",
@@ -397,6 +394,30 @@ def refuse_externally_managed(
         f"{shlex.join(again)} (or pass --python PATH of one you have); pip's "
         "--break-system-packages overrides this at your own risk",
     )
+
+
+def _again_into(python: str, argv: Sequence[str], requests: Sequence[str]) -> list[str]:
+    """The command that ran (``argv``: cuda-pip's or cuda-resolve's own words, pins, options and
+    quoting kept) with ``--python python`` in place of any it had; elsewhere (a library call, the
+    conda plugin) this tool's cuda-pip with ``requests``. A new venv holds no cuda-pip of its own,
+    so the program is named by the path it ran from (user walk C1)."""
+    import sys
+
+    program = os.path.basename(argv[0]) if argv else ""
+    if program in ("cuda-pip", "cuda-resolve") and len(argv) > 1:
+        words: list[str] = []
+        skip = False
+        for word in argv[1:]:
+            if skip:
+                skip = False
+            elif word == "--python":
+                skip = True
+            elif not word.startswith("--python="):
+                words.append(word)
+        return [argv[0], *words, "--python", python]
+    cuda_pip = os.path.join(os.path.dirname(sys.executable), "cuda-pip")
+    program = cuda_pip if os.path.isfile(cuda_pip) else "cuda-pip"
+    return [program, "install", "--python", python, *(requests or ["REQ..."])]
 
 
 #: Variables that would add indexes or folders to the torch step: it asks the PyTorch index

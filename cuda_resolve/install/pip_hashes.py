@@ -23,7 +23,7 @@ from .._frozen import frozen
 __all__ = ["HashMismatch", "describe", "hash_mismatches"]
 
 _HEADING = "DO NOT MATCH THE HASHES"
-_EXPECTED = re.compile(r"^\s*Expected\s+(?:\w+\s+)?([0-9a-fA-F]{32,128})\s*$")
+_EXPECTED = re.compile(r"^\s*Expected\s+(\w+)\s+([0-9a-fA-F]{32,128})\s*$")  # "sha256" or "or"
 _GOT = re.compile(r"^\s*Got\s+([0-9a-fA-F]{32,128})\s*$")
 _PIPS_OWN = re.compile(r"\s*\(from -r .*\)$")  # "(from -r req.txt (line 1))": where pip read it
 
@@ -36,13 +36,14 @@ class HashMismatch:
     requirement: str
     expected: tuple[str, ...]
     got: str
+    algorithm: str = "sha256"
 
 
 def hash_mismatches(lines: Sequence[str]) -> tuple[HashMismatch, ...]:
     """Each refused file in pip's output ``lines`` (none where pip refused none)."""
     found: list[HashMismatch] = []
     inside = False
-    requirement, expected = "", list[str]()
+    requirement, expected, algorithm = "", list[str](), "sha256"
     for line in lines:
         if _HEADING in line:
             inside, requirement, expected = True, "", []
@@ -51,12 +52,17 @@ def hash_mismatches(lines: Sequence[str]) -> tuple[HashMismatch, ...]:
             continue
         pinned, got = _EXPECTED.match(line), _GOT.match(line)
         if pinned:
-            expected.append(pinned.group(1).lower())
+            if pinned.group(1) != "or":
+                algorithm = pinned.group(1)
+            expected.append(pinned.group(2).lower())
         elif got:
             if requirement and expected:
                 found.append(
                     HashMismatch(
-                        requirement=requirement, expected=tuple(expected), got=got.group(1).lower()
+                        requirement=requirement,
+                        expected=tuple(expected),
+                        got=got.group(1).lower(),
+                        algorithm=algorithm,
                     )
                 )
             expected = []
@@ -69,6 +75,10 @@ def hash_mismatches(lines: Sequence[str]) -> tuple[HashMismatch, ...]:
 
 
 def describe(mismatch: HashMismatch) -> str:
-    """``six==1.17.0 from URL: its sha256 is 4721..., not the pinned aaaa...``."""
+    """``six==1.17.0 from URL: its sha256 is 4721..., not the pinned aaaa...`` (pip names the
+    algorithm of the pinned hashes)."""
     pinned = " or ".join(mismatch.expected)
-    return f"{mismatch.requirement}: its sha256 is {mismatch.got}, not the pinned {pinned}"
+    return (
+        f"{mismatch.requirement}: its {mismatch.algorithm} is {mismatch.got}, not the pinned "
+        f"{pinned}"
+    )

@@ -110,13 +110,13 @@ def uv_for(installer: str, environ: Mapping[str, str]) -> tuple[str | None, str 
     found = find_uv(environ)
     if found is None and installer == "uv":
         import shlex
-        import sys
+
+        from .._upgrade import install_words
 
         raise UsageError(
             "--installer uv: uv is not installed here",
-            hint="install uv next to cuda-resolve "
-            f"({shlex.join([sys.executable, '-m', 'pip', 'install', 'uv'])}: the [fast] extra "
-            "is uv from PyPI), or put uv on PATH",
+            hint=f"install uv next to cuda-resolve ({shlex.join([*install_words(), 'uv'])}: "
+            "the [fast] extra is uv from PyPI), or put uv on PATH",
         )
     return found, None
 

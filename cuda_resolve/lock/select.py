@@ -15,7 +15,7 @@ from ..versions import CudaVersion
 from .document import ProfileRecord
 from .read import ReadLock
 
-__all__ = ["Wanted", "choose_profile", "differences", "wanted_files"]
+__all__ = ["Wanted", "choose_profile", "differences", "named_profile_notes", "wanted_files"]
 
 
 @frozen

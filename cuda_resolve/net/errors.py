@@ -160,7 +160,7 @@ def describe_exception(
             f"fetching {url}",
             kind="proxy",
             url=url,
-            hint=f"install PySocks next to cuda-resolve ({_this_pip()} install pysocks) where PyPI "
+            hint=f"install PySocks next to cuda-resolve ({_installs_here('pysocks')}) where PyPI "
             "answers without this proxy, or from a PySocks wheel you downloaded (pip cannot reach "
             "PyPI through a SOCKS proxy before PySocks is there); or use an http:// proxy",
         )
@@ -312,10 +312,11 @@ def http_status_error(
     )
 
 
-def _this_pip() -> str:
-    """``<this interpreter> -m pip``: the pip that installs next to cuda-resolve (a bare ``pip``
-    may be another environment's)."""
+def _installs_here(requirement: str) -> str:
+    """The command that installs ``requirement`` next to cuda-resolve (a bare ``pip`` may be
+    another environment's)."""
     import shlex
-    import sys
 
-    return shlex.join([sys.executable, "-m", "pip"])
+    from .._upgrade import install_words
+
+    return shlex.join([*install_words(), requirement])
