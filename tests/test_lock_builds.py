@@ -230,3 +230,29 @@ def test_built_wheels_are_locked_where_the_labs_index_server_lists_them(
     ]
     prefix = f"{lab_url}/files/" if layout == "pep691" else f"{lab_url}/whl/lab/"
     assert len(urls) == 2 and all(url.startswith(prefix) for url in urls)
+
+
+def test_sync_takes_a_locked_build_from_the_local_wheelhouse_when_its_server_is_away(
+    built_bench: dict[str, object], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """User walk C9: the lab member who built and published pointnet2_ops could not sync while
+    the served wheelhouse was down (or not set up yet): the same file, by sha256, is in the
+    local wheelhouse's entry that the locked URL names."""
+    _publish(built_bench, "h200")
+    _publish(built_bench, "a100-h200")
+    lock = tmp_path / "pylock.toml"
+    words = _lock_words(built_bench, lock)
+    words[words.index("--wheelhouse-url") + 1] = "https://127.0.0.1:9/wheelhouse"  # no server
+    assert main([*words, "--no-build"]) == 0
+    python = copy_venv(tmp_path / "venv")
+    torch_wheel = next((Path(str(built_bench["root"])) / "built").glob("torch-*.whl"))
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-index", str(torch_wheel)], check=True
+    )
+    capsys.readouterr()
+    assert main(["sync", str(lock), "--name", "h200", "--python", str(python)]) == 0
+    said = capsys.readouterr()
+    assert "from the wheelhouse" in said.out + said.err, said
+    h200 = built_bench["keys"]["h200"].labelled_version  # type: ignore[index]
+    assert main(["sync", str(lock), "--name", "h200", "--python", str(python), "--check"]) == 0
+    assert h200 in capsys.readouterr().out

@@ -10,13 +10,17 @@ its record giving the lock's sha256: a build overlay's or a torch step's downloa
 torch) is taken from there instead of downloaded again (user walk F16): hard-linked (else
 copied) beside its place here, hashed, and put in place only where the hash and size are the
 lock's; the folder's file is never moved, and one whose content is not the lock's is said and
-not used (the file is then downloaded).
+not used (the file is then downloaded). A source build locked at a served wheelhouse's URL
+(``.../wheels/NAME/DIGEST/FILE``) is taken the same way from the local wheelhouses' entry of that
+name and digest, where one holds it: the lab member who built and published it syncs without the
+server (user walk C9).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -97,33 +101,69 @@ def _from_download_folders(item: Wanted, target: Path, report: Reporter) -> bool
     """``item``'s file taken from a download folder into ``target`` (see the module); False where
     none holds it with the lock's hash."""
     from ..install.downloads import recorded_files
-    from ..net.download import file_sha256
 
     for source in recorded_files(item.file, item.sha256):
-        part = target.with_name(f".{target.name}.{os.getpid()}.part")
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            part.unlink(missing_ok=True)
-            try:
-                os.link(source, part)  # the same bytes, no second copy on the disk
-            except OSError:
-                shutil.copyfile(source, part)
-            digest = file_sha256(part)
-            size = part.stat().st_size
-            if digest != item.sha256 or (item.size is not None and size != item.size):
-                report.note(
-                    f"{source} has sha256 {digest} ({size} bytes), not the lock's {item.sha256}"
-                    " its record names: not used (it changed since it was downloaded)"
-                )
-                part.unlink()
-                continue
-            os.replace(part, target)
-        except OSError:
-            part.unlink(missing_ok=True)
-            continue
-        report.step(f"took {item.file} from {source.parent.parent} (not downloaded again)")
-        return True
+        if _taken(source, item, target, report, "its record names", "since it was downloaded"):
+            report.step(f"took {item.file} from {source.parent.parent} (not downloaded again)")
+            return True
     return False
+
+
+#: A served wheelhouse's URL of an entry's file (wheelhouse/store.py's layout, which publish
+#: copies): the folder of the package, the key's digest, the file.
+_SERVED = re.compile(r"/wheels/([^/]+)/([0-9a-f]{16})/([^/]+)$")
+
+
+def _from_wheelhouses(item: Wanted, target: Path, report: Reporter) -> bool:
+    """``item``'s file taken from a local wheelhouse's entry of the same package and digest into
+    ``target`` (see the module); False where none holds it with the lock's hash."""
+    from urllib.parse import unquote
+
+    found = _SERVED.search(item.url.split("?", 1)[0].split("#", 1)[0])
+    if found is None or unquote(found.group(3)) != item.file:  # a URL writes "+" as %2B
+        return False
+    from ..wheelhouse.store import Wheelhouse
+
+    house = Wheelhouse.default()
+    for root in (*(shared.root for shared in house.shared), house.root):
+        source = root / "wheels" / unquote(found.group(1)) / found.group(2) / item.file
+        if source.is_file() and _taken(
+            source, item, target, report, "its entry", "since it was built"
+        ):
+            report.step(f"took {item.file} from the wheelhouse {root} (not downloaded)")
+            return True
+    return False
+
+
+def _taken(
+    source: Path, item: Wanted, target: Path, report: Reporter, whose: str, since: str
+) -> bool:
+    """``source`` put at ``target`` (hard-linked, else copied; never moved) where its sha256 and
+    size are the lock's; otherwise said, and False."""
+    from ..net.download import file_sha256
+
+    part = target.with_name(f".{target.name}.{os.getpid()}.part")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part.unlink(missing_ok=True)
+        try:
+            os.link(source, part)  # the same bytes, no second copy on the disk
+        except OSError:
+            shutil.copyfile(source, part)
+        digest = file_sha256(part)
+        size = part.stat().st_size
+        if digest != item.sha256 or (item.size is not None and size != item.size):
+            report.note(
+                f"{source} has sha256 {digest} ({size} bytes), not the lock's {item.sha256}"
+                f" {whose}: not used (it changed {since})"
+            )
+            part.unlink()
+            return False
+        os.replace(part, target)
+    except OSError:
+        part.unlink(missing_ok=True)
+        return False
+    return True
 
 
 def fetch_all(
@@ -139,7 +179,9 @@ def fetch_all(
         target = cache_path(cache_dir, item)
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.is_file():
-            if _from_download_folders(item, target, report):
+            if _from_download_folders(item, target, report) or _from_wheelhouses(
+                item, target, report
+            ):
                 _stamp(target, item.sha256)  # hashed just now: the lock's
                 paths[item.name] = target
                 continue
