@@ -268,6 +268,9 @@ def test_no_interpreter_with_the_profiles_torch_names_what_is_missing(
     assert f"{found} (Python {platform.python_version()}, no torch)" in err
     assert f"{sys.executable} (" in err
     assert "--python-for h100=PATH" in err
+    # The torch to install, from the index that serves it (user walk C6: "the cu130 index").
+    assert "where `pip install torch==2.14.1" in err and "` was run)" in err
+    assert "index was run" not in err
     assert not lock.exists() and _wheels(bench) == []
     # A --python-for of another torch is named with the torch it holds.
     other = _profile(

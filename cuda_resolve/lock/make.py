@@ -239,6 +239,16 @@ def build_words(
     return [*words, "--python", interpreter or placeholder]
 
 
+def _torch_install(build: PlannedBuild) -> str:
+    """``pip install torch==2.14.1+cu126 --index-url URL``: the torch ``build`` is against, from
+    the index that serves it (none: PyPI's default build; user walk C6 read "the cu132 index")."""
+    spec = build.spec
+    words = ["pip", "install", spec.torch_requirement or f"torch=={spec.torch_version}"]
+    if spec.torch_index:
+        words += [spec.torch_index_option or "--index-url", spec.torch_index]
+    return shlex.join(words)
+
+
 def _torch_wanted(builds: Sequence[PlannedBuild]) -> str:
     spec = builds[0].spec
     return f"{spec.torch_version}+{spec.variant}"
@@ -339,8 +349,8 @@ def build_missing(
             + "; ".join(lines),
             hint="build them first, each with an interpreter of the profile's Python and torch (a "
             "login node can: nvcc needs no GPU), "
-            "then lock again (or lock without --no-build, which builds them): "
-            + " ; ".join(commands),
+            "then lock again (lock without --no-build builds them itself where it has an "
+            "interpreter for each profile: --python-for NAME=PATH): " + " ; ".join(commands),
         )
     # Profiles are read in detection's spelling (amd64 is x86_64): the two compare as they are.
     this_machine = machine_facts(platform=None, machine=None, glibc=None)
@@ -368,9 +378,7 @@ def build_missing(
                 f"profile {profile.name} needs {what} built, which needs Python {minor} with "
                 f"torch {_torch_wanted(missing)} "
                 f"installed; {found}: give one with --python-for {profile.name}=PATH "
-                f"(a venv of Python {minor} where `pip install "
-                f"torch=={missing[0].spec.torch_version}` from the "
-                f"{missing[0].spec.variant} index was run)"
+                f"(a venv of Python {minor} where `{_torch_install(missing[0])}` was run)"
             )
             continue
         chosen[profile.name] = interpreter
