@@ -205,3 +205,18 @@ def test_a_profile_plan_takes_the_profiles_toolkit_without_its_nvcc(
     (build,) = document["builds"]
     assert build["toolkit"]["root"] == "/usr/local/cuda-12.1"
     assert build["variables"]["CUDA_HOME"] == "/usr/local/cuda-12.1"
+
+
+def test_mirror_show_says_a_config_named_by_the_variable_does_not_exist(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """C12: a lab's CUDA_RESOLVE_CONFIG with a typo silently meant no mirror and no proxy."""
+    monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(tmp_path / "lab-confg.toml"))
+    assert main(["mirror", "show"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"{tmp_path / 'lab-confg.toml'} (named by CUDA_RESOLVE_CONFIG, and no such file" in out
+    monkeypatch.delenv("CUDA_RESOLVE_CONFIG")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    assert main(["mirror", "show"]) == 0
+    out = capsys.readouterr().out
+    assert "(not written yet)" in out and "CUDA_RESOLVE_CONFIG" not in out

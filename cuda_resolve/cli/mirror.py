@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -196,10 +197,14 @@ def handle_show(args: argparse.Namespace) -> int:
         _output.print_json(data)
         return 0
     config = data["config"]
-    _say(
-        f"cuda-resolve config: {config.get('path')}"
-        + ("" if config.get("exists") else " (not written yet)")
-    )
+    missing = " (not written yet)"
+    if not config.get("exists") and os.environ.get("CUDA_RESOLVE_CONFIG"):
+        # A lab's shared config named with a typo is no config at all (user walk C12).
+        missing = (
+            " (named by CUDA_RESOLVE_CONFIG, and no such file: no mirror, proxy or wheelhouse "
+            "settings are used; check the name)"
+        )
+    _say(f"cuda-resolve config: {config.get('path')}" + ("" if config.get("exists") else missing))
     if "error" in config:
         _say(f"  error: {config['error']}")
     else:
