@@ -220,3 +220,21 @@ def test_mirror_show_says_a_config_named_by_the_variable_does_not_exist(
     assert main(["mirror", "show"]) == 0
     out = capsys.readouterr().out
     assert "(not written yet)" in out and "CUDA_RESOLVE_CONFIG" not in out
+
+
+def test_the_why_line_on_a_machine_without_a_gpu_names_the_asked_architectures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """C15: "kernels for 7.5;...;12.0 cover no GPU" with --arch-list "8.0;8.9", and the
+    package's canonical name (pointnet2-ops) in one place only."""
+    monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(tmp_path / "config.toml"))
+    profile = tmp_path / "login.toml"
+    profile.write_text('[python]\nversion = "3.11.7"\n[[toolkit]]\nversion = "13.0"\nroot = "/x"\n')
+    words = ["plan", "torch", "pointnet2_ops", "--profile", str(profile), "--json"]
+    assert main([*words, "--arch-list", "8.0;8.9"]) == 0
+    (torch,) = [r for r in json.loads(capsys.readouterr().out)["reasons"] if r.startswith("torch")]
+    assert (
+        "cover no GPU" not in torch
+        and "(no GPU here; the builds target --arch-list 8.0;8.9)" in torch
+    )
+    assert "that builds pointnet2_ops" in torch, torch

@@ -448,7 +448,8 @@ def _reason(
             if builds and builds[0].toolkit is not None:
                 why += (
                     f" with CUDA {builds[0].toolkit.version.major}.x, the major of nvcc "
-                    f"{builds[0].toolkit.version} that builds {builds[0].name}"
+                    f"{builds[0].toolkit.version} that builds "
+                    f"{builds[0].package.name if builds[0].package else builds[0].name}"
                 )
         if candidate.cuda is None:
             return f"{candidate.label}: {why}; CPU build ({gpus})"
@@ -462,7 +463,11 @@ def _reason(
         else:
             driver = "no driver here: the CUDA build also runs on the CPU"
         arch = format_arch_list(candidate.arch_list)
-        return f"{candidate.label}: {why}; {driver}; kernels for {arch} cover {gpus}"
+        if env.gpus:
+            return f"{candidate.label}: {why}; {driver}; kernels for {arch} cover {gpus}"
+        targets = catalogue.options.arch_list  # no GPU here: not "cover no GPU" (walk C15)
+        also = f"; the builds target --arch-list {format_arch_list(targets)}" if targets else ""
+        return f"{candidate.label}: {why}; {driver}; kernels for {arch} (no GPU here{also})"
     if candidate.name in ("torchvision", "torchaudio"):
         return (
             f"{candidate.label}: the release paired with torch "
