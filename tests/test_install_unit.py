@@ -409,6 +409,10 @@ def test_an_index_that_does_not_answer_fails_fast_and_installs_nothing(
     assert done.returncode == 1
     assert f"127.0.0.1:{port}/whl/cu126/ did not answer" in done.stderr
     assert "mirror set" in done.stderr and "mirror test" in done.stderr
+    # The URL came from the config's [pytorch] url, not from "the plan" (user walk C15).
+    said = " ".join(done.stderr.split())
+    assert "(set by the [pytorch] url of cuda-resolve's config, for" in said, said
+    assert "the configured mirror does not answer" in said
     assert _freeze(empty_venv) == before
 
 

@@ -292,9 +292,16 @@ def _indexes_used(plan: Plan, pip: TargetPip, options: InstallOptions) -> dict[s
         for url in urls_to_check(indexes):
             found.setdefault(url, f"{indexes.origin_of(url) or 'pip'}, for {what}")
 
+    mirror = (options.torch_index or "").rstrip("/")
     for step in plan.steps:
         for url in step.checked_urls:
-            found.setdefault(url, f"the plan, for {step.purpose}")
+            # The configured PyTorch mirror is the config file's, not the plan's (walk C15).
+            by = (
+                "the [pytorch] url of cuda-resolve's config"
+                if mirror and url.startswith(mirror)
+                else "the plan"
+            )
+            found.setdefault(url, f"{by}, for {step.purpose}")
         if step.args == ("--no-deps",) and step.built:
             continue  # local wheel files alone, no dependency resolution: pip asks no index
         add(step.torch_index_only, step.args, step.purpose, step.pypi_index)
@@ -311,9 +318,14 @@ def _check_reachable(
         report.step(f"checking that {url} answers")
         ok, detail = probe(url)
         if not ok:
+            configured = origin.startswith("the [pytorch] url")
             raise InstallError(
                 f"{url} did not answer: {detail} (set by {origin}); nothing was installed",
-                hint="configure a mirror (cuda-resolve mirror set PRESET) and check it "
+                hint="the configured mirror does not answer: check it (cuda-resolve mirror test), "
+                "or choose another (cuda-resolve mirror set PRESET, or edit the file mirror show "
+                "names)"
+                if configured
+                else "configure a mirror (cuda-resolve mirror set PRESET) and check it "
                 "(cuda-resolve mirror test), or fix the proxy (cuda-resolve doctor --network)",
             )
 
