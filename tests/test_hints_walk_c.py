@@ -238,3 +238,32 @@ def test_the_why_line_on_a_machine_without_a_gpu_names_the_asked_architectures(
         and "(no GPU here; the builds target --arch-list 8.0;8.9)" in torch
     )
     assert "that builds pointnet2_ops" in torch, torch
+
+
+def test_a_dry_run_says_the_installed_torch_would_be_replaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """C15: `cuda-pip install torch --allow-torch-change --dry-run` over a CPU torch did not say
+    that torch would be replaced."""
+    import argparse
+
+    from cuda_resolve.cli.install import _render_dry_run
+    from cuda_resolve.plan import Plan
+
+    monkeypatch.setenv("CUDA_RESOLVE_CONFIG", str(tmp_path / "config.toml"))
+    profile = tmp_path / "h200.toml"
+    profile.write_text(
+        '[python]\nversion = "3.11.7"\n[driver]\nversion = "580.95.05"\n'
+        '[[gpu]]\nname = "NVIDIA H200"\ncompute_capability = "9.0"\n'
+        '[torch]\nversion = "2.13.0+cpu"\n'
+    )
+    words = ["plan", "torch", "--profile", str(profile), "--json"]
+    assert main([*words, "--allow-torch-change"]) == 0
+    plan = Plan.from_json(json.loads(capsys.readouterr().out), origin="plan.json")
+    _render_dry_run(argparse.Namespace(json=False), plan, [], "/t/bin/python", "install")
+    out = " ".join(capsys.readouterr().out.split())
+    (torch,) = [item for item in plan.items if item.name == "torch"]
+    assert (
+        f"note: the installed torch 2.13.0+cpu would be replaced by {torch.version}+{torch.variant}"
+        in out
+    ), out

@@ -464,6 +464,16 @@ def _render_dry_run(
     if mode == "install":
         if plan.skip_pip:
             say(plan.skip_pip, first="note: ", rest="      ")
+        installed = plan.environment.torch
+        torch = next((i for i in plan.items if i.name == "torch" and i.kind != "installed"), None)
+        if installed is not None and torch is not None:  # say it before it happens (walk C15)
+            wanted = f"{torch.version}+{torch.variant}" if torch.variant else torch.version
+            if wanted != installed.version:
+                say(
+                    f"the installed torch {installed.version} would be replaced by {wanted}",
+                    first="note: ",
+                    rest="      ",
+                )
         for command in commands:
             # One line, never broken: it is meant to be copied into a shell.
             say_plain(shlex.join(command))
