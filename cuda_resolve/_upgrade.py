@@ -15,7 +15,7 @@ import shlex
 import sys
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["install_words", "upgrade_hint", "upgrade_way"]
+__all__ = ["command_to_install", "install_words", "upgrade_hint", "upgrade_way"]
 
 _NAME = "cuda-resolve"
 
@@ -37,6 +37,12 @@ def install_words(python: str | None = None) -> list[str]:
         if uv is not None:
             return [uv, "pip", "install", "--python", python]
     return [python, "-m", "pip", "install"]
+
+
+def command_to_install(requirement: str) -> str:
+    """The shell command that installs ``requirement`` next to cuda-resolve (a bare ``pip`` may
+    be another environment's)."""
+    return shlex.join([*install_words(), requirement])
 
 
 def upgrade_way(direct_url: str | None, install: list[str]) -> str:

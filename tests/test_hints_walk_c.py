@@ -144,10 +144,10 @@ def test_a_failed_fetch_names_the_host_and_how_to_test_it(tmp_path: Path) -> Non
 
 def test_the_uv_and_socks_hints_name_this_interpreters_pip(monkeypatch: pytest.MonkeyPatch) -> None:
     """C11, C13: a bare `pip install` may be another environment's."""
+    from cuda_resolve._upgrade import command_to_install
     from cuda_resolve.install import uv
-    from cuda_resolve.net.errors import _installs_here
 
-    assert _installs_here("pysocks") == shlex.join(
+    assert command_to_install("pysocks") == shlex.join(
         [sys.executable, "-m", "pip", "install", "pysocks"]
     )
     monkeypatch.setattr(uv, "find_uv", lambda environ: None)  # uv installed nowhere

@@ -109,14 +109,12 @@ def uv_for(installer: str, environ: Mapping[str, str]) -> tuple[str | None, str 
         return None, f"{', '.join(elsewhere)} set: pip installs, as it reads them"
     found = find_uv(environ)
     if found is None and installer == "uv":
-        import shlex
-
-        from .._upgrade import install_words
+        from .._upgrade import command_to_install
 
         raise UsageError(
             "--installer uv: uv is not installed here",
-            hint=f"install uv next to cuda-resolve ({shlex.join([*install_words(), 'uv'])}: "
-            "the [fast] extra is uv from PyPI), or put uv on PATH",
+            hint=f"install uv next to cuda-resolve ({command_to_install('uv')}: the [fast] "
+            "extra is uv from PyPI), or put uv on PATH",
         )
     return found, None
 

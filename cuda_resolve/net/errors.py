@@ -155,14 +155,17 @@ def describe_exception(
         and proxy.lower().startswith("socks")
     ):
         # requests raises this before connecting when PySocks is missing
+        from .._upgrade import command_to_install
+
         return FetchError(
             f"proxy {redact(proxy)} is a SOCKS proxy and SOCKS support is not installed ({exc}) "
             f"fetching {url}",
             kind="proxy",
             url=url,
-            hint=f"install PySocks next to cuda-resolve ({_installs_here('pysocks')}) where PyPI "
-            "answers without this proxy, or from a PySocks wheel you downloaded (pip cannot reach "
-            "PyPI through a SOCKS proxy before PySocks is there); or use an http:// proxy",
+            hint="install PySocks next to cuda-resolve "
+            f"({command_to_install('pysocks')}) where PyPI answers without this proxy, or from "
+            "a PySocks wheel you downloaded (pip cannot reach PyPI through a SOCKS proxy before "
+            "PySocks is there); or use an http:// proxy",
         )
     if isinstance(exc, bad_url):
         return FetchError(
@@ -310,13 +313,3 @@ def http_status_error(
         hint=hint,
         status=status,
     )
-
-
-def _installs_here(requirement: str) -> str:
-    """The command that installs ``requirement`` next to cuda-resolve (a bare ``pip`` may be
-    another environment's)."""
-    import shlex
-
-    from .._upgrade import install_words
-
-    return shlex.join([*install_words(), requirement])
