@@ -264,6 +264,11 @@ def _local_step(
 # -- execute --------------------------------------------------------------------------------
 
 
+#: Who set a URL that is the configured PyTorch mirror (:func:`_indexes_used` says it,
+#: :func:`_check_reachable`'s hint is then about that mirror).
+_CONFIGURED_MIRROR = "the [pytorch] url of cuda-resolve's config"
+
+
 def _indexes_used(plan: Plan, pip: TargetPip, options: InstallOptions) -> dict[str, str]:
     """Every http(s) location the run will contact, with who named it: each pip step's own
     (the plan's curated pages, the PyTorch index) and what pip adds from its configuration
@@ -296,11 +301,7 @@ def _indexes_used(plan: Plan, pip: TargetPip, options: InstallOptions) -> dict[s
     for step in plan.steps:
         for url in step.checked_urls:
             # The configured PyTorch mirror is the config file's, not the plan's (walk C15).
-            by = (
-                "the [pytorch] url of cuda-resolve's config"
-                if mirror and url.startswith(mirror)
-                else "the plan"
-            )
+            by = _CONFIGURED_MIRROR if mirror and url.startswith(mirror) else "the plan"
             found.setdefault(url, f"{by}, for {step.purpose}")
         if step.args == ("--no-deps",) and step.built:
             continue  # local wheel files alone, no dependency resolution: pip asks no index
@@ -318,7 +319,7 @@ def _check_reachable(
         report.step(f"checking that {url} answers")
         ok, detail = probe(url)
         if not ok:
-            configured = origin.startswith("the [pytorch] url")
+            configured = origin.startswith(_CONFIGURED_MIRROR)
             raise InstallError(
                 f"{url} did not answer: {detail} (set by {origin}); nothing was installed",
                 hint="the configured mirror does not answer: check it (cuda-resolve mirror test), "
