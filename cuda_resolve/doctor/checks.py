@@ -610,15 +610,17 @@ def _arch_list_with(ext: ExtensionBinary, wanted: list[ComputeCapability]) -> st
     )
 
 
-def _compiled_kernels_fix(
+def _keeping_targets(
     env: Environment, ext: ExtensionBinary, lacking: list[ComputeCapability]
 ) -> str:
+    """The rebuild that keeps the targets ``ext`` carries and adds those it ``lacking``:
+    cuda-pip's ``--arch-list`` (cuda-pip sets TORCH_CUDA_ARCH_LIST itself, user walk C2), the
+    variable alone where no distribution is known to rebuild."""
     wanted = _arch_list_with(ext, lacking)
     package = _package(ext)
     if package is None:
-        return f'build it with TORCH_CUDA_ARCH_LIST="{wanted}" for compiled kernels'
-    command = _cuda_pip_install(env, "--rebuild", package, "--arch-list", wanted)
-    return f"`{command}` for compiled kernels"
+        return f'TORCH_CUDA_ARCH_LIST="{wanted}"'
+    return f"`{_cuda_pip_install(env, '--rebuild', package, '--arch-list', wanted)}`"
 
 
 def check_extension_kernels(env: Environment, index: CudaFactsSource) -> list[Finding]:
@@ -644,17 +646,13 @@ def check_extension_kernels(env: Environment, index: CudaFactsSource) -> list[Fi
             )
             lacking = sorted({gpu.compute_capability for gpu in none})
             package = _package(ext)
-            wanted = _arch_list_with(ext, lacking)
-            # cuda-pip sets TORCH_CUDA_ARCH_LIST itself: --arch-list is how to keep the targets
-            # the build had (user walk C2), and --python where cuda-pip would pick another venv.
-            if package:
-                keep = _cuda_pip_install(env, "--rebuild", package, "--arch-list", wanted)
-                rebuild = (
-                    f"`{_cuda_pip_install(env, '--rebuild', package)}` (builds for the GPUs "
-                    f"here), or keep its targets too: `{keep}`"
-                )
-            else:
-                rebuild = f'rebuild it for the GPUs here (TORCH_CUDA_ARCH_LIST="{wanted}")'
+            keep = _keeping_targets(env, ext, lacking)
+            rebuild = (
+                f"`{_cuda_pip_install(env, '--rebuild', package)}` (builds for the GPUs here), "
+                f"or keep its targets too: {keep}"
+                if package
+                else f"rebuild it for the GPUs here ({keep})"
+            )
             blocked = _no_rebuild_here(env, index)
             findings.append(
                 Finding(
@@ -669,6 +667,7 @@ def check_extension_kernels(env: Environment, index: CudaFactsSource) -> list[Fi
         elif jit:
             gpus = ", ".join(dict.fromkeys(f"{gpu.name} ({gpu.compute_capability})" for gpu in jit))
             lacking = sorted({gpu.compute_capability for gpu in jit})
+            keep = _keeping_targets(env, ext, lacking)
             findings.append(
                 Finding(
                     check="extension-kernels",
@@ -677,7 +676,8 @@ def check_extension_kernels(env: Environment, index: CudaFactsSource) -> list[Fi
                     found=f"{_named(ext)} carries {_carries(ext)}: {gpus} run(s) only its PTX, "
                     "which the driver JIT-compiles at first use (minutes for a large "
                     "extension; cached in ~/.nv/ComputeCache)",
-                    fix=_compiled_kernels_fix(env, ext, lacking),
+                    fix=f"{keep if _package(ext) else f'build it with {keep}'} for compiled "
+                    "kernels",
                 )
             )
     if not findings:
