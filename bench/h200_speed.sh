@@ -10,7 +10,9 @@
 #   bench/h200_speed.sh [WHEEL_DIR [DEPS_DIR]]      (default .device/dist .device/wheels)
 # Environment: OUT (default /tmp/out) gets h200-speed.json, h200-speed.log, doctor.json,
 # plan.txt; TARGET_PYTHON uses that interpreter as the target instead of making the .pth venv;
-# RUNS (15), COLLECT_ENV_RUNS (3); PIP_NO_INDEX=0 lets pip use its configured index too.
+# RUNS (15), COLLECT_ENV_RUNS (3); PIP_NO_INDEX=0 lets pip use its configured index too;
+# PROFILE=1 also writes importtime-{plan,doctor}.txt (-X importtime) and cprofile-{plan,doctor}.txt
+# (cProfile by own time), each of one warm run.
 set -u
 repo=$PWD
 dist=$(realpath "${1:-.device/dist}"); deps=$(realpath "${2:-.device/wheels}")
@@ -58,6 +60,16 @@ timeout 200 "$B/python" "$repo/bench/installed_speed.py" --bin "$B" --python "$T
   --runs "${RUNS:-15}" --collect-env-runs "${COLLECT_ENV_RUNS:-3}" \
   --out "$out/h200-speed.json" 2>&1 | tee -a "$log"
 status=${PIPESTATUS[0]}
+if [ "${PROFILE:-0}" = 1 ]; then
+  step "profiles of one warm run each: -X importtime, cProfile by own time"
+  for name in plan doctor; do
+    if [ $name = plan ]; then args="plan pointnet2_ops kaolin"; else args="doctor --json"; fi
+    # shellcheck disable=SC2086  # args is a word list
+    "$B/python" -X importtime -m cuda_resolve $args --python "$T" >/dev/null 2>"$out/importtime-$name.txt"
+    # shellcheck disable=SC2086
+    "$B/python" -m cProfile -s tottime -m cuda_resolve $args --python "$T" >"$out/cprofile-$name.txt" 2>&1
+  done
+fi
 step "done (exit $status)"
 rm -rf "$work"
 exit "$status"

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _sources import pinned_checkout
 from _torch_env import copy_venv, standin_cuda_toolkit, torch_venv_template  # noqa: F401
 
 DATA = Path(__file__).parent / "data"
@@ -57,8 +58,11 @@ def test_a_plan_that_skips_pip_is_refused_where_its_build_is_not_installed(
             "CUDA_RESOLVE_WHEELHOUSE": str(tmp_path / "wheelhouse"),
         }
     )
-    plan_words = ["plan", "quickext", "--index", str(INDEX), "--python", str(python), "--json"]
-    apply_words = ["--python", str(python), "--source", str(SOURCE)]
+    # The air-gapped machine's source: a checkout at the pinned revision, so its build is the
+    # pinned one the next plan finds (a plain folder is keyed by its content instead).
+    source, index = pinned_checkout(SOURCE, INDEX, tmp_path)
+    plan_words = ["plan", "quickext", "--index", str(index), "--python", str(python), "--json"]
+    apply_words = ["--python", str(python), "--source", str(source)]
     first = _cli(plan_words, environ)
     assert first.returncode == 0, first.stderr
     (tmp_path / "first.json").write_text(first.stdout, encoding="utf-8")

@@ -14,6 +14,7 @@ import pytest
 from test_builder_runner import USER_ENV, FakePip, _pip, _spec, scratch, source  # noqa: F401
 
 from cuda_resolve.build.builder import build, wheel_key
+from cuda_resolve.build.source import source_identity
 from cuda_resolve.reporting import NullReporter
 from cuda_resolve.wheelhouse.errors import WheelhouseError
 from cuda_resolve.wheelhouse.store import Wheelhouse
@@ -27,9 +28,16 @@ class Steps(NullReporter):
         self.steps.append(text)
 
 
-def _hold_elsewhere(house: Wheelhouse, release: threading.Event, held: threading.Event) -> None:
-    """Another holder of the key's lock (its own thread: filelock is re-entrant per thread)."""
-    with house.lock(wheel_key(_spec())):
+def _hold_elsewhere(
+    house: Wheelhouse,
+    release: threading.Event,
+    held: threading.Event,
+    source: Path | None = None,
+) -> None:
+    """Another holder of the key's lock (its own thread: filelock is re-entrant per thread);
+    ``source``: the key of a build from that folder (a plain folder: keyed by its content)."""
+    spec = _spec()
+    with house.lock(wheel_key(spec, source_identity(spec.recipe, source, USER_ENV))):
         held.set()
         release.wait(10)
 
@@ -41,7 +49,7 @@ def test_a_build_waiting_for_the_keys_lock_says_so_then_goes_on(
 ) -> None:
     house = Wheelhouse(tmp_path / "wheelhouse")
     release, held = threading.Event(), threading.Event()
-    other = threading.Thread(target=_hold_elsewhere, args=(house, release, held))
+    other = threading.Thread(target=_hold_elsewhere, args=(house, release, held, source))
     other.start()
     assert held.wait(10)
     reporter = Steps()

@@ -26,9 +26,9 @@ from ..reporting import NullReporter, Reporter
 from ..wheelhouse.key import WheelKey
 from ..wheelhouse.store import StoredWheel, Wheelhouse
 from .buildenv import BuildEnvironment, machine_capacity, make_build_environment
-from .key import wheel_key
+from .key import keyed_to_source, wheel_key
 from .preflight import BuildSpec
-from .source import PreparedSource, describe_source, prepare_source
+from .source import PreparedSource, describe_source, prepare_source, source_identity
 
 if TYPE_CHECKING:
     from ..net import HttpClient
@@ -102,7 +102,16 @@ def build(
     ``pip_options`` are the user's pip options for the overlay's installs
     (:func:`~.buildenv.overlay_options` drops those that choose where or what pip installs)."""
     report = reporter or NullReporter()
+    base_environ = dict(os.environ if environ is None else environ)
+    planned_key = key
     key = key or wheel_key(spec)
+    if source_dir is not None:  # a tree not tied to the pin is keyed by its content, read now
+        key = keyed_to_source(key, spec, source_identity(spec.recipe, source_dir, base_environ))
+        if planned_key is not None and key != planned_key:
+            report.step(
+                f"{_label(spec)}: --source {source_dir} is not what the plan read (it changed "
+                f"since, or the plan had another source): built as {key.labelled_version}"
+            )
     started = time.monotonic()
 
     def waiting(owner: str) -> None:
@@ -118,9 +127,7 @@ def build(
             return BuildResult(
                 spec=spec, wheel=found, cache_hit=True, seconds=time.monotonic() - started, log=None
             )
-        one = _OneBuild(
-            spec, dict(os.environ if environ is None else environ), report, pip=pip, runner=runner
-        )
+        one = _OneBuild(spec, base_environ, report, pip=pip, runner=runner)
         stored, shown, source_notes = one.run(
             wheelhouse,
             key,

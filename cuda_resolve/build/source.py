@@ -32,11 +32,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PreparedSource",
+    "SourceIdentity",
     "applicable_patches",
     "apply_patches",
     "describe_source",
     "prepare_source",
     "recipe_digest",
+    "source_identity",
+    "source_recipe_digest",
 ]
 
 #: Never copied from a --source tree, at any depth: caches and leftovers that would leak into the
@@ -275,7 +278,7 @@ class _TreeCopy:
                 "make the folder readable, or give a copy you can read",
             ) from None
         ancestors = ancestors | {(info.st_dev, info.st_ino)}
-        dest.mkdir(mode=info.st_mode & 0o777 | stat.S_IRWXU)
+        self._made_folder(dest, relative, info)
         for entry in entries:
             if self._skipped(relative, entry.name):
                 continue
@@ -299,12 +302,7 @@ class _TreeCopy:
         if entry.is_symlink():
             real = os.path.realpath(path)
             if os.path.commonpath([self.real_root, real]) == self.real_root:
-                # The same place in the copy, by a relative link: writes through it stay in the
-                # copy.
-                os.symlink(
-                    os.path.relpath(self.dest / os.path.relpath(real, self.real_root), dest.parent),
-                    dest,
-                )
+                self._inside_link(dest, relative, os.path.relpath(real, self.real_root))
                 return
             if not os.path.lexists(real):
                 # Outside and missing: a write through it would create the user's file. Left out.
@@ -353,6 +351,14 @@ class _TreeCopy:
                 f"is {kind}, which a source tree never holds",
                 "remove it from the tree, or give a clean copy of the source",
             )
+
+    def _made_folder(self, dest: Path, relative: str, info: os.stat_result) -> None:
+        dest.mkdir(mode=info.st_mode & 0o777 | stat.S_IRWXU)
+
+    def _inside_link(self, dest: Path, relative: str, target: str) -> None:
+        """A link to ``target`` (relative to the tree's root), which is inside the tree."""
+        # The same place in the copy, by a relative link: writes through it stay in the copy.
+        os.symlink(os.path.relpath(self.dest / target, dest.parent), dest)
 
     def _git_pointer_outside(self, path: str, relative: str) -> bool:
         """Whether the ``.git`` file at ``path`` is a ``gitdir:`` pointer (a worktree's, a
@@ -421,6 +427,125 @@ def _copy_tree(
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise
+
+
+class _TreeDigest(_TreeCopy):
+    """sha256 over what :class:`_TreeCopy` would copy (paths, file contents, executable bits,
+    links inside the tree), read and never written; ``.git`` is left out too: the working tree is
+    what builds. The same refusals as a copy (a FIFO is refused, never opened)."""
+
+    def __init__(self, source: Path, build_roots: frozenset[str]) -> None:
+        super().__init__(source, Path(os.devnull), build_roots)  # dest: never written
+        self.hasher = hashlib.sha256()
+
+    def digest(self) -> str:
+        self._folder(self.real_root, self.dest, "", 0, frozenset())
+        return self.hasher.hexdigest()
+
+    def _record(self, *words: str) -> None:
+        self.hasher.update("\0".join(words).encode("utf-8", "surrogateescape") + b"\0\0")
+
+    def _skipped(self, relative: str, name: str) -> bool:
+        return name == ".git" or super()._skipped(relative, name)
+
+    def _made_folder(self, dest: Path, relative: str, info: os.stat_result) -> None:
+        self._record("folder", relative)
+
+    def _inside_link(self, dest: Path, relative: str, target: str) -> None:
+        self._record("link", relative, target)
+
+    def _file(self, path: str, dest: Path, relative: str, info: os.stat_result) -> None:
+        content = hashlib.sha256()
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # as the copy opens it
+        except OSError as exc:
+            raise self._refuse(
+                relative,
+                f"cannot be read ({exc.strerror or exc})",
+                "make it readable, or remove it from the tree",
+            ) from None
+        with os.fdopen(fd, "rb") as source:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise self._refuse(
+                    relative,
+                    "changed into something other than a file while it was read",
+                    "retry once nothing else writes the tree",
+                )
+            while chunk := source.read(_CHUNK):
+                content.update(chunk)
+        executable = "x" if info.st_mode & 0o111 else "-"
+        self._record("file", relative, executable, content.hexdigest())
+
+
+@frozen
+class SourceIdentity:
+    """A ``--source`` tree that cannot be tied to its recipe's pinned source, named by its
+    content: a wheel built from it is kept in the wheelhouse under that content, never as the
+    pinned source's (a copy of another revision, or a checkout with edits, would otherwise be
+    reused as the pinned build, in a lab's shared wheelhouse too)."""
+
+    digest: str  # sha256 over the tree as a copy of it takes it (_TreeDigest)
+    why: str  # why the tree is not the pinned source, in words: "is not a git checkout"
+
+
+def _build_roots(recipe: Recipe) -> frozenset[str]:
+    """Where a build writes its output (``build``, ``dist``): the tree's root and the recipe's
+    build folder."""
+    return frozenset({"", recipe.subdirectory.strip("/")} if recipe.subdirectory else {""})
+
+
+def _not_pinned(recipe: Recipe, source_dir: Path, environ: Mapping[str, str]) -> str | None:
+    """Why ``source_dir`` is not the recipe's pinned source (None: a clean checkout of it)."""
+    if recipe.revision is None:
+        return (
+            f"is a folder, and recipe {recipe.name} pins an archive by sha256, which a folder "
+            "cannot be checked against"
+        )
+    head = _head_revision(source_dir, environ)
+    if head is None:
+        return "is not a git checkout, so its revision cannot be checked"
+    if head != recipe.revision:
+        return f"is at {head[:12]}, not at the pinned {recipe.revision[:12]}"
+    # GIT_OPTIONAL_LOCKS=0: status must not refresh the index: the user's tree is never written.
+    try:
+        changes = _git(
+            ["status", "--porcelain", "--untracked-files=normal"],
+            cwd=source_dir,
+            environ={**environ, "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except BuildError:
+        return "is a git checkout whose changes git could not list"
+    if changes:
+        return f"is at the pinned {recipe.revision[:12]} with changes not committed"
+    return None
+
+
+def source_identity(
+    recipe: Recipe, source_dir: Path | None, environ: Mapping[str, str]
+) -> SourceIdentity | None:
+    """What the wheelhouse key of a build from ``source_dir`` must add to the recipe's digest:
+    None where the build's source is the recipe's pinned one (no ``--source``: the archive's
+    sha256 or the clone's revision is checked; a checkout at the pinned revision without
+    changes), else the tree's content. A folder that is missing or not a folder is None too:
+    the build refuses it, naming it."""
+    if source_dir is None:
+        return None
+    source_dir = source_dir.expanduser()
+    if not source_dir.is_dir():
+        return None
+    why = _not_pinned(recipe, source_dir, environ)
+    if why is None:
+        return None
+    return SourceIdentity(digest=_TreeDigest(source_dir, _build_roots(recipe)).digest(), why=why)
+
+
+def source_recipe_digest(recipe: Recipe, torch_version: str, source: SourceIdentity | None) -> str:
+    """The wheelhouse key's recipe digest for a build of ``recipe`` from ``source``: the recipe's
+    own digest for its pinned source, else one that also covers the tree's content."""
+    digest = recipe_digest(recipe, torch_version)
+    if source is None:
+        return digest
+    return hashlib.sha256(f"{digest}\0source tree\0{source.digest}".encode()).hexdigest()
 
 
 def apply_patches(recipe: Recipe, root: Path, patches: Sequence[Patch]) -> None:
@@ -510,8 +635,7 @@ def _copy_source_dir(
             "wheelhouse key hold",
         )
     say(f"copying {source_dir}")
-    build_roots = frozenset({"", recipe.subdirectory.strip("/")} if recipe.subdirectory else {""})
-    copied = _copy_tree(source_dir, dest, build_roots)
+    copied = _copy_tree(source_dir, dest, _build_roots(recipe))
     if recipe.revision is None:
         return False, [
             f"{source_dir} was used as given: recipe {recipe.name} pins an archive by sha256, "

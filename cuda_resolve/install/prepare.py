@@ -12,6 +12,7 @@ imports to check. The executor then does exactly this; ``--dry-run`` prints it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -24,7 +25,7 @@ from packaging.version import InvalidVersion, Version
 from ..build.buildenv import max_jobs, unsatisfied
 from ..build.key import wheel_key
 from ..build.preflight import check_build
-from ..build.source import describe_source
+from ..build.source import SourceIdentity, describe_source, source_identity
 from ..build.spec import BuildSpec
 from ..compat import marker_environment
 from ..environment import Environment
@@ -141,6 +142,7 @@ def unmet_requirements(
 def _planned_build(
     spec: BuildSpec,
     source: str,
+    identity: SourceIdentity | None,
     wheelhouse: Wheelhouse | None,
     options: InstallOptions,
     env: Environment,
@@ -152,8 +154,9 @@ def _planned_build(
     SASS before lower-minor SASS before PTX, then fewer targets). Not when the user named the
     arch list: they build for other machines too. Then the lab's index server, where one is
     configured (wheelhouse/served.py): a fitting wheel it serves is downloaded into the
-    wheelhouse; its notes (the server down) become the build's."""
-    key = wheel_key(spec)
+    wheelhouse; its notes (the server down) become the build's. ``identity``: the ``--source``
+    tree's content, where it is not the pinned source (it goes into the key)."""
+    key = wheel_key(spec, identity)
     if wheelhouse is None or options.rebuild:
         return PlannedBuild(spec=spec, key=key, source=source), None
     found = wheelhouse.lookup(key)
@@ -236,6 +239,7 @@ def complete_plan(
         wheelhouse=wheelhouse,
         capacity=capacity,
         user_jobs=(environ or {}).get("MAX_JOBS", "").strip(),
+        environ=os.environ if environ is None else environ,
     )
     for item in plan.items:
         parts.add(item)
@@ -317,9 +321,11 @@ class _Completion:
         wheelhouse: Wheelhouse | None,
         capacity: tuple[int, int | None] | None,
         user_jobs: str,
+        environ: Mapping[str, str],
     ) -> None:
         self.plan, self.env, self.index, self.options = plan, env, index, options
         self.wheelhouse, self.capacity, self.user_jobs = wheelhouse, capacity, user_jobs
+        self.environ = environ  # git's, for a --source checkout
         self.torch_item = next((i for i in plan.items if i.name == "torch"), None)
         self.builds: list[PlannedBuild] = []
         self.reused_files: dict[str, Path] = {}
@@ -349,9 +355,22 @@ class _Completion:
     def _add_build(self, item: PlanItem) -> None:
         recipe, import_name = _recipe(self.index, item)
         spec = self._spec(item, recipe, import_name)
+        source_dir = self.options.source_for(item.name)
+        identity = source_identity(recipe, source_dir, self.environ)
+        if identity is not None:
+            spec = replace(
+                spec,
+                notes=(
+                    *spec.notes,
+                    f"--source {source_dir} {identity.why}: its wheel is kept in the wheelhouse "
+                    f"under the folder's content (sha256 {identity.digest[:12]}), never as "
+                    f"{recipe.name}'s pinned source",
+                ),
+            )
         planned, reused_file = _planned_build(
             spec,
-            describe_source(recipe, self.options.source_for(item.name)),
+            describe_source(recipe, source_dir),
+            identity,
             self.wheelhouse,
             self.options,
             self.env,

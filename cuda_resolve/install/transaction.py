@@ -559,9 +559,12 @@ def _build_one(
     environ: Mapping[str, str],
     report: Reporter,
 ) -> BuildResult:
-    from ..build.builder import build, wheel_key
+    from ..build.builder import build
 
-    if planned.key != wheel_key(planned.spec) and wheelhouse.lookup(planned.key) is None:
+    reuses_other_build = (
+        planned.reused is not None and planned.key.arch_list != planned.spec.arch_list
+    )
+    if reuses_other_build and wheelhouse.lookup(planned.key) is None:
         # The plan reuses a wheel built for more GPUs; it is gone (pruned, another machine's plan).
         raise InstallError(
             f"the plan reuses {planned.spec.package} {planned.key.labelled_version} from the "
