@@ -406,6 +406,21 @@ def _refuse_host(where: str) -> None:
 
 
 _TRUE = frozenset({"y", "yes", "t", "true", "on", "1"})
+#: pip's variables that send an install somewhere else than the target's site-packages.
+_ELSEWHERE_VARIABLES = ("PIP_TARGET", "PIP_PREFIX", "PIP_ROOT", "PIP_USER")
+
+
+def elsewhere_variables(environ: Mapping[str, str]) -> list[str]:
+    """Those of pip's variables set in ``environ`` that send pip's install to another folder
+    (``PIP_TARGET`` ...; a false word such as ``0`` or ``off`` sets nothing): what the target
+    has says nothing of that folder, and uv, which does not read them, must not install."""
+    return [
+        name
+        for name in _ELSEWHERE_VARIABLES
+        if environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+    ]
+
+
 #: pip skips its PEP 668 check with these (pip's install command: the override, or a folder
 #: other than the interpreter's own).
 _PEP668_OVERRIDES = ("break-system-packages", "target", "prefix", "root")

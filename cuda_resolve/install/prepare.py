@@ -35,7 +35,7 @@ from ..plan import PYPI_SIMPLE, PipStep, Plan, PlanItem, PlannedBuild
 from .hashmode import REQUIRE_HASHES, refuse_unhashed, unhashed_before_build
 from .options import InstallOptions
 from .pip import PipFacts, trust_options
-from .pipoptions import names_requirements
+from .pipoptions import elsewhere_variables, names_requirements
 
 if TYPE_CHECKING:
     from ..wheelhouse.store import Wheelhouse
@@ -249,7 +249,7 @@ def complete_plan(
         parts.check_hashes(options.hash_mode, installed)
     # pip told to install elsewhere (PIP_TARGET ...): what the target has says nothing of that
     # folder, so pip runs, as a plain `pip install` would.
-    skip_pip = parts.last_step(steps, installed, elsewhere=_installs_elsewhere(environ or {}))
+    skip_pip = parts.last_step(steps, installed, elsewhere=bool(elsewhere_variables(environ or {})))
     if options.hash_mode is not None:  # pip checks every file of every step, dependencies included
         steps = [replace(step, args=(REQUIRE_HASHES, *step.args)) for step in steps]
     imports = parts.imports
@@ -295,16 +295,6 @@ def complete_plan(
 
 
 _ALL_INSTALLED = "every planned package is installed at the planned version: pip is not run"
-#: pip's variables that send an install somewhere else than the target's site-packages (as
-#: install/uv.py's ``_PIP_ELSEWHERE``, which keeps uv out of such a step).
-_PIP_ELSEWHERE = ("PIP_TARGET", "PIP_PREFIX", "PIP_ROOT", "PIP_USER")
-
-
-def _installs_elsewhere(environ: Mapping[str, str]) -> bool:
-    return any(
-        environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
-        for name in _PIP_ELSEWHERE
-    )
 
 
 class _Completion:

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from .._frozen import frozen
 from ..errors import InstallError, UsageError
+from .pipoptions import elsewhere_variables
 
 if TYPE_CHECKING:
     from ..build.runner import ProcessRunner
@@ -62,8 +63,6 @@ __all__ = [
 
 #: What ``--installer`` takes: ``auto`` runs uv where it is found and the step is all-local.
 INSTALLERS = ("auto", "pip", "uv")
-#: pip variables that install somewhere else than the target's site-packages: uv would not.
-_PIP_ELSEWHERE = ("PIP_TARGET", "PIP_PREFIX", "PIP_ROOT", "PIP_USER")
 #: A line of sync's requirements file, or of the file written here: one local wheel and its hash.
 _LOCAL_LINE = re.compile(
     r"^(?:[A-Za-z0-9][A-Za-z0-9._-]* @ )?file:///\S+\.whl --hash=sha256:[0-9a-f]{64}$"
@@ -100,11 +99,7 @@ def uv_for(installer: str, environ: Mapping[str, str]) -> tuple[str | None, str 
         )
     if installer == "pip":
         return None, None
-    elsewhere = [
-        name
-        for name in _PIP_ELSEWHERE
-        if environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
-    ]
+    elsewhere = elsewhere_variables(environ)
     if elsewhere:
         return None, f"{', '.join(elsewhere)} set: pip installs, as it reads them"
     found = find_uv(environ)
