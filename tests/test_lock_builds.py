@@ -256,3 +256,35 @@ def test_sync_takes_a_locked_build_from_the_local_wheelhouse_when_its_server_is_
     h200 = built_bench["keys"]["h200"].labelled_version  # type: ignore[index]
     assert main(["sync", str(lock), "--name", "h200", "--python", str(python), "--check"]) == 0
     assert h200 in capsys.readouterr().out
+
+
+def test_a_sync_dry_run_says_a_locked_build_comes_from_the_local_wheelhouse(
+    built_bench: dict[str, object], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The dry run of the sync above: it said the build was "not in the cache yet" and printed a
+    pip command that fetches it from the server (down), while the sync itself takes it from the
+    local wheelhouse. Now the note says where the file is, and pip's command reads it there."""
+    import json
+
+    _publish(built_bench, "h200")
+    _publish(built_bench, "a100-h200")
+    lock = tmp_path / "pylock.toml"
+    words = _lock_words(built_bench, lock)
+    words[words.index("--wheelhouse-url") + 1] = "https://127.0.0.1:9/wheelhouse"  # no server
+    assert main([*words, "--no-build"]) == 0
+    python = copy_venv(tmp_path / "venv")
+    capsys.readouterr()
+    assert main(["sync", str(lock), "--name", "h200", "--python", str(python), "--dry-run"]) == 0
+    said = capsys.readouterr().out
+    assert "are on this machine already (pointnet2-ops" in said, said
+    house = built_bench["house"]
+    entry = house.lookup(built_bench["keys"]["h200"])  # type: ignore[attr-defined,index]
+    assert str(entry.path.parent) in said, said
+
+    assert main(["sync", str(lock), "--name", "h200", "--python", str(python), "--dry-run",
+                 "--json"]) == 0  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+    requirements = Path(next(w for run in report["pip_runs"] for w in run if w.endswith(".txt")))
+    lines = requirements.read_text().splitlines()
+    built = next(line for line in lines if "pointnet2" in line.lower())
+    assert entry.path.as_uri() in built and "127.0.0.1:9" not in built, lines

@@ -321,14 +321,23 @@ class _Act:
         from ..paths import cache_root
         from ..redaction import url_without_userinfo
         from ..wheelhouse.store import Wheelhouse
-        from .wheelcache import cache_path
+        from .wheelcache import cache_path, local_copy
 
         state, to_install = self.state, self.decided.to_install
         paths = {w.name: cache_path(cache_root() / "lock-wheels", w) for w in to_install}
+        # Not cached yet, but on this machine (a download folder, the wheelhouse): a sync takes
+        # it from there, downloading nothing; pip's command names it there.
+        local = {
+            w.name: found
+            for w in to_install
+            if not paths[w.name].is_file() and (found := local_copy(w)) is not None
+        }
         config = load_config()  # the mirror a sync would fetch from; never a password in a file
         where = {
             w.name: paths[w.name].as_uri()
             if paths[w.name].is_file()
+            else local[w.name].as_uri()
+            if w.name in local
             else url_without_userinfo(config.rewrite(w.url))
             for w in to_install
         }
@@ -341,6 +350,7 @@ class _Act:
         # offline over cached files only: with files still to fetch, its command would fail
         # pasted, so pip's (which fetches them) is the one shown, and a note says why.
         uncached = sorted(name for name, path in paths.items() if not path.is_file())
+        to_fetch = [name for name in uncached if name not in local]
         installer = "pip" if uncached else state.request.installer
         plan = sync_plan(state.env, to_install, paths, requirements)
         commands = planned_commands(
@@ -348,12 +358,25 @@ class _Act:
         )
         installers = tuple(installer_of(c) for c in commands)
         notes = self.decided.notes
-        if uncached and state.request.installer != "pip":
+        if local:
+            places = sorted({str(path.parent) for path in local.values()})
             notes = (
                 *notes,
-                f"{len(uncached)} file(s) are not in the cache yet ({', '.join(uncached)}): a "
-                "sync fetches them first and then may install with uv, offline; pip's command "
-                "is shown, which fetches them itself and runs as printed",
+                f"{len(local)} file(s) are on this machine already ({', '.join(sorted(local))}, "
+                f"in {', '.join(places)}): a sync takes them from there, their sha256 checked, "
+                "and downloads nothing for them",
+            )
+        if uncached and state.request.installer != "pip":
+            fetched = (
+                f"{len(to_fetch)} file(s) are not in the cache yet ({', '.join(to_fetch)}): a "
+                "sync fetches them first"
+                if to_fetch
+                else "a sync copies them into its cache first"
+            )
+            notes = (
+                *notes,
+                f"{fetched} and then may install with uv, offline; pip's command is shown, which "
+                "reads each file where it is now (fetching what is not here) and runs as printed",
             )
         if all(installer == "pip" for installer in installers):
             sync_plan(state.env, to_install, paths, requirements, locations=where)

@@ -39,7 +39,7 @@ class LockedFileMismatch(LockError):
 if TYPE_CHECKING:  # `sync --check` imports none of the acting layers
     from ..net.client import HttpClient
 
-__all__ = ["LockedFileMismatch", "cache_path", "cached_files", "fetch_all"]
+__all__ = ["LockedFileMismatch", "cache_path", "cached_files", "fetch_all", "local_copy"]
 
 
 def cache_path(cache_dir: Path, item: Wanted) -> Path:
@@ -114,25 +114,55 @@ def _from_download_folders(item: Wanted, target: Path, report: Reporter) -> bool
 _SERVED = re.compile(r"/wheels/([^/]+)/([0-9a-f]{16})/([^/]+)$")
 
 
-def _from_wheelhouses(item: Wanted, target: Path, report: Reporter) -> bool:
-    """``item``'s file taken from a local wheelhouse's entry of the same package and digest into
-    ``target`` (see the module); False where none holds it with the lock's hash."""
+def _wheelhouse_files(item: Wanted) -> list[Path]:
+    """The local wheelhouses' files of the entry a served wheelhouse's URL names (same package,
+    digest and file name), where they exist; none for any other URL."""
     from urllib.parse import unquote
 
     found = _SERVED.search(item.url.split("?", 1)[0].split("#", 1)[0])
     if found is None or unquote(found.group(3)) != item.file:  # a URL writes "+" as %2B
-        return False
+        return []
     from ..wheelhouse.store import Wheelhouse
 
     house = Wheelhouse.default()
-    for root in (*(shared.root for shared in house.shared), house.root):
-        source = root / "wheels" / unquote(found.group(1)) / found.group(2) / item.file
-        if source.is_file() and _taken(
-            source, item, target, report, "its entry", "since it was built"
-        ):
-            report.step(f"took {item.file} from the wheelhouse {root} (not downloaded)")
+    roots = (*(shared.root for shared in house.shared), house.root)
+    files = (
+        root / "wheels" / unquote(found.group(1)) / found.group(2) / item.file for root in roots
+    )
+    return [file for file in files if file.is_file()]
+
+
+def _from_wheelhouses(item: Wanted, target: Path, report: Reporter) -> bool:
+    """``item``'s file taken from a local wheelhouse's entry of the same package and digest into
+    ``target`` (see the module); False where none holds it with the lock's hash."""
+    for source in _wheelhouse_files(item):
+        if _taken(source, item, target, report, "its entry", "since it was built"):
+            report.step(
+                f"took {item.file} from the wheelhouse {source.parents[3]} (not downloaded)"
+            )
             return True
     return False
+
+
+def local_copy(item: Wanted) -> Path | None:
+    """Where this machine holds ``item``'s file outside the cache, by its records: a download
+    folder whose record, or a local wheelhouse entry whose ``entry.json``, names the lock's
+    sha256. What a sync takes instead of downloading (then hashing it); a dry run says so
+    without hashing anything. None: a sync downloads it."""
+    from ..install.downloads import recorded_files
+    from ..wheelhouse.store import ENTRY_FILE
+
+    downloaded = recorded_files(item.file, item.sha256)
+    if downloaded:
+        return downloaded[0]
+    for source in _wheelhouse_files(item):
+        try:
+            record = json.loads((source.parent / ENTRY_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("sha256") == item.sha256:
+            return source
+    return None
 
 
 def _taken(
