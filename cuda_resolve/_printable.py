@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import re
 
+from ._lazy_re import lazy_compile
+
 __all__ = ["printable"]
 
 # C0 controls but tab and newline, DEL, C1 controls, and the Unicode format characters that
 # reorder or hide text (bidi embeddings, overrides and isolates, zero-width marks, BOM).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
-_ONE_LINE_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+_CONTROL = lazy_compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]"
+)
+_ONE_LINE_CONTROL = lazy_compile(
+    "[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]"
+)
 
 
 def _escape(match: re.Match[str]) -> str:

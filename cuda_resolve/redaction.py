@@ -36,6 +36,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ._lazy_re import lazy_compile
+
 __all__ = [
     "MASK",
     "MIN_SECRET_LENGTH",
@@ -106,7 +108,7 @@ MIN_SECRET_LENGTH = 4
 # Linear on any text: a scheme is tried once per run of scheme characters (the run taken whole,
 # as an atomic group would), and the user info stops at the next "://" (two URLs, one after the
 # other, are two matches), so no character is scanned again from each of many starts.
-_URL = re.compile(
+_URL = lazy_compile(
     r"(?P<scheme>(?<![A-Za-z0-9+.\-])(?=(?P<run>[A-Za-z0-9+.\-]*[A-Za-z][A-Za-z0-9+.\-]*))(?P=run)://)"
     r"(?P<userinfo>(?:[^\s'\"<>()\[\],:]|:(?!//))*)@"
 )
@@ -117,12 +119,12 @@ _PARAMETER = re.compile(
 )
 # A scheme-less proxy after the options and variables that name one (its user info runs to the
 # last "@" of the value: a password may hold one).
-_PROXY_OPTION = re.compile(
+_PROXY_OPTION = lazy_compile(
     r"(?P<lead>(?:--proxy|\b[A-Za-z_]*proxy)(?:\s*=\s*|\s*:\s+|\s+)['\"]?)(?P<info>[^\s'\"]+)@",
     re.IGNORECASE,
 )
 # A whole value that is "user:password@host[:port][/]" (pip's --proxy form).
-_BARE_CREDENTIALS = re.compile(
+_BARE_CREDENTIALS = lazy_compile(
     r"(?P<lead>\s*['\"]?)(?P<info>[^\s'\"/:@]+:[^\s'\"]*)@(?P<host>(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d+)?/?['\"]?\s*)"
 )
 _AUTH_HEADER = re.compile(
@@ -248,7 +250,7 @@ def url_without_userinfo(url: str) -> str:
 
 
 #: A URL inside free text (a requirement line, a decision): up to the next space or quote.
-_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]+")
+_URL_IN_TEXT = lazy_compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]+")
 
 
 def without_userinfo(text: str) -> str:

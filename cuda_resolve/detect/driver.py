@@ -9,9 +9,9 @@ when none of them answers is it derived from the index's table of toolkit driver
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
+from .._lazy_re import lazy_compile
 from ..versions import CudaVersion, DriverVersion
 from ._files import read_text, under_root
 
@@ -26,7 +26,7 @@ SYS_MODULE_VERSION = "/sys/module/nvidia/version"
 PROC_DRIVER_VERSION = "/proc/driver/nvidia/version"
 
 #: A driver version as the kernel module prints it: 580.159.04, 535.104.05, 470.82.01, 390.157.
-_DRIVER_NUMBER = re.compile(r"(?<![\d.])(\d{3,4}\.\d{1,3}(?:\.\d{1,3})?)(?![\d.])")
+_DRIVER_NUMBER = lazy_compile(r"(?<![\d.])(\d{3,4}\.\d{1,3}(?:\.\d{1,3})?)(?![\d.])")
 
 
 def _driver(text: str) -> DriverVersion | None:

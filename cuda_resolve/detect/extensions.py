@@ -33,6 +33,7 @@ from .._bounded import read_head, read_text
 from .._bounded import run as run_bounded
 from .._digest import new_digest
 from .._dist_metadata import normalized_name
+from .._lazy_re import lazy_compile
 from ..environment import ExtensionBinary
 from ._cache import file_identity
 
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 #: The sonames that tie an extension to CUDA or to a torch build.
-_INTERESTING = re.compile(
+_INTERESTING = lazy_compile(
     r"^(libcudart|libc10|libtorch|libcublas|libcusparse|libcurand|libcufft|libcusolver|libnvrtc|libcudnn)"
 )
 #: Trees that are torch itself or CUDA runtime wheels, not extensions built by users.
@@ -112,7 +113,7 @@ TORCH_LIBRARIES = (
 )
 #: Mangled names in torch's namespaces (c10::, at::, torch::, caffe2::), their vtables and type
 #: infos, and libtorch_python's C names (THPVariable_Wrap ...): what torch is meant to provide.
-_TORCH_SYMBOL = re.compile(r"^_Z(?:T[VIS])?N[rVK]*[RO]?(?:3c10|2at|5torch|6caffe2)|^THP[A-Z]")
+_TORCH_SYMBOL = lazy_compile(r"^_Z(?:T[VIS])?N[rVK]*[RO]?(?:3c10|2at|5torch|6caffe2)|^THP[A-Z]")
 _MAX_SYMBOLS_SHOWN = 50  # per extension: the first ones are enough to act on
 _DEMANGLE_TIMEOUT_S = 5.0
 _DISTRIBUTION_TEXT_LIMIT = 1024 * 1024

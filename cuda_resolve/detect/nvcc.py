@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Mapping
 
+from .._lazy_re import lazy_compile
 from ..versions import ComputeCapability, CudaVersion
 from ._files import is_executable_file, read_text
 
@@ -23,11 +24,11 @@ __all__ = [
 ]
 
 _RELEASE = re.compile(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)")
-_RELEASE_SHORT = re.compile(r"release (\d+\.\d+)")
+_RELEASE_SHORT = lazy_compile(r"release (\d+\.\d+)")
 _ARCH = re.compile(r"^\s*compute_(\d+)([af]?)\s*$", re.MULTILINE)
 #: The words of a script line that a path can be part of: runs between blanks, quotes and ;|&().
-_SCRIPT_WORD = re.compile(r"""[^\s"';|&()]+""")
-_VARIABLE = re.compile(r"\$\{?(\w+)\}?")
+_SCRIPT_WORD = lazy_compile(r"""[^\s"';|&()]+""")
+_VARIABLE = lazy_compile(r"\$\{?(\w+)\}?")
 _MAX_WRAPPER_DEPTH = 5
 _SCRIPT_LIMIT = 64 * 1024
 

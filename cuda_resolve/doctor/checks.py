@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Callable
 
+from .._lazy_re import lazy_compile
 from ..compat import (
     arch_list_for_build,
     build_covers_gpu,
@@ -693,7 +694,7 @@ def check_extension_kernels(env: Environment, index: CudaFactsSource) -> list[Fi
     return findings
 
 
-_TORCH_LABEL = re.compile(r"^pt(\d+)(cu\d+|cpu|rocm[\d.]*)?", re.IGNORECASE)
+_TORCH_LABEL = lazy_compile(r"^pt(\d+)(cu\d+|cpu|rocm[\d.]*)?", re.IGNORECASE)
 
 
 def _label_torch(distribution: str | None) -> str | None:
