@@ -354,7 +354,7 @@ def test_the_archive_is_fetched_verified_unpacked_patched_and_then_cached(
     assert (first.root / "csrc" / "add_one.cu").read_bytes() == (
         FIXTURE / "csrc" / "add_one.cu"
     ).read_bytes()
-    assert first.origin == f"archive {url} (sha256 {sha(body)})" and first.revision_checked
+    assert first.origin == f"archive {url} (sha256 {sha(body)})" and first.identity is None
     assert [p.file for p in first.patches] == ["setup.py"]
     assert len(origin.requests_to(f"/files/{TOP}.tar.gz")) == 1
     assert [p.name for p in cache.iterdir()] == [sha(body)]  # kept by hash, nothing else
@@ -409,7 +409,7 @@ def test_the_archive_wins_over_the_clone_and_source_dir_over_both(
         source_dir=copy,
         cache_dir=tmp_path / "empty",
     )
-    assert given.origin == f"--source {copy}" and not given.revision_checked
+    assert given.origin == f"--source {copy}" and given.identity is not None
     assert "pins an archive by sha256, which a folder cannot be checked against" in given.notes[0]
     assert PATCHED in (given.root / "setup.py").read_text()
     assert (

@@ -288,3 +288,24 @@ def test_a_sync_dry_run_says_a_locked_build_comes_from_the_local_wheelhouse(
     lines = requirements.read_text().splitlines()
     built = next(line for line in lines if "pointnet2" in line.lower())
     assert entry.path.as_uri() in built and "127.0.0.1:9" not in built, lines
+
+
+def test_lock_refuses_a_source_folder_that_is_not_the_pinned_source_before_building(
+    built_bench: dict[str, object], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review F3: a plain copy was compiled, kept under its content, and then the lock failed
+    saying the profile's torch or Python did not match. A lock names builds anyone can rebuild
+    from the pinned source, so such a folder is refused first, saying what to give instead."""
+    plain = tmp_path / "Pointnet2_PyTorch"
+    (plain / "pointnet2_ops_lib").mkdir(parents=True)
+    (plain / "pointnet2_ops_lib" / "setup.py").write_text("raise SystemExit('never run')\n")
+    words = _lock_words(built_bench, tmp_path / "pylock.toml")
+    capsys.readouterr()
+    assert main([*words, "--source", f"pointnet2_ops={plain}"]) == 1
+    said = capsys.readouterr().err
+    assert f"--source {plain} is not a git checkout" in said, said
+    assert "a lock names builds of the pinned source" in said and "nothing was built" in said
+    assert f"cuda-pip install pointnet2_ops --source {plain}" in said, said
+    assert not (tmp_path / "pylock.toml").exists()
+    house = built_bench["house"]
+    assert house.entries() == []  # type: ignore[attr-defined]

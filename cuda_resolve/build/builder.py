@@ -110,7 +110,8 @@ def build(
         if planned_key is not None and key != planned_key:
             report.step(
                 f"{_label(spec)}: --source {source_dir} is not what the plan read (it changed "
-                f"since, or the plan had another source): built as {key.labelled_version}"
+                "since, or the plan was made without it): its wheel is "
+                f"{key.labelled_version}, not the plan's {planned_key.labelled_version}"
             )
     started = time.monotonic()
 
@@ -202,6 +203,8 @@ class _OneBuild:
         try:
             self._log_head(source_dir)
             source = self._source(source_dir, client, archive_cache)
+            if source_dir is not None:
+                key = self._copied_key(key, source)
             build_env = self._environment(installed, pip_options)
             built = self._compile(source.build_dir, build_env.variables)
             return wheelhouse.publish(key, built), build_env.shown, source.notes
@@ -209,6 +212,18 @@ class _OneBuild:
             raise BuildError(f"{self.label}: {exc}", hint=f"see the log: {self.log_path}") from None
         finally:
             _remove(self.workdir)
+
+    def _copied_key(self, key: WheelKey, source: PreparedSource) -> WheelKey:
+        """The key of what was copied: the folder changed after its key was decided (while the
+        build waited for the key's lock, say) is published under its content, not that key."""
+        copied = keyed_to_source(key, self.spec, source.identity)
+        if copied != key:
+            why = source.identity.why if source.identity else "is now its pinned commit's files"
+            self._say(
+                f"the --source folder changed while the build waited ({why}): built as "
+                f"{copied.labelled_version}"
+            )
+        return copied
 
     def _say(self, text: str) -> None:
         self.report.step(f"{self.label}: {text}")

@@ -40,6 +40,7 @@ __all__ = [
     "recipe_digest",
     "source_identity",
     "source_recipe_digest",
+    "tree_identity",
 ]
 
 #: Never copied from a --source tree, at any depth: caches and leftovers that would leak into the
@@ -65,9 +66,9 @@ class PreparedSource:
     # describe_source(): "archive https://... (sha256 ...)", "git clone ... at <rev>",
     # "--source DIR"
     origin: str
-    revision_checked: (
-        bool  # the copy is known to be the recipe's pinned source (revision or sha256)
-    )
+    #: a --source copy that is not the pinned source, by its content as copied (None: the
+    #: pinned source, or not a --source copy)
+    identity: SourceIdentity | None
     patches: tuple[Patch, ...]  # applied
     notes: tuple[str, ...] = ()
 
@@ -147,10 +148,8 @@ def _git(
 def _head_revision(tree: Path, environ: Mapping[str, str]) -> str | None:
     if not (tree / ".git").exists():
         return None
-    try:
-        return _git(["rev-parse", "HEAD"], cwd=tree, environ=environ)
-    except BuildError:
-        return None
+    head = _git_here(["rev-parse", "HEAD"], tree, environ)
+    return head.strip() if head else None
 
 
 def _git_in(tree: Path, *args: str) -> str:
@@ -162,11 +161,7 @@ def _git_in(tree: Path, *args: str) -> str:
 
 def _holds_commit(tree: Path, revision: str, environ: Mapping[str, str]) -> bool:
     """Whether the repository at ``tree`` has ``revision`` (a checkout of it can then work)."""
-    try:
-        _git(["cat-file", "-e", f"{revision}^{{commit}}"], cwd=tree, environ=environ)
-    except BuildError:
-        return False
-    return True
+    return _git_here(["cat-file", "-e", f"{revision}^{{commit}}"], tree, environ) is not None
 
 
 def _clone(
@@ -430,13 +425,18 @@ def _copy_tree(
 
 
 class _TreeDigest(_TreeCopy):
-    """sha256 over what :class:`_TreeCopy` would copy (paths, file contents, executable bits,
-    links inside the tree), read and never written; ``.git`` is left out too: the working tree is
-    what builds. The same refusals as a copy (a FIFO is refused, never opened)."""
+    """What :class:`_TreeCopy` would copy (paths, file contents, executable bits, links inside
+    the tree), read and never written; ``.git`` is left out too: the working tree is what
+    builds. The same refusals as a copy (a FIFO is refused, never opened). Gives the tree's
+    sha256 (:meth:`digest`), and each file's git blob id and each link's target, to compare with
+    the pinned commit's tree (``blob``: git's object hash, sha1 or sha256)."""
 
-    def __init__(self, source: Path, build_roots: frozenset[str]) -> None:
+    def __init__(self, source: Path, build_roots: frozenset[str], blob: str = "sha1") -> None:
         super().__init__(source, Path(os.devnull), build_roots)  # dest: never written
         self.hasher = hashlib.sha256()
+        self.blob = blob
+        self.files: dict[str, tuple[bool, str]] = {}  # path -> (executable, git blob id)
+        self.links: dict[str, str] = {}  # path -> its target, relative to the tree's root
 
     def digest(self) -> str:
         self._folder(self.real_root, self.dest, "", 0, frozenset())
@@ -453,9 +453,9 @@ class _TreeDigest(_TreeCopy):
 
     def _inside_link(self, dest: Path, relative: str, target: str) -> None:
         self._record("link", relative, target)
+        self.links[relative] = target
 
     def _file(self, path: str, dest: Path, relative: str, info: os.stat_result) -> None:
-        content = hashlib.sha256()
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # as the copy opens it
         except OSError as exc:
@@ -465,16 +465,28 @@ class _TreeDigest(_TreeCopy):
                 "make it readable, or remove it from the tree",
             ) from None
         with os.fdopen(fd, "rb") as source:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            opened = os.fstat(fd)
+            if not stat.S_ISREG(opened.st_mode):
                 raise self._refuse(
                     relative,
                     "changed into something other than a file while it was read",
                     "retry once nothing else writes the tree",
                 )
+            content = hashlib.sha256()
+            blob = hashlib.new(self.blob, f"blob {opened.st_size}\0".encode())
+            size = 0
             while chunk := source.read(_CHUNK):
                 content.update(chunk)
-        executable = "x" if info.st_mode & 0o111 else "-"
-        self._record("file", relative, executable, content.hexdigest())
+                blob.update(chunk)
+                size += len(chunk)
+        if size != opened.st_size:
+            raise self._refuse(
+                relative, "changed while it was read", "retry once nothing else writes the tree"
+            )
+        executable = bool(info.st_mode & 0o111)
+        self._record("file", relative, "x" if executable else "-", content.hexdigest())
+        # git records a file as executable where its owner may run it
+        self.files[relative] = (bool(info.st_mode & stat.S_IXUSR), blob.hexdigest())
 
 
 @frozen
@@ -494,30 +506,176 @@ def _build_roots(recipe: Recipe) -> frozenset[str]:
     return frozenset({"", recipe.subdirectory.strip("/")} if recipe.subdirectory else {""})
 
 
-def _not_pinned(recipe: Recipe, source_dir: Path, environ: Mapping[str, str]) -> str | None:
-    """Why ``source_dir`` is not the recipe's pinned source (None: a clean checkout of it)."""
-    if recipe.revision is None:
+#: git's variables that point it at another repository, index or work tree than the folder's.
+_GIT_LOCATION_VARIABLES = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_COMMON_DIR",
+        "GIT_NAMESPACE",
+        "GIT_CEILING_DIRECTORIES",
+        "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+    }
+)
+#: Reading a commit's tree: seconds even for a large repository.
+_TREE_TIMEOUT = 120.0
+
+
+def _git_here(args: Sequence[str], repository: Path, environ: Mapping[str, str]) -> str | None:
+    """git's output for the repository at ``repository`` itself (never one that the variables
+    name, nor one above it), or None where git is missing, fails or refuses (a repository owned
+    by another user, say). Commands that only read objects: nothing in the folder is written."""
+    clean = {k: v for k, v in environ.items() if k not in _GIT_LOCATION_VARIABLES}
+    clean["GIT_TERMINAL_PROMPT"] = "0"
+    done = run(["git", *args], timeout=_TREE_TIMEOUT, env=clean, cwd=repository)
+    if done is None or done.returncode != 0:
+        return None
+    return done.stdout
+
+
+def _pinned_tree(
+    repository: Path, revision: str, environ: Mapping[str, str], prefix: str = ""
+) -> dict[str, tuple[str, str]] | str:
+    """Every file, link and submodule file of ``revision``'s tree in ``repository`` (path ->
+    (git mode, object id)), submodules read from their own checkouts; or why it cannot be read."""
+    if not (repository / ".git").exists():
+        return "is not a git checkout" if not prefix else f"has no checkout of submodule {prefix}"
+    listing = _git_here(["ls-tree", "-r", "-z", "--full-tree", revision], repository, environ)
+    if listing is None:
         return (
-            f"is a folder, and recipe {recipe.name} pins an archive by sha256, which a folder "
-            "cannot be checked against"
+            f"is a git checkout whose commit {revision[:12]} git could not read (git missing, "
+            "the commit absent, or a repository owned by another user)"
         )
+    tree: dict[str, tuple[str, str]] = {}
+    for record in filter(None, listing.split("\0")):
+        meta, _, path = record.partition("\t")
+        mode, kind, object_id = meta.split(" ")
+        if kind == "commit":  # a submodule: its files, at the commit recorded here
+            inner = _pinned_tree(repository / path, object_id, environ, f"{prefix}{path}/")
+            if isinstance(inner, str):
+                return inner
+            tree.update(inner)
+        else:
+            tree[prefix + path] = (mode, object_id)
+    return tree
+
+
+def _taken_by_copy(path: str, build_roots: frozenset[str]) -> bool:
+    """Whether a copy of the tree keeps ``path`` (it leaves out caches, ``.git`` and build
+    output where a build writes it: :meth:`_TreeCopy._skipped`)."""
+    parts = path.split("/")
+    for depth, name in enumerate(parts):
+        parent = "/".join(parts[:depth])
+        if name in (".git", *_SKIPPED_EVERYWHERE) or name.endswith(".egg-info"):
+            return False
+        if name in _BUILD_OUTPUT and parent in build_roots and depth < len(parts) - 1:
+            return False
+    return True
+
+
+def _link_targets(
+    repository: Path, links: dict[str, str], environ: Mapping[str, str]
+) -> dict[str, str | None]:
+    """The pinned links' targets relative to the tree's root (None: one that leads outside it,
+    which a copy replaces by what it points at), from their blobs (git stores a link's text)."""
+    found: dict[str, str | None] = {}
+    for path, object_id in links.items():
+        text = _git_here(["cat-file", "blob", object_id], repository, environ)
+        if text is None or os.path.isabs(text):
+            found[path] = None
+            continue
+        target = os.path.normpath(os.path.join(os.path.dirname(path), text))
+        found[path] = None if target == ".." or target.startswith("../") else target
+    return found
+
+
+def _difference(walk: _TreeDigest, tree: dict[str, tuple[str, str]], repository: Path,
+                environ: Mapping[str, str]) -> str | None:  # fmt: skip
+    """How the walked tree differs from the pinned one, in words (None: not at all)."""
+    files = {p: v for p, v in tree.items() if v[0] in ("100644", "100755", "100664")}
+    links = {p: v[1] for p, v in tree.items() if v[0] == "120000"}
+    pinned_files = {p: (mode == "100755", oid) for p, (mode, oid) in files.items()}
+    pinned_links = _link_targets(repository, links, environ) if links else {}
+    changed = sorted(
+        p for p in pinned_files.keys() & walk.files.keys() if pinned_files[p] != walk.files[p]
+    )
+    changed += sorted(
+        p for p in pinned_links.keys() & walk.links.keys() if pinned_links[p] != walk.links[p]
+    )
+    pinned = pinned_files.keys() | pinned_links.keys()
+    walked = walk.files.keys() | walk.links.keys()
+    added = sorted(walked - pinned)
+    missing = sorted(pinned - walked)
+    # a pinned link the copy replaces by what it points at: a file or folder in the walk
+    changed += sorted(p for p in pinned_links.keys() & walk.files.keys())
+    added = [p for p in added if p not in pinned_links]
+    missing = [p for p in missing if p not in walk.files]
+    if not (changed or added or missing):
+        return None
+    parts = [
+        f"{len(found)} {what} (first: {found[0]})"
+        for found, what in ((changed, "changed"), (added, "added"), (missing, "missing"))
+        if found
+    ]
+    return "has files other than its pinned commit's: " + ", ".join(parts)
+
+
+def _check_revision(recipe: Recipe, source_dir: Path, environ: Mapping[str, str]) -> str | None:
+    """The checkout's HEAD (None: not a git checkout); a checkout at another revision than the
+    recipe pins is refused, with the command that checks the pinned one out."""
     head = _head_revision(source_dir, environ)
-    if head is None:
-        return "is not a git checkout, so its revision cannot be checked"
-    if head != recipe.revision:
-        return f"is at {head[:12]}, not at the pinned {recipe.revision[:12]}"
-    # GIT_OPTIONAL_LOCKS=0: status must not refresh the index: the user's tree is never written.
-    try:
-        changes = _git(
-            ["status", "--porcelain", "--untracked-files=normal"],
-            cwd=source_dir,
-            environ={**environ, "GIT_OPTIONAL_LOCKS": "0"},
+    if head is None or recipe.revision is None or head == recipe.revision:
+        return head
+    if not _holds_commit(source_dir, recipe.revision, environ):  # user walk C7
+        origin = recipe.repository or "the recipe's repository"
+        raise BuildError(
+            f"--source {source_dir} does not hold recipe {recipe.name}'s revision "
+            f"{recipe.revision[:12]}: its history has no such commit (a copy of another "
+            "repository, or a shallow clone)",
+            hint=f"give a clone of {origin} (git clone {origin} DIR && git -C DIR checkout "
+            f"{recipe.revision}); in a shallow clone of it, fetch the commit first: "
+            f"{_git_in(source_dir, 'fetch', 'origin', recipe.revision)} && "
+            f"{_git_in(source_dir, 'checkout', recipe.revision)}",
         )
-    except BuildError:
-        return "is a git checkout whose changes git could not list"
-    if changes:
-        return f"is at the pinned {recipe.revision[:12]} with changes not committed"
-    return None
+    raise BuildError(
+        f"--source {source_dir} is at {head[:12]}, but recipe {recipe.name} pins "
+        f"{recipe.revision[:12]}",
+        hint=f"check out {recipe.revision} there "
+        f"({_git_in(source_dir, 'checkout', recipe.revision)}), so the patches and the "
+        "wheelhouse key hold",
+    )
+
+
+def tree_identity(
+    recipe: Recipe, tree: Path, repository: Path, environ: Mapping[str, str]
+) -> SourceIdentity | None:
+    """None where ``tree`` (a ``--source`` folder, or the build's copy of one) holds exactly the
+    files of the recipe's pinned commit, as read from ``repository`` (the ``--source`` folder);
+    else the tree's content. Compared file by file (content, executable bit, links), not by
+    ``git status``: an ignored file the copy takes, a file git is told to skip, a mode change git
+    is told to ignore all count."""
+    roots = _build_roots(recipe)
+    if recipe.revision is None:
+        walk = _TreeDigest(tree, roots)
+        return SourceIdentity(
+            digest=walk.digest(),
+            why=f"is a folder, and recipe {recipe.name} pins an archive by sha256, which a "
+            "folder cannot be checked against",
+        )
+    pinned = _pinned_tree(repository, recipe.revision, environ)
+    blob = "sha256" if not isinstance(pinned, str) and any(
+        len(object_id) == 64 for _, object_id in pinned.values()
+    ) else "sha1"  # fmt: skip
+    walk = _TreeDigest(tree, roots, blob=blob)
+    digest = walk.digest()
+    if isinstance(pinned, str):
+        return SourceIdentity(digest=digest, why=pinned)
+    kept = {path: entry for path, entry in pinned.items() if _taken_by_copy(path, roots)}
+    why = _difference(walk, kept, repository, environ)
+    return None if why is None else SourceIdentity(digest=digest, why=why)
 
 
 def source_identity(
@@ -525,18 +683,19 @@ def source_identity(
 ) -> SourceIdentity | None:
     """What the wheelhouse key of a build from ``source_dir`` must add to the recipe's digest:
     None where the build's source is the recipe's pinned one (no ``--source``: the archive's
-    sha256 or the clone's revision is checked; a checkout at the pinned revision without
-    changes), else the tree's content. A folder that is missing or not a folder is None too:
-    the build refuses it, naming it."""
+    sha256 or the clone's revision is checked; a folder holding exactly the pinned commit's
+    files), else the tree's content (:func:`tree_identity`). A checkout at another revision is
+    refused (:class:`BuildError`, as the build refuses it); a folder that is missing, not a
+    folder or without the recipe's subfolder is None: the build refuses it, naming it."""
     if source_dir is None:
         return None
     source_dir = source_dir.expanduser()
-    if not source_dir.is_dir():
+    if not source_dir.is_dir() or (
+        recipe.subdirectory and not (source_dir / recipe.subdirectory).is_dir()
+    ):
         return None
-    why = _not_pinned(recipe, source_dir, environ)
-    if why is None:
-        return None
-    return SourceIdentity(digest=_TreeDigest(source_dir, _build_roots(recipe)).digest(), why=why)
+    _check_revision(recipe, source_dir, environ)
+    return tree_identity(recipe, source_dir, source_dir, environ)
 
 
 def source_recipe_digest(recipe: Recipe, torch_version: str, source: SourceIdentity | None) -> str:
@@ -599,8 +758,9 @@ def _unpack(
 
 def _copy_source_dir(
     recipe: Recipe, source_dir: Path, dest: Path, env: Mapping[str, str], say: Callable[[str], None]
-) -> tuple[bool, list[str]]:
-    """Copy ``--source DIR``; returns whether its revision was checked, and notes."""
+) -> tuple[SourceIdentity | None, list[str]]:
+    """Copy ``--source DIR``; returns the copy's identity (:func:`tree_identity`: None for the
+    pinned commit's files exactly), and notes."""
     if not source_dir.is_dir():
         raise BuildError(
             f"--source {source_dir}: not a folder",
@@ -614,41 +774,25 @@ def _copy_source_dir(
             f"({recipe.repository or (recipe.archive.url if recipe.archive else '')}), "
             "not a subfolder",
         )
-    head = _head_revision(source_dir, env)
-    if head is not None and recipe.revision is not None and head != recipe.revision:
-        if not _holds_commit(source_dir, recipe.revision, env):  # user walk C7
-            origin = recipe.repository or "the recipe's repository"
-            raise BuildError(
-                f"--source {source_dir} does not hold recipe {recipe.name}'s revision "
-                f"{recipe.revision[:12]}: its history has no such commit (a copy of another "
-                "repository, or a shallow clone)",
-                hint=f"give a clone of {origin} (git clone {origin} DIR && git -C DIR checkout "
-                f"{recipe.revision}); in a shallow clone of it, fetch the commit first: "
-                f"{_git_in(source_dir, 'fetch', 'origin', recipe.revision)} && "
-                f"{_git_in(source_dir, 'checkout', recipe.revision)}",
-            )
-        raise BuildError(
-            f"--source {source_dir} is at {head[:12]}, but recipe {recipe.name} pins "
-            f"{recipe.revision[:12]}",
-            hint=f"check out {recipe.revision} there "
-            f"({_git_in(source_dir, 'checkout', recipe.revision)}), so the patches and the "
-            "wheelhouse key hold",
-        )
+    head = _check_revision(recipe, source_dir, env)
     say(f"copying {source_dir}")
     copied = _copy_tree(source_dir, dest, _build_roots(recipe))
+    # What is built is the copy: its content decides the key (the folder may have changed since
+    # the plan, or while the build waited for the key's lock).
+    identity = tree_identity(recipe, dest, source_dir, env)
     if recipe.revision is None:
-        return False, [
+        return identity, [
             f"{source_dir} was used as given: recipe {recipe.name} pins an archive by sha256, "
             "which a folder cannot be checked against",
             *copied,
         ]
     if head is None:
-        return False, [
+        return identity, [
             f"{source_dir} is not a git checkout: its revision could not be checked against "
             f"{recipe.revision[:12]}",
             *copied,
         ]
-    return True, copied
+    return identity, copied
 
 
 def prepare_source(
@@ -674,13 +818,13 @@ def prepare_source(
     notes: list[str] = []
     if source_dir is not None:
         source_dir = source_dir.expanduser()
-        checked, notes = _copy_source_dir(recipe, source_dir, dest, env, say)
+        identity, notes = _copy_source_dir(recipe, source_dir, dest, env, say)
     elif recipe.archive is not None:
         _unpack(recipe, dest, client=client, cache_dir=cache_dir, say=say)
-        checked = True
+        identity = None
     else:
         _clone(recipe, dest, env, say)
-        checked = True
+        identity = None
     origin = describe_source(recipe, source_dir)
     build_dir = dest / recipe.subdirectory if recipe.subdirectory else dest
     if not build_dir.is_dir():
@@ -695,7 +839,7 @@ def prepare_source(
         root=dest,
         build_dir=build_dir,
         origin=origin,
-        revision_checked=checked,
+        identity=identity,
         patches=patches,
         notes=tuple(notes),
     )

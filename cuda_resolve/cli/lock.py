@@ -131,7 +131,8 @@ def register(subparsers: Any) -> None:
         action="append",
         default=[],
         help="the source builds build from this copy of the recipe's repository instead of "
-        "fetching or cloning it (offline machines); repeatable",
+        "fetching or cloning it (offline machines): it must hold exactly the files of the "
+        "recipe's pinned commit, as a lock names builds of the pinned source; repeatable",
     )
     add_json_option(parser)
     parser.set_defaults(handler=handle)
@@ -214,6 +215,7 @@ def handle(args: argparse.Namespace) -> int:
         skip_unfit=args.skip_unfit,
         wheelhouse_url=args.wheelhouse_url,
         options=Options(allow_torch_change=args.allow_torch_change),
+        sources=parse_sources(args.source),
     )
     if args.check:
         return _check(args, request, config)

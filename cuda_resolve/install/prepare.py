@@ -297,6 +297,22 @@ def complete_plan(
 _ALL_INSTALLED = "every planned package is installed at the planned version: pip is not run"
 
 
+def _own_build_note(
+    recipe: Recipe, source_dir: Path | None, identity: SourceIdentity, planned: PlannedBuild
+) -> str:
+    """Why a ``--source`` build is its own wheel, not the pinned one, and how to get that."""
+    pinned = (
+        f"a clean checkout of {recipe.revision[:12]} builds and reuses the pinned one"
+        if recipe.revision
+        else "without --source, the recipe's archive builds and reuses the pinned one"
+    )
+    return (
+        f"--source {source_dir} {identity.why}: it is built and kept as its own wheel "
+        f"({planned.key.labelled_version}), never reused as {recipe.name}'s pinned build; "
+        f"{pinned}"
+    )
+
+
 class _Completion:
     """What :func:`complete_plan` gathers item by item (the builds, the requirements of each
     pip step, the imports and GPU tests to run after), then the steps made from it."""
@@ -347,16 +363,6 @@ class _Completion:
         spec = self._spec(item, recipe, import_name)
         source_dir = self.options.source_for(item.name)
         identity = source_identity(recipe, source_dir, self.environ)
-        if identity is not None:
-            spec = replace(
-                spec,
-                notes=(
-                    *spec.notes,
-                    f"--source {source_dir} {identity.why}: its wheel is kept in the wheelhouse "
-                    f"under the folder's content (sha256 {identity.digest[:12]}), never as "
-                    f"{recipe.name}'s pinned source",
-                ),
-            )
         planned, reused_file = _planned_build(
             spec,
             describe_source(recipe, source_dir),
@@ -365,6 +371,17 @@ class _Completion:
             self.options,
             self.env,
         )
+        if identity is not None:
+            planned = replace(
+                planned,
+                spec=replace(
+                    planned.spec,
+                    notes=(
+                        *planned.spec.notes,
+                        _own_build_note(recipe, source_dir, identity, planned),
+                    ),
+                ),
+            )
         self.builds.append(planned)
         if reused_file is not None:
             self.reused_files[planned.key.digest] = reused_file

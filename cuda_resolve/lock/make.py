@@ -77,6 +77,8 @@ class LockRequest:
     )
     skip_unfit: bool = False
     options: Options | None = None
+    #: --source folders the builds read: (package, folder), package "*" for every build
+    sources: tuple[tuple[str, Path], ...] = ()
 
 
 def _installed_as_wheel(plan: Plan, resolution: Resolution) -> Plan:
@@ -301,6 +303,37 @@ def build_interpreter(
     return None, ("found " + ", ".join(seen)) if seen else f"no Python {minor} was found"
 
 
+def _refuse_unpinned_sources(
+    builds: Sequence[PlannedBuild], request: LockRequest, environ: Mapping[str, str]
+) -> None:
+    """A lock names wheels that anyone reinstalls by hash and rebuilds from the pinned source:
+    a ``--source`` folder that is not that source (a plain copy, edited files) is refused before
+    anything is built. Its build would be its own wheel, which the lock's profiles never name."""
+    from ..build.source import source_identity
+
+    for build in builds:
+        wanted = canonicalize_name(build.spec.package)
+        folder = next(
+            (f for name, f in request.sources if name == "*" or canonicalize_name(name) == wanted),
+            None,
+        )
+        recipe = build.spec.recipe
+        identity = source_identity(recipe, folder, environ)
+        if identity is None:
+            continue
+        pinned = (
+            f"a checkout of {recipe.repository} at {recipe.revision} with no changes"
+            if recipe.revision
+            else "no --source (the recipe's archive, checked by sha256)"
+        )
+        raise LockError(
+            f"--source {folder} {identity.why}: a lock names builds of the pinned source, "
+            "which anyone can rebuild, so it cannot build from this folder; nothing was built",
+            hint=f"give {pinned}; to install this folder's build without a lock: cuda-pip "
+            f"install {build.spec.package} --source {folder}",
+        )
+
+
 def build_missing(
     planned: Sequence[tuple[LockProfile, Plan, Resolution]],
     request: LockRequest,
@@ -326,6 +359,7 @@ def build_missing(
     ]
     if not needs:
         return list(planned), []
+    _refuse_unpinned_sources([b for *_, missing in needs for b in missing], request, environ)
     if builder is None:
         lines = [
             f"profile {profile.name}: "
