@@ -249,6 +249,9 @@ def test_the_builder_keys_a_plain_copy_by_content_and_builds_an_edited_one_again
     tree = _tree(tmp_path)
     spec = _spec()
 
+    reporter = _Steps(lambda: None)
+    steps = reporter.steps
+
     def built(planned_key: object = None) -> tuple[bool, str]:
         result = build(
             spec,
@@ -258,11 +261,13 @@ def test_the_builder_keys_a_plain_copy_by_content_and_builds_an_edited_one_again
             environ=USER_ENV,
             pip=_pip(FakePip(), tmp_path),
             key=planned_key,  # type: ignore[arg-type]
+            reporter=reporter,  # type: ignore[arg-type]
         )
         return result.cache_hit, result.wheel.key.recipe_digest
 
     hit, first = built()
     assert not hit
+    assert any("is not a git checkout: built and kept as its own wheel" in s for s in steps), steps
     assert first != wheel_key(spec).recipe_digest
     assert house.lookup(wheel_key(spec)) is None  # never under the pinned source's key
     assert built() == (True, first)  # the same content: the wheelhouse's wheel

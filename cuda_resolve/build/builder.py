@@ -104,9 +104,16 @@ def build(
     report = reporter or NullReporter()
     base_environ = dict(os.environ if environ is None else environ)
     planned_key = key
+    own_wheel = None  # said once the key's lock is held (a wait for it is said first)
     key = key or wheel_key(spec)
     if source_dir is not None:  # a tree not tied to the pin is keyed by its content, read now
-        key = keyed_to_source(key, spec, source_identity(spec.recipe, source_dir, base_environ))
+        identity = source_identity(spec.recipe, source_dir, base_environ)
+        key = keyed_to_source(key, spec, identity)
+        if identity is not None:
+            own_wheel = (
+                f"{_label(spec)}: --source {source_dir} {identity.why}: built and kept as its "
+                f"own wheel ({key.labelled_version}), never reused as the pinned build"
+            )
         if planned_key is not None and key != planned_key:
             report.step(
                 f"{_label(spec)}: --source {source_dir} is not what the plan read (it changed "
@@ -122,6 +129,8 @@ def build(
         )
 
     with wheelhouse.lock(key, on_wait=waiting):
+        if own_wheel:
+            report.step(own_wheel)
         found = None if rebuild else wheelhouse.lookup(key)
         if found is not None:
             report.step(f"{_label(spec)}: wheelhouse hit ({found.path.name}), no compile")
