@@ -284,22 +284,17 @@ def test_the_builder_keys_a_plain_copy_by_content_and_builds_an_edited_one_again
 # -- end to end: cuda-pip install with a real build, then the plans that follow ----------------
 
 
+def _install(
+    python: Path, index: Path, source: Path, env: dict[str, str], cwd: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    words = ["--index", str(index), "--source", str(source), "--python", str(python), "--json"]
+    return _cuda_pip("quickext", *words, *extra, env=env, cwd=cwd)
+
+
 def _planned_build(
     python: Path, index: Path, source: Path, env: dict[str, str], cwd: Path
 ) -> dict[str, object]:
-    done = _cuda_pip(
-        "quickext",
-        "--index",
-        str(index),
-        "--source",
-        str(source),
-        "--python",
-        str(python),
-        "--dry-run",
-        "--json",
-        env=env,
-        cwd=cwd,
-    )
+    done = _install(python, index, source, env, cwd, "--dry-run")
     assert done.returncode == 0, done.stdout + done.stderr
     builds = json.loads(done.stdout)["plan"]["builds"]
     assert len(builds) == 1, builds
@@ -312,18 +307,7 @@ def test_cuda_pip_never_reuses_a_pinned_build_for_a_copy_or_an_edited_checkout(
     python, env = machine
     env = {k: v for k, v in env.items() if k != "PIP_REQUIRE_HASHES"}
     checkout, index = _sources.pinned_checkout(SOURCE, INDEX, tmp_path)
-    installed = _cuda_pip(
-        "quickext",
-        "--index",
-        str(index),
-        "--source",
-        str(checkout),
-        "--python",
-        str(python),
-        "--json",
-        env=env,
-        cwd=tmp_path,
-    )
+    installed = _install(python, index, checkout, env, tmp_path)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     pinned = json.loads(installed.stdout)["plan"]["builds"][0]
     assert not any("content" in note for note in pinned["notes"]), pinned["notes"]
@@ -348,18 +332,7 @@ def test_cuda_pip_never_reuses_a_pinned_build_for_a_copy_or_an_edited_checkout(
     subprocess.run(
         [str(python), "-m", "pip", "uninstall", "-y", "-q", "quickext"], check=True, env=env
     )
-    done = _cuda_pip(
-        "quickext",
-        "--index",
-        str(index),
-        "--source",
-        str(checkout),
-        "--python",
-        str(python),
-        "--json",
-        env=env,
-        cwd=tmp_path,
-    )
+    done = _install(python, index, checkout, env, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     (result,) = json.loads(done.stdout)["result"]["builds"]
     assert not result["cache_hit"], result  # the edited tree was built, not found

@@ -20,7 +20,7 @@ import shutil
 import stat
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from .._bounded import run
 from .._frozen import frozen
@@ -376,7 +376,9 @@ class _TreeCopy:
         )
         return True
 
-    def _file(self, path: str, dest: Path, relative: str, info: os.stat_result) -> None:
+    def _open(self, path: str, relative: str) -> BinaryIO:
+        """``path`` opened to read, refused (naming ``relative``) where it cannot be read or is
+        no longer a regular file."""
         try:
             # Non-blocking: if it became a FIFO since it was looked at, opening it must not wait.
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
@@ -386,13 +388,18 @@ class _TreeCopy:
                 f"cannot be read ({exc.strerror or exc})",
                 "make it readable, or remove it from the tree",
             ) from None
-        with os.fdopen(fd, "rb") as source:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise self._refuse(
-                    relative,
-                    "changed into something other than a file while it was copied",
-                    "retry once nothing else writes the tree",
-                )
+        opened = os.fdopen(fd, "rb")
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            opened.close()
+            raise self._refuse(
+                relative,
+                "changed into something other than a file while it was read",
+                "retry once nothing else writes the tree",
+            )
+        return opened
+
+    def _file(self, path: str, dest: Path, relative: str, info: os.stat_result) -> None:
+        with self._open(path, relative) as source:
             out_fd = os.open(
                 dest,
                 os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
@@ -456,22 +463,8 @@ class _TreeDigest(_TreeCopy):
         self.links[relative] = target
 
     def _file(self, path: str, dest: Path, relative: str, info: os.stat_result) -> None:
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # as the copy opens it
-        except OSError as exc:
-            raise self._refuse(
-                relative,
-                f"cannot be read ({exc.strerror or exc})",
-                "make it readable, or remove it from the tree",
-            ) from None
-        with os.fdopen(fd, "rb") as source:
-            opened = os.fstat(fd)
-            if not stat.S_ISREG(opened.st_mode):
-                raise self._refuse(
-                    relative,
-                    "changed into something other than a file while it was read",
-                    "retry once nothing else writes the tree",
-                )
+        with self._open(path, relative) as source:
+            opened = os.fstat(source.fileno())
             content = hashlib.sha256()
             blob = hashlib.new(self.blob, f"blob {opened.st_size}\0".encode())
             size = 0
