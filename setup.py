@@ -2,8 +2,10 @@
 
 Every package under cuda_resolve/, conda_plugin/ and pip_plugin/ is found, so a new subpackage
 ships without a list to update; index/ (the curated data, kept at the top level beside the code
-that reads it) ships as the package cuda_resolve.index_data. A table in pyproject.toml can either
-list packages or find them, but cannot find them under a renamed folder, hence this file.
+that reads it) ships as the package cuda_resolve.index_data, and the user documents docs/*.md
+(not docs/evidence/) as cuda_resolve.docs, where the hints name them. A table in pyproject.toml
+can either list packages or find them, but cannot find them under a renamed folder, hence this
+file.
 """
 
 from setuptools import find_namespace_packages, find_packages, setup
@@ -28,4 +30,9 @@ _index_packages = {_INDEX_PACKAGE: _INDEX_FOLDER} | {
     for name in _index_subpackages
 }
 
-setup(packages=[*_code_packages, *_index_packages], package_dir=_index_packages)
+_docs_package = {"cuda_resolve.docs": "docs"}  # its *.md: package data (pyproject.toml)
+
+setup(
+    packages=[*_code_packages, *_index_packages, *_docs_package],
+    package_dir=_index_packages | _docs_package,
+)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
+from ._docs import doc_path
 from ._frozen import frozen
 from .errors import UsageError
 from .paths import CONFIG_ENV, config_path
@@ -79,7 +80,7 @@ TorchLayout = Literal["simple", "flat"]
 _LAYOUTS: tuple[TorchLayout, ...] = ("simple", "flat")
 #: ``mirror set`` refuses to overwrite a config it cannot read, so the way out is an edit by hand.
 _HINT = (
-    "fix the file by hand (docs/mirrors.md lists the keys), or move it away and run "
+    f"fix the file by hand ({doc_path('mirrors.md')} lists the keys), or move it away and run "
     "`cuda-resolve mirror set PRESET` to write a new one"
 )
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._docs import doc_path
 from .detect.host import normalize_arch
 from .environment import (
     Compiler,
@@ -47,8 +48,8 @@ __all__ = [
 
 FORMAT_VERSION = 1
 _HINT = (
-    "see docs/profile-format.md for the profile keys, or write one with `cuda-resolve detect "
-    "--save-profile FILE`"
+    f"see {doc_path('profile-format.md')} for the profile keys, or write one with "
+    "`cuda-resolve detect --save-profile FILE`"
 )
 _OSES = ("linux", "windows", "darwin")
 _ARCHES = ("x86_64", "aarch64", "ppc64le", "arm64", "amd64")

@@ -344,6 +344,23 @@ def test_index_validate_and_show(installed: Installed) -> None:
     installed.run("cuda-resolve", "index", "show", "torch")
 
 
+def test_a_hint_names_a_document_installed_with_the_tool(installed: Installed) -> None:
+    """User walk C10: hints named docs/index-format.md, a path in a checkout the user of the
+    installed tool does not have; the documents now ship in the wheel and the hint names that
+    file."""
+    broken = installed.elsewhere / "broken-index"
+    (broken / "packages").mkdir(parents=True, exist_ok=True)
+    (broken / "packages" / "bad.toml").write_text("format = [\n")
+    done = installed.run(
+        "cuda-resolve", "index", "show", "torch", "--index", str(broken), ok=(1, 2)
+    )
+    named = re.search(r"see (\S+index-format\.md);", done.stdout + done.stderr)
+    assert named, done.stdout + done.stderr
+    document = Path(named.group(1))
+    assert document.is_file() and "site-packages" in document.parts, document
+    assert "docs/evidence" not in (done.stdout + done.stderr)
+
+
 def test_cuda_pip_builds_installs_and_checks_the_quick_extension(
     installed: Installed, target: tuple[Path, Path]
 ) -> None:

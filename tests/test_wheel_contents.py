@@ -3,8 +3,10 @@
 ``pip install .`` is how the README installs the tool; an editable install (the developers' and
 CI's) reads the checkout and hides a package the wheel lacks (``cuda_resolve.slurm`` once was).
 So the wheel is built here from a copy of the checkout, the way pip builds it, and its files are
-compared with the checkout's: every module and data file of every package, and index/ as
-``cuda_resolve.index_data``. The entry points must name modules the wheel holds.
+compared with the checkout's: every module and data file of every package, index/ as
+``cuda_resolve.index_data``, and the user documents docs/*.md (not docs/evidence/) as
+``cuda_resolve/docs``, where the hints name them. The entry points must name modules the wheel
+holds.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ SHIPPED = {
     "pip_plugin": "pip_plugin",
     "index": "cuda_resolve/index_data",
 }
+#: The checkout's user documents (its folders are not shipped: docs/evidence/ is the record).
+SHIPPED_DOCS = ("docs", "cuda_resolve/docs")
 #: What the build needs from the checkout besides the shipped folders.
 BUILD_FILES = ("pyproject.toml", "setup.py", "README.md")
 _NOT_SHIPPED_PARTS = {"__pycache__"}
@@ -43,6 +47,8 @@ def _shipped_files() -> set[str]:
             if path.suffix in _NOT_SHIPPED_SUFFIXES:
                 continue
             expected.add(f"{inside}/{relative.as_posix()}")
+    folder, inside = SHIPPED_DOCS
+    expected.update(f"{inside}/{path.name}" for path in (CHECKOUT / folder).glob("*.md"))
     return expected
 
 
@@ -51,7 +57,7 @@ def build_wheel(root: Path) -> Path:
     isolation, the test extra's setuptools)."""
     source = root / "source"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for folder in SHIPPED:
+    for folder in (*SHIPPED, SHIPPED_DOCS[0]):
         shutil.copytree(CHECKOUT / folder, source / folder, ignore=ignore)
     for name in BUILD_FILES:
         shutil.copy2(CHECKOUT / name, source / name)
@@ -81,6 +87,7 @@ def test_the_wheel_holds_every_file_of_the_checkouts_packages_and_nothing_else(
         names = {name for name in archive.namelist() if ".dist-info/" not in name}
     expected = _shipped_files()
     assert "cuda_resolve/slurm/__init__.py" in expected  # the package a hand-kept list missed
+    assert "cuda_resolve/docs/index-format.md" in expected  # what the hints name (walk C10)
     assert sorted(expected - names) == [], "in the checkout, missing from the wheel"
     assert sorted(names - expected) == [], "in the wheel, not in the checkout's packages"
 

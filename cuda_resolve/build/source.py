@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from .._bounded import run
+from .._docs import doc_path
 from .._frozen import frozen
 from ..errors import BuildError, UsageError
 from ..index.model import Patch, Recipe
@@ -170,7 +171,7 @@ def _clone(
     if recipe.repository is None or recipe.revision is None:  # the parser refuses such a recipe
         raise BuildError(
             f"recipe {recipe.name} names neither an archive nor a repository with a revision",
-            hint="fix the recipe (docs/index-format.md), or pass --source DIR",
+            hint=f"fix the recipe ({doc_path('index-format.md')}), or pass --source DIR",
         )
     say(f"cloning {recipe.repository} at {recipe.revision[:12]}")
     _git(["init", "-q", str(dest)], cwd=None, environ=environ)

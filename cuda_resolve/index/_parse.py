@@ -22,6 +22,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .._bounded import read_text
+from .._docs import doc_path
 from .._toml import Table, parse_toml_text
 from ..errors import IndexDataError
 from ..versions import ComputeCapability, CudaVersion, DriverVersion
@@ -59,7 +60,7 @@ LINK_FIELDS = frozenset(
 )
 WHEEL_FIELDS = LINK_FIELDS | {"version", "python_tag", "abi_tag", "platform"}
 
-_HINT = "see docs/index-format.md; `cuda-resolve index validate DIR` lists every problem"
+_HINT = f"see {doc_path('index-format.md')}; `cuda-resolve index validate DIR` lists every problem"
 _KEY = re.compile(r"[A-Za-z0-9][\w.-]*")
 _CITATION = re.compile(r"\[([A-Za-z][\w.-]*)\]")
 _UNVERIFIED = re.compile(r"([A-Za-z_]\w*)(?:\[([^\]]+)\])?")

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from .._docs import doc_path
 from ..errors import IndexDataError, UsageError
 from ..paths import config_path, user_config_dir
 from ..versions import CudaVersion
@@ -55,7 +56,7 @@ __all__ = [
 #: Environment variable naming overlay directories, separated by ``os.pathsep``.
 INDEX_PATH_ENV = "CUDA_RESOLVE_INDEX_PATH"
 
-_HINT = "see docs/index-format.md; `cuda-resolve index validate DIR` lists every problem"
+_HINT = f"see {doc_path('index-format.md')}; `cuda-resolve index validate DIR` lists every problem"
 
 
 # -- locating files ---------------------------------------------------------------------------
