@@ -232,19 +232,27 @@ def test_built_wheels_are_locked_where_the_labs_index_server_lists_them(
     assert len(urls) == 2 and all(url.startswith(prefix) for url in urls)
 
 
-def test_sync_takes_a_locked_build_from_the_local_wheelhouse_when_its_server_is_away(
-    built_bench: dict[str, object], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """User walk C9: the lab member who built and published pointnet2_ops could not sync while
-    the served wheelhouse was down (or not set up yet): the same file, by sha256, is in the
-    local wheelhouse's entry that the locked URL names."""
+def _locked_at_a_server_that_is_away(
+    built_bench: dict[str, object], tmp_path: Path
+) -> tuple[Path, Path]:
+    """(a lock whose builds are at a served wheelhouse that does not answer, built and published
+    into the local wheelhouse; a fresh venv to sync into)."""
     _publish(built_bench, "h200")
     _publish(built_bench, "a100-h200")
     lock = tmp_path / "pylock.toml"
     words = _lock_words(built_bench, lock)
     words[words.index("--wheelhouse-url") + 1] = "https://127.0.0.1:9/wheelhouse"  # no server
     assert main([*words, "--no-build"]) == 0
-    python = copy_venv(tmp_path / "venv")
+    return lock, copy_venv(tmp_path / "venv")
+
+
+def test_sync_takes_a_locked_build_from_the_local_wheelhouse_when_its_server_is_away(
+    built_bench: dict[str, object], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """User walk C9: the lab member who built and published pointnet2_ops could not sync while
+    the served wheelhouse was down (or not set up yet): the same file, by sha256, is in the
+    local wheelhouse's entry that the locked URL names."""
+    lock, python = _locked_at_a_server_that_is_away(built_bench, tmp_path)
     torch_wheel = next((Path(str(built_bench["root"])) / "built").glob("torch-*.whl"))
     subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", "--no-index", str(torch_wheel)], check=True
@@ -266,13 +274,7 @@ def test_a_sync_dry_run_says_a_locked_build_comes_from_the_local_wheelhouse(
     local wheelhouse. Now the note says where the file is, and pip's command reads it there."""
     import json
 
-    _publish(built_bench, "h200")
-    _publish(built_bench, "a100-h200")
-    lock = tmp_path / "pylock.toml"
-    words = _lock_words(built_bench, lock)
-    words[words.index("--wheelhouse-url") + 1] = "https://127.0.0.1:9/wheelhouse"  # no server
-    assert main([*words, "--no-build"]) == 0
-    python = copy_venv(tmp_path / "venv")
+    lock, python = _locked_at_a_server_that_is_away(built_bench, tmp_path)
     capsys.readouterr()
     assert main(["sync", str(lock), "--name", "h200", "--python", str(python), "--dry-run"]) == 0
     said = capsys.readouterr().out

@@ -26,9 +26,10 @@ from _torch_env import torch_venv_template  # noqa: F401  (a fixture)
 from test_builder_runner import USER_ENV, FakePip, _pip, _spec, scratch  # noqa: F401
 from test_hash_mode import SOURCE, _cuda_pip, machine  # noqa: F401  (machine: a fixture)
 
-from cuda_resolve.build.builder import build, wheel_key
+from cuda_resolve.build.builder import BuildResult, build, wheel_key
 from cuda_resolve.build.key import keyed_to_source
 from cuda_resolve.build.source import _copy_tree, _TreeDigest, source_identity
+from cuda_resolve.build.spec import BuildSpec
 from cuda_resolve.errors import BuildError, UsageError
 from cuda_resolve.index.model import Recipe
 from cuda_resolve.wheelhouse.key import WheelKey
@@ -252,17 +253,8 @@ def test_the_builder_keys_a_plain_copy_by_content_and_builds_an_edited_one_again
     reporter = _Steps(lambda: None)
     steps = reporter.steps
 
-    def built(planned_key: object = None) -> tuple[bool, str]:
-        result = build(
-            spec,
-            house,
-            source_dir=tree,
-            installed={"setuptools": "80.0", "ninja": "1.11"},
-            environ=USER_ENV,
-            pip=_pip(FakePip(), tmp_path),
-            key=planned_key,  # type: ignore[arg-type]
-            reporter=reporter,  # type: ignore[arg-type]
-        )
+    def built(planned_key: WheelKey | None = None) -> tuple[bool, str]:
+        result = _build_from(tree, spec, house, tmp_path, reporter, planned_key)
         return result.cache_hit, result.wheel.key.recipe_digest
 
     hit, first = built()
@@ -344,6 +336,27 @@ def test_cuda_pip_never_reuses_a_pinned_build_for_a_copy_or_an_edited_checkout(
 # -- what the build publishes, and what the plan's key means ---------------------------------
 
 
+def _build_from(
+    tree: Path,
+    spec: BuildSpec,
+    house: Wheelhouse,
+    tmp_path: Path,
+    reporter: _Steps,
+    key: WheelKey | None,
+) -> BuildResult:
+    """The builder run over ``tree`` with the fake pip (its wheel is written, nothing compiles)."""
+    return build(
+        spec,
+        house,
+        source_dir=tree,
+        installed={"setuptools": "80.0", "ninja": "1.11"},
+        environ=USER_ENV,
+        pip=_pip(FakePip(), tmp_path),
+        reporter=reporter,  # type: ignore[arg-type]
+        key=key,
+    )
+
+
 class _Steps:
     """A reporter that runs ``on_wait`` when the build says it waits for the key's lock."""
 
@@ -387,16 +400,7 @@ def test_a_folder_edited_while_the_build_waits_is_published_as_what_was_copied(
     other.start()
     assert held.wait(10)
     reporter = _Steps(edit_then_release)
-    result = build(
-        spec,
-        house,
-        source_dir=tree,
-        installed={"setuptools": "80.0", "ninja": "1.11"},
-        environ=USER_ENV,
-        pip=_pip(FakePip(), tmp_path),
-        reporter=reporter,  # type: ignore[arg-type]
-        key=pinned,
-    )
+    result = _build_from(tree, spec, house, tmp_path, reporter, pinned)
     other.join(10)
     assert result.wheel.key.recipe_digest != pinned.recipe_digest
     assert house.lookup(pinned) is None, "the edit was published as the pinned source"
