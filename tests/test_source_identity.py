@@ -142,6 +142,27 @@ def test_a_checkout_at_another_commit_is_refused_when_the_plan_is_made(tmp_path:
         source_identity(_recipe(first), tree, GIT_ENV)
 
 
+def test_what_the_copy_leaves_out_of_the_pinned_commit_is_not_expected_in_it(
+    tmp_path: Path,
+) -> None:
+    """The pinned commit's files are compared as the copy takes them, by the copy's own rule: a
+    tracked ``dist`` file or ``build/`` folder at the root, which a copy leaves out, is not
+    missing from it, while a tracked ``dist`` deeper down is source."""
+    tree = _tree(tmp_path)
+    (tree / "dist").write_text("a tracked file named dist\n")
+    (tree / "build").mkdir()
+    (tree / "build" / "notes.txt").write_text("tracked\n")
+    (tree / "pkg" / "dist").write_text("source, deeper down\n")
+    head = _sources.commit_all(tree)
+    assert source_identity(_recipe(head), tree, GIT_ENV) is None
+    copy = tmp_path / "copy"
+    _copy_tree(tree, copy)
+    assert not (copy / "dist").exists() and (copy / "pkg" / "dist").is_file()
+    (tree / "pkg" / "dist").unlink()
+    found = source_identity(_recipe(head), tree, GIT_ENV)
+    assert found is not None and "1 missing (first: pkg/dist)" in found.why, found
+
+
 def test_a_clean_submodule_is_pinned_and_an_edited_one_is_not(tmp_path: Path) -> None:
     inner = _tree(tmp_path / "inner-src")
     _sources.commit_all(inner)

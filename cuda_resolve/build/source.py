@@ -234,6 +234,14 @@ class _TreeCopy:
             return True
         return name in _BUILD_OUTPUT and relative in self.build_roots
 
+    def takes(self, path: str) -> bool:
+        """Whether the tree's ``path`` (``a/b/c``, relative to its root) is one this walk takes:
+        none of its parts is left out where it stands."""
+        parts = path.split("/")
+        return not any(
+            self._skipped("/".join(parts[:depth]), name) for depth, name in enumerate(parts)
+        )
+
     def copy(self) -> list[str]:
         try:
             self.dest.parent.mkdir(parents=True, exist_ok=True)
@@ -557,19 +565,6 @@ def _pinned_tree(
     return tree
 
 
-def _taken_by_copy(path: str, build_roots: frozenset[str]) -> bool:
-    """Whether a copy of the tree keeps ``path`` (it leaves out caches, ``.git`` and build
-    output where a build writes it: :meth:`_TreeCopy._skipped`)."""
-    parts = path.split("/")
-    for depth, name in enumerate(parts):
-        parent = "/".join(parts[:depth])
-        if name in (".git", *_SKIPPED_EVERYWHERE) or name.endswith(".egg-info"):
-            return False
-        if name in _BUILD_OUTPUT and parent in build_roots and depth < len(parts) - 1:
-            return False
-    return True
-
-
 def _link_targets(
     repository: Path, links: dict[str, str], environ: Mapping[str, str]
 ) -> dict[str, str | None]:
@@ -667,7 +662,7 @@ def tree_identity(
     digest = walk.digest()
     if isinstance(pinned, str):
         return SourceIdentity(digest=digest, why=pinned)
-    kept = {path: entry for path, entry in pinned.items() if _taken_by_copy(path, roots)}
+    kept = {path: entry for path, entry in pinned.items() if walk.takes(path)}
     why = _difference(walk, kept, repository, environ)
     return None if why is None else SourceIdentity(digest=digest, why=why)
 
