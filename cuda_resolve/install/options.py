@@ -8,7 +8,7 @@ from packaging.utils import canonicalize_name
 
 from .._frozen import frozen
 
-__all__ = ["InstallOptions"]
+__all__ = ["InstallOptions", "source_folder"]
 
 
 @frozen
@@ -35,8 +35,14 @@ class InstallOptions:
     installer: str = "auto"
 
     def source_for(self, package: str) -> Path | None:
-        wanted = canonicalize_name(package)
-        for name, folder in self.source_dirs:
-            if name == "*" or canonicalize_name(name) == wanted:
-                return folder
-        return None
+        return source_folder(self.source_dirs, package)
+
+
+def source_folder(sources: tuple[tuple[str, Path], ...], package: str) -> Path | None:
+    """The ``--source`` folder ``package`` builds from: the first given for its name (any
+    spelling) or for every package (``*``, a bare ``--source DIR``)."""
+    wanted = canonicalize_name(package)
+    for name, folder in sources:
+        if name == "*" or canonicalize_name(name) == wanted:
+            return folder
+    return None

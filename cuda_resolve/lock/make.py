@@ -310,14 +310,15 @@ def _refuse_unpinned_sources(
     a ``--source`` folder that is not that source (a plain copy, edited files) is refused before
     anything is built. Its build would be its own wheel, which the lock's profiles never name."""
     from ..build.source import source_identity
+    from ..install.options import source_folder
 
+    checked: set[tuple[str, Path]] = set()  # each profile may miss the same build: read once
     for build in builds:
-        wanted = canonicalize_name(build.spec.package)
-        folder = next(
-            (f for name, f in request.sources if name == "*" or canonicalize_name(name) == wanted),
-            None,
-        )
+        folder = source_folder(request.sources, build.spec.package)
         recipe = build.spec.recipe
+        if folder is None or (recipe.name, folder) in checked:
+            continue
+        checked.add((recipe.name, folder))
         identity = source_identity(recipe, folder, environ)
         if identity is None:
             continue
