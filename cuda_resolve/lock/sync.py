@@ -325,17 +325,18 @@ class _Act:
 
         state, to_install = self.state, self.decided.to_install
         paths = {w.name: cache_path(cache_root() / "lock-wheels", w) for w in to_install}
+        cached = {name for name, path in paths.items() if path.is_file()}
         # Not cached yet, but on this machine (a download folder, the wheelhouse): a sync takes
         # it from there, downloading nothing; pip's command names it there.
         local = {
             w.name: found
             for w in to_install
-            if not paths[w.name].is_file() and (found := local_copy(w)) is not None
+            if w.name not in cached and (found := local_copy(w)) is not None
         }
         config = load_config()  # the mirror a sync would fetch from; never a password in a file
         where = {
             w.name: paths[w.name].as_uri()
-            if paths[w.name].is_file()
+            if w.name in cached
             else local[w.name].as_uri()
             if w.name in local
             else url_without_userinfo(config.rewrite(w.url))
@@ -349,7 +350,7 @@ class _Act:
         # pip runs them, the -r file names what is not cached yet by URL: pip fetches it. uv runs
         # offline over cached files only: with files still to fetch, its command would fail
         # pasted, so pip's (which fetches them) is the one shown, and a note says why.
-        uncached = sorted(name for name, path in paths.items() if not path.is_file())
+        uncached = sorted(paths.keys() - cached)
         to_fetch = [name for name in uncached if name not in local]
         installer = "pip" if uncached else state.request.installer
         plan = sync_plan(state.env, to_install, paths, requirements)
