@@ -36,13 +36,12 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
-from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from ._docs import doc_path
-from ._frozen import frozen
+from ._frozen import field, frozen
 from .errors import UsageError
 from .paths import CONFIG_ENV, config_path
 from .redaction import redact

@@ -7,10 +7,9 @@ machine; :mod:`cuda_resolve.profile` builds one from a TOML profile. Everything 
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import TYPE_CHECKING, Literal
 
-from ._frozen import frozen
+from ._frozen import field, frozen
 from .versions import ComputeCapability, CudaVersion, DriverVersion
 
 if TYPE_CHECKING:

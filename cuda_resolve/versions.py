@@ -9,9 +9,8 @@ Each type parses once, at the boundary, and raises ``ValueError`` with the bad t
 from __future__ import annotations
 
 import re
-from dataclasses import field
 
-from ._frozen import frozen
+from ._frozen import field, frozen
 
 __all__ = ["ComputeCapability", "CudaVersion", "DriverVersion", "parse_dotted", "same_version"]
 

@@ -303,3 +303,125 @@ def test_order_against_another_class_is_left_to_it_and_a_written_comparison_is_r
 
             def __lt__(self, other: object) -> bool:
                 return True
+
+
+# -- without dataclasses imported (a warm doctor never imports it: issue 28) --------------------
+
+_WITHOUT_DATACLASSES = '''
+import copy, pickle, sys
+from cuda_resolve._frozen import field, frozen, replace
+
+@frozen
+class Own:
+    """Every kind of field, with the specifier of cuda_resolve._frozen."""
+
+    name: str
+    number: int = 0
+    label: str = field(default="", compare=False)
+    secret: str = field(default="", repr=False)
+    unhashed: str = field(default="", hash=False)
+    made: list = field(default_factory=list, compare=False)
+    fixed: int = field(default=7, init=False)
+
+@frozen(kw_only=False, order=True)
+class Ordered:
+    parts: tuple
+    text: str = field(default="", compare=False)
+
+value = Own(name="a", made=[1])
+checks = {
+    "repr": repr(value),
+    "eq": value == Own(name="a", label="other") and value != Own(name="b"),
+    "hash": hash(value) == hash(("a", 0, "", 7)),  # name, number, secret, fixed
+    "replace": replace(value, number=3) == Own(name="a", number=3),
+    "replace_keeps": replace(value, number=3).made == [1],
+    "pickle": pickle.loads(pickle.dumps(value)) == value,
+    "copy": copy.copy(value) == value,
+    "order": sorted([Ordered((2,)), Ordered((1,), "x")]) == [Ordered((1,)), Ordered((2,))],
+    "match_args": Ordered.__match_args__ == ("parts", "text") and Own.__match_args__ == (),
+    "slots": not hasattr(value, "__dict__"),
+    "doc": Ordered.__doc__,
+}
+try:
+    replace(value, fixed=1)
+except ValueError as error:
+    checks["replace_init_false"] = str(error)
+checks["imported"] = [name for name in ("dataclasses", "inspect") if name in sys.modules]
+
+import dataclasses  # what reads the fields afterwards gets dataclasses' own
+checks["fields"] = [f.name for f in dataclasses.fields(value)]
+checks["factory"] = dataclasses.fields(Own)[5].default_factory is list
+checks["is_dataclass"] = dataclasses.is_dataclass(Own) and dataclasses.is_dataclass(value)
+checks["dc_replace"] = dataclasses.replace(value, name="b") == Own(name="b", made=[1])
+checks["params"] = [Own.__dataclass_params__.frozen, Ordered.__dataclass_params__.order]
+try:
+    value.name = "b"
+except dataclasses.FrozenInstanceError as error:
+    checks["frozen"] = str(error)
+print(repr(checks))
+'''
+
+
+def test_a_frozen_class_needs_no_dataclasses_until_something_asks_for_them() -> None:
+    import ast
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_DATACLASSES], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    checks = ast.literal_eval(result.stdout.strip())
+    assert checks.pop("imported") == []
+    assert checks.pop("repr") == "Own(name='a', number=0, label='', unhashed='', made=[1], fixed=7)"
+    assert checks.pop("doc") == "Ordered(parts: tuple, text: str = '')"
+    assert checks.pop("replace_init_false") == (
+        "field fixed is declared with init=False, it cannot be specified with replace()"
+    )
+    assert checks.pop("fields") == [
+        "name", "number", "label", "secret", "unhashed", "made", "fixed"
+    ]  # fmt: skip
+    assert checks.pop("params") == [True, True]
+    assert checks.pop("frozen") == "cannot assign to field 'name'"
+    assert all(checks.values()), checks
+
+
+def test_the_signature_doc_is_the_one_dataclasses_writes() -> None:
+    @frozen(kw_only=False)
+    class Mixed:
+        first: int
+        second: list[int] = field(default_factory=list)
+        third: str = field(default="x", kw_only=True)
+        hidden: int = field(default=0, init=False)
+
+    @dataclass(frozen=True, slots=True)
+    class TheirMixed:
+        first: int
+        second: list[int] = field(default_factory=list)
+        third: str = field(default="x", kw_only=True)
+        hidden: int = field(default=0, init=False)
+
+    assert Mixed.__doc__ == TheirMixed.__doc__.replace("TheirMixed", "Mixed")  # type: ignore[union-attr]
+
+
+def test_what_dataclasses_refuses_and_what_frozen_leaves_to_it_is_refused() -> None:
+    from cuda_resolve._frozen import field as own_field
+
+    with pytest.raises(ValueError, match="mutable default <class 'list'> for field parts"):
+
+        @frozen
+        class Mutable:
+            parts: list[int] = []  # noqa: RUF012
+
+    with pytest.raises(TypeError, match="non-default argument 'second' follows default"):
+
+        @frozen(kw_only=False)
+        class Misordered:
+            first: int = 0
+            second: int
+
+    with pytest.raises(ValueError, match="cannot specify both default and default_factory"):
+        own_field(default=1, default_factory=int)
+    for annotation in ("ClassVar[int]", "typing.ClassVar[int]", "InitVar[int]", "KW_ONLY"):
+        with pytest.raises(TypeError, match=r"@frozen takes no .* annotation; use @dataclass"):
+            frozen(type("Refused", (), {"__annotations__": {"x": annotation}}))

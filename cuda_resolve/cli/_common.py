@@ -88,7 +88,7 @@ def environment_from_args(args: argparse.Namespace) -> Environment:
         from ..profile import load_profile
 
         return load_profile(args.profile)
-    from dataclasses import replace
+    from .._frozen import replace
 
     env, choice = detect_target(args.python)
     # Every report says whose environment it describes: not always the tool's own.

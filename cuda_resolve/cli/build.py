@@ -267,8 +267,7 @@ def _keeps_running(run: Any) -> str:
 
 
 def _submit(args: argparse.Namespace, profiles: list[Path]) -> int:
-    from dataclasses import replace
-
+    from .._frozen import replace
     from ..slurm import fanout, scheduler
 
     parser: argparse.ArgumentParser = args.build_parser

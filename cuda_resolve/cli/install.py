@@ -13,10 +13,10 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._frozen import replace
 from ..environment import Environment
 from ..errors import UsageError
 from ..install.reqfile import FileRequirement

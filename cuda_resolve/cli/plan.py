@@ -203,8 +203,8 @@ def _completed(plan: Plan, env: Environment, index: Index) -> tuple[Plan, str | 
     """The complete plan (builds, pip steps: what `cuda-pip install --plan` executes), or the
     decision alone and why it cannot be completed here (a build's pre-flight failed)."""
     import os
-    from dataclasses import replace
 
+    from .._frozen import replace
     from ..config import load_config
     from ..errors import CudaResolveError
     from ..install.options import InstallOptions

@@ -33,13 +33,12 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Sequence
-from dataclasses import field
 from pathlib import Path, PurePosixPath
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from .._frozen import frozen
+from .._frozen import field, frozen
 from ..errors import UsageError
 from ..wheelhouse.key import WheelKey
 from .records import CondaRecord, TorchRecord

@@ -20,7 +20,6 @@ symbol table is corrupt gets a note naming it.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import struct
@@ -33,6 +32,7 @@ from .._bounded import read_head, read_text
 from .._bounded import run as run_bounded
 from .._digest import new_digest
 from .._dist_metadata import normalized_name
+from .._frozen import replace
 from .._lazy_re import lazy_compile
 from ..environment import ExtensionBinary
 from ._cache import file_identity
@@ -409,7 +409,7 @@ def find_extensions(
 
 
 def _with(ext: ExtensionBinary, **changes: Any) -> ExtensionBinary:
-    return dataclasses.replace(ext, **changes)
+    return replace(ext, **changes)
 
 
 def scan_key(

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,18 +57,41 @@ class NvidiaFacts:
     notes: tuple[str, ...] = ()
 
 
-@dataclass(slots=True)
 class _Findings:
-    """What the probes have said so far; each field is filled by the first probe that knows."""
+    """What the probes have said so far; each field is filled by the first probe that knows.
+    (A plain class: a warm ``doctor`` imports no :mod:`dataclasses`, see ``_frozen``.)"""
 
-    version: DriverVersion | None = None
-    version_source: str | None = None
-    cuda: CudaVersion | None = None
-    cuda_source: str | None = None
-    gpus: tuple[Gpu, ...] | None = None  # None: not enumerated; () : enumerated, none there
-    gpus_source: str | None = None
-    nvml_refused: bool = False
-    notes: list[str] = field(default_factory=list)
+    __slots__ = (
+        "cuda",
+        "cuda_source",
+        "gpus",
+        "gpus_source",
+        "notes",
+        "nvml_refused",
+        "version",
+        "version_source",
+    )
+
+    def __init__(
+        self,
+        *,
+        version: DriverVersion | None = None,
+        version_source: str | None = None,
+        cuda: CudaVersion | None = None,
+        cuda_source: str | None = None,
+        gpus: tuple[Gpu, ...] | None = None,  # None: not enumerated; () : enumerated, none there
+        gpus_source: str | None = None,
+        nvml_refused: bool = False,
+        notes: list[str] | None = None,
+    ) -> None:
+        self.version = version
+        self.version_source = version_source
+        self.cuda = cuda
+        self.cuda_source = cuda_source
+        self.gpus = gpus
+        self.gpus_source = gpus_source
+        self.nvml_refused = nvml_refused
+        self.notes: list[str] = [] if notes is None else notes
 
     def set_version(self, text: str | None, source: str) -> None:
         if self.version is None and text:

@@ -22,9 +22,8 @@ lowest capability, so with it every GPU is taken to have that capability.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
-from .._frozen import frozen
+from .._frozen import frozen, replace
 from ..environment import Driver, Gpu
 from ..errors import UsageError
 from ..versions import ComputeCapability, CudaVersion, DriverVersion

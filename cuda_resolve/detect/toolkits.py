@@ -16,7 +16,6 @@ the first way it was found. nvcc's answers are cached per binary (see :mod:`._ca
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import json
 import os
@@ -24,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from .._frozen import frozen
+from .._frozen import frozen, replace
 from ..environment import Toolkit
 from ..versions import ComputeCapability, CudaVersion
 from ._cache import ProbeCache
@@ -244,6 +243,6 @@ def find_toolkits(
             notes.append(result)
             continue
         if result.root in wrappers and result.nvcc_on_path_wrapper is None:
-            result = dataclasses.replace(result, nvcc_on_path_wrapper=wrappers[result.root])
+            result = replace(result, nvcc_on_path_wrapper=wrappers[result.root])
         toolkits.append(result)
     return tuple(toolkits), tuple(notes)

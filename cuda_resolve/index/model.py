@@ -6,12 +6,10 @@ rules, the resolver, doctor) reads these objects and never the TOML.
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .._frozen import frozen
+from .._frozen import field, frozen
 from ..versions import CudaVersion
 from .cuda import ArchEntry, CudaFacts, CudaFamily, ToolkitFacts, parse_arch_entry, parse_arch_list
 

@@ -14,10 +14,10 @@ The first fact that changed is named, with the way out.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
+from .._frozen import replace
 from ..build.spec import BuildSpec
 from ..compat import build_covers_gpu
 from ..environment import Environment

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from urllib.parse import urldefrag, urljoin
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from .._frozen import frozen
+from .._frozen import frozen, replace
 from ..environment import Environment
 from ..net.pages import file_name, page_links
 from ..plan import PYPI_SIMPLE, PipStep, Plan, PlanItem

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from .._frozen import frozen
+from .._frozen import field, frozen, replace
 from ..environment import Environment
 from ..errors import UsageError
 from ..index.model import Index

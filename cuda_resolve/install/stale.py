@@ -16,11 +16,10 @@ distributions installed (``installed_extensions``) and the extension scan's libr
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import replace
 
 from packaging.utils import canonicalize_name
 
-from .._frozen import frozen
+from .._frozen import frozen, replace
 from ..environment import Environment
 from ..errors import UsageError
 from ..index.model import Index

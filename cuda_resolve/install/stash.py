@@ -60,7 +60,6 @@ import socket
 import stat
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +68,7 @@ from packaging.utils import canonicalize_name
 
 from .._bounded import read_text
 from .._bounded import run as bounded_run
-from .._frozen import frozen
+from .._frozen import frozen, replace
 from .._lifeline import recording, running
 from .._wrap import counted
 from ..errors import InstallError

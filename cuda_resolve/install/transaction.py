@@ -20,14 +20,13 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
 from .._bounded import run as _bounded_run
-from .._frozen import frozen
+from .._frozen import field, frozen, replace
 from .._wrap import counted
 from ..environment import Environment
 from ..errors import CudaResolveError, InstallError

@@ -18,12 +18,11 @@ from __future__ import annotations
 import shlex
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from .._frozen import frozen
+from .._frozen import frozen, replace
 from .._wrap import counted
 from ..compat import format_arch_list
 from ..config import Config

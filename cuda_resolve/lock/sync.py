@@ -313,8 +313,8 @@ class _Act:
         content), naming the cached files by path and, for pip, the others by the lock's URL (as
         the mirror serves it), so that a printed pip command still runs after sync has exited."""
         import hashlib
-        from dataclasses import replace
 
+        from .._frozen import replace
         from ..config import load_config
         from ..install.transaction import planned_commands
         from ..install.uv import installer_of
@@ -389,8 +389,7 @@ class _Act:
         )
 
     def _changed(self, requirements: Path, config: Any) -> SyncResult:
-        from dataclasses import replace
-
+        from .._frozen import replace
         from ..paths import new_log_path
 
         state, decided = self.state, self.decided

@@ -22,11 +22,10 @@ All traffic goes through :class:`cuda_resolve.net.HttpClient` (OS trust store, p
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from .._frozen import frozen
+from .._frozen import field, frozen, replace
 from ..config import Config
 from ..errors import CudaResolveError
 from ..net.pages import distribution_links

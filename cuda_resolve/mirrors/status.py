@@ -11,12 +11,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from .._bounded import read_text
-from .._frozen import frozen
+from .._frozen import field, frozen
 from ..config import Config, config_path, config_to_dict, load_config
 from ..errors import CudaResolveError
 from ..redaction import redact_data

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,7 +20,7 @@ from urllib.parse import urlsplit
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from .._frozen import frozen
+from .._frozen import frozen, replace
 from ..errors import UsageError
 from ..index.model import ExtensionWheels, Index
 from ..net.client import HttpClient

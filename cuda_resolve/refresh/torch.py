@@ -33,7 +33,6 @@ import datetime
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from .._frozen import frozen
+from .._frozen import frozen, replace
 from ..errors import UsageError
 from ..index.model import Index, TorchRelease, TorchVariant
 from ..net.client import HttpClient

@@ -9,7 +9,6 @@ and the way out.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 import resolvelib
 from packaging.requirements import InvalidRequirement, Requirement
@@ -17,7 +16,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from .._frozen import frozen
+from .._frozen import frozen, replace
 from ..compat import (
     UNKNOWN_MARKER_VARIABLES,
     driver_supports_cuda,

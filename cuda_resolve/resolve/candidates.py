@@ -10,7 +10,6 @@ only matches candidates against requirements; it does no I/O and applies no mach
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import field
 from functools import cached_property, lru_cache
 from typing import Literal
 
@@ -18,7 +17,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from .._frozen import frozen
+from .._frozen import field, frozen
 from ..compat import (
     arch_list_for_build,
     driver_supports_cuda,

@@ -26,12 +26,11 @@ import secrets
 import tempfile
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from .._frozen import frozen
+from .._frozen import field, frozen
 from ..errors import CudaResolveError, UsageError
 from ..redaction import redact, register_secret, url_without_userinfo
 from .errors import WheelhouseError
