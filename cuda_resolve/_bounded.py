@@ -24,16 +24,18 @@ import errno
 import os
 import signal
 import stat
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from ._frozen import frozen
 from .errors import UsageError
+
+if TYPE_CHECKING:  # imported by what starts a program: a warm doctor starts none (issue 28)
+    import subprocess
 
 __all__ = [
     "DEFAULT_OUTPUT_LIMIT",
@@ -220,6 +222,8 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
         if _POSIX:
             os.killpg(process.pid, signal.SIGKILL)  # its own session: pid == process group id
         else:  # pragma: no cover - Windows
+            import subprocess
+
             subprocess.run(
                 ["taskkill", "/F", "/T", "/PID", str(process.pid)], capture_output=True, check=False
             )
@@ -323,6 +327,8 @@ def run(
     Past the timeout or the output limit the program's process group is killed and the
     :class:`Ran` has ``returncode=None``; Ctrl-C kills the group and re-raises."""
     global _starting
+    import subprocess
+
     started = time.monotonic()
     with _live_lock:
         if _exiting:  # a worker thread while the interpreter exits: nothing more is started
@@ -376,6 +382,8 @@ def _collect(
     stdin: bytes | None,
     started: float,
 ) -> Ran:
+    import subprocess
+
     assert process.stdout is not None and process.stderr is not None
     budget = [output_limit]
     over = threading.Event()

@@ -12,7 +12,8 @@ Every fact cuda-resolve passes on is a frozen dataclass, and ``plan`` loads abou
 ``frozen`` reads the class's fields itself (the annotations, defaults and :func:`field`
 specifiers, as :mod:`dataclasses` does for ``frozen=True``), makes the slotted class, then writes
 those six methods, and for a slotted class the two that pickling needs: ``__init__`` from one
-small source, the others as closures over the field names, which need no compiling at all; with
+small source, compiled when first used (a fact read back from a cache is unpickled, without it),
+the others as closures over the field names, which need no compiling at all; with
 ``order=True`` also the four comparisons, as closures. Fields with ``compare=False`` are neither
 compared, ordered nor hashed, ``repr=False`` ones not shown, ``init=False`` ones set from their
 default; ``__post_init__`` is called; a method the class defines itself is kept.
@@ -409,23 +410,13 @@ def _made_by_dataclasses(
 
 
 def _add_methods(cls: type[Any], fields: tuple[_Field, ...], *, order: bool) -> None:
-    """``__init__`` compiled (its signature and speed need it); the others are closures over
-    the field names, which cost no compile at all."""
+    """``__init__`` compiled (its signature and speed need it), when first looked up; the others
+    are closures over the field names, which cost no compile at all."""
     own = cls.__dict__
     names = tuple(f.name for f in fields)
     methods: dict[str, Callable[..., Any]] = {}
-    if "__init__" not in own:  # compiled only where it is used
-        me = "__dataclass_self__" if "self" in names else "self"
-        scope: dict[str, Any] = {
-            "__dataclass_set__": object.__setattr__,
-            "__dataclass_factory__": _FACTORY,
-        }
-        namespace: dict[str, Any] = {}
-        exec(_init(cls, fields, me, scope), scope, namespace)  # noqa: S102 - from field names
-        init = namespace["__init__"]
-        init.__annotations__ = {f.name: f.type for f in fields if f.init}
-        init.__annotations__["return"] = None
-        methods["__init__"] = init
+    if "__init__" not in own:  # compiled when first looked up (see _LazyInit)
+        type.__setattr__(cls, "__init__", _LazyInit(cls, fields))
     methods.update(_frozen_methods(cls, frozenset(names)))
     if "__slots__" in own:  # dataclasses adds each for frozen=True where the class has none
         methods.update((k, v) for k, v in _pickling_methods(cls).items() if k not in own)
@@ -450,6 +441,40 @@ def _add_methods(cls: type[Any], fields: tuple[_Field, ...], *, order: bool) -> 
             function.__name__ = name
             function.__module__ = cls.__module__
         setattr(cls, name, function)
+
+
+class _LazyInit:
+    """A class's ``__init__``, compiled the first time it is looked up (an instance made, the
+    signature read), then in the class in its place. Compiling costs about 0.1 ms a class, and a
+    warm command makes many of its facts by unpickling them, which never calls ``__init__``."""
+
+    __slots__ = ("fields", "owner")
+
+    def __init__(self, owner: type[Any], fields: tuple[_Field, ...]) -> None:
+        self.owner, self.fields = owner, fields
+
+    def __get__(self, instance: object, owner: type[Any] | None = None) -> Any:
+        init = _compiled_init(self.owner, self.fields)
+        type.__setattr__(self.owner, "__init__", init)
+        if instance is None or isinstance(instance, type):  # the class's, not an instance's
+            return init
+        return init.__get__(instance, owner)
+
+
+def _compiled_init(cls: type[Any], fields: tuple[_Field, ...]) -> Callable[..., None]:
+    me = "__dataclass_self__" if any(f.name == "self" for f in fields) else "self"
+    scope: dict[str, Any] = {
+        "__dataclass_set__": object.__setattr__,
+        "__dataclass_factory__": _FACTORY,
+    }
+    namespace: dict[str, Any] = {}
+    exec(_init(cls, fields, me, scope), scope, namespace)  # noqa: S102 - from field names
+    init: Callable[..., None] = namespace["__init__"]
+    init.__annotations__ = {f.name: f.type for f in fields if f.init}
+    init.__annotations__["return"] = None
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__module__ = cls.__module__
+    return init
 
 
 def _getter(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:

@@ -36,6 +36,10 @@ NOT_ON_THE_WARM_PATH = (
     "rich",
     "dataclasses",  # @frozen classes are made without it (it imports inspect: ~9 ms, issue 28)
     "inspect",
+    "shutil",  # argparse's width is read without it; which() only where PATH is searched
+    "subprocess",  # only a run that starts a program
+    "packaging.version",  # the facts' torch releases are text, matched by index.cuda.release_key
+    "pickle",
 )
 
 _RUN_DOCTOR = """

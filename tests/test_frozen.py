@@ -425,3 +425,35 @@ def test_what_dataclasses_refuses_and_what_frozen_leaves_to_it_is_refused() -> N
     for annotation in ("ClassVar[int]", "typing.ClassVar[int]", "InitVar[int]", "KW_ONLY"):
         with pytest.raises(TypeError, match=r"@frozen takes no .* annotation; use @dataclass"):
             frozen(type("Refused", (), {"__annotations__": {"x": annotation}}))
+
+
+def test_init_is_compiled_when_first_looked_up_and_is_the_one_dataclasses_writes() -> None:
+    import inspect
+
+    @frozen(kw_only=False)
+    class Lazy:
+        """Restored first (as unpickling does), then made by its __init__."""
+
+        first: int
+        second: list[int] = field(default_factory=list)
+
+    @dataclass(frozen=True, slots=True)
+    class TheirLazy:
+        first: int
+        second: list[int] = field(default_factory=list)
+
+    restored = Lazy.__new__(Lazy)  # as unpickling makes it
+    restored.__setstate__([1, [2]])
+    assert type(vars(Lazy)["__init__"]).__name__ == "_LazyInit"
+    assert restored == Lazy(1, [2]) and type(vars(Lazy)["__init__"]).__name__ == "function"
+
+    @frozen(kw_only=False)
+    class Unused:
+        """Never made: its __init__ is never compiled."""
+
+        first: int
+
+    assert type(vars(Unused)["__init__"]).__name__ == "_LazyInit"
+    assert str(inspect.signature(Unused)) == "(first: 'int') -> None"
+    assert str(inspect.signature(Lazy)) == str(inspect.signature(TheirLazy))
+    assert Lazy.__init__.__qualname__.endswith("Lazy.__init__")

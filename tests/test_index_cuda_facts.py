@@ -72,7 +72,7 @@ def test_the_facts_are_cached_under_the_index_key_and_follow_an_edited_overlay(
     before = load_cuda_facts([overlay], include_user=False)
     assert before.torch_build_arch_list("2.5.1+cu124", "cu124") is not None
     names = sorted(path.name for path in (cache_dir / "index").iterdir())
-    assert len(names) == 2 and names[0].removesuffix(".cuda.pickle") == names[1].removesuffix(
+    assert len(names) == 2 and names[0].removesuffix(".cuda.marshal") == names[1].removesuffix(
         ".pickle"
     )
 
@@ -96,8 +96,10 @@ def test_reading_cached_facts_needs_neither_the_catalogue_nor_specifiers(
         "import sys; from pathlib import Path; from cuda_resolve.index.load import "
         f"load_cuda_facts;facts = load_cuda_facts([Path({str(overlay)!r})], "
         "include_user=False);assert facts.toolkits;print(sorted(m for m in "
-        "('cuda_resolve.index.model', 'cuda_resolve.index._parse', 'packaging.specifiers') if m "
-        "in sys.modules))"
+        "('cuda_resolve.index.model', 'cuda_resolve.index._parse', 'packaging.specifiers', "
+        "'packaging.version', 'pickle') if m in sys.modules));"
+        "assert facts.torch_build_arch_list('2.5.1+cu124', 'cu124');"
+        "assert 'packaging.version' not in sys.modules"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe],
@@ -113,9 +115,30 @@ def test_reading_cached_facts_needs_neither_the_catalogue_nor_specifiers(
 def test_a_corrupt_facts_file_is_rebuilt_from_the_index(tmp_path: Path, cache_dir: Path) -> None:
     overlay = shutil.copytree(OVERLAY, tmp_path / "overlay")
     first = load_cuda_facts([overlay], include_user=False)
-    (facts_file,) = (cache_dir / "index").glob("*.cuda.pickle")
-    facts_file.write_bytes(b"\x80\x05not a pickle")
-    assert load_cuda_facts([overlay], include_user=False) == first
+    (facts_file,) = (cache_dir / "index").glob("*.cuda.marshal")
+    import marshal
+
+    for corrupt in (
+        b"\x80\x05not marshal data",
+        marshal.dumps(["CudaFacts", (), ()]),  # a field short
+        marshal.dumps(["Popen", "ls"]),  # not a class of the facts
+        marshal.dumps({"toolkits": ()}),
+        facts_file.read_bytes()[:-3],  # cut short
+    ):
+        facts_file.write_bytes(corrupt)
+        assert load_cuda_facts([overlay], include_user=False) == first
+
+
+def test_the_facts_come_back_from_plain_data_as_they_were() -> None:
+    from cuda_resolve.index.cuda import facts_from_plain, facts_to_plain
+
+    facts = load_index([], include_user=False).cuda_facts()
+    plain = facts_to_plain(facts)
+    assert facts_from_plain(plain) == facts
+    assert repr(facts_from_plain(plain)) == repr(facts)
+    for bad in (["CudaFacts"], ["Nope", 1], [], (["ArchEntry", 1],), {"a": 1}):
+        with pytest.raises(ValueError):
+            facts_from_plain(bad)
 
 
 def test_the_default_facts_and_index_are_read_once_and_forgotten_together(
@@ -163,3 +186,28 @@ def test_the_default_facts_and_index_are_read_once_and_forgotten_together(
     known = load.load_default_cuda_facts().torch_build_arch_list("2.5.1+cu124", "cu124")
     assert known is not None and [str(entry) for entry in known[1]] == ["8.0", "9.0"]
     load.clear_cache()
+
+
+_VERSIONS = (
+    "2.5.1", "2.5.1+cu124", "2.5.1a0+git1a2b3c", "2.5.1.dev20240901+cu124", "2.5.1rc1",
+    "2.5.1.post2", "2.5", "2.5.0", "2.5.0.0", "v2.5.1", "V2.5.1", " 2.5.1 ", "2.5.1-rc1",
+    "2.5.1.a1", "2.5.1-1", "1!2.5.1", "0!2.5.1", "2.5.1_dev3", "2.5.1alpha1", "2.5.1+local.a-b_c",
+    "2.5.1+", "2.5.1a1a1", "2.5.1.dev1.post1", "2..5", "latest", "", "2.5.1+cu124+x", "2.05.01",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("version", _VERSIONS)
+def test_a_release_key_is_packagings_epoch_and_release(version: str) -> None:
+    from packaging.version import InvalidVersion, Version
+
+    from cuda_resolve.index.cuda import release_key
+
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
+        assert release_key(version) is None
+        return
+    release = list(parsed.release)
+    while len(release) > 1 and release[-1] == 0:
+        release.pop()
+    assert release_key(version) == (parsed.epoch, *release)

@@ -39,6 +39,13 @@ class _Formatter(argparse.HelpFormatter):
     """Help wrapped at spaces only: a command, option or path in it is never split at a hyphen
     (``cuda-`` / ``pip``) or inside a long word, so what a user copies from it runs."""
 
+    def __init__(self, prog: str, *args: Any, **kwargs: Any) -> None:
+        # argparse makes a formatter for every add_argument and, left to find its width, imports
+        # shutil (with bz2 and lzma: 2 ms of every command, issue 28) for get_terminal_size.
+        if len(args) < 3 and kwargs.get("width") is None:
+            kwargs["width"] = _terminal_columns() - 2  # as argparse: its margin
+        super().__init__(prog, *args, **kwargs)
+
     def _split_lines(self, text: str, width: int) -> list[str]:
         import textwrap
 
@@ -57,6 +64,23 @@ class _Formatter(argparse.HelpFormatter):
             break_on_hyphens=False,
             break_long_words=False,
         )
+
+
+def _terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns``: ``COLUMNS`` where it is a positive number, else the
+    terminal's width, else 80."""
+    import os
+
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else 80
 
 
 class _Parser(argparse.ArgumentParser):

@@ -10,13 +10,10 @@ only, so reading it creates none of the package catalogue's classes and imports 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
 from .._frozen import frozen
 from ..versions import ComputeCapability, CudaVersion, DriverVersion
-
-if TYPE_CHECKING:
-    from packaging.version import Version
 
 __all__ = [
     "ArchEntry",
@@ -24,8 +21,11 @@ __all__ = [
     "CudaFactsSource",
     "CudaFamily",
     "ToolkitFacts",
+    "facts_from_plain",
+    "facts_to_plain",
     "parse_arch_entry",
     "parse_arch_list",
+    "release_key",
 ]
 
 
@@ -106,11 +106,12 @@ class CudaFactsSource(Protocol):
 @frozen
 class CudaFacts:
     """The index's toolkits and CUDA families, and each torch build's arch list as
-    ``(release version, variant name, arch list)``; made by ``Index.cuda_facts()``."""
+    ``(release version, variant name, arch list)``; made by ``Index.cuda_facts()``. The release
+    is its text (``2.5.1``), not a ``packaging`` version: reading the facts back imports none."""
 
     toolkits: tuple[ToolkitFacts, ...]
     families: tuple[CudaFamily, ...]
-    torch_arch_lists: tuple[tuple[Version, str, tuple[ArchEntry, ...]], ...] = ()
+    torch_arch_lists: tuple[tuple[str, str, tuple[ArchEntry, ...]], ...] = ()
 
     def toolkit(self, version: CudaVersion) -> ToolkitFacts | None:
         return next((t for t in self.toolkits if t.version == version), None)
@@ -121,11 +122,106 @@ class CudaFacts:
     def torch_build_arch_list(
         self, version: str, variant: str
     ) -> tuple[str, tuple[ArchEntry, ...]] | None:
-        """As ``Index.torch_build_arch_list``: the release is matched on its base version."""
-        from packaging.version import Version
-
-        base = Version(Version(version).base_version)
+        """As ``Index.torch_build_arch_list``: the release is matched on its base version (its
+        epoch and release numbers; ``2.5`` is ``2.5.0``). A version that is not PEP 440 matches
+        none."""
+        wanted = release_key(version)
+        if wanted is None:
+            return None
         for release, name, entries in self.torch_arch_lists:
-            if release == base and name == variant:
+            if name == variant and release_key(release) == wanted:
                 return f"{release}+{name}", entries
         return None
+
+
+#: A version as torch's are written (PEP 440's normal form): release numbers, then a pre, post
+#: and dev part, a local label. Any other spelling is left to ``packaging``.
+_PLAIN_VERSION = re.compile(
+    r"v?(\d+(?:\.\d+)*)(?:(?:a|b|rc)\d+)?(?:\.post\d+)?(?:\.dev\d+)?"
+    r"(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?",
+    re.IGNORECASE,
+)
+
+
+def release_key(version: str) -> tuple[int, ...] | None:
+    """``(epoch, *release)`` of a PEP 440 version, trailing zeros dropped: equal for versions
+    whose ``base_version`` is the same release (``2.5.1+cu124``, ``2.5.1a0+git1``, ``2.5.1``).
+    Read by hand where the text is plain (``packaging.version`` costs a warm ``doctor`` 3 ms,
+    issue 28), by ``packaging`` otherwise; None for text that is not a version."""
+    match = _PLAIN_VERSION.fullmatch(version.strip())
+    if match is not None:
+        parts = [0, *(int(part) for part in match.group(1).split("."))]
+    else:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            parsed = Version(version)
+        except InvalidVersion:
+            return None
+        parts = [parsed.epoch, *parsed.release]
+    while len(parts) > 2 and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
+
+
+# -- the facts as plain data (their cache file: issue 28) -----------------------------------------
+# Written with marshal, which the interpreter has built in: unpickling them imported pickle, 1 to
+# 2 ms of every warm command. An object is a list, [class name, field values...]; the facts hold
+# no list of their own (every sequence is a tuple).
+
+_PLAIN_CLASSES: dict[str, type[Any]] = {
+    cls.__name__: cls
+    for cls in (
+        CudaFacts,
+        ToolkitFacts,
+        CudaFamily,
+        ArchEntry,
+        CudaVersion,
+        DriverVersion,
+        ComputeCapability,
+    )
+}
+_PLAIN_VALUES = (str, int, float, type(None))  # bool is an int
+
+
+def facts_to_plain(facts: CudaFacts) -> Any:
+    """*facts* as tuples, lists and plain values (what :mod:`marshal` writes)."""
+    return _to_plain(facts)
+
+
+def facts_from_plain(plain: Any) -> CudaFacts:
+    """The facts :func:`facts_to_plain` made; ``ValueError`` where *plain* is not such data."""
+    facts = _from_plain(plain)
+    if not isinstance(facts, CudaFacts):
+        raise ValueError(f"not CUDA facts but {type(facts).__name__}")
+    return facts
+
+
+def _to_plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return tuple(_to_plain(item) for item in value)
+    if isinstance(value, _PLAIN_VALUES):
+        return value
+    name = type(value).__name__
+    if _PLAIN_CLASSES.get(name) is not type(value):
+        raise TypeError(f"CUDA facts hold no {type(value).__qualname__}")
+    return [name, *(_to_plain(item) for item in value.__getstate__())]
+
+
+def _from_plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return tuple(_from_plain(item) for item in value)
+    if isinstance(value, list):
+        cls = _PLAIN_CLASSES.get(value[0]) if value and isinstance(value[0], str) else None
+        if cls is None:
+            raise ValueError(f"not a class of the CUDA facts: {value[:1]!r}")
+        fields = [_from_plain(item) for item in value[1:]]
+        expected = len(cls.__frozen_fields__)
+        if len(fields) != expected:
+            raise ValueError(f"{cls.__name__} has {expected} fields, not {len(fields)}")
+        made = object.__new__(cls)
+        made.__setstate__(fields)  # as unpickling restores it
+        return made
+    if isinstance(value, _PLAIN_VALUES):
+        return value
+    raise ValueError(f"not plain data: {type(value).__name__}")

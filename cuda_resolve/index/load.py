@@ -314,10 +314,11 @@ def _parsed_cache_key(roots: Sequence[Traversable]) -> str | None:
 
 #: Bumped when the parsed model's shape changes (2: recipes gained ``archive``; repository and
 #: revision became optional; 3: the CUDA facts moved to index/cuda.py and got a file of their
-#: own), so a cache written by an older build is never unpickled into it.
-_PARSED_FORMAT = 4
+#: own; 5: the facts' torch releases are text), so a cache written by an older build is never
+#: unpickled into it.
+_PARSED_FORMAT = 5
 _INDEX_SUFFIX = ".pickle"
-_FACTS_SUFFIX = ".cuda.pickle"
+_FACTS_SUFFIX = ".cuda.marshal"  # plain data (index/cuda.py): reading it imports no pickle
 #: Keys of edited or upgraded indexes never match again: the newest few keys' files are kept.
 _KEPT_FILES = 14
 
@@ -332,8 +333,9 @@ def _parsed_cache_paths(key: str, suffix: str) -> list[Path]:
 
 
 def _trusted(path: Path) -> bool:
-    """A pickle is code: only one written by this user or by root is loaded (a shared cache
-    folder's files written by someone else are parsed again instead)."""
+    """A pickle is code, and marshal's data can crash the interpreter: only a file written by
+    this user or by root is loaded (a shared cache folder's files written by someone else are
+    parsed again instead)."""
     try:
         owner = path.stat().st_uid
     except OSError:
@@ -351,8 +353,6 @@ _T = TypeVar("_T")
 def _read_parsed(key: str | None, suffix: str, expected: type[_T]) -> _T | None:
     """The cached object, or None: a cache that is missing, not a regular file (a FIFO would
     block the read), too large, corrupt or from other code is ignored, never an error."""
-    import pickle
-
     from .._bounded import read_bytes
 
     def load(path: Path) -> object:
@@ -363,7 +363,7 @@ def _read_parsed(key: str | None, suffix: str, expected: type[_T]) -> _T | None:
         if not _trusted(path):
             return None
         try:
-            return pickle.loads(data)  # noqa: S301 - written by this user (or root), checked above
+            return _loads(suffix, data)
         except Exception:  # corrupt bytes raise almost anything (OverflowError, MemoryError, ...)
             return None
 
@@ -374,28 +374,57 @@ def _read_parsed(key: str | None, suffix: str, expected: type[_T]) -> _T | None:
     return None
 
 
-def _write_parsed(key: str | None, suffix: str, value: object) -> None:
+def _loads(suffix: str, data: bytes) -> object:
+    if suffix == _FACTS_SUFFIX:
+        import marshal
+
+        from .cuda import facts_from_plain
+
+        return facts_from_plain(marshal.loads(data))  # noqa: S302 - checked as the pickle is
     import pickle
 
+    return pickle.loads(data)  # noqa: S301 - written by this user (or root): see _trusted
+
+
+def _dumps(suffix: str, value: object) -> bytes:
+    if suffix == _FACTS_SUFFIX:
+        import marshal
+
+        from .cuda import CudaFacts, facts_to_plain
+
+        assert isinstance(value, CudaFacts)
+        return marshal.dumps(facts_to_plain(value))
+    import pickle
+
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _write_parsed(key: str | None, suffix: str, value: object) -> None:
     from ..paths import write_atomic
 
     if not key:
         return
-    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    data = _dumps(suffix, value)
     if len(data) > _PARSED_LIMIT:
         return  # it would never be read back
     for path in _parsed_cache_paths(key, suffix):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            for old in sorted(path.parent.glob("*.pickle"), key=lambda p: p.lstat().st_mtime)[
-                :-_KEPT_FILES
-            ]:
+            kept = sorted(
+                (old for old in path.parent.iterdir() if old.name.endswith(_CACHE_SUFFIXES)),
+                key=lambda p: p.lstat().st_mtime,
+            )
+            for old in kept[:-_KEPT_FILES]:
                 old.unlink(missing_ok=True)
             write_atomic(path, data)
         except OSError:
             # a read-only cache (or a FIFO where the file goes): the next folder, else parse again
             continue
         return
+
+
+#: The files of this cache, those older versions wrote (``.cuda.pickle``) included.
+_CACHE_SUFFIXES = (_INDEX_SUFFIX, _FACTS_SUFFIX)
 
 
 # Read once per process, whichever is asked first: the facts of an index already read come

@@ -214,7 +214,7 @@ class Index:
     def cuda_facts(self) -> CudaFacts:
         """What describing a machine needs (``doctor``), without the package catalogue."""
         arch_lists = tuple(
-            (release.version, variant.name, variant.arch_list)
+            (str(release.version), variant.name, variant.arch_list)
             for release in self.torch
             for variant in release.variants
             if variant.arch_list

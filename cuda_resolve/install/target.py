@@ -9,7 +9,6 @@ which interpreter it used and which rule chose it.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -83,9 +82,17 @@ def is_tool_environment(prefix: str, environ: Mapping[str, str]) -> bool:
     )
 
 
+def _which(program: str, path: str | None = None) -> str | None:
+    """``shutil.which``, imported where a program is looked up on PATH: shutil imports bz2 and
+    lzma, 2 ms that a command given ``--python PATH`` does not need (issue 28)."""
+    import shutil
+
+    return shutil.which(program, path=path)
+
+
 def is_base_interpreter(python: str) -> bool:
     """Whether ``python`` is an interpreter's own installation: not a venv, not a conda env."""
-    found = python if os.sep in python else shutil.which(python)
+    found = python if os.sep in python else _which(python)
     if found is None:
         return False
     prefix = Path(os.path.abspath(found)).parent.parent  # <prefix>/bin/python
@@ -122,7 +129,7 @@ def choose_target(
                 hint=f"activate a working environment, unset {variable}, or pass --python PATH",
             )
         return TargetChoice(python=found, how=variable)
-    found = shutil.which("python3", path=env.get("PATH", ""))
+    found = _which("python3", path=env.get("PATH", ""))
     if found is None:
         raise UsageError(
             "no target environment: no virtualenv or conda env is active and python3 "
@@ -141,7 +148,7 @@ def is_running_interpreter(python: str) -> bool:
     def folder(path: str) -> str:
         return os.path.normcase(os.path.abspath(os.path.dirname(path)))
 
-    candidate = python if os.sep in python else (shutil.which(python) or python)
+    candidate = python if os.sep in python else (_which(python) or python)
     return folder(candidate) == folder(sys.executable) and os.path.basename(candidate).startswith(
         "python"
     )
