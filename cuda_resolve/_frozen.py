@@ -253,6 +253,8 @@ def _refused(annotation: Any) -> str | None:
     if type(annotation).__name__ == "_KW_ONLY_TYPE":
         return "KW_ONLY"
     text = annotation if isinstance(annotation, str) else repr(annotation)
+    if not any(name in text for name in _REFUSED):  # the usual case, decided in one pass
+        return None
     bare = text.strip().removeprefix("typing.").removeprefix("dataclasses.")
     return next((name for name in _REFUSED if bare == name or bare.startswith(name + "[")), None)
 

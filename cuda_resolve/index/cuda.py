@@ -135,11 +135,10 @@ class CudaFacts:
 
 
 #: A version as torch's are written (PEP 440's normal form): release numbers, then a pre, post
-#: and dev part, a local label. Any other spelling is left to ``packaging``.
+#: and dev part, a local label, in lower case. Any other spelling is left to ``packaging``.
 _PLAIN_VERSION = re.compile(
     r"v?(\d+(?:\.\d+)*)(?:(?:a|b|rc)\d+)?(?:\.post\d+)?(?:\.dev\d+)?"
-    r"(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?",
-    re.IGNORECASE,
+    r"(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?"  # lower case: IGNORECASE triples its compile time
 )
 
 
@@ -167,7 +166,9 @@ def release_key(version: str) -> tuple[int, ...] | None:
 # -- the facts as plain data (their cache file: issue 28) -----------------------------------------
 # Written with marshal, which the interpreter has built in: unpickling them imported pickle, 1 to
 # 2 ms of every warm command. An object is a list, [class name, field values...]; the facts hold
-# no list of their own (every sequence is a tuple).
+# no list of their own (every sequence is a tuple). Equal parts are written once (marshal writes
+# an object it meets again as a reference) and made once when read: the ~2000 objects of the
+# shipped facts are ~350 different ones, and reading each in Python costs what unpickling did.
 
 _PLAIN_CLASSES: dict[str, type[Any]] = {
     cls.__name__: cls
@@ -185,43 +186,62 @@ _PLAIN_VALUES = (str, int, float, type(None))  # bool is an int
 
 
 def facts_to_plain(facts: CudaFacts) -> Any:
-    """*facts* as tuples, lists and plain values (what :mod:`marshal` writes)."""
-    return _to_plain(facts)
+    """*facts* as tuples, lists and plain values (what :mod:`marshal` writes), each distinct
+    part once."""
+    return _to_plain(facts, {})
 
 
 def facts_from_plain(plain: Any) -> CudaFacts:
     """The facts :func:`facts_to_plain` made; ``ValueError`` where *plain* is not such data."""
-    facts = _from_plain(plain)
+    facts = _from_plain(plain, {})
     if not isinstance(facts, CudaFacts):
         raise ValueError(f"not CUDA facts but {type(facts).__name__}")
     return facts
 
 
-def _to_plain(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return tuple(_to_plain(item) for item in value)
+def _to_plain(value: Any, made: dict[tuple[Any, ...], Any]) -> Any:
+    """*value* in plain form; *made* holds the plain parts made so far, by what they hold."""
     if isinstance(value, _PLAIN_VALUES):
         return value
-    name = type(value).__name__
-    if _PLAIN_CLASSES.get(name) is not type(value):
-        raise TypeError(f"CUDA facts hold no {type(value).__qualname__}")
-    return [name, *(_to_plain(item) for item in value.__getstate__())]
-
-
-def _from_plain(value: Any) -> Any:
     if isinstance(value, tuple):
-        return tuple(_from_plain(item) for item in value)
-    if isinstance(value, list):
+        plain: Any = tuple(_to_plain(item, made) for item in value)
+        key: tuple[Any, ...] = ("tuple", *map(_identity, plain))
+    else:
+        name = type(value).__name__
+        if _PLAIN_CLASSES.get(name) is not type(value):
+            raise TypeError(f"CUDA facts hold no {type(value).__qualname__}")
+        plain = [name, *(_to_plain(item, made) for item in value.__getstate__())]
+        key = (name, *map(_identity, plain[1:]))
+    return made.setdefault(key, plain)
+
+
+def _identity(plain: Any) -> Any:
+    """A plain part made by _to_plain is one object per content: its id names it (*made* keeps
+    it alive); a value, by its type and itself (``1`` is not ``True``)."""
+    return id(plain) if isinstance(plain, (tuple, list)) else (type(plain), plain)
+
+
+def _from_plain(value: Any, made: dict[int, Any]) -> Any:
+    """What *value* describes; *made* holds what was made of each part already read (marshal
+    gives a part written once as one object)."""
+    if isinstance(value, _PLAIN_VALUES):
+        return value
+    if not isinstance(value, (tuple, list)):
+        raise ValueError(f"not plain data: {type(value).__name__}")
+    found = made.get(id(value))
+    if found is not None:
+        return found
+    if isinstance(value, tuple):
+        result: Any = tuple([_from_plain(item, made) for item in value])
+    else:
         cls = _PLAIN_CLASSES.get(value[0]) if value and isinstance(value[0], str) else None
         if cls is None:
             raise ValueError(f"not a class of the CUDA facts: {value[:1]!r}")
-        fields = [_from_plain(item) for item in value[1:]]
+        fields = [_from_plain(item, made) for item in value[1:]]
         expected = len(cls.__frozen_fields__)
         if len(fields) != expected:
             raise ValueError(f"{cls.__name__} has {expected} fields, not {len(fields)}")
-        made = object.__new__(cls)
-        made.__setstate__(fields)  # as unpickling restores it
-        return made
-    if isinstance(value, _PLAIN_VALUES):
-        return value
-    raise ValueError(f"not plain data: {type(value).__name__}")
+        result = object.__new__(cls)
+        result.__setstate__(fields)  # as unpickling restores it
+    made[id(value)] = result
+    return result
