@@ -29,10 +29,13 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
 
 from ._frozen import frozen
 from .errors import UsageError
+
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 if TYPE_CHECKING:  # imported by what starts a program: a warm doctor starts none (issue 28)
     import subprocess

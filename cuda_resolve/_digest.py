@@ -8,14 +8,16 @@ interpreter built without it)."""
 
 from __future__ import annotations
 
-from typing import Protocol
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
+if TYPE_CHECKING:
+    from typing import Protocol
 
-__all__ = ["Digest", "new_digest"]
+    class Digest(Protocol):
+        def update(self, data: bytes, /) -> None: ...
+        def hexdigest(self) -> str: ...
 
 
-class Digest(Protocol):
-    def update(self, data: bytes, /) -> None: ...
-    def hexdigest(self) -> str: ...
+__all__ = ["new_digest"]
 
 
 def new_digest(data: bytes = b"") -> Digest:

@@ -34,19 +34,24 @@ import abc
 import operator
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
 if TYPE_CHECKING:
-    from typing_extensions import dataclass_transform
-else:
+    from typing import Any, TypeVar, overload
 
-    def dataclass_transform(**_: Any) -> Callable[[Any], Any]:
+    from typing_extensions import dataclass_transform
+
+    T = TypeVar("T")
+else:  # what these do at run time, without importing typing
+
+    def dataclass_transform(**_: object) -> Callable[[object], object]:
         return lambda function: function
+
+    def overload(function: object) -> object:  # the implementation defined after replaces it
+        return function
 
 
 __all__ = ["field", "frozen", "replace"]
-
-T = TypeVar("T")
 
 
 class _Missing:

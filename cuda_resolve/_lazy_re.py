@@ -8,7 +8,15 @@ here is compiled by ``re`` the first time one of its methods is looked up, once.
 from __future__ import annotations
 
 import re
-from typing import Any, cast
+
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
+if TYPE_CHECKING:
+    from typing import Any, cast
+else:
+
+    def cast(_type: object, value: object) -> object:  # typing.cast: the value itself
+        return value
+
 
 __all__ = ["lazy_compile"]
 

@@ -14,8 +14,12 @@ from collections.abc import Iterable, Sequence
 
 from ._frozen import frozen
 from .environment import Compiler, Driver, Environment, Gpu, Toolkit
-from .index.cuda import ArchEntry, CudaFactsSource, ToolkitFacts
+from .index.cuda import ArchEntry, ToolkitFacts
 from .versions import ComputeCapability, CudaVersion, DriverVersion
+
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
+if TYPE_CHECKING:
+    from .index.cuda import CudaFactsSource
 
 __all__ = [
     "JETSON_CAPABILITIES",

@@ -7,12 +7,13 @@ machine; :mod:`cuda_resolve.profile` builds one from a TOML profile. Everything 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
-
 from ._frozen import field, frozen
 from .versions import ComputeCapability, CudaVersion, DriverVersion
 
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
 if TYPE_CHECKING:
+    from typing import Literal
+
     from packaging.tags import Tag
 
 __all__ = [
@@ -31,7 +32,8 @@ __all__ = [
     "Variables",
 ]
 
-TorchBuild = Literal["cpu", "cuda", "rocm"]
+if TYPE_CHECKING:
+    TorchBuild = Literal["cpu", "cuda", "rocm"]
 
 
 @frozen

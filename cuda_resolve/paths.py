@@ -9,10 +9,13 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import BinaryIO
 
 from ._bounded import check_regular
 from .errors import UsageError
+
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 __all__ = [
     "CONFIG_ENV",

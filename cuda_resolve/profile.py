@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from ._docs import doc_path
 from .detect.host import normalize_arch
@@ -32,6 +31,10 @@ from .environment import (
 )
 from .errors import ProfileError
 from .versions import ComputeCapability, CudaVersion, DriverVersion
+
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:  # the TOML reader is imported only when a profile is read
     from ._toml import Table

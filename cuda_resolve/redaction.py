@@ -34,9 +34,12 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from ._lazy_re import lazy_compile
+
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "MASK",

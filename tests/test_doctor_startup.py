@@ -40,6 +40,7 @@ NOT_ON_THE_WARM_PATH = (
     "subprocess",  # only a run that starts a program
     "packaging.version",  # the facts' torch releases are text, matched by index.cuda.release_key
     "pickle",
+    "typing",  # names only the type checker needs are imported under TYPE_CHECKING = False
 )
 
 _RUN_DOCTOR = """

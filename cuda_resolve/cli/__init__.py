@@ -11,9 +11,12 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from ..errors import UsageError
+
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ArgumentParser", "guarded", "interrupted", "main", "run", "split_debug"]
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..environment import Environment
 from ..errors import UsageError
 from ..index import default_index
 from ..install.target import RULE
 
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
 if TYPE_CHECKING:
     from ..index.model import Index
     from ..install.target import TargetChoice

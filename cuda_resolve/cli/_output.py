@@ -10,14 +10,21 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import IO, TYPE_CHECKING, Any, cast
 
 from .._wrap import hanging
 from ..errors import CudaResolveError
 from ..redaction import redact_data, redact_urls
 
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
 if TYPE_CHECKING:
+    from typing import IO, Any, cast
+
     from rich.console import Console
+else:
+
+    def cast(_type: object, value: object) -> object:  # typing.cast: the value itself
+        return value
+
 
 __all__ = ["console", "error_console", "hanging", "print_json", "report_error"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any
 
 from ..doctor.checks import run_checks
 from ..doctor.findings import worst
@@ -13,7 +12,10 @@ from ..index import default_cuda_facts, default_index
 from . import _output
 from ._common import add_environment_options, environment_from_args
 
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..doctor.findings import Finding
     from ..doctor.kernel import KernelContext
     from ..environment import Environment

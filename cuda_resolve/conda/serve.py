@@ -24,11 +24,15 @@ from collections.abc import Sequence
 from .._frozen import frozen
 from ..compat import driver_supports_cuda, format_arch_list, uncovered_gpus
 from ..environment import Environment
-from ..index.cuda import ArchEntry, CudaFactsSource
+from ..index.cuda import ArchEntry
 from ..index.model import parse_arch_entry
 from ..versions import ComputeCapability, CudaVersion
 from .matchspec import MatchSpec, compare_versions, parse_spec
 from .records import CondaRecord, TorchRecord, channel_torch_cuda
+
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
+if TYPE_CHECKING:
+    from ..index.cuda import CudaFactsSource
 
 __all__ = [
     "Fit",

@@ -18,10 +18,13 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from .._bounded import read_bytes
 from ..paths import cache_root, write_atomic
+
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ProbeCache", "default_cache_dir", "file_identity"]
 

@@ -20,7 +20,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Generic, TypeVar
 
 from .._bounded import DEFAULT_OUTPUT_LIMIT, Deadline, Ran
 from .._bounded import run as run_bounded
@@ -35,7 +34,18 @@ __all__ = [
     "sharing",
 ]
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
+if TYPE_CHECKING:
+    from typing import Generic, TypeVar
+
+    T = TypeVar("T")
+else:  # Background is generic to the type checker only; Generic[T] is a plain base at run time
+
+    class Generic:
+        def __class_getitem__(cls, _item: object) -> type:
+            return cls
+
+    T = object
 
 #: How often a wait for a library call checks whether its deadline was cancelled.
 _CANCEL_POLL_SECONDS = 0.05

@@ -26,7 +26,6 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
 
 from .._bounded import read_head, read_text
 from .._bounded import run as run_bounded
@@ -37,13 +36,15 @@ from .._lazy_re import lazy_compile
 from ..environment import ExtensionBinary
 from ._cache import file_identity
 
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
 if TYPE_CHECKING:
+    from typing import Any, Protocol
+
     from ..elf import ElfImage
 
-
-class _Cache(Protocol):
-    def get(self, namespace: str, key: str) -> Any: ...
-    def put(self, namespace: str, key: str, value: Any) -> None: ...
+    class _Cache(Protocol):
+        def get(self, namespace: str, key: str) -> Any: ...
+        def put(self, namespace: str, key: str, value: Any) -> None: ...
 
 
 __all__ = [

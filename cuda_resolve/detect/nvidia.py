@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from .._frozen import frozen
 from ..environment import Driver, Gpu
@@ -37,7 +36,10 @@ from ._files import read_text, under_root, which
 from ._run import Background, call_with_timeout
 from .driver import cuda_for_driver_version, driver_version_from_files
 
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
 if TYPE_CHECKING:
+    from typing import Any
+
     from .nvidia_smi import SmiHeader
 
 # NVML (_nvml) and nvidia-smi (nvidia_smi) are imported where they are asked: a repeated run

@@ -25,7 +25,6 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
 
 from .._dist_metadata import normalized_name
 from .._frozen import frozen
@@ -34,6 +33,10 @@ from ..errors import CudaResolveError, UsageError
 from ..versions import CudaVersion
 from ._files import which
 from ._run import run
+
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
+if TYPE_CHECKING:
+    from typing import Any, Protocol
 
 __all__ = [
     "MINIMUM_TARGET",
@@ -190,9 +193,11 @@ def _json_object(text: str) -> dict[str, Any] | None:
     return None
 
 
-class _ReportCache(Protocol):
-    def get(self, namespace: str, key: str) -> Any: ...
-    def put(self, namespace: str, key: str, value: Any) -> None: ...
+if TYPE_CHECKING:
+
+    class _ReportCache(Protocol):
+        def get(self, namespace: str, key: str) -> Any: ...
+        def put(self, namespace: str, key: str, value: Any) -> None: ...
 
 
 #: Files that change the import path or what it finds without any distribution changing: path

@@ -7,6 +7,6 @@ lives in :mod:`.render`.
 
 from __future__ import annotations
 
-from .findings import Finding, Status
+from .findings import Finding
 
-__all__ = ["Finding", "Status"]
+__all__ = ["Finding"]

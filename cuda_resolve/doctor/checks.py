@@ -24,13 +24,17 @@ from ..compat import (
 )
 from ..environment import Environment, ExtensionBinary, Toolkit
 from ..errors import UsageError
-from ..index.cuda import ArchEntry, CudaFactsSource
+from ..index.cuda import ArchEntry
 from ..versions import ComputeCapability
 from .findings import Finding
 
-__all__ = ["CHECKS", "run_checks", "torch_arch_entries"]
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
+if TYPE_CHECKING:
+    from ..index.cuda import CudaFactsSource
 
-Check = Callable[[Environment, CudaFactsSource], list[Finding]]
+    Check = Callable[[Environment, CudaFactsSource], list[Finding]]
+
+__all__ = ["CHECKS", "run_checks", "torch_arch_entries"]
 
 
 def _primary(env: Environment) -> Toolkit | None:

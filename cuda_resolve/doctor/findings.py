@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from .._frozen import frozen
 
-__all__ = ["Finding", "Status", "worst"]
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
+if TYPE_CHECKING:
+    from typing import Literal
 
-Status = Literal["ok", "info", "warn", "error"]
+    Status = Literal["ok", "info", "warn", "error"]
+
+__all__ = ["Finding", "worst"]
+
 _RANK: dict[str, int] = {"ok": 0, "info": 1, "warn": 2, "error": 3}
 
 

@@ -25,10 +25,13 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from .._frozen import frozen
 from .findings import Finding
+
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:  # envvars imports shlex: doctor outside a kernel must not pay for it
     from ..envvars import JobEnvironment

@@ -35,7 +35,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
@@ -49,7 +49,10 @@ from ..net import HttpClient, Probe, TlsReport, client_from_config, redact, trus
 from ..net.pages import distribution_links
 from ..net.tls import DISTRO_CA_BUNDLES, TrustFacts
 from ..redaction import redact_urls
-from .findings import Finding, Status
+from .findings import Finding
+
+if TYPE_CHECKING:
+    from .findings import Status
 
 __all__ = [
     "DEFAULT_TARGETS",

@@ -8,11 +8,12 @@ package: a command that only describes the machine never creates them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from .cuda import ArchEntry, CudaFacts, CudaFamily, ToolkitFacts, parse_arch_entry
 
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
 if TYPE_CHECKING:
+    from typing import Any
+
     from .model import (
         ExtensionWheels,
         Index,

@@ -10,15 +10,17 @@ only, so reading it creates none of the package catalogue's classes and imports 
 from __future__ import annotations
 
 import re
-from typing import Any, Protocol
 
 from .._frozen import frozen
 from ..versions import ComputeCapability, CudaVersion, DriverVersion
 
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
+if TYPE_CHECKING:
+    from typing import Any, Protocol
+
 __all__ = [
     "ArchEntry",
     "CudaFacts",
-    "CudaFactsSource",
     "CudaFamily",
     "ToolkitFacts",
     "facts_from_plain",
@@ -85,22 +87,24 @@ class ToolkitFacts:
     notes: str = ""
 
 
-class CudaFactsSource(Protocol):
-    """What the machine checks read: the index, or its CUDA facts alone."""
+if TYPE_CHECKING:
 
-    @property
-    def toolkits(self) -> tuple[ToolkitFacts, ...]: ...
+    class CudaFactsSource(Protocol):
+        """What the machine checks read: the index, or its CUDA facts alone."""
 
-    @property
-    def families(self) -> tuple[CudaFamily, ...]: ...
+        @property
+        def toolkits(self) -> tuple[ToolkitFacts, ...]: ...
 
-    def toolkit(self, version: CudaVersion) -> ToolkitFacts | None: ...
+        @property
+        def families(self) -> tuple[CudaFamily, ...]: ...
 
-    def family(self, major: int) -> CudaFamily | None: ...
+        def toolkit(self, version: CudaVersion) -> ToolkitFacts | None: ...
 
-    def torch_build_arch_list(
-        self, version: str, variant: str
-    ) -> tuple[str, tuple[ArchEntry, ...]] | None: ...
+        def family(self, major: int) -> CudaFamily | None: ...
+
+        def torch_build_arch_list(
+            self, version: str, variant: str
+        ) -> tuple[str, tuple[ArchEntry, ...]] | None: ...
 
 
 @frozen

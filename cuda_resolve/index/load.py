@@ -19,7 +19,6 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
 
 from .._docs import doc_path
 from ..errors import IndexDataError, UsageError
@@ -27,11 +26,16 @@ from ..paths import config_path, user_config_dir
 from ..versions import CudaVersion
 from .cuda import CudaFacts, CudaFamily, ToolkitFacts
 
+TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     from packaging.version import Version
 
     from ._parse import Layer, PackageDraft
     from .model import Index, Package, TorchRelease
+
+    _T = TypeVar("_T")
 
     if sys.version_info >= (3, 11):
         from importlib.resources.abc import Traversable
@@ -346,8 +350,6 @@ def _trusted(path: Path) -> bool:
 #: The shipped index pickles to ~50 KB, and a pickle is smaller than the TOML it came from;
 #: a cache file larger than this was not written here, and one this large is not written.
 _PARSED_LIMIT = 64 * 1024 * 1024
-
-_T = TypeVar("_T")
 
 
 def _read_parsed(key: str | None, suffix: str, expected: type[_T]) -> _T | None:

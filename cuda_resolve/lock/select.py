@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
@@ -10,10 +10,13 @@ from .._frozen import frozen
 from ..compat import driver_supports_cuda, marker_environment, uncovered_gpus
 from ..environment import Environment
 from ..errors import LockError, UsageError
-from ..index.cuda import CudaFactsSource, parse_arch_list
+from ..index.cuda import parse_arch_list
 from ..versions import CudaVersion
 from .document import ProfileRecord
 from .read import ReadLock
+
+if TYPE_CHECKING:
+    from ..index.cuda import CudaFactsSource
 
 __all__ = ["Wanted", "choose_profile", "differences", "named_profile_notes", "wanted_files"]
 
