@@ -41,6 +41,7 @@ NOT_ON_THE_WARM_PATH = (
     "packaging.version",  # the facts' torch releases are text, matched by index.cuda.release_key
     "pickle",
     "typing",  # names only the type checker needs are imported under TYPE_CHECKING = False
+    "unicodedata",  # only text that is not ASCII is measured with it
 )
 
 _RUN_DOCTOR = """
