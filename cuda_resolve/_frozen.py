@@ -463,9 +463,9 @@ class _LazyInit:
     def __get__(self, instance: object, owner: type[Any] | None = None) -> Any:
         init = _compiled_init(self.owner, self.fields)
         type.__setattr__(self.owner, "__init__", init)
-        if instance is None or isinstance(instance, type):  # the class's, not an instance's
-            return init
-        return init.__get__(instance, owner)
+        # Bound to whatever asks as an instance: Python 3.13's inspect.signature(cls) asks with
+        # the class itself, and takes a bound method (the signature without self).
+        return init if instance is None else init.__get__(instance, owner)
 
 
 def _compiled_init(cls: type[Any], fields: tuple[_Field, ...]) -> Callable[..., None]:

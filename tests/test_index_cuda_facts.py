@@ -203,6 +203,7 @@ _VERSIONS = (
     "2.5.1.post2", "2.5", "2.5.0", "2.5.0.0", "v2.5.1", "V2.5.1", " 2.5.1 ", "2.5.1-rc1",
     "2.5.1.a1", "2.5.1-1", "1!2.5.1", "0!2.5.1", "2.5.1_dev3", "2.5.1alpha1", "2.5.1+local.a-b_c",
     "2.5.1+", "2.5.1a1a1", "2.5.1.dev1.post1", "2..5", "latest", "", "2.5.1+cu124+x", "2.05.01",
+    "\u0662.\u0665.\u0661", "2.5.\u0661",  # Arabic-Indic digits: PEP 440 takes ASCII ones only
 )  # fmt: skip
 
 
@@ -221,3 +222,28 @@ def test_a_release_key_is_packagings_epoch_and_release(version: str) -> None:
     while len(release) > 1 and release[-1] == 0:
         release.pop()
     assert release_key(version) == (parsed.epoch, *release)
+
+
+def test_only_a_final_release_of_the_index_is_a_builds_base_version() -> None:
+    """An overlay may list a pre-release (2.7.0rc1): no build's base version is that release, as
+    packaging's base_version never has a pre, post or dev part."""
+    from cuda_resolve.index.cuda import ArchEntry, CudaFacts
+    from cuda_resolve.versions import ComputeCapability
+
+    rc = (ArchEntry(ComputeCapability(8, 0)),)
+    final = (ArchEntry(ComputeCapability(9, 0)),)
+    facts = CudaFacts(
+        toolkits=(),
+        families=(),
+        torch_arch_lists=(
+            ("2.7.0rc1", "cu128", rc),
+            ("2.7.0.post1", "cu128", rc),
+            ("1!2.7.0", "cu128", rc),
+            ("2.7", "cu128", final),
+        ),
+    )
+    for asked in ("2.7.0", "2.7.0+cu128", "2.7.0rc1", "2.7.0rc1+cu128", "2.7.0.post1", "2.7"):
+        assert facts.torch_build_arch_list(asked, "cu128") == ("2.7+cu128", final), asked
+    assert facts.torch_build_arch_list("1!2.7.0", "cu128") == ("1!2.7.0+cu128", rc)
+    assert facts.torch_build_arch_list("2.8.0", "cu128") is None
+    assert facts.torch_build_arch_list("not a version", "cu128") is None

@@ -126,14 +126,19 @@ class CudaFacts:
     def torch_build_arch_list(
         self, version: str, variant: str
     ) -> tuple[str, tuple[ArchEntry, ...]] | None:
-        """As ``Index.torch_build_arch_list``: the release is matched on its base version (its
-        epoch and release numbers; ``2.5`` is ``2.5.0``). A version that is not PEP 440 matches
-        none."""
+        """As ``Index.torch_build_arch_list``: *version*'s base version (its epoch and release
+        numbers; ``2.5`` is ``2.5.0``) is matched against the index's final releases (an index
+        release ``2.7.0rc1`` is not the base version of any build). A version that is not PEP
+        440 matches none."""
         wanted = release_key(version)
         if wanted is None:
             return None
         for release, name, entries in self.torch_arch_lists:
-            if name == variant and release_key(release) == wanted:
+            if (
+                name == variant
+                and _FINAL_RELEASE.fullmatch(release)
+                and release_key(release) == wanted
+            ):
                 return f"{release}+{name}", entries
         return None
 
@@ -141,9 +146,11 @@ class CudaFacts:
 #: A version as torch's are written (PEP 440's normal form): release numbers, then a pre, post
 #: and dev part, a local label, in lower case. Any other spelling is left to ``packaging``.
 _PLAIN_VERSION = re.compile(
-    r"v?(\d+(?:\.\d+)*)(?:(?:a|b|rc)\d+)?(?:\.post\d+)?(?:\.dev\d+)?"
+    r"v?([0-9]+(?:\.[0-9]+)*)(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?"
     r"(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?"  # lower case: IGNORECASE triples its compile time
-)
+)  # [0-9], not \d: PEP 440 takes ASCII digits only
+#: A final release as ``str(packaging.version.Version)`` writes it (the index's releases).
+_FINAL_RELEASE = re.compile(r"(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*")
 
 
 def release_key(version: str) -> tuple[int, ...] | None:

@@ -406,7 +406,10 @@ def _write_parsed(key: str | None, suffix: str, value: object) -> None:
 
     if not key:
         return
-    data = _dumps(suffix, value)
+    try:
+        data = _dumps(suffix, value)
+    except (TypeError, ValueError):  # a value the cache cannot hold: parsed again next time
+        return
     if len(data) > _PARSED_LIMIT:
         return  # it would never be read back
     for path in _parsed_cache_paths(key, suffix):
