@@ -208,7 +208,7 @@ def frozen(
         for attribute in ("__dataclass_fields__", "__dataclass_params__"):
             setattr(made, attribute, _DataclassView(made, attribute, options))
         _add_methods(made, fields, order=order)
-        if cls.__dict__.get("__doc__") is None:  # as dataclasses: the signature
+        if not cls.__dict__.get("__doc__"):  # as dataclasses: the signature
             made.__doc__ = made.__name__ + _signature(fields)
         abc.update_abstractmethods(made)
         return made
@@ -313,8 +313,18 @@ def _read_fields(cls: type[Any], *, kw_only: bool) -> tuple[_Field, ...]:
     return tuple(fields)
 
 
+def _is_field_spec(value: object) -> bool:
+    """What :func:`field` or :func:`dataclasses.field` returned."""
+    dataclasses = sys.modules.get("dataclasses")  # a dataclasses.Field can only come from it
+    return isinstance(value, _Field) or (
+        dataclasses is not None and isinstance(value, dataclasses.Field)
+    )
+
+
 def _slotted(cls: type[T], fields: tuple[_Field, ...]) -> type[T]:
     """A new class with a slot for each field, as ``@dataclass(slots=True)`` makes it."""
+    if "__slots__" in cls.__dict__:
+        raise TypeError(f"{cls.__name__} already specifies __slots__")
     names = tuple(f.name for f in fields)
     inherited = {
         slot
@@ -341,7 +351,7 @@ def _slots_of(cls: type[Any]) -> tuple[str, ...]:
 def _with_defaults(cls: type[T], fields: tuple[_Field, ...]) -> type[T]:
     """Without slots: each field's class attribute is its default, as dataclasses leaves it."""
     for f in fields:
-        if isinstance(cls.__dict__.get(f.name), _Field):
+        if _is_field_spec(cls.__dict__.get(f.name)):
             if f.default is MISSING:
                 delattr(cls, f.name)
             else:

@@ -457,3 +457,39 @@ def test_init_is_compiled_when_first_looked_up_and_is_the_one_dataclasses_writes
     assert str(inspect.signature(Unused)) == "(first: 'int') -> None"
     assert str(inspect.signature(Lazy)) == str(inspect.signature(TheirLazy))
     assert Lazy.__init__.__qualname__.endswith("Lazy.__init__")
+
+
+def test_what_the_second_review_found_behaves_as_dataclasses_does() -> None:
+    """With slots=False a dataclasses.field() leaves its default on the class, a class's own
+    __slots__ is refused, and an empty docstring is replaced by the signature."""
+
+    @frozen(slots=False)
+    class Loose:
+        """Its fields' defaults stay on the class."""
+
+        plain: int = 1
+        theirs: int = field(default=2)
+        required: int = field()
+
+    @dataclass(frozen=True, kw_only=True)
+    class TheirLoose:
+        plain: int = 1
+        theirs: int = field(default=2)
+        required: int = field()
+
+    for cls in (Loose, TheirLoose):
+        assert cls.plain == 1 and cls.theirs == 2 and "required" not in vars(cls)  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match="already specifies __slots__"):
+
+        @frozen
+        class Slotted:
+            __slots__ = ("value",)
+            value: int
+
+    @frozen
+    class Blank:
+        """"""
+
+        size: int = 2
+
+    assert Blank.__doc__ == "Blank(*, size: 'int' = 2)"
