@@ -35,10 +35,9 @@ from .errors import UsageError
 
 TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
 if TYPE_CHECKING:
-    from typing import BinaryIO
-
-if TYPE_CHECKING:  # imported by what starts a program: a warm doctor starts none (issue 28)
+    # subprocess is imported by what starts a program: a warm doctor starts none (issue 28).
     import subprocess
+    from typing import BinaryIO
 
 __all__ = [
     "DEFAULT_OUTPUT_LIMIT",

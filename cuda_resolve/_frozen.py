@@ -267,7 +267,6 @@ def _refused(annotation: Any) -> str | None:
 def _read_fields(cls: type[Any], *, kw_only: bool) -> tuple[_Field, ...]:
     """The class's fields in order, as :mod:`dataclasses` reads them for ``frozen=True``."""
     fields: list[_Field] = []
-    dataclasses = sys.modules.get("dataclasses")  # a dataclasses.field() can only come from it
     for name, annotation in _annotations(cls).items():
         refused = _refused(annotation)
         if refused is not None:
@@ -277,12 +276,12 @@ def _read_fields(cls: type[Any], *, kw_only: bool) -> tuple[_Field, ...]:
         value = cls.__dict__.get(name, MISSING)
         if isinstance(value, _Field):
             made = value
-        elif dataclasses is not None and isinstance(value, dataclasses.Field):
+        elif _is_field_spec(value):  # dataclasses.field(): its options, but for MISSING
             made = _Field(
                 **{
                     option: getattr(value, option)
                     for option in _OPTIONS
-                    if getattr(value, option) is not dataclasses.MISSING
+                    if getattr(value, option) is not sys.modules["dataclasses"].MISSING
                 }
             )
         else:
@@ -436,7 +435,7 @@ def _add_methods(cls: type[Any], fields: tuple[_Field, ...], *, order: bool) -> 
         type.__setattr__(cls, "__init__", _LazyInit(cls, fields))
     methods.update(_frozen_methods(cls, frozenset(names)))
     if "__slots__" in own:  # dataclasses adds each for frozen=True where the class has none
-        methods.update((k, v) for k, v in _pickling_methods(cls).items() if k not in own)
+        methods.update((k, v) for k, v in _pickling_methods(cls, names).items() if k not in own)
     if sys.version_info >= (3, 13) and "__replace__" not in own:  # copy.replace(), as dataclasses
         methods["__replace__"] = replace
     compared = _getter([f.name for f in fields if f.compare])
@@ -579,9 +578,8 @@ def _frozen_methods(cls: type[Any], names: frozenset[str]) -> dict[str, Callable
     return {"__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _pickling_methods(cls: type[Any]) -> dict[str, Callable[..., Any]]:
+def _pickling_methods(cls: type[Any], names: tuple[str, ...]) -> dict[str, Callable[..., Any]]:
     """As dataclasses writes them: the instance's own fields (a subclass's too), in order."""
-    names = tuple(f.name for f in cls.__frozen_fields__)
 
     def field_names(self: Any) -> tuple[str, ...]:
         if type(self) is cls:

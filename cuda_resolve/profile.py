@@ -33,10 +33,9 @@ from .errors import ProfileError
 from .versions import ComputeCapability, CudaVersion, DriverVersion
 
 TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the TOML reader is imported only when a profile is read
     from typing import Any
 
-if TYPE_CHECKING:  # the TOML reader is imported only when a profile is read
     from ._toml import Table
     from .index.cuda import CudaFactsSource
 

@@ -30,10 +30,9 @@ from .._frozen import frozen
 from .findings import Finding
 
 TYPE_CHECKING = False  # typing's, without importing typing (issue 28)
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # envvars imports shlex: doctor outside a kernel must not pay for it
     from typing import Any
 
-if TYPE_CHECKING:  # envvars imports shlex: doctor outside a kernel must not pay for it
     from ..envvars import JobEnvironment
 
 __all__ = ["KERNEL_SPEC_VARIABLE", "KernelContext", "check_kernel", "detect_kernel", "is_ipykernel"]
